@@ -1,0 +1,156 @@
+//! Which keys a query may see, computed from positions (never from a stored matrix).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An attention mask. Positions are absolute token indices in the key/value sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mask {
+    /// Every query sees every key (encoders, cross-attention).
+    Full,
+    /// Query `i` sees keys `0..=i`.
+    Causal,
+    /// Query `i` sees keys `i-window+1 ..= i` (Mistral, Gemma local layers). `window >= 1`.
+    Sliding { window: u32 },
+    /// Causal inside blocks of `chunk` tokens (Llama 4 local layers). `chunk >= 1`.
+    Chunked { chunk: u32 },
+}
+
+impl Mask {
+    /// Whether the query at absolute position `q_pos` may attend to the key at `k_pos`.
+    pub fn visible(self, q_pos: u32, k_pos: u32) -> bool {
+        let (lo, hi) = self.key_range(q_pos, u32::MAX);
+        lo <= k_pos && k_pos < hi
+    }
+
+    /// The half-open range of key positions `[lo, hi)` visible to query `q_pos`, clipped to `n_kv` keys.
+    /// The range is empty (`lo >= hi`) when a query sees no key at all (e.g. it lies past the keys).
+    pub fn key_range(self, q_pos: u32, n_kv: u32) -> (u32, u32) {
+        let causal_hi = q_pos.saturating_add(1).min(n_kv);
+        match self {
+            Mask::Full => (0, n_kv),
+            Mask::Causal => (0, causal_hi),
+            Mask::Sliding { window } => (q_pos.saturating_add(1).saturating_sub(window.max(1)), causal_hi),
+            Mask::Chunked { chunk } => (q_pos - q_pos % chunk.max(1), causal_hi),
+        }
+    }
+
+    /// The kernel's encoding (keep in sync with `MASK_*` in `shaders/*.wgsl`): kind and its size parameter.
+    pub fn to_gpu(self) -> (u32, u32) {
+        match self {
+            Mask::Full => (0, 0),
+            Mask::Causal => (1, 0),
+            Mask::Sliding { window } => (2, window.max(1)),
+            Mask::Chunked { chunk } => (3, chunk.max(1)),
+        }
+    }
+
+    /// The URL / UI name of the mask kind.
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            Mask::Full => "full",
+            Mask::Causal => "causal",
+            Mask::Sliding { .. } => "sliding",
+            Mask::Chunked { .. } => "chunked",
+        }
+    }
+}
+
+impl fmt::Display for Mask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mask::Full | Mask::Causal => f.write_str(self.kind_name()),
+            Mask::Sliding { window } => write!(f, "sliding (window {window})"),
+            Mask::Chunked { chunk } => write!(f, "chunked (chunk {chunk})"),
+        }
+    }
+}
+
+/// The mask kind alone, as named in URLs (`mask=sliding`); its size comes from `window` / `chunk`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskKind {
+    Full,
+    Causal,
+    Sliding,
+    Chunked,
+}
+
+impl MaskKind {
+    pub const ALL: [MaskKind; 4] = [MaskKind::Full, MaskKind::Causal, MaskKind::Sliding, MaskKind::Chunked];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MaskKind::Full => "full",
+            MaskKind::Causal => "causal",
+            MaskKind::Sliding => "sliding",
+            MaskKind::Chunked => "chunked",
+        }
+    }
+
+    /// The mask of this kind, with `window` for sliding and `chunk` for chunked.
+    pub fn with_sizes(self, window: u32, chunk: u32) -> Mask {
+        match self {
+            MaskKind::Full => Mask::Full,
+            MaskKind::Causal => Mask::Causal,
+            MaskKind::Sliding => Mask::Sliding { window: window.max(1) },
+            MaskKind::Chunked => Mask::Chunked { chunk: chunk.max(1) },
+        }
+    }
+}
+
+impl FromStr for MaskKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        MaskKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown mask \"{s}\" (expected full, causal, sliding or chunked)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn visible_keys(mask: Mask, q: u32, n: u32) -> Vec<u32> {
+        (0..n).filter(|&k| mask.visible(q, k)).collect()
+    }
+
+    #[test]
+    fn masks_by_hand() {
+        assert_eq!(visible_keys(Mask::Full, 2, 5), vec![0, 1, 2, 3, 4]);
+        assert_eq!(visible_keys(Mask::Causal, 2, 5), vec![0, 1, 2]);
+        // window 2: query 4 sees 3 and 4; query 0 sees only itself.
+        assert_eq!(visible_keys(Mask::Sliding { window: 2 }, 4, 6), vec![3, 4]);
+        assert_eq!(visible_keys(Mask::Sliding { window: 2 }, 0, 6), vec![0]);
+        assert_eq!(visible_keys(Mask::Sliding { window: 1 }, 3, 6), vec![3]);
+        // chunk 3: blocks {0,1,2} {3,4,5}; query 4 sees 3 and 4.
+        assert_eq!(visible_keys(Mask::Chunked { chunk: 3 }, 4, 6), vec![3, 4]);
+        assert_eq!(visible_keys(Mask::Chunked { chunk: 3 }, 2, 6), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn wide_window_and_chunk_equal_causal() {
+        for q in 0..20 {
+            let causal = visible_keys(Mask::Causal, q, 20);
+            assert_eq!(visible_keys(Mask::Sliding { window: 20 }, q, 20), causal);
+            assert_eq!(visible_keys(Mask::Chunked { chunk: 64 }, q, 20), causal);
+        }
+    }
+
+    #[test]
+    fn key_range_clips_to_keys() {
+        assert_eq!(Mask::Causal.key_range(10, 4), (0, 4));
+        assert_eq!(Mask::Sliding { window: 3 }.key_range(10, 4), (8, 4)); // empty: lo >= hi
+        assert_eq!(Mask::Full.key_range(0, 7), (0, 7));
+    }
+
+    #[test]
+    fn kinds_parse_and_print() {
+        for kind in MaskKind::ALL {
+            assert_eq!(kind.name().parse::<MaskKind>(), Ok(kind));
+        }
+        assert!("diagonal".parse::<MaskKind>().is_err());
+        assert_eq!(MaskKind::Sliding.with_sizes(0, 0), Mask::Sliding { window: 1 });
+    }
+}

@@ -1,0 +1,125 @@
+//! The f64 CPU reference of attention: slow, obvious, and the yardstick for every GPU kernel.
+//!
+//! It also serves as the fallback when the browser has no WebGPU (small sizes only).
+
+use crate::attention::{AttentionShape, Mask};
+
+/// The result of a forward pass: `o` is `[h_q, n_q, d]`, `lse` is `[h_q, n_q]` (natural log-sum-exp of the
+/// scaled, visible scores of each row).
+///
+/// A row that sees no key at all has `o = 0` and `lse = -inf`: there is nothing to average, and the
+/// kernels report the same (documented in `shaders/flash_attention.wgsl`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forward {
+    pub o: Vec<f32>,
+    pub lse: Vec<f32>,
+}
+
+/// Scaled, masked scores of one query row against every key, as f64; masked keys are `None`.
+fn row_scores(q: &[f32], k: &[f32], shape: &AttentionShape, mask: Mask, scale: f32, h: u32, i: u32) -> Vec<Option<f64>> {
+    let d = shape.d as usize;
+    let kv_h = shape.kv_head(h) as usize;
+    let q_row = &q[((h * shape.n_q + i) as usize) * d..][..d];
+    let q_pos = shape.q_offset() + i;
+    (0..shape.n_kv)
+        .map(|j| {
+            mask.visible(q_pos, j).then(|| {
+                let k_row = &k[(kv_h * shape.n_kv as usize + j as usize) * d..][..d];
+                let dot: f64 = q_row.iter().zip(k_row).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                dot * f64::from(scale)
+            })
+        })
+        .collect()
+}
+
+/// Softmax of one row of optional scores (masked entries get probability 0) and its log-sum-exp.
+fn softmax_row(scores: &[Option<f64>]) -> (Vec<f64>, f64) {
+    let max = scores.iter().flatten().copied().fold(f64::NEG_INFINITY, f64::max);
+    if max == f64::NEG_INFINITY {
+        return (vec![0.0; scores.len()], f64::NEG_INFINITY);
+    }
+    let exps: Vec<f64> = scores.iter().map(|s| s.map_or(0.0, |s| (s - max).exp())).collect();
+    let sum: f64 = exps.iter().sum();
+    (exps.iter().map(|e| e / sum).collect(), max + sum.ln())
+}
+
+/// Full attention forward: `O = softmax(scale * Q Kᵀ + mask) V` per query head, with GQA head sharing.
+pub fn forward(q: &[f32], k: &[f32], v: &[f32], shape: &AttentionShape, mask: Mask, scale: f32) -> Forward {
+    let d = shape.d as usize;
+    let mut o = vec![0.0f32; shape.q_len()];
+    let mut lse = vec![0.0f32; (shape.h_q * shape.n_q) as usize];
+    for h in 0..shape.h_q {
+        let kv_h = shape.kv_head(h) as usize;
+        for i in 0..shape.n_q {
+            let (p, row_lse) = softmax_row(&row_scores(q, k, shape, mask, scale, h, i));
+            let row = (h * shape.n_q + i) as usize;
+            lse[row] = row_lse as f32;
+            for c in 0..d {
+                let acc: f64 = p
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &pj)| pj * f64::from(v[(kv_h * shape.n_kv as usize + j) * d + c]))
+                    .sum();
+                o[row * d + c] = acc as f32;
+            }
+        }
+    }
+    Forward { o, lse }
+}
+
+/// Attention probabilities `P = softmax(scale * Q Kᵀ + mask)`, `[h_q, n_q, n_kv]`, masked entries 0.
+pub fn probabilities(q: &[f32], k: &[f32], shape: &AttentionShape, mask: Mask, scale: f32) -> Vec<f32> {
+    let mut out = Vec::with_capacity((shape.h_q * shape.n_q * shape.n_kv) as usize);
+    for h in 0..shape.h_q {
+        for i in 0..shape.n_q {
+            let (p, _) = softmax_row(&row_scores(q, k, shape, mask, scale, h, i));
+            out.extend(p.iter().map(|&x| x as f32));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_tokens_by_hand() {
+        // One head, d = 1: q = [1, 2], k = [1, 3], v = [10, 20], scale 1, causal.
+        // Row 0 sees key 0 only: p = [1, 0], o = 10, lse = 1*1 = 1.
+        // Row 1 scores 2*1 = 2 and 2*3 = 6: p1 = e^6 / (e^2 + e^6), o = 10 p0 + 20 p1.
+        let shape = AttentionShape::square(1, 2, 1);
+        let f = forward(&[1.0, 2.0], &[1.0, 3.0], &[10.0, 20.0], &shape, Mask::Causal, 1.0);
+        let p1 = 6f64.exp() / (2f64.exp() + 6f64.exp());
+        assert!((f.o[0] - 10.0).abs() < 1e-6);
+        assert!((f64::from(f.o[1]) - (10.0 * (1.0 - p1) + 20.0 * p1)).abs() < 1e-4);
+        assert!((f.lse[0] - 1.0).abs() < 1e-6);
+        assert!((f64::from(f.lse[1]) - (2f64.exp() + 6f64.exp()).ln()).abs() < 1e-5);
+        let p = probabilities(&[1.0, 2.0], &[1.0, 3.0], &shape, Mask::Causal, 1.0);
+        assert_eq!(p[1], 0.0);
+        assert!((f64::from(p[3]) - p1).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rows_sum_to_one_and_huge_logits_stay_finite() {
+        let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 5, n_kv: 9, d: 3 };
+        let q: Vec<f32> = (0..shape.q_len()).map(|x| ((x * 37 % 11) as f32 - 5.0) * 1e3).collect();
+        let k: Vec<f32> = (0..shape.kv_len()).map(|x| ((x * 13 % 7) as f32 - 3.0) * 1e1).collect();
+        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
+            let p = probabilities(&q, &k, &shape, mask, 1.0);
+            for row in p.chunks(9) {
+                assert!(row.iter().all(|x| x.is_finite()));
+                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{mask:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_with_no_visible_key_is_zero_with_minus_infinite_lse() {
+        // Sliding window 1 over keys 0..2 for a query at position 5 can't happen in self-attention,
+        // so build it directly from the softmax of an all-masked row.
+        let (p, lse) = softmax_row(&[None, None]);
+        assert_eq!(p, vec![0.0, 0.0]);
+        assert_eq!(lse, f64::NEG_INFINITY);
+    }
+}

@@ -1,0 +1,197 @@
+//! Device setup, buffers and readback: the plumbing every kernel shares.
+//!
+//! The same code runs natively (Vulkan, lavapipe in tests) and in the browser (WebGPU). The one
+//! difference is waiting: natively `device.poll` blocks until the GPU is done; in the browser the
+//! event loop drives the GPU and `poll` returns at once, so readback always awaits the map callback.
+
+use std::fmt;
+
+use wgpu::util::DeviceExt as _;
+
+/// Why a GPU operation could not be done, in words a user can act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuError {
+    /// No adapter (no WebGPU in this browser, or no Vulkan driver natively).
+    NoAdapter(String),
+    /// The adapter refused the device we asked for.
+    DeviceRequest(String),
+    /// The request needs more than this device allows (buffer size, workgroup memory...).
+    LimitExceeded(String),
+    /// Mapping a result buffer failed (typically a lost device).
+    Readback(String),
+}
+
+impl fmt::Display for GpuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuError::NoAdapter(why) => write!(f, "no GPU adapter: {why}"),
+            GpuError::DeviceRequest(why) => write!(f, "the GPU refused a device: {why}"),
+            GpuError::LimitExceeded(why) => write!(f, "too large for this GPU: {why}"),
+            GpuError::Readback(why) => write!(f, "reading results back from the GPU failed: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for GpuError {}
+
+/// What the UI shows about the adapter in use (browsers hide the name, so backend and type matter most).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    /// A CPU-emulated GPU (SwiftShader, lavapipe): correct but slow, timings are not representative.
+    pub is_cpu: bool,
+}
+
+impl fmt::Display for AdapterSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = if self.name.is_empty() { String::new() } else { format!("{} · ", self.name) };
+        write!(f, "{name}{} · {}", self.backend, self.device_type)?;
+        if self.is_cpu {
+            f.write_str(" (software fallback)")?;
+        }
+        Ok(())
+    }
+}
+
+/// One device and queue, with the limits the kernels size their tiles from.
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub limits: wgpu::Limits,
+    pub adapter: AdapterSummary,
+    /// Whether `TIMESTAMP_QUERY` was granted (the benchmark times kernels with it where it can).
+    pub timestamps: bool,
+}
+
+impl GpuContext {
+    /// Finds an adapter and opens a device on it. Natively the environment may pick the adapter
+    /// (`WGPU_ADAPTER_NAME`, `WGPU_BACKEND`); in the browser this is WebGPU or nothing.
+    pub async fn new() -> Result<Self, GpuError> {
+        let backends = if cfg!(target_arch = "wasm32") {
+            wgpu::Backends::BROWSER_WEBGPU
+        } else {
+            wgpu::Backends::from_env().unwrap_or(wgpu::Backends::VULKAN)
+        };
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        desc.backends = backends;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = wgpu::util::initialize_adapter_from_env_or_default(&instance, None)
+            .await
+            .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        Self::from_adapter(adapter).await
+    }
+
+    async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self, GpuError> {
+        let info = adapter.get_info();
+        let available = adapter.limits();
+        // Start from the WebGPU baseline every browser grants, then take what this adapter offers for
+        // buffer sizes (long sequences need them). Workgroup memory stays at the portable 16 KiB on the web.
+        let mut limits = wgpu::Limits::defaults();
+        limits.max_storage_buffer_binding_size = available.max_storage_buffer_binding_size;
+        limits.max_buffer_size = available.max_buffer_size;
+        if !cfg!(target_arch = "wasm32") {
+            limits.max_compute_workgroup_storage_size = available.max_compute_workgroup_storage_size.min(32768);
+        }
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let required_features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("attention-lab"),
+                required_features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::DeviceRequest(e.to_string()))?;
+        let adapter = AdapterSummary {
+            name: info.name.clone(),
+            backend: info.backend.to_string(),
+            device_type: format!("{:?}", info.device_type),
+            is_cpu: info.device_type == wgpu::DeviceType::Cpu,
+        };
+        Ok(Self { device, queue, limits, adapter, timestamps })
+    }
+
+    /// A read-only storage buffer holding `data`.
+    pub fn storage_from<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer, GpuError> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        self.check_binding_size(label, bytes.len() as u64)?;
+        // Zero-length buffers are invalid bindings; pad to one element.
+        let contents: &[u8] = if bytes.is_empty() { &[0; 4] } else { bytes };
+        Ok(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        }))
+    }
+
+    /// A writable storage buffer of `bytes` bytes that can be copied out for readback.
+    pub fn storage_output(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer, GpuError> {
+        self.check_binding_size(label, bytes)?;
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }))
+    }
+
+    /// A uniform buffer holding one params struct.
+    pub fn uniform_from<T: bytemuck::Pod>(&self, label: &str, params: &T) -> wgpu::Buffer {
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: bytemuck::bytes_of(params),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        })
+    }
+
+    /// Refuses bindings larger than this device allows, before wgpu would raise a validation error.
+    pub fn check_binding_size(&self, label: &str, bytes: u64) -> Result<(), GpuError> {
+        let max = u64::from(self.limits.max_storage_buffer_binding_size).min(self.limits.max_buffer_size);
+        if bytes > max {
+            return Err(GpuError::LimitExceeded(format!(
+                "{label} needs {bytes} bytes but this GPU binds at most {max} bytes per buffer"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies `buffer` into a mappable staging buffer and returns its contents as `T`s.
+    pub async fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
+        let size = buffer.size();
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        self.queue.submit([encoder.finish()]);
+        self.map_and_read(&staging).await
+    }
+
+    /// Maps a `MAP_READ` buffer and returns its contents.
+    pub async fn map_and_read<T: bytemuck::Pod>(&self, staging: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
+        let slice = staging.slice(..);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        slice.map_async(wgpu::MapMode::Read, move |result| {
+            tx.send(result).ok();
+        });
+        // Natively this blocks until the GPU is done; in the browser it returns at once.
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        rx.await
+            .map_err(|_| GpuError::Readback("the device was lost before the results arrived".into()))?
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        let data = {
+            let view = slice.get_mapped_range().map_err(|e| GpuError::Readback(e.to_string()))?;
+            bytemuck::cast_slice::<u8, T>(&view).to_vec()
+        };
+        staging.unmap();
+        Ok(data)
+    }
+}

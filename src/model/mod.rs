@@ -1,0 +1,1 @@
+//! Pure arithmetic of attention layouts: no wgpu, no web-sys, tested natively.

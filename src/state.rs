@@ -1,0 +1,1 @@
+//! The app state and its URL encoding, in one place.
