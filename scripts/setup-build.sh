@@ -18,8 +18,8 @@ if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WASM_BINDGE
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
 fi
 
-if [ ! -x tools/node_modules/.bin/wasm-opt ] || \
+if [ ! -x tools/node_modules/.bin/wasm-opt ] || [ ! -d tools/node_modules/playwright-core ] || \
    ! tools/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q "version $BINARYEN_VERSION"; then
   echo "setup: installing binaryen@$BINARYEN_VERSION (wasm-opt) from npm"
-  npm install --prefix tools --no-audit --no-fund --silent
+  npm ci --prefix tools --no-audit --no-fund --silent
 fi

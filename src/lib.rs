@@ -7,6 +7,8 @@
 //! - `ui` (wasm only): Leptos components; they ask `gpu` and `model` for results and never build pipelines.
 
 pub mod attention;
+pub mod colormap;
+// pub mod engine; (enabled once gpu::Kernels lands)
 pub mod gpu;
 pub mod model;
 pub mod state;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the tests need (idempotent) and runs every test:
+#   1. native: unit tests, naga validation of every shader, GPU kernels on lavapipe vs the CPU reference;
+#   2. in the browser: the kernels through WebGPU (SwiftShader) in headless Chromium (wasm-bindgen-test);
+#   3. end to end: the release build served on a free 127.0.0.1 port, driven as a user in headless Chromium.
+# Ends with one line "N passed, N failed" summing all three.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-test.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+log_dir=$(mktemp -d)
+failed_stages=()
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-}"   # silences lavapipe's harmless warning
+
+stage() {  # stage NAME COMMAND...: runs it, keeps its output for the tally
+  local name=$1; shift
+  echo "=== $name"
+  if ! "$@" 2>&1 | tee "$log_dir/$name.log"; then failed_stages+=("$name"); fi
+}
+
+stage native cargo test --locked
+stage in-browser env CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=120 \
+  WASM_BINDGEN_TEST_WEBDRIVER_JSON="$PWD/tests/webdriver.json" \
+  cargo test --locked --target wasm32-unknown-unknown --test web
+stage build bash scripts/build.sh
+if [[ ! " ${failed_stages[*]} " =~ " build " ]]; then
+  stage end-to-end node --test --test-concurrency=1 tests/browser/
+fi
+
+# Tally: cargo prints "test result: ... N passed; M failed", node prints "# pass N" / "# fail M".
+passed=$(cat "$log_dir"/*.log | sed -nE 's/^test result: .* ([0-9]+) passed; ([0-9]+) failed.*/\1/p; s/^(ℹ|#) pass ([0-9]+)$/\2/p' | awk '{s+=$1} END {print s+0}')
+failed=$(cat "$log_dir"/*.log | sed -nE 's/^test result: .* ([0-9]+) passed; ([0-9]+) failed.*/\2/p; s/^(ℹ|#) fail ([0-9]+)$/\2/p' | awk '{s+=$1} END {print s+0}')
+passed=${passed:-0}; failed=${failed:-0}
+if [ ${#failed_stages[@]} -gt 0 ]; then
+  echo "failed stages: ${failed_stages[*]}"
+  [ "$failed" -gt 0 ] || failed=${#failed_stages[@]}
+fi
+echo "${passed} passed, ${failed} failed"
+[ ${#failed_stages[@]} -eq 0 ]

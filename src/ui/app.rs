@@ -1,0 +1,110 @@
+//! The page: header with the view switcher, URL notices, the active view, and the adapter line.
+
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use super::browser;
+use super::heatmaps_view::HeatmapsView;
+use super::pending_view::PendingView;
+use crate::engine::Engine;
+use crate::state::{AppState, View};
+
+/// The engine once started; `None` while the GPU is being opened.
+pub type EngineSignal = RwSignal<Option<Rc<Engine>>, LocalStorage>;
+
+#[component]
+pub fn App() -> impl IntoView {
+    let (initial, notices) = AppState::from_query(&browser::location_search());
+    if initial.panic_test {
+        // `?debug=panic` proves the error panel works (the browser tests use it).
+        panic!("deliberate panic requested by debug=panic");
+    }
+    let backend = initial.backend;
+    let state = RwSignal::new(initial);
+    let notices = RwSignal::new(notices);
+
+    // State -> URL, replacing the entry so typing never floods history or scrolls the page.
+    Effect::new(move |_| browser::replace_query(&state.with(AppState::to_query)));
+
+    let engine: EngineSignal = RwSignal::new_local(None);
+    spawn_local(async move {
+        let started = Engine::start(backend).await;
+        engine.set(Some(Rc::new(started)));
+    });
+
+    view! {
+        <header class="top">
+            <div class="brand">
+                <span class="logo" aria-hidden="true">"◧"</span>
+                <h1>"Attention Lab"</h1>
+                <span class="tagline">"attention, computed on your own GPU"</span>
+            </div>
+            <nav class="tabs" aria-label="Views">
+                {View::ALL
+                    .into_iter()
+                    .map(|v| {
+                        view! {
+                            <button
+                                class="tab"
+                                class:active=move || state.with(|s| s.view == v)
+                                aria-current=move || state.with(|s| s.view == v).then_some("page")
+                                data-testid="view-tab"
+                                data-view=v.id()
+                                on:click=move |_| state.update(|s| s.view = v)
+                            >
+                                {v.title()}
+                            </button>
+                        }
+                    })
+                    .collect_view()}
+            </nav>
+        </header>
+        <Notices notices=notices/>
+        <CpuBanner engine=engine/>
+        <main>
+            {move || match state.with(|s| s.view) {
+                View::Heatmaps => view! { <HeatmapsView state=state engine=engine/> }.into_any(),
+                other => view! { <PendingView view=other/> }.into_any(),
+            }}
+        </main>
+        <footer class="foot">
+            <span data-testid="adapter-info">
+                {move || engine.with(|e| e.as_ref().map_or_else(|| "Starting the GPU…".to_string(), |e| e.describe()))}
+            </span>
+            <span class="offline">"Runs entirely in your browser; nothing is sent anywhere."</span>
+        </footer>
+    }
+}
+
+/// Messages about parameters in the link that were ignored or corrected.
+#[component]
+fn Notices(notices: RwSignal<Vec<crate::state::Notice>>) -> impl IntoView {
+    view! {
+        <Show when=move || notices.with(|n| !n.is_empty())>
+            <div class="notices" role="status" data-testid="url-notices">
+                <ul>{move || notices.get().into_iter().map(|n| view! { <li>{n.0}</li> }).collect_view()}</ul>
+                <button class="dismiss" on:click=move |_| notices.set(Vec::new())>"Dismiss"</button>
+            </div>
+        </Show>
+    }
+}
+
+/// The plain statement that WebGPU is missing and the CPU computes instead.
+#[component]
+fn CpuBanner(engine: EngineSignal) -> impl IntoView {
+    let reason = move || engine.with(|e| match e.as_deref() {
+        Some(Engine::Cpu { reason }) => Some(reason.clone()),
+        _ => None,
+    });
+    view! {
+        {move || reason().map(|reason| view! {
+            <div class="banner" role="alert" data-testid="cpu-fallback-banner">
+                <strong>"No WebGPU here: computing on the CPU instead. "</strong>
+                {reason} ". Results are identical but slower, and large sizes are disabled. "
+                "Chrome, Edge and recent Safari or Firefox offer WebGPU."
+            </div>
+        })}
+    }
+}

@@ -1,0 +1,72 @@
+//! The few browser facts the UI needs: the URL, time, the clipboard, and the panic panel.
+
+use wasm_bindgen::JsCast as _;
+
+/// The current query string, with its leading `?` (empty when there is none).
+pub fn location_search() -> String {
+    web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default()
+}
+
+/// Rewrites the address bar to `?query` without a new history entry and without scrolling.
+pub fn replace_query(query: &str) {
+    let Some(window) = web_sys::window() else { return };
+    let path = window.location().pathname().unwrap_or_else(|_| "/".into());
+    let url = if query.is_empty() { path } else { format!("{path}?{query}") };
+    if let Ok(history) = window.history() {
+        if let Err(e) = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url)) {
+            web_sys::console::warn_1(&e);
+        }
+    }
+}
+
+/// The full address of the current page, as a user would copy it.
+pub fn current_href() -> String {
+    web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default()
+}
+
+/// Milliseconds from the page's time origin (`std::time::Instant` does not exist in the browser).
+pub fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+}
+
+/// Puts `text` on the clipboard; resolves to whether it worked (it needs a user gesture and focus).
+pub async fn copy_to_clipboard(text: &str) -> bool {
+    let Some(window) = web_sys::window() else { return false };
+    let promise = window.navigator().clipboard().write_text(text);
+    wasm_bindgen_futures::JsFuture::from(promise).await.is_ok()
+}
+
+/// Appends an error panel to the page with plain text (never HTML), and a way back.
+pub fn show_panic_panel(message: &str) {
+    let Some(document) = web_sys::window().and_then(|w| w.document()) else { return };
+    let Some(body) = document.body() else { return };
+    if document.get_element_by_id("panic-panel").is_some() {
+        return;
+    }
+    let Ok(panel) = document.create_element("div") else { return };
+    panel.set_id("panic-panel");
+    panel.set_attribute("role", "alert").ok();
+    panel.set_attribute("data-testid", "panic-panel").ok();
+    let lines = [
+        ("h2", "Something went wrong inside Attention Lab".to_string()),
+        ("p", "The page hit an internal error and stopped. Your link is intact: reloading usually helps. If it happens again, please report the message below.".to_string()),
+        ("pre", message.to_string()),
+    ];
+    for (tag, text) in lines {
+        if let Ok(el) = document.create_element(tag) {
+            el.set_text_content(Some(&text));
+            panel.append_child(&el).ok();
+        }
+    }
+    if let Ok(link) = document.create_element("a") {
+        link.set_text_content(Some("Reload this page"));
+        link.set_attribute("href", &current_href()).ok();
+        panel.append_child(&link).ok();
+    }
+    body.append_child(&panel).ok();
+}
+
+/// The 2D context of a canvas.
+pub fn context_2d(canvas: &web_sys::HtmlCanvasElement) -> Option<web_sys::CanvasRenderingContext2d> {
+    canvas.get_context("2d").ok().flatten()?.dyn_into().ok()
+}

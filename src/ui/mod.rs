@@ -1,0 +1,17 @@
+//! The Leptos user interface (browser only). Components read [`crate::state::AppState`] and ask the
+//! [`crate::engine::Engine`] for results; they never build GPU pipelines themselves.
+
+mod app;
+mod browser;
+mod heatmap;
+mod heatmaps_view;
+mod pending_view;
+
+/// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.
+pub fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        console_error_panic_hook::hook(info);
+        browser::show_panic_panel(&info.to_string());
+    }));
+    leptos::mount::mount_to_body(app::App);
+}

@@ -1,0 +1,84 @@
+// A page object for Attention Lab: what a user sees and does, in the test's words.
+import assert from "node:assert/strict";
+
+export class AppPage {
+  constructor(page, baseUrl) {
+    this.page = page;
+    this.baseUrl = baseUrl;
+    this.consoleErrors = [];
+    page.on("console", (msg) => { if (msg.type() === "error") this.consoleErrors.push(msg.text()); });
+    page.on("pageerror", (err) => this.consoleErrors.push(String(err)));
+  }
+
+  /** Opens a fresh page (its own browser context, like a new window) at `query`. */
+  static async open(session, query = "") {
+    const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const app = new AppPage(page, session.baseUrl);
+    await page.goto(session.baseUrl + query);
+    await page.waitForSelector("header.top", { timeout: 60_000 });
+    return app;
+  }
+
+  async close() { await this.page.context().close(); }
+
+  /** Waits for the heatmap to reflect the latest state and returns what it shows. */
+  async heatmap(expectedRows) {
+    const selector = expectedRows === undefined
+      ? '[data-testid="head-heatmap"]'
+      : `[data-testid="head-heatmap"][data-rows="${expectedRows}"]`;
+    const el = await this.page.waitForSelector(selector, { timeout: 60_000 });
+    return {
+      head: Number(await el.getAttribute("data-head")),
+      kvHead: Number(await el.getAttribute("data-kv-head")),
+      rows: Number(await el.getAttribute("data-rows")),
+      cols: Number(await el.getAttribute("data-cols")),
+      probs: (await el.getAttribute("data-probs")).split(",").map(Number),
+    };
+  }
+
+  /** Distinct colours drawn on the heatmap canvas (1 means a blank map). */
+  async canvasColourCount() {
+    return this.page.$eval('[data-testid="head-heatmap"] canvas', (canvas) => {
+      const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+      const colours = new Set();
+      for (let i = 0; i < data.length; i += 4) colours.add(`${data[i]},${data[i + 1]},${data[i + 2]},${data[i + 3]}`);
+      return colours.size;
+    });
+  }
+
+  async typeText(text) {
+    const input = this.page.getByTestId("text-input");
+    await input.fill("");
+    await input.pressSequentially(text, { delay: 5 });
+  }
+
+  async chooseMask(kind) { await this.page.getByTestId("mask-select").selectOption(kind); }
+  async setWindow(n) { await this.page.getByTestId("window-input").fill(String(n)); }
+  async adapterLine() { return this.page.getByTestId("adapter-info").innerText(); }
+  async query() { return new URL(this.page.url()).search; }
+
+  /** Waits until the address bar carries `param=value`. */
+  async waitForParam(param, value) {
+    await this.page.waitForFunction(
+      ([p, v]) => new URL(location.href).searchParams.get(p) === v, [param, value], { timeout: 10_000 });
+  }
+
+  /** Waits until the page says which adapter computes (after the GPU has been opened or refused). */
+  async waitForEngine() {
+    await this.page.waitForFunction(
+      () => !document.querySelector('[data-testid="adapter-info"]')?.textContent.includes("Starting"), null, { timeout: 60_000 });
+  }
+
+  assertNoConsoleErrors() {
+    assert.deepEqual(this.consoleErrors, [], "the browser console shows errors");
+  }
+}
+
+/** Asserts two probability arrays agree within `tolerance` absolute. */
+export function assertClose(actual, expected, tolerance, what) {
+  assert.equal(actual.length, expected.length, `${what}: lengths differ`);
+  let worst = 0;
+  for (let i = 0; i < actual.length; i++) worst = Math.max(worst, Math.abs(actual[i] - expected[i]));
+  assert.ok(worst <= tolerance, `${what}: largest difference ${worst} exceeds ${tolerance}`);
+}

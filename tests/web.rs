@@ -1,0 +1,47 @@
+//! The kernels inside a real browser: WebGPU (SwiftShader in headless Chromium) against the f64 CPU
+//! reference, the same comparison the native tests make on lavapipe. Run by scripts/test.sh through
+//! wasm-bindgen-test-runner; natively this file is empty.
+#![cfg(target_arch = "wasm32")]
+
+use attention_lab::attention::inputs::SplitMix64;
+use attention_lab::attention::{reference, AttentionShape, Mask};
+use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn random(len: usize, seed: u64, amplitude: f32) -> Vec<f32> {
+    let mut rng = SplitMix64::new(seed);
+    (0..len).map(|_| rng.next_signed_unit() * amplitude).collect()
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[wasm_bindgen_test]
+async fn kernels_match_the_reference_on_browser_webgpu() {
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter (Chromium needs --enable-unsafe-webgpu)");
+    assert_eq!(ctx.adapter.backend, wgpu::Backend::BrowserWebGpu.to_string(), "must run on WebGPU, not a fallback");
+    let kernels = Kernels::new(&ctx);
+    let cases = [
+        (AttentionShape { h_q: 2, h_kv: 2, n_q: 37, n_kv: 37, d: 32 }, Mask::Causal),
+        (AttentionShape { h_q: 4, h_kv: 1, n_q: 20, n_kv: 45, d: 64 }, Mask::Sliding { window: 7 }),
+        (AttentionShape { h_q: 4, h_kv: 2, n_q: 33, n_kv: 33, d: 64 }, Mask::Chunked { chunk: 8 }),
+        (AttentionShape { h_q: 2, h_kv: 1, n_q: 1, n_kv: 70, d: 128 }, Mask::Full),
+    ];
+    for (i, (shape, mask)) in cases.into_iter().enumerate() {
+        let seed = 100 + i as u64;
+        let (q, k, v) = (random(shape.q_len(), seed, 2.0), random(shape.kv_len(), seed + 1, 2.0), random(shape.kv_len(), seed + 2, 1.0));
+        let scale = 1.0 / (shape.d as f32).sqrt();
+        let expected = reference::forward(&q, &k, &v, &shape, mask, scale);
+        let got = kernels.forward(&ctx, &q, &k, &v, shape, mask, scale).await.expect("forward");
+        let o_err = max_abs_diff(&got.o, &expected.o);
+        assert!(o_err < 1e-3, "case {i} {mask:?}: output differs by {o_err}");
+        let region = ProbRegion { row0: 0, rows: shape.n_q, col0: 0, cols: shape.n_kv };
+        let p = kernels.probabilities(&ctx, &q, &k, &got.lse, shape, mask, scale, region).await.expect("probabilities");
+        let p_err = max_abs_diff(&p, &reference::probabilities(&q, &k, &shape, mask, scale));
+        assert!(p_err < 1e-4, "case {i} {mask:?}: probabilities differ by {p_err}");
+    }
+}
