@@ -9,6 +9,10 @@ use std::str::FromStr;
 
 use crate::attention::mask::{Mask, MaskKind};
 use crate::colormap::ColorScale;
+use crate::model::DType;
+use crate::model::encoding::decode_model;
+use crate::model::presets::{preset, PRESET_IDS};
+use crate::model::Model;
 
 /// The top-level views (URL `view=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +117,17 @@ pub struct AppState {
     pub backend: BackendChoice,
     /// Heatmap colour scale (URL `scale=linear|log`).
     pub scale: ColorScale,
-    /// Other known parameters (`model`, `ctx`, `dtype`, `layer`, `lesson`, `step`, `n`, `d`), as given.
+    /// Preset id (URL `model=`), one of [`PRESET_IDS`]. Ignored while `cfg` holds a custom model.
+    pub model: String,
+    /// A custom or imported model in the compact encoding of [`crate::model::encoding`] (URL `cfg=`).
+    pub cfg: Option<String>,
+    /// Context length in tokens (URL `ctx=`).
+    pub ctx_tokens: u64,
+    /// Element type of the KV cache (URL `dtype=`).
+    pub dtype: DType,
+    /// Layer index, 0-based (URL `layer=`), checked against the chosen model.
+    pub layer: u32,
+    /// Other known parameters (`lesson`, `step`, `n`, `d`), as given.
     pub passthrough: Vec<(String, String)>,
     /// `debug=panic`: the page panics on purpose, to prove the error panel (never written back).
     pub panic_test: bool,
@@ -130,6 +144,11 @@ impl Default for AppState {
             seed: 1,
             backend: BackendChoice::Auto,
             scale: ColorScale::Linear,
+            model: DEFAULT_MODEL.to_string(),
+            cfg: None,
+            ctx_tokens: DEFAULT_CTX_TOKENS,
+            dtype: DType::Fp16,
+            layer: 0,
             passthrough: Vec::new(),
             panic_test: false,
         }
@@ -137,7 +156,12 @@ impl Default for AppState {
 }
 
 /// Parameters later views own; kept as given so their links round-trip.
-const PASSTHROUGH_KEYS: [&str; 8] = ["model", "ctx", "dtype", "layer", "lesson", "step", "n", "d"];
+const PASSTHROUGH_KEYS: [&str; 4] = ["lesson", "step", "n", "d"];
+
+pub const DEFAULT_MODEL: &str = "llama-3-8b";
+pub const DEFAULT_CTX_TOKENS: u64 = 8192;
+/// Longest context a link may ask for (100 M tokens: beyond any model, still exact arithmetic).
+pub const MAX_CTX_TOKENS: u64 = 100_000_000;
 
 impl AppState {
     /// The mask with its size parameter.
@@ -171,12 +195,46 @@ impl AppState {
                     }
                     state.text = value.chars().take(MAX_TEXT_CHARS).collect();
                 }
+                "model" if PRESET_IDS.contains(&value.as_str()) => state.model = value,
+                "model" => invalid(format!("\"{value}\" is not a known model (try llama-3-8b, mistral-7b, gemma-3-27b, deepseek-v3...)")),
+                "cfg" => match decode_model(&value) {
+                    Ok(_) => state.cfg = Some(value),
+                    Err(e) => invalid(format!("the model description could not be read ({e})")),
+                },
+                "ctx" => match value.parse::<u64>() {
+                    Ok(n) if (1..=MAX_CTX_TOKENS).contains(&n) => state.ctx_tokens = n,
+                    _ => invalid(format!("\"{value}\" is not a context length between 1 and {MAX_CTX_TOKENS} tokens")),
+                },
+                "dtype" => value.parse::<DType>().map(|d| state.dtype = d).unwrap_or_else(|e| invalid(e.to_string())),
+                "layer" => value
+                    .parse::<u32>()
+                    .map(|l| state.layer = l)
+                    .unwrap_or_else(|_| invalid(format!("\"{value}\" is not a layer number"))),
                 "debug" if value == "panic" => state.panic_test = true,
                 k if PASSTHROUGH_KEYS.contains(&k) => state.passthrough.push((key.clone(), value)),
                 _ => notices.push(Notice(format!("Ignored unknown parameter \"{key}\"."))),
             }
         }
+        let layers = state.resolved_model().n_layers();
+        if state.layer >= layers {
+            notices.push(Notice(format!(
+                "Ignored layer: {} is past the model's last layer ({}); using layer 0.",
+                state.layer,
+                layers.saturating_sub(1)
+            )));
+            state.layer = 0;
+        }
         (state, notices)
+    }
+
+    /// The model the views show: the custom `cfg` if there is one, else the preset.
+    pub fn resolved_model(&self) -> Model {
+        self.cfg
+            .as_deref()
+            .and_then(|c| decode_model(c).ok())
+            .or_else(|| preset(&self.model).cloned())
+            .or_else(|| preset(DEFAULT_MODEL).cloned())
+            .unwrap_or_else(|| Model::simple(32, 4096, 32))
     }
 
     /// The query string for this state (no leading `?`), listing only what differs from the defaults.
@@ -206,6 +264,21 @@ impl AppState {
         }
         if self.scale != default.scale {
             pairs.push(("scale", self.scale.name().into()));
+        }
+        if self.model != default.model {
+            pairs.push(("model", self.model.clone()));
+        }
+        if let Some(cfg) = &self.cfg {
+            pairs.push(("cfg", cfg.clone()));
+        }
+        if self.ctx_tokens != default.ctx_tokens {
+            pairs.push(("ctx", self.ctx_tokens.to_string()));
+        }
+        if self.dtype != default.dtype {
+            pairs.push(("dtype", self.dtype.to_string()));
+        }
+        if self.layer != default.layer {
+            pairs.push(("layer", self.layer.to_string()));
         }
         for (k, v) in &self.passthrough {
             pairs.push((k, v.clone()));
@@ -299,7 +372,12 @@ mod tests {
             seed: 99,
             backend: BackendChoice::Cpu,
             scale: ColorScale::Log,
-            passthrough: vec![("model".into(), "llama-3-8b".into()), ("ctx".into(), "8192".into())],
+            model: "gemma-3-27b".into(),
+            cfg: None,
+            ctx_tokens: 131_072,
+            dtype: DType::Int4,
+            layer: 5,
+            passthrough: vec![("lesson".into(), "kv-cache".into()), ("step".into(), "2".into())],
             panic_test: false,
         };
         let query = state.to_query();
@@ -309,9 +387,10 @@ mod tests {
 
     #[test]
     fn invalid_values_fall_back_with_notices() {
-        let (state, notices) = AppState::from_query("view=nope&mask=diag&window=0&seed=-3&backend=tpu&zzz=1&chunk=99999999999&scale=cubic");
+        let (state, notices) = AppState::from_query("view=nope&mask=diag&window=0&seed=-3&backend=tpu&zzz=1&chunk=99999999999&scale=cubic\
+             &model=gpt-9&ctx=0&dtype=fp3&layer=x&cfg=%3Cscript%3E");
         assert_eq!(state, AppState::default());
-        assert_eq!(notices.len(), 8, "{notices:?}");
+        assert_eq!(notices.len(), 13, "{notices:?}");
         assert!(notices[0].0.contains("view"));
         assert!(notices.iter().any(|n| n.0.contains("\"zzz\"")));
     }
@@ -332,6 +411,23 @@ mod tests {
         assert_eq!(decode_component("%zz%4"), "%zz%4");
         assert_eq!(decode_component("%FF"), "\u{FFFD}");
         assert_eq!(encode_component("a b/✓"), "a%20b%2F%E2%9C%93");
+    }
+
+    #[test]
+    fn model_choice_and_layer_bounds() {
+        let (state, notices) = AppState::from_query("model=mistral-7b&layer=31&ctx=32768&dtype=fp8");
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(state.resolved_model().n_layers(), 32);
+        assert_eq!((state.layer, state.ctx_tokens, state.dtype), (31, 32768, DType::Fp8));
+        let (state, notices) = AppState::from_query("model=mistral-7b&layer=32");
+        assert_eq!(state.layer, 0);
+        assert_eq!(notices.len(), 1);
+        // A custom model travels in `cfg` and wins over the preset.
+        let cfg = crate::model::encoding::encode_model(&Model::simple(6, 512, 8));
+        let (state, notices) = AppState::from_query(&format!("cfg={}", encode_component(&cfg)));
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(state.resolved_model().n_layers(), 6);
+        assert_eq!(AppState::from_query(&state.to_query()).0, state);
     }
 
     #[test]

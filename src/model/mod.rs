@@ -1,1 +1,46 @@
 //! Pure arithmetic of attention layouts: no wgpu, no web-sys, tested natively.
+//!
+//! - [`dtype`]: element types with exact bit widths (`fp32 fp16 bf16 fp8 int4 int2`).
+//! - [`config`]: a model's attention geometry, schedule, FFN and embeddings; validation.
+//! - [`schedule`]: per-layer attention kinds (global, sliding, chunked), masks and attended pairs.
+//! - [`kv_cache`]: KV bytes per token, totals at a context, breakdowns, memory budgets.
+//! - [`params`]: attention parameters per layer and approximate model totals.
+//! - [`flops`]: prefill FLOPs and the attention-vs-projection crossover.
+//! - [`variants`]: one base model re-expressed as MHA, GQA, MQA, MLA, sliding, hybrid, K=V, shared.
+//! - [`presets`]: published models by id; [`hf_import`]: Hugging Face `config.json` import;
+//!   [`encoding`]: the compact URL form (`cfg=`).
+//! - [`units`]: GB / GiB and parameter-count formatting.
+
+pub mod config;
+pub mod dtype;
+pub mod encoding;
+pub mod flops;
+pub mod hf_import;
+pub mod kv_cache;
+pub mod params;
+pub mod presets;
+pub mod schedule;
+pub mod units;
+pub mod variants;
+
+#[cfg(test)]
+mod figures_tests;
+#[cfg(test)]
+mod import_files_tests;
+
+pub use config::{
+    AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind,
+    Positional,
+};
+pub use dtype::DType;
+pub use encoding::{EncodingError, decode_model, encode_model};
+pub use flops::{LayerFlops, crossover_tokens, layer_prefill_flops, model_prefill_flops};
+pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, import_hf_value};
+pub use kv_cache::{
+    ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes,
+    max_context_tokens,
+};
+pub use params::{AttnParams, ModelParams, attn_params, attn_params_total, model_params};
+pub use presets::{Preset, all_presets, preset, preset_info};
+pub use schedule::{LayerKind, Mask, Schedule, attended_pairs};
+pub use variants::{Variant, VariantFigures, apply_variant, compare_variants, standard_variants};

@@ -1,0 +1,605 @@
+//! The configuration of a transformer language model, as far as memory and compute arithmetic
+//! needs it: attention geometry (per layer type where a model has two), MLA, K=V and cross-layer
+//! sharing, the layer schedule, the FFN (dense or MoE), embeddings and positions.
+//!
+//! Fields are public so presets, the importer and the URL decoder can build models directly;
+//! [`Model::validate`] checks the limits that keep every figure in range (see [`limits`]).
+
+use std::fmt;
+
+use super::schedule::{LayerKind, Schedule};
+
+/// Bounds on every size field. With them no product in this module can overflow `u128`, so the
+/// arithmetic can stay simple; they are far above any published model.
+pub mod limits {
+    pub const MAX_LAYERS: u32 = 4096;
+    pub const MAX_D_MODEL: u64 = 1 << 20;
+    pub const MAX_HEADS: u32 = 1 << 14;
+    pub const MAX_HEAD_DIM: u32 = 1 << 14;
+    pub const MAX_RANK: u32 = 1 << 20;
+    pub const MAX_FFN: u64 = 1 << 24;
+    pub const MAX_VOCAB: u64 = 1 << 24;
+    pub const MAX_EXPERTS: u32 = 1 << 14;
+    pub const MAX_WINDOW_TOKENS: u64 = 1 << 40;
+    pub const MAX_POSITIONS: u64 = 1 << 40;
+}
+
+/// K/V geometry of the layers of one type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttnGeometry {
+    /// KV heads: equal to the query heads for MHA, fewer for GQA, 1 for MQA.
+    pub n_kv_heads: u32,
+    /// Per-head dimension of Q, K and V (explicit: need not equal d_model / heads).
+    pub head_dim: u32,
+    /// One tensor serves as both K and V (Gemma 4 12B global layers): no V projection, half the cache.
+    pub k_eq_v: bool,
+}
+
+/// Multi-head latent attention (DeepSeek V2/V3). The cache holds one latent of `kv_lora_rank`
+/// plus one shared RoPE key of `qk_rope_head_dim` per token per layer, whatever the head count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mla {
+    pub kv_lora_rank: u32,
+    pub qk_rope_head_dim: u32,
+    /// Query down-projection rank; `None` means Q is projected directly from the hidden state.
+    pub q_lora_rank: Option<u32>,
+    pub qk_nope_head_dim: u32,
+    pub v_head_dim: u32,
+}
+
+/// The feed-forward block. Gated variants have three matrices (gate, up, down), the plain MLP two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FfnKind {
+    /// SiLU-gated (Llama, Mistral, Qwen, DeepSeek): 3 matrices.
+    SwiGlu,
+    /// GELU-gated (Gemma): 3 matrices.
+    GeGlu,
+    /// Plain two-matrix MLP with GELU or ReLU (GPT-2, the original Transformer).
+    Mlp,
+}
+
+impl FfnKind {
+    pub const fn matrices(self) -> u32 {
+        match self {
+            FfnKind::SwiGlu | FfnKind::GeGlu => 3,
+            FfnKind::Mlp => 2,
+        }
+    }
+}
+
+/// Mixture of experts in the FFN of some layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Moe {
+    pub n_routed_experts: u32,
+    /// Routed experts each token uses (top-k).
+    pub n_active_experts: u32,
+    /// Always-on shared experts (each of `expert_ffn_size`).
+    pub n_shared_experts: u32,
+    pub expert_ffn_size: u64,
+    /// The first layers keep a dense FFN (DeepSeek's `first_k_dense_replace`).
+    pub first_dense_layers: u32,
+    /// After those, every `layer_step`-th layer is MoE (Llama 4 Maverick: 2, i.e. odd layers).
+    pub layer_step: u32,
+}
+
+impl Moe {
+    /// Whether layer `layer` (0-based) has an MoE FFN.
+    pub const fn is_moe_layer(&self, layer: u32) -> bool {
+        layer >= self.first_dense_layers
+            && self.layer_step > 0
+            && (layer - self.first_dense_layers + 1) % self.layer_step == 0
+    }
+}
+
+/// How positions enter the model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Positional {
+    /// Fixed sinusoids added to the embeddings (original Transformer): no parameters.
+    Sinusoidal,
+    /// A learned table of `max_positions` vectors (GPT-2).
+    Learned { max_positions: u64 },
+    /// Rotary embeddings on Q and K; `partial_rotary_factor` of each head's dimensions rotate.
+    Rope {
+        theta: f64,
+        partial_rotary_factor: f64,
+    },
+    /// No positional signal in this layer (Llama 4's global layers).
+    NoPe,
+}
+
+/// Layers that reuse another layer's cache store nothing of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CrossLayerSharing {
+    None,
+    /// The last `shared_layers` layers reuse the cache of the last earlier layer of the same kind
+    /// (Gemma 4 E4B's `num_kv_shared_layers`).
+    ReuseLast {
+        shared_layers: u32,
+    },
+    /// Consecutive groups of `group_size` layers share one cache, computed by the group's first layer
+    /// (cross-layer attention). A layer whose kind differs from its group's first layer keeps its own.
+    Groups {
+        group_size: u32,
+    },
+}
+
+/// Normalisation layers (for the parameter count only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NormKind {
+    /// Scale only: `d` parameters.
+    RmsNorm,
+    /// Scale and bias: `2d` parameters.
+    LayerNorm,
+}
+
+/// Which linear layers carry a bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Biases {
+    /// Q, K and V projections (GPT-2, Qwen2).
+    pub qkv: bool,
+    /// Output projection (GPT-2).
+    pub o: bool,
+    /// FFN matrices (GPT-2).
+    pub ffn: bool,
+}
+
+/// A whole model. `schedule.len()` is the layer count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// Preset id, or `"custom"` / `"imported"`.
+    pub id: String,
+    pub name: String,
+    pub d_model: u64,
+    pub n_q_heads: u32,
+    /// Geometry of every layer, or of the non-global layers when `global_attn` is set.
+    pub attn: AttnGeometry,
+    /// Geometry of global layers when it differs (Gemma 4: 1 KV head of 512 dims, K=V).
+    pub global_attn: Option<AttnGeometry>,
+    /// When set, every layer uses MLA and `attn` only gives the head count used by the Q path.
+    pub mla: Option<Mla>,
+    pub schedule: Schedule,
+    pub cross_layer: CrossLayerSharing,
+    pub ffn_kind: FfnKind,
+    /// Hidden size of the dense FFN (for MoE models: of the dense layers).
+    pub ffn_size: u64,
+    pub moe: Option<Moe>,
+    pub vocab_size: u64,
+    pub tie_embeddings: bool,
+    /// Positional scheme of non-global layers (of all layers when `global_positional` is `None`).
+    pub positional: Positional,
+    /// Positional scheme of global layers when it differs (Gemma 3/4 theta, Llama 4 NoPE).
+    pub global_positional: Option<Positional>,
+    pub biases: Biases,
+    pub norm: NormKind,
+    /// Norm layers per block (2: pre-attention, pre-FFN; Gemma 2/3/4 add post-norms: 4).
+    pub norms_per_layer: u32,
+    /// Learned RMS norms on Q and K of `head_dim` each (Qwen3, Gemma 3/4).
+    pub qk_norm: bool,
+    /// Gemma's per-layer input embeddings (E2B/E4B), width per layer; 0 when absent.
+    pub per_layer_input_dim: u64,
+    pub max_position_embeddings: u64,
+}
+
+/// Why a model cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A field is zero, or above its limit in [`limits`].
+    OutOfRange {
+        field: &'static str,
+        value: u128,
+        min: u128,
+        max: u128,
+    },
+    /// Query heads must split evenly into KV groups.
+    HeadsNotDivisible { q_heads: u32, kv_heads: u32 },
+    /// A sliding window or chunk of zero tokens.
+    ZeroWindow { layer: usize },
+    /// Sharing would leave a layer with no cache to read.
+    BadSharing(String),
+    /// Anything else, in words.
+    Invalid(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::OutOfRange {
+                field,
+                value,
+                min,
+                max,
+            } => {
+                write!(f, "{field} = {value} is out of range ({min}..={max})")
+            }
+            ConfigError::HeadsNotDivisible { q_heads, kv_heads } => {
+                write!(
+                    f,
+                    "{q_heads} query heads cannot be split evenly over {kv_heads} KV heads"
+                )
+            }
+            ConfigError::ZeroWindow { layer } => {
+                write!(f, "layer {layer} has a window or chunk of 0 tokens")
+            }
+            ConfigError::BadSharing(s) | ConfigError::Invalid(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn check(field: &'static str, value: u128, min: u128, max: u128) -> Result<(), ConfigError> {
+    if value < min || value > max {
+        return Err(ConfigError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+        });
+    }
+    Ok(())
+}
+
+impl Model {
+    pub fn n_layers(&self) -> u32 {
+        u32::try_from(self.schedule.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The K/V geometry of a layer of the given kind.
+    pub fn geometry(&self, kind: LayerKind) -> AttnGeometry {
+        match (kind, self.global_attn) {
+            (LayerKind::Global, Some(g)) => g,
+            _ => self.attn,
+        }
+    }
+
+    /// The positional scheme of a layer of the given kind.
+    pub fn positional_for(&self, kind: LayerKind) -> Positional {
+        match (kind, self.global_positional) {
+            (LayerKind::Global, Some(p)) => p,
+            _ => self.positional,
+        }
+    }
+
+    /// Whether layer `layer` computes and stores its own K/V (false: it reads another layer's cache).
+    pub fn stores_kv(&self, layer: usize) -> bool {
+        let layers = self.schedule.layers();
+        let Some(&kind) = layers.get(layer) else {
+            return false;
+        };
+        match self.cross_layer {
+            CrossLayerSharing::None => true,
+            CrossLayerSharing::ReuseLast { shared_layers } => {
+                let first_shared = layers.len().saturating_sub(shared_layers as usize);
+                // A shared layer needs an earlier non-shared layer of its kind to read from.
+                layer < first_shared || !layers[..first_shared].contains(&kind)
+            }
+            CrossLayerSharing::Groups { group_size } => {
+                let g = (group_size as usize).max(1);
+                let leader = layer - layer % g;
+                layer == leader || layers[leader] != kind
+            }
+        }
+    }
+
+    /// Check every field against [`limits`] and the structural rules.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        check(
+            "n_layers",
+            self.schedule.len() as u128,
+            1,
+            MAX_LAYERS.into(),
+        )?;
+        check("d_model", self.d_model.into(), 1, MAX_D_MODEL.into())?;
+        check("n_q_heads", self.n_q_heads.into(), 1, MAX_HEADS.into())?;
+        for (g, which) in [(Some(self.attn), "attn"), (self.global_attn, "global_attn")] {
+            let Some(g) = g else { continue };
+            let field = if which == "attn" {
+                "n_kv_heads"
+            } else {
+                "global n_kv_heads"
+            };
+            check(field, g.n_kv_heads.into(), 1, MAX_HEADS.into())?;
+            let field = if which == "attn" {
+                "head_dim"
+            } else {
+                "global head_dim"
+            };
+            check(field, g.head_dim.into(), 1, MAX_HEAD_DIM.into())?;
+            if self.mla.is_none() && self.n_q_heads % g.n_kv_heads != 0 {
+                return Err(ConfigError::HeadsNotDivisible {
+                    q_heads: self.n_q_heads,
+                    kv_heads: g.n_kv_heads,
+                });
+            }
+        }
+        if let Some(m) = self.mla {
+            check("kv_lora_rank", m.kv_lora_rank.into(), 1, MAX_RANK.into())?;
+            check(
+                "qk_rope_head_dim",
+                m.qk_rope_head_dim.into(),
+                0,
+                MAX_HEAD_DIM.into(),
+            )?;
+            check(
+                "qk_nope_head_dim",
+                m.qk_nope_head_dim.into(),
+                0,
+                MAX_HEAD_DIM.into(),
+            )?;
+            check("v_head_dim", m.v_head_dim.into(), 1, MAX_HEAD_DIM.into())?;
+            if let Some(q) = m.q_lora_rank {
+                check("q_lora_rank", q.into(), 1, MAX_RANK.into())?;
+            }
+            if m.qk_rope_head_dim + m.qk_nope_head_dim == 0 {
+                return Err(ConfigError::Invalid(
+                    "MLA query/key head dimension is 0".into(),
+                ));
+            }
+        }
+        for (i, k) in self.schedule.layers().iter().enumerate() {
+            match *k {
+                LayerKind::Global => {}
+                LayerKind::Sliding { window_tokens: w }
+                | LayerKind::Chunked { chunk_tokens: w } => {
+                    if w == 0 {
+                        return Err(ConfigError::ZeroWindow { layer: i });
+                    }
+                    check("window", w.into(), 1, MAX_WINDOW_TOKENS.into())?;
+                }
+            }
+        }
+        match self.cross_layer {
+            CrossLayerSharing::None => {}
+            CrossLayerSharing::ReuseLast { shared_layers } => {
+                if shared_layers >= self.n_layers() {
+                    return Err(ConfigError::BadSharing(format!(
+                        "{shared_layers} shared layers leave no layer of the {} to compute a cache",
+                        self.n_layers()
+                    )));
+                }
+            }
+            CrossLayerSharing::Groups { group_size } => check(
+                "cross-layer group size",
+                group_size.into(),
+                1,
+                MAX_LAYERS.into(),
+            )?,
+        }
+        check("ffn_size", self.ffn_size.into(), 0, MAX_FFN.into())?;
+        if let Some(m) = self.moe {
+            check(
+                "n_routed_experts",
+                m.n_routed_experts.into(),
+                1,
+                MAX_EXPERTS.into(),
+            )?;
+            check(
+                "n_active_experts",
+                m.n_active_experts.into(),
+                1,
+                m.n_routed_experts.into(),
+            )?;
+            check(
+                "n_shared_experts",
+                m.n_shared_experts.into(),
+                0,
+                MAX_EXPERTS.into(),
+            )?;
+            check(
+                "expert_ffn_size",
+                m.expert_ffn_size.into(),
+                1,
+                MAX_FFN.into(),
+            )?;
+            check("moe layer step", m.layer_step.into(), 1, MAX_LAYERS.into())?;
+        }
+        check("vocab_size", self.vocab_size.into(), 0, MAX_VOCAB.into())?;
+        check("norms_per_layer", self.norms_per_layer.into(), 0, 16)?;
+        check(
+            "per_layer_input_dim",
+            self.per_layer_input_dim.into(),
+            0,
+            MAX_D_MODEL.into(),
+        )?;
+        check(
+            "max_position_embeddings",
+            self.max_position_embeddings.into(),
+            0,
+            MAX_POSITIONS.into(),
+        )?;
+        for p in [Some(self.positional), self.global_positional]
+            .into_iter()
+            .flatten()
+        {
+            match p {
+                Positional::Rope {
+                    theta,
+                    partial_rotary_factor,
+                } => {
+                    if !(theta.is_finite() && theta > 0.0) {
+                        return Err(ConfigError::Invalid(format!(
+                            "rope theta {theta} must be positive"
+                        )));
+                    }
+                    if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) {
+                        return Err(ConfigError::Invalid(format!(
+                            "partial rotary factor {partial_rotary_factor} must be in (0, 1]"
+                        )));
+                    }
+                }
+                Positional::Learned { max_positions } => check(
+                    "learned positions",
+                    max_positions.into(),
+                    1,
+                    MAX_POSITIONS.into(),
+                )?,
+                Positional::Sinusoidal | Positional::NoPe => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A plain decoder with the given sizes and defaults (RMSNorm, SwiGLU, RoPE 10000, all global,
+    /// MHA, `head_dim = d_model / heads`): the base the encoder and the tests start from.
+    pub fn simple(n_layers: u32, d_model: u64, n_heads: u32) -> Model {
+        let head_dim = u32::try_from(d_model / u64::from(n_heads.max(1))).unwrap_or(u32::MAX);
+        Model {
+            id: "custom".into(),
+            name: "Custom model".into(),
+            d_model,
+            n_q_heads: n_heads,
+            attn: AttnGeometry {
+                n_kv_heads: n_heads,
+                head_dim,
+                k_eq_v: false,
+            },
+            global_attn: None,
+            mla: None,
+            schedule: Schedule::uniform(n_layers, LayerKind::Global),
+            cross_layer: CrossLayerSharing::None,
+            ffn_kind: FfnKind::SwiGlu,
+            ffn_size: 4 * d_model,
+            moe: None,
+            vocab_size: 32_000,
+            tie_embeddings: false,
+            positional: Positional::Rope {
+                theta: 10_000.0,
+                partial_rotary_factor: 1.0,
+            },
+            global_positional: None,
+            biases: Biases::default(),
+            norm: NormKind::RmsNorm,
+            norms_per_layer: 2,
+            qk_norm: false,
+            per_layer_input_dim: 0,
+            max_position_embeddings: 4096,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simple_model_is_valid() {
+        let m = Model::simple(32, 4096, 32);
+        assert_eq!(m.validate(), Ok(()));
+        assert_eq!(m.attn.head_dim, 128);
+        assert_eq!(m.n_layers(), 32);
+    }
+
+    #[test]
+    fn validation_catches_bad_fields() {
+        let mut m = Model::simple(4, 64, 8);
+        m.attn.n_kv_heads = 3;
+        assert_eq!(
+            m.validate(),
+            Err(ConfigError::HeadsNotDivisible {
+                q_heads: 8,
+                kv_heads: 3
+            })
+        );
+        let mut m = Model::simple(4, 64, 8);
+        m.attn.n_kv_heads = 0;
+        assert!(matches!(
+            m.validate(),
+            Err(ConfigError::OutOfRange {
+                field: "n_kv_heads",
+                ..
+            })
+        ));
+        let m = Model::simple(0, 64, 8);
+        assert!(matches!(
+            m.validate(),
+            Err(ConfigError::OutOfRange {
+                field: "n_layers",
+                ..
+            })
+        ));
+        let mut m = Model::simple(4, 64, 8);
+        m.schedule = Schedule::uniform(4, LayerKind::Sliding { window_tokens: 0 });
+        assert_eq!(m.validate(), Err(ConfigError::ZeroWindow { layer: 0 }));
+        let mut m = Model::simple(4, 64, 8);
+        m.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: 4 };
+        assert!(matches!(m.validate(), Err(ConfigError::BadSharing(_))));
+        let mut m = Model::simple(4, 64, 8);
+        m.positional = Positional::Rope {
+            theta: f64::NAN,
+            partial_rotary_factor: 1.0,
+        };
+        assert!(m.validate().is_err());
+        let mut m = Model::simple(4, 64, 8);
+        m.positional = Positional::Rope {
+            theta: 1e4,
+            partial_rotary_factor: 0.0,
+        };
+        assert!(m.validate().is_err());
+        let m = Model::simple(4, limits::MAX_D_MODEL + 1, 8);
+        assert!(m.validate().is_err());
+        // Error messages are words, not debug dumps.
+        assert!(
+            ConfigError::HeadsNotDivisible {
+                q_heads: 8,
+                kv_heads: 3
+            }
+            .to_string()
+            .contains("8 query heads")
+        );
+    }
+
+    #[test]
+    fn stores_kv_rules() {
+        let mut m = Model::simple(6, 64, 8);
+        assert!((0..6).all(|l| m.stores_kv(l)));
+        assert!(!m.stores_kv(6));
+        m.cross_layer = CrossLayerSharing::Groups { group_size: 2 };
+        let stores: Vec<bool> = (0..6).map(|l| m.stores_kv(l)).collect();
+        assert_eq!(stores, [true, false, true, false, true, false]);
+        m.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: 2 };
+        let stores: Vec<bool> = (0..6).map(|l| m.stores_kv(l)).collect();
+        assert_eq!(stores, [true, true, true, true, false, false]);
+        // A shared global layer with no earlier global layer must keep its own cache.
+        let sw = LayerKind::Sliding { window_tokens: 4 };
+        m.schedule = Schedule::from_layers(vec![sw, sw, sw, sw, sw, LayerKind::Global]);
+        assert!(m.stores_kv(5));
+        assert!(!m.stores_kv(4));
+        // Groups never share across kinds.
+        m.cross_layer = CrossLayerSharing::Groups { group_size: 2 };
+        m.schedule = Schedule::from_layers(vec![
+            sw,
+            LayerKind::Global,
+            sw,
+            sw,
+            LayerKind::Global,
+            LayerKind::Global,
+        ]);
+        let stores: Vec<bool> = (0..6).map(|l| m.stores_kv(l)).collect();
+        assert_eq!(stores, [true, true, true, false, true, false]);
+    }
+
+    #[test]
+    fn moe_layer_selection() {
+        let maverick = Moe {
+            n_routed_experts: 128,
+            n_active_experts: 1,
+            n_shared_experts: 1,
+            expert_ffn_size: 8192,
+            first_dense_layers: 0,
+            layer_step: 2,
+        };
+        let moe_layers: Vec<u32> = (0..6).filter(|&l| maverick.is_moe_layer(l)).collect();
+        assert_eq!(moe_layers, [1, 3, 5]);
+        let v3 = Moe {
+            n_routed_experts: 256,
+            n_active_experts: 8,
+            n_shared_experts: 1,
+            expert_ffn_size: 2048,
+            first_dense_layers: 3,
+            layer_step: 1,
+        };
+        assert_eq!((0..61).filter(|&l| v3.is_moe_layer(l)).count(), 58);
+        assert!(!v3.is_moe_layer(2));
+    }
+}

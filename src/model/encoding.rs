@@ -1,0 +1,527 @@
+//! The compact, URL-safe form of a model (`cfg=` in the URL), readable at a glance:
+//! `L32.d4096.h32.kv8.hd128.fs14336.v128256.rope500000.ctx8192`.
+//!
+//! Tokens are separated by `.`; each is a lowercase name followed by its value (only `L`, the layer
+//! count, is upper case so it cannot be mistaken for a 1). Every character is in the URL-unreserved
+//! set `[A-Za-z0-9.-]`. Required: `L`, `d`, `h`. The others, in the order the encoder writes them:
+//!
+//! | token | meaning | default |
+//! |---|---|---|
+//! | `kv8` `hd128` `keqv` | KV heads, head dim, K=V | `h`, `d / h`, off |
+//! | `gkv1` `ghd512` `gkeqv` | global layers' geometry (any of them sets it) | as above |
+//! | `mla512-64-1536-128-128` | kv rank, rope dim, q rank (0: none), nope dim, v dim | none |
+//! | `pat5w1024-1g` | repeating unit of runs: `g` global, `w<W>` sliding, `c<C>` chunked | all global |
+//! | `xl18` / `xg2` | last N layers reuse caches / groups of N share | none |
+//! | `fs14336` `fg` `fm` | FFN size: SwiGLU / GeGLU / plain MLP | `fs` and `4d` |
+//! | `moe256-8-1-2048-3-1` | experts, active, shared, expert size, first dense layers, step | none |
+//! | `v32000` `tie` | vocabulary, tied embeddings | 32000, untied |
+//! | `rope10000p250` `sin` `learned1024` `nope` | positions (`p`: rotary fraction in thousandths) | `rope10000` |
+//! | `grope1000000p250` `gnope` | global layers' positions | as above |
+//! | `bqkv` `bo` `bffn` `ln` `np4` `qkn` `ple256` `ctx4096` | biases, LayerNorm, norms per layer, QK-norm, per-layer inputs, max positions | off, RMSNorm, 2, off, 0, 4096 |
+//!
+//! RoPE theta is written as an integer (rounded) and the rotary fraction in thousandths; every
+//! other field round-trips exactly.
+
+use std::fmt;
+
+use super::config::{
+    AttnGeometry, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,
+};
+use super::schedule::{LayerKind, Schedule};
+
+/// Longest accepted text; anything longer is rejected before parsing.
+pub const MAX_ENCODED_LEN: usize = 2048;
+
+/// Why a `cfg=` string could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodingError {
+    TooLong(usize),
+    Empty,
+    UnknownToken(String),
+    BadValue(String),
+    Duplicate(String),
+    Missing(&'static str),
+    Invalid(String),
+}
+
+impl fmt::Display for EncodingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodingError::TooLong(n) => write!(
+                f,
+                "model code is {n} characters long (at most {MAX_ENCODED_LEN})"
+            ),
+            EncodingError::Empty => f.write_str("model code is empty"),
+            EncodingError::UnknownToken(t) => write!(f, "unknown part {t:?} in the model code"),
+            EncodingError::BadValue(t) => write!(f, "bad value in {t:?}"),
+            EncodingError::Duplicate(t) => write!(f, "{t:?} appears twice"),
+            EncodingError::Missing(t) => write!(f, "the model code needs {t}"),
+            EncodingError::Invalid(why) => write!(f, "invalid model: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for EncodingError {}
+
+fn permille(f: f64) -> u64 {
+    let v = (f * 1000.0).round();
+    // Display-only conversions below are range-checked first, so `as` cannot truncate.
+    if (0.0..=1000.0).contains(&v) {
+        v as u64
+    } else {
+        1000
+    }
+}
+
+fn theta_int(t: f64) -> u64 {
+    let v = t.round();
+    if (1.0..=1e18).contains(&v) {
+        v as u64
+    } else {
+        10_000
+    }
+}
+
+fn positional_token(prefix: &str, p: Positional) -> String {
+    match p {
+        Positional::Rope {
+            theta,
+            partial_rotary_factor,
+        } => {
+            let pm = permille(partial_rotary_factor);
+            if pm == 1000 {
+                format!("{prefix}rope{}", theta_int(theta))
+            } else {
+                format!("{prefix}rope{}p{pm}", theta_int(theta))
+            }
+        }
+        Positional::Sinusoidal => format!("{prefix}sin"),
+        Positional::Learned { max_positions } => format!("{prefix}learned{max_positions}"),
+        Positional::NoPe => format!("{prefix}nope"),
+    }
+}
+
+fn kind_token(k: LayerKind) -> String {
+    match k {
+        LayerKind::Global => "g".into(),
+        LayerKind::Sliding { window_tokens } => format!("w{window_tokens}"),
+        LayerKind::Chunked { chunk_tokens } => format!("c{chunk_tokens}"),
+    }
+}
+
+/// The compact form of `model` (its id and name are not part of it).
+pub fn encode_model(model: &Model) -> String {
+    let mut t: Vec<String> = vec![
+        format!("L{}", model.n_layers()),
+        format!("d{}", model.d_model),
+        format!("h{}", model.n_q_heads),
+    ];
+    t.push(format!("kv{}", model.attn.n_kv_heads));
+    t.push(format!("hd{}", model.attn.head_dim));
+    if model.attn.k_eq_v {
+        t.push("keqv".into());
+    }
+    if let Some(g) = model.global_attn {
+        t.push(format!("gkv{}", g.n_kv_heads));
+        t.push(format!("ghd{}", g.head_dim));
+        if g.k_eq_v {
+            t.push("gkeqv".into());
+        }
+    }
+    if let Some(m) = model.mla {
+        t.push(format!(
+            "mla{}-{}-{}-{}-{}",
+            m.kv_lora_rank,
+            m.qk_rope_head_dim,
+            m.q_lora_rank.unwrap_or(0),
+            m.qk_nope_head_dim,
+            m.v_head_dim
+        ));
+    }
+    if model.schedule.layers().iter().any(|k| !k.is_global()) {
+        let runs: Vec<String> = model
+            .schedule
+            .unit_runs()
+            .iter()
+            .map(|&(c, k)| format!("{c}{}", kind_token(k)))
+            .collect();
+        t.push(format!("pat{}", runs.join("-")));
+    }
+    match model.cross_layer {
+        CrossLayerSharing::None => {}
+        CrossLayerSharing::ReuseLast { shared_layers } => t.push(format!("xl{shared_layers}")),
+        CrossLayerSharing::Groups { group_size } => t.push(format!("xg{group_size}")),
+    }
+    let ffn = match model.ffn_kind {
+        FfnKind::SwiGlu => "fs",
+        FfnKind::GeGlu => "fg",
+        FfnKind::Mlp => "fm",
+    };
+    t.push(format!("{ffn}{}", model.ffn_size));
+    if let Some(m) = model.moe {
+        t.push(format!(
+            "moe{}-{}-{}-{}-{}-{}",
+            m.n_routed_experts,
+            m.n_active_experts,
+            m.n_shared_experts,
+            m.expert_ffn_size,
+            m.first_dense_layers,
+            m.layer_step
+        ));
+    }
+    t.push(format!("v{}", model.vocab_size));
+    if model.tie_embeddings {
+        t.push("tie".into());
+    }
+    t.push(positional_token("", model.positional));
+    if let Some(p) = model.global_positional {
+        t.push(positional_token("g", p));
+    }
+    if model.biases.qkv {
+        t.push("bqkv".into());
+    }
+    if model.biases.o {
+        t.push("bo".into());
+    }
+    if model.biases.ffn {
+        t.push("bffn".into());
+    }
+    if model.norm == NormKind::LayerNorm {
+        t.push("ln".into());
+    }
+    if model.norms_per_layer != 2 {
+        t.push(format!("np{}", model.norms_per_layer));
+    }
+    if model.qk_norm {
+        t.push("qkn".into());
+    }
+    if model.per_layer_input_dim != 0 {
+        t.push(format!("ple{}", model.per_layer_input_dim));
+    }
+    t.push(format!("ctx{}", model.max_position_embeddings));
+    t.join(".")
+}
+
+fn number<T: std::str::FromStr>(token: &str, s: &str) -> Result<T, EncodingError> {
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(EncodingError::BadValue(token.into()));
+    }
+    s.parse().map_err(|_| EncodingError::BadValue(token.into()))
+}
+
+fn numbers<const N: usize>(token: &str, s: &str) -> Result<[u64; N], EncodingError> {
+    let parts: Vec<&str> = s.split('-').collect();
+    if parts.len() != N {
+        return Err(EncodingError::BadValue(token.into()));
+    }
+    let mut out = [0u64; N];
+    for (o, p) in out.iter_mut().zip(parts) {
+        *o = number(token, p)?;
+    }
+    Ok(out)
+}
+
+fn small(token: &str, v: u64) -> Result<u32, EncodingError> {
+    u32::try_from(v).map_err(|_| EncodingError::BadValue(token.into()))
+}
+
+fn parse_positional(
+    token: &str,
+    rest_after_name: &str,
+    name: &str,
+) -> Result<Positional, EncodingError> {
+    match name {
+        "sin" if rest_after_name.is_empty() => Ok(Positional::Sinusoidal),
+        "nope" if rest_after_name.is_empty() => Ok(Positional::NoPe),
+        "learned" => Ok(Positional::Learned {
+            max_positions: number(token, rest_after_name)?,
+        }),
+        "rope" => {
+            let (theta, pm) = match rest_after_name.split_once('p') {
+                Some((t, p)) => (number::<u64>(token, t)?, number::<u64>(token, p)?),
+                None => (number::<u64>(token, rest_after_name)?, 1000),
+            };
+            if theta == 0 || pm == 0 || pm > 1000 {
+                return Err(EncodingError::BadValue(token.into()));
+            }
+            // theta is written as an integer; f64 is what RoPE uses (exact below 2^53).
+            let theta = theta as f64;
+            let fraction = pm as f64 / 1000.0;
+            Ok(Positional::Rope {
+                theta,
+                partial_rotary_factor: fraction,
+            })
+        }
+        _ => Err(EncodingError::BadValue(token.into())),
+    }
+}
+
+fn parse_runs(token: &str, s: &str) -> Result<Vec<(u32, LayerKind)>, EncodingError> {
+    let mut out = Vec::new();
+    for run in s.split('-') {
+        let digits = run.bytes().take_while(u8::is_ascii_digit).count();
+        let (count, kind) = run.split_at(digits);
+        let count: u32 = number(token, count)?;
+        let kind = match kind.split_at_checked(1) {
+            Some(("g", "")) => LayerKind::Global,
+            Some(("w", w)) => LayerKind::Sliding {
+                window_tokens: number(token, w)?,
+            },
+            Some(("c", c)) => LayerKind::Chunked {
+                chunk_tokens: number(token, c)?,
+            },
+            _ => return Err(EncodingError::BadValue(token.into())),
+        };
+        if count == 0 || count > super::config::limits::MAX_LAYERS {
+            return Err(EncodingError::BadValue(token.into()));
+        }
+        out.push((count, kind));
+    }
+    Ok(out)
+}
+
+/// Read a compact form back into a validated model (id `"custom"`).
+pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
+    if text.len() > MAX_ENCODED_LEN {
+        return Err(EncodingError::TooLong(text.len()));
+    }
+    if text.is_empty() {
+        return Err(EncodingError::Empty);
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let (mut layers, mut d, mut h) = (None::<u32>, None::<u64>, None::<u32>);
+    let (mut kv, mut hd, mut keqv) = (None::<u32>, None::<u32>, false);
+    let (mut gkv, mut ghd, mut gkeqv, mut any_global) = (None::<u32>, None::<u32>, false, false);
+    let mut m = Model::simple(1, 1, 1);
+    let mut ffn_size = None::<u64>;
+    let mut pattern: Option<Vec<(u32, LayerKind)>> = None;
+    let mut positional = None;
+    for token in text.split('.') {
+        let name_len = token.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (name, value) = token.split_at(name_len);
+        if seen.contains(&name) {
+            return Err(EncodingError::Duplicate(token.chars().take(40).collect()));
+        }
+        seen.push(name);
+        match name {
+            "L" => layers = Some(number(token, value)?),
+            "d" => d = Some(number(token, value)?),
+            "h" => h = Some(number(token, value)?),
+            "kv" => kv = Some(number(token, value)?),
+            "hd" => hd = Some(number(token, value)?),
+            "keqv" if value.is_empty() => keqv = true,
+            "gkv" => (gkv, any_global) = (Some(number(token, value)?), true),
+            "ghd" => (ghd, any_global) = (Some(number(token, value)?), true),
+            "gkeqv" if value.is_empty() => (gkeqv, any_global) = (true, true),
+            "mla" => {
+                let [rank, rope, q, nope, v] = numbers::<5>(token, value)?;
+                m.mla = Some(Mla {
+                    kv_lora_rank: small(token, rank)?,
+                    qk_rope_head_dim: small(token, rope)?,
+                    q_lora_rank: if q == 0 { None } else { Some(small(token, q)?) },
+                    qk_nope_head_dim: small(token, nope)?,
+                    v_head_dim: small(token, v)?,
+                });
+            }
+            "pat" => pattern = Some(parse_runs(token, value)?),
+            "xl" => {
+                m.cross_layer = CrossLayerSharing::ReuseLast {
+                    shared_layers: number(token, value)?,
+                }
+            }
+            "xg" => {
+                m.cross_layer = CrossLayerSharing::Groups {
+                    group_size: number(token, value)?,
+                }
+            }
+            "fs" | "fg" | "fm" => {
+                if seen
+                    .iter()
+                    .filter(|s| matches!(**s, "fs" | "fg" | "fm"))
+                    .count()
+                    > 1
+                {
+                    return Err(EncodingError::Duplicate(token.chars().take(40).collect()));
+                }
+                m.ffn_kind = match name {
+                    "fs" => FfnKind::SwiGlu,
+                    "fg" => FfnKind::GeGlu,
+                    _ => FfnKind::Mlp,
+                };
+                ffn_size = Some(number(token, value)?);
+            }
+            "moe" => {
+                let [e, a, s, fe, first, step] = numbers::<6>(token, value)?;
+                m.moe = Some(Moe {
+                    n_routed_experts: small(token, e)?,
+                    n_active_experts: small(token, a)?,
+                    n_shared_experts: small(token, s)?,
+                    expert_ffn_size: fe,
+                    first_dense_layers: small(token, first)?,
+                    layer_step: small(token, step)?,
+                });
+            }
+            "v" => m.vocab_size = number(token, value)?,
+            "tie" if value.is_empty() => m.tie_embeddings = true,
+            "sin" | "nope" | "learned" | "rope" => {
+                if positional.is_some() {
+                    return Err(EncodingError::Duplicate(token.chars().take(40).collect()));
+                }
+                positional = Some(parse_positional(token, value, name)?);
+            }
+            "gnope" if value.is_empty() => m.global_positional = Some(Positional::NoPe),
+            "gsin" if value.is_empty() => m.global_positional = Some(Positional::Sinusoidal),
+            "grope" => m.global_positional = Some(parse_positional(token, value, "rope")?),
+            "bqkv" if value.is_empty() => m.biases.qkv = true,
+            "bo" if value.is_empty() => m.biases.o = true,
+            "bffn" if value.is_empty() => m.biases.ffn = true,
+            "ln" if value.is_empty() => m.norm = NormKind::LayerNorm,
+            "np" => m.norms_per_layer = number(token, value)?,
+            "qkn" if value.is_empty() => m.qk_norm = true,
+            "ple" => m.per_layer_input_dim = number(token, value)?,
+            "ctx" => m.max_position_embeddings = number(token, value)?,
+            _ => {
+                return Err(EncodingError::UnknownToken(
+                    token.chars().take(40).collect(),
+                ));
+            }
+        }
+    }
+    let layers = layers.ok_or(EncodingError::Missing("L (layers)"))?;
+    let d = d.ok_or(EncodingError::Missing("d (model width)"))?;
+    let h = h.ok_or(EncodingError::Missing("h (query heads)"))?;
+    if layers == 0 || layers > super::config::limits::MAX_LAYERS {
+        return Err(EncodingError::Invalid(format!("{layers} layers")));
+    }
+    if h == 0 {
+        return Err(EncodingError::Invalid("0 query heads".into()));
+    }
+    let head_dim = match hd {
+        Some(v) => v,
+        None if d % u64::from(h) == 0 => u32::try_from(d / u64::from(h))
+            .map_err(|_| EncodingError::Invalid("head dim too large".into()))?,
+        None => {
+            return Err(EncodingError::Invalid(format!(
+                "d = {d} is not a multiple of h = {h}; give hd"
+            )));
+        }
+    };
+    m.d_model = d;
+    m.n_q_heads = h;
+    m.attn = AttnGeometry {
+        n_kv_heads: kv.unwrap_or(h),
+        head_dim,
+        k_eq_v: keqv,
+    };
+    if any_global {
+        m.global_attn = Some(AttnGeometry {
+            n_kv_heads: gkv.unwrap_or(m.attn.n_kv_heads),
+            head_dim: ghd.unwrap_or(head_dim),
+            k_eq_v: gkeqv,
+        });
+    }
+    m.schedule = match pattern {
+        Some(unit) => Schedule::periodic(layers, &unit),
+        None => Schedule::uniform(layers, LayerKind::Global),
+    };
+    m.ffn_size = ffn_size.unwrap_or(4 * d);
+    if let Some(p) = positional {
+        m.positional = p;
+    }
+    m.id = "custom".into();
+    m.name = "Custom model".into();
+    m.validate()
+        .map_err(|e| EncodingError::Invalid(e.to_string()))?;
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::presets::all_presets;
+
+    fn same_shape(a: &Model, b: &Model) -> bool {
+        let mut b = b.clone();
+        b.id.clone_from(&a.id);
+        b.name.clone_from(&a.name);
+        *a == b
+    }
+
+    #[test]
+    fn every_preset_round_trips() {
+        for p in all_presets() {
+            let code = encode_model(&p.model);
+            assert!(
+                code.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-'),
+                "{code}"
+            );
+            let back = decode_model(&code).unwrap_or_else(|e| panic!("{}: {e} in {code}", p.id));
+            assert!(same_shape(&p.model, &back), "{}: {code}", p.id);
+            assert_eq!(encode_model(&back), code);
+        }
+    }
+
+    #[test]
+    fn readable_examples() {
+        let m = crate::model::presets::preset("llama-3-8b")
+            .cloned()
+            .unwrap_or_else(|| Model::simple(1, 1, 1));
+        assert_eq!(
+            encode_model(&m),
+            "L32.d4096.h32.kv8.hd128.fs14336.v128256.rope500000.ctx8192"
+        );
+        let g = crate::model::presets::preset("gemma-3-27b")
+            .cloned()
+            .unwrap_or_else(|| Model::simple(1, 1, 1));
+        assert!(encode_model(&g).contains(".pat5w1024-1g."));
+        // Minimal code: defaults fill the rest.
+        let m = decode_model("L2.d64.h4").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (m.attn.n_kv_heads, m.attn.head_dim, m.ffn_size),
+            (4, 16, 256)
+        );
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        let cases = [
+            "",
+            "L32",
+            "d4096.h32",
+            "L32.d4096.h32.kv5",
+            "L32.d4096.h32.zz9",
+            "L32.d4096.h32.L32",
+            "L0.d4096.h32",
+            "L32.d4096.h0",
+            "L32.d4095.h32",
+            "L32.d4096.h32.kv-8",
+            "L32.d4096.h32.kv99999999999999999999999",
+            "L32.d4096.h32.pat5x1024",
+            "L32.d4096.h32.pat0g",
+            "L32.d4096.h32.pat5w0-1g",
+            "L32.d4096.h32.mla1-2-3",
+            "L32.d4096.h32.rope0",
+            "L32.d4096.h32.rope10000p2000",
+            "L32.d4096.h32.rope10000.sin",
+            "L32.d4096.h32.fs10.fm10",
+            "L32.d4096.h32.xl32",
+            "L32.d4096.h32.tie7",
+            "L32..d4096.h32",
+            "<script>",
+            "L32.d4096.h32.moe8-9-0-100-0-1",
+        ];
+        for c in cases {
+            assert!(decode_model(c).is_err(), "{c:?} should fail");
+        }
+        assert!(matches!(
+            decode_model(&"L1.".repeat(1000)),
+            Err(EncodingError::TooLong(_))
+        ));
+        assert!(
+            decode_model("L32.d4096.h32.zz9")
+                .err()
+                .is_some_and(|e| e.to_string().contains("zz9"))
+        );
+    }
+}

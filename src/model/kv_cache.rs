@@ -1,0 +1,445 @@
+//! KV-cache memory: elements per token per layer, bytes per token, the total at a context, the
+//! split by layer type, and the longest context that fits a memory budget.
+//!
+//! Per layer and token the cache holds:
+//! - standard attention: `n_kv_heads * head_dim * 2` elements (K and V), or `* 1` with K=V;
+//! - MLA: `kv_lora_rank + qk_rope_head_dim` elements (one latent plus the shared RoPE key);
+//! - a layer that reuses another layer's cache (cross-layer sharing): nothing.
+//!
+//! A layer holds [`LayerKind::cached_tokens`] tokens: all `n` for global layers, `min(n, W)` for
+//! sliding, `min(n, C)` for chunked. Totals are summed in *bits* and divided by 8 once, rounding up,
+//! so INT4 and 2-bit are exact. All arithmetic is checked `u128`: an absurd size gives
+//! [`SizeOverflow`], never a panic or a wrapped number.
+
+use std::fmt;
+
+use super::config::Model;
+use super::dtype::{DType, bits_to_bytes_ceil};
+use super::params::model_params;
+use super::schedule::LayerKind;
+
+/// A figure does not fit in `u128` (only reachable with models that skipped validation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeOverflow;
+
+impl fmt::Display for SizeOverflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("size too large to represent")
+    }
+}
+
+impl std::error::Error for SizeOverflow {}
+
+fn mul(a: u128, b: u128) -> Result<u128, SizeOverflow> {
+    a.checked_mul(b).ok_or(SizeOverflow)
+}
+
+fn add(a: u128, b: u128) -> Result<u128, SizeOverflow> {
+    a.checked_add(b).ok_or(SizeOverflow)
+}
+
+/// Cached elements per token for one layer of `kind` that stores its own cache.
+pub fn kv_elements_per_token_per_layer(model: &Model, kind: LayerKind) -> u128 {
+    if let Some(mla) = model.mla {
+        return u128::from(mla.kv_lora_rank) + u128::from(mla.qk_rope_head_dim);
+    }
+    let g = model.geometry(kind);
+    let tensors: u128 = if g.k_eq_v { 1 } else { 2 };
+    u128::from(g.n_kv_heads) * u128::from(g.head_dim) * tensors
+}
+
+/// Bytes one token adds to one layer of `kind` (rounded up to a whole byte for sub-byte types
+/// with an odd element count; every real model has an even count, so this is exact for them).
+pub fn kv_bytes_per_token_per_layer(model: &Model, kind: LayerKind, dtype: DType) -> u128 {
+    bits_to_bytes_ceil(
+        kv_elements_per_token_per_layer(model, kind).saturating_mul(dtype.bits().into()),
+    )
+}
+
+/// Bytes one token adds to the whole cache while every layer is still growing (context below the
+/// smallest window): the sum over the layers that store a cache. This is the `kv-bytes-per-token`
+/// figure; past a window, sliding layers stop growing (see [`kv_total_bytes`]).
+pub fn kv_bytes_per_token(model: &Model, dtype: DType) -> Result<u128, SizeOverflow> {
+    let mut bits: u128 = 0;
+    for (layer, &kind) in model.schedule.layers().iter().enumerate() {
+        if model.stores_kv(layer) {
+            bits = add(
+                bits,
+                mul(
+                    kv_elements_per_token_per_layer(model, kind),
+                    dtype.bits().into(),
+                )?,
+            )?;
+        }
+    }
+    Ok(bits_to_bytes_ceil(bits))
+}
+
+/// Whole-model cache at a context of `n_tokens`, in bytes (the `kv-total-bytes` figure).
+pub fn kv_total_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128, SizeOverflow> {
+    let mut bits: u128 = 0;
+    for (layer, &kind) in model.schedule.layers().iter().enumerate() {
+        if model.stores_kv(layer) {
+            let per_token = mul(
+                kv_elements_per_token_per_layer(model, kind),
+                dtype.bits().into(),
+            )?;
+            bits = add(bits, mul(per_token, kind.cached_tokens(n_tokens).into())?)?;
+        }
+    }
+    Ok(bits_to_bytes_ceil(bits))
+}
+
+/// Whole-model cache at `n_tokens` counting only live tokens (chunked layers drop back at each
+/// chunk boundary; see [`LayerKind::live_tokens`]). Equal to [`kv_total_bytes`] without chunked layers.
+pub fn kv_live_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128, SizeOverflow> {
+    let mut bits: u128 = 0;
+    for (layer, &kind) in model.schedule.layers().iter().enumerate() {
+        if model.stores_kv(layer) {
+            let per_token = mul(
+                kv_elements_per_token_per_layer(model, kind),
+                dtype.bits().into(),
+            )?;
+            bits = add(bits, mul(per_token, kind.live_tokens(n_tokens).into())?)?;
+        }
+    }
+    Ok(bits_to_bytes_ceil(bits))
+}
+
+/// One layer type's share of the cache at a context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvRow {
+    pub kind: LayerKind,
+    /// Layers of this kind.
+    pub layers: u32,
+    /// Of those, layers that store their own cache (the rest reuse another's).
+    pub storing_layers: u32,
+    pub elements_per_token_per_layer: u128,
+    /// Tokens each storing layer holds at the context.
+    pub cached_tokens: u64,
+    /// Bytes for all storing layers of this kind.
+    pub bytes: u128,
+}
+
+/// The cache at a context, split by layer kind (rows in order of first appearance).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvBreakdown {
+    pub n_tokens: u64,
+    pub dtype: DType,
+    pub rows: Vec<KvRow>,
+    /// Equal to [`kv_total_bytes`] (rows rounded separately could differ by a byte for sub-byte
+    /// types; the total is rounded once).
+    pub total_bytes: u128,
+}
+
+pub fn kv_breakdown(
+    model: &Model,
+    n_tokens: u64,
+    dtype: DType,
+) -> Result<KvBreakdown, SizeOverflow> {
+    let mut rows: Vec<KvRow> = Vec::new();
+    for c in model.schedule.counts() {
+        let storing = model
+            .schedule
+            .layers()
+            .iter()
+            .enumerate()
+            .filter(|&(l, &k)| k == c.kind && model.stores_kv(l))
+            .count();
+        let storing_layers = u32::try_from(storing).unwrap_or(u32::MAX);
+        let elements = kv_elements_per_token_per_layer(model, c.kind);
+        let cached_tokens = c.kind.cached_tokens(n_tokens);
+        let bits = mul(
+            mul(mul(elements, dtype.bits().into())?, cached_tokens.into())?,
+            storing_layers.into(),
+        )?;
+        rows.push(KvRow {
+            kind: c.kind,
+            layers: c.layers,
+            storing_layers,
+            elements_per_token_per_layer: elements,
+            cached_tokens,
+            bytes: bits_to_bytes_ceil(bits),
+        });
+    }
+    Ok(KvBreakdown {
+        n_tokens,
+        dtype,
+        rows,
+        total_bytes: kv_total_bytes(model, n_tokens, dtype)?,
+    })
+}
+
+/// Weights in memory at `dtype`: parameter count times bits, rounded up to bytes.
+pub fn weights_bytes(model: &Model, dtype: DType) -> Result<u128, SizeOverflow> {
+    Ok(bits_to_bytes_ceil(mul(
+        model_params(model).total(),
+        dtype.bits().into(),
+    )?))
+}
+
+/// The answer to "how long a context fits in this memory?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextFit {
+    /// The weights alone exceed the budget.
+    WeightsDoNotFit,
+    /// The longest context (tokens) whose cache fits; may be 0.
+    Tokens(u64),
+    /// Every layer is windowed or chunked and the plateau fits: any context fits.
+    Unbounded,
+}
+
+/// Largest `n` with `weights + kv_total_bytes(n) <= budget_bytes`, where the weights count only when
+/// `weights_dtype` is given. The cache never shrinks as `n` grows, so a binary search is exact.
+pub fn max_context_tokens(
+    model: &Model,
+    kv_dtype: DType,
+    budget_bytes: u128,
+    weights_dtype: Option<DType>,
+) -> ContextFit {
+    let weights = match weights_dtype.map(|d| weights_bytes(model, d)) {
+        None => 0,
+        Some(Ok(w)) => w,
+        Some(Err(SizeOverflow)) => return ContextFit::WeightsDoNotFit,
+    };
+    let Some(left) = budget_bytes.checked_sub(weights) else {
+        return ContextFit::WeightsDoNotFit;
+    };
+    let fits = |n: u64| kv_total_bytes(model, n, kv_dtype).is_ok_and(|b| b <= left);
+    if fits(u64::MAX) {
+        let grows = model
+            .schedule
+            .layers()
+            .iter()
+            .enumerate()
+            .any(|(l, k)| k.is_global() && model.stores_kv(l));
+        // Without a growing layer the cache stops at the largest window.
+        return if grows {
+            ContextFit::Tokens(u64::MAX)
+        } else {
+            ContextFit::Unbounded
+        };
+    }
+    // Invariant: fits(lo) and !fits(hi).
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    if !fits(0) {
+        return ContextFit::Tokens(0);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) { lo = mid } else { hi = mid }
+    }
+    ContextFit::Tokens(lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::config::{AttnGeometry, CrossLayerSharing, Mla};
+    use crate::model::schedule::Schedule;
+
+    fn llama3_8b_like() -> Model {
+        let mut m = Model::simple(32, 4096, 32);
+        m.attn.n_kv_heads = 8;
+        m
+    }
+
+    #[test]
+    fn gqa_per_token_by_hand() {
+        let m = llama3_8b_like();
+        // 32 layers * 8 kv heads * 2 (K,V) * 128 dims * 2 bytes = 131,072
+        assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(131_072));
+        // A naive calculator that ignores GQA uses 32 heads: 4x more.
+        // 32 * 32 * 2 * 128 * 2 = 524,288
+        assert_ne!(kv_bytes_per_token(&m, DType::Fp16), Ok(524_288));
+        // INT4: 32 * 8 * 2 * 128 * 4 bits / 8 = 32,768
+        assert_eq!(kv_bytes_per_token(&m, DType::Int4), Ok(32_768));
+        // 2-bit: 16,384
+        assert_eq!(kv_bytes_per_token(&m, DType::Int2), Ok(16_384));
+        // 8192 tokens: 131072 * 8192 = 1,073,741,824 = 1 GiB
+        assert_eq!(kv_total_bytes(&m, 8192, DType::Fp16), Ok(1 << 30));
+        assert_eq!(kv_total_bytes(&m, 0, DType::Fp16), Ok(0));
+    }
+
+    #[test]
+    fn ordering_mqa_gqa_mha_and_dtypes() {
+        for kv in [1u32, 2, 4, 8, 16, 32] {
+            let mut a = llama3_8b_like();
+            a.attn.n_kv_heads = kv;
+            let mut b = a.clone();
+            b.attn.n_kv_heads = (kv * 2).min(32);
+            for n in [1u64, 100, 8192] {
+                for d in DType::ALL {
+                    let ta = kv_total_bytes(&a, n, d).unwrap_or(0);
+                    let tb = kv_total_bytes(&b, n, d).unwrap_or(0);
+                    assert!(ta <= tb, "kv {kv} n {n} {d}");
+                }
+            }
+        }
+        // Wider dtypes never take less memory.
+        let m = llama3_8b_like();
+        let sizes: Vec<u128> = DType::ALL
+            .iter()
+            .map(|&d| kv_total_bytes(&m, 1000, d).unwrap_or(0))
+            .collect();
+        assert!(sizes.windows(2).all(|w| w[0] >= w[1]));
+    }
+
+    #[test]
+    fn sliding_plateaus_after_window() {
+        let mut m = llama3_8b_like();
+        m.schedule = Schedule::uniform(
+            32,
+            LayerKind::Sliding {
+                window_tokens: 4096,
+            },
+        );
+        let at_w = kv_total_bytes(&m, 4096, DType::Fp16).unwrap_or(0);
+        // 131072 B/token * 4096 tokens = 536,870,912
+        assert_eq!(at_w, 536_870_912);
+        for n in [4097u64, 8192, 131_072, 1 << 40, u64::MAX] {
+            assert_eq!(kv_total_bytes(&m, n, DType::Fp16), Ok(at_w));
+        }
+        // Below the window it grows linearly.
+        assert_eq!(kv_total_bytes(&m, 100, DType::Fp16), Ok(131_072 * 100));
+        assert_eq!(
+            max_context_tokens(&m, DType::Fp16, at_w, None),
+            ContextFit::Unbounded
+        );
+        assert_eq!(
+            max_context_tokens(&m, DType::Fp16, at_w - 1, None),
+            ContextFit::Tokens(4095)
+        );
+    }
+
+    #[test]
+    fn k_eq_v_halves_and_sharing_stores_nothing() {
+        let base = llama3_8b_like();
+        let mut kv = base.clone();
+        kv.attn.k_eq_v = true;
+        for n in [1u64, 77, 8192] {
+            for d in DType::ALL {
+                assert_eq!(
+                    kv_total_bytes(&kv, n, d).unwrap_or(0) * 2,
+                    kv_total_bytes(&base, n, d).unwrap_or(0)
+                );
+            }
+        }
+        let mut shared = base.clone();
+        shared.cross_layer = CrossLayerSharing::Groups { group_size: 2 };
+        assert_eq!(kv_bytes_per_token(&shared, DType::Fp16), Ok(65_536));
+        shared.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: 8 };
+        // 24 storing layers * 8 * 2 * 128 * 2 = 98,304
+        assert_eq!(kv_bytes_per_token(&shared, DType::Fp16), Ok(98_304));
+    }
+
+    #[test]
+    fn mla_ignores_heads() {
+        let mut m = Model::simple(61, 7168, 128);
+        m.mla = Some(Mla {
+            kv_lora_rank: 512,
+            qk_rope_head_dim: 64,
+            q_lora_rank: Some(1536),
+            qk_nope_head_dim: 128,
+            v_head_dim: 128,
+        });
+        // 61 layers * (512 + 64) * 2 bytes = 70,272
+        assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(70_272));
+        m.attn.n_kv_heads = 1;
+        assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(70_272));
+    }
+
+    #[test]
+    fn hybrid_breakdown_and_global_override() {
+        let mut m = Model::simple(12, 3840, 16);
+        m.attn = AttnGeometry {
+            n_kv_heads: 8,
+            head_dim: 256,
+            k_eq_v: false,
+        };
+        m.global_attn = Some(AttnGeometry {
+            n_kv_heads: 1,
+            head_dim: 512,
+            k_eq_v: true,
+        });
+        m.schedule = Schedule::periodic(
+            12,
+            &[
+                (
+                    5,
+                    LayerKind::Sliding {
+                        window_tokens: 1024,
+                    },
+                ),
+                (1, LayerKind::Global),
+            ],
+        );
+        let b = kv_breakdown(&m, 131_072, DType::Fp16).unwrap_or_else(|_| unreachable!());
+        assert_eq!(b.rows.len(), 2);
+        // sliding: 10 layers * 8 * 2 * 256 * 1024 tokens * 2 B = 83,886,080
+        assert_eq!(b.rows[0].bytes, 83_886_080);
+        // global: 2 layers * 1 * 1 (K=V) * 512 * 131072 * 2 B = 268,435,456
+        assert_eq!(b.rows[1].bytes, 268_435_456);
+        assert_eq!(b.total_bytes, 83_886_080 + 268_435_456);
+        assert_eq!(b.rows.iter().map(|r| r.bytes).sum::<u128>(), b.total_bytes);
+    }
+
+    #[test]
+    fn chunked_live_sawtooth() {
+        let mut m = llama3_8b_like();
+        m.schedule = Schedule::uniform(32, LayerKind::Chunked { chunk_tokens: 8192 });
+        assert_eq!(kv_total_bytes(&m, 8193, DType::Fp16), Ok(131_072 * 8192));
+        assert_eq!(kv_live_bytes(&m, 8193, DType::Fp16), Ok(131_072));
+        assert_eq!(kv_live_bytes(&m, 8192, DType::Fp16), Ok(131_072 * 8192));
+    }
+
+    #[test]
+    fn budgets() {
+        let m = llama3_8b_like();
+        // 1 GiB holds exactly 8192 tokens at 131072 B/token.
+        assert_eq!(
+            max_context_tokens(&m, DType::Fp16, 1 << 30, None),
+            ContextFit::Tokens(8192)
+        );
+        assert_eq!(
+            max_context_tokens(&m, DType::Fp16, (1 << 30) - 1, None),
+            ContextFit::Tokens(8191)
+        );
+        assert_eq!(
+            max_context_tokens(&m, DType::Fp16, 0, None),
+            ContextFit::Tokens(0)
+        );
+        let w = weights_bytes(&m, DType::Fp16).unwrap_or(0);
+        assert_eq!(
+            max_context_tokens(&m, DType::Fp16, w + (1 << 30), Some(DType::Fp16)),
+            ContextFit::Tokens(8192)
+        );
+        assert_eq!(
+            max_context_tokens(&m, DType::Fp16, w - 1, Some(DType::Fp16)),
+            ContextFit::WeightsDoNotFit
+        );
+        // A huge budget never panics.
+        assert!(matches!(
+            max_context_tokens(&m, DType::Int2, u128::MAX, None),
+            ContextFit::Tokens(_)
+        ));
+    }
+
+    #[test]
+    fn absurd_sizes_do_not_panic() {
+        let mut m = Model::simple(4096, 1 << 20, 1 << 14);
+        m.attn.head_dim = 1 << 14;
+        assert!(kv_total_bytes(&m, u64::MAX, DType::Fp32).is_ok());
+        // Unvalidated nonsense overflows cleanly.
+        m.mla = Some(Mla {
+            kv_lora_rank: u32::MAX,
+            qk_rope_head_dim: u32::MAX,
+            q_lora_rank: None,
+            qk_nope_head_dim: 1,
+            v_head_dim: 1,
+        });
+        m.schedule = Schedule::uniform(1 << 20, LayerKind::Global);
+        let r = kv_total_bytes(&m, u64::MAX, DType::Fp32);
+        assert!(r.is_ok() || r == Err(SizeOverflow));
+    }
+}

@@ -1,0 +1,416 @@
+//! Layer schedules: which kind of attention each layer runs (global, sliding window, chunked),
+//! their counts, and the attended (query, key) pairs each mask implies.
+//!
+//! Mask conventions (0-based positions, query `q`, key `j`), shared with the CPU reference:
+//! - global causal: `j <= q`;
+//! - sliding window `W`: `0 <= q - j < W` (the query sees itself and the `W - 1` keys before it);
+//! - chunked `C`: `j <= q` and `j / C == q / C` (Llama 4's local layers: attention restarts at each
+//!   chunk boundary).
+
+use std::fmt;
+
+/// The attention pattern of one layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LayerKind {
+    /// Full causal attention over every earlier token.
+    Global,
+    /// Causal attention over the last `window_tokens` tokens (the query included).
+    Sliding { window_tokens: u64 },
+    /// Causal attention inside fixed chunks of `chunk_tokens` tokens.
+    Chunked { chunk_tokens: u64 },
+}
+
+impl LayerKind {
+    pub const fn is_global(self) -> bool {
+        matches!(self, LayerKind::Global)
+    }
+
+    /// Short noun for summaries: "global", "sliding", "chunked".
+    pub const fn noun(self) -> &'static str {
+        match self {
+            LayerKind::Global => "global",
+            LayerKind::Sliding { .. } => "sliding",
+            LayerKind::Chunked { .. } => "chunked",
+        }
+    }
+
+    /// Tokens a layer of this kind keeps cached after `n_tokens` tokens: the memory it must hold.
+    ///
+    /// Global: `n`. Sliding `W`: `min(n, W)`. Chunked `C`: `min(n, C)` — the buffer of one full chunk,
+    /// which is what the layer holds at its peak (just before a chunk boundary) and what a runtime
+    /// reserves. The tokens actually live at `n` are given by [`LayerKind::live_tokens`].
+    pub const fn cached_tokens(self, n_tokens: u64) -> u64 {
+        match self {
+            LayerKind::Global => n_tokens,
+            LayerKind::Sliding { window_tokens } => min_u64(n_tokens, window_tokens),
+            LayerKind::Chunked { chunk_tokens } => min_u64(n_tokens, chunk_tokens),
+        }
+    }
+
+    /// Tokens whose K/V the *last* of `n_tokens` processed tokens attended to: for chunked layers the
+    /// tokens of its chunk so far, `n - C * floor((n - 1) / C)` (in `1..=C`; it drops back to 1 when a
+    /// new chunk starts), which draws the sawtooth of a chunked cache. Same as
+    /// [`LayerKind::cached_tokens`] for global and sliding layers.
+    pub const fn live_tokens(self, n_tokens: u64) -> u64 {
+        match self {
+            LayerKind::Chunked { chunk_tokens } if n_tokens > 0 && chunk_tokens > 0 => {
+                n_tokens - chunk_tokens * ((n_tokens - 1) / chunk_tokens)
+            }
+            _ => self.cached_tokens(n_tokens),
+        }
+    }
+
+    /// The causal mask this layer applies during prefill.
+    pub const fn mask(self) -> Mask {
+        match self {
+            LayerKind::Global => Mask::Causal,
+            LayerKind::Sliding { window_tokens } => Mask::Sliding { window_tokens },
+            LayerKind::Chunked { chunk_tokens } => Mask::Chunked { chunk_tokens },
+        }
+    }
+}
+
+const fn min_u64(a: u64, b: u64) -> u64 {
+    if a < b { a } else { b }
+}
+
+impl fmt::Display for LayerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayerKind::Global => f.write_str("global"),
+            LayerKind::Sliding { window_tokens } => write!(f, "sliding({window_tokens})"),
+            LayerKind::Chunked { chunk_tokens } => write!(f, "chunked({chunk_tokens})"),
+        }
+    }
+}
+
+/// An attention mask over a square prefill of `n` tokens (used for FLOP counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mask {
+    /// Bidirectional: every query sees every key (encoders).
+    Full,
+    Causal,
+    Sliding {
+        window_tokens: u64,
+    },
+    Chunked {
+        chunk_tokens: u64,
+    },
+}
+
+/// Number of (query, key) pairs the mask lets through for `n` tokens, exactly.
+///
+/// - full: `n^2`; causal: `n(n+1)/2`;
+/// - sliding `W`: query `q` sees `min(q+1, W)` keys, so `n(n+1)/2` while `n <= W`, then
+///   `W(W+1)/2 + (n-W)W`;
+/// - chunked `C`: `k = n / C` full chunks of `C(C+1)/2` each plus a partial chunk of `r = n mod C`:
+///   `k C(C+1)/2 + r(r+1)/2`.
+///
+/// A zero window or chunk attends nothing. Computed in `u128`: no overflow for any `u64` `n`.
+pub const fn attended_pairs(mask: Mask, n_tokens: u64) -> u128 {
+    let n = n_tokens as u128;
+    match mask {
+        Mask::Full => n * n,
+        Mask::Causal => triangle(n),
+        Mask::Sliding { window_tokens } => {
+            let w = window_tokens as u128;
+            if n <= w {
+                triangle(n)
+            } else {
+                triangle(w) + (n - w) * w
+            }
+        }
+        Mask::Chunked { chunk_tokens } => {
+            let c = chunk_tokens as u128;
+            if c == 0 {
+                return 0;
+            }
+            (n / c) * triangle(c) + triangle(n % c)
+        }
+    }
+}
+
+const fn triangle(n: u128) -> u128 {
+    n * (n + 1) / 2
+}
+
+/// The kind of every layer, in order. Its length is the model's layer count.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Schedule {
+    layers: Vec<LayerKind>,
+}
+
+/// One row of [`Schedule::counts`]: a layer kind and how many layers have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindCount {
+    pub kind: LayerKind,
+    pub layers: u32,
+}
+
+impl Schedule {
+    pub fn from_layers(layers: Vec<LayerKind>) -> Self {
+        Schedule { layers }
+    }
+
+    /// `n_layers` layers, all of one kind (Llama: all global; Mistral 7B: all sliding 4096).
+    pub fn uniform(n_layers: u32, kind: LayerKind) -> Self {
+        Schedule {
+            layers: vec![kind; n_layers as usize],
+        }
+    }
+
+    /// A repeating unit of `(count, kind)` runs, cycled to fill `n_layers` (a trailing partial unit
+    /// keeps its first layers). Gemma 3: `[(5, sliding 1024), (1, global)]`.
+    pub fn periodic(n_layers: u32, unit: &[(u32, LayerKind)]) -> Self {
+        // Never longer than the model: a unit longer than `n_layers` is simply truncated.
+        let flat: Vec<LayerKind> = unit
+            .iter()
+            .flat_map(|&(count, kind)| std::iter::repeat_n(kind, count as usize))
+            .take(n_layers as usize)
+            .collect();
+        if flat.is_empty() {
+            return Schedule::uniform(n_layers, LayerKind::Global);
+        }
+        Schedule {
+            layers: (0..n_layers as usize)
+                .map(|i| flat[i % flat.len()])
+                .collect(),
+        }
+    }
+
+    /// Same as [`Schedule::periodic`] but the last layer is forced to be global (Gemma 4 does this so
+    /// the final layer always sees the whole context).
+    pub fn periodic_last_global(n_layers: u32, unit: &[(u32, LayerKind)]) -> Self {
+        let mut s = Schedule::periodic(n_layers, unit);
+        if let Some(last) = s.layers.last_mut() {
+            *last = LayerKind::Global;
+        }
+        s
+    }
+
+    pub fn layers(&self) -> &[LayerKind] {
+        &self.layers
+    }
+
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
+    pub fn kind(&self, layer: usize) -> Option<LayerKind> {
+        self.layers.get(layer).copied()
+    }
+
+    /// Layer counts per distinct kind, in order of first appearance.
+    pub fn counts(&self) -> Vec<KindCount> {
+        let mut out: Vec<KindCount> = Vec::new();
+        for &kind in &self.layers {
+            match out.iter_mut().find(|c| c.kind == kind) {
+                Some(c) => c.layers += 1,
+                None => out.push(KindCount { kind, layers: 1 }),
+            }
+        }
+        out
+    }
+
+    /// Smallest `p` with `layers[i] == layers[i % p]` for every `i` (the repeating unit).
+    pub fn period(&self) -> usize {
+        let n = self.layers.len();
+        (1..=n)
+            .find(|&p| (0..n).all(|i| self.layers[i] == self.layers[i % p]))
+            .unwrap_or(n)
+    }
+
+    /// The repeating unit as `(count, kind)` runs; `Schedule::periodic(len, &unit)` rebuilds `self`.
+    pub fn unit_runs(&self) -> Vec<(u32, LayerKind)> {
+        runs(&self.layers[..self.period()])
+    }
+
+    /// A short description: "5 sliding : 1 global" (one repeating unit), "all global",
+    /// "all sliding", "3 chunked : 1 global". Kinds that occur in several runs of the unit are
+    /// summed, so the text stays short for any schedule.
+    pub fn summary(&self) -> String {
+        let unit = &self.layers[..self.period()];
+        let mut per_noun: Vec<(&'static str, u32)> = Vec::new();
+        for k in unit {
+            match per_noun.iter_mut().find(|(n, _)| *n == k.noun()) {
+                Some((_, c)) => *c += 1,
+                None => per_noun.push((k.noun(), 1)),
+            }
+        }
+        match per_noun.as_slice() {
+            [] => "no layers".to_string(),
+            [(noun, _)] => format!("all {noun}"),
+            parts => parts
+                .iter()
+                .map(|(noun, c)| format!("{c} {noun}"))
+                .collect::<Vec<_>>()
+                .join(" : "),
+        }
+    }
+}
+
+fn runs(layers: &[LayerKind]) -> Vec<(u32, LayerKind)> {
+    let mut out: Vec<(u32, LayerKind)> = Vec::new();
+    for &k in layers {
+        match out.last_mut() {
+            Some((c, last)) if *last == k => *c += 1,
+            _ => out.push((1, k)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SW1024: LayerKind = LayerKind::Sliding {
+        window_tokens: 1024,
+    };
+    const CH8192: LayerKind = LayerKind::Chunked { chunk_tokens: 8192 };
+
+    /// Brute-force pair count straight from the mask definitions in the module doc.
+    fn brute_pairs(mask: Mask, n: u64) -> u128 {
+        let mut count = 0u128;
+        for q in 0..n {
+            for j in 0..n {
+                let visible = match mask {
+                    Mask::Full => true,
+                    Mask::Causal => j <= q,
+                    Mask::Sliding { window_tokens } => j <= q && q - j < window_tokens,
+                    Mask::Chunked { chunk_tokens } => {
+                        j <= q && j / chunk_tokens == q / chunk_tokens
+                    }
+                };
+                count += u128::from(visible);
+            }
+        }
+        count
+    }
+
+    #[test]
+    fn pair_counts_match_brute_force() {
+        for n in 0..40 {
+            for w in 1..12 {
+                for mask in [
+                    Mask::Full,
+                    Mask::Causal,
+                    Mask::Sliding { window_tokens: w },
+                    Mask::Chunked { chunk_tokens: w },
+                ] {
+                    assert_eq!(
+                        attended_pairs(mask, n),
+                        brute_pairs(mask, n),
+                        "{mask:?} n={n}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pair_counts_by_hand() {
+        // causal n=4: 1+2+3+4 = 10
+        assert_eq!(attended_pairs(Mask::Causal, 4), 10);
+        // sliding W=3, n=6: 1+2+3+3+3+3 = 15 = 3*4/2 + 3*3
+        assert_eq!(attended_pairs(Mask::Sliding { window_tokens: 3 }, 6), 15);
+        // chunked C=4, n=10: chunks of 4,4,2 -> 10 + 10 + 3 = 23
+        assert_eq!(attended_pairs(Mask::Chunked { chunk_tokens: 4 }, 10), 23);
+        assert_eq!(attended_pairs(Mask::Chunked { chunk_tokens: 0 }, 10), 0);
+        // No overflow at the largest context.
+        assert!(attended_pairs(Mask::Full, u64::MAX) > 0);
+        assert!(attended_pairs(Mask::Causal, u64::MAX) > 0);
+    }
+
+    #[test]
+    fn cached_and_live_tokens() {
+        assert_eq!(LayerKind::Global.cached_tokens(131_072), 131_072);
+        assert_eq!(SW1024.cached_tokens(100), 100);
+        assert_eq!(SW1024.cached_tokens(131_072), 1024);
+        assert_eq!(CH8192.cached_tokens(131_072), 8192);
+        assert_eq!(CH8192.cached_tokens(5), 5);
+        // live tokens of a chunked layer: 8192 at a boundary, 1 just after it.
+        assert_eq!(CH8192.live_tokens(8192), 8192);
+        assert_eq!(CH8192.live_tokens(8193), 1);
+        assert_eq!(CH8192.live_tokens(10_000), 10_000 - 8192);
+        assert_eq!(CH8192.live_tokens(0), 0);
+        assert_eq!(SW1024.live_tokens(5000), 1024);
+        // live <= cached always
+        for n in 0..30_000u64 {
+            assert!(CH8192.live_tokens(n) <= CH8192.cached_tokens(n));
+        }
+    }
+
+    #[test]
+    fn gemma3_like_schedule() {
+        let s = Schedule::periodic(62, &[(5, SW1024), (1, LayerKind::Global)]);
+        assert_eq!(s.len(), 62);
+        // globals at 5, 11, ..., 59: floor(62 / 6) = 10
+        assert_eq!(
+            s.counts(),
+            vec![
+                KindCount {
+                    kind: SW1024,
+                    layers: 52
+                },
+                KindCount {
+                    kind: LayerKind::Global,
+                    layers: 10
+                }
+            ]
+        );
+        assert_eq!(s.summary(), "5 sliding : 1 global");
+        assert_eq!(s.period(), 6);
+        assert_eq!(Schedule::periodic(62, &s.unit_runs()), s);
+        assert_eq!(s.kind(5), Some(LayerKind::Global));
+        assert_eq!(s.kind(61), Some(SW1024));
+        assert_eq!(s.kind(62), None);
+    }
+
+    #[test]
+    fn summaries() {
+        assert_eq!(
+            Schedule::uniform(32, LayerKind::Global).summary(),
+            "all global"
+        );
+        assert_eq!(
+            Schedule::uniform(
+                32,
+                LayerKind::Sliding {
+                    window_tokens: 4096
+                }
+            )
+            .summary(),
+            "all sliding"
+        );
+        assert_eq!(
+            Schedule::periodic(48, &[(3, CH8192), (1, LayerKind::Global)]).summary(),
+            "3 chunked : 1 global"
+        );
+        assert_eq!(
+            Schedule::uniform(0, LayerKind::Global).summary(),
+            "no layers"
+        );
+        // A forced last global breaks the period; the summary still counts each kind.
+        let s = Schedule::periodic_last_global(10, &[(5, SW1024), (1, LayerKind::Global)]);
+        assert_eq!(s.kind(9), Some(LayerKind::Global));
+        assert_eq!(s.summary(), "8 sliding : 2 global");
+        assert_eq!(Schedule::from_layers(s.layers().to_vec()), s);
+    }
+
+    #[test]
+    fn periodic_with_empty_unit_is_global() {
+        assert_eq!(
+            Schedule::periodic(3, &[]),
+            Schedule::uniform(3, LayerKind::Global)
+        );
+        assert_eq!(
+            Schedule::periodic(3, &[(0, SW1024)]),
+            Schedule::uniform(3, LayerKind::Global)
+        );
+    }
+}

@@ -1,0 +1,397 @@
+//! One base model re-expressed with each KV-saving technique, to compare them fairly.
+//!
+//! Every variant except [`Variant::AsPublished`] starts from the same *plain MHA baseline* of the
+//! base model: all layers global, one KV head per query head, the base's head dimension, no MLA,
+//! no K=V, no cross-layer sharing. Then exactly one technique is applied, so each row of the
+//! comparison isolates one idea; `AsPublished` shows what the real model combines.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::config::{AttnGeometry, CrossLayerSharing, Mla, Model};
+use super::dtype::DType;
+use super::kv_cache::{SizeOverflow, kv_bytes_per_token, kv_total_bytes};
+use super::params::attn_params_total;
+use super::schedule::{LayerKind, Schedule};
+
+/// A way of storing K/V. URL names: `published mha gqa<g> mqa mla<rank>r<rope> sw<W>
+/// hybrid<r>w<W> kveqv xl<g>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// The model as published (all its techniques combined).
+    AsPublished,
+    Mha,
+    /// Grouped-query attention with `groups` KV heads.
+    Gqa {
+        groups: u32,
+    },
+    Mqa,
+    /// Latent attention caching `kv_lora_rank + rope_dim` elements per token per layer.
+    Mla {
+        kv_lora_rank: u32,
+        rope_dim: u32,
+    },
+    /// Every layer slides over `window_tokens`.
+    Sliding {
+        window_tokens: u64,
+    },
+    /// `local_per_global` sliding layers, then one global layer, repeated.
+    Hybrid {
+        local_per_global: u32,
+        window_tokens: u64,
+    },
+    /// K and V are one tensor.
+    KEqV,
+    /// Groups of `group_size` consecutive layers share one cache.
+    CrossLayer {
+        group_size: u32,
+    },
+}
+
+/// The plain MHA form of `base` that every technique variant starts from.
+pub fn mha_baseline(base: &Model) -> Model {
+    let mut m = base.clone();
+    m.attn = AttnGeometry {
+        n_kv_heads: base.n_q_heads,
+        head_dim: base.attn.head_dim,
+        k_eq_v: false,
+    };
+    m.global_attn = None;
+    m.mla = None;
+    m.schedule = Schedule::uniform(base.n_layers(), LayerKind::Global);
+    m.cross_layer = CrossLayerSharing::None;
+    m
+}
+
+/// Why a variant cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariantError(pub String);
+
+impl fmt::Display for VariantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for VariantError {}
+
+/// `base` re-expressed as `variant` (validated).
+pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantError> {
+    if variant == Variant::AsPublished {
+        return Ok(base.clone());
+    }
+    let mut m = mha_baseline(base);
+    let h = m.n_q_heads;
+    match variant {
+        Variant::AsPublished | Variant::Mha => {}
+        Variant::Gqa { groups } => {
+            if groups == 0 || h % groups != 0 {
+                return Err(VariantError(format!(
+                    "{h} query heads cannot form {groups} equal groups"
+                )));
+            }
+            m.attn.n_kv_heads = groups;
+        }
+        Variant::Mqa => m.attn.n_kv_heads = 1,
+        Variant::Mla {
+            kv_lora_rank,
+            rope_dim,
+        } => {
+            m.mla = Some(Mla {
+                kv_lora_rank,
+                qk_rope_head_dim: rope_dim,
+                q_lora_rank: base.mla.and_then(|b| b.q_lora_rank),
+                qk_nope_head_dim: m.attn.head_dim,
+                v_head_dim: m.attn.head_dim,
+            });
+        }
+        Variant::Sliding { window_tokens } => {
+            m.schedule = Schedule::uniform(m.n_layers(), LayerKind::Sliding { window_tokens });
+        }
+        Variant::Hybrid {
+            local_per_global,
+            window_tokens,
+        } => {
+            m.schedule = Schedule::periodic(
+                m.n_layers(),
+                &[
+                    (local_per_global, LayerKind::Sliding { window_tokens }),
+                    (1, LayerKind::Global),
+                ],
+            );
+        }
+        Variant::KEqV => m.attn.k_eq_v = true,
+        Variant::CrossLayer { group_size } => {
+            m.cross_layer = CrossLayerSharing::Groups { group_size }
+        }
+    }
+    m.name = format!("{} ({variant})", base.name);
+    m.validate().map_err(|e| VariantError(e.to_string()))?;
+    Ok(m)
+}
+
+/// The default set of variants for `base`: published, MHA, GQA (8 groups, or the largest divisor of
+/// the head count below it), MQA, MLA 512 + 64, sliding 4096, hybrid 5:1 with 1024, K=V, layers
+/// sharing in pairs.
+pub fn standard_variants(base: &Model) -> Vec<Variant> {
+    let h = base.n_q_heads.max(1);
+    let groups = (1..=8.min(h))
+        .rev()
+        .find(|g| h % g == 0 && *g < h)
+        .unwrap_or(1);
+    vec![
+        Variant::AsPublished,
+        Variant::Mha,
+        Variant::Gqa { groups },
+        Variant::Mqa,
+        Variant::Mla {
+            kv_lora_rank: 512,
+            rope_dim: 64,
+        },
+        Variant::Sliding {
+            window_tokens: 4096,
+        },
+        Variant::Hybrid {
+            local_per_global: 5,
+            window_tokens: 1024,
+        },
+        Variant::KEqV,
+        Variant::CrossLayer { group_size: 2 },
+    ]
+}
+
+/// One row of a comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariantFigures {
+    pub variant: Variant,
+    pub kv_bytes_per_token: u128,
+    pub kv_total_bytes: u128,
+    /// `kv_total_bytes` over the MHA baseline's at the same context and dtype.
+    pub ratio_to_mha: f64,
+    pub attn_params_total: u128,
+    /// Attention parameters minus the MHA baseline's (negative: fewer).
+    pub attn_params_delta_vs_mha: i128,
+}
+
+fn ratio(a: u128, b: u128) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+fn signed(v: u128) -> i128 {
+    i128::try_from(v).unwrap_or(i128::MAX)
+}
+
+/// Figures for each variant of `base` at `n_tokens` and `dtype`; variants that cannot be built
+/// (e.g. GQA groups that do not divide the heads) are skipped.
+pub fn compare_variants(
+    base: &Model,
+    variants: &[Variant],
+    n_tokens: u64,
+    dtype: DType,
+) -> Result<Vec<VariantFigures>, SizeOverflow> {
+    let mha = mha_baseline(base);
+    let mha_total = kv_total_bytes(&mha, n_tokens, dtype)?;
+    let mha_params = attn_params_total(&mha);
+    let mut rows = Vec::new();
+    for &variant in variants {
+        let Ok(m) = apply_variant(base, variant) else {
+            continue;
+        };
+        let total = kv_total_bytes(&m, n_tokens, dtype)?;
+        let params = attn_params_total(&m);
+        rows.push(VariantFigures {
+            variant,
+            kv_bytes_per_token: kv_bytes_per_token(&m, dtype)?,
+            kv_total_bytes: total,
+            ratio_to_mha: ratio(total, mha_total),
+            attn_params_total: params,
+            attn_params_delta_vs_mha: signed(params) - signed(mha_params),
+        });
+    }
+    Ok(rows)
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Variant::AsPublished => f.write_str("published"),
+            Variant::Mha => f.write_str("mha"),
+            Variant::Gqa { groups } => write!(f, "gqa{groups}"),
+            Variant::Mqa => f.write_str("mqa"),
+            Variant::Mla {
+                kv_lora_rank,
+                rope_dim,
+            } => write!(f, "mla{kv_lora_rank}r{rope_dim}"),
+            Variant::Sliding { window_tokens } => write!(f, "sw{window_tokens}"),
+            Variant::Hybrid {
+                local_per_global,
+                window_tokens,
+            } => write!(f, "hybrid{local_per_global}w{window_tokens}"),
+            Variant::KEqV => f.write_str("kveqv"),
+            Variant::CrossLayer { group_size } => write!(f, "xl{group_size}"),
+        }
+    }
+}
+
+fn num<T: FromStr>(s: &str) -> Result<T, VariantError> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(VariantError(format!("expected a number, found {s:?}")));
+    }
+    s.parse()
+        .map_err(|_| VariantError(format!("number {s:?} is too large")))
+}
+
+impl FromStr for Variant {
+    type Err = VariantError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let v = match s {
+            "published" => Variant::AsPublished,
+            "mha" => Variant::Mha,
+            "mqa" => Variant::Mqa,
+            "kveqv" => Variant::KEqV,
+            _ => {
+                if let Some(rest) = s.strip_prefix("gqa") {
+                    Variant::Gqa { groups: num(rest)? }
+                } else if let Some(rest) = s.strip_prefix("mla") {
+                    let (rank, rope) = rest
+                        .split_once('r')
+                        .ok_or_else(|| VariantError(format!("bad MLA variant {s:?}")))?;
+                    Variant::Mla {
+                        kv_lora_rank: num(rank)?,
+                        rope_dim: num(rope)?,
+                    }
+                } else if let Some(rest) = s.strip_prefix("sw") {
+                    Variant::Sliding {
+                        window_tokens: num(rest)?,
+                    }
+                } else if let Some(rest) = s.strip_prefix("hybrid") {
+                    let (r, w) = rest
+                        .split_once('w')
+                        .ok_or_else(|| VariantError(format!("bad hybrid variant {s:?}")))?;
+                    Variant::Hybrid {
+                        local_per_global: num(r)?,
+                        window_tokens: num(w)?,
+                    }
+                } else if let Some(rest) = s.strip_prefix("xl") {
+                    Variant::CrossLayer {
+                        group_size: num(rest)?,
+                    }
+                } else {
+                    return Err(VariantError(format!(
+                        "unknown variant {:?}",
+                        s.chars().take(32).collect::<String>()
+                    )));
+                }
+            }
+        };
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Model {
+        let mut m = Model::simple(32, 4096, 32);
+        m.attn.n_kv_heads = 8;
+        m
+    }
+
+    #[test]
+    fn names_round_trip_and_reject_garbage() {
+        for v in standard_variants(&base()) {
+            assert_eq!(v.to_string().parse::<Variant>(), Ok(v));
+        }
+        for bad in [
+            "",
+            "gqa",
+            "gqa-1",
+            "mla512",
+            "mla512rx",
+            "hybrid5",
+            "swx",
+            "xl",
+            "foo",
+            "gqa99999999999",
+        ] {
+            assert!(bad.parse::<Variant>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn figures_by_hand() {
+        let rows = compare_variants(&base(), &standard_variants(&base()), 131_072, DType::Fp16)
+            .unwrap_or_default();
+        let get = |v: Variant| rows.iter().find(|r| r.variant == v).cloned();
+        // MHA: 32 layers * 32 heads * 2 * 128 * 2 B = 524,288 B/token
+        let mha = get(Variant::Mha).map(|r| r.kv_bytes_per_token);
+        assert_eq!(mha, Some(524_288));
+        // GQA 8: 131,072 (ratio 0.25); MQA: 16,384 (1/32)
+        assert_eq!(
+            get(Variant::Gqa { groups: 8 }).map(|r| r.kv_bytes_per_token),
+            Some(131_072)
+        );
+        assert_eq!(
+            get(Variant::Mqa).map(|r| r.kv_bytes_per_token),
+            Some(16_384)
+        );
+        assert!(
+            get(Variant::Gqa { groups: 8 }).is_some_and(|r| (r.ratio_to_mha - 0.25).abs() < 1e-12)
+        );
+        // MLA 512 + 64: 32 * 576 * 2 = 36,864
+        assert_eq!(
+            get(Variant::Mla {
+                kv_lora_rank: 512,
+                rope_dim: 64
+            })
+            .map(|r| r.kv_bytes_per_token),
+            Some(36_864)
+        );
+        // K=V halves MHA; pairs of layers sharing halve it too.
+        assert_eq!(
+            get(Variant::KEqV).map(|r| r.kv_total_bytes * 2),
+            get(Variant::Mha).map(|r| r.kv_total_bytes)
+        );
+        assert_eq!(
+            get(Variant::CrossLayer { group_size: 2 }).map(|r| r.kv_total_bytes * 2),
+            get(Variant::Mha).map(|r| r.kv_total_bytes)
+        );
+        // Sliding 4096 at 128K: 524,288 * 4096 = 2,147,483,648 (1/32 of MHA's 68,719,476,736)
+        assert_eq!(
+            get(Variant::Sliding {
+                window_tokens: 4096
+            })
+            .map(|r| r.kv_total_bytes),
+            Some(2_147_483_648)
+        );
+        // Hybrid 5:1 over 32 layers: 27 sliding(1024) + 5 global ((i+1) % 6 == 0 for i < 32):
+        // 16,384 B/token/layer * (27 * 1024 + 5 * 131072) = 16,384 * 683,008 = 11,190,403,072
+        assert_eq!(
+            get(Variant::Hybrid {
+                local_per_global: 5,
+                window_tokens: 1024
+            })
+            .map(|r| r.kv_total_bytes),
+            Some(11_190_403_072)
+        );
+        // GQA saves attention parameters: 32 * 2 * 4096 * (4096 - 1024) fewer = 805,306,368
+        assert_eq!(
+            get(Variant::Gqa { groups: 8 }).map(|r| r.attn_params_delta_vs_mha),
+            Some(-805_306_368)
+        );
+        assert_eq!(
+            get(Variant::Mha).map(|r| r.attn_params_delta_vs_mha),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn bad_groups_are_errors() {
+        assert!(apply_variant(&base(), Variant::Gqa { groups: 5 }).is_err());
+        assert!(apply_variant(&base(), Variant::Gqa { groups: 0 }).is_err());
+        assert!(apply_variant(&base(), Variant::Sliding { window_tokens: 0 }).is_err());
+        assert_eq!(apply_variant(&base(), Variant::AsPublished), Ok(base()));
+    }
+}
