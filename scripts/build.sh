@@ -8,7 +8,7 @@ bash scripts/setup-build.sh
 cargo build --release --locked --target wasm32-unknown-unknown --bin attention-lab
 rm -rf dist && mkdir -p dist/www
 wasm-bindgen --target web --no-typescript --out-dir dist --out-name attention-lab \
-  target/wasm32-unknown-unknown/release/attention-lab.wasm
+  "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/attention-lab.wasm"
 
 # Rust's wasm32 target emits these post-MVP features; wasm-opt must be told it may keep them.
 if [ "${WASM_OPT:-1}" != 0 ]; then

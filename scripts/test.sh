@@ -21,7 +21,7 @@ stage() {  # stage NAME COMMAND...: runs it, keeps its output for the tally
 stage native cargo test --locked
 stage in-browser env CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=120 \
   WASM_BINDGEN_TEST_WEBDRIVER_JSON="$PWD/tests/webdriver.json" \
-  cargo test --locked --target wasm32-unknown-unknown --test web
+  cargo test --locked --release --target wasm32-unknown-unknown --test web
 stage build bash scripts/build.sh
 if [[ ! " ${failed_stages[*]} " =~ " build " ]]; then
   stage end-to-end node --test --test-concurrency=1 tests/browser/

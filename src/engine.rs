@@ -5,7 +5,7 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::{GpuContext, Kernels, ProbRegion};
+use crate::gpu::{GpuContext, Kernels, KvCache, ProbRegion};
 use crate::state::BackendChoice;
 
 /// Largest number of (query, key) score pairs the CPU tier computes (it is a teaching fallback).
@@ -23,10 +23,10 @@ impl Engine {
             return Engine::Cpu { reason: "CPU reference forced by the link (backend=cpu)".into() };
         }
         match GpuContext::new().await {
-            Ok(ctx) => {
-                let kernels = Kernels::new(&ctx);
-                Engine::WebGpu { ctx, kernels }
-            }
+            Ok(ctx) => match ctx.validated(|| Kernels::new(&ctx)).await {
+                Ok(kernels) => Engine::WebGpu { ctx, kernels },
+                Err(e) => Engine::Cpu { reason: format!("this GPU could not build the attention kernels ({e})") },
+            },
             Err(e) => Engine::Cpu { reason: format!("WebGPU is not available in this browser ({e})") },
         }
     }
@@ -34,6 +34,14 @@ impl Engine {
     /// Whether results come from the GPU.
     pub fn is_gpu(&self) -> bool {
         matches!(self, Engine::WebGpu { .. })
+    }
+
+    /// The GPU and its kernels, when this is the WebGPU tier (the benchmark needs them directly).
+    pub fn gpu(&self) -> Option<(&GpuContext, &Kernels)> {
+        match self {
+            Engine::WebGpu { ctx, kernels } => Some((ctx, kernels)),
+            Engine::Cpu { .. } => None,
+        }
     }
 
     /// One line for the footer: which adapter computes, or why the CPU does.
@@ -71,6 +79,106 @@ impl Engine {
             }
         }
     }
+}
+
+/// A K/V cache that grows by one token per decode step: a [`KvCache`] on the GPU, or plain memory
+/// for the CPU tier. Either way its buffers are allocated once for `capacity` tokens.
+pub enum DecodeCache {
+    Gpu(KvCache),
+    Cpu { k: Vec<Vec<f32>>, v: Vec<Vec<f32>>, h_kv: u32, d: u32, capacity: u32, len: u32 },
+}
+
+impl DecodeCache {
+    pub fn len_tokens(&self) -> u32 {
+        match self {
+            DecodeCache::Gpu(c) => c.len_tokens(),
+            DecodeCache::Cpu { len, .. } => *len,
+        }
+    }
+
+    /// Bytes of K and V held for the current tokens (f32, unpadded).
+    pub fn used_bytes(&self) -> u64 {
+        let (h_kv, d) = match self {
+            DecodeCache::Gpu(c) => (c.h_kv(), c.d()),
+            DecodeCache::Cpu { h_kv, d, .. } => (*h_kv, *d),
+        };
+        2 * 4 * u64::from(h_kv) * u64::from(d) * u64::from(self.len_tokens())
+    }
+}
+
+impl Engine {
+    /// An empty decode cache of `h_kv` heads of `d` dims for up to `capacity_tokens` tokens.
+    pub fn decode_cache(&self, h_kv: u32, d: u32, capacity_tokens: u32) -> Result<DecodeCache, String> {
+        match self {
+            Engine::WebGpu { ctx, .. } => KvCache::new(ctx, h_kv, d, capacity_tokens).map(DecodeCache::Gpu).map_err(|e| e.to_string()),
+            Engine::Cpu { .. } => {
+                if h_kv == 0 || d == 0 || capacity_tokens == 0 {
+                    return Err(format!("a KV cache needs h_kv, d and capacity >= 1 (got {h_kv}, {d}, {capacity_tokens})"));
+                }
+                let per_head = capacity_tokens as usize * d as usize;
+                Ok(DecodeCache::Cpu {
+                    k: (0..h_kv).map(|_| Vec::with_capacity(per_head)).collect(),
+                    v: (0..h_kv).map(|_| Vec::with_capacity(per_head)).collect(),
+                    h_kv,
+                    d,
+                    capacity: capacity_tokens,
+                    len: 0,
+                })
+            }
+        }
+    }
+
+    /// Appends one token's K and V rows (`[h_kv, d]` each) to the cache, without touching the past.
+    pub fn append_kv(&self, cache: &mut DecodeCache, k_token: &[f32], v_token: &[f32]) -> Result<(), String> {
+        match (self, cache) {
+            (Engine::WebGpu { ctx, .. }, DecodeCache::Gpu(c)) => c.append(ctx, k_token, v_token).map_err(|e| e.to_string()),
+            (_, DecodeCache::Cpu { k, v, h_kv, d, capacity, len }) => {
+                let want = (*h_kv * *d) as usize;
+                if k_token.len() != want || v_token.len() != want {
+                    return Err(format!("one token's K and V must hold h_kv * d = {want} values"));
+                }
+                if *len >= *capacity {
+                    return Err(format!("the KV cache is full ({capacity} tokens)"));
+                }
+                let d = *d as usize;
+                for (h, (kh, vh)) in k.iter_mut().zip(v.iter_mut()).enumerate() {
+                    kh.extend_from_slice(&k_token[h * d..][..d]);
+                    vh.extend_from_slice(&v_token[h * d..][..d]);
+                }
+                *len += 1;
+                Ok(())
+            }
+            (Engine::Cpu { .. }, DecodeCache::Gpu(_)) => Err("a GPU cache cannot be used by the CPU engine".into()),
+        }
+    }
+
+    /// One decode step: `q` (`[h_q, d]`, one query per head, at the newest position) attends to the
+    /// cache's tokens under `mask`. On the GPU this is the tiled kernel reading the persistent buffer.
+    pub async fn decode(&self, cache: &DecodeCache, q: &[f32], h_q: u32, mask: Mask, scale: f32) -> Result<Forward, String> {
+        match (self, cache) {
+            (Engine::WebGpu { ctx, kernels }, DecodeCache::Gpu(c)) => kernels.decode(ctx, c, q, h_q, mask, scale).await.map_err(|e| e.to_string()),
+            (_, DecodeCache::Cpu { k, v, h_kv, d, len, .. }) => {
+                let shape = AttentionShape { h_q, h_kv: *h_kv, n_q: 1, n_kv: *len, d: *d };
+                shape.validate()?;
+                check_cpu_size(shape)?;
+                if q.len() != shape.q_len() {
+                    return Err(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len()));
+                }
+                Ok(reference::forward(q, &k.concat(), &v.concat(), &shape, mask, scale))
+            }
+            (Engine::Cpu { .. }, DecodeCache::Gpu(_)) => Err("a GPU cache cannot be used by the CPU engine".into()),
+        }
+    }
+}
+
+/// The f64 CPU reference of one decode step over `k`/`v` laid out `[h_kv, n_kv, d]`: what the views
+/// check the GPU's answer against.
+pub fn reference_decode(q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Forward, String> {
+    shape.validate()?;
+    if q.len() != shape.q_len() || k.len() != shape.kv_len() || v.len() != shape.kv_len() {
+        return Err("the reference decode got inputs of the wrong length".into());
+    }
+    Ok(reference::forward(q, k, v, &shape, mask, scale))
 }
 
 fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {

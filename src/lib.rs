@@ -8,7 +8,7 @@
 
 pub mod attention;
 pub mod colormap;
-// pub mod engine; (enabled once gpu::Kernels lands)
+pub mod engine;
 pub mod gpu;
 pub mod model;
 pub mod state;

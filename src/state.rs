@@ -7,12 +7,16 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::attention::explore::ExplorerParams;
 use crate::attention::mask::{Mask, MaskKind};
 use crate::colormap::ColorScale;
 use crate::model::DType;
 use crate::model::encoding::decode_model;
 use crate::model::presets::{preset, PRESET_IDS};
 use crate::model::Model;
+use crate::model::Variant;
+use crate::model::budget::{DEFAULT_BUDGET_BYTES, format_gb, parse_gb};
+use crate::model::plot::Axis;
 
 /// The top-level views (URL `view=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +131,24 @@ pub struct AppState {
     pub dtype: DType,
     /// Layer index, 0-based (URL `layer=`), checked against the chosen model.
     pub layer: u32,
-    /// Other known parameters (`lesson`, `step`, `n`, `d`), as given.
+    /// Axes of the KV chart (URL `axis=linear|log`).
+    pub axis: Axis,
+    /// GPU memory budget in bytes (URL `budget=`, written in decimal GB: `budget=80` is 80 × 10^9 bytes).
+    pub budget_bytes: u64,
+    /// Element type of the weights when the budget counts them (URL `weights=off|fp16|...`); `None`: cache only.
+    pub weights: Option<DType>,
+    /// Variants the compare view shows (URL `variants=mha,gqa8,...`); `None`: the standard set for the model.
+    pub variants: Option<Vec<Variant>>,
+    /// Sequence length in tokens (URL `n=`): the benchmark's case filter (and a generated input's length).
+    pub seq_tokens: Option<u32>,
+    /// Head dimension (URL `d=`): the benchmark's case filter.
+    pub head_dim: Option<u32>,
+    /// Whether the link named `mask` / `window` itself (the benchmark then runs just those cases).
+    pub mask_given: bool,
+    pub window_given: bool,
+    /// The heatmap explorer's parameters (`tok`, `src`, `heads`, `pool`, `focus`, `teach`, `tiles`, `steps`).
+    pub explorer: ExplorerParams,
+    /// Other known parameters (`lesson`, `step`), as given.
     pub passthrough: Vec<(String, String)>,
     /// `debug=panic`: the page panics on purpose, to prove the error panel (never written back).
     pub panic_test: bool,
@@ -149,6 +170,15 @@ impl Default for AppState {
             ctx_tokens: DEFAULT_CTX_TOKENS,
             dtype: DType::Fp16,
             layer: 0,
+            axis: Axis::Linear,
+            budget_bytes: DEFAULT_BUDGET_BYTES,
+            weights: None,
+            variants: None,
+            seq_tokens: None,
+            head_dim: None,
+            mask_given: false,
+            window_given: false,
+            explorer: ExplorerParams::default(),
             passthrough: Vec::new(),
             panic_test: false,
         }
@@ -156,7 +186,11 @@ impl Default for AppState {
 }
 
 /// Parameters later views own; kept as given so their links round-trip.
-const PASSTHROUGH_KEYS: [&str; 4] = ["lesson", "step", "n", "d"];
+const PASSTHROUGH_KEYS: [&str; 2] = ["lesson", "step"];
+/// Longest sequence a link may ask for (the kernels handle it; the naive baseline reports "does not fit").
+pub const MAX_SEQ_TOKENS: u32 = 1 << 17;
+/// Head dimensions the kernels support.
+pub const HEAD_DIMS: [u32; 4] = [32, 64, 128, 256];
 
 pub const DEFAULT_MODEL: &str = "llama-3-8b";
 pub const DEFAULT_CTX_TOKENS: u64 = 8192;
@@ -177,10 +211,26 @@ impl AppState {
             let mut invalid = |why: String| notices.push(Notice(format!("Ignored {key}: {why}; using the default.")));
             match key.as_str() {
                 "view" => value.parse().map(|v| state.view = v).unwrap_or_else(&mut invalid),
-                "mask" => value.parse().map(|m| state.mask = m).unwrap_or_else(&mut invalid),
+                "mask" => value
+                    .parse()
+                    .map(|m| {
+                        state.mask = m;
+                        state.mask_given = true;
+                    })
+                    .unwrap_or_else(&mut invalid),
                 "backend" => value.parse().map(|b| state.backend = b).unwrap_or_else(&mut invalid),
                 "scale" => value.parse().map(|c| state.scale = c).unwrap_or_else(&mut invalid),
-                "window" => parse_bounded(&value, 1, MAX_WINDOW_TOKENS).map(|w| state.window = w).unwrap_or_else(&mut invalid),
+                "window" => parse_bounded(&value, 1, MAX_WINDOW_TOKENS)
+                    .map(|w| {
+                        state.window = w;
+                        state.window_given = true;
+                    })
+                    .unwrap_or_else(&mut invalid),
+                "n" => parse_bounded(&value, 1, MAX_SEQ_TOKENS).map(|n| state.seq_tokens = Some(n)).unwrap_or_else(&mut invalid),
+                "d" => match value.parse::<u32>() {
+                    Ok(d) if HEAD_DIMS.contains(&d) => state.head_dim = Some(d),
+                    _ => invalid(format!("\"{value}\" is not a supported head dimension (32, 64, 128 or 256)")),
+                },
                 "chunk" => parse_bounded(&value, 1, MAX_WINDOW_TOKENS).map(|c| state.chunk = c).unwrap_or_else(&mut invalid),
                 "seed" => value
                     .parse::<u64>()
@@ -210,7 +260,19 @@ impl AppState {
                     .parse::<u32>()
                     .map(|l| state.layer = l)
                     .unwrap_or_else(|_| invalid(format!("\"{value}\" is not a layer number"))),
+                "axis" => value.parse().map(|a| state.axis = a).unwrap_or_else(&mut invalid),
+                "budget" => parse_gb(&value).map(|b| state.budget_bytes = b).unwrap_or_else(&mut invalid),
+                "weights" if value == "off" => state.weights = None,
+                "weights" => value
+                    .parse::<DType>()
+                    .map(|d| state.weights = Some(d))
+                    .unwrap_or_else(|e| invalid(format!("{e}, or off"))),
+                "variants" => match parse_variants(&value) {
+                    Ok(list) => state.variants = Some(list),
+                    Err(e) => invalid(e),
+                },
                 "debug" if value == "panic" => state.panic_test = true,
+                k if ExplorerParams::KEYS.contains(&k) => state.explorer.set(k, &value).unwrap_or_else(&mut invalid),
                 k if PASSTHROUGH_KEYS.contains(&k) => state.passthrough.push((key.clone(), value)),
                 _ => notices.push(Notice(format!("Ignored unknown parameter \"{key}\"."))),
             }
@@ -223,6 +285,15 @@ impl AppState {
                 layers.saturating_sub(1)
             )));
             state.layer = 0;
+        }
+        let heads = state.resolved_model().n_q_heads;
+        if state.explorer.heads.max_head().is_some_and(|h| h >= heads) {
+            notices.push(Notice(format!("Ignored heads: the model has query heads 0 to {}; showing all.", heads.saturating_sub(1))));
+            state.explorer.heads = Default::default();
+        }
+        if state.explorer.focus.is_some_and(|h| h >= heads) {
+            notices.push(Notice(format!("Ignored focus: the model has query heads 0 to {}.", heads.saturating_sub(1))));
+            state.explorer.focus = None;
         }
         (state, notices)
     }
@@ -247,10 +318,10 @@ impl AppState {
         if self.text != default.text {
             pairs.push(("text", self.text.clone()));
         }
-        if self.mask != default.mask {
+        if self.mask != default.mask || self.mask_given {
             pairs.push(("mask", self.mask.name().into()));
         }
-        if self.window != default.window {
+        if self.window != default.window || self.window_given {
             pairs.push(("window", self.window.to_string()));
         }
         if self.chunk != default.chunk {
@@ -280,11 +351,46 @@ impl AppState {
         if self.layer != default.layer {
             pairs.push(("layer", self.layer.to_string()));
         }
+        if self.axis != default.axis {
+            pairs.push(("axis", self.axis.name().into()));
+        }
+        if self.budget_bytes != default.budget_bytes {
+            pairs.push(("budget", format_gb(self.budget_bytes)));
+        }
+        if let Some(d) = self.weights {
+            pairs.push(("weights", d.to_string()));
+        }
+        if let Some(list) = &self.variants {
+            pairs.push(("variants", list.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")));
+        }
+        if let Some(n) = self.seq_tokens {
+            pairs.push(("n", n.to_string()));
+        }
+        if let Some(d) = self.head_dim {
+            pairs.push(("d", d.to_string()));
+        }
+        pairs.extend(self.explorer.pairs());
         for (k, v) in &self.passthrough {
             pairs.push((k, v.clone()));
         }
         pairs.iter().map(|(k, v)| format!("{k}={}", encode_component(v))).collect::<Vec<_>>().join("&")
     }
+}
+
+/// Most variants a link may list.
+pub const MAX_VARIANTS: usize = 24;
+
+/// Reads `mha,gqa8,sw4096` (names as [`Variant`] writes them); any bad name rejects the list.
+fn parse_variants(value: &str) -> Result<Vec<Variant>, String> {
+    let list: Vec<Variant> = value
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<Variant>().map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    if list.is_empty() || list.len() > MAX_VARIANTS {
+        return Err(format!("a list of 1 to {MAX_VARIANTS} variants is expected"));
+    }
+    Ok(list)
 }
 
 fn parse_bounded(value: &str, min: u32, max: u32) -> Result<u32, String> {
@@ -377,6 +483,24 @@ mod tests {
             ctx_tokens: 131_072,
             dtype: DType::Int4,
             layer: 5,
+            axis: Axis::Log,
+            budget_bytes: 24_500_000_000,
+            weights: Some(DType::Bf16),
+            variants: Some(vec![Variant::Mha, Variant::Gqa { groups: 4 }, Variant::Hybrid { local_per_global: 5, window_tokens: 1024 }]),
+            seq_tokens: Some(4096),
+            head_dim: Some(128),
+            mask_given: true,
+            window_given: true,
+            explorer: ExplorerParams {
+                tok: crate::attention::tokens::TokenMode::Char,
+                src: Some("le chat & <i>".into()),
+                heads: crate::attention::explore::HeadSelection::List(vec![0, 1, 2, 9]),
+                pool: crate::attention::pooled::Pool::Mean,
+                focus: Some(9),
+                teach: false,
+                tiles: true,
+                steps: true,
+            },
             passthrough: vec![("lesson".into(), "kv-cache".into()), ("step".into(), "2".into())],
             panic_test: false,
         };
@@ -388,11 +512,24 @@ mod tests {
     #[test]
     fn invalid_values_fall_back_with_notices() {
         let (state, notices) = AppState::from_query("view=nope&mask=diag&window=0&seed=-3&backend=tpu&zzz=1&chunk=99999999999&scale=cubic\
-             &model=gpt-9&ctx=0&dtype=fp3&layer=x&cfg=%3Cscript%3E");
+             &model=gpt-9&ctx=0&dtype=fp3&layer=x&cfg=%3Cscript%3E\
+             &axis=cubic&budget=-80&weights=fp64&variants=mha,gqa-2");
         assert_eq!(state, AppState::default());
-        assert_eq!(notices.len(), 13, "{notices:?}");
+        assert_eq!(notices.len(), 17, "{notices:?}");
         assert!(notices[0].0.contains("view"));
         assert!(notices.iter().any(|n| n.0.contains("\"zzz\"")));
+    }
+
+    #[test]
+    fn explorer_heads_and_focus_are_checked_against_the_model() {
+        let (state, notices) = AppState::from_query("model=gemma-4-e4b&heads=0-3,9&focus=8&tok=bpe&pool=sum");
+        // Gemma 4 E4B has 8 query heads: head 9 and focus 8 do not exist.
+        assert_eq!(state.explorer, ExplorerParams::default());
+        assert_eq!(notices.len(), 4, "{notices:?}");
+        let (state, notices) = AppState::from_query("model=gemma-4-e4b&heads=1-2&focus=7&teach=off");
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(state.explorer.heads.heads(8), vec![1, 2]);
+        assert_eq!(AppState::from_query(&state.to_query()).0, state);
     }
 
     #[test]

@@ -1,1 +1,114 @@
+//! Native kernel benchmark: `cargo run --release --bin bench -- [--n N] [--d D] [--mask full|causal|sliding|chunked]
+//! [--window W] [--kernel tiled|naive] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`.
+//!
+//! Prints a table (or one JSON object per line with `--json`). The case list, timing and statistics live
+//! in `attention_lab::gpu::bench`, shared with the browser's bench page.
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    if let Err(e) = native::run() {
+        eprintln!("bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
 fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
+    use attention_lab::gpu::bench::{self, BenchFilter, BenchResult, Repetitions};
+    use attention_lab::gpu::flash_attention::FlashTiles;
+    use attention_lab::gpu::{GpuContext, Kernels};
+
+    fn now_ms() -> f64 {
+        static START: OnceLock<Instant> = OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
+    }
+
+    struct Args {
+        filter: BenchFilter,
+        json: bool,
+        reps: Repetitions,
+        /// `--tiles ROWSxKEYS`: force the tiled kernel's tile sizes (tuning).
+        tiles: Option<FlashTiles>,
+        /// `--heads HQ/HKV`: only this head layout.
+        heads: Option<(u32, u32)>,
+    }
+
+    fn parse() -> Result<Args, String> {
+        let mut args = Args { filter: BenchFilter::default(), json: false, reps: Repetitions::default(), tiles: None, heads: None };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            if flag == "--json" {
+                args.json = true;
+                continue;
+            }
+            let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let number = || value.parse::<u32>().map_err(|e| format!("{flag} {value}: {e}"));
+            match flag.as_str() {
+                "--n" => args.filter.n = Some(number()?),
+                "--d" => args.filter.d = Some(number()?),
+                "--window" => args.filter.window = Some(number()?),
+                "--reps" => args.reps.max = number()?.max(1),
+                "--mask" => args.filter.mask = Some(value.parse()?),
+                "--kernel" => args.filter.kernel = Some(value.parse()?),
+                "--tiles" => {
+                    // A trailing "s" stages K/V in workgroup memory: 128x16s.
+                    let (spec, stage_kv) = value.strip_suffix('s').map_or((value.as_str(), false), |v| (v, true));
+                    let (rows, keys) = spec.split_once('x').ok_or("--tiles wants ROWSxKEYS[s], e.g. 128x16")?;
+                    let parse = |x: &str| x.parse::<u32>().map_err(|e| format!("--tiles {value}: {e}"));
+                    args.tiles = Some(FlashTiles { rows_per_workgroup: parse(rows)?, keys_per_tile: parse(keys)?, stage_kv });
+                }
+                "--heads" => {
+                    let (hq, hkv) = value.split_once('/').ok_or("--heads wants HQ/HKV, e.g. 8/8")?;
+                    let parse = |x: &str| x.parse::<u32>().map_err(|e| format!("--heads {value}: {e}"));
+                    args.heads = Some((parse(hq)?, parse(hkv)?));
+                }
+                _ => return Err(format!("unknown flag {flag}")),
+            }
+        }
+        Ok(args)
+    }
+
+    fn row(r: &BenchResult) -> String {
+        let mask = if r.window > 0 { format!("{} {}", r.mask, r.window) } else { r.mask.to_string() };
+        let heads = format!("{}/{}", r.h_q, r.h_kv);
+        let mib = r.peak_bytes as f64 / (1u64 << 20) as f64;
+        match (r.ms_median, r.ms_min, r.gflops) {
+            (Some(med), Some(min), Some(g)) => format!(
+                "{:<6} {:>6} {:>6} {:>4} {:<12} {:>10.2} {:>10.2} {:>9.2} {:>7.1}% {:>11.1}",
+                r.kernel, r.n, heads, r.d, mask, med, min, g, 100.0 * g / r.fma_gflops, mib
+            ),
+            _ => format!(
+                "{:<6} {:>6} {:>6} {:>4} {:<12} {}",
+                r.kernel, r.n, heads, r.d, mask, r.note.as_deref().unwrap_or("did not run")
+            ),
+        }
+    }
+
+    pub fn run() -> Result<(), String> {
+        let args = parse()?;
+        pollster::block_on(async {
+            let ctx = GpuContext::new().await.map_err(|e| e.to_string())?;
+            let kernels = Kernels::new(&ctx);
+            kernels.flash.force_tiles(args.tiles);
+            let fma = bench::measure_fma_gflops(&ctx, &kernels, now_ms).await.map_err(|e| e.to_string())?;
+            if !args.json {
+                println!("adapter: {} · timing: {}", ctx.adapter, if ctx.timestamps { "GPU timestamps" } else { "wall clock" });
+                println!("WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; flops = 4 d x attended pairs; MiB = 2^20 bytes");
+                println!("{:<6} {:>6} {:>6} {:>4} {:<12} {:>10} {:>10} {:>9} {:>8} {:>11}", "kernel", "n", "hq/hkv", "d", "mask", "ms median", "ms min", "GFLOP/s", "of peak", "memory MiB");
+            }
+            let selected = bench::cases(&args.filter).into_iter().filter(|c| args.heads.is_none_or(|h| h == (c.shape.h_q, c.shape.h_kv)));
+            for case in selected {
+                let result = bench::run_case(&ctx, &kernels, &case, fma, args.reps, now_ms).await.map_err(|e| e.to_string())?;
+                println!("{}", if args.json { result.json_line() } else { row(&result) });
+            }
+            ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| e.to_string())?;
+            Ok(())
+        })
+    }
+}

@@ -5,6 +5,7 @@
 //! event loop drives the GPU and `poll` returns at once, so readback always awaits the map callback.
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use wgpu::util::DeviceExt as _;
 
@@ -19,6 +20,10 @@ pub enum GpuError {
     LimitExceeded(String),
     /// Mapping a result buffer failed (typically a lost device).
     Readback(String),
+    /// The arguments do not describe a valid request (lengths, shapes, regions).
+    InvalidInput(String),
+    /// The device reported an error (an invalid pipeline or dispatch) or was lost; results are void.
+    Device(String),
 }
 
 impl fmt::Display for GpuError {
@@ -28,6 +33,8 @@ impl fmt::Display for GpuError {
             GpuError::DeviceRequest(why) => write!(f, "the GPU refused a device: {why}"),
             GpuError::LimitExceeded(why) => write!(f, "too large for this GPU: {why}"),
             GpuError::Readback(why) => write!(f, "reading results back from the GPU failed: {why}"),
+            GpuError::Device(why) => write!(f, "the GPU reported an error: {why}"),
+            GpuError::InvalidInput(why) => write!(f, "invalid request: {why}"),
         }
     }
 }
@@ -63,6 +70,9 @@ pub struct GpuContext {
     pub adapter: AdapterSummary,
     /// Whether `TIMESTAMP_QUERY` was granted (the benchmark times kernels with it where it can).
     pub timestamps: bool,
+    /// The first error the device reported outside any error scope, or its loss. Once set, every
+    /// readback fails with it: results computed by an invalid pipeline must never be shown as real.
+    fault: Arc<Mutex<Option<String>>>,
 }
 
 impl GpuContext {
@@ -111,7 +121,19 @@ impl GpuContext {
             device_type: format!("{:?}", info.device_type),
             is_cpu: info.device_type == wgpu::DeviceType::Cpu,
         };
-        Ok(Self { device, queue, limits, adapter, timestamps })
+        let fault = Arc::new(Mutex::new(None::<String>));
+        let record = |fault: &Arc<Mutex<Option<String>>>, message: String| {
+            if let Ok(mut slot) = fault.lock() {
+                slot.get_or_insert(message);
+            }
+        };
+        let on_error = fault.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&on_error, e.to_string())));
+        let on_lost = fault.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            record(&on_lost, format!("the device was lost ({reason:?}: {message}); reload the page to start it again"))
+        });
+        Ok(Self { device, queue, limits, adapter, timestamps, fault })
     }
 
     /// A read-only storage buffer holding `data`.
@@ -173,6 +195,25 @@ impl GpuContext {
         self.map_and_read(&staging).await
     }
 
+    /// The device's recorded fault, if any, as an error.
+    pub fn check_fault(&self) -> Result<(), GpuError> {
+        match self.fault.lock().ok().and_then(|f| f.clone()) {
+            Some(message) => Err(GpuError::Device(message)),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs pipeline creation (or any synchronous GPU set-up) inside a validation error scope, so a
+    /// shader the device rejects is reported instead of failing later in silence.
+    pub async fn validated<T>(&self, build: impl FnOnce() -> T) -> Result<T, GpuError> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let built = build();
+        match scope.pop().await {
+            Some(e) => Err(GpuError::Device(e.to_string())),
+            None => Ok(built),
+        }
+    }
+
     /// Maps a `MAP_READ` buffer and returns its contents.
     pub async fn map_and_read<T: bytemuck::Pod>(&self, staging: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
         let slice = staging.slice(..);
@@ -192,6 +233,7 @@ impl GpuContext {
             bytemuck::cast_slice::<u8, T>(&view).to_vec()
         };
         staging.unmap();
+        self.check_fault()?;
         Ok(data)
     }
 }

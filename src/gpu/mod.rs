@@ -3,6 +3,16 @@
 //! Every kernel module owns its pipeline, bind-group layout and `#[repr(C)]` params struct. Pipelines are
 //! built once in [`Kernels::new`] and reused; the UI only calls the async `run` functions.
 
+pub mod attention_probs;
+pub mod bench;
 pub mod context;
+pub mod flash_attention;
+pub mod fma_peak;
+pub mod kernels;
+pub mod kv_cache;
+pub mod launch;
+pub mod naive_attention;
 
 pub use context::{AdapterSummary, GpuContext, GpuError};
+pub use kernels::{Kernels, Pool, ProbRegion};
+pub use kv_cache::KvCache;

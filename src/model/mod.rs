@@ -10,14 +10,24 @@
 //! - [`presets`]: published models by id; [`hf_import`]: Hugging Face `config.json` import;
 //!   [`encoding`]: the compact URL form (`cfg=`).
 //! - [`units`]: GB / GiB and parameter-count formatting.
+//! - For the KV and compare views: [`curves`] (memory against context), [`budget`] (what fits a
+//!   GPU), [`formulas`] (the arithmetic written out), [`describe`] (config facts), [`plot`] (chart
+//!   scales), [`paging`] and [`decode_demo`] (the decode animation's pages and script).
 
+pub mod budget;
 pub mod config;
+pub mod curves;
+pub mod decode_demo;
+pub mod describe;
 pub mod dtype;
 pub mod encoding;
 pub mod flops;
+pub mod formulas;
 pub mod hf_import;
 pub mod kv_cache;
+pub mod paging;
 pub mod params;
+pub mod plot;
 pub mod presets;
 pub mod schedule;
 pub mod units;

@@ -6,7 +6,10 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::browser;
+use super::compare_view::CompareView;
+use super::bench_view::BenchView;
 use super::heatmaps_view::HeatmapsView;
+use super::kv_view::KvView;
 use super::pending_view::PendingView;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
@@ -27,6 +30,10 @@ pub fn App() -> impl IntoView {
 
     // State -> URL, replacing the entry so typing never floods history or scrolls the page.
     Effect::new(move |_| browser::replace_query(&state.with(AppState::to_query)));
+
+    // The view is rebuilt only when the view itself changes, not on every state change (which would
+    // throw away each view's local state: an import report, a running decode animation, focus).
+    let active_view = Memo::new(move |_| state.with(|s| s.view));
 
     let engine: EngineSignal = RwSignal::new_local(None);
     spawn_local(async move {
@@ -64,8 +71,11 @@ pub fn App() -> impl IntoView {
         <Notices notices=notices/>
         <CpuBanner engine=engine/>
         <main>
-            {move || match state.with(|s| s.view) {
+            {move || match active_view.get() {
                 View::Heatmaps => view! { <HeatmapsView state=state engine=engine/> }.into_any(),
+                View::Kv => view! { <KvView state=state engine=engine/> }.into_any(),
+                View::Compare => view! { <CompareView state=state/> }.into_any(),
+                View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
                 other => view! { <PendingView view=other/> }.into_any(),
             }}
         </main>

@@ -52,19 +52,20 @@ pub fn Heatmap(map: HeadMap, scale: ColorScale) -> impl IntoView {
     let hovered = RwSignal::new(None::<(usize, usize)>);
     let map = StoredValue::new(map);
 
+    // `try_` access: a newer result can dispose this heatmap between scheduling and running its effect.
     Effect::new(move |_| {
-        if let Some(canvas) = canvas_ref.get() {
-            map.with_value(|m| draw(&canvas, m, scale));
+        if let Some(Some(canvas)) = canvas_ref.try_get() {
+            map.try_with_value(|m| draw(&canvas, m, scale));
         }
     });
 
     let on_move = move |ev: web_sys::MouseEvent| {
         let (row, col) = (ev.offset_y().max(0) as usize / cell, ev.offset_x().max(0) as usize / cell);
-        hovered.set((row < rows && col < cols).then_some((row, col)));
+        hovered.try_set((row < rows && col < cols).then_some((row, col)));
     };
     let readout = move || {
-        hovered.get().map(|(row, col)| {
-            map.with_value(|m| {
+        hovered.try_get().flatten().and_then(|(row, col)| {
+            map.try_with_value(|m| {
                 let p = m.probs[row * cols + col];
                 let shown = if m.mask.visible(m.q_offset + row as u32, col as u32) { format!("p = {p:.4}") } else { "masked".into() };
                 (row, col, format!("query “{}” ({row}) → key “{}” ({col}): {shown}", m.row_tokens[row], m.col_tokens[col]))
@@ -101,7 +102,7 @@ pub fn Heatmap(map: HeadMap, scale: ColorScale) -> impl IntoView {
                         role="img"
                         aria-label=format!("Attention probabilities of query head {head}: {rows} queries by {cols} keys")
                         on:mousemove=on_move
-                        on:mouseleave=move |_| hovered.set(None)
+                        on:mouseleave=move |_| { hovered.try_set(None); }
                     ></canvas>
                     {move || readout().map(|(row, col, text)| view! {
                         <div class="hm-tooltip" data-testid="heatmap-tooltip"

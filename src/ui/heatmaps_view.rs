@@ -59,8 +59,9 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
                     on_gpu: engine.is_gpu(),
                 })
             };
-            if latest_request.get_value() == request {
-                result.set(Some(outcome));
+            // The view may have been left while the GPU worked: then there is nobody to tell.
+            if latest_request.try_get_value() == Some(request) {
+                result.try_set(Some(outcome));
             }
         });
     });

@@ -2,9 +2,15 @@
 //! [`crate::engine::Engine`] for results; they never build GPU pipelines themselves.
 
 mod app;
+mod bench_view;
 mod browser;
+mod chart;
+mod compare_view;
+mod decode_demo;
 mod heatmap;
 mod heatmaps_view;
+mod kv_view;
+mod model_picker;
 mod pending_view;
 
 /// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.

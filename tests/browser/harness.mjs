@@ -1,6 +1,6 @@
 // Shared set-up for the browser tests: serve dist/ on a free 127.0.0.1 port, launch Debian's Chromium
 // headless with WebGPU on SwiftShader, and open the app as a user would. Page objects live in app_page.mjs.
-import { chromium } from "playwright-core";
+import { createRequire } from "node:module";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -9,6 +9,8 @@ import { serve } from "../../scripts/static-server.mjs";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const DIST = join(ROOT, "dist");
 export const REPO_ROOT = ROOT;
+// playwright-core is installed under tools/ by scripts/setup-build.sh, beside wasm-opt.
+const { chromium } = createRequire(join(ROOT, "tools", "package.json"))("playwright-core");
 
 // --enable-unsafe-webgpu is the one flag WebGPU needs here; the rest keep Chromium off the (closed) network.
 const CHROMIUM_ARGS = [

@@ -1,0 +1,288 @@
+//! The heatmap explorer's link parameters and its work plan, platform-free.
+//!
+//! Parameters (beside the shared `model`, `layer`, `text`, `mask`, `window`, `chunk`, `seed`, `scale`,
+//! and `n`, which asks for a generated sequence of n tokens instead of the text): `tok` (`word` | `char`), `src` (a second
+//! text: cross-attention, queries from `text`, keys and values from `src`), `heads` (`all` or a list such
+//! as `0-3,8`), `pool` (`max` | `mean`), `focus` (the enlarged head), `teach` (`on` | `off`: designed
+//! teaching heads), `tiles` (`on`: the kernel's tile grid), `steps` (`on`: the step-through).
+
+use super::pooled::Pool;
+use super::tokens::TokenMode;
+
+/// Longest generated sequence the explorer computes (longer `n` is cut, with a notice).
+pub const MAX_GENERATED: u32 = 65_536;
+/// Heads at most this long (queries and keys) are drawn cell by cell with exact probabilities;
+/// longer ones are pooled on the GPU to the size they take on screen.
+pub const EXACT_MAX_N: u32 = 256;
+/// Heads with at most this many cells carry every probability in `data-probs` (for tests and tools).
+pub const PROBS_ATTR_MAX_CELLS: usize = 64 * 64;
+
+/// Which query heads are shown.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum HeadSelection {
+    #[default]
+    All,
+    /// Sorted, distinct query head indices.
+    List(Vec<u32>),
+}
+
+impl HeadSelection {
+    /// Parses `all` or `0-3,8,12-15`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(HeadSelection::All);
+        }
+        let mut out = Vec::new();
+        for part in s.split(',').filter(|p| !p.is_empty()) {
+            let bad = || format!("\"{part}\" is not a head number or range like 0-3");
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (a.parse::<u32>().map_err(|_| bad())?, b.parse::<u32>().map_err(|_| bad())?),
+                None => {
+                    let x = part.parse::<u32>().map_err(|_| bad())?;
+                    (x, x)
+                }
+            };
+            if a > b || b >= 1 << 14 {
+                return Err(bad());
+            }
+            out.extend(a..=b);
+        }
+        if out.is_empty() {
+            return Err("no heads listed".into());
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(HeadSelection::List(out))
+    }
+
+    /// `all`, or ranges joined by commas.
+    pub fn to_param(&self) -> String {
+        match self {
+            HeadSelection::All => "all".into(),
+            HeadSelection::List(list) => {
+                let mut parts = Vec::new();
+                let mut i = 0;
+                while i < list.len() {
+                    let mut j = i;
+                    while j + 1 < list.len() && list[j + 1] == list[j] + 1 {
+                        j += 1;
+                    }
+                    parts.push(if i == j { list[i].to_string() } else { format!("{}-{}", list[i], list[j]) });
+                    i = j + 1;
+                }
+                parts.join(",")
+            }
+        }
+    }
+
+    /// The selected heads of a layer with `n_heads` query heads (out-of-range entries dropped).
+    pub fn heads(&self, n_heads: u32) -> Vec<u32> {
+        match self {
+            HeadSelection::All => (0..n_heads).collect(),
+            HeadSelection::List(list) => list.iter().copied().filter(|&h| h < n_heads).collect(),
+        }
+    }
+
+    /// The largest head index listed, if any.
+    pub fn max_head(&self) -> Option<u32> {
+        match self {
+            HeadSelection::All => None,
+            HeadSelection::List(list) => list.last().copied(),
+        }
+    }
+}
+
+pub fn pool_name(pool: Pool) -> &'static str {
+    match pool {
+        Pool::Max => "max",
+        Pool::Mean => "mean",
+    }
+}
+
+pub fn parse_pool(s: &str) -> Result<Pool, String> {
+    match s {
+        "max" => Ok(Pool::Max),
+        "mean" => Ok(Pool::Mean),
+        _ => Err(format!("unknown pooling \"{s}\" (expected max or mean)")),
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(format!("\"{s}\" is not on or off")),
+    }
+}
+
+fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.into()
+}
+
+/// The explorer's part of the app state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExplorerParams {
+    pub tok: TokenMode,
+    /// Cross-attention source text (URL `src`): keys and values come from it.
+    pub src: Option<String>,
+    pub heads: HeadSelection,
+    pub pool: Pool,
+    pub focus: Option<u32>,
+    pub teach: bool,
+    pub tiles: bool,
+    pub steps: bool,
+}
+
+impl Default for ExplorerParams {
+    fn default() -> Self {
+        Self { tok: TokenMode::Word, src: None, heads: HeadSelection::All, pool: Pool::Max, focus: None, teach: true, tiles: false, steps: false }
+    }
+}
+
+impl ExplorerParams {
+    /// The URL keys this struct reads.
+    pub const KEYS: [&'static str; 8] = ["tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps"];
+
+    /// Sets one parameter from the URL; an error leaves the field unchanged.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "tok" => self.tok = value.parse()?,
+            "src" => self.src = Some(value.chars().take(crate::state::MAX_TEXT_CHARS).collect()),
+            "heads" => self.heads = HeadSelection::parse(value)?,
+            "pool" => self.pool = parse_pool(value)?,
+            "focus" => self.focus = Some(value.parse::<u32>().map_err(|_| format!("\"{value}\" is not a head number"))?),
+            "teach" => self.teach = parse_on_off(value)?,
+            "tiles" => self.tiles = parse_on_off(value)?,
+            "steps" => self.steps = parse_on_off(value)?,
+            _ => return Err(format!("unknown parameter {key}")),
+        }
+        Ok(())
+    }
+
+    /// The non-default parameters, in a fixed order.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let d = Self::default();
+        let mut out = Vec::new();
+        if self.tok != d.tok {
+            out.push(("tok", self.tok.name().into()));
+        }
+        if let Some(src) = &self.src {
+            out.push(("src", src.clone()));
+        }
+        if self.heads != d.heads {
+            out.push(("heads", self.heads.to_param()));
+        }
+        if self.pool != d.pool {
+            out.push(("pool", pool_name(self.pool).into()));
+        }
+        if let Some(f) = self.focus {
+            out.push(("focus", f.to_string()));
+        }
+        if self.teach != d.teach {
+            out.push(("teach", on_off(self.teach)));
+        }
+        if self.tiles != d.tiles {
+            out.push(("tiles", on_off(self.tiles)));
+        }
+        if self.steps != d.steps {
+            out.push(("steps", on_off(self.steps)));
+        }
+        out
+    }
+}
+
+/// Splits query heads into GPU batches: heads of one KV group go together (they share its K/V), and a
+/// batch stays under `max_work` (multiply-adds of `Q·Kᵀ`, about what the GPU does per batch) and
+/// `max_q_floats` (the Q buffer), so long sequences show progress head by head.
+pub fn batches(heads: &[u32], group: u32, per_head_work: u64, per_head_q_floats: u64, max_work: u64, max_q_floats: u64) -> Vec<Vec<u32>> {
+    let g = group.max(1);
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    for &h in heads {
+        let fits = out.last().is_some_and(|b: &Vec<u32>| {
+            let next = b.len() as u64 + 1;
+            b[0] / g == h / g && next * per_head_work <= max_work.max(per_head_work) && next * per_head_q_floats <= max_q_floats.max(per_head_q_floats)
+        });
+        match out.last_mut() {
+            Some(b) if fits => b.push(h),
+            _ => out.push(vec![h]),
+        }
+    }
+    out
+}
+
+/// Query rows in chunks of at most `n_kv`: the kernels take queries as the last rows of the keys, so
+/// cross-attention with more queries than keys (full mask: rows are independent) runs in pieces.
+pub fn query_chunks(n_q: u32, n_kv: u32) -> Vec<(u32, u32)> {
+    let step = n_kv.max(1);
+    (0..n_q.div_ceil(step)).map(|c| (c * step, (n_q - c * step).min(step))).collect()
+}
+
+/// Cells of a pooled heatmap along one axis of `n` tokens drawn `css_px` wide at `device_pixel_ratio`:
+/// one cell per device pixel, never more cells than tokens.
+pub fn pooled_resolution(n: u32, css_px: f64, device_pixel_ratio: f64) -> u32 {
+    let px = (css_px * device_pixel_ratio.clamp(1.0, 4.0)).round().max(1.0) as u32;
+    px.min(n).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_selection_round_trips() {
+        let s = HeadSelection::parse("8,0-3,2,12-13").unwrap();
+        assert_eq!(s, HeadSelection::List(vec![0, 1, 2, 3, 8, 12, 13]));
+        assert_eq!(s.to_param(), "0-3,8,12-13");
+        assert_eq!(HeadSelection::parse(&s.to_param()).unwrap(), s);
+        assert_eq!(s.heads(10), vec![0, 1, 2, 3, 8]);
+        assert_eq!(HeadSelection::All.heads(3), vec![0, 1, 2]);
+        for bad in ["", "x", "3-1", "1-", "99999"] {
+            assert!(HeadSelection::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn params_round_trip() {
+        let p = ExplorerParams {
+            tok: TokenMode::Char,
+            src: Some("le chat".into()),
+            heads: HeadSelection::List(vec![1, 2, 5]),
+            pool: Pool::Mean,
+            focus: Some(5),
+            teach: false,
+            tiles: true,
+            steps: true,
+        };
+        let mut q = ExplorerParams::default();
+        for (k, v) in p.pairs() {
+            q.set(k, &v).unwrap();
+        }
+        assert_eq!(q, p);
+        assert!(ExplorerParams::default().pairs().is_empty());
+        let mut d = ExplorerParams::default();
+        assert!(d.set("focus", "x").is_err() && d.set("tiles", "maybe").is_err() && d.set("pool", "sum").is_err());
+        assert_eq!(d, ExplorerParams::default());
+    }
+
+    #[test]
+    fn batches_follow_groups_and_budgets() {
+        let heads: Vec<u32> = (0..8).collect();
+        // Group of 4, room for everything: one batch per KV group.
+        assert_eq!(batches(&heads, 4, 10, 10, 1000, 1000), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        // Work for two heads per batch.
+        assert_eq!(batches(&heads, 4, 10, 10, 20, 1000), vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+        // A head bigger than the budget still runs, alone.
+        assert_eq!(batches(&[0, 1], 2, 50, 10, 20, 1000), vec![vec![0], vec![1]]);
+        // Non-contiguous selections across groups.
+        assert_eq!(batches(&[1, 3, 6], 4, 1, 1, 100, 100), vec![vec![1, 3], vec![6]]);
+    }
+
+    #[test]
+    fn chunks_and_resolution() {
+        assert_eq!(query_chunks(5, 2), vec![(0, 2), (2, 2), (4, 1)]);
+        assert_eq!(query_chunks(3, 7), vec![(0, 3)]);
+        assert_eq!(pooled_resolution(8192, 160.0, 2.0), 320);
+        assert_eq!(pooled_resolution(100, 160.0, 1.0), 100);
+        assert_eq!(pooled_resolution(8192, 160.0, 0.5), 160);
+    }
+}

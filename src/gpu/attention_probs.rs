@@ -1,0 +1,137 @@
+//! Owner of `shaders/attention_probs.wgsl`: exact probabilities of a region, or pooled whole heads,
+//! recomputed from Q, K and the forward pass's log-sum-exp.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::attention::pooled::Pool;
+use crate::attention::{AttentionShape, Mask};
+use crate::gpu::launch::{self, Dispatch, PipelineCache};
+use crate::gpu::{GpuContext, GpuError};
+
+/// Keep in sync with `Params` in `shaders/attention_probs.wgsl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct ProbsParams {
+    pub n_q: u32,
+    pub n_kv: u32,
+    pub h_q: u32,
+    pub group: u32,
+    pub mask_kind: u32,
+    pub mask_size: u32,
+    pub scale: f32,
+    pub q_offset: u32,
+    pub row0: u32,
+    pub rows: u32,
+    pub col0: u32,
+    pub cols: u32,
+    pub row_tiles: u32,
+    pub col_tiles: u32,
+    pub pool: u32,
+    pub _pad: u32,
+}
+
+/// Output rows per workgroup (`WG`) and columns per workgroup of `region` (`COLS`).
+const ROWS_PER_WORKGROUP: u32 = 64;
+const COLS_PER_WORKGROUP: u32 = 64;
+
+/// Which output: a window of exact probabilities, or pooled blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbsOutput {
+    /// Rows `row0..row0+rows`, keys `col0..col0+cols`.
+    Region { row0: u32, rows: u32, col0: u32, cols: u32 },
+    Pooled { out_rows: u32, out_cols: u32, pool: Pool },
+}
+
+impl ProbsOutput {
+    /// Output `(rows, cols)` per head.
+    pub fn size(&self) -> (u32, u32) {
+        match *self {
+            ProbsOutput::Region { rows, cols, .. } => (rows, cols),
+            ProbsOutput::Pooled { out_rows, out_cols, .. } => (out_rows, out_cols),
+        }
+    }
+}
+
+pub struct AttentionProbs {
+    layout: wgpu::BindGroupLayout,
+    region: PipelineCache,
+    pooled: PipelineCache,
+    max_per_dim: u32,
+}
+
+/// Q `[h_q, n_q, d_pad]`, K `[h_kv, n_kv, d_pad]`, lse `[h_q, n_q]`, out `[h_q, rows, cols]`.
+pub struct ProbsBuffers<'a> {
+    pub q: &'a wgpu::Buffer,
+    pub k: &'a wgpu::Buffer,
+    pub lse: &'a wgpu::Buffer,
+    pub out: &'a wgpu::Buffer,
+}
+
+impl AttentionProbs {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("attention_probs"),
+            entries: &[
+                launch::uniform_entry(0),
+                launch::storage_entry(1, true),
+                launch::storage_entry(2, true),
+                launch::storage_entry(3, true),
+                launch::storage_entry(4, false),
+            ],
+        });
+        let source = include_str!("../../shaders/attention_probs.wgsl");
+        let region = PipelineCache::new(&ctx.device, "attention_probs region", source, "region", &layout);
+        let pooled = PipelineCache::new(&ctx.device, "attention_probs pooled", source, "pooled", &layout);
+        Self { layout, region, pooled, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+    }
+
+    /// Prepares one launch; `shape.d` must be padded to a multiple of 4 and the region inside the shape.
+    pub fn prepare(&self, ctx: &GpuContext, buffers: &ProbsBuffers<'_>, shape: AttentionShape, mask: Mask, scale: f32, output: ProbsOutput) -> Result<Dispatch, GpuError> {
+        let (rows, cols) = output.size();
+        if rows == 0 || cols == 0 {
+            return Err(GpuError::LimitExceeded("an empty probability region".into()));
+        }
+        let (row0, col0, pool, col_tiles) = match output {
+            ProbsOutput::Region { row0, col0, .. } => (row0, col0, 0, cols.div_ceil(COLS_PER_WORKGROUP)),
+            ProbsOutput::Pooled { pool, out_cols, .. } => (0, 0, pool.to_gpu(), out_cols),
+        };
+        let row_tiles = rows.div_ceil(ROWS_PER_WORKGROUP);
+        let (mask_kind, mask_size) = mask.to_gpu();
+        let params = ProbsParams {
+            n_q: shape.n_q,
+            n_kv: shape.n_kv,
+            h_q: shape.h_q,
+            group: shape.group_size(),
+            mask_kind,
+            mask_size,
+            scale,
+            q_offset: shape.q_offset(),
+            row0,
+            rows,
+            col0,
+            cols,
+            row_tiles,
+            col_tiles,
+            pool,
+            _pad: 0,
+        };
+        let params = ctx.uniform_from("attention_probs params", &params);
+        let overrides = [("D", shape.d), ("WG", ROWS_PER_WORKGROUP), ("COLS", COLS_PER_WORKGROUP)];
+        let pipeline = match output {
+            ProbsOutput::Region { .. } => self.region.get(&ctx.device, &overrides),
+            ProbsOutput::Pooled { .. } => self.pooled.get(&ctx.device, &overrides[..2]),
+        };
+        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "attention_probs", &[&params, buffers.q, buffers.k, buffers.lse, buffers.out]);
+        let workgroups = u64::from(row_tiles) * u64::from(col_tiles) * u64::from(shape.h_q);
+        let workgroups = u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
+        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn params_are_16_byte_aligned() {
+        assert_eq!(std::mem::size_of::<super::ProbsParams>(), 64);
+    }
+}

@@ -1,0 +1,338 @@
+//! The kernel benchmark, platform-free: the case list, timing statistics, and an async runner for one
+//! case that the native `bench` binary and the browser's `view=bench` page both use.
+//!
+//! Time comes from GPU timestamp queries where the device grants them, otherwise from the caller's
+//! wall clock (`now_ms`: `Instant` natively, `performance.now()` in the browser) around submit-and-wait.
+
+use serde::Serialize;
+
+use crate::attention::inputs::SplitMix64;
+use crate::attention::mask::MaskKind;
+use crate::attention::{AttentionShape, Mask};
+use crate::gpu::flash_attention::FlashBuffers;
+use crate::gpu::launch::{self, Dispatch};
+use crate::gpu::naive_attention::{self, NaiveBuffers};
+use crate::gpu::{GpuContext, GpuError, Kernels};
+
+/// Which implementation a case runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchKernel {
+    /// `flash_attention.wgsl`: tiled, online softmax, O(n) memory.
+    Tiled,
+    /// `naive_attention.wgsl`: three passes through an n x n score matrix.
+    Naive,
+}
+
+impl BenchKernel {
+    pub const ALL: [BenchKernel; 2] = [BenchKernel::Tiled, BenchKernel::Naive];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchKernel::Tiled => "tiled",
+            BenchKernel::Naive => "naive",
+        }
+    }
+}
+
+impl std::str::FromStr for BenchKernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| format!("unknown kernel \"{s}\" (expected tiled or naive)"))
+    }
+}
+
+/// One benchmark case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BenchCase {
+    pub kernel: BenchKernel,
+    pub shape: AttentionShape,
+    pub mask: Mask,
+}
+
+impl BenchCase {
+    /// 4 d flops per attended (query, key) pair: 2 d for the score, 2 d for the P·V update.
+    pub fn flops(&self) -> u64 {
+        4 * u64::from(self.shape.d) * self.shape.attended_pairs(self.mask)
+    }
+}
+
+/// Narrows the case list (each `None` keeps every value).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BenchFilter {
+    pub n: Option<u32>,
+    pub d: Option<u32>,
+    pub mask: Option<MaskKind>,
+    pub kernel: Option<BenchKernel>,
+    /// Sliding window (and chunk) size; 256 when `None`.
+    pub window: Option<u32>,
+}
+
+pub const SEQUENCE_LENGTHS: [u32; 6] = [256, 1024, 2048, 4096, 8192, 16384];
+/// (h_q, h_kv): multi-head, and grouped-query with 4 query heads per KV head.
+pub const HEAD_LAYOUTS: [(u32, u32); 2] = [(8, 8), (32, 8)];
+pub const HEAD_DIMS: [u32; 2] = [64, 128];
+pub const DEFAULT_WINDOW: u32 = 256;
+
+/// The case list: n x heads x d x mask x kernel, filtered. A filter's `n`/`d` outside the default
+/// lists still runs (one custom size).
+pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
+    let lengths: Vec<u32> = filter.n.map_or(SEQUENCE_LENGTHS.to_vec(), |n| vec![n]);
+    let dims: Vec<u32> = filter.d.map_or(HEAD_DIMS.to_vec(), |d| vec![d]);
+    let masks: Vec<MaskKind> = filter.mask.map_or(vec![MaskKind::Full, MaskKind::Causal, MaskKind::Sliding], |m| vec![m]);
+    let window = filter.window.unwrap_or(DEFAULT_WINDOW);
+    let mut out = Vec::new();
+    for &n in &lengths {
+        for (h_q, h_kv) in HEAD_LAYOUTS {
+            for &d in &dims {
+                for &kind in &masks {
+                    for kernel in BenchKernel::ALL {
+                        if filter.kernel.is_none_or(|k| k == kernel) {
+                            let shape = AttentionShape { h_q, h_kv, n_q: n, n_kv: n, d };
+                            out.push(BenchCase { kernel, shape, mask: kind.with_sizes(window, window) });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Median and minimum of the repetitions, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    pub median_ms: f64,
+    pub min_ms: f64,
+}
+
+pub fn stats(samples_ms: &[f64]) -> Option<Stats> {
+    if samples_ms.is_empty() {
+        return None;
+    }
+    let mut sorted = samples_ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    let median_ms = if sorted.len() % 2 == 1 { sorted[mid] } else { (sorted[mid - 1] + sorted[mid]) / 2.0 };
+    Some(Stats { median_ms, min_ms: sorted[0] })
+}
+
+/// GFLOP/s of `flops` done in `ms` milliseconds.
+pub fn gflops(flops: u64, ms: f64) -> f64 {
+    flops as f64 / (ms * 1e6)
+}
+
+/// One result row; the JSON keys are the contract of `bench --json` and the bench page.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchResult {
+    pub kernel: &'static str,
+    pub n: u32,
+    pub h_q: u32,
+    pub h_kv: u32,
+    pub d: u32,
+    pub mask: &'static str,
+    /// Sliding window or chunk size (0 for full and causal).
+    pub window: u32,
+    /// `None` when the case does not fit this device.
+    pub ms_median: Option<f64>,
+    pub ms_min: Option<f64>,
+    /// From the median time.
+    pub gflops: Option<f64>,
+    /// The adapter's measured WGSL FMA throughput (`fma_peak.wgsl`), for "% of peak".
+    pub fma_gflops: f64,
+    /// GPU memory the case needs: inputs, outputs and (naive) the score matrix.
+    pub peak_bytes: u64,
+    /// Why the case did not run (e.g. "does not fit").
+    pub note: Option<String>,
+}
+
+impl BenchResult {
+    pub fn json_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// Fraction of the measured FMA peak reached (from the median).
+    pub fn fraction_of_peak(&self) -> Option<f64> {
+        self.gflops.map(|g| g / self.fma_gflops)
+    }
+}
+
+/// Repetitions after the warm-up; stops early once `budget_ms` of measuring has passed (keeping >= 2).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Repetitions {
+    pub max: u32,
+    pub budget_ms: f64,
+}
+
+impl Default for Repetitions {
+    fn default() -> Self {
+        Self { max: 7, budget_ms: 3000.0 }
+    }
+}
+
+/// Bytes of the GPU buffers a case allocates (padded rows, as the kernels use them).
+pub fn peak_bytes(case: &BenchCase) -> u64 {
+    let s = case.shape;
+    let d = u64::from(launch::padded_dim(s.d));
+    let q_o = 2 * u64::from(s.h_q) * u64::from(s.n_q) * d * 4;
+    let k_v = 2 * u64::from(s.h_kv) * u64::from(s.n_kv) * d * 4;
+    let lse = u64::from(s.h_q) * u64::from(s.n_q) * 4;
+    let scores = if case.kernel == BenchKernel::Naive { naive_attention::scores_bytes(&s) } else { 0 };
+    q_o + k_v + lse + scores
+}
+
+/// Measures this adapter's WGSL FMA throughput in GFLOP/s (best of a few runs).
+pub async fn measure_fma_gflops(ctx: &GpuContext, kernels: &Kernels, now_ms: fn() -> f64) -> Result<f64, GpuError> {
+    // Enough work to dwarf launch overhead on a CPU adapter, still milliseconds on a discrete GPU.
+    let workgroups = if ctx.adapter.is_cpu { 64 } else { 4096 };
+    let fma = kernels.fma_peak.prepare(ctx, workgroups, 4096)?;
+    let mut best_ms = f64::INFINITY;
+    for _ in 0..4 {
+        best_ms = best_ms.min(time_once(ctx, &[&fma.dispatch], now_ms).await?);
+    }
+    Ok(gflops(fma.flops, best_ms))
+}
+
+/// Runs one case: uploads seeded inputs, warms up, times repetitions.
+pub async fn run_case(ctx: &GpuContext, kernels: &Kernels, case: &BenchCase, fma_gflops: f64, reps: Repetitions, now_ms: fn() -> f64) -> Result<BenchResult, GpuError> {
+    let s = case.shape;
+    let (mask_kind, mask_size) = case.mask.to_gpu();
+    let mut result = BenchResult {
+        kernel: case.kernel.name(),
+        n: s.n_q,
+        h_q: s.h_q,
+        h_kv: s.h_kv,
+        d: s.d,
+        mask: case.mask.kind_name(),
+        window: if mask_kind >= 2 { mask_size } else { 0 },
+        ms_median: None,
+        ms_min: None,
+        gflops: None,
+        fma_gflops,
+        peak_bytes: peak_bytes(case),
+        note: None,
+    };
+    if case.kernel == BenchKernel::Naive {
+        if let Err(bytes) = naive_attention::fits(ctx, &s) {
+            result.note = Some(format!("does not fit: the score matrix needs {bytes} bytes"));
+            return Ok(result);
+        }
+    }
+    let d_pad = launch::padded_dim(s.d);
+    let padded = AttentionShape { d: d_pad, ..s };
+    let mut rng = SplitMix64::new(0x5eed);
+    let mut random = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.next_signed_unit()).collect() };
+    let q = ctx.storage_from("q", &random(padded.q_len()))?;
+    let k = ctx.storage_from("k", &random(padded.kv_len()))?;
+    let v = ctx.storage_from("v", &random(padded.kv_len()))?;
+    let o = ctx.storage_output("o", (padded.q_len() * 4) as u64)?;
+    let lse = ctx.storage_output("lse", u64::from(s.h_q * s.n_q) * 4)?;
+    let scale = 1.0 / (s.d as f32).sqrt();
+    let dispatches: Vec<Dispatch> = match case.kernel {
+        BenchKernel::Tiled => {
+            let buffers = FlashBuffers { q: &q, k: &k, v: &v, o: &o, lse: &lse };
+            vec![kernels.flash.prepare(ctx, &buffers, padded, s.n_kv, case.mask, scale)?]
+        }
+        BenchKernel::Naive => {
+            let scores = ctx.storage_output("scores", naive_attention::scores_bytes(&s))?;
+            let buffers = NaiveBuffers { q: &q, k: &k, v: &v, scores: &scores, o: &o, lse: &lse };
+            kernels.naive.prepare(ctx, &buffers, padded, case.mask, scale)?.to_vec()
+        }
+    };
+    let refs: Vec<&Dispatch> = dispatches.iter().collect();
+    time_once(ctx, &refs, now_ms).await?; // warm-up: pipeline compilation, first-touch of memory
+    let mut samples = Vec::new();
+    let start = now_ms();
+    while samples.len() < reps.max as usize && (samples.len() < 2 || now_ms() - start < reps.budget_ms) {
+        samples.push(time_once(ctx, &refs, now_ms).await?);
+    }
+    if let Some(st) = stats(&samples) {
+        result.ms_median = Some(st.median_ms);
+        result.ms_min = Some(st.min_ms);
+        result.gflops = Some(gflops(case.flops(), st.median_ms));
+    }
+    Ok(result)
+}
+
+/// Milliseconds one submission of `dispatches` takes: GPU timestamps when available, else wall clock.
+async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() -> f64) -> Result<f64, GpuError> {
+    if !ctx.timestamps {
+        let t0 = now_ms();
+        Dispatch::submit_all(ctx, dispatches);
+        wait_for_gpu(ctx).await?;
+        return Ok(now_ms() - t0);
+    }
+    let queries = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("bench"), ty: wgpu::QueryType::Timestamp, count: 2 });
+    let resolve = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("bench timestamps"),
+        size: 16,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("bench timestamps staging"),
+        size: 16,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    {
+        let timestamp_writes = wgpu::ComputePassTimestampWrites { query_set: &queries, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) };
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("bench"), timestamp_writes: Some(timestamp_writes) });
+        for d in dispatches {
+            d.record(&mut pass);
+        }
+    }
+    encoder.resolve_query_set(&queries, 0..2, &resolve, 0);
+    encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, 16);
+    ctx.queue.submit([encoder.finish()]);
+    let ticks: Vec<u64> = ctx.map_and_read(&staging).await?;
+    let ns = ticks[1].saturating_sub(ticks[0]) as f64 * f64::from(ctx.queue.get_timestamp_period());
+    Ok(ns / 1e6)
+}
+
+/// Resolves once all submitted work is done (natively `poll` blocks; in the browser the callback fires
+/// from the event loop).
+async fn wait_for_gpu(ctx: &GpuContext) -> Result<(), GpuError> {
+    let (tx, rx) = futures_channel::oneshot::channel();
+    ctx.queue.on_submitted_work_done(move || {
+        tx.send(()).ok();
+    });
+    ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
+    rx.await.map_err(|_| GpuError::Readback("the device was lost while timing".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics_by_hand() {
+        assert_eq!(stats(&[]), None);
+        assert_eq!(stats(&[3.0, 1.0, 2.0]), Some(Stats { median_ms: 2.0, min_ms: 1.0 }));
+        assert_eq!(stats(&[4.0, 1.0, 2.0, 3.0]), Some(Stats { median_ms: 2.5, min_ms: 1.0 }));
+        // 2e9 flops in 1 s = 2 GFLOP/s.
+        assert!((gflops(2_000_000_000, 1000.0) - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn case_list_and_filters() {
+        let all = cases(&BenchFilter::default());
+        assert_eq!(all.len(), 6 * 2 * 2 * 3 * 2);
+        let one = cases(&BenchFilter { n: Some(2048), d: Some(64), mask: Some(MaskKind::Causal), kernel: Some(BenchKernel::Tiled), window: None });
+        assert_eq!(one.len(), 2); // MHA and GQA
+        assert!(one.iter().all(|c| c.shape.n_q == 2048 && c.mask == Mask::Causal && c.kernel == BenchKernel::Tiled));
+        let sliding = cases(&BenchFilter { mask: Some(MaskKind::Sliding), ..Default::default() });
+        assert!(sliding.iter().all(|c| c.mask == Mask::Sliding { window: 256 }));
+    }
+
+    #[test]
+    fn flops_and_bytes_by_hand() {
+        let case = BenchCase { kernel: BenchKernel::Naive, shape: AttentionShape::square(2, 4, 8), mask: Mask::Causal };
+        // causal on 4 tokens: 10 pairs per head, 2 heads, 4 * 8 flops each.
+        assert_eq!(case.flops(), 4 * 8 * 20);
+        // Q, O: 2 * 2*4*8*4 = 512; K, V the same; lse 2*4*4 = 32; scores 2*4*4*4 = 128.
+        assert_eq!(peak_bytes(&case), 512 + 512 + 32 + 128);
+        let tiled = BenchCase { kernel: BenchKernel::Tiled, ..case };
+        assert_eq!(peak_bytes(&tiled), 512 + 512 + 32);
+    }
+}

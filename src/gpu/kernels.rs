@@ -1,0 +1,183 @@
+//! Every pipeline of the app, built once per device, and the high-level calls the UI makes.
+//!
+//! Each call uploads its inputs, runs one kernel and reads the results back; the kernel modules
+//! (`flash_attention`, `attention_probs`, ...) expose the lower-level `prepare` used by the benchmark and
+//! by the decode cache, which keep buffers on the GPU between launches.
+
+use crate::attention::reference::Forward;
+use crate::attention::{AttentionShape, Mask};
+use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
+use crate::gpu::flash_attention::{FlashAttention, FlashBuffers};
+use crate::gpu::fma_peak::FmaPeak;
+use crate::gpu::kv_cache::KvCache;
+use crate::gpu::launch::{self, Dispatch};
+use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
+use crate::gpu::{GpuContext, GpuError};
+
+pub use crate::attention::pooled::Pool;
+
+/// A window of the probability matrix: query rows `row0..row0+rows` (of `0..n_q`) and key positions
+/// `col0..col0+cols` (of `0..n_kv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbRegion {
+    pub row0: u32,
+    pub rows: u32,
+    pub col0: u32,
+    pub cols: u32,
+}
+
+/// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
+pub struct Kernels {
+    pub flash: FlashAttention,
+    pub probs: AttentionProbs,
+    pub naive: NaiveAttention,
+    pub fma_peak: FmaPeak,
+}
+
+/// Q, K, V uploaded with rows padded to a multiple of 4 floats.
+struct Uploaded {
+    shape: AttentionShape,
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: Option<wgpu::Buffer>,
+}
+
+impl Kernels {
+    pub fn new(ctx: &GpuContext) -> Self {
+        Self { flash: FlashAttention::new(ctx), probs: AttentionProbs::new(ctx), naive: NaiveAttention::new(ctx), fma_peak: FmaPeak::new(ctx) }
+    }
+
+    /// One decode step: `q` holds one query per head (`[h_q, d]`), attending to the cache's current
+    /// tokens. The query sits at the last position, so causal masks see everything and sliding/chunked
+    /// masks see their last window. Returns O `[h_q, d]` and lse `[h_q]`.
+    pub async fn decode(&self, ctx: &GpuContext, cache: &KvCache, q: &[f32], h_q: u32, mask: Mask, scale: f32) -> Result<Forward, GpuError> {
+        let shape = AttentionShape { h_q, h_kv: cache.h_kv(), n_q: 1, n_kv: cache.len_tokens(), d: cache.d() };
+        shape.validate().map_err(GpuError::InvalidInput)?;
+        if q.len() != shape.q_len() {
+            return Err(GpuError::InvalidInput(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len())));
+        }
+        let d_pad = cache.d_pad();
+        let q_buf = ctx.storage_from("q", &launch::pad_rows(q, shape.d as usize, d_pad as usize))?;
+        let o = ctx.storage_output("o", u64::from(h_q * d_pad) * 4)?;
+        let lse = ctx.storage_output("lse", u64::from(h_q) * 4)?;
+        let buffers = FlashBuffers { q: &q_buf, k: &cache.k, v: &cache.v, o: &o, lse: &lse };
+        let padded = AttentionShape { d: d_pad, ..shape };
+        let dispatch = self.flash.prepare(ctx, &buffers, padded, cache.capacity_tokens(), mask, scale)?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        let o_padded: Vec<f32> = ctx.read_back(&o).await?;
+        let mut lse_out: Vec<f32> = ctx.read_back(&lse).await?;
+        lse_out.truncate(h_q as usize);
+        Ok(Forward { o: launch::unpad_rows(&o_padded[..(h_q * d_pad) as usize], shape.d as usize, d_pad as usize), lse: lse_out })
+    }
+
+    /// The naive three-pass baseline (same results as [`Kernels::forward`]); refuses, with the bytes it
+    /// would need, when the n x n score matrix does not fit one binding.
+    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
+    pub async fn naive_forward(&self, ctx: &GpuContext, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Forward, GpuError> {
+        let up = upload(ctx, q, k, Some(v), shape)?;
+        let rows = u64::from(shape.h_q) * u64::from(shape.n_q);
+        let scores = ctx.storage_output("scores", crate::gpu::naive_attention::scores_bytes(&shape))?;
+        let o = ctx.storage_output("o", rows * u64::from(up.shape.d) * 4)?;
+        let lse = ctx.storage_output("lse", rows * 4)?;
+        let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
+        let buffers = NaiveBuffers { q: &up.q, k: &up.k, v: v_buf, scores: &scores, o: &o, lse: &lse };
+        let [a, b, c] = self.naive.prepare(ctx, &buffers, up.shape, mask, scale)?;
+        Dispatch::submit_all(ctx, &[&a, &b, &c]);
+        let o_padded: Vec<f32> = ctx.read_back(&o).await?;
+        let mut lse_out: Vec<f32> = ctx.read_back(&lse).await?;
+        lse_out.truncate(rows as usize);
+        let o_len = (rows * u64::from(up.shape.d)) as usize;
+        Ok(Forward { o: launch::unpad_rows(&o_padded[..o_len], shape.d as usize, up.shape.d as usize), lse: lse_out })
+    }
+
+    /// Forward pass (O `[h_q, n_q, d]` and lse `[h_q, n_q]`) with the tiled online-softmax kernel.
+    /// A row that sees no key gets O = 0 and lse = -inf, as in the CPU reference.
+    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
+    pub async fn forward(&self, ctx: &GpuContext, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Forward, GpuError> {
+        let up = upload(ctx, q, k, Some(v), shape)?;
+        let rows = u64::from(shape.h_q) * u64::from(shape.n_q);
+        let o = ctx.storage_output("o", rows * u64::from(up.shape.d) * 4)?;
+        let lse = ctx.storage_output("lse", rows * 4)?;
+        let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
+        let buffers = FlashBuffers { q: &up.q, k: &up.k, v: v_buf, o: &o, lse: &lse };
+        let dispatch = self.flash.prepare(ctx, &buffers, up.shape, shape.n_kv, mask, scale)?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        let o_padded: Vec<f32> = ctx.read_back(&o).await?;
+        let mut lse_out: Vec<f32> = ctx.read_back(&lse).await?;
+        let o_len = (rows * u64::from(up.shape.d)) as usize;
+        lse_out.truncate(rows as usize);
+        Ok(Forward { o: launch::unpad_rows(&o_padded[..o_len], shape.d as usize, up.shape.d as usize), lse: lse_out })
+    }
+
+    /// Exact probabilities of a window of rows/cols for every query head, `[h_q, rows, cols]`, computed
+    /// from Q, K and the lse of [`Kernels::forward`].
+    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
+    pub async fn probabilities(&self, ctx: &GpuContext, q: &[f32], k: &[f32], lse: &[f32], shape: AttentionShape, mask: Mask, scale: f32, region: ProbRegion) -> Result<Vec<f32>, GpuError> {
+        let inside = region.rows > 0
+            && region.cols > 0
+            && u64::from(region.row0) + u64::from(region.rows) <= u64::from(shape.n_q)
+            && u64::from(region.col0) + u64::from(region.cols) <= u64::from(shape.n_kv);
+        if !inside {
+            return Err(GpuError::InvalidInput(format!("region {region:?} is empty or outside {} x {} probabilities", shape.n_q, shape.n_kv)));
+        }
+        let output = ProbsOutput::Region { row0: region.row0, rows: region.rows, col0: region.col0, cols: region.cols };
+        self.run_probs(ctx, q, k, lse, shape, mask, scale, output).await
+    }
+
+    /// Pooled probabilities of whole heads at `out_rows x out_cols` (`[h_q, out_rows, out_cols]`; each
+    /// cell = max or mean of P over its block), never materialising n x n.
+    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
+    pub async fn pooled_probabilities(&self, ctx: &GpuContext, q: &[f32], k: &[f32], lse: &[f32], shape: AttentionShape, mask: Mask, scale: f32, out_rows: u32, out_cols: u32, pool: Pool) -> Result<Vec<f32>, GpuError> {
+        if out_rows == 0 || out_cols == 0 || out_rows > 65535 || out_cols > 65535 {
+            return Err(GpuError::InvalidInput(format!("pooled size {out_rows} x {out_cols} must be 1..=65535 each")));
+        }
+        self.run_probs(ctx, q, k, lse, shape, mask, scale, ProbsOutput::Pooled { out_rows, out_cols, pool }).await
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "internal helper of the two calls above")]
+    async fn run_probs(&self, ctx: &GpuContext, q: &[f32], k: &[f32], lse: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: ProbsOutput) -> Result<Vec<f32>, GpuError> {
+        if lse.len() != (shape.h_q as usize) * (shape.n_q as usize) {
+            return Err(GpuError::InvalidInput(format!("lse has {} values, expected h_q * n_q = {}", lse.len(), shape.h_q * shape.n_q)));
+        }
+        let up = upload(ctx, q, k, None, shape)?;
+        let lse_buf = ctx.storage_from("lse", lse)?;
+        let (rows, cols) = output.size();
+        let out_len = u64::from(shape.h_q) * u64::from(rows) * u64::from(cols);
+        let out = ctx.storage_output("probabilities", out_len * 4)?;
+        let buffers = ProbsBuffers { q: &up.q, k: &up.k, lse: &lse_buf, out: &out };
+        let dispatch = self.probs.prepare(ctx, &buffers, up.shape, mask, scale, output)?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        let mut p: Vec<f32> = ctx.read_back(&out).await?;
+        p.truncate(out_len as usize);
+        Ok(p)
+    }
+}
+
+/// Checks lengths and shape, pads rows to a multiple of 4 floats and uploads.
+fn upload(ctx: &GpuContext, q: &[f32], k: &[f32], v: Option<&[f32]>, shape: AttentionShape) -> Result<Uploaded, GpuError> {
+    shape.validate().map_err(GpuError::InvalidInput)?;
+    if shape.d > launch::MAX_HEAD_DIM {
+        return Err(GpuError::InvalidInput(format!("head dimension {} is above the kernels' maximum of {}", shape.d, launch::MAX_HEAD_DIM)));
+    }
+    let lengths_ok = q.len() == shape.q_len() && k.len() == shape.kv_len() && v.is_none_or(|v| v.len() == shape.kv_len());
+    if !lengths_ok {
+        return Err(GpuError::InvalidInput(format!(
+            "Q has {} values (expected {}), K has {} and V has {:?} (expected {})",
+            q.len(),
+            shape.q_len(),
+            k.len(),
+            v.map(<[f32]>::len),
+            shape.kv_len()
+        )));
+    }
+    let d = shape.d as usize;
+    let d_pad = launch::padded_dim(shape.d);
+    let padded = AttentionShape { d: d_pad, ..shape };
+    let pad = |x: &[f32]| launch::pad_rows(x, d, d_pad as usize);
+    Ok(Uploaded {
+        shape: padded,
+        q: ctx.storage_from("q", &pad(q))?,
+        k: ctx.storage_from("k", &pad(k))?,
+        v: v.map(|v| ctx.storage_from("v", &pad(v))).transpose()?,
+    })
+}

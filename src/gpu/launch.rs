@@ -1,0 +1,176 @@
+//! Launch arithmetic every kernel shares: folding many workgroups into a 2D grid, and head-dimension
+//! padding (kernels read rows as `vec4<f32>`, so `d` is rounded up to a multiple of 4 with zeros).
+
+/// WebGPU's default `max_compute_workgroups_per_dimension`.
+pub const WEB_MAX_WORKGROUPS_PER_DIM: u32 = 65535;
+
+/// The widest head the kernels support (their private arrays are sized for it).
+pub const MAX_HEAD_DIM: u32 = 256;
+
+/// A `(x, y, 1)` grid with at least `workgroups` workgroups and no dimension above `max_per_dim`.
+/// Shaders unfold it as `id.x + id.y * count.x` and return early past the real count.
+pub fn grid(workgroups: u32, max_per_dim: u32) -> (u32, u32, u32) {
+    let max_per_dim = max_per_dim.max(1);
+    if workgroups <= max_per_dim {
+        return (workgroups.max(1), 1, 1);
+    }
+    (max_per_dim, workgroups.div_ceil(max_per_dim), 1)
+}
+
+/// `d` rounded up to a multiple of 4.
+pub fn padded_dim(d: u32) -> u32 {
+    d.div_ceil(4) * 4
+}
+
+/// Rows of width `d` copied into rows of width `d_pad >= d`, zero-filled (zeros change no dot product).
+pub fn pad_rows(data: &[f32], d: usize, d_pad: usize) -> Vec<f32> {
+    if d == d_pad {
+        return data.to_vec();
+    }
+    let mut out = vec![0.0; data.len() / d.max(1) * d_pad];
+    for (src, dst) in data.chunks(d).zip(out.chunks_mut(d_pad)) {
+        dst[..d].copy_from_slice(src);
+    }
+    out
+}
+
+/// The inverse of [`pad_rows`].
+pub fn unpad_rows(data: &[f32], d: usize, d_pad: usize) -> Vec<f32> {
+    if d == d_pad {
+        return data.to_vec();
+    }
+    data.chunks(d_pad).flat_map(|row| row[..d].iter().copied()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_folds_past_the_dimension_limit() {
+        assert_eq!(grid(0, 65535), (1, 1, 1));
+        assert_eq!(grid(300, 65535), (300, 1, 1));
+        assert_eq!(grid(65535, 65535), (65535, 1, 1));
+        // 65536 workgroups: two rows of 65535, the shader skips the 65534 extra.
+        assert_eq!(grid(65536, 65535), (65535, 2, 1));
+        let (x, y, _) = grid(1_000_000, 65535);
+        assert!(u64::from(x) * u64::from(y) >= 1_000_000 && y <= 65535);
+    }
+
+    #[test]
+    fn padding_round_trips() {
+        assert_eq!(padded_dim(16), 16);
+        assert_eq!(padded_dim(1), 4);
+        assert_eq!(padded_dim(30), 32);
+        let rows = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let padded = pad_rows(&rows, 3, 4);
+        assert_eq!(padded, vec![1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0]);
+        assert_eq!(unpad_rows(&padded, 3, 4), rows.to_vec());
+    }
+}
+
+/// One prepared kernel launch: everything needed to record it into a compute pass, any number of times
+/// (the benchmark records the same launch repeatedly).
+#[derive(Clone, Debug)]
+pub struct Dispatch {
+    pub pipeline: wgpu::ComputePipeline,
+    pub bind_group: wgpu::BindGroup,
+    pub grid: (u32, u32, u32),
+}
+
+impl Dispatch {
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, Some(&self.bind_group), &[]);
+        pass.dispatch_workgroups(self.grid.0, self.grid.1, self.grid.2);
+    }
+
+    /// Records `dispatches` in one compute pass and submits them.
+    pub fn submit_all(ctx: &crate::gpu::GpuContext, dispatches: &[&Dispatch]) -> wgpu::SubmissionIndex {
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("attention") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+            for d in dispatches {
+                d.record(&mut pass);
+            }
+        }
+        ctx.queue.submit([encoder.finish()])
+    }
+}
+
+/// A bind-group layout entry for a compute-stage storage buffer.
+pub fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+/// A bind-group layout entry for a compute-stage uniform buffer.
+pub fn uniform_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: None },
+        count: None,
+    }
+}
+
+/// A bind group of whole buffers at bindings 0, 1, 2...
+pub fn bind_buffers(device: &wgpu::Device, layout: &wgpu::BindGroupLayout, label: &str, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+        .collect();
+    device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(label), layout, entries: &entries })
+}
+
+/// Pipelines specialised by override constants, built on first use and kept (one per head width, say).
+pub struct PipelineCache {
+    label: &'static str,
+    module: wgpu::ShaderModule,
+    layout: wgpu::PipelineLayout,
+    entry_point: &'static str,
+    built: std::cell::RefCell<Vec<(Vec<(&'static str, u32)>, wgpu::ComputePipeline)>>,
+}
+
+impl PipelineCache {
+    pub fn new(device: &wgpu::Device, label: &'static str, source: &str, entry_point: &'static str, bind_layout: &wgpu::BindGroupLayout) -> Self {
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(source.into()) };
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &[Some(bind_layout)],
+            immediate_size: 0,
+        });
+        Self { label, module, layout, entry_point, built: Default::default() }
+    }
+
+    /// The pipeline with these override values (`name`, value), built now if it is new.
+    pub fn get(&self, device: &wgpu::Device, overrides: &[(&'static str, u32)]) -> wgpu::ComputePipeline {
+        if let Some((_, p)) = self.built.borrow().iter().find(|(o, _)| o == overrides) {
+            return p.clone();
+        }
+        let constants: Vec<(&str, f64)> = overrides.iter().map(|&(n, v)| (n, f64::from(v))).collect();
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(self.label),
+            layout: Some(&self.layout),
+            module: &self.module,
+            entry_point: Some(self.entry_point),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &constants, zero_initialize_workgroup_memory: false },
+            cache: None,
+        });
+        self.built.borrow_mut().push((overrides.to_vec(), pipeline.clone()));
+        pipeline
+    }
+}

@@ -1,0 +1,121 @@
+//! Owner of `shaders/naive_attention.wgsl`: the three-pass baseline (scores, softmax, P·V) that stores
+//! the whole n x n score matrix, for the benchmark and the lessons.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::attention::{AttentionShape, Mask};
+use crate::gpu::launch::{self, Dispatch, PipelineCache};
+use crate::gpu::{GpuContext, GpuError};
+
+/// Keep in sync with `Params` in `shaders/naive_attention.wgsl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct NaiveParams {
+    pub n_q: u32,
+    pub n_kv: u32,
+    pub h_q: u32,
+    pub group: u32,
+    pub mask_kind: u32,
+    pub mask_size: u32,
+    pub scale: f32,
+    pub q_offset: u32,
+    pub invocations: u32,
+    pub _pad: [u32; 3],
+}
+
+const WORKGROUP_SIZE: u32 = 64;
+
+/// Bytes of the score matrix, `[h_q, n_q, n_kv]` f32.
+pub fn scores_bytes(shape: &AttentionShape) -> u64 {
+    u64::from(shape.h_q) * u64::from(shape.n_q) * u64::from(shape.n_kv) * 4
+}
+
+/// Whether the score matrix fits one binding of this device; `Err(bytes needed)` when it does not.
+pub fn fits(ctx: &GpuContext, shape: &AttentionShape) -> Result<(), u64> {
+    let bytes = scores_bytes(shape);
+    let max = u64::from(ctx.limits.max_storage_buffer_binding_size).min(ctx.limits.max_buffer_size);
+    // The scores pass also counts its invocations in a u32.
+    if bytes > max || bytes / 4 > u64::from(u32::MAX) {
+        return Err(bytes);
+    }
+    Ok(())
+}
+
+pub struct NaiveAttention {
+    layout: wgpu::BindGroupLayout,
+    scores: PipelineCache,
+    softmax: PipelineCache,
+    pv: PipelineCache,
+    max_per_dim: u32,
+}
+
+/// Q/O `[h_q, n_q, d_pad]`, K/V `[h_kv, n_kv, d_pad]`, scores `[h_q, n_q, n_kv]`, lse `[h_q, n_q]`.
+pub struct NaiveBuffers<'a> {
+    pub q: &'a wgpu::Buffer,
+    pub k: &'a wgpu::Buffer,
+    pub v: &'a wgpu::Buffer,
+    pub scores: &'a wgpu::Buffer,
+    pub o: &'a wgpu::Buffer,
+    pub lse: &'a wgpu::Buffer,
+}
+
+impl NaiveAttention {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("naive_attention"),
+            entries: &[
+                launch::uniform_entry(0),
+                launch::storage_entry(1, true),
+                launch::storage_entry(2, true),
+                launch::storage_entry(3, true),
+                launch::storage_entry(4, false),
+                launch::storage_entry(5, false),
+                launch::storage_entry(6, false),
+            ],
+        });
+        let source = include_str!("../../shaders/naive_attention.wgsl");
+        let device = &ctx.device;
+        Self {
+            scores: PipelineCache::new(device, "naive scores", source, "scores", &layout),
+            softmax: PipelineCache::new(device, "naive softmax", source, "softmax", &layout),
+            pv: PipelineCache::new(device, "naive pv", source, "pv", &layout),
+            layout,
+            max_per_dim: ctx.limits.max_compute_workgroups_per_dimension,
+        }
+    }
+
+    /// The three launches, in order. `shape.d` must be padded to a multiple of 4.
+    pub fn prepare(&self, ctx: &GpuContext, buffers: &NaiveBuffers<'_>, shape: AttentionShape, mask: Mask, scale: f32) -> Result<[Dispatch; 3], GpuError> {
+        fits(ctx, &shape).map_err(|bytes| {
+            GpuError::LimitExceeded(format!("the naive kernel's {} x {} score matrix needs {bytes} bytes", shape.n_q, shape.n_kv))
+        })?;
+        let rows = shape.h_q * shape.n_q;
+        let d4 = shape.d / 4;
+        let (mask_kind, mask_size) = mask.to_gpu();
+        let base = NaiveParams {
+            n_q: shape.n_q,
+            n_kv: shape.n_kv,
+            h_q: shape.h_q,
+            group: shape.group_size(),
+            mask_kind,
+            mask_size,
+            scale,
+            q_offset: shape.q_offset(),
+            invocations: 0,
+            _pad: [0; 3],
+        };
+        let overrides = [("D", shape.d), ("WG", WORKGROUP_SIZE)];
+        let launch = |cache: &PipelineCache, invocations: u32| {
+            let params = ctx.uniform_from("naive params", &NaiveParams { invocations, ..base });
+            let bind_group = launch::bind_buffers(
+                &ctx.device,
+                &self.layout,
+                "naive_attention",
+                &[&params, buffers.q, buffers.k, buffers.v, buffers.scores, buffers.o, buffers.lse],
+            );
+            let grid = launch::grid(invocations.div_ceil(WORKGROUP_SIZE), self.max_per_dim);
+            Dispatch { pipeline: cache.get(&ctx.device, &overrides), bind_group, grid }
+        };
+        Ok([launch(&self.scores, rows * shape.n_kv), launch(&self.softmax, rows), launch(&self.pv, rows * d4)])
+    }
+}

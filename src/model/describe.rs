@@ -1,0 +1,129 @@
+//! A model's configuration as a short list of (name, value) lines, for the preset and import panels:
+//! the values every figure rests on, named as a Hugging Face `config.json` names them.
+
+use super::config::{CrossLayerSharing, FfnKind, Model, Positional};
+use super::schedule::LayerKind;
+use super::units::format_thousands;
+use super::variants::Variant;
+
+/// `(config field, value)` lines, in the order a reader checks them.
+pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = vec![
+        ("num_hidden_layers", model.n_layers().to_string()),
+        ("hidden_size", format_thousands(model.d_model.into())),
+        ("num_attention_heads", model.n_q_heads.to_string()),
+    ];
+    if let Some(m) = model.mla {
+        out.push(("kv_lora_rank", m.kv_lora_rank.to_string()));
+        out.push(("qk_rope_head_dim", m.qk_rope_head_dim.to_string()));
+        out.push(("qk_nope_head_dim", m.qk_nope_head_dim.to_string()));
+        out.push(("v_head_dim", m.v_head_dim.to_string()));
+        out.push(("q_lora_rank", m.q_lora_rank.map_or_else(|| "none".into(), |r| r.to_string())));
+    } else {
+        out.push(("num_key_value_heads", model.attn.n_kv_heads.to_string()));
+        out.push(("head_dim", model.attn.head_dim.to_string()));
+        if let Some(g) = model.global_attn {
+            out.push(("global layers: KV heads", g.n_kv_heads.to_string()));
+            out.push(("global_head_dim", g.head_dim.to_string()));
+        }
+        if model.attn.k_eq_v || model.global_attn.is_some_and(|g| g.k_eq_v) {
+            let which = if model.attn.k_eq_v { "all layers" } else { "global layers" };
+            out.push(("attention_k_eq_v", format!("true ({which})")));
+        }
+    }
+    out.push(("layer schedule", model.schedule.summary()));
+    for c in model.schedule.counts() {
+        match c.kind {
+            LayerKind::Global => {}
+            LayerKind::Sliding { window_tokens } => out.push(("sliding_window", format_thousands(window_tokens.into()))),
+            LayerKind::Chunked { chunk_tokens } => out.push(("attention_chunk_size", format_thousands(chunk_tokens.into()))),
+        }
+    }
+    match model.cross_layer {
+        CrossLayerSharing::None => {}
+        CrossLayerSharing::ReuseLast { shared_layers } => out.push(("num_kv_shared_layers", shared_layers.to_string())),
+        CrossLayerSharing::Groups { group_size } => out.push(("layers sharing one cache", group_size.to_string())),
+    }
+    let ffn = match model.ffn_kind {
+        FfnKind::SwiGlu => "SwiGLU",
+        FfnKind::GeGlu => "GeGLU",
+        FfnKind::Mlp => "MLP",
+    };
+    out.push(("intermediate_size", format!("{} ({ffn})", format_thousands(model.ffn_size.into()))));
+    if let Some(m) = model.moe {
+        out.push(("experts", format!("{} routed, {} active, {} shared, {} wide", m.n_routed_experts, m.n_active_experts, m.n_shared_experts, format_thousands(m.expert_ffn_size.into()))));
+    }
+    out.push(("vocab_size", format_thousands(model.vocab_size.into())));
+    out.push(("tie_word_embeddings", model.tie_embeddings.to_string()));
+    let pos = match model.positional {
+        Positional::Sinusoidal => "sinusoidal".to_string(),
+        Positional::Learned { max_positions } => format!("learned ({max_positions})"),
+        Positional::Rope { theta, partial_rotary_factor } if partial_rotary_factor < 1.0 => format!("RoPE θ = {theta} on {partial_rotary_factor} of each head"),
+        Positional::Rope { theta, .. } => format!("RoPE θ = {theta}"),
+        Positional::NoPe => "none".to_string(),
+    };
+    out.push(("positions", pos));
+    out.push(("max_position_embeddings", format_thousands(model.max_position_embeddings.into())));
+    out
+}
+
+/// A variant in words, for a row of the comparison.
+pub fn variant_label(variant: Variant, base: &Model) -> String {
+    let t = |n: u64| format_thousands(n.into());
+    match variant {
+        Variant::AsPublished => format!("As published ({})", base.name),
+        Variant::Mha => format!("MHA ({} KV heads, one per query head)", base.n_q_heads),
+        Variant::Gqa { groups } => format!("GQA, {groups} KV heads ({} query heads each)", base.n_q_heads / groups.max(1)),
+        Variant::Mqa => "MQA (1 KV head)".into(),
+        Variant::Mla { kv_lora_rank, rope_dim } => format!("MLA ({kv_lora_rank} latent + {rope_dim} RoPE key)"),
+        Variant::Sliding { window_tokens } => format!("Sliding window {} on every layer", t(window_tokens)),
+        Variant::Hybrid { local_per_global, window_tokens } => {
+            format!("Hybrid {local_per_global} sliding ({}) : 1 global", t(window_tokens))
+        }
+        Variant::KEqV => "K = V (one tensor serves as both)".into(),
+        Variant::CrossLayer { group_size } => format!("Cross-layer: {group_size} layers share one cache"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::presets::preset;
+
+    #[test]
+    fn facts_name_the_fields() {
+        let m = preset("gemma-3-27b").cloned().unwrap_or_else(|| Model::simple(1, 64, 4));
+        let facts = model_facts(&m);
+        let get = |k: &str| facts.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("num_key_value_heads").as_deref(), Some("16"));
+        assert_eq!(get("sliding_window").as_deref(), Some("1,024"));
+        assert_eq!(get("layer schedule").as_deref(), Some("5 sliding : 1 global"));
+        let d = preset("deepseek-v3").cloned().unwrap_or_else(|| Model::simple(1, 64, 4));
+        assert!(model_facts(&d).iter().any(|(n, v)| *n == "kv_lora_rank" && v == "512"));
+        assert_eq!(variant_label(Variant::Gqa { groups: 8 }, &m), "GQA, 8 KV heads (4 query heads each)");
+        assert_eq!(variant_label(Variant::Hybrid { local_per_global: 5, window_tokens: 1024 }, &m), "Hybrid 5 sliding (1,024) : 1 global");
+    }
+
+    /// What the import panel relies on: an imported config, written into the link with
+    /// `encode_model` and read back, gives the same figures.
+    #[test]
+    fn imported_configs_survive_the_link() {
+        use crate::model::{DType, decode_model, encode_model, import_hf_config, kv_total_bytes, model_params};
+        let dir = format!("{}/tests/data/configs", env!("CARGO_MANIFEST_DIR"));
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let mut checked = 0;
+        for entry in entries.flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let Ok(imported) = import_hf_config(&text) else { continue };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let code = encode_model(&imported.model);
+            let back = decode_model(&code).unwrap_or_else(|e| panic!("{name}: {e} in {code}"));
+            for n in [1u64, 5000, 131_072] {
+                assert_eq!(kv_total_bytes(&back, n, DType::Bf16), kv_total_bytes(&imported.model, n, DType::Bf16), "{name}");
+            }
+            assert_eq!(model_params(&back), model_params(&imported.model), "{name}");
+            checked += 1;
+        }
+        assert!(checked >= 10);
+    }
+}

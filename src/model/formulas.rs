@@ -1,0 +1,180 @@
+//! The one-line formulas shown beside each figure, with the actual numbers multiplied, so a reader
+//! can redo the arithmetic by hand and see *why* (GQA's KV heads, K=V's single tensor, a window's
+//! capped tokens, MLA's latent, shared layers that store nothing).
+//!
+//! Every function returns plain text (the UI inserts it as a text node).
+
+use super::config::Model;
+use super::dtype::DType;
+use super::kv_cache::{KvRow, kv_breakdown, kv_bytes_per_token, kv_bytes_per_token_per_layer};
+use super::params::AttnParams;
+use super::schedule::LayerKind;
+use super::units::format_thousands;
+
+/// The per-element size: `2 B` for FP16, `4 bits ÷ 8` for INT4.
+pub fn dtype_factor(dtype: DType) -> String {
+    let bits = dtype.bits();
+    if bits % 8 == 0 { format!("{} B", bits / 8) } else { format!("{bits} bits ÷ 8") }
+}
+
+/// What one layer of `kind` caches per token, as factors: `8 KV heads × 128 dims × 2 (K and V)`,
+/// `1 KV head × 512 dims × 1 (K = V)`, or `(512 latent + 64 RoPE key)`.
+pub fn elements_factors(model: &Model, kind: LayerKind) -> String {
+    if let Some(m) = model.mla {
+        return format!("({} latent + {} RoPE key)", m.kv_lora_rank, m.qk_rope_head_dim);
+    }
+    let g = model.geometry(kind);
+    let heads = if g.n_kv_heads == 1 { "KV head" } else { "KV heads" };
+    let tensors = if g.k_eq_v { "1 (K = V)" } else { "2 (K and V)" };
+    format!("{} {heads} × {} dims × {tensors}", g.n_kv_heads, g.head_dim)
+}
+
+/// "52 sliding layers", "1 global layer", "24 of 32 global layers" (when some layers reuse a cache).
+fn layers_phrase(row: &KvRow) -> String {
+    let noun = row.kind.noun();
+    let plural = if row.storing_layers == 1 { "layer" } else { "layers" };
+    if row.storing_layers == row.layers {
+        format!("{} {noun} {plural}", row.storing_layers)
+    } else {
+        format!("{} of {} {noun} {plural}", row.storing_layers, row.layers)
+    }
+}
+
+/// The `kv-bytes-per-token` formula: one term per layer kind, summed, e.g.
+/// `32 global layers × 8 KV heads × 128 dims × 2 (K and V) × 2 B = 131,072 B per token`.
+pub fn per_token_formula(model: &Model, dtype: DType) -> String {
+    let Ok(b) = kv_breakdown(model, 1, dtype) else { return "too large to compute".into() };
+    let terms: Vec<String> = b
+        .rows
+        .iter()
+        .filter(|r| r.storing_layers > 0)
+        .map(|r| format!("{} × {} × {}", layers_phrase(r), elements_factors(model, r.kind), dtype_factor(dtype)))
+        .collect();
+    let total = kv_bytes_per_token(model, dtype).map(format_thousands).unwrap_or_else(|_| "?".into());
+    if terms.is_empty() {
+        return format!("no layer stores a cache = {total} B per token");
+    }
+    format!("{} = {total} B per token", terms.join(" + "))
+}
+
+/// One breakdown row's bytes: `52 layers × 4,096 B per token × 1,024 tokens = 218,103,808 B`.
+pub fn row_formula(model: &Model, row: &KvRow, dtype: DType) -> String {
+    let per_layer = kv_bytes_per_token_per_layer(model, row.kind, dtype);
+    format!(
+        "{} × {} B per token × {} tokens = {} B",
+        row.storing_layers,
+        format_thousands(per_layer),
+        format_thousands(row.cached_tokens.into()),
+        format_thousands(row.bytes)
+    )
+}
+
+/// Why a row holds the tokens it holds at a context of `n_tokens`.
+pub fn cached_tokens_reason(kind: LayerKind, n_tokens: u64) -> String {
+    let n = format_thousands(n_tokens.into());
+    match kind {
+        LayerKind::Global => format!("all {n}"),
+        LayerKind::Sliding { window_tokens: w } => format!("min({n}, window {})", format_thousands(w.into())),
+        LayerKind::Chunked { chunk_tokens: c } => format!("min({n}, chunk {})", format_thousands(c.into())),
+    }
+}
+
+/// The `kv-total-bytes` formula: the rows' byte counts summed.
+pub fn total_formula(model: &Model, n_tokens: u64, dtype: DType) -> String {
+    let Ok(b) = kv_breakdown(model, n_tokens, dtype) else { return "too large to compute".into() };
+    let terms: Vec<String> = b
+        .rows
+        .iter()
+        .filter(|r| r.storing_layers > 0)
+        .map(|r| {
+            format!(
+                "{} × {} B × {} tokens",
+                r.storing_layers,
+                format_thousands(kv_bytes_per_token_per_layer(model, r.kind, dtype)),
+                format_thousands(r.cached_tokens.into())
+            )
+        })
+        .collect();
+    format!("{} = {} B", if terms.is_empty() { "0".into() } else { terms.join(" + ") }, format_thousands(b.total_bytes))
+}
+
+/// The `attn-params-per-layer` formula, part by part:
+/// `Q 4,096×4,096 + K 4,096×1,024 + V 4,096×1,024 + O 4,096×4,096 = 41,943,040`.
+pub fn attn_params_formula(model: &Model, kind: LayerKind, p: &AttnParams) -> String {
+    let d = format_thousands(model.d_model.into());
+    let mut terms: Vec<String> = Vec::new();
+    if let Some(m) = model.mla {
+        let h = model.n_q_heads;
+        let qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+        terms.push(match m.q_lora_rank {
+            Some(r) => format!("Q {d}×{r} + {r}×{h}×{qk}"),
+            None => format!("Q {d}×{h}×{qk}"),
+        });
+        terms.push(format!("KV down {d}×({} + {})", m.kv_lora_rank, m.qk_rope_head_dim));
+        terms.push(format!("KV up {}×{h}×({} + {})", m.kv_lora_rank, m.qk_nope_head_dim, m.v_head_dim));
+        terms.push(format!("O {h}×{}×{d}", m.v_head_dim));
+    } else {
+        let g = model.geometry(kind);
+        let q_width = format_thousands(u128::from(model.n_q_heads) * u128::from(g.head_dim));
+        let kv_width = format_thousands(u128::from(g.n_kv_heads) * u128::from(g.head_dim));
+        terms.push(format!("Q {d}×{q_width}"));
+        terms.push(format!("K {d}×{kv_width}"));
+        if !g.k_eq_v {
+            terms.push(format!("V {d}×{kv_width}"));
+        }
+        terms.push(format!("O {q_width}×{d}"));
+    }
+    if p.biases > 0 {
+        terms.push(format!("biases {}", format_thousands(p.biases)));
+    }
+    if p.norms > 0 {
+        terms.push(format!("norms {}", format_thousands(p.norms)));
+    }
+    format!("{} = {}", terms.join(" + "), format_thousands(p.total()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::params::attn_params;
+    use crate::model::presets::preset;
+
+    fn model(id: &str) -> Model {
+        preset(id).cloned().unwrap_or_else(|| panic!("{id}"))
+    }
+
+    #[test]
+    fn llama3_formulas_by_hand() {
+        let m = model("llama-3-8b");
+        assert_eq!(
+            per_token_formula(&m, DType::Fp16),
+            "32 global layers × 8 KV heads × 128 dims × 2 (K and V) × 2 B = 131,072 B per token"
+        );
+        assert_eq!(total_formula(&m, 8192, DType::Fp16), "32 × 4,096 B × 8,192 tokens = 1,073,741,824 B");
+        assert!(per_token_formula(&m, DType::Int4).contains("× 4 bits ÷ 8 = 32,768 B per token"));
+        let p = attn_params(&m, LayerKind::Global);
+        assert_eq!(
+            attn_params_formula(&m, LayerKind::Global, &p),
+            "Q 4,096×4,096 + K 4,096×1,024 + V 4,096×1,024 + O 4,096×4,096 = 41,943,040"
+        );
+    }
+
+    #[test]
+    fn hybrid_mla_keqv_and_sharing_explain_themselves() {
+        let g = model("gemma-3-27b");
+        let f = per_token_formula(&g, DType::Bf16);
+        assert!(f.starts_with("52 sliding layers × 16 KV heads × 128 dims × 2 (K and V) × 2 B + 10 global layers"), "{f}");
+        let b = kv_breakdown(&g, 131_072, DType::Bf16).unwrap_or_else(|e| panic!("{e}"));
+        // 52 * 8,192 B * 1,024 = 436,207,616
+        assert_eq!(row_formula(&g, &b.rows[0], DType::Bf16), "52 × 8,192 B per token × 1,024 tokens = 436,207,616 B");
+        assert_eq!(cached_tokens_reason(b.rows[0].kind, 131_072), "min(131,072, window 1,024)");
+        let d = model("deepseek-v3");
+        assert_eq!(per_token_formula(&d, DType::Fp16), "61 global layers × (512 latent + 64 RoPE key) × 2 B = 70,272 B per token");
+        let g4 = model("gemma-4-12b");
+        assert!(per_token_formula(&g4, DType::Fp16).contains("1 KV head × 512 dims × 1 (K = V)"));
+        let e4b = model("gemma-4-e4b");
+        assert!(per_token_formula(&e4b, DType::Fp16).contains(" of "), "{}", per_token_formula(&e4b, DType::Fp16));
+        let p = attn_params(&d, LayerKind::Global);
+        assert!(attn_params_formula(&d, LayerKind::Global, &p).ends_with(&format_thousands(p.total())));
+    }
+}

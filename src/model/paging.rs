@@ -1,0 +1,271 @@
+//! Page accounting of a paged KV cache (the vLLM idea), for the decode animation: the cache of one
+//! layer kind is a pool of fixed pages of [`PAGE_TOKENS`] tokens; each request (sequence) has a page
+//! table from its logical pages to physical ones.
+//!
+//! - A windowed (sliding or chunked) layer drops a page once none of its tokens can be attended to
+//!   again, and the freed page is *recycled* for the next token that needs one.
+//! - A request that shares another's prompt (prefix caching) maps its first pages onto the other's
+//!   full pages instead of computing them again; a page is freed when no request refers to it.
+//!   Only *full* pages are shared: the prompt's tail in a partly filled page is recomputed.
+
+use super::schedule::LayerKind;
+
+/// Tokens per page (vLLM's default block size).
+pub const PAGE_TOKENS: u64 = 16;
+
+/// One physical page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Bit `i` set: request `i` refers to this page. 0: free.
+    pub owners: u32,
+    /// Tokens written into it (up to [`PAGE_TOKENS`]).
+    pub filled_tokens: u64,
+    /// Times this page was freed and handed out again.
+    pub reuses: u32,
+}
+
+/// One request's view of the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sequence {
+    /// Logical page -> physical page; `None` once dropped (outside the window).
+    pub table: Vec<Option<usize>>,
+    pub len_tokens: u64,
+    /// Tokens taken over from another request instead of being computed.
+    pub shared_tokens: u64,
+}
+
+/// The pages of one layer kind, shared by up to 32 requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagedCache {
+    pub kind: LayerKind,
+    pub pages: Vec<Page>,
+    free: Vec<usize>,
+    pub sequences: Vec<Sequence>,
+    /// Pages handed out again after being freed.
+    pub recycled_pages: u64,
+}
+
+impl PagedCache {
+    pub fn new(kind: LayerKind) -> Self {
+        Self { kind, pages: Vec::new(), free: Vec::new(), sequences: Vec::new(), recycled_pages: 0 }
+    }
+
+    /// Starts an empty request; returns its index.
+    pub fn add_sequence(&mut self) -> usize {
+        self.sequences.push(Sequence::default());
+        self.sequences.len() - 1
+    }
+
+    /// Starts a request whose first `prompt_tokens` tokens equal those of request `from`: it refers
+    /// to `from`'s *full* pages covering them (still held), and returns `(index, shared tokens)`. The
+    /// caller appends the rest of the prompt as new tokens.
+    pub fn fork_prefix(&mut self, from: usize, prompt_tokens: u64) -> (usize, u64) {
+        let id = self.add_sequence();
+        let Some(src) = self.sequences.get(from).cloned() else { return (id, 0) };
+        let full_pages = (prompt_tokens.min(src.len_tokens) / PAGE_TOKENS) as usize;
+        let mut table = Vec::with_capacity(full_pages);
+        for logical in 0..full_pages {
+            // Sharing stops at the first page `from` no longer holds (dropped by its window).
+            let Some(Some(phys)) = src.table.get(logical).copied() else { break };
+            if self.pages[phys].filled_tokens < PAGE_TOKENS {
+                break;
+            }
+            self.pages[phys].owners |= 1 << id;
+            table.push(Some(phys));
+        }
+        let shared = table.len() as u64 * PAGE_TOKENS;
+        self.sequences[id] = Sequence { table, len_tokens: shared, shared_tokens: shared };
+        self.drop_outside_window(id);
+        (id, shared)
+    }
+
+    /// Tokens [`PagedCache::fork_prefix`] would share: `from`'s full pages over the prompt, up to the
+    /// first page it no longer holds.
+    pub fn shareable_tokens(&self, from: usize, prompt_tokens: u64) -> u64 {
+        let Some(src) = self.sequences.get(from) else { return 0 };
+        let full_pages = (prompt_tokens.min(src.len_tokens) / PAGE_TOKENS) as usize;
+        let held = src
+            .table
+            .iter()
+            .take(full_pages)
+            .take_while(|p| p.is_some_and(|phys| self.pages[phys].filled_tokens == PAGE_TOKENS))
+            .count();
+        held as u64 * PAGE_TOKENS
+    }
+
+    /// Appends one token to request `seq`, taking a page when the last one is full (a recycled one
+    /// when any is free), then drops pages the window no longer needs.
+    pub fn append(&mut self, seq: usize) {
+        let Some(s) = self.sequences.get(seq) else { return };
+        let offset = s.len_tokens % PAGE_TOKENS;
+        if offset == 0 {
+            let phys = self.take_page(seq);
+            self.sequences[seq].table.push(Some(phys));
+        }
+        let logical = (self.sequences[seq].len_tokens / PAGE_TOKENS) as usize;
+        if let Some(Some(phys)) = self.sequences[seq].table.get(logical).copied() {
+            self.pages[phys].filled_tokens = offset + 1;
+        }
+        self.sequences[seq].len_tokens += 1;
+        self.drop_outside_window(seq);
+    }
+
+    fn take_page(&mut self, seq: usize) -> usize {
+        let owner = 1u32 << seq;
+        if let Some(phys) = self.free.pop() {
+            let page = &mut self.pages[phys];
+            *page = Page { owners: owner, filled_tokens: 0, reuses: page.reuses + 1 };
+            self.recycled_pages += 1;
+            return phys;
+        }
+        self.pages.push(Page { owners: owner, filled_tokens: 0, reuses: 0 });
+        self.pages.len() - 1
+    }
+
+    /// First token position request `seq` must still hold: 0 for global layers, `len - W` for a
+    /// sliding window, the current chunk's start for chunked layers.
+    pub fn retained_from(&self, seq: usize) -> u64 {
+        let len = self.sequences.get(seq).map_or(0, |s| s.len_tokens);
+        let live = self.kind.live_tokens(len);
+        len - live.min(len)
+    }
+
+    fn drop_outside_window(&mut self, seq: usize) {
+        let keep_from = self.retained_from(seq);
+        let whole_pages = (keep_from / PAGE_TOKENS) as usize;
+        for logical in 0..whole_pages.min(self.sequences[seq].table.len()) {
+            if let Some(phys) = self.sequences[seq].table[logical].take() {
+                let page = &mut self.pages[phys];
+                page.owners &= !(1u32 << seq);
+                if page.owners == 0 {
+                    self.free.push(phys);
+                }
+            }
+        }
+    }
+
+    /// Pages some request refers to.
+    pub fn live_pages(&self) -> usize {
+        self.pages.iter().filter(|p| p.owners != 0).count()
+    }
+
+    /// Pages more than one request refers to.
+    pub fn shared_pages(&self) -> usize {
+        self.pages.iter().filter(|p| p.owners.count_ones() > 1).count()
+    }
+
+    /// Tokens held in live pages (each stored once, however many requests read it).
+    pub fn live_tokens(&self) -> u64 {
+        self.pages.iter().filter(|p| p.owners != 0).map(|p| p.filled_tokens).sum()
+    }
+
+    /// Tokens that would be stored twice without sharing: the shared pages' fill.
+    pub fn deduplicated_tokens(&self) -> u64 {
+        self.pages.iter().map(|p| u64::from(p.owners.count_ones().saturating_sub(1)) * p.filled_tokens).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_pages_grow_one_per_16_tokens() {
+        let mut c = PagedCache::new(LayerKind::Global);
+        let a = c.add_sequence();
+        for _ in 0..33 {
+            c.append(a);
+        }
+        // 33 tokens = 2 full pages + 1 token in a third.
+        assert_eq!(c.live_pages(), 3);
+        assert_eq!(c.live_tokens(), 33);
+        assert_eq!(c.recycled_pages, 0);
+        assert_eq!(c.retained_from(a), 0);
+    }
+
+    #[test]
+    fn sliding_layers_recycle_pages() {
+        let mut c = PagedCache::new(LayerKind::Sliding { window_tokens: 32 });
+        let a = c.add_sequence();
+        for _ in 0..48 {
+            c.append(a);
+        }
+        // After 48 tokens the window keeps 16..48: page 0 is free, pages 1 and 2 live.
+        assert_eq!(c.retained_from(a), 16);
+        assert_eq!(c.live_pages(), 2);
+        assert_eq!(c.pages.len(), 3);
+        // Token 48 needs a fourth page: the freed page 0 is handed out again.
+        c.append(a);
+        assert_eq!(c.pages.len(), 3);
+        assert_eq!(c.recycled_pages, 1);
+        assert_eq!(c.pages[0].reuses, 1);
+        // Steady state: never more than window / 16 + 1 pages.
+        for _ in 0..1000 {
+            c.append(a);
+            assert!(c.live_pages() <= 3);
+        }
+        assert_eq!(c.pages.len(), 3);
+    }
+
+    #[test]
+    fn chunked_layers_drop_the_previous_chunk() {
+        let mut c = PagedCache::new(LayerKind::Chunked { chunk_tokens: 32 });
+        let a = c.add_sequence();
+        for _ in 0..33 {
+            c.append(a);
+        }
+        // Token 32 starts chunk 1: chunk 0's two pages are free.
+        assert_eq!(c.retained_from(a), 32);
+        assert_eq!(c.live_pages(), 1);
+        assert_eq!(c.live_tokens(), 1);
+    }
+
+    #[test]
+    fn prefix_sharing_reuses_full_pages_only() {
+        let mut c = PagedCache::new(LayerKind::Global);
+        let a = c.add_sequence();
+        for _ in 0..40 {
+            c.append(a);
+        }
+        // A 40-token prompt: 2 full pages (32 tokens) are shared, the last 8 recomputed.
+        assert_eq!(c.shareable_tokens(a, 40), 32);
+        let (b, shared) = c.fork_prefix(a, 40);
+        assert_eq!(shared, 32);
+        assert_eq!(c.shared_pages(), 2);
+        assert_eq!(c.sequences[b].len_tokens, 32);
+        for _ in 0..8 {
+            c.append(b);
+        }
+        assert_eq!(c.deduplicated_tokens(), 32);
+        // a: 3 pages, b: 1 own page; the 2 shared pages are stored once.
+        assert_eq!(c.live_pages(), 4);
+        assert_eq!(c.live_tokens(), 40 + 8);
+    }
+
+    #[test]
+    fn shared_pages_survive_until_both_drop_them() {
+        let mut c = PagedCache::new(LayerKind::Sliding { window_tokens: 32 });
+        let a = c.add_sequence();
+        for _ in 0..32 {
+            c.append(a);
+        }
+        let (b, shared) = c.fork_prefix(a, 32);
+        assert_eq!(shared, 32);
+        // A third request arriving once A's window has moved on finds nothing to share.
+        for _ in 0..32 {
+            c.append(a);
+        }
+        assert_eq!(c.shareable_tokens(a, 32), 0);
+        // A has moved on (holds 32..64), B still reads pages 0 and 1.
+        assert_eq!(c.sequences[a].table[0], None);
+        assert_eq!(c.pages[0].owners, 1 << b);
+        assert_eq!(c.shared_pages(), 0);
+        for _ in 0..32 {
+            c.append(b);
+        }
+        // B dropped page 0 at 48 tokens and took it back for token 48; page 1 is free again at 64.
+        assert_eq!(c.recycled_pages, 1);
+        assert_eq!(c.pages[0].owners, 1 << b);
+        assert_eq!(c.pages[1].owners, 0);
+    }
+}

@@ -1,0 +1,46 @@
+// The benchmark page: a link that names a case runs it on WebGPU and reports rows a script can read.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+describe("bench view", () => {
+  test("a link naming n, d and mask runs just those cases, tiled against naive", async () => {
+    const app = await AppPage.open(session, "?view=bench&n=256&d=64&mask=causal");
+    // n = 256, d = 64, causal: two head layouts (8/8 and 32/8) x two kernels = four rows.
+    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-row"]').length === 4, null, { timeout: 120_000 });
+    const rows = await app.page.$$eval('[data-testid="bench-row"]', (els) => els.map((el) => ({
+      kernel: el.dataset.kernel, n: Number(el.dataset.n), d: Number(el.dataset.d), mask: el.dataset.mask,
+      ms: Number(el.dataset.ms), gflops: Number(el.dataset.gflops),
+    })));
+    assert.deepEqual(rows.map((r) => r.kernel).sort(), ["naive", "naive", "tiled", "tiled"]);
+    for (const row of rows) {
+      assert.equal(row.n, 256);
+      assert.equal(row.d, 64);
+      assert.equal(row.mask, "causal");
+      assert.ok(row.ms > 0 && Number.isFinite(row.ms), `bad time ${row.ms}`);
+      assert.ok(row.gflops > 0 && Number.isFinite(row.gflops), `bad GFLOP/s ${row.gflops}`);
+    }
+    const fma = Number(await app.page.getByTestId("bench-fma").getAttribute("data-value"));
+    assert.ok(fma > 0, "the FMA peak must be measured");
+    assert.match(await app.page.getByTestId("bench-progress").innerText(), /Done: 4 cases/);
+    // The link keeps naming the case.
+    const params = new URL(app.page.url()).searchParams;
+    assert.equal(params.get("n"), "256");
+    assert.equal(params.get("mask"), "causal");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("without WebGPU the benchmark says it cannot run", async () => {
+    const app = await AppPage.open(session, "?view=bench&backend=cpu&n=256");
+    const message = await app.page.getByTestId("bench-unavailable").innerText();
+    assert.match(message, /no WebGPU here/);
+    assert.equal(await app.page.getByTestId("bench-run").isDisabled(), true);
+    await app.close();
+  });
+});

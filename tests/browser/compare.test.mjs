@@ -1,0 +1,140 @@
+// The compare view as a person drives it: open a link, read each variant's exact bytes and ratio to
+// MHA, its attention-parameter change and FLOPs, change a variant's parameter and the dtype.
+// Every expected figure is computed by hand here (BigInt where it passes 2^53).
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+/** Every variant row's data attributes, keyed by variant name, once `variant` shows `bytes`. */
+async function variantRows(app, waitFor) {
+  if (waitFor) {
+    await app.page.waitForSelector(`[data-testid="variant-row"][data-variant="${waitFor[0]}"][data-bytes="${waitFor[1]}"]`, { timeout: 15_000 });
+  }
+  const rows = await app.page.getByTestId("variant-row").evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
+  return Object.fromEntries(rows.map((r) => [r.variant, r]));
+}
+
+describe("compare view", () => {
+  test("llama-3-8b as every variant at 128K tokens, FP16, equals the hand computation", async () => {
+    const app = await AppPage.open(session, "?view=compare&model=llama-3-8b&ctx=131072&dtype=fp16");
+    const n = 131072;
+    // MHA: 32 layers * 32 KV heads * 128 dims * 2 (K, V) * 2 B = 524,288 B per token; * 131,072 tokens.
+    const mha = 32 * 32 * 128 * 2 * 2 * n; // 68,719,476,736
+    const rows = await variantRows(app, ["mha", mha]);
+    assert.equal(rows.mha.bytes, String(mha));
+    assert.equal(rows.mha.bytesPerToken, "524288");
+    // GQA 8 (what Llama 3 8B publishes): a quarter of MHA.
+    assert.equal(rows.gqa8.bytes, String(mha / 4));
+    assert.equal(Number(rows.gqa8.ratio), 0.25);
+    assert.equal(rows.published.bytes, String(mha / 4));
+    // MQA: one KV head, 1/32.
+    assert.equal(rows.mqa.bytes, String(mha / 32));
+    // MLA 512 + 64: 32 layers * 576 * 2 B = 36,864 B per token.
+    assert.equal(rows.mla512r64.bytes, String(32 * 576 * 2 * n));
+    // Sliding 4096 on every layer: capped at 4096 tokens.
+    assert.equal(rows.sw4096.bytes, String(524288 * 4096));
+    // Hybrid 5:1 over 32 layers: layers 5, 11, 17, 23, 29 are global (5), 27 slide over 1024;
+    // per layer per token 32 * 128 * 2 * 2 = 16,384 B.
+    assert.equal(rows.hybrid5w1024.bytes, String(16384 * (27 * 1024 + 5 * n)));
+    // K = V and pairs of layers sharing a cache both halve MHA.
+    assert.equal(rows.kveqv.bytes, String(mha / 2));
+    assert.equal(rows.xl2.bytes, String(mha / 2));
+
+    // The dtype matrix: MHA at INT4 is a quarter of FP16; 2-bit an eighth.
+    const cell = (v, d) => app.page.locator(`[data-testid="dtype-cell"][data-variant="${v}"][data-dtype="${d}"]`).getAttribute("data-value");
+    assert.equal(await cell("mha", "int4"), String(mha / 4));
+    assert.equal(await cell("mha", "int2"), String(mha / 8));
+    assert.equal(await cell("gqa8", "fp32"), String(mha / 2));
+
+    // Attention parameters: GQA 8 drops K and V from 4096x4096 to 4096x1024 in each of 32 layers.
+    const params = async (v) => app.page.locator(`[data-testid="params-row"][data-variant="${v}"]`).getAttribute("data-delta");
+    assert.equal(await params("gqa8"), String(-(32 * 2 * 4096 * (4096 - 1024))));
+    assert.equal(await params("mha"), "0");
+    assert.equal(await params("sw4096"), "0");
+    // K = V drops the V projection: 32 * 4096 * 4096 fewer.
+    assert.equal(await params("kveqv"), String(-(32 * 4096 * 4096)));
+
+    // FLOPs of a 128K prefill for MHA: projections 2 * n * 4 * 4096^2 per layer; the causal core
+    // 2 * 32 heads * (128 + 128) * n(n+1)/2 per layer; 32 layers.
+    const flops = await app.page.locator('[data-testid="flops-row"][data-variant="mha"]').evaluate((e) => ({ ...e.dataset }));
+    const N = 131072n;
+    assert.equal(flops.projections, String(2n * N * 4n * 4096n * 4096n * 32n));
+    assert.equal(flops.core, String(2n * 32n * 256n * (N * (N + 1n) / 2n) * 32n));
+    // The sliding variant's core: pairs = W(W+1)/2 + (n - W) W with W = 4096.
+    const W = 4096n;
+    const sw = await app.page.locator('[data-testid="flops-row"][data-variant="sw4096"]').getAttribute("data-core");
+    assert.equal(sw, String(2n * 32n * 256n * (W * (W + 1n) / 2n + (N - W) * W) * 32n));
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("GQA's saving on Llama 4 Maverick's attention weights", async () => {
+    const app = await AppPage.open(session, "?view=compare&model=llama-4-maverick&ctx=8192");
+    // Maverick: 48 layers, d = 5120, 40 query heads and 8 KV heads of 128.
+    // One layer: Q 5120x5120 + K, V 5120x1024 each + O 5120x5120 = 62,914,560 (MHA: 4 * 5120^2 = 104,857,600).
+    const perLayer = 2 * 5120 * 5120 + 2 * 5120 * 1024;
+    await app.page.waitForSelector(`[data-testid="attn-params-per-layer"][data-value="${perLayer}"]`);
+    const published = await app.page.locator('[data-testid="params-row"][data-variant="published"]').evaluate((e) => ({ ...e.dataset }));
+    assert.equal(published.value, String(48 * perLayer));
+    assert.equal(published.delta, String(-48 * (4 * 5120 * 5120 - perLayer))); // -2,013,265,920
+    assert.match(await app.page.locator('[data-testid="params-row"][data-variant="published"]').innerText(), /−2,013,265,920/);
+    // Its cache at 8K: 36 chunked (8192) + 12 global layers, all holding 8,192 tokens here:
+    // 48 * 8 * 128 * 2 * 2 B * 8192 = 1,610,612,736 B.
+    const rows = await variantRows(app);
+    assert.equal(rows.published.bytes, String(48 * 8 * 128 * 2 * 2 * 8192));
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("changing a variant's parameter and the dtype rewrites the link and the bars", async () => {
+    const app = await AppPage.open(session, "?view=compare&model=llama-3-8b&ctx=8192&dtype=fp16");
+    // GQA with 4 KV heads: 32 * 4 * 128 * 2 * 2 B * 8192 = 536,870,912 B.
+    await app.page.getByTestId("gqa-groups").selectOption("4");
+    await app.page.waitForFunction(() => new URL(location.href).searchParams.get("variants")?.includes("gqa4"));
+    let rows = await variantRows(app, ["gqa4", 32 * 4 * 128 * 2 * 2 * 8192]);
+    assert.equal(rows.gqa4.bytes, "536870912");
+    assert.equal(rows.gqa8, undefined);
+    // Sliding window 1024: 524,288 B per token * 1024.
+    await app.page.getByTestId("window-tokens").fill("1024");
+    await app.page.getByTestId("window-tokens").blur();
+    rows = await variantRows(app, ["sw1024", 524288 * 1024]);
+    // FP8: every figure halves.
+    await app.page.getByTestId("dtype-select").selectOption("fp8");
+    await app.waitForParam("dtype", "fp8");
+    rows = await variantRows(app, ["gqa4", 536870912 / 2]);
+    assert.equal(rows.mha.bytes, String(32 * 32 * 128 * 2 * 8192));
+
+    // The link reopens the same comparison in a fresh window.
+    const shared = await AppPage.open(session, new URL(app.page.url()).search);
+    const again = await variantRows(shared, ["gqa4", 536870912 / 2]);
+    assert.equal(again.sw1024.bytes, String(524288 / 2 * 1024));
+    shared.assertNoConsoleErrors();
+    await shared.close();
+
+    // Back to the standard set.
+    await app.page.getByTestId("variants-reset").click();
+    await app.page.waitForFunction(() => !new URL(location.href).searchParams.has("variants"));
+    await variantRows(app, ["gqa8", 32 * 8 * 128 * 2 * 8192]);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("impossible variants are explained, bad links fall back with a notice", async () => {
+    // 32 heads cannot form 5 equal groups.
+    const app = await AppPage.open(session, "?view=compare&model=llama-3-8b&variants=mha,gqa5,mqa");
+    await app.page.getByTestId("variants-skipped").waitFor();
+    assert.match(await app.page.getByTestId("variants-skipped").innerText(), /cannot form 5 equal groups/);
+    assert.equal(await app.page.getByTestId("variant-row").count(), 2);
+    const bad = await AppPage.open(session, "?view=compare&variants=mha,warp9");
+    assert.match(await bad.page.getByTestId("url-notices").innerText(), /Ignored variants/);
+    assert.ok(await bad.page.getByTestId("variant-row").count() >= 8, "the standard set is shown instead");
+    await bad.close();
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+});

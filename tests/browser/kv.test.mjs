@@ -1,0 +1,279 @@
+// The KV view as a person drives it: open a link, read the exact figures, change the dtype, set a
+// budget, import a config.json (pasted, chosen, dropped, malformed), share the link, run the decode.
+// Every expected figure is computed by hand here, never read from the app.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { startSession, REPO_ROOT } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+const CONFIGS = join(REPO_ROOT, "tests", "data", "configs");
+const config = (name) => readFileSync(join(CONFIGS, name), "utf8");
+
+/** The exact integer an element carries in data-value, once it equals `expected` (figures update async). */
+async function figure(app, testid, expected) {
+  const locator = app.page.getByTestId(testid);
+  if (expected !== undefined) {
+    await app.page.waitForFunction(([id, v]) => document.querySelector(`[data-testid="${id}"]`)?.getAttribute("data-value") === v,
+      [testid, String(expected)], { timeout: 15_000 }).catch(() => {});
+  }
+  return { value: await locator.getAttribute("data-value"), text: await locator.innerText() };
+}
+
+async function paste(app, text) {
+  await app.page.locator("details.import summary").click();
+  await app.page.getByTestId("config-input").fill(text);
+  await app.page.getByTestId("config-import").click();
+}
+
+describe("KV view", () => {
+  test("a link's figures equal the hand computation, and the dtype select changes them", async () => {
+    const app = await AppPage.open(session, "?view=kv&model=llama-3-8b&ctx=8192&dtype=fp16");
+    // llama-3-8b: 32 layers * 8 kv heads * 128 dims * 2 (K, V) * 2 bytes = 131,072 bytes per token
+    const perToken = 32 * 8 * 128 * 2 * 2;
+    assert.equal(perToken, 131072);
+    let f = await figure(app, "kv-bytes-per-token", perToken);
+    assert.equal(f.value, String(perToken));
+    assert.match(f.text, /131,072 bytes = 131\.07 KB \(128\.00 KiB\)/);
+    // 131,072 B * 8,192 tokens = 1,073,741,824 B = 1.07 GB = exactly 1 GiB
+    f = await figure(app, "kv-total-bytes", perToken * 8192);
+    assert.equal(f.value, "1073741824");
+    assert.match(f.text, /1\.07 GB \(1\.00 GiB\)/);
+    // Q 4096x4096 + K 4096x(8*128) + V 4096x1024 + O 4096x4096 = 41,943,040 parameters
+    f = await figure(app, "attn-params-per-layer", 2 * 4096 * 4096 + 2 * 4096 * 1024);
+    assert.equal(f.value, "41943040");
+    assert.match(await app.page.getByTestId("kv-bytes-per-token-formula").innerText(),
+      /32 global layers × 8 KV heads × 128 dims × 2 \(K and V\) × 2 B = 131,072 B per token/);
+    assert.match(await app.page.locator(".units-note").innerText(), /GB = 10\^9 bytes, GiB = 2\^30 bytes/);
+
+    // INT4: 4 bits per element -> a quarter of FP16.
+    await app.page.getByTestId("dtype-select").selectOption("int4");
+    await app.waitForParam("dtype", "int4");
+    assert.equal((await figure(app, "kv-bytes-per-token", 32768)).value, String(perToken / 4));
+    assert.equal((await figure(app, "kv-total-bytes", 268435456)).value, String(perToken / 4 * 8192));
+    assert.match(await app.page.getByTestId("kv-bytes-per-token-formula").innerText(), /× 4 bits ÷ 8 = 32,768 B per token/);
+
+    // Context chip: 128K tokens at INT4 = 32,768 * 131,072 = 4,294,967,296 B.
+    await app.page.locator('[data-testid="ctx-choice"][data-value="131072"]').click();
+    await app.waitForParam("ctx", "131072");
+    assert.equal((await figure(app, "kv-total-bytes", 4294967296)).value, "4294967296");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a hybrid model shows why: per-layer-type rows, plateau and growth", async () => {
+    const app = await AppPage.open(session, "?view=kv&model=gemma-3-27b&ctx=131072&dtype=bf16");
+    // gemma-3-27b: 62 layers in a 5 sliding (1024) : 1 global pattern -> 52 sliding + 10 global,
+    // 16 KV heads of 128 dims. Per layer per token: 16 * 128 * 2 * 2 B = 8,192 B.
+    const perLayerToken = 16 * 128 * 2 * 2;
+    const sliding = 52 * perLayerToken * 1024; // capped at the window: 436,207,616
+    const global = 10 * perLayerToken * 131072; // all tokens: 10,737,418,240
+    assert.equal((await figure(app, "kv-bytes-per-token", 62 * perLayerToken)).value, String(62 * perLayerToken));
+    assert.equal((await figure(app, "kv-total-bytes", sliding + global)).value, String(sliding + global));
+    const rows = await app.page.getByTestId("kv-breakdown-row").evaluateAll((els) =>
+      els.map((e) => [e.dataset.kind, e.dataset.bytes, e.dataset.cachedTokens]));
+    assert.deepEqual(rows, [["sliding", String(sliding), "1024"], ["global", String(global), "131072"]]);
+    assert.match(await app.page.getByTestId("kv-breakdown-row").first().innerText(), /min\(131,072, window 1,024\)/);
+    // Q 5376x4096 + K 5376x2048 + V 5376x2048 + O 4096x5376 + QK-norm 2 * 128 = 66,060,544
+    const attn = 2 * 5376 * 4096 + 2 * 5376 * 2048 + 2 * 128;
+    assert.equal((await figure(app, "attn-params-per-layer", attn)).value, String(attn));
+
+    // The chart: one line per layer type plus the total, a budget line; axes switch to log.
+    const chart = app.page.getByTestId("kv-chart");
+    assert.equal(await chart.locator("path.series").count(), 3);
+    assert.ok(await chart.locator("line.ref.budget").count() === 1, "the budget line is drawn");
+    await app.page.getByTestId("axis-select").selectOption("log");
+    await app.waitForParam("axis", "log");
+    assert.equal(await app.page.getByTestId("kv-chart").locator("path.series").count(), 3);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a memory budget gives the longest context that fits, with or without the weights", async () => {
+    const app = await AppPage.open(session, "?view=kv&model=llama-3-8b&ctx=8192");
+    const perToken = 131072;
+    // 80 GB = 80e9 bytes (not GiB): floor(80e9 / 131,072) = 610,351 tokens.
+    let fit = app.page.getByTestId("budget-fit");
+    await app.page.waitForSelector('[data-testid="budget-fit"][data-value="610351"]');
+    assert.equal(Math.floor(80e9 / perToken), 610351);
+    assert.match(await fit.innerText(), /610,351 tokens/);
+
+    // One-click 24 GB: floor(24e9 / 131,072) = 183,105.
+    await app.page.locator('[data-testid="budget-preset"][data-gb="24"]').click();
+    await app.waitForParam("budget", "24");
+    await app.page.waitForSelector(`[data-testid="budget-fit"][data-value="${Math.floor(24e9 / perToken)}"]`);
+
+    // Typed 141 GB with BF16 weights counted: Llama 3 8B has 8,030,261,248 parameters * 2 B.
+    await app.page.getByTestId("budget-input").fill("141");
+    await app.page.getByTestId("budget-input").press("Enter");
+    await app.page.getByTestId("budget-input").blur();
+    await app.waitForParam("budget", "141");
+    await app.page.getByTestId("weights-select").selectOption("bf16");
+    await app.waitForParam("weights", "bf16");
+    const weights = 8030261248 * 2;
+    assert.equal(await app.page.getByTestId("budget-weights").getAttribute("data-value"), String(weights));
+    const expected = Math.floor((141e9 - weights) / perToken); // 124,939,477,504 / 131,072 -> 953,212
+    await app.page.waitForSelector(`[data-testid="budget-fit"][data-value="${expected}"]`);
+    assert.equal(await app.page.getByTestId("budget-at-ctx").getAttribute("data-fits"), "true");
+
+    // A bad budget is refused with a message; the page keeps working.
+    await app.page.getByTestId("budget-input").fill("lots");
+    await app.page.getByTestId("budget-input").blur();
+    assert.match(await app.page.getByTestId("budget-error").innerText(), /not a number of GB/);
+    await app.page.getByTestId("dtype-select").selectOption("fp8");
+    await figure(app, "kv-bytes-per-token", perToken / 2);
+
+    // All-sliding Mistral 7B: the cache plateaus at 32 * 8 * 128 * 2 * 2 B * 4096 = 536,870,912 B, so any context fits.
+    const mistral = await AppPage.open(session, "?view=kv&model=mistral-7b&ctx=32768");
+    await mistral.page.waitForSelector('[data-testid="budget-fit"][data-value="unbounded"]');
+    assert.equal((await figure(mistral, "kv-total-bytes", 536870912)).value, String(32 * 8 * 128 * 2 * 2 * 4096));
+    await mistral.close();
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a pasted config.json is imported, reported, and shareable by link", async () => {
+    const app = await AppPage.open(session, "?view=kv&ctx=8192");
+    await paste(app, config("qwen2-7b.json"));
+    const report = app.page.getByTestId("import-report");
+    await report.waitFor();
+    assert.match(await app.page.getByTestId("import-used").innerText(), /num_key_value_heads = 4/);
+    assert.match(await app.page.getByTestId("import-warnings").innerText(), /use_sliding_window/);
+    // qwen2-7b: 28 layers * 4 kv heads * 128 dims * 2 * 2 B = 57,344 B per token
+    assert.equal((await figure(app, "kv-bytes-per-token", 57344)).value, String(28 * 4 * 128 * 2 * 2));
+    // Q 3584^2 + K, V 3584 * 512 each + O 3584^2 + biases 3584 + 512 + 512 = 29,364,736
+    assert.equal((await figure(app, "attn-params-per-layer", 29364736)).value,
+      String(2 * 3584 * 3584 + 2 * 3584 * 512 + 3584 + 512 + 512));
+    assert.equal(await app.page.getByTestId("model-select").inputValue(), "custom");
+    const url = new URL(app.page.url());
+    const cfg = url.searchParams.get("cfg");
+    assert.ok(cfg && cfg.startsWith("L28.d3584.h28.kv4"), `cfg=${cfg}`);
+
+    // The shared link, in a fresh window, shows the same model and figures.
+    const shared = await AppPage.open(session, url.search);
+    assert.equal((await figure(shared, "kv-total-bytes", 57344 * 8192)).value, String(57344 * 8192));
+    assert.equal(await shared.page.getByTestId("model-select").inputValue(), "custom");
+    shared.assertNoConsoleErrors();
+    await shared.close();
+
+    // Picking a preset again drops the custom model from the link.
+    await app.page.getByTestId("model-select").selectOption("mistral-7b");
+    await app.waitForParam("model", "mistral-7b");
+    assert.equal(new URL(app.page.url()).searchParams.get("cfg"), null);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a config chosen as a file, and one dropped on the box, are imported", async () => {
+    const app = await AppPage.open(session, "?view=kv&ctx=8192");
+    await app.page.locator("details.import summary").click();
+    // gemma-4-12b: 48 layers, 5:1 with the last global -> 40 sliding + 8 global.
+    // sliding: 8 KV heads * 256 * 2 * 2 B = 8,192 B; global (K = V): 1 * 512 * 1 * 2 B = 1,024 B.
+    await app.page.getByTestId("config-file").setInputFiles(join(CONFIGS, "gemma-4-12b.json"));
+    await app.page.getByTestId("import-report").waitFor();
+    assert.equal((await figure(app, "kv-bytes-per-token", 40 * 8192 + 8 * 1024)).value, "335872");
+    assert.match(await app.page.getByTestId("import-used").innerText(), /text_config\.global_head_dim = 512/);
+
+    // Drop deepseek-v3.json: MLA caches 512 + 64 per token per layer: 61 * 576 * 2 B = 70,272.
+    const text = config("deepseek-v3.json");
+    const dataTransfer = await app.page.evaluateHandle((t) => {
+      const dt = new DataTransfer();
+      dt.items.add(new File([t], "config.json", { type: "application/json" }));
+      return dt;
+    }, text);
+    await app.page.getByTestId("config-input").dispatchEvent("drop", { dataTransfer });
+    assert.equal((await figure(app, "kv-bytes-per-token", 70272)).value, String(61 * (512 + 64) * 2));
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("malformed configs give a clear message and never break the page or inject HTML", async () => {
+    const app = await AppPage.open(session, "?view=kv&model=llama-3-8b");
+    await paste(app, config("bad-truncated.json"));
+    assert.match(await app.page.getByTestId("import-error").innerText(), /Could not import this config: not valid JSON/);
+    await app.page.getByTestId("config-input").fill(config("bad-heads-not-divisible.json"));
+    await app.page.getByTestId("config-import").click();
+    await app.page.waitForFunction(() => /cannot be split/.test(document.querySelector('[data-testid="import-error"]')?.textContent));
+    await app.page.getByTestId("config-input").fill("[1, 2, 3]");
+    await app.page.getByTestId("config-import").click();
+    await app.page.waitForFunction(() => /JSON object/.test(document.querySelector('[data-testid="import-error"]')?.textContent));
+    // The model did not change and the page still answers.
+    assert.equal((await figure(app, "kv-bytes-per-token", 131072)).value, "131072");
+    await app.page.getByTestId("dtype-select").selectOption("fp32");
+    assert.equal((await figure(app, "kv-bytes-per-token", 262144)).value, "262144");
+
+    // Markup in a config is shown as text, never run.
+    const hostile = JSON.parse(config("llama-3-8b.json"));
+    hostile.model_type = '<img src=x onerror="window.__pwned=1">';
+    await app.page.getByTestId("config-input").fill(JSON.stringify(hostile));
+    await app.page.getByTestId("config-import").click();
+    await app.page.getByTestId("import-report").waitFor();
+    assert.match(await app.page.getByTestId("import-report").innerText(), /<img src=x/);
+    assert.equal(await app.page.locator('[data-testid="import-report"] img').count(), 0);
+    assert.equal(await app.page.evaluate(() => window.__pwned), undefined);
+
+    // A broken cfg in a link falls back to the preset with a notice.
+    const broken = await AppPage.open(session, "?view=kv&cfg=L32.d4096.h32.kv5");
+    assert.match(await broken.page.getByTestId("url-notices").innerText(), /Ignored cfg/);
+    assert.equal((await figure(broken, "kv-bytes-per-token", 131072)).value, "131072");
+    await broken.close();
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("the decode animation runs the GPU kernel token by token, with shared prompt pages", async () => {
+    const app = await AppPage.open(session, "?view=kv&model=llama-3-8b&dtype=fp16");
+    await app.waitForEngine();
+    assert.match(await app.adapterLine(), /^WebGPU: /);
+    await app.page.getByTestId("decode-pace").selectOption("fast");
+    await app.page.getByTestId("decode-start").click();
+    await app.page.waitForSelector('[data-testid="decode-status"][data-state="done"]', { timeout: 240_000 });
+    const status = await app.page.getByTestId("decode-status").evaluate((e) => ({ ...e.dataset }));
+    // Each request runs 256 tokens; B shares A's 40-token prompt as 2 full pages of 16 = 32 tokens.
+    assert.equal(status.aTokens, "256");
+    assert.equal(status.bTokens, "256");
+    assert.equal(status.sharedTokens, "32");
+    // The model's cache for A at 256 tokens: 256 * 131,072 B = 33,554,432 B.
+    assert.equal(await app.page.getByTestId("decode-bytes").getAttribute("data-value"), String(256 * 131072));
+    // Stored once: 32 shared tokens * 131,072 B = 4,194,304 B.
+    assert.equal(await app.page.getByTestId("decode-saved-bytes").getAttribute("data-value"), String(32 * 131072));
+    const diff = Number(await app.page.getByTestId("decode-check").getAttribute("data-max-diff"));
+    assert.ok(Number.isFinite(diff) && diff < 1e-3, `GPU vs CPU reference differs by ${diff}`);
+    // Global layers: 256 tokens = 16 pages per request, minus the 2 shared -> 30 live pages, nothing recycled.
+    const grid = app.page.getByTestId("page-grid");
+    assert.equal(await grid.getAttribute("data-live-pages"), "30");
+    assert.equal(await grid.getAttribute("data-shared-pages"), "2");
+    assert.equal(await grid.getAttribute("data-recycled"), "0");
+    assert.equal(await app.page.locator('[data-testid="kv-chart"] circle.marker').count(), 1);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("windowed layers recycle their pages (a custom model from a link)", async () => {
+    // 4 layers alternating sliding (window 64) and global, 4 query heads, 2 KV heads of 64 dims.
+    const app = await AppPage.open(session, "?view=kv&cfg=L4.d256.h4.kv2.pat1w64-1g&dtype=fp16");
+    await app.waitForEngine();
+    // 2 sliding + 2 global layers * 2 heads * 64 dims * 2 * 2 B = 4 * 512 = 2,048 B per token
+    assert.equal((await figure(app, "kv-bytes-per-token", 2048)).value, String(4 * 2 * 64 * 2 * 2));
+    await app.page.getByTestId("decode-pace").selectOption("fast");
+    await app.page.getByTestId("decode-start").click();
+    await app.page.waitForSelector('[data-testid="decode-status"][data-state="done"]', { timeout: 240_000 });
+    const sliding = app.page.locator('[data-testid="page-grid"][data-kind="sliding"]');
+    const global = app.page.locator('[data-testid="page-grid"][data-kind="global"]');
+    // A 64-token window keeps at most 64 / 16 + 1 = 5 pages per request; the rest were recycled.
+    assert.ok(Number(await sliding.getAttribute("data-live-pages")) <= 10);
+    assert.ok(Number(await sliding.getAttribute("data-recycled")) > 0, "sliding pages are recycled");
+    assert.equal(await global.getAttribute("data-recycled"), "0");
+    // A's cache at 256 tokens: 2 sliding layers * 512 B * 64 + 2 global layers * 512 B * 256 = 327,680 B.
+    assert.equal(await app.page.getByTestId("decode-bytes").getAttribute("data-value"), String(2 * 512 * 64 + 2 * 512 * 256));
+    const diff = Number(await app.page.getByTestId("decode-check").getAttribute("data-max-diff"));
+    assert.ok(diff < 1e-3, `GPU vs CPU reference differs by ${diff}`);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+});
