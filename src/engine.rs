@@ -191,3 +191,70 @@ fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// What a heatmap needs from one batch of heads: every probability, or blocks pooled to a size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapOutput {
+    /// `[h_q, n_q, n_kv]`.
+    Exact,
+    /// `[h_q, rows, cols]`, each cell the max or mean of its block (never materialising n x n on the GPU).
+    Pooled { rows: u32, cols: u32, pool: crate::gpu::Pool },
+}
+
+impl Engine {
+    /// Tile sizes of the tiled forward kernel for heads of width `d` (rows per workgroup, keys per
+    /// tile), as its launch picks them for `rows_total` (query, head) rows; `None` on the CPU tier.
+    pub fn flash_tiles(&self, d: u32, rows_total: u32) -> Option<(u32, u32)> {
+        match self {
+            Engine::WebGpu { kernels, .. } => {
+                let t = kernels.flash.tiles(crate::gpu::launch::padded_dim(d));
+                Some((t.rows_per_workgroup.min(rows_total.next_power_of_two().max(8)), t.keys_per_tile))
+            }
+            Engine::Cpu { .. } => None,
+        }
+    }
+
+    /// Whether heads this wide run on this engine's GPU (wider ones use the CPU reference, small sizes only).
+    pub fn gpu_supports_dim(&self, d: u32) -> bool {
+        self.is_gpu() && d <= crate::gpu::launch::MAX_HEAD_DIM
+    }
+
+    /// The heatmap data of a batch of heads: the forward kernel's log-sum-exp, then exact or pooled
+    /// probabilities from it. Heads wider than the kernels support fall back to the CPU reference.
+    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
+    pub async fn head_maps(&self, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: MapOutput) -> Result<Vec<f32>, String> {
+        shape.validate()?;
+        match self {
+            Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::MAX_HEAD_DIM => {
+                let forward = kernels.forward(ctx, q, k, v, shape, mask, scale).await.map_err(|e| e.to_string())?;
+                match output {
+                    MapOutput::Exact => {
+                        let region = ProbRegion { row0: 0, rows: shape.n_q, col0: 0, cols: shape.n_kv };
+                        kernels.probabilities(ctx, q, k, &forward.lse, shape, mask, scale, region).await.map_err(|e| e.to_string())
+                    }
+                    MapOutput::Pooled { rows, cols, pool } => kernels
+                        .pooled_probabilities(ctx, q, k, &forward.lse, shape, mask, scale, rows, cols, pool)
+                        .await
+                        .map_err(|e| e.to_string()),
+                }
+            }
+            _ => {
+                check_cpu_size(shape).map_err(|e| match self {
+                    Engine::WebGpu { .. } => format!(
+                        "heads of {} dims are wider than the GPU kernels' {} and too long for the CPU reference ({e})",
+                        shape.d,
+                        crate::gpu::launch::MAX_HEAD_DIM
+                    ),
+                    Engine::Cpu { .. } => e,
+                })?;
+                let p = reference::probabilities(q, k, &shape, mask, scale);
+                Ok(match output {
+                    MapOutput::Exact => p,
+                    MapOutput::Pooled { rows, cols, pool } => {
+                        crate::attention::pooled::pool_probabilities(&p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool)
+                    }
+                })
+            }
+        }
+    }
+}

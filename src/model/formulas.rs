@@ -14,7 +14,7 @@ use super::units::format_thousands;
 /// The per-element size: `2 B` for FP16, `4 bits ÷ 8` for INT4.
 pub fn dtype_factor(dtype: DType) -> String {
     let bits = dtype.bits();
-    if bits % 8 == 0 { format!("{} B", bits / 8) } else { format!("{bits} bits ÷ 8") }
+    if bits.is_multiple_of(8) { format!("{} B", bits / 8) } else { format!("{bits} bits ÷ 8") }
 }
 
 /// What one layer of `kind` caches per token, as factors: `8 KV heads × 128 dims × 2 (K and V)`,

@@ -105,7 +105,7 @@ fn nice_decimal_step(raw: f64) -> f64 {
 }
 
 fn linear_ticks(min: f64, max: f64, step: f64) -> Vec<f64> {
-    if !(step > 0.0) {
+    if step.is_nan() || step <= 0.0 {
         return vec![min, max];
     }
     let first = (min / step).ceil() as i64;
@@ -164,9 +164,9 @@ pub fn short_bytes_label(bytes: f64) -> String {
 /// (= 610,000) when the value is not a multiple of 1,024.
 pub fn short_tokens_label(tokens: f64) -> String {
     let n = tokens.round().max(0.0) as u64;
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{}K", n >> 10)
     } else if n >= 1_000_000 {
         format!("{}m", trim_number(n as f64 / 1e6))

@@ -69,7 +69,7 @@ fn Knobs(state: RwSignal<AppState>) -> impl IntoView {
         (1..h).filter(|g| h % g == 0).collect::<Vec<u32>>()
     };
     let num = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u64>().ok().filter(|&n| n >= 1);
-    let small = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok().filter(|&n| n >= 1 && n <= 4096);
+    let small = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok().filter(|n| (1..=4096).contains(n));
     view! {
         <form class="controls knobs" on:submit=|ev| ev.prevent_default()>
             <label>
@@ -106,8 +106,8 @@ fn Knobs(state: RwSignal<AppState>) -> impl IntoView {
                 "MLA RoPE dims"
                 <input type="number" min="0" data-testid="mla-rope" prop:value=move || rope().to_string()
                     on:change=move |ev| {
-                        if let Ok(r) = event_target_value(&ev).trim().parse::<u32>() {
-                            if r <= 4096 { set_variant(state, Variant::Mla { kv_lora_rank: rank() as u32, rope_dim: r }) }
+                        if let Ok(r) = event_target_value(&ev).trim().parse::<u32>() && r <= 4096 {
+                            set_variant(state, Variant::Mla { kv_lora_rank: rank() as u32, rope_dim: r })
                         }
                     }/>
             </label>

@@ -360,7 +360,7 @@ async fn step(engine: &Engine, lanes: &mut [Lane], request: u32, position: u64, 
         let out = engine.decode(cache, &q, lane.layer.h_q, attn_mask(lane.layer.kind), scale).await?;
         snap.kernel_ms_total += browser::now_ms() - started;
         snap.kernel_steps += 1;
-        if (position + 1) % CHECK_EVERY_TOKENS == 0 {
+        if (position + 1).is_multiple_of(CHECK_EVERY_TOKENS) {
             let diff = reference_diff(&lane.layer, slot, request, position + 1, &q, &out.o)?;
             snap.max_diff = Some(snap.max_diff.map_or(diff, |d| d.max(diff)));
         }

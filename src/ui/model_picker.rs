@@ -87,10 +87,8 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                 <input type="number" min="1" max=MAX_CTX_TOKENS data-testid="ctx-input"
                     prop:value=move || state.with(|s| s.ctx_tokens.to_string())
                     on:change=move |ev| {
-                        if let Ok(n) = event_target_value(&ev).trim().parse::<u64>() {
-                            if (1..=MAX_CTX_TOKENS).contains(&n) {
-                                state.update(|s| s.ctx_tokens = n);
-                            }
+                        if let Ok(n) = event_target_value(&ev).trim().parse::<u64>() && (1..=MAX_CTX_TOKENS).contains(&n) {
+                            state.update(|s| s.ctx_tokens = n);
                         }
                     }/>
             </label>
@@ -111,10 +109,8 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                 <input type="number" min="0" data-testid="layer-input" max=move || n_layers().saturating_sub(1)
                     prop:value=move || state.with(|s| s.layer.to_string())
                     on:change=move |ev| {
-                        if let Ok(l) = event_target_value(&ev).trim().parse::<u32>() {
-                            if l < n_layers() {
-                                state.update(|s| s.layer = l);
-                            }
+                        if let Ok(l) = event_target_value(&ev).trim().parse::<u32>() && l < n_layers() {
+                            state.update(|s| s.layer = l);
                         }
                     }/>
             </label>
