@@ -4,22 +4,16 @@
 // the sum of exp(scaled score) over visible keys), which attention_probs.wgsl uses to recompute exact
 // probabilities later without storing the n x n matrix.
 //
-// Work split. One workgroup owns 2 * BR "rows" of one KV head. A row is one (query, query head) pair
-// of the KV head's GQA group, ordered query-major: row r is query r / G of head kv_head * G + r % G
-// (G = query heads per KV head; 1 for MHA). So the heads of a group share every K/V tile the workgroup
-// loads, and a tile of rows covers a compact range of query positions, which keeps the mask bounds tight.
-// Each invocation owns two rows (a: row0 + lid, b: row0 + BR + lid): their query vectors and output
-// accumulators stay private, and every invocation reads the same K/V element at the same time.
+// Work split. One workgroup owns BR "rows" of one KV head. A row is one (query, query head) pair of the
+// KV head's GQA group, ordered query-major: row r is query r / G of head kv_head * G + r % G (G = query
+// heads per KV head; 1 for MHA). So the heads of a group share every K/V tile the workgroup loads, and a
+// tile of rows covers a compact range of query positions, which keeps the mask bounds tight.
+// One invocation owns one row: its query vector and its output accumulator live in registers, and
+// every invocation reads the same K/V element at the same time (a broadcast on SIMD hardware).
 //
-// Register blocking. Memory reads cost far more than arithmetic, so the inner loops reuse each value
-// they read: scores are computed for 2 rows x 8 keys at once (one K vec4 feeds both rows, one query vec4
-// feeds 8 keys), and P·V adds 8 keys into both rows' accumulators per accumulator read. The blocks
-// live in named vec4 variables (registers), not arrays.
-//
-// The loop. For each tile of BC keys: (optionally) load K and V rows into workgroup memory together,
-// compute the rows' BC scores, raise the running max m to cover them, rescale the running sum l and the
-// accumulator by exp(m_old - m_new), then add exp(s - m_new)-weighted V rows. At the end O = acc / l and
-// lse = m + log(l).
+// The loop. For each tile of BC keys: load K and V rows into workgroup memory together, compute the row's
+// BC scores, raise the running max m to cover them, rescale the running sum l and accumulator by
+// exp(m_old - m_new), then add exp(s - m_new) weighted V rows. At the end O = acc / l, lse = m + log(l).
 //
 // Masks come from positions: query row i sits at absolute position q_offset + i (queries are the last
 // rows of the key sequence). Key tiles wholly outside every row's visible range are never visited (the
@@ -61,6 +55,7 @@ struct Params {
 
 // Keep in sync with `Mask::to_gpu` in src/attention/mask.rs.
 const MASK_FULL: u32 = 0u;
+const MASK_CAUSAL: u32 = 1u;
 const MASK_SLIDING: u32 = 2u;
 const MASK_CHUNKED: u32 = 3u;
 
@@ -69,19 +64,18 @@ const NO_SCORE: f32 = -3.0e38;
 // Private arrays need sizes known before overrides: d <= 256 (64 vec4s), BC <= 32.
 const D4_MAX: u32 = 64u;
 const BC_MAX: u32 = 32u;
-// Keys per register block; BC is a multiple of it. Keep in sync with `KEY_BLOCK` in flash_attention.rs.
-const KEY_BLOCK: u32 = 8u;
 
 // Head dimension (a multiple of 4; Rust pads other widths with zeros).
 override D: u32 = 64u;
-// Invocations per workgroup; each owns 2 rows (keep in sync with `ROWS_PER_INVOCATION`).
+// Rows per workgroup = invocations per workgroup.
 override BR: u32 = 64u;
-// Keys per K/V tile: a multiple of KEY_BLOCK, at most BC_MAX.
+// Keys per K/V tile.
 override BC: u32 = 16u;
+
 // 1: stage K/V tiles in workgroup memory (GPUs: each element is fetched from global memory once per
 // workgroup). 0: every invocation reads K/V straight from the storage buffer; all invocations read the
-// same address together, which CPU adapters serve from cache, without the barriers and the per-lane
-// copy of staging.
+// same address together, which CPU adapters serve as one cached load broadcast to all SIMD lanes,
+// without the barriers and the per-lane scatter of the tile copy.
 override STAGE_KV: u32 = 1u;
 
 override D4: u32 = D / 4u;
@@ -124,44 +118,6 @@ fn value_vec(tile_base: u32, keys_here: u32, e: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), v[tile_base + e], e / D4 < keys_here);
 }
 
-// Dot products of one query vec4 with 4 key vec4s, as a vec4 (one lane per key).
-fn dot4(x: vec4<f32>, k0: vec4<f32>, k1: vec4<f32>, k2: vec4<f32>, k3: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(dot(x, k0), dot(x, k1), dot(x, k2), dot(x, k3));
-}
-
-// The state of one row across key tiles (its query and accumulator arrays are separate variables).
-struct RowState {
-    m: f32,
-    l: f32,
-    // Scale applied to the accumulator by the current tile.
-    alpha: f32,
-}
-
-// Masks a tile's scores (in place), and updates the running max and sum; the scores become weights
-// exp(s - m_new), 0 where masked. `visible_lo`/`visible_hi` bound the row's keys; `interior` skips tests.
-fn softmax_tile(s: ptr<function, array<f32, BC_MAX>>, state: ptr<function, RowState>, key0: u32, lo: u32, hi: u32, interior: bool) {
-    var tile_max = NO_SCORE;
-    for (var c = 0u; c < BC; c++) {
-        let key = key0 + c;
-        let visible = interior || (key >= lo && key < hi);
-        (*s)[c] = select(NO_SCORE, (*s)[c], visible);
-        tile_max = max(tile_max, (*s)[c]);
-    }
-    let m_new = max((*state).m, tile_max);
-    var p_sum = 0.0;
-    for (var c = 0u; c < BC; c++) {
-        let x = (*s)[c];
-        let p = select(0.0, exp(x - m_new), x > NO_SCORE);
-        (*s)[c] = p;
-        p_sum += p;
-    }
-    // exp(NO_SCORE - m_new) underflows to 0 for the first visible tile; 1 while nothing is visible.
-    let alpha = exp((*state).m - m_new);
-    (*state).alpha = alpha;
-    (*state).l = (*state).l * alpha + p_sum;
-    (*state).m = m_new;
-}
-
 @compute @workgroup_size(BR)
 fn main(
     @builtin(workgroup_id) wg_id: vec3<u32>,
@@ -177,21 +133,17 @@ fn main(
     let tile = wg_linear % params.tiles_per_kv_head;
     let g = params.group;
     let rows_total = params.n_q * g;
-    let row0 = tile * 2u * BR;
-    let row_end = min(row0 + 2u * BR, rows_total);
+    let row0 = tile * BR;
+    let row_end = min(row0 + BR, rows_total);
 
-    // This invocation's rows a and b: query i_x of head h_x. Rows past the end compute a clamped
-    // duplicate and skip the write.
-    let row_a = row0 + lid;
-    let row_b = row0 + BR + lid;
-    let i_a = min(row_a, rows_total - 1u) / g;
-    let i_b = min(row_b, rows_total - 1u) / g;
-    let h_a = kv_head * g + min(row_a, rows_total - 1u) % g;
-    let h_b = kv_head * g + min(row_b, rows_total - 1u) % g;
-    let lo_a = key_lo(params.q_offset + i_a);
-    let hi_a = key_hi(params.q_offset + i_a);
-    let lo_b = key_lo(params.q_offset + i_b);
-    let hi_b = key_hi(params.q_offset + i_b);
+    // This invocation's row: query i of head h.
+    let row = row0 + lid;
+    let in_range = row < rows_total;
+    let i = min(row, rows_total - 1u) / g;
+    let h = kv_head * g + row % g;
+    let pos = params.q_offset + i;
+    let row_lo = key_lo(pos);
+    let row_hi = key_hi(pos);
 
     // Keys any row of this tile may see, and keys every row sees (interior tiles need no test).
     let first_pos = params.q_offset + row0 / g;
@@ -201,21 +153,15 @@ fn main(
     let all_lo = key_lo(last_pos);
     let all_hi = key_hi(first_pos);
 
-    // The query rows, pre-scaled so scores need no multiply.
-    var q_a: array<vec4<f32>, D4_MAX>;
-    var q_b: array<vec4<f32>, D4_MAX>;
-    let q_base_a = (h_a * params.n_q + i_a) * D4;
-    let q_base_b = (h_b * params.n_q + i_b) * D4;
-    for (var e = 0u; e < D4; e++) {
-        q_a[e] = q[q_base_a + e] * params.scale;
-        q_b[e] = q[q_base_b + e] * params.scale;
+    // The query row, pre-scaled so scores need no multiply.
+    var q_row: array<vec4<f32>, D4_MAX>;
+    let q_base = (h * params.n_q + i) * D4;
+    for (var c = 0u; c < D4; c++) {
+        q_row[c] = q[q_base + c] * params.scale;
     }
-    var acc_a: array<vec4<f32>, D4_MAX>;
-    var acc_b: array<vec4<f32>, D4_MAX>;
-    var state_a = RowState(NO_SCORE, 0.0, 1.0);
-    var state_b = RowState(NO_SCORE, 0.0, 1.0);
-    var s_a: array<f32, BC_MAX>;
-    var s_b: array<f32, BC_MAX>;
+    var acc: array<vec4<f32>, D4_MAX>;
+    var m = NO_SCORE;
+    var l = 0.0;
 
     let kv_base = kv_head * params.kv_stride;
     for (var key0 = tile_lo; key0 < tile_hi; key0 += BC) {
@@ -232,89 +178,48 @@ fn main(
             workgroupBarrier();
         }
 
-        // Scores, 2 rows x 8 keys per block: each K vec4 read serves both rows.
-        for (var c = 0u; c < BC; c += KEY_BLOCK) {
-            var a_lo = vec4<f32>(0.0);
-            var a_hi = vec4<f32>(0.0);
-            var b_lo = vec4<f32>(0.0);
-            var b_hi = vec4<f32>(0.0);
-            for (var e = 0u; e < D4; e++) {
-                let qa = q_a[e];
-                let qb = q_b[e];
-                let k0 = key_vec(tile_base, keys_here, c * D4 + e);
-                let k1 = key_vec(tile_base, keys_here, (c + 1u) * D4 + e);
-                let k2 = key_vec(tile_base, keys_here, (c + 2u) * D4 + e);
-                let k3 = key_vec(tile_base, keys_here, (c + 3u) * D4 + e);
-                a_lo += dot4(qa, k0, k1, k2, k3);
-                b_lo += dot4(qb, k0, k1, k2, k3);
-                let k4 = key_vec(tile_base, keys_here, (c + 4u) * D4 + e);
-                let k5 = key_vec(tile_base, keys_here, (c + 5u) * D4 + e);
-                let k6 = key_vec(tile_base, keys_here, (c + 6u) * D4 + e);
-                let k7 = key_vec(tile_base, keys_here, (c + 7u) * D4 + e);
-                a_hi += dot4(qa, k4, k5, k6, k7);
-                b_hi += dot4(qb, k4, k5, k6, k7);
+        if in_range {
+            let interior = key0 >= all_lo && key0 + BC <= all_hi;
+            // Scores of this tile. The loop over the head dimension is innermost: its trip count is an
+            // override, so compilers unroll it and q_row stays in registers (an array indexed by a
+            // runtime loop counter would live in memory).
+            var s: array<f32, BC_MAX>;
+            for (var c = 0u; c < BC; c++) {
+                var dot4 = vec4<f32>(0.0);
+                for (var e = 0u; e < D4; e++) {
+                    dot4 = fma(q_row[e], key_vec(tile_base, keys_here, c * D4 + e), dot4);
+                }
+                s[c] = (dot4.x + dot4.y) + (dot4.z + dot4.w);
             }
-            s_a[c] = a_lo.x;
-            s_a[c + 1u] = a_lo.y;
-            s_a[c + 2u] = a_lo.z;
-            s_a[c + 3u] = a_lo.w;
-            s_a[c + 4u] = a_hi.x;
-            s_a[c + 5u] = a_hi.y;
-            s_a[c + 6u] = a_hi.z;
-            s_a[c + 7u] = a_hi.w;
-            s_b[c] = b_lo.x;
-            s_b[c + 1u] = b_lo.y;
-            s_b[c + 2u] = b_lo.z;
-            s_b[c + 3u] = b_lo.w;
-            s_b[c + 4u] = b_hi.x;
-            s_b[c + 5u] = b_hi.y;
-            s_b[c + 6u] = b_hi.z;
-            s_b[c + 7u] = b_hi.w;
-        }
-
-        let interior = key0 >= all_lo && key0 + BC <= all_hi;
-        softmax_tile(&s_a, &state_a, key0, lo_a, hi_a, interior);
-        softmax_tile(&s_b, &state_b, key0, lo_b, hi_b, interior);
-
-        // P·V, 2 rows x 8 keys per block: each accumulator read takes 8 keys, each V read both rows.
-        for (var e = 0u; e < D4; e++) {
-            acc_a[e] *= state_a.alpha;
-            acc_b[e] *= state_b.alpha;
-        }
-        for (var c = 0u; c < BC; c += KEY_BLOCK) {
-            let pa_lo = vec4<f32>(s_a[c], s_a[c + 1u], s_a[c + 2u], s_a[c + 3u]);
-            let pa_hi = vec4<f32>(s_a[c + 4u], s_a[c + 5u], s_a[c + 6u], s_a[c + 7u]);
-            let pb_lo = vec4<f32>(s_b[c], s_b[c + 1u], s_b[c + 2u], s_b[c + 3u]);
-            let pb_hi = vec4<f32>(s_b[c + 4u], s_b[c + 5u], s_b[c + 6u], s_b[c + 7u]);
-            for (var e = 0u; e < D4; e++) {
-                var xa = acc_a[e];
-                var xb = acc_b[e];
-                let v0 = value_vec(tile_base, keys_here, c * D4 + e);
-                let v1 = value_vec(tile_base, keys_here, (c + 1u) * D4 + e);
-                let v2 = value_vec(tile_base, keys_here, (c + 2u) * D4 + e);
-                let v3 = value_vec(tile_base, keys_here, (c + 3u) * D4 + e);
-                xa = fma(vec4<f32>(pa_lo.x), v0, xa);
-                xb = fma(vec4<f32>(pb_lo.x), v0, xb);
-                xa = fma(vec4<f32>(pa_lo.y), v1, xa);
-                xb = fma(vec4<f32>(pb_lo.y), v1, xb);
-                xa = fma(vec4<f32>(pa_lo.z), v2, xa);
-                xb = fma(vec4<f32>(pb_lo.z), v2, xb);
-                xa = fma(vec4<f32>(pa_lo.w), v3, xa);
-                xb = fma(vec4<f32>(pb_lo.w), v3, xb);
-                let v4 = value_vec(tile_base, keys_here, (c + 4u) * D4 + e);
-                let v5 = value_vec(tile_base, keys_here, (c + 5u) * D4 + e);
-                let v6 = value_vec(tile_base, keys_here, (c + 6u) * D4 + e);
-                let v7 = value_vec(tile_base, keys_here, (c + 7u) * D4 + e);
-                xa = fma(vec4<f32>(pa_hi.x), v4, xa);
-                xb = fma(vec4<f32>(pb_hi.x), v4, xb);
-                xa = fma(vec4<f32>(pa_hi.y), v5, xa);
-                xb = fma(vec4<f32>(pb_hi.y), v5, xb);
-                xa = fma(vec4<f32>(pa_hi.z), v6, xa);
-                xb = fma(vec4<f32>(pb_hi.z), v6, xb);
-                xa = fma(vec4<f32>(pa_hi.w), v7, xa);
-                xb = fma(vec4<f32>(pb_hi.w), v7, xb);
-                acc_a[e] = xa;
-                acc_b[e] = xb;
+            var tile_max = NO_SCORE;
+            for (var c = 0u; c < BC; c++) {
+                let key = key0 + c;
+                let visible = interior || (key >= row_lo && key < row_hi);
+                s[c] = select(NO_SCORE, s[c], visible);
+                tile_max = max(tile_max, s[c]);
+            }
+            if tile_max > NO_SCORE {
+                let m_new = max(m, tile_max);
+                // exp(NO_SCORE - m_new) underflows to 0 for the first visible tile.
+                let alpha = exp(m - m_new);
+                var p: array<f32, BC_MAX>;
+                var p_sum = 0.0;
+                for (var c = 0u; c < BC; c++) {
+                    p[c] = select(0.0, exp(s[c] - m_new), s[c] > NO_SCORE);
+                    p_sum += p[c];
+                }
+                l = l * alpha + p_sum;
+                m = m_new;
+                // Same order as the scores: keys outer, the unrolled head dimension inner.
+                for (var e = 0u; e < D4; e++) {
+                    acc[e] *= alpha;
+                }
+                for (var c = 0u; c < BC; c++) {
+                    let pc = vec4<f32>(p[c]);
+                    for (var e = 0u; e < D4; e++) {
+                        acc[e] = fma(pc, value_vec(tile_base, keys_here, c * D4 + e), acc[e]);
+                    }
+                }
             }
         }
         if STAGE_KV == 1u {
@@ -322,21 +227,15 @@ fn main(
         }
     }
 
-    write_row(row_a < rows_total, h_a * params.n_q + i_a, &acc_a, state_a);
-    write_row(row_b < rows_total, h_b * params.n_q + i_b, &acc_b, state_b);
-}
-
-// O = acc / l and lse = m + log(l); a row that saw no key writes 0 and -inf.
-fn write_row(in_range: bool, out_row: u32, acc: ptr<function, array<vec4<f32>, D4_MAX>>, state: RowState) {
-    if !in_range {
-        return;
+    if in_range {
+        let out_row = h * params.n_q + i;
+        let seen = l > 0.0;
+        let inv_l = select(0.0, 1.0 / l, seen);
+        for (var c = 0u; c < D4; c++) {
+            o[out_row * D4 + c] = acc[c] * inv_l;
+        }
+        lse[out_row] = select(negative_infinity(), m + log(l), seen);
     }
-    let seen = state.l > 0.0;
-    let inv_l = select(0.0, 1.0 / state.l, seen);
-    for (var e = 0u; e < D4; e++) {
-        o[out_row * D4 + e] = (*acc)[e] * inv_l;
-    }
-    lse[out_row] = select(negative_infinity(), state.m + log(state.l), seen);
 }
 
 // -inf for rows that see no key. WGSL has no infinity literal, and browsers (Tint) reject a constant

@@ -211,11 +211,11 @@ pub async fn run_case(ctx: &GpuContext, kernels: &Kernels, case: &BenchCase, fma
         peak_bytes: peak_bytes(case),
         note: None,
     };
-    if case.kernel == BenchKernel::Naive {
-        if let Err(bytes) = naive_attention::fits(ctx, &s) {
-            result.note = Some(format!("does not fit: the score matrix needs {bytes} bytes"));
-            return Ok(result);
-        }
+    if case.kernel == BenchKernel::Naive
+        && let Err(bytes) = naive_attention::fits(ctx, &s)
+    {
+        result.note = Some(format!("does not fit: the score matrix needs {bytes} bytes"));
+        return Ok(result);
     }
     let d_pad = launch::padded_dim(s.d);
     let padded = AttentionShape { d: d_pad, ..s };

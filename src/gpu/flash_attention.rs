@@ -26,10 +26,8 @@ pub struct FlashParams {
 
 /// The shader's private arrays hold at most this many keys per tile (`BC_MAX`).
 pub const MAX_KEYS_PER_TILE: u32 = 32;
-/// Keys per register block: tiles hold a multiple of it. Keep in sync with `KEY_BLOCK` in the shader.
-pub const KEY_BLOCK: u32 = 8;
-/// Query rows each invocation owns. Keep in sync with the shader (rows a and b).
-pub const ROWS_PER_INVOCATION: u32 = 2;
+/// Query rows each invocation owns. Keep in sync with the shader (one `q_row` and `acc` each).
+pub const ROWS_PER_INVOCATION: u32 = 1;
 
 /// Tile sizes (the shader's `BR` and `BC` overrides) for one head width on one adapter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,19 +43,24 @@ pub struct FlashTiles {
 impl FlashTiles {
     /// Chooses tiles for `d_pad`-wide heads. Workgroup memory holds one K and one V tile; stay within the
     /// adapter's limit and the web's portable 16 KiB, and within its invocation limit.
-    /// CPU-class adapters (lavapipe, SwiftShader) read K/V straight from the buffer (a broadcast load
-    /// beats a per-lane copy plus two barriers there); GPUs stage tiles in workgroup memory. 64 rows
-    /// and the widest key tile that fits measured best on lavapipe (`bench --tiles`).
+    /// CPU-class adapters (lavapipe, SwiftShader) read K/V straight from the buffer (a read from a
+    /// staged copy costs them as much as one from the buffer, so the copy and its two barriers are pure
+    /// cost) with the widest key tile, and take 128 rows per workgroup, which measured
+    /// best on lavapipe (`bench --tiles`); GPUs stage tiles in workgroup memory, 64 rows per workgroup.
     pub fn choose(limits: &wgpu::Limits, is_cpu: bool, d_pad: u32) -> Self {
         let bytes = limits.max_compute_workgroup_storage_size.min(16384);
         let keys_fit = bytes / (2 * d_pad.max(4) * 4);
         let mut keys = MAX_KEYS_PER_TILE;
-        while keys > keys_fit && keys > KEY_BLOCK {
+        while keys > keys_fit && keys > 1 {
             keys /= 2;
         }
-        // Too little workgroup memory for even one key block: read K/V directly instead.
+        // Too little workgroup memory for even one key: read K/V directly instead.
         let stage_kv = !is_cpu && keys <= keys_fit;
-        let rows = 64u32.min(limits.max_compute_invocations_per_workgroup).min(limits.max_compute_workgroup_size_x).max(1);
+        if !stage_kv {
+            keys = MAX_KEYS_PER_TILE; // no workgroup memory involved
+        }
+        let wanted_rows = if is_cpu { 128 } else { 64 };
+        let rows = wanted_rows.min(limits.max_compute_invocations_per_workgroup).min(limits.max_compute_workgroup_size_x).max(1);
         Self { rows_per_workgroup: rows, keys_per_tile: keys, stage_kv }
     }
 
@@ -119,7 +122,7 @@ impl FlashAttention {
         let max_rows = self.limits.max_compute_invocations_per_workgroup.min(self.limits.max_compute_workgroup_size_x);
         self.forced.set(tiles.map(|t| FlashTiles {
             rows_per_workgroup: t.rows_per_workgroup.clamp(1, max_rows),
-            keys_per_tile: (t.keys_per_tile.clamp(KEY_BLOCK, MAX_KEYS_PER_TILE) / KEY_BLOCK) * KEY_BLOCK,
+            keys_per_tile: t.keys_per_tile.clamp(1, MAX_KEYS_PER_TILE),
             stage_kv: t.stage_kv,
         }));
     }
@@ -128,7 +131,7 @@ impl FlashAttention {
     /// start at `h * kv_stride` (`kv_stride >= n_kv`, so a cache can grow in place).
     pub fn prepare(&self, ctx: &GpuContext, buffers: &FlashBuffers<'_>, shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32) -> Result<Dispatch, GpuError> {
         let d_pad = shape.d;
-        if d_pad % 4 != 0 || d_pad > launch::MAX_HEAD_DIM || kv_stride < shape.n_kv {
+        if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM || kv_stride < shape.n_kv {
             return Err(GpuError::LimitExceeded(format!("flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv")));
         }
         let mut tiles = self.tiles(d_pad);
@@ -179,18 +182,22 @@ mod tests {
                 let t = FlashTiles::choose(&web, is_cpu, d);
                 assert!(t.workgroup_bytes(d) <= 16384, "d {d}: {t:?}");
                 assert!(t.rows_per_workgroup <= 256 && t.keys_per_tile <= MAX_KEYS_PER_TILE);
-                assert_eq!(t.keys_per_tile % KEY_BLOCK, 0);
                 assert_eq!(t.stage_kv, !is_cpu);
             }
         }
         // 2 tiles x 8 keys x 256 floats x 4 bytes = 16 KiB exactly.
         assert_eq!(FlashTiles::choose(&web, false, 256).keys_per_tile, 8);
         assert_eq!(FlashTiles::choose(&web, false, 64).keys_per_tile, 32);
-        assert_eq!(FlashTiles::choose(&web, false, 64).rows_per_tile(), 128);
-        // A device with little workgroup memory reads K/V directly rather than failing.
-        let tiny = wgpu::Limits { max_compute_workgroup_storage_size: 4096, ..web };
-        let t = FlashTiles::choose(&tiny, false, 256);
-        assert!(!t.stage_kv && t.keys_per_tile == KEY_BLOCK && t.workgroup_bytes(256) == 0);
+        assert_eq!(FlashTiles::choose(&web, false, 64).rows_per_tile(), 64);
+        // A device with little workgroup memory gets a small tile...
+        let small = wgpu::Limits { max_compute_workgroup_storage_size: 4096, ..web };
+        assert_eq!(FlashTiles::choose(&small, false, 256).keys_per_tile, 2);
+        // ...and one with none to spare reads K/V directly rather than failing.
+        let none = wgpu::Limits { max_compute_workgroup_storage_size: 1024, ..web };
+        let t = FlashTiles::choose(&none, false, 256);
+        assert!(!t.stage_kv && t.workgroup_bytes(256) == 0);
+        // CPU adapters read K/V directly, with the widest tile at every width.
+        assert_eq!(FlashTiles::choose(&web, true, 256), FlashTiles { rows_per_workgroup: 128, keys_per_tile: 32, stage_kv: false });
     }
 
     #[test]

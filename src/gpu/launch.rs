@@ -132,18 +132,20 @@ pub fn bind_buffers(device: &wgpu::Device, layout: &wgpu::BindGroupLayout, label
     device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(label), layout, entries: &entries })
 }
 
+/// Override values (`name`, value) a pipeline was built with.
+type Overrides = Vec<(&'static str, u32)>;
+
 /// Pipelines specialised by override constants, built on first use and kept (one per head width, say).
 pub struct PipelineCache {
     label: &'static str,
     module: wgpu::ShaderModule,
     layout: wgpu::PipelineLayout,
     entry_point: &'static str,
-    built: std::cell::RefCell<Vec<(Vec<(&'static str, u32)>, wgpu::ComputePipeline)>>,
+    built: std::cell::RefCell<Vec<(Overrides, wgpu::ComputePipeline)>>,
 }
 
 impl PipelineCache {
     pub fn new(device: &wgpu::Device, label: &'static str, source: &str, entry_point: &'static str, bind_layout: &wgpu::BindGroupLayout) -> Self {
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(source.into()) };
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(label),
             source: wgpu::ShaderSource::Wgsl(source.into()),

@@ -33,7 +33,7 @@ pub fn scores_bytes(shape: &AttentionShape) -> u64 {
 /// Whether the score matrix fits one binding of this device; `Err(bytes needed)` when it does not.
 pub fn fits(ctx: &GpuContext, shape: &AttentionShape) -> Result<(), u64> {
     let bytes = scores_bytes(shape);
-    let max = u64::from(ctx.limits.max_storage_buffer_binding_size).min(ctx.limits.max_buffer_size);
+    let max = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
     // The scores pass also counts its invocations in a u32.
     if bytes > max || bytes / 4 > u64::from(u32::MAX) {
         return Err(bytes);
