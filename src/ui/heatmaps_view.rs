@@ -1,179 +1,463 @@
-//! The heatmap view: type a sentence, pick a mask, and see one head's attention computed on the GPU.
+//! The heatmap explorer (`view=heatmaps`): every query head of one layer of a real model layout,
+//! grouped by the KV head it reads, with the layer strip, the controls, an enlarged head with the
+//! kernel's tile grid and a step-through, and exports. Computation lives in `explorer_compute`.
+
+use std::sync::Arc;
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::app::EngineSignal;
 use super::browser;
-use super::heatmap::{Heatmap, HeadMap};
-use crate::attention::inputs::single_head_inputs;
+use super::explorer_compute::{self, Progress, Request, Sinks};
+use super::explorer_controls::ExplorerControls;
+use super::export;
+use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
+use super::layer_strip::LayerStrip;
+use super::step_through::StepThrough;
+use crate::attention::explore::{MAX_GENERATED, pooled_resolution};
+use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::mask::MaskKind;
-use crate::attention::AttentionShape;
+use crate::attention::tiles;
+use crate::attention::tokens::{generated_tokens, tokenize};
+use crate::attention::Mask;
 use crate::colormap::ColorScale;
+use crate::model::Model;
 use crate::state::AppState;
 
-/// Most tokens this small demonstration shows (the explorer for long sequences pools on the GPU).
-const MAX_TOKENS: usize = 256;
+fn window_width() -> f64 {
+    web_sys::window().and_then(|w| w.inner_width().ok()).and_then(|v| v.as_f64()).unwrap_or(1280.0)
+}
 
-/// A finished computation, ready to draw.
-#[derive(Clone, Debug, PartialEq)]
-struct Computed {
-    map: HeadMap,
-    millis: f64,
-    on_gpu: bool,
+fn device_pixel_ratio() -> f64 {
+    web_sys::window().map_or(1.0, |w| w.device_pixel_ratio())
+}
+
+/// On-screen size of a thumbnail's plot, CSS pixels.
+fn thumb_px() -> f64 {
+    let w = window_width();
+    if w < 560.0 { ((w - 56.0) / 2.0).clamp(100.0, 160.0) } else { 160.0 }
+}
+
+/// On-screen size of the enlarged head's plot.
+fn large_px() -> f64 {
+    (window_width() - 120.0).clamp(220.0, 640.0)
+}
+
+/// The mask the explorer applies: the chosen override, else the layer's own; cross-attention sees all.
+pub fn effective_mask(s: &AppState, layout: &LayerLayout) -> Mask {
+    if s.explorer.src.is_some() {
+        Mask::Full
+    } else if s.mask_given || s.mask != MaskKind::Causal {
+        s.mask()
+    } else {
+        layout.mask()
+    }
+}
+
+/// The request the state describes, or why there is nothing to compute.
+fn build_request(s: &AppState, model: &Model) -> Result<Request, String> {
+    let layout = LayerLayout::of(model, s.layer);
+    let tokens = match s.seq_tokens {
+        Some(n) => generated_tokens(n.min(MAX_GENERATED) as usize, s.seed),
+        None => tokenize(&s.text, s.explorer.tok),
+    };
+    let kv_tokens = s.explorer.src.as_deref().map(|t| tokenize(t, s.explorer.tok));
+    if tokens.is_empty() || kv_tokens.as_ref().is_some_and(Vec::is_empty) {
+        return Err("Type a sentence to see its attention.".into());
+    }
+    let n_max = tokens.len().max(kv_tokens.as_ref().map_or(0, Vec::len)) as u32;
+    let dpr = device_pixel_ratio();
+    Ok(Request {
+        mask: effective_mask(s, &layout),
+        heads: s.explorer.heads.heads(layout.n_q_heads),
+        pool: s.explorer.pool,
+        thumb_cells: pooled_resolution(n_max, thumb_px(), dpr),
+        large_cells: pooled_resolution(n_max, large_px(), dpr),
+        focus: None,
+        layout,
+        tokens: Arc::new(tokens),
+        kv_tokens: kv_tokens.map(Arc::new),
+        seed: s.seed,
+        teach: s.explorer.teach,
+    })
+}
+
+fn layout_line(model: &Model, layout: &LayerLayout, mask: Mask) -> String {
+    let g = layout.group_size();
+    let sharing = if layout.mla {
+        format!("{} heads (MLA, shown decompressed: one K/V per head)", layout.n_q_heads)
+    } else if layout.n_kv_heads == 1 && layout.n_q_heads > 1 {
+        format!("{} query heads share 1 KV head (MQA)", layout.n_q_heads)
+    } else if g == 1 {
+        format!("{} heads, each with its own K/V (MHA)", layout.n_q_heads)
+    } else {
+        format!("{} query heads share {} KV heads, {g} per group (GQA)", layout.n_q_heads, layout.n_kv_heads)
+    };
+    format!(
+        "{} · layer {} of {} ({}) · {sharing} · head dim {} · {}{}{} · mask: {mask}",
+        model.name,
+        layout.layer,
+        model.n_layers(),
+        layout.kind,
+        layout.head_dim,
+        layout.positional_text(),
+        if layout.k_eq_v { " · K = V (one tensor serves both)" } else { "" },
+        if layout.stores_kv { "" } else { " · reads an earlier layer's KV cache" },
+    )
 }
 
 #[component]
 pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
-    let result = RwSignal::new(None::<Result<Computed, String>>);
-    // Each request gets a number; a slow answer to an older request never overwrites a newer one.
-    let latest_request = StoredValue::new(0u64);
+    let owner = Owner::current();
+    let model = Memo::new(move |_| state.with(AppState::resolved_model));
+    let request = Memo::new(move |_| state.with(|s| model.with(|m| build_request(s, m))));
+    let scale = Signal::derive(move || state.with(|s| s.scale));
 
+    let sinks = Sinks {
+        slots: RwSignal::new(Vec::new()),
+        focused: RwSignal::new(None),
+        progress: RwSignal::new(Progress::default()),
+        inputs: RwSignal::new(None::<Arc<LayerInputs>>),
+        latest: StoredValue::new(0),
+    };
+    let shown_heads = RwSignal::new(Vec::<u32>::new());
+    let shown_layout = RwSignal::new(None::<LayerLayout>);
+    let latest_focus = StoredValue::new(0u64);
+
+    // State -> computation. Slots are kept while the heads on display stay the same, so old pixels stay
+    // up (dimmed) until new ones replace them; they belong to the view, not to this effect.
     Effect::new(move |_| {
-        let (text, seed, mask) = state.with(|s| (s.text.clone(), s.seed, s.mask()));
         let Some(engine) = engine.get() else { return };
-        let request = latest_request.get_value() + 1;
-        latest_request.set_value(request);
+        let req = request.get();
+        let job = sinks.latest.get_value() + 1;
+        sinks.latest.set_value(job);
+        let req = match req {
+            Ok(r) => r,
+            Err(why) => {
+                sinks.progress.set(Progress { job, finished: true, error: Some(why), ..Default::default() });
+                shown_heads.set(Vec::new());
+                sinks.slots.set(Vec::new());
+                return;
+            }
+        };
+        let started = browser::now_ms();
+        let same = shown_heads.with_untracked(|h| *h == req.heads) && shown_layout.with_untracked(|l| l.as_ref().map(|l| (l.n_kv_heads, l.n_q_heads)) == Some((req.layout.n_kv_heads, req.layout.n_q_heads)));
+        if !same {
+            let slots = req.heads.iter().map(|_| owner.as_ref().map_or_else(|| RwSignal::new(None), |o| o.with(|| RwSignal::new(None)))).collect();
+            sinks.slots.set(slots);
+            shown_heads.set(req.heads.clone());
+        }
+        shown_layout.set(Some(req.layout.clone()));
+        spawn_local(explorer_compute::run(engine, req, job, started, sinks));
+    });
+
+    // The enlarged head: exact maps come from the grid; pooled ones are pooled again at its size.
+    Effect::new(move |_| {
+        let focus = state.with(|s| s.explorer.focus);
+        let Some(engine) = engine.get() else { return };
+        let Ok(mut req) = request.get() else { return };
+        let id = latest_focus.get_value() + 1;
+        latest_focus.set_value(id);
+        sinks.focused.set(None);
+        let Some(f) = focus.filter(|&f| f < req.layout.n_q_heads) else { return };
+        if req.exact() {
+            return;
+        }
+        req.heads = vec![f];
+        req.thumb_cells = req.large_cells;
+        let focus_sinks = Sinks {
+            slots: RwSignal::new(Vec::new()),
+            focused: sinks.focused,
+            progress: RwSignal::new(Progress::default()),
+            inputs: RwSignal::new(None),
+            latest: latest_focus,
+        };
         spawn_local(async move {
-            let inputs = single_head_inputs(&text, seed);
-            let n = inputs.tokens.len();
-            let outcome = if n == 0 {
-                Err("Type a sentence to see its attention.".to_string())
-            } else if n > MAX_TOKENS {
-                Err(format!("{n} tokens is more than this view shows ({MAX_TOKENS}); shorten the text."))
-            } else {
-                let shape = AttentionShape::square(1, n as u32, inputs.d_head as u32);
-                let scale = 1.0 / (inputs.d_head as f32).sqrt();
-                let started_ms = browser::now_ms();
-                engine.probabilities(&inputs.q, &inputs.k, &inputs.v, shape, mask, scale).await.map(|probs| Computed {
-                    map: HeadMap {
-                        head: 0,
-                        kv_head: 0,
-                        row_tokens: inputs.tokens.clone(),
-                        col_tokens: inputs.tokens,
-                        probs,
-                        mask,
-                        q_offset: shape.q_offset(),
-                    },
-                    millis: browser::now_ms() - started_ms,
-                    on_gpu: engine.is_gpu(),
-                })
-            };
-            // The view may have been left while the GPU worked: then there is nobody to tell.
-            if latest_request.try_get_value() == Some(request) {
-                result.try_set(Some(outcome));
+            let single = RwSignal::new(None::<Shared>);
+            focus_sinks.slots.set(vec![single]);
+            explorer_compute::run(engine, req, id, browser::now_ms(), focus_sinks).await;
+            if latest_focus.try_get_value() == Some(id) {
+                if let Some(map) = single.try_get_untracked().flatten() {
+                    sinks.focused.try_set(Some(map));
+                }
             }
         });
     });
 
+    let groups = move || {
+        let heads = shown_heads.get();
+        let slots = sinks.slots.get();
+        let Some(layout) = shown_layout.get_untracked() else { return Vec::new() };
+        let mut out: Vec<(u32, Vec<(u32, RwSignal<Option<Shared>>)>)> = Vec::new();
+        for (&h, &slot) in heads.iter().zip(&slots) {
+            let g = layout.kv_head(h);
+            match out.last_mut() {
+                Some((last, list)) if *last == g => list.push((h, slot)),
+                _ => out.push((g, vec![(h, slot)])),
+            }
+        }
+        out
+    };
+    let thumb = thumb_px();
+    let open_head = Callback::new(move |h: u32| {
+        state.try_update(|s| s.explorer.focus = Some(h));
+    });
+    let computing = Signal::derive(move || !sinks.progress.with(|p| p.finished));
+
+    // The focused head's map: from its grid slot when exact, else from the focus computation.
+    let focused_map = move || -> Option<Arc<HeadMap>> {
+        let f = state.with(|s| s.explorer.focus)?;
+        if let Some(Shared(m)) = sinks.focused.get() {
+            return (m.head == f).then_some(m);
+        }
+        let i = shown_heads.with(|h| h.iter().position(|&x| x == f))?;
+        let slot = sinks.slots.with(|s| s.get(i).copied())?;
+        slot.get().map(|Shared(m)| m).filter(|m| m.pooled.is_none())
+    };
+
+    let export_base = move || {
+        state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model, s.layer)))
+    };
+    let export_error = RwSignal::new(None::<String>);
+    let on_export_png = Callback::new(move |()| {
+        let title = request.with_untracked(|r| match r {
+            Ok(r) => format!("{} — {}", layout_line(&model.get_untracked(), &r.layout, r.mask), format_n(r)),
+            _ => "Attention Lab".into(),
+        });
+        export_error.set(export::export_png(&title, &format!("{}.png", export_base())).err());
+    });
+    let on_export_head = Callback::new(move |()| {
+        let map = focused_map().or_else(|| sinks.slots.with_untracked(|s| s.first().and_then(|slot| slot.get_untracked().map(|Shared(m)| m))));
+        export_error.set(match map {
+            Some(m) => export::export_head(&m, &export_base()).err(),
+            None => Some("No head to export yet.".into()),
+        });
+    });
+
     view! {
-        <section class="heatmaps">
-            <Controls state=state/>
-            <div class="result" aria-live="polite">
-                {move || match result.get() {
-                    None => view! { <p class="status" data-testid="heatmap-status">"Computing…"</p> }.into_any(),
-                    Some(Err(why)) => view! { <p class="status error" data-testid="heatmap-error">{why}</p> }.into_any(),
-                    Some(Ok(done)) => {
-                        let where_ = if done.on_gpu { "on the GPU" } else { "on the CPU" };
-                        let summary = format!(
-                            "{} tokens · {} mask · computed {where_} in {:.1} ms",
-                            done.map.row_tokens.len(), done.map.mask, done.millis
-                        );
-                        view! {
-                            <p class="status" data-testid="heatmap-status">{summary}</p>
-                            <Heatmap map=done.map scale=state.with_untracked(|s| s.scale)/>
-                        }
-                        .into_any()
-                    }
-                }}
-            </div>
-            <p class="explain">
-                "Each row is a query token, each column a key token; a row shows how one token spreads its attention "
-                "over the tokens it may see, and sums to 1. The embeddings and the projection weights are synthetic "
-                "(seeded random numbers, not a trained model), so the patterns come from the mask, the positions "
-                "and repeated words, not from meaning."
+        <section
+            class="heatmaps explorer"
+            class:computing=computing
+            data-testid="explorer"
+            data-status=move || sinks.progress.with(|p| if p.error.is_some() { "error" } else if p.finished { "ready" } else { "computing" })
+            data-job=move || sinks.progress.with(|p| p.job)
+            data-heads-done=move || sinks.progress.with(|p| p.done)
+            data-heads-total=move || sinks.progress.with(|p| p.total)
+            data-ms-total=move || sinks.progress.with(|p| format!("{:.1}", p.total_ms))
+            data-ms-kernel=move || sinks.progress.with(|p| format!("{:.1}", p.kernel_ms))
+        >
+            <ExplorerControls state=state on_export_png=on_export_png on_export_head=on_export_head/>
+            <LayerStrip state=state model=model/>
+            <p class="layout-line" data-testid="layer-layout">
+                {move || request.with(|r| match r {
+                    Ok(r) => format!("{} · {}", layout_line(&model.get(), &r.layout, r.mask), format_n(r)),
+                    _ => String::new(),
+                })}
             </p>
+            <p class="synthetic-note" data-testid="synthetic-note">
+                "The weights are synthetic: seeded random embeddings and projections, not a trained model. The layout "
+                "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "
+                {move || state.with(|s| s.explorer.teach).then_some("Heads 0–5 are designed teaching heads whose patterns are known: previous token, first-token sink, same token, induction-like, local and diffuse.")}
+            </p>
+            <Status progress=sinks.progress/>
+            {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
+            {move || state.with(|s| s.explorer.focus).map(|f| view! {
+                <FocusPanel state=state head=f map=Signal::derive(focused_map) inputs=sinks.inputs engine=engine request=request scale=scale/>
+            })}
+            <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>
+            <div class="kv-groups">
+                {move || groups().into_iter().map(|(g, heads)| view! {
+                    <div class="kv-group" data-testid="kv-group" data-kv-head=g>
+                        <h3 class="kv-title">{format!("KV head {g}")}</h3>
+                        <div class="group-heads">
+                            {heads.into_iter().map(|(h, slot)| view! {
+                                {move || match slot.get() {
+                                    Some(Shared(map)) => view! {
+                                        <Heatmap map=map scale=scale size_px=thumb stale=computing on_open=open_head/>
+                                    }.into_any(),
+                                    None => view! {
+                                        <figure class="heatmap placeholder" data-testid="head-placeholder" data-head=h>
+                                            <figcaption>{format!("Head {h} · KV {g}")}</figcaption>
+                                            <div class="placeholder-box" style=format!("width: {thumb}px; height: {thumb}px")>"computing…"</div>
+                                        </figure>
+                                    }.into_any(),
+                                }}
+                            }).collect_view()}
+                        </div>
+                    </div>
+                }).collect_view()}
+            </div>
         </section>
     }
 }
 
-/// Text, mask, sizes, seed, colour scale and the copy-link button.
-#[component]
-fn Controls(state: RwSignal<AppState>) -> impl IntoView {
-    let copied = RwSignal::new(None::<bool>);
-    let mask_is = move |kind: MaskKind| state.with(|s| s.mask == kind);
-    let number_input = move |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok().filter(|&x| x >= 1);
+fn format_n(r: &Request) -> String {
+    if r.kv_tokens.is_some() {
+        format!("{} queries × {} keys (cross-attention)", r.n_q(), r.n_kv())
+    } else {
+        format!("n = {} tokens", r.n_q())
+    }
+}
 
+#[component]
+fn Status(progress: RwSignal<Progress>) -> impl IntoView {
     view! {
-        <form class="controls" on:submit=|ev| ev.prevent_default()>
-            <label class="wide">
-                "Text"
-                <input
-                    type="text"
-                    data-testid="text-input"
-                    maxlength=crate::state::MAX_TEXT_CHARS
-                    prop:value=move || state.with(|s| s.text.clone())
-                    on:input=move |ev| state.update(|s| s.text = event_target_value(&ev))
-                />
-            </label>
-            <label>
-                "Mask"
-                <select
-                    data-testid="mask-select"
-                    on:change=move |ev| {
-                        if let Ok(kind) = event_target_value(&ev).parse::<MaskKind>() {
-                            state.update(|s| s.mask = kind);
-                        }
-                    }
-                >
-                    {MaskKind::ALL
-                        .into_iter()
-                        .map(|kind| view! { <option value=kind.name() selected=move || mask_is(kind)>{kind.name()}</option> })
-                        .collect_view()}
-                </select>
-            </label>
-            <Show when=move || mask_is(MaskKind::Sliding)>
-                <label>
-                    "Window"
-                    <input type="number" min="1" data-testid="window-input"
-                        prop:value=move || state.with(|s| s.window)
-                        on:input=move |ev| { if let Some(w) = number_input(&ev) { state.update(|s| s.window = w) } }/>
-                </label>
-            </Show>
-            <Show when=move || mask_is(MaskKind::Chunked)>
-                <label>
-                    "Chunk"
-                    <input type="number" min="1" data-testid="chunk-input"
-                        prop:value=move || state.with(|s| s.chunk)
-                        on:input=move |ev| { if let Some(c) = number_input(&ev) { state.update(|s| s.chunk = c) } }/>
-                </label>
-            </Show>
-            <label>
-                "Seed"
-                <input type="number" min="0" data-testid="seed-input"
-                    prop:value=move || state.with(|s| s.seed.to_string())
-                    on:input=move |ev| { if let Ok(seed) = event_target_value(&ev).trim().parse::<u64>() { state.update(|s| s.seed = seed) } }/>
-            </label>
-            <label>
-                "Colour"
-                <select data-testid="scale-select" on:change=move |ev| {
-                    if let Ok(scale) = event_target_value(&ev).parse::<ColorScale>() { state.update(|s| s.scale = scale) }
-                }>
-                    {[ColorScale::Linear, ColorScale::Log]
-                        .into_iter()
-                        .map(|c| view! { <option value=c.name() selected=move || state.with(|s| s.scale == c)>{c.name()}</option> })
-                        .collect_view()}
-                </select>
-            </label>
-            <button type="button" class="copy" data-testid="copy-link" on:click=move |_| {
-                spawn_local(async move { copied.set(Some(browser::copy_to_clipboard(&browser::current_href()).await)) });
+        <div class="status-line" data-testid="explorer-status" aria-live="polite">
+            {move || progress.with(|p| {
+                if let Some(e) = &p.error {
+                    return view! { <p class="status error" data-testid="heatmap-error">{e.clone()}</p> }.into_any();
+                }
+                let where_ = if p.on_gpu { "on the GPU" } else { "on the CPU" };
+                let text = if p.finished {
+                    format!("{} heads computed {where_} in {:.0} ms ({:.0} ms waiting for the {}).", p.done, p.total_ms, p.kernel_ms, if p.on_gpu { "GPU" } else { "CPU reference" })
+                } else {
+                    format!("Computing {where_}: {} of {} heads…", p.done, p.total)
+                };
+                view! {
+                    <p class="status" data-testid="heatmap-status">
+                        {(!p.finished).then(|| view! { <progress max=p.total.max(1) value=p.done></progress>" " })}
+                        {text}
+                        {p.note.clone().map(|n| view! { <br/><small>{n}</small> })}
+                    </p>
+                }.into_any()
+            })}
+        </div>
+    }
+}
+
+/// One head, large: labels when they fit, the tile grid, the step-through, export and navigation.
+#[component]
+fn FocusPanel(
+    state: RwSignal<AppState>,
+    head: u32,
+    map: Signal<Option<Arc<HeadMap>>>,
+    inputs: RwSignal<Option<Arc<LayerInputs>>>,
+    engine: EngineSignal,
+    request: Memo<Result<Request, String>>,
+    scale: Signal<ColorScale>,
+) -> impl IntoView {
+    let close_ref = NodeRef::<leptos::html::Button>::new();
+    Effect::new(move |_| {
+        if let Some(Some(b)) = close_ref.try_get() {
+            b.focus().ok();
+        }
+    });
+    let heads = move || request.with(|r| match r {
+        Ok(r) => r.heads.clone(),
+        Err(_) => Vec::new(),
+    });
+    let step = move |delta: i32| {
+        let list = heads();
+        if let Some(i) = list.iter().position(|&h| h == head) {
+            let j = (i as i32 + delta).rem_euclid(list.len() as i32) as usize;
+            state.try_update(|s| s.explorer.focus = Some(list[j]));
+        }
+    };
+    let close = move || {
+        state.try_update(|s| s.explorer.focus = None);
+    };
+    let size = large_px();
+    let layout = move || request.with(|r| r.as_ref().ok().map(|r| r.layout.clone()));
+    let tiles_on = move || state.with(|s| s.explorer.tiles);
+    let steps_on = move || state.with(|s| s.explorer.steps);
+    view! {
+        <div class="panel focus-panel" data-testid="focus-panel" data-head=head role="dialog" aria-label=format!("Query head {head}, enlarged")
+            on:keydown=move |ev: web_sys::KeyboardEvent| match ev.key().as_str() {
+                "Escape" => close(),
+                "ArrowLeft" => step(-1),
+                "ArrowRight" => step(1),
+                _ => {}
             }>
-                {move || match copied.get() {
-                    Some(true) => "Link copied",
-                    Some(false) => "Copy failed: use the address bar",
-                    None => "Copy link",
-                }}
-            </button>
-        </form>
+            <div class="focus-bar">
+                <button type="button" class="secondary" data-testid="focus-prev" on:click=move |_| step(-1) aria-label="Previous head">"←"</button>
+                <button type="button" class="secondary" data-testid="focus-next" on:click=move |_| step(1) aria-label="Next head">"→"</button>
+                <button type="button" class="secondary" data-testid="focus-export" on:click=move |_| {
+                    if let Some(m) = map.get_untracked() {
+                        let base = state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model, s.layer)));
+                        let _ = export::export_head(&m, &base);
+                    }
+                }>"Export .npz"</button>
+                <button type="button" class="secondary" node_ref=close_ref data-testid="focus-close" on:click=move |_| close()>"Close (Esc)"</button>
+            </div>
+            {move || match map.get().zip(layout()) {
+                None => view! { <p class="status">{format!("Computing head {head} at full size…")}</p> }.into_any(),
+                Some((m, layout)) => {
+                    let overlay = tiles_on().then(|| view! { <TileOverlay map=m.clone() engine=engine size=size layout=layout.clone()/> }.into_any());
+                    view! {
+                        <Heatmap map=m.clone() scale=scale size_px=size large=true overlay=overlay.unwrap_or_else(|| ().into_any())/>
+                        {tiles_on().then(|| view! { <TileStats map=m.clone() engine=engine layout=layout.clone()/> })}
+                        {move || steps_on().then(|| inputs.get().map(|inp| {
+                            let mask = m.mask;
+                            view! { <StepThrough inputs=inp head=head mask=mask gpu=Some(m.clone())/> }
+                        })).flatten()}
+                    }.into_any()
+                }
+            }}
+        </div>
+    }
+}
+
+/// The kernel's tile plan for this map (with a typical tile choice on the CPU tier).
+fn tile_plan(map: &HeadMap, engine: &EngineSignal, layout: &LayerLayout) -> (tiles::TilePlan, u32, u32, bool) {
+    let group = layout.group_size();
+    let (br, bc, real) = match engine.with_untracked(|e| e.as_ref().and_then(|e| e.flash_tiles(layout.head_dim, map.n_q * group))) {
+        Some((br, bc)) => (br, bc, true),
+        None => (64, 32, false),
+    };
+    (tiles::plan(map.n_q, map.n_kv, group, map.mask, br, bc), br, bc, real)
+}
+
+#[component]
+fn TileStats(map: Arc<HeadMap>, engine: EngineSignal, layout: LayerLayout) -> impl IntoView {
+    let group = layout.group_size();
+    let (plan, br, bc, real) = tile_plan(&map, &engine, &layout);
+    let skipped = plan.skipped_fraction();
+    view! {
+        <p class="hint tile-stats" data-testid="tile-stats" data-skipped=format!("{skipped:.6}") data-visited=plan.visited_key_tiles data-dense=plan.dense_key_tiles>
+            {format!(
+                "Tiled kernel: {br} (query, head) rows × {bc} keys per tile{}, {group} head(s) per KV group. It visits {} of {} key tiles ({} interior, no per-element mask test): the mask lets it skip {:.1}% of the work. Dim areas are skipped; orange tiles test each element.",
+                if real { "" } else { " (a typical choice: this page computes on the CPU)" },
+                plan.visited_key_tiles, plan.dense_key_tiles, plan.interior_key_tiles, skipped * 100.0
+            )}
+        </p>
+    }
+}
+
+#[component]
+fn TileOverlay(map: Arc<HeadMap>, engine: EngineSignal, size: f64, layout: LayerLayout) -> impl IntoView {
+    let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
+    let longest = map.rows.max(map.cols).max(1) as f64;
+    let (w, h) = (size * map.cols as f64 / longest, size * map.rows as f64 / longest);
+    let dpr = device_pixel_ratio();
+    let (plan, _, _, _) = tile_plan(&map, &engine, &layout);
+    let (n_q, n_kv) = (map.n_q as f64, map.n_kv as f64);
+    Effect::new(move |_| {
+        let Some(Some(canvas)) = canvas_ref.try_get() else { return };
+        let Some(ctx) = browser::context_2d(&canvas) else { return };
+        let (cw, ch) = (w * dpr, h * dpr);
+        let (sx, sy) = (cw / n_kv, ch / n_q);
+        ctx.clear_rect(0.0, 0.0, cw, ch);
+        for t in &plan.tiles {
+            let (y0, y1) = (f64::from(t.q_lo) * sy, f64::from(t.q_hi) * sy);
+            ctx.set_fill_style_str("rgba(20, 22, 30, 0.55)");
+            ctx.fill_rect(0.0, y0, cw, y1 - y0);
+            for &(a, b, _) in &t.key_tiles {
+                ctx.clear_rect(f64::from(a) * sx, y0, f64::from(b - a) * sx, y1 - y0);
+            }
+            if (y1 - y0) >= 3.0 {
+                for &(a, b, interior) in &t.key_tiles {
+                    if f64::from(b - a) * sx < 3.0 {
+                        continue;
+                    }
+                    ctx.set_stroke_style_str(if interior { "rgba(255, 255, 255, 0.7)" } else { "rgba(255, 140, 0, 0.95)" });
+                    ctx.stroke_rect(f64::from(a) * sx + 0.5, y0 + 0.5, f64::from(b - a) * sx - 1.0, y1 - y0 - 1.0);
+                }
+            }
+        }
+    });
+    view! {
+        <canvas class="tile-overlay" data-testid="tile-overlay" node_ref=canvas_ref width=(w * dpr) as u32 height=(h * dpr) as u32
+            style=format!("width: {w}px; height: {h}px") aria-hidden="true"></canvas>
     }
 }

@@ -1,0 +1,278 @@
+//! The explorer's computation: build the layer's inputs, run batches of heads on the engine, and hand
+//! each finished head to its slot, yielding to the browser between steps so no frame waits long. A
+//! newer request supersedes an older one at the next batch boundary.
+
+use std::sync::Arc;
+
+use leptos::prelude::*;
+
+use super::browser;
+use super::heatmap::{HeadMap, Shared};
+use crate::attention::explore::{EXACT_MAX_N, batches, query_chunks};
+use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
+use crate::attention::pooled::Pool;
+use crate::attention::{AttentionShape, Mask};
+use crate::engine::{Engine, MapOutput};
+
+/// Everything a computation depends on (compared to decide whether to start a new one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub layout: LayerLayout,
+    pub tokens: Arc<Vec<String>>,
+    pub kv_tokens: Option<Arc<Vec<String>>>,
+    pub seed: u64,
+    pub teach: bool,
+    pub mask: Mask,
+    pub heads: Vec<u32>,
+    pub pool: Pool,
+    /// Pooled cells per side of a thumbnail, and of the enlarged head.
+    pub thumb_cells: u32,
+    pub large_cells: u32,
+    pub focus: Option<u32>,
+}
+
+impl Request {
+    pub fn n_q(&self) -> u32 {
+        self.tokens.len() as u32
+    }
+    pub fn n_kv(&self) -> u32 {
+        self.kv_tokens.as_ref().map_or(self.tokens.len(), |t| t.len()) as u32
+    }
+    /// Small enough to draw every cell.
+    pub fn exact(&self) -> bool {
+        self.n_q() <= EXACT_MAX_N && self.n_kv() <= EXACT_MAX_N
+    }
+}
+
+/// Progress and timings the page shows (and the benchmark reads).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Progress {
+    pub job: u64,
+    pub done: usize,
+    pub total: usize,
+    pub finished: bool,
+    pub error: Option<String>,
+    /// From the request to the last head's pixels.
+    pub total_ms: f64,
+    /// Awaiting the engine (uploads, kernels, readback).
+    pub kernel_ms: f64,
+    pub on_gpu: bool,
+    pub note: Option<String>,
+}
+
+/// Signals the computation writes into.
+#[derive(Clone, Copy)]
+pub struct Sinks {
+    pub slots: RwSignal<Vec<RwSignal<Option<Shared>>>>,
+    pub focused: RwSignal<Option<Shared>>,
+    pub progress: RwSignal<Progress>,
+    pub inputs: RwSignal<Option<Arc<LayerInputs>>>,
+    pub latest: StoredValue<u64>,
+}
+
+/// Lets the browser run other tasks (input, rendering) before continuing.
+pub async fn yield_now() {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(w) = web_sys::window() {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// Runs the tasks already queued (effects of the signals just set) before continuing.
+pub async fn micro_yield() {
+    let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&wasm_bindgen::JsValue::NULL)).await;
+}
+
+/// Longest stretch of drawing before the task lets the browser render and handle input.
+const SLICE_MS: f64 = 12.0;
+
+/// Multiply-adds of `Q·Kᵀ` per batch: about 60 ms of a 9 GFLOP/s software GPU, far less on a real one.
+const GPU_BATCH_WORK: u64 = 1 << 28;
+/// The CPU reference blocks the page while it runs: keep its batches to one small head.
+const CPU_BATCH_WORK: u64 = 1 << 21;
+/// Largest Q buffer of one batch (floats).
+const MAX_Q_FLOATS: u64 = 16 << 20;
+
+pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms: f64, sinks: Sinks) {
+    let live = move || sinks.latest.try_get_value() == Some(job);
+    let layout = req.layout.clone();
+    let (n_q, n_kv, d) = (req.n_q(), req.n_kv(), layout.head_dim);
+    let exact = req.exact();
+    let on_gpu = engine.gpu_supports_dim(d);
+    let note = (engine.is_gpu() && !on_gpu).then(|| {
+        format!("This layer's heads are {d} wide, more than the GPU kernels' 256: computed with the CPU reference instead.")
+    });
+    sinks.progress.try_set(Progress { job, total: req.heads.len(), on_gpu, note: note.clone(), ..Default::default() });
+
+    let inputs = Arc::new(LayerInputs::new(
+        layout.clone(),
+        req.tokens.as_ref().clone(),
+        req.kv_tokens.as_ref().map(|t| t.as_ref().clone()),
+        req.seed,
+        req.teach,
+    ));
+    sinks.inputs.try_set(Some(inputs.clone()));
+    yield_now().await;
+    if !live() {
+        return;
+    }
+
+    let pairs = AttentionShape { h_q: 1, h_kv: 1, n_q, n_kv, d }.attended_pairs(req.mask).max(1);
+    let per_head_work = pairs * u64::from(d);
+    let max_work = if on_gpu { GPU_BATCH_WORK } else { CPU_BATCH_WORK };
+    let group = layout.group_size();
+    let all_heads = req.heads.len() as u32 == layout.n_q_heads;
+    // Small layers go in one launch with the real GQA shape; otherwise one KV group (or part) at a time.
+    let plan: Vec<Vec<u32>> = if on_gpu && all_heads && per_head_work * u64::from(layout.n_q_heads) <= max_work
+        && u64::from(layout.n_q_heads * n_q * d) <= MAX_Q_FLOATS
+    {
+        vec![req.heads.clone()]
+    } else {
+        batches(&req.heads, group, per_head_work, u64::from(n_q * d), max_work, MAX_Q_FLOATS)
+    };
+    let scale = 1.0 / (d as f32).sqrt();
+    let row_tokens = req.tokens.clone();
+    let col_tokens = req.kv_tokens.clone().unwrap_or_else(|| req.tokens.clone());
+    let q_offset = if inputs.is_cross() { 0 } else { n_kv - n_q };
+    let output_for = |cells: u32| {
+        if exact { MapOutput::Exact } else { MapOutput::Pooled { rows: cells.min(n_q), cols: cells.min(n_kv), pool: req.pool } }
+    };
+    let make_map = |h: u32, values: Vec<f32>, output: MapOutput| {
+        // Cross-attention in query chunks pools each chunk on its own: count the rows that came back.
+        let (rows, cols, pooled) = match output {
+            MapOutput::Exact => (n_q, n_kv, None),
+            MapOutput::Pooled { cols, pool, .. } => ((values.len() as u32 / cols.max(1)).max(1), cols, Some(pool)),
+        };
+        Arc::new(HeadMap {
+            head: h,
+            kv_head: layout.kv_head(h),
+            teaching: inputs.teaching_head(h),
+            rows,
+            cols,
+            values,
+            pooled,
+            n_q,
+            n_kv,
+            row_tokens: row_tokens.clone(),
+            col_tokens: col_tokens.clone(),
+            mask: req.mask,
+            q_offset,
+        })
+    };
+
+    let mut kernel_ms = 0.0;
+    let mut done = 0;
+    let slots = sinks.slots.try_get_untracked().unwrap_or_default();
+    let slot_of = |h: u32| req.heads.iter().position(|&x| x == h).and_then(|i| slots.get(i).copied());
+    let mut focus_map: Option<Arc<HeadMap>> = None;
+
+    // One batch: the heads' maps at `output` (several calls for cross-attention with more queries than keys).
+    let compute = async |heads: &[u32], output: MapOutput, kernel_ms: &mut f64| -> Result<Vec<Vec<f32>>, String> {
+        let kv_heads: Vec<u32> = {
+            let mut v: Vec<u32> = heads.iter().map(|&h| layout.kv_head(h)).collect();
+            v.dedup();
+            v
+        };
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for &g in &kv_heads {
+            let (kg, vg) = inputs.kv_head(g);
+            k.extend(kg);
+            v.extend(vg);
+        }
+        let q_all = inputs.q_heads(heads);
+        let (h_q, h_kv) = (heads.len() as u32, kv_heads.len() as u32);
+        let chunks = if inputs.is_cross() { query_chunks(n_q, n_kv) } else { vec![(0, n_q)] };
+        let mut per_head: Vec<Vec<f32>> = vec![Vec::new(); heads.len()];
+        for (row0, rows) in chunks {
+            let q: Vec<f32> = if rows == n_q {
+                q_all.clone()
+            } else {
+                (0..h_q as usize).flat_map(|i| q_all[(i * n_q as usize + row0 as usize) * d as usize..][..(rows * d) as usize].iter().copied()).collect()
+            };
+            let shape = AttentionShape { h_q, h_kv, n_q: rows, n_kv, d };
+            let chunk_output = match output {
+                MapOutput::Pooled { rows: r, cols, pool } => MapOutput::Pooled { rows: r.min(rows), cols, pool },
+                o => o,
+            };
+            let t0 = browser::now_ms();
+            let out = engine.head_maps(&q, &k, &v, shape, req.mask, scale, chunk_output).await?;
+            *kernel_ms += browser::now_ms() - t0;
+            let each = out.len() / heads.len();
+            for (i, chunk) in out.chunks(each.max(1)).enumerate() {
+                per_head[i].extend_from_slice(chunk);
+            }
+        }
+        Ok(per_head)
+    };
+
+    for batch in plan {
+        if !live() {
+            return;
+        }
+        let mut slice_start = browser::now_ms();
+        let output = output_for(req.thumb_cells);
+        match compute(&batch, output, &mut kernel_ms).await {
+            Ok(values) => {
+                if !live() {
+                    return;
+                }
+                for (&h, vals) in batch.iter().zip(values) {
+                    let map = make_map(h, vals, output);
+                    if exact && req.focus == Some(h) {
+                        focus_map = Some(map.clone());
+                    }
+                    if let Some(slot) = slot_of(h) {
+                        slot.try_set(Some(Shared(map)));
+                    }
+                    done += 1;
+                    // Each head's pixels are drawn by its own effect, which runs at the next await; let the
+                    // browser in (a frame, input) whenever this task has held the thread for a while.
+                    micro_yield().await;
+                    if browser::now_ms() - slice_start > SLICE_MS {
+                        yield_now().await;
+                        slice_start = browser::now_ms();
+                    }
+                    if !live() {
+                        return;
+                    }
+                }
+                sinks.progress.try_update(|p| p.done = done);
+            }
+            Err(e) => {
+                sinks.progress.try_update(|p| {
+                    p.error = Some(e);
+                    p.finished = true;
+                });
+                return;
+            }
+        }
+    }
+
+    // The enlarged head, pooled again at its own on-screen size.
+    if let Some(f) = req.focus.filter(|&f| f < layout.n_q_heads) {
+        if focus_map.is_none() {
+            let output = output_for(req.large_cells);
+            match compute(&[f], output, &mut kernel_ms).await {
+                Ok(mut values) => focus_map = Some(make_map(f, values.remove(0), output)),
+                Err(e) => sinks.progress.try_update(|p| p.error = Some(e)).unwrap_or(()),
+            }
+        }
+    }
+    if !live() {
+        return;
+    }
+    sinks.focused.try_set(focus_map.map(Shared));
+    yield_now().await;
+    if !live() {
+        return;
+    }
+    let total_ms = browser::now_ms() - started_ms;
+    sinks.progress.try_update(|p| {
+        p.done = done;
+        p.finished = true;
+        p.total_ms = total_ms;
+        p.kernel_ms = kernel_ms;
+    });
+}

@@ -1,0 +1,251 @@
+//! The explorer's controls: model, layer, input (typed text, generated sequence, cross-attention),
+//! tokens, mask override with window and chunk, seed, heads, pooling, colour scale, teaching heads,
+//! tile grid, step-through, copy link and exports. Every control writes the app state (and so the URL).
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use super::browser;
+use crate::attention::explore::{HeadSelection, MAX_GENERATED, parse_pool, pool_name};
+use crate::attention::mask::MaskKind;
+use crate::attention::pooled::Pool;
+use crate::attention::tokens::TokenMode;
+use crate::colormap::ColorScale;
+use crate::model::presets::all_presets;
+use crate::state::AppState;
+
+/// Where the queries (and keys) come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputMode {
+    Text,
+    Generated,
+    Cross,
+}
+
+impl InputMode {
+    pub fn of(s: &AppState) -> Self {
+        if s.explorer.src.is_some() {
+            InputMode::Cross
+        } else if s.seq_tokens.is_some() {
+            InputMode::Generated
+        } else {
+            InputMode::Text
+        }
+    }
+    fn id(self) -> &'static str {
+        match self {
+            InputMode::Text => "text",
+            InputMode::Generated => "generated",
+            InputMode::Cross => "cross",
+        }
+    }
+}
+
+#[component]
+pub fn ExplorerControls(state: RwSignal<AppState>, on_export_png: Callback<()>, on_export_head: Callback<()>) -> impl IntoView {
+    let copied = RwSignal::new(None::<bool>);
+    let mode = move || state.with(|s| InputMode::of(s));
+    let number = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok();
+    let mask_value = move || state.with(|s| if s.mask_given || s.mask != MaskKind::Causal { s.mask.name() } else { "layer" });
+    let n_layers = move || state.with(|s| s.resolved_model().n_layers());
+    let set_mode = move |m: InputMode| {
+        state.try_update(|s| match m {
+            InputMode::Text => {
+                s.seq_tokens = None;
+                s.explorer.src = None;
+            }
+            InputMode::Generated => {
+                s.explorer.src = None;
+                s.seq_tokens.get_or_insert(512);
+            }
+            InputMode::Cross => {
+                s.seq_tokens = None;
+                s.explorer.src.get_or_insert_with(|| "Le chat était assis sur le tapis .".into());
+            }
+        });
+    };
+    let heads_text = RwSignal::new(state.with_untracked(|s| s.explorer.heads.to_param()));
+    let heads_error = RwSignal::new(None::<String>);
+
+    view! {
+        <form class="controls explorer-controls" on:submit=|ev| ev.prevent_default() data-testid="explorer-controls">
+            <label>
+                "Model"
+                <select data-testid="model-select" on:change=move |ev| {
+                    let id = event_target_value(&ev);
+                    state.try_update(|s| {
+                        s.model = id;
+                        s.cfg = None;
+                        let m = s.resolved_model();
+                        if s.layer >= m.n_layers() { s.layer = 0; }
+                        s.explorer.focus = s.explorer.focus.filter(|&f| f < m.n_q_heads);
+                        if s.explorer.heads.max_head().is_some_and(|h| h >= m.n_q_heads) { s.explorer.heads = HeadSelection::All; }
+                    });
+                }>
+                    {all_presets().iter().map(|p| {
+                        let id = p.id;
+                        view! { <option value=id selected=move || state.with(|s| s.cfg.is_none() && s.model == id)>{p.display_name}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
+            <label>
+                "Layer"
+                <input type="number" min="0" data-testid="layer-input"
+                    prop:max=move || n_layers().saturating_sub(1)
+                    prop:value=move || state.with(|s| s.layer)
+                    on:input=move |ev| { if let Some(l) = number(&ev).filter(|&l| l < n_layers()) { state.try_update(|s| s.layer = l); } }/>
+            </label>
+            <label>
+                "Input"
+                <select data-testid="input-mode" on:change=move |ev| {
+                    match event_target_value(&ev).as_str() {
+                        "generated" => set_mode(InputMode::Generated),
+                        "cross" => set_mode(InputMode::Cross),
+                        _ => set_mode(InputMode::Text),
+                    }
+                }>
+                    {[(InputMode::Text, "typed text"), (InputMode::Generated, "generated sequence"), (InputMode::Cross, "cross-attention (two texts)")]
+                        .into_iter()
+                        .map(|(m, label)| view! { <option value=m.id() selected=move || mode() == m>{label}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+            <Show when=move || mode() != InputMode::Generated>
+                <label class="wide">
+                    {move || if mode() == InputMode::Cross { "Queries from (decoder text)" } else { "Text" }}
+                    <input type="text" data-testid="text-input" maxlength=crate::state::MAX_TEXT_CHARS
+                        prop:value=move || state.with(|s| s.text.clone())
+                        on:input=move |ev| { state.try_update(|s| s.text = event_target_value(&ev)); }/>
+                </label>
+            </Show>
+            <Show when=move || mode() == InputMode::Cross>
+                <label class="wide">
+                    "Keys and values from (encoder text)"
+                    <input type="text" data-testid="src-input" maxlength=crate::state::MAX_TEXT_CHARS
+                        prop:value=move || state.with(|s| s.explorer.src.clone().unwrap_or_default())
+                        on:input=move |ev| { state.try_update(|s| s.explorer.src = Some(event_target_value(&ev))); }/>
+                </label>
+            </Show>
+            <Show when=move || mode() == InputMode::Generated>
+                <label>
+                    "Tokens (n)"
+                    <input type="number" min="1" max=MAX_GENERATED data-testid="n-input"
+                        prop:value=move || state.with(|s| s.seq_tokens.unwrap_or(512))
+                        on:change=move |ev| { if let Some(n) = number(&ev).filter(|&n| (1..=MAX_GENERATED).contains(&n)) { state.try_update(|s| s.seq_tokens = Some(n)); } }/>
+                </label>
+            </Show>
+            <Show when=move || mode() != InputMode::Generated>
+                <label>
+                    "Tokens"
+                    <select data-testid="tok-select" on:change=move |ev| {
+                        if let Ok(t) = event_target_value(&ev).parse::<TokenMode>() { state.try_update(|s| s.explorer.tok = t); }
+                    }>
+                        {TokenMode::ALL.into_iter().map(|t| view! {
+                            <option value=t.name() selected=move || state.with(|s| s.explorer.tok == t)>{if t == TokenMode::Word { "words" } else { "characters" }}</option>
+                        }).collect_view()}
+                    </select>
+                </label>
+            </Show>
+            <label>
+                "Mask"
+                <select data-testid="mask-select" prop:disabled=move || mode() == InputMode::Cross on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    state.try_update(|s| match v.parse::<MaskKind>() {
+                        Ok(kind) => { s.mask = kind; s.mask_given = true; }
+                        Err(_) => { s.mask = MaskKind::Causal; s.mask_given = false; }
+                    });
+                }>
+                    <option value="layer" selected=move || mask_value() == "layer">"the layer's own"</option>
+                    {MaskKind::ALL.into_iter().map(|kind| {
+                        let label = if kind == MaskKind::Full { "full (bidirectional, encoder)" } else { kind.name() };
+                        view! { <option value=kind.name() selected=move || mask_value() == kind.name()>{label}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
+            <Show when=move || mask_value() == "sliding">
+                <label>
+                    "Window"
+                    <input type="number" min="1" data-testid="window-input"
+                        prop:value=move || state.with(|s| s.window)
+                        on:input=move |ev| { if let Some(w) = number(&ev).filter(|&w| w >= 1) { state.try_update(|s| { s.window = w; s.window_given = true; }); } }/>
+                </label>
+            </Show>
+            <Show when=move || mask_value() == "chunked">
+                <label>
+                    "Chunk"
+                    <input type="number" min="1" data-testid="chunk-input"
+                        prop:value=move || state.with(|s| s.chunk)
+                        on:input=move |ev| { if let Some(c) = number(&ev).filter(|&c| c >= 1) { state.try_update(|s| s.chunk = c); } }/>
+                </label>
+            </Show>
+            <label>
+                "Seed"
+                <input type="number" min="0" data-testid="seed-input"
+                    prop:value=move || state.with(|s| s.seed.to_string())
+                    on:input=move |ev| { if let Ok(seed) = event_target_value(&ev).trim().parse::<u64>() { state.try_update(|s| s.seed = seed); } }/>
+            </label>
+            <label>
+                "Heads"
+                <input type="text" data-testid="heads-input" placeholder="all, or 0-3,8" size="8"
+                    prop:value=move || heads_text.get()
+                    on:change=move |ev| {
+                        let text = event_target_value(&ev);
+                        let text = if text.trim().is_empty() { "all".to_string() } else { text.trim().to_string() };
+                        match HeadSelection::parse(&text) {
+                            Ok(sel) => {
+                                heads_error.set(None);
+                                heads_text.set(sel.to_param());
+                                state.try_update(|s| s.explorer.heads = sel);
+                            }
+                            Err(e) => heads_error.set(Some(e)),
+                        }
+                    }/>
+                {move || heads_error.get().map(|e| view! { <small class="field-error" role="alert">{e}</small> })}
+            </label>
+            <label>
+                "Pooling"
+                <select data-testid="pool-select" on:change=move |ev| {
+                    if let Ok(p) = parse_pool(&event_target_value(&ev)) { state.try_update(|s| s.explorer.pool = p); }
+                }>
+                    {[Pool::Max, Pool::Mean].into_iter().map(|p| view! {
+                        <option value=pool_name(p) selected=move || state.with(|s| s.explorer.pool == p)>{pool_name(p)}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <label>
+                "Colour"
+                <select data-testid="scale-select" on:change=move |ev| {
+                    if let Ok(scale) = event_target_value(&ev).parse::<ColorScale>() { state.try_update(|s| s.scale = scale); }
+                }>
+                    {[ColorScale::Linear, ColorScale::Log].into_iter().map(|c| view! {
+                        <option value=c.name() selected=move || state.with(|s| s.scale == c)>{c.name()}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <fieldset class="toggles">
+                <label class="check"><input type="checkbox" data-testid="teach-toggle"
+                    prop:checked=move || state.with(|s| s.explorer.teach)
+                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.teach = on); }/>"teaching heads"</label>
+                <label class="check"><input type="checkbox" data-testid="tiles-toggle"
+                    prop:checked=move || state.with(|s| s.explorer.tiles)
+                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.tiles = on); }/>"kernel tiles"</label>
+                <label class="check"><input type="checkbox" data-testid="steps-toggle"
+                    prop:checked=move || state.with(|s| s.explorer.steps)
+                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.steps = on); }/>"step-through"</label>
+            </fieldset>
+            <div class="actions">
+                <button type="button" class="copy" data-testid="copy-link" on:click=move |_| {
+                    spawn_local(async move { copied.try_set(Some(browser::copy_to_clipboard(&browser::current_href()).await)); });
+                }>
+                    {move || match copied.get() {
+                        Some(true) => "Link copied",
+                        Some(false) => "Copy failed: use the address bar",
+                        None => "Copy link",
+                    }}
+                </button>
+                <button type="button" class="secondary" data-testid="export-png" on:click=move |_| on_export_png.run(())>"PNG"</button>
+                <button type="button" class="secondary" data-testid="export-npy" on:click=move |_| on_export_head.run(())>"Head .npz"</button>
+            </div>
+        </form>
+    }
+}

@@ -1,0 +1,95 @@
+//! The focused head's arithmetic on a small example, step by step: `Q·Kᵀ`, the scale, the mask, the
+//! softmax and `·V`, with the numbers at each step, checked against the CPU reference (and, where the
+//! example is the top-left corner of the GPU's matrix, against the GPU's probabilities).
+
+use std::sync::Arc;
+
+use leptos::prelude::*;
+
+use super::heatmap::HeadMap;
+use crate::attention::layer_inputs::LayerInputs;
+use crate::attention::step_through::{Steps, step_through};
+use crate::attention::tokens::display_token;
+use crate::attention::{AttentionShape, Mask, reference};
+
+/// Tokens in the example.
+pub const STEP_TOKENS: usize = 6;
+/// Columns of O shown.
+const OUT_COLS: usize = 6;
+
+fn fmt(x: f64) -> String {
+    if x == f64::NEG_INFINITY { "−∞".into() } else { format!("{x:.3}") }
+}
+
+fn table(title: &str, what: &'static str, rows: &[String], cols: &[String], values: &[f64], n_cols: usize) -> impl IntoView + use<> {
+    let head = cols.iter().map(|c| view! { <th scope="col">{c.clone()}</th> }).collect_view();
+    let body = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let cells = values[i * n_cols..][..cols.len()].iter().map(|&v| view! { <td class="num">{fmt(v)}</td> }).collect_view();
+            view! { <tr><th scope="row">{r.clone()}</th>{cells}</tr> }
+        })
+        .collect_view();
+    view! {
+        <div class="step" data-step=what>
+            <h4>{title.to_string()}</h4>
+            <div class="table-scroll"><table class="data steps-table"><thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table></div>
+        </div>
+    }
+}
+
+/// The step-through panel for query head `head` of `inputs` under `mask`; `gpu` is the head's map
+/// when it holds exact probabilities.
+#[component]
+pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<Arc<HeadMap>>) -> impl IntoView {
+    let d = inputs.layout.head_dim as usize;
+    let g = inputs.layout.kv_head(head);
+    let n_q = inputs.q_tokens().len().min(STEP_TOKENS);
+    let n_kv = inputs.kv_tokens().len().min(STEP_TOKENS);
+    let q = inputs.q_head(head)[..n_q * d].to_vec();
+    let (k, v) = inputs.kv_head(g);
+    let (k, v) = (k[..n_kv * d].to_vec(), v[..n_kv * d].to_vec());
+    // Self-attention on the first tokens: queries sit at positions 0.. like the keys.
+    let small_mask = if inputs.is_cross() { Mask::Full } else { mask };
+    let (n_q, n_kv) = if inputs.is_cross() { (n_q, n_kv) } else { (n_q.min(n_kv), n_q.min(n_kv)) };
+    let scale = 1.0 / (d as f32).sqrt();
+    let s: Steps = step_through(&q[..n_q * d], &k[..n_kv * d], &v[..n_kv * d], n_q, n_kv, d, small_mask, scale);
+    let shape = AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 };
+    let reference_p = reference::probabilities(&q[..n_q * d], &k[..n_kv * d], &shape, small_mask, scale);
+    let worst_ref = s.probs.iter().zip(&reference_p).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
+    // Causal-type masks make the first rows of the full matrix identical to this small example.
+    let gpu_check = gpu.filter(|m| m.pooled.is_none() && (m.n_kv as usize == n_kv || (!matches!(mask, Mask::Full) && m.q_offset == 0))).map(|m| {
+        let mut worst = 0.0f64;
+        for i in 0..n_q {
+            for j in 0..n_kv {
+                worst = worst.max((s.probs[i * n_kv + j] - f64::from(m.values[i * m.cols as usize + j])).abs());
+            }
+        }
+        worst
+    });
+    let rows: Vec<String> = inputs.q_tokens()[..n_q].iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
+    let cols: Vec<String> = inputs.kv_tokens()[..n_kv].iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
+    let out_cols: Vec<String> = (0..d.min(OUT_COLS)).map(|c| format!("o{c}")).collect();
+    let probs_attr = s.probs.iter().map(|p| (*p as f32).to_string()).collect::<Vec<_>>().join(",");
+    view! {
+        <details class="panel step-through" data-testid="step-through" data-rows=n_q data-cols=n_kv data-probs=probs_attr
+            data-max-diff-reference=worst_ref data-max-diff-gpu=gpu_check.map(|w| w.to_string()) open>
+            <summary>{format!("Step through head {head} on its first {n_q} tokens (d = {d})")}</summary>
+            <p class="hint">
+                "Each query row of Q meets each key row of K in a dot product; the scores are scaled by 1/√d = "
+                {format!("{scale:.4}")} ", masked keys get −∞, each row goes through a softmax (rows sum to 1), "
+                "and the output O is the probability-weighted average of the V rows. Computed here in f64."
+            </p>
+            {table("1. Scores Q·Kᵀ", "scores", &rows, &cols, &s.scores, n_kv)}
+            {table(&format!("2. Scaled by 1/√{d}"), "scaled", &rows, &cols, &s.scaled, n_kv)}
+            {table(&format!("3. Mask ({small_mask})"), "masked", &rows, &cols, &s.masked, n_kv)}
+            {table("4. Softmax of each row: the attention probabilities", "softmax", &rows, &cols, &s.probs, n_kv)}
+            {table(&format!("5. O = P·V (first {} of {d} columns)", d.min(OUT_COLS)), "output", &rows, &out_cols, &s.out, d)}
+            <p class="hint" data-testid="step-check">
+                {format!("CPU reference: largest difference in the probabilities {worst_ref:.1e}.")}
+                {gpu_check.map(|w| format!(" The heatmap's probabilities (computed by the kernel) differ by at most {w:.1e}."))}
+            </p>
+        </details>
+    }
+}

@@ -1,0 +1,83 @@
+// Browser benchmark of the heatmap explorer (run by hand, not a test):
+//   node tests/browser/bench_explorer.mjs [--quick]
+// Headless Chromium, WebGPU on SwiftShader. Prints a table: load to first heatmap, control change to
+// updated heatmaps (a seed change: every head recomputed) for n = 256 and 512 with 32 heads and n = 8192
+// pooled, the part of each spent waiting for the GPU (uploads, kernels, readback), and the longest task
+// that blocked the page meanwhile (PerformanceObserver "longtask", > 50 ms).
+import { startSession } from "./harness.mjs";
+
+const quick = process.argv.includes("--quick");
+const session = await startSession();
+const context = await session.browser.newContext({ viewport: { width: 1280, height: 1000 } });
+await context.addInitScript(() => {
+  window.__longtasks = [];
+  new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longtasks.push(e.duration); })
+    .observe({ type: "longtask", buffered: true });
+});
+const page = await context.newPage();
+page.on("pageerror", (e) => console.error("page error:", String(e)));
+
+const explorer = () => page.$eval('[data-testid="explorer"]', (e) => ({ ...e.dataset }));
+async function waitReady(afterJob, timeout) {
+  await page.waitForFunction((job) => {
+    const e = document.querySelector('[data-testid="explorer"]');
+    return e && Number(e.dataset.job) > job && e.dataset.status !== "computing";
+  }, afterJob, { timeout, polling: 20 });
+}
+const maxLongTask = () => page.evaluate(() => { const m = Math.max(0, ...window.__longtasks); window.__longtasks = []; return m; });
+
+const rows = [];
+const adapter = async () => page.getByTestId("adapter-info").innerText();
+
+// 1. Load to first heatmap (default link: Llama 3 8B, 32 heads, 12 tokens).
+{
+  const t0 = Date.now();
+  await page.goto(session.baseUrl);
+  await page.waitForSelector('[data-testid="head-heatmap"]', { timeout: 120_000 });
+  const first = Date.now() - t0;
+  await waitReady(0, 120_000);
+  const e = await explorer();
+  rows.push({ case: "load → first heatmap (12 tokens, 32 heads)", ms: first, kernel: Number(e.msKernel), inPage: Number(e.msTotal), longest: await maxLongTask() });
+}
+
+// 2. Control change → updated heatmaps.
+async function controlChange(label, query, repeats, timeout) {
+  await page.goto(session.baseUrl + query);
+  await waitReady(0, timeout);
+  await maxLongTask();
+  const samples = [];
+  for (let r = 0; r < repeats; r++) {
+    const before = Number((await explorer()).job);
+    const t0 = await page.evaluate((seed) => {
+      const input = document.querySelector('[data-testid="seed-input"]');
+      const start = performance.now();
+      input.value = String(seed);
+      input.dispatchEvent(new Event("input", { bubbles: true }));
+      return start;
+    }, 100 + r);
+    await waitReady(before, timeout);
+    // Wait one frame so the pixels are on screen, then read the clock.
+    const end = await page.evaluate(() => new Promise((ok) => requestAnimationFrame(() => ok(performance.now()))));
+    const e = await explorer();
+    samples.push({ ms: end - t0, kernel: Number(e.msKernel), inPage: Number(e.msTotal), heads: Number(e.headsDone) });
+  }
+  samples.sort((a, b) => a.ms - b.ms);
+  const median = samples[Math.floor(samples.length / 2)];
+  rows.push({ case: label, ms: median.ms, kernel: median.kernel, inPage: median.inPage, longest: await maxLongTask() });
+}
+
+await controlChange("seed change, n = 256, 32 heads (exact)", "?n=256", quick ? 1 : 3, 300_000);
+await controlChange("seed change, n = 512, 32 heads (pooled)", "?n=512", quick ? 1 : 3, 300_000);
+await controlChange("seed change, n = 8192 pooled, heads 0-3 (one KV group)", "?n=8192&heads=0-3", 1, 600_000);
+if (!quick) {
+  await controlChange("seed change, n = 8192 pooled, Gemma 3 sliding layer, heads 0-7", "?model=gemma-3-27b&n=8192&heads=0-7", 1, 600_000);
+}
+
+const fmt = (x) => (Number.isFinite(x) ? x.toFixed(0).padStart(8) : "       -");
+console.log(`\nAdapter: ${await adapter()}\n`);
+console.log("| case | control→pixels ms | in-page ms | GPU wait ms | not GPU ms | longest task ms |");
+console.log("|---|---:|---:|---:|---:|---:|");
+for (const r of rows) {
+  console.log(`| ${r.case} | ${fmt(r.ms)} | ${fmt(r.inPage)} | ${fmt(r.kernel)} | ${fmt(r.ms - r.kernel)} | ${fmt(r.longest)} |`);
+}
+await session.close();
