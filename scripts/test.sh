@@ -7,15 +7,18 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-test.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+echo "=== setup took ${SECONDS} s"
 
 log_dir=$(mktemp -d)
 failed_stages=()
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-}"   # silences lavapipe's harmless warning
 
-stage() {  # stage NAME COMMAND...: runs it, keeps its output for the tally
+stage() {  # stage NAME COMMAND...: runs it, keeps its output for the tally, prints its duration
   local name=$1; shift
+  local started=$SECONDS
   echo "=== $name"
   if ! "$@" 2>&1 | tee "$log_dir/$name.log"; then failed_stages+=("$name"); fi
+  echo "=== $name took $((SECONDS - started)) s"
 }
 
 stage native cargo test --locked
