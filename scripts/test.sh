@@ -11,7 +11,8 @@ echo "=== setup took ${SECONDS} s"
 
 log_dir=$(mktemp -d)
 failed_stages=()
-export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-}"   # silences lavapipe's harmless warning
+# lavapipe warns (harmlessly) without a runtime dir; give it a private one.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then XDG_RUNTIME_DIR=$(mktemp -d); chmod 700 "$XDG_RUNTIME_DIR"; export XDG_RUNTIME_DIR; fi
 
 stage() {  # stage NAME COMMAND...: runs it, keeps its output for the tally, prints its duration
   local name=$1; shift
