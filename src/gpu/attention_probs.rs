@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::attention::pooled::Pool;
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::launch::{self, Dispatch, PipelineCache};
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Keep in sync with `Params` in `shaders/attention_probs.wgsl`.
@@ -69,16 +69,7 @@ pub struct ProbsBuffers<'a> {
 
 impl AttentionProbs {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("attention_probs"),
-            entries: &[
-                launch::uniform_entry(0),
-                launch::storage_entry(1, true),
-                launch::storage_entry(2, true),
-                launch::storage_entry(3, true),
-                launch::storage_entry(4, false),
-            ],
-        });
+        let layout = launch::bind_group_layout(&ctx.device, "attention_probs", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite]);
         let source = include_str!("../../shaders/attention_probs.wgsl");
         let region = PipelineCache::new(&ctx.device, "attention_probs region", source, "region", &layout);
         let pooled = PipelineCache::new(&ctx.device, "attention_probs pooled", source, "pooled", &layout);

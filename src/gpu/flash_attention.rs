@@ -3,7 +3,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::launch::{self, Dispatch, PipelineCache};
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Uniform parameters of one launch.
@@ -96,17 +96,7 @@ pub struct FlashBuffers<'a> {
 
 impl FlashAttention {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("flash_attention"),
-            entries: &[
-                launch::uniform_entry(0),
-                launch::storage_entry(1, true),
-                launch::storage_entry(2, true),
-                launch::storage_entry(3, true),
-                launch::storage_entry(4, false),
-                launch::storage_entry(5, false),
-            ],
-        });
+        let layout = launch::bind_group_layout(&ctx.device, "flash_attention", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite]);
         let source = include_str!("../../shaders/flash_attention.wgsl");
         let pipelines = PipelineCache::new(&ctx.device, "flash_attention", source, "main", &layout);
         Self { layout, pipelines, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, forced: Default::default() }

@@ -1,7 +1,7 @@
 //! Owner of `shaders/fma_peak.wgsl`: the adapter's measured WGSL FMA throughput, the yardstick that
 //! turns the benchmark's GFLOP/s into a fraction of what this device can do.
 
-use crate::gpu::launch::{self, Dispatch, PipelineCache};
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Independent vec4 accumulators per invocation. Keep in sync with `CHAINS` in `shaders/fma_peak.wgsl`.
@@ -24,10 +24,7 @@ pub struct FmaLaunch {
 
 impl FmaPeak {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("fma_peak"),
-            entries: &[launch::storage_entry(0, false)],
-        });
+        let layout = launch::bind_group_layout(&ctx.device, "fma_peak", &[Binding::ReadWrite]);
         let pipelines = PipelineCache::new(&ctx.device, "fma_peak", include_str!("../../shaders/fma_peak.wgsl"), "main", &layout);
         Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
     }

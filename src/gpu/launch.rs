@@ -98,28 +98,36 @@ impl Dispatch {
     }
 }
 
-/// A bind-group layout entry for a compute-stage storage buffer.
-pub fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
-            min_binding_size: None,
-        },
-        count: None,
-    }
+/// How a kernel binds one buffer. A kernel lists its bindings in `@binding` order, next to its shader's
+/// declarations, so the Rust layout and the WGSL read alike (keep the two in sync).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    Uniform,
+    ReadOnly,
+    ReadWrite,
 }
 
-/// A bind-group layout entry for a compute-stage uniform buffer.
-pub fn uniform_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: None },
-        count: None,
-    }
+/// The compute-stage bind-group layout of `bindings`, at binding 0, 1, 2...
+pub fn bind_group_layout(device: &wgpu::Device, label: &str, bindings: &[Binding]) -> wgpu::BindGroupLayout {
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
+        .iter()
+        .enumerate()
+        .map(|(i, &binding)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: match binding {
+                    Binding::Uniform => wgpu::BufferBindingType::Uniform,
+                    Binding::ReadOnly => wgpu::BufferBindingType::Storage { read_only: true },
+                    Binding::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries })
 }
 
 /// A bind group of whole buffers at bindings 0, 1, 2...

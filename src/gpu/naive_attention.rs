@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::launch::{self, Dispatch, PipelineCache};
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Keep in sync with `Params` in `shaders/naive_attention.wgsl`.
@@ -61,18 +61,7 @@ pub struct NaiveBuffers<'a> {
 
 impl NaiveAttention {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("naive_attention"),
-            entries: &[
-                launch::uniform_entry(0),
-                launch::storage_entry(1, true),
-                launch::storage_entry(2, true),
-                launch::storage_entry(3, true),
-                launch::storage_entry(4, false),
-                launch::storage_entry(5, false),
-                launch::storage_entry(6, false),
-            ],
-        });
+        let layout = launch::bind_group_layout(&ctx.device, "naive_attention", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite, Binding::ReadWrite]);
         let source = include_str!("../../shaders/naive_attention.wgsl");
         let device = &ctx.device;
         Self {
