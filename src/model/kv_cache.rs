@@ -60,47 +60,28 @@ pub fn kv_bytes_per_token_per_layer(model: &Model, kind: LayerKind, dtype: DType
 /// smallest window): the sum over the layers that store a cache. This is the `kv-bytes-per-token`
 /// figure; past a window, sliding layers stop growing (see [`kv_total_bytes`]).
 pub fn kv_bytes_per_token(model: &Model, dtype: DType) -> Result<u128, SizeOverflow> {
-    let mut bits: u128 = 0;
-    for (layer, &kind) in model.schedule.layers().iter().enumerate() {
-        if model.stores_kv(layer) {
-            bits = add(
-                bits,
-                mul(
-                    kv_elements_per_token_per_layer(model, kind),
-                    dtype.bits().into(),
-                )?,
-            )?;
-        }
-    }
-    Ok(bits_to_bytes_ceil(bits))
+    cache_bytes(model, dtype, |_| 1)
 }
 
 /// Whole-model cache at a context of `n_tokens`, in bytes (the `kv-total-bytes` figure).
 pub fn kv_total_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128, SizeOverflow> {
-    let mut bits: u128 = 0;
-    for (layer, &kind) in model.schedule.layers().iter().enumerate() {
-        if model.stores_kv(layer) {
-            let per_token = mul(
-                kv_elements_per_token_per_layer(model, kind),
-                dtype.bits().into(),
-            )?;
-            bits = add(bits, mul(per_token, kind.cached_tokens(n_tokens).into())?)?;
-        }
-    }
-    Ok(bits_to_bytes_ceil(bits))
+    cache_bytes(model, dtype, |kind| kind.cached_tokens(n_tokens))
 }
 
 /// Whole-model cache at `n_tokens` counting only live tokens (chunked layers drop back at each
 /// chunk boundary; see [`LayerKind::live_tokens`]). Equal to [`kv_total_bytes`] without chunked layers.
 pub fn kv_live_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128, SizeOverflow> {
+    cache_bytes(model, dtype, |kind| kind.live_tokens(n_tokens))
+}
+
+/// Sum over the layers that store a cache of (elements per token x bits x `tokens(kind)`), summed in
+/// bits and rounded up to bytes once, so sub-byte dtypes stay exact.
+fn cache_bytes(model: &Model, dtype: DType, tokens: impl Fn(LayerKind) -> u64) -> Result<u128, SizeOverflow> {
     let mut bits: u128 = 0;
     for (layer, &kind) in model.schedule.layers().iter().enumerate() {
         if model.stores_kv(layer) {
-            let per_token = mul(
-                kv_elements_per_token_per_layer(model, kind),
-                dtype.bits().into(),
-            )?;
-            bits = add(bits, mul(per_token, kind.live_tokens(n_tokens).into())?)?;
+            let per_token = mul(kv_elements_per_token_per_layer(model, kind), dtype.bits().into())?;
+            bits = add(bits, mul(per_token, tokens(kind).into())?)?;
         }
     }
     Ok(bits_to_bytes_ceil(bits))
