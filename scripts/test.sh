@@ -23,7 +23,7 @@ stage() {  # stage NAME COMMAND...: runs it, keeps its output for the tally, pri
 }
 
 stage native cargo test --locked
-stage in-browser env CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=120 \
+stage in-browser env CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
   WASM_BINDGEN_TEST_WEBDRIVER_JSON="$PWD/tests/webdriver.json" \
   cargo test --locked --release --target wasm32-unknown-unknown --test web
 stage build bash scripts/build.sh

@@ -4,21 +4,25 @@
 // the sum of exp(scaled score) over visible keys), which attention_probs.wgsl uses to recompute exact
 // probabilities later without storing the n x n matrix.
 //
-// Work split. One workgroup owns BR "rows" of one KV head. A row is one (query, query head) pair of the
-// KV head's GQA group, ordered query-major: row r is query r / G of head kv_head * G + r % G (G = query
-// heads per KV head; 1 for MHA). So the heads of a group share every K/V tile the workgroup loads, and a
-// tile of rows covers a compact range of query positions, which keeps the mask bounds tight.
-// One invocation owns one row: its query vector and its output accumulator live in registers, and
-// every invocation reads the same K/V element at the same time (a broadcast on SIMD hardware).
+// Work split. One workgroup owns BR * R "rows" of one KV head. A row is one (query, query head) pair of
+// the KV head's GQA group, ordered query-major: row r is query r / G of head kv_head * G + r % G (G =
+// query heads per KV head; 1 for MHA). So the heads of a group share every K/V element the workgroup
+// reads, and a tile of rows covers a compact range of query positions, which keeps the mask bounds tight.
+// Each invocation owns R rows (row0 + lid + j * BR): their query vectors and output accumulators live
+// in registers, and every K/V element it reads serves all R of them. R is 1 on GPUs; CPU adapters
+// (lavapipe) run invocations as SIMD lanes where each read costs a scalar load per lane, so there R is
+// 2..8 (src/gpu/flash_attention.rs chooses; D, BC, R and STAGE_KV are compile-time constants, below).
 //
-// The loop. For each tile of BC keys: load K and V rows into workgroup memory together, compute the row's
-// BC scores, raise the running max m to cover them, rescale the running sum l and accumulator by
-// exp(m_old - m_new), then add exp(s - m_new) weighted V rows. At the end O = acc / l, lse = m + log(l).
+// The loop. Every invocation walks the same keys, BC per step, so K/V addresses are uniform (GPUs:
+// K and V rows staged in workgroup memory; CPU adapters: read straight from the buffers, no barriers).
+// A step computes the R x BC scores, raises each row's running max m once over the step, rescales the
+// running sum l and the accumulator by exp(m_old - m_new), then adds exp(s - m_new)-weighted V rows.
+// At the end O = acc / l, lse = m + log(l).
 //
 // Masks come from positions: query row i sits at absolute position q_offset + i (queries are the last
-// rows of the key sequence). Key tiles wholly outside every row's visible range are never visited (the
-// loop runs from the first row's lowest visible key to the last row's highest); tiles wholly inside every
-// row's range skip the per-element test; only boundary tiles test elements.
+// rows of the key sequence). Keys outside every row's visible range are never visited (the loop runs
+// from the first row's lowest visible key to the last row's highest); steps inside every row's range
+// skip the per-element test ("interior"); the others mask scores by select, never by branching.
 //
 // A row that sees no key gets O = 0 and lse = -inf (the same as the CPU reference), never NaN: masked
 // scores are not exponentiated, so exp only ever sees s - m <= 0.
@@ -61,26 +65,31 @@ const MASK_CHUNKED: u32 = 3u;
 
 // Score given to masked keys: below any real scaled score, and never exponentiated.
 const NO_SCORE: f32 = -3.0e38;
-// Private arrays need sizes known before overrides: d <= 256 (64 vec4s), BC <= 32.
-const D4_MAX: u32 = 64u;
-const BC_MAX: u32 = 32u;
 
+// Compile-time constants. src/gpu/flash_attention.rs rewrites these four lines (same names, new
+// values) for each pipeline it builds; the values here are the defaults that keep this file valid
+// on its own. They are constants, not overrides, so every private array below has exactly the size
+// its loops run over: drivers unroll those loops fully and keep the arrays in registers (CPU
+// adapters such as lavapipe otherwise keep them in memory, where every read is a per-lane load).
 // Head dimension (a multiple of 4; Rust pads other widths with zeros).
-override D: u32 = 64u;
-// Rows per workgroup = invocations per workgroup.
-override BR: u32 = 64u;
-// Keys per K/V tile.
-override BC: u32 = 16u;
-
+const D: u32 = 64u;
+// Keys per step (and per K/V tile).
+const BC: u32 = 16u;
+// Query rows each invocation owns: every K/V element it reads serves R rows.
+const R: u32 = 1u;
 // 1: stage K/V tiles in workgroup memory (GPUs: each element is fetched from global memory once per
-// workgroup). 0: every invocation reads K/V straight from the storage buffer; all invocations read the
-// same address together, which CPU adapters serve as one cached load broadcast to all SIMD lanes,
-// without the barriers and the per-lane scatter of the tile copy.
-override STAGE_KV: u32 = 1u;
+// workgroup). 0: every invocation reads K/V straight from the storage buffer, all at the same address
+// (CPU adapters: no tile copy, no barriers).
+const STAGE_KV: u32 = 1u;
 
-override D4: u32 = D / 4u;
-// Without staging the tiles shrink to one element (they must still be declared).
-override TILE_VEC4S: u32 = BC * D / 4u * STAGE_KV + 1u - STAGE_KV;
+// Invocations per workgroup; they own BR * R rows.
+override BR: u32 = 64u;
+
+const D4: u32 = D / 4u;
+// Without staging the tiles shrink to one element (they must still be declared); their indices are
+// then multiplied by STAGE_KV = 0, because unrolled code (CPU adapters) indexes them with constants,
+// which must be in range even in branches that never run.
+const TILE_VEC4S: u32 = BC * D4 * STAGE_KV + 1u - STAGE_KV;
 
 var<workgroup> k_tile: array<vec4<f32>, TILE_VEC4S>;
 var<workgroup> v_tile: array<vec4<f32>, TILE_VEC4S>;
@@ -102,22 +111,6 @@ fn key_hi(pos: u32) -> u32 {
     return min(pos + 1u, params.n_kv);
 }
 
-// Element `e` of the current K tile (vec4 index, key-major), from workgroup memory or straight from K.
-// Past the last key it is 0 (its score is masked anyway).
-fn key_vec(tile_base: u32, keys_here: u32, e: u32) -> vec4<f32> {
-    if STAGE_KV == 1u {
-        return k_tile[e];
-    }
-    return select(vec4<f32>(0.0), k[tile_base + e], e / D4 < keys_here);
-}
-
-fn value_vec(tile_base: u32, keys_here: u32, e: u32) -> vec4<f32> {
-    if STAGE_KV == 1u {
-        return v_tile[e];
-    }
-    return select(vec4<f32>(0.0), v[tile_base + e], e / D4 < keys_here);
-}
-
 @compute @workgroup_size(BR)
 fn main(
     @builtin(workgroup_id) wg_id: vec3<u32>,
@@ -133,19 +126,11 @@ fn main(
     let tile = wg_linear % params.tiles_per_kv_head;
     let g = params.group;
     let rows_total = params.n_q * g;
-    let row0 = tile * BR;
-    let row_end = min(row0 + BR, rows_total);
+    let row0 = tile * BR * R;
+    let row_end = min(row0 + BR * R, rows_total);
 
-    // This invocation's row: query i of head h.
-    let row = row0 + lid;
-    let in_range = row < rows_total;
-    let i = min(row, rows_total - 1u) / g;
-    let h = kv_head * g + row % g;
-    let pos = params.q_offset + i;
-    let row_lo = key_lo(pos);
-    let row_hi = key_hi(pos);
-
-    // Keys any row of this tile may see, and keys every row sees (interior tiles need no test).
+    // Keys any row of this workgroup may see, and keys every row sees (interior steps need no test).
+    // The key loop runs over the former for every invocation alike, so K/V addresses are uniform.
     let first_pos = params.q_offset + row0 / g;
     let last_pos = params.q_offset + (row_end - 1u) / g;
     let tile_lo = key_lo(first_pos);
@@ -153,73 +138,111 @@ fn main(
     let all_lo = key_lo(last_pos);
     let all_hi = key_hi(first_pos);
 
-    // The query row, pre-scaled so scores need no multiply.
-    var q_row: array<vec4<f32>, D4_MAX>;
-    let q_base = (h * params.n_q + i) * D4;
-    for (var c = 0u; c < D4; c++) {
-        q_row[c] = q[q_base + c] * params.scale;
+    // This invocation's rows row0 + lid + j * BR: query i of head h. Rows past the end repeat the last
+    // row (their results are not written), so no branch depends on the row.
+    var out_row: array<u32, R>;
+    var lo: array<u32, R>;
+    var hi: array<u32, R>;
+    // The query rows, pre-scaled so scores need no multiply, and the output accumulators.
+    var q_rows: array<array<vec4<f32>, D4>, R>;
+    var acc: array<array<vec4<f32>, D4>, R>;
+    var m: array<f32, R>;
+    var l: array<f32, R>;
+    for (var j = 0u; j < R; j++) {
+        let row = min(row0 + lid + j * BR, rows_total - 1u);
+        let i = row / g;
+        let h = kv_head * g + row % g;
+        out_row[j] = h * params.n_q + i;
+        lo[j] = key_lo(params.q_offset + i);
+        hi[j] = key_hi(params.q_offset + i);
+        for (var e = 0u; e < D4; e++) {
+            q_rows[j][e] = q[out_row[j] * D4 + e] * params.scale;
+            acc[j][e] = vec4<f32>(0.0);
+        }
+        m[j] = NO_SCORE;
+        l[j] = 0.0;
     }
-    var acc: array<vec4<f32>, D4_MAX>;
-    var m = NO_SCORE;
-    var l = 0.0;
 
     let kv_base = kv_head * params.kv_stride;
     for (var key0 = tile_lo; key0 < tile_hi; key0 += BC) {
-        let tile_base = (kv_base + key0) * D4;
-        let keys_here = min(BC, params.n_kv - key0);
+        let interior = key0 >= all_lo && key0 + BC <= all_hi;
+        // Vec4 index of each key's row; keys past n_kv read the last key (finite data, masked score).
+        var key_base: array<u32, BC>;
+        for (var c = 0u; c < BC; c++) {
+            key_base[c] = (kv_base + min(key0 + c, params.n_kv - 1u)) * D4;
+        }
         if STAGE_KV == 1u {
-            // Cooperative, contiguous load of BC K rows and BC V rows (zeros past the last key).
-            for (var e = lid; e < TILE_VEC4S; e += BR) {
-                let inside = e / D4 < keys_here;
-                let src = select(0u, tile_base + e, inside);
-                k_tile[e] = select(vec4<f32>(0.0), k[src], inside);
-                v_tile[e] = select(vec4<f32>(0.0), v[src], inside);
+            // Cooperative, contiguous load of BC K rows and BC V rows.
+            for (var e = lid; e < BC * D4; e += BR) {
+                let src = (kv_base + min(key0 + e / D4, params.n_kv - 1u)) * D4 + e % D4;
+                k_tile[e] = k[src];
+                v_tile[e] = v[src];
             }
             workgroupBarrier();
         }
 
-        if in_range {
-            let interior = key0 >= all_lo && key0 + BC <= all_hi;
-            // Scores of this tile. The loop over the head dimension is innermost: its trip count is an
-            // override, so compilers unroll it and q_row stays in registers (an array indexed by a
-            // runtime loop counter would live in memory).
-            var s: array<f32, BC_MAX>;
-            for (var c = 0u; c < BC; c++) {
-                var dot4 = vec4<f32>(0.0);
-                for (var e = 0u; e < D4; e++) {
-                    dot4 = fma(q_row[e], key_vec(tile_base, keys_here, c * D4 + e), dot4);
+        // Scores of the step's BC keys for the R rows: each K element read serves R rows.
+        var s: array<array<f32, BC>, R>;
+        for (var c = 0u; c < BC; c++) {
+            var dot4 = array<vec4<f32>, R>();
+            for (var e = 0u; e < D4; e++) {
+                var kv: vec4<f32>;
+                if STAGE_KV == 1u {
+                    kv = k_tile[(c * D4 + e) * STAGE_KV];
+                } else {
+                    kv = k[key_base[c] + e];
                 }
-                s[c] = (dot4.x + dot4.y) + (dot4.z + dot4.w);
+                for (var j = 0u; j < R; j++) {
+                    dot4[j] = fma(q_rows[j][e], kv, dot4[j]);
+                }
             }
-            var tile_max = NO_SCORE;
-            for (var c = 0u; c < BC; c++) {
-                let key = key0 + c;
-                let visible = interior || (key >= row_lo && key < row_hi);
-                s[c] = select(NO_SCORE, s[c], visible);
-                tile_max = max(tile_max, s[c]);
+            let key = key0 + c;
+            for (var j = 0u; j < R; j++) {
+                let visible = interior || (key >= lo[j] && key < hi[j]);
+                s[j][c] = select(NO_SCORE, (dot4[j].x + dot4[j].y) + (dot4[j].z + dot4[j].w), visible);
             }
-            if tile_max > NO_SCORE {
-                let m_new = max(m, tile_max);
-                // exp(NO_SCORE - m_new) underflows to 0 for the first visible tile.
-                let alpha = exp(m - m_new);
-                var p: array<f32, BC_MAX>;
-                var p_sum = 0.0;
-                for (var c = 0u; c < BC; c++) {
-                    p[c] = select(0.0, exp(s[c] - m_new), s[c] > NO_SCORE);
-                    p_sum += p[c];
+        }
+
+        // Online softmax, once per step and row: raise the running max over the step's scores,
+        // rescale by alpha = exp(m_old - m_new) (0 for the first visible step: exp(NO_SCORE - m)
+        // underflows), and weight each key by exp(s - m_new); masked keys weigh 0, never exp.
+        var p: array<array<f32, BC>, R>;
+        var alpha: array<f32, R>;
+        for (var j = 0u; j < R; j++) {
+            var m_new = m[j];
+            for (var c = 0u; c < BC; c++) {
+                m_new = max(m_new, s[j][c]);
+            }
+            alpha[j] = exp(m[j] - m_new);
+            var p_sum = 0.0;
+            for (var c = 0u; c < BC; c++) {
+                p[j][c] = select(0.0, exp(s[j][c] - m_new), s[j][c] > NO_SCORE);
+                p_sum += p[j][c];
+            }
+            l[j] = l[j] * alpha[j] + p_sum;
+            m[j] = m_new;
+        }
+
+        // acc = acc * alpha + P V: head dimension outer, so each accumulator is read and written once
+        // per step, and each V element read serves R rows.
+        for (var e = 0u; e < D4; e++) {
+            var a: array<vec4<f32>, R>;
+            for (var j = 0u; j < R; j++) {
+                a[j] = acc[j][e] * alpha[j];
+            }
+            for (var c = 0u; c < BC; c++) {
+                var vv: vec4<f32>;
+                if STAGE_KV == 1u {
+                    vv = v_tile[(c * D4 + e) * STAGE_KV];
+                } else {
+                    vv = v[key_base[c] + e];
                 }
-                l = l * alpha + p_sum;
-                m = m_new;
-                // Same order as the scores: keys outer, the unrolled head dimension inner.
-                for (var e = 0u; e < D4; e++) {
-                    acc[e] *= alpha;
+                for (var j = 0u; j < R; j++) {
+                    a[j] = fma(vec4<f32>(p[j][c]), vv, a[j]);
                 }
-                for (var c = 0u; c < BC; c++) {
-                    let pc = vec4<f32>(p[c]);
-                    for (var e = 0u; e < D4; e++) {
-                        acc[e] = fma(pc, value_vec(tile_base, keys_here, c * D4 + e), acc[e]);
-                    }
-                }
+            }
+            for (var j = 0u; j < R; j++) {
+                acc[j][e] = a[j];
             }
         }
         if STAGE_KV == 1u {
@@ -227,14 +250,15 @@ fn main(
         }
     }
 
-    if in_range {
-        let out_row = h * params.n_q + i;
-        let seen = l > 0.0;
-        let inv_l = select(0.0, 1.0 / l, seen);
-        for (var c = 0u; c < D4; c++) {
-            o[out_row * D4 + c] = acc[c] * inv_l;
+    for (var j = 0u; j < R; j++) {
+        if row0 + lid + j * BR < rows_total {
+            let seen = l[j] > 0.0;
+            let inv_l = select(0.0, 1.0 / l[j], seen);
+            for (var e = 0u; e < D4; e++) {
+                o[out_row[j] * D4 + e] = acc[j][e] * inv_l;
+            }
+            lse[out_row[j]] = select(negative_infinity(), m[j] + log(l[j]), seen);
         }
-        lse[out_row] = select(negative_infinity(), m + log(l), seen);
     }
 }
 

@@ -70,6 +70,9 @@ pub struct GpuContext {
     pub adapter: AdapterSummary,
     /// Whether `TIMESTAMP_QUERY` was granted (the benchmark times kernels with it where it can).
     pub timestamps: bool,
+    /// The subgroup size when the device has subgroup operations and a single fixed size (CPU adapters:
+    /// 8 on lavapipe, 4 on SwiftShader); kernels that share loads between lanes need both.
+    pub subgroup_size: Option<u32>,
     /// The first error the device reported outside any error scope, or its loss. Once set, every
     /// readback fails with it: results computed by an invalid pipeline must never be shown as real.
     fault: Arc<Mutex<Option<String>>>,
@@ -105,7 +108,10 @@ impl GpuContext {
             limits.max_compute_workgroup_storage_size = available.max_compute_workgroup_storage_size.min(32768);
         }
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let required_features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
+        let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP);
+        let mut required_features = wgpu::Features::empty();
+        required_features.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
+        required_features.set(wgpu::Features::SUBGROUP, subgroups);
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("attention-lab"),
@@ -133,7 +139,9 @@ impl GpuContext {
         device.set_device_lost_callback(move |reason, message| {
             record(&on_lost, format!("the device was lost ({reason:?}: {message}); reload the page to start it again"))
         });
-        Ok(Self { device, queue, limits, adapter, timestamps, fault })
+        let fixed_size = info.subgroup_min_size == info.subgroup_max_size && info.subgroup_min_size.is_power_of_two();
+        let subgroup_size = (subgroups && fixed_size).then_some(info.subgroup_min_size);
+        Ok(Self { device, queue, limits, adapter, timestamps, subgroup_size, fault })
     }
 
     /// A read-only storage buffer holding `data`.

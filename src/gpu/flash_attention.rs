@@ -3,6 +3,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::attention::{AttentionShape, Mask};
+use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
@@ -24,17 +25,36 @@ pub struct FlashParams {
     pub _pad: [u32; 2],
 }
 
-/// The shader's private arrays hold at most this many keys per tile (`BC_MAX`).
-pub const MAX_KEYS_PER_TILE: u32 = 32;
-/// Query rows each invocation owns. Keep in sync with the shader (one `q_row` and `acc` each).
-pub const ROWS_PER_INVOCATION: u32 = 1;
+impl FlashParams {
+    /// The parameters of one launch whose workgroups each cover `1 / tiles_per_kv_head` of a KV head's rows.
+    pub fn new(shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32, tiles_per_kv_head: u32) -> Self {
+        let (mask_kind, mask_size) = mask.to_gpu();
+        Self {
+            n_q: shape.n_q,
+            n_kv: shape.n_kv,
+            h_kv: shape.h_kv,
+            group: shape.group_size(),
+            kv_stride,
+            mask_kind,
+            mask_size,
+            scale,
+            tiles_per_kv_head,
+            q_offset: shape.q_offset(),
+            _pad: [0; 2],
+        }
+    }
+}
 
-/// Tile sizes (the shader's `BR` and `BC` overrides) for one head width on one adapter.
+/// Keys per step at most: the shader's loops over a step are unrolled, so this bounds code size.
+pub const MAX_KEYS_PER_TILE: u32 = 32;
+
+/// Tile sizes for one head width on one adapter. With the head width they become the shader's
+/// compile-time constants (`BC`, `R`, `STAGE_KV`; `BR` is an override).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlashTiles {
-    /// Invocations per workgroup; each owns [`ROWS_PER_INVOCATION`] rows (query, head).
+    /// Invocations per workgroup; each owns [`FlashTiles::rows_per_invocation`] rows (query, head).
     pub rows_per_workgroup: u32,
-    /// Keys per K/V tile.
+    /// Keys per step (and per K/V tile when staged).
     pub keys_per_tile: u32,
     /// Whether K/V tiles are staged in workgroup memory (`STAGE_KV`); CPU adapters read them directly.
     pub stage_kv: bool,
@@ -43,11 +63,17 @@ pub struct FlashTiles {
 impl FlashTiles {
     /// Chooses tiles for `d_pad`-wide heads. Workgroup memory holds one K and one V tile; stay within the
     /// adapter's limit and the web's portable 16 KiB, and within its invocation limit.
-    /// CPU-class adapters (lavapipe, SwiftShader) read K/V straight from the buffer (a read from a
-    /// staged copy costs them as much as one from the buffer, so the copy and its two barriers are pure
-    /// cost) with the widest key tile, and take 128 rows per workgroup, which measured
-    /// best on lavapipe (`bench --tiles`); GPUs stage tiles in workgroup memory, 64 rows per workgroup.
+    /// GPUs stage tiles in workgroup memory, 64 rows per workgroup, one per invocation.
+    /// CPU-class adapters (lavapipe, SwiftShader) run invocations as SIMD lanes, where every load from a
+    /// buffer or from workgroup memory costs one scalar load per lane, many times an FMA. So they read
+    /// K/V straight from the buffer (no tile copy, no barriers) and give each invocation several rows
+    /// (see [`FlashTiles::rows_per_invocation`]), so each element read serves several rows; the step
+    /// and workgroup sizes measured best on lavapipe (`bench --tiles`).
     pub fn choose(limits: &wgpu::Limits, is_cpu: bool, d_pad: u32) -> Self {
+        let max_rows = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x).max(1);
+        if is_cpu {
+            return Self { rows_per_workgroup: CPU_ROWS_PER_WORKGROUP.min(max_rows), keys_per_tile: cpu_keys(d_pad), stage_kv: false };
+        }
         let bytes = limits.max_compute_workgroup_storage_size.min(16384);
         let keys_fit = bytes / (2 * d_pad.max(4) * 4);
         let mut keys = MAX_KEYS_PER_TILE;
@@ -55,18 +81,20 @@ impl FlashTiles {
             keys /= 2;
         }
         // Too little workgroup memory for even one key: read K/V directly instead.
-        let stage_kv = !is_cpu && keys <= keys_fit;
-        if !stage_kv {
-            keys = MAX_KEYS_PER_TILE; // no workgroup memory involved
-        }
-        let wanted_rows = if is_cpu { 128 } else { 64 };
-        let rows = wanted_rows.min(limits.max_compute_invocations_per_workgroup).min(limits.max_compute_workgroup_size_x).max(1);
-        Self { rows_per_workgroup: rows, keys_per_tile: keys, stage_kv }
+        let stage_kv = keys <= keys_fit;
+        Self { rows_per_workgroup: 64.min(max_rows), keys_per_tile: keys, stage_kv }
+    }
+
+    /// Query rows each invocation owns (the shader's `R`): 1 with staged tiles (GPUs, where registers
+    /// are scarce and workgroup memory cheap), several when K/V are read directly (CPU adapters, where
+    /// an invocation's query rows and accumulators live in the stack and a load is costly).
+    pub fn rows_per_invocation(&self, d_pad: u32) -> u32 {
+        if self.stage_kv { 1 } else { cpu_rows_per_invocation(d_pad) }
     }
 
     /// Query rows one workgroup covers.
-    pub fn rows_per_tile(&self) -> u32 {
-        self.rows_per_workgroup * ROWS_PER_INVOCATION
+    pub fn rows_per_tile(&self, d_pad: u32) -> u32 {
+        self.rows_per_workgroup * self.rows_per_invocation(d_pad)
     }
 
     /// Workgroup memory the shader declares with these tiles.
@@ -74,6 +102,30 @@ impl FlashTiles {
         if self.stage_kv { 2 * self.keys_per_tile * d_pad * 4 } else { 0 }
     }
 }
+
+/// CPU adapters: invocations per workgroup, one SIMD batch on lavapipe (8 lanes of 256 bits). Small
+/// row tiles keep the key range of a workgroup tight (little masked work on the diagonal or around a
+/// sliding window).
+const CPU_ROWS_PER_WORKGROUP: u32 = 8;
+
+/// CPU adapters: rows per invocation. Each K/V element read costs about as much as R FMAs per lane,
+/// so more rows amortise it better, but the step's code (unrolled R x BC x d/4 times) and its compile
+/// time grow with them: on lavapipe R = 8 at d = 64 ran 1.6x faster than R = 4 and compiles in ~20 s.
+fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
+    if d_pad <= 64 { 8 } else if d_pad <= 128 { 4 } else { 2 }
+}
+
+/// CPU adapters: keys per step. The softmax rescale runs once per step, so wider steps cost less of
+/// it; 8 measured best at d = 64 (4: 25 % slower; 16: slower to compile and no faster).
+fn cpu_keys(d_pad: u32) -> u32 {
+    if d_pad <= 128 { 8 } else { 4 }
+}
+
+/// Whether CPU adapters get unrolled kernels ([`crate::gpu::shader_text`]) unless told otherwise.
+/// Natively yes: about 3x faster on lavapipe, compiled in seconds. In the browser no: SwiftShader
+/// runs them about 5x faster but takes about half a minute to compile one, far too long for a page
+/// that must show heatmaps at once; the benchmark view turns them on, as compile time is not timed.
+const UNROLL_ON_CPU_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
 
 /// The bind-group layout and the per-head-width pipelines.
 pub struct FlashAttention {
@@ -83,6 +135,8 @@ pub struct FlashAttention {
     is_cpu: bool,
     /// Tiles forced by the benchmark's `--tiles` (tuning), instead of [`FlashTiles::choose`].
     forced: std::cell::Cell<Option<FlashTiles>>,
+    /// The subgroup-sharing kernel, used instead on CPU adapters that have subgroups.
+    subgroup: Option<FlashSubgroup>,
 }
 
 /// The buffers of one launch. Q/O are `[h_q, n_q, d_pad]`, K/V `[h_kv, kv_stride, d_pad]`, lse `[h_q, n_q]`.
@@ -99,7 +153,19 @@ impl FlashAttention {
         let layout = launch::bind_group_layout(&ctx.device, "flash_attention", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite]);
         let source = include_str!("../../shaders/flash_attention.wgsl");
         let pipelines = PipelineCache::new(&ctx.device, "flash_attention", source, "main", &layout);
-        Self { layout, pipelines, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, forced: Default::default() }
+        pipelines.set_unrolled(ctx.adapter.is_cpu && UNROLL_ON_CPU_BY_DEFAULT);
+        let subgroup = if ctx.adapter.is_cpu { FlashSubgroup::new(ctx) } else { None };
+        Self { layout, pipelines, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, forced: Default::default(), subgroup }
+    }
+
+    /// Whether CPU adapters' pipelines built from now on unroll their loops (the benchmark asks for
+    /// them; see [`UNROLL_ON_CPU_BY_DEFAULT`]). GPUs keep their loops.
+    pub fn set_unrolled(&self, unroll: bool) {
+        self.pipelines.set_unrolled(unroll && self.is_cpu);
+    }
+
+    pub fn is_unrolled(&self) -> bool {
+        self.pipelines.is_unrolled()
     }
 
     pub fn tiles(&self, d_pad: u32) -> FlashTiles {
@@ -124,31 +190,18 @@ impl FlashAttention {
         if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM || kv_stride < shape.n_kv {
             return Err(GpuError::LimitExceeded(format!("flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv")));
         }
+        if let (None, Some(subgroup)) = (self.forced.get(), &self.subgroup) {
+            return subgroup.prepare(ctx, buffers, shape, kv_stride, mask, scale);
+        }
         let mut tiles = self.tiles(d_pad);
         // Few rows (decode: one query per head) get a narrow workgroup instead of idle invocations.
         let rows_total = shape.n_q * shape.group_size();
-        let invocations_needed = rows_total.div_ceil(ROWS_PER_INVOCATION);
+        let invocations_needed = rows_total.div_ceil(tiles.rows_per_invocation(d_pad));
         tiles.rows_per_workgroup = tiles.rows_per_workgroup.min(invocations_needed.next_power_of_two().max(8));
-        let (mask_kind, mask_size) = mask.to_gpu();
-        let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile());
-        let params = FlashParams {
-            n_q: shape.n_q,
-            n_kv: shape.n_kv,
-            h_kv: shape.h_kv,
-            group: shape.group_size(),
-            kv_stride,
-            mask_kind,
-            mask_size,
-            scale,
-            tiles_per_kv_head,
-            q_offset: shape.q_offset(),
-            _pad: [0; 2],
-        };
-        let params = ctx.uniform_from("flash_attention params", &params);
-        let pipeline = self.pipelines.get(
-            &ctx.device,
-            &[("D", d_pad), ("BR", tiles.rows_per_workgroup), ("BC", tiles.keys_per_tile), ("STAGE_KV", u32::from(tiles.stage_kv))],
-        );
+        let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
+        let params = ctx.uniform_from("flash_attention params", &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head));
+        let constants = [("D", d_pad), ("D4", d_pad / 4), ("BC", tiles.keys_per_tile), ("R", tiles.rows_per_invocation(d_pad)), ("STAGE_KV", u32::from(tiles.stage_kv))];
+        let pipeline = self.pipelines.get_specialised(&ctx.device, &constants, &[("BR", tiles.rows_per_workgroup)]);
         let bind_group = launch::bind_buffers(
             &ctx.device,
             &self.layout,
@@ -178,7 +231,7 @@ mod tests {
         // 2 tiles x 8 keys x 256 floats x 4 bytes = 16 KiB exactly.
         assert_eq!(FlashTiles::choose(&web, false, 256).keys_per_tile, 8);
         assert_eq!(FlashTiles::choose(&web, false, 64).keys_per_tile, 32);
-        assert_eq!(FlashTiles::choose(&web, false, 64).rows_per_tile(), 64);
+        assert_eq!(FlashTiles::choose(&web, false, 64).rows_per_tile(64), 64);
         // A device with little workgroup memory gets a small tile...
         let small = wgpu::Limits { max_compute_workgroup_storage_size: 4096, ..web };
         assert_eq!(FlashTiles::choose(&small, false, 256).keys_per_tile, 2);
@@ -186,8 +239,12 @@ mod tests {
         let none = wgpu::Limits { max_compute_workgroup_storage_size: 1024, ..web };
         let t = FlashTiles::choose(&none, false, 256);
         assert!(!t.stage_kv && t.workgroup_bytes(256) == 0);
-        // CPU adapters read K/V directly, with the widest tile at every width.
-        assert_eq!(FlashTiles::choose(&web, true, 256), FlashTiles { rows_per_workgroup: 128, keys_per_tile: 32, stage_kv: false });
+        // CPU adapters read K/V directly, several rows per invocation (one on GPUs).
+        let cpu = FlashTiles::choose(&web, true, 64);
+        assert_eq!(cpu, FlashTiles { rows_per_workgroup: 8, keys_per_tile: 8, stage_kv: false });
+        assert_eq!(cpu.rows_per_tile(64), 64);
+        assert_eq!(FlashTiles::choose(&web, true, 256).rows_per_invocation(256), 2);
+        assert_eq!(FlashTiles::choose(&web, false, 256).rows_per_invocation(256), 1);
     }
 
     #[test]

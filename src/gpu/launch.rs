@@ -1,6 +1,8 @@
 //! Launch arithmetic every kernel shares: folding many workgroups into a 2D grid, and head-dimension
 //! padding (kernels read rows as `vec4<f32>`, so `d` is rounded up to a multiple of 4 with zeros).
 
+use crate::gpu::shader_text;
+
 /// WebGPU's default `max_compute_workgroups_per_dimension`.
 pub const WEB_MAX_WORKGROUPS_PER_DIM: u32 = 65535;
 
@@ -140,47 +142,80 @@ pub fn bind_buffers(device: &wgpu::Device, layout: &wgpu::BindGroupLayout, label
     device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(label), layout, entries: &entries })
 }
 
-/// Override values (`name`, value) a pipeline was built with.
-type Overrides = Vec<(&'static str, u32)>;
+/// Constant or override values (`name`, value) a pipeline was built with.
+type Values = Vec<(&'static str, u32)>;
 
-/// Pipelines specialised by override constants, built on first use and kept (one per head width, say).
+/// Pipelines specialised by compile-time constants (written into the WGSL text, see
+/// [`shader_text::with_constants`]; one shader module per set) and by override constants, built on
+/// first use and kept (one per head width, say). With [`PipelineCache::set_unrolled`], loops over
+/// those constants are also written out ([`shader_text::unroll_loops`]; for CPU adapters).
 pub struct PipelineCache {
     label: &'static str,
-    module: wgpu::ShaderModule,
+    source: String,
+    unroll: std::cell::Cell<bool>,
     layout: wgpu::PipelineLayout,
     entry_point: &'static str,
-    built: std::cell::RefCell<Vec<(Overrides, wgpu::ComputePipeline)>>,
+    modules: std::cell::RefCell<Vec<((Values, bool), wgpu::ShaderModule)>>,
+    built: std::cell::RefCell<Vec<((Values, bool), Values, wgpu::ComputePipeline)>>,
 }
 
 impl PipelineCache {
     pub fn new(device: &wgpu::Device, label: &'static str, source: &str, entry_point: &'static str, bind_layout: &wgpu::BindGroupLayout) -> Self {
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(label),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
         let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(label),
             bind_group_layouts: &[Some(bind_layout)],
             immediate_size: 0,
         });
-        Self { label, module, layout, entry_point, built: Default::default() }
+        let cache = Self { label, source: source.to_owned(), unroll: Default::default(), layout, entry_point, modules: Default::default(), built: Default::default() };
+        cache.module(device, &[]); // the shader as written: compile errors surface at start-up
+        cache
+    }
+
+    /// Whether pipelines built from now on unroll the loops over compile-time constants.
+    pub fn set_unrolled(&self, unroll: bool) {
+        self.unroll.set(unroll);
+    }
+
+    pub fn is_unrolled(&self) -> bool {
+        self.unroll.get()
+    }
+
+    fn module(&self, device: &wgpu::Device, constants: &[(&'static str, u32)]) -> wgpu::ShaderModule {
+        let key = (constants.to_vec(), self.unroll.get() && !constants.is_empty());
+        if let Some((_, m)) = self.modules.borrow().iter().find(|(k, _)| *k == key) {
+            return m.clone();
+        }
+        let mut source = if constants.is_empty() { self.source.clone() } else { shader_text::with_constants(&self.source, constants) };
+        if key.1 {
+            source = shader_text::unroll_loops(&source, constants);
+        }
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(self.label), source: wgpu::ShaderSource::Wgsl(source.into()) });
+        self.modules.borrow_mut().push((key, module.clone()));
+        module
     }
 
     /// The pipeline with these override values (`name`, value), built now if it is new.
     pub fn get(&self, device: &wgpu::Device, overrides: &[(&'static str, u32)]) -> wgpu::ComputePipeline {
-        if let Some((_, p)) = self.built.borrow().iter().find(|(o, _)| o == overrides) {
+        self.get_specialised(device, &[], overrides)
+    }
+
+    /// The pipeline with these compile-time constants and override values, built now if it is new.
+    pub fn get_specialised(&self, device: &wgpu::Device, constants: &[(&'static str, u32)], overrides: &[(&'static str, u32)]) -> wgpu::ComputePipeline {
+        let key = (constants.to_vec(), self.unroll.get() && !constants.is_empty());
+        if let Some((_, _, p)) = self.built.borrow().iter().find(|(k, o, _)| *k == key && o == overrides) {
             return p.clone();
         }
-        let constants: Vec<(&str, f64)> = overrides.iter().map(|&(n, v)| (n, f64::from(v))).collect();
+        let module = self.module(device, constants);
+        let values: Vec<(&str, f64)> = overrides.iter().map(|&(n, v)| (n, f64::from(v))).collect();
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(self.label),
             layout: Some(&self.layout),
-            module: &self.module,
+            module: &module,
             entry_point: Some(self.entry_point),
-            compilation_options: wgpu::PipelineCompilationOptions { constants: &constants, zero_initialize_workgroup_memory: false },
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &values, zero_initialize_workgroup_memory: false },
             cache: None,
         });
-        self.built.borrow_mut().push((overrides.to_vec(), pipeline.clone()));
+        self.built.borrow_mut().push((key, overrides.to_vec(), pipeline.clone()));
         pipeline
     }
 }

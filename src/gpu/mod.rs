@@ -7,11 +7,13 @@ pub mod attention_probs;
 pub mod bench;
 pub mod context;
 pub mod flash_attention;
+pub mod flash_attention_subgroup;
 pub mod fma_peak;
 pub mod kernels;
 pub mod kv_cache;
 pub mod launch;
 pub mod naive_attention;
+pub mod shader_text;
 
 pub use context::{AdapterSummary, GpuContext, GpuError};
 pub use kernels::{Kernels, Pool, ProbRegion};

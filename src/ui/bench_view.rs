@@ -119,7 +119,11 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                     <p class="status" data-testid="bench-adapter">
                         {format!("Adapter: {}. Timing: {}.", ctx.adapter,
                             if ctx.timestamps { "GPU timestamp queries" } else { "wall clock around submit and readback" })}
-                        {ctx.adapter.is_cpu.then_some(" This is a CPU-emulated GPU: timings are not representative of real hardware.")}
+                        {ctx.adapter.is_cpu.then_some(
+                            " This is a CPU-emulated GPU: timings are not representative of real hardware. The tiled kernel is \
+                             timed in its unrolled form, the fastest here; compiling it takes up to a minute per case shape (not \
+                             timed), which is why the explorer uses its loop form.",
+                        )}
                     </p>
                 }.into_any(),
             })}

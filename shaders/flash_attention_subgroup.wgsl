@@ -1,0 +1,212 @@
+// Tiled attention forward for CPU-class adapters (lavapipe, SwiftShader), with the results and the
+// contract of flash_attention.wgsl (same parameters, bindings, masks, O and log-sum-exp).
+//
+// Why a second kernel. A CPU adapter runs invocations as the lanes of SIMD registers. Arithmetic on
+// registers runs at full speed, but every read from a storage buffer (or workgroup memory) is a loop
+// of scalar loads, one per lane and component, however uniform the address: a vec4 read costs about as
+// much as dozens of FMAs. flash_attention.wgsl has every invocation read every K/V element of a tile.
+// Here each lane of a subgroup reads one key's K and V rows, and the subgroup passes them around with
+// subgroupShuffle (a register move on these adapters), so a step of SG keys costs each lane one K row
+// and one V row instead of SG of each. Each invocation also owns R query rows, so every K/V value it
+// holds serves R rows.
+//
+// Browsers need `enable subgroups;` first; Naga rejects that line but accepts the builtins without
+// it, so src/gpu/flash_attention_subgroup.rs adds it on the web.
+//
+// Rows, masks, the online softmax and the fully-masked-row result are as in flash_attention.wgsl.
+
+// Keep in sync with `FlashParams` in src/gpu/flash_attention.rs.
+struct Params {
+    n_q: u32,
+    n_kv: u32,
+    h_kv: u32,
+    // Query heads per KV head (G).
+    group: u32,
+    // Rows per KV head in the K/V buffers: >= n_kv (a decode cache has spare capacity).
+    kv_stride: u32,
+    // MASK_* below; mask_size is the window or the chunk.
+    mask_kind: u32,
+    mask_size: u32,
+    scale: f32,
+    tiles_per_kv_head: u32,
+    q_offset: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+// [h_q, n_q, D] as vec4s.
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+// [h_kv, kv_stride, D] as vec4s.
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
+// [h_q, n_q, D] as vec4s.
+@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
+// [h_q, n_q].
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+
+// Keep in sync with `Mask::to_gpu` in src/attention/mask.rs.
+const MASK_FULL: u32 = 0u;
+const MASK_CAUSAL: u32 = 1u;
+const MASK_SLIDING: u32 = 2u;
+const MASK_CHUNKED: u32 = 3u;
+
+// Score given to masked keys: below any real scaled score, and never exponentiated.
+const NO_SCORE: f32 = -3.0e38;
+
+// Compile-time constants, rewritten by src/gpu/flash_attention_subgroup.rs for each pipeline (the
+// values here keep the file valid on its own). Constants, not overrides, so that private arrays have
+// exactly the size their loops run over and the compiler keeps them in registers.
+// Head dimension (a multiple of 4).
+const D: u32 = 64u;
+// Query rows each invocation owns.
+const R: u32 = 8u;
+// The adapter's subgroup size: keys per step, one per lane.
+const SG: u32 = 8u;
+
+// Invocations per workgroup: a multiple of SG, so every subgroup is full.
+override BR: u32 = 8u;
+
+const D4: u32 = D / 4u;
+
+// First visible key of the query at absolute position `pos` (keep in sync with `Mask::key_range`).
+fn key_lo(pos: u32) -> u32 {
+    switch params.mask_kind {
+        case MASK_SLIDING: { return max(pos + 1u, params.mask_size) - params.mask_size; }
+        case MASK_CHUNKED: { return pos - pos % params.mask_size; }
+        default: { return 0u; }
+    }
+}
+
+// One past the last visible key of the query at `pos`, clipped to n_kv.
+fn key_hi(pos: u32) -> u32 {
+    if params.mask_kind == MASK_FULL {
+        return params.n_kv;
+    }
+    return min(pos + 1u, params.n_kv);
+}
+
+@compute @workgroup_size(BR)
+fn main(
+    @builtin(workgroup_id) wg_id: vec3<u32>,
+    @builtin(num_workgroups) wg_count: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let wg_linear = wg_id.x + wg_id.y * wg_count.x;
+    let kv_head = wg_linear / params.tiles_per_kv_head;
+    if kv_head >= params.h_kv {
+        return;
+    }
+    let tile = wg_linear % params.tiles_per_kv_head;
+    let g = params.group;
+    let rows_total = params.n_q * g;
+    let row0 = tile * BR * R;
+    let row_end = min(row0 + BR * R, rows_total);
+
+    // Keys any row of the workgroup may see (the loop runs over these, the same for every lane, so
+    // shuffles always find their whole subgroup), and keys every row sees (no per-key test).
+    let first_pos = params.q_offset + row0 / g;
+    let last_pos = params.q_offset + (row_end - 1u) / g;
+    let tile_lo = key_lo(first_pos);
+    let tile_hi = key_hi(last_pos);
+    let all_lo = key_lo(last_pos);
+    let all_hi = key_hi(first_pos);
+
+    // This invocation's rows row0 + lid + j * BR. Rows past the end repeat the last row (their results
+    // are not written), so every lane stays active.
+    var out_row: array<u32, R>;
+    var lo: array<u32, R>;
+    var hi: array<u32, R>;
+    // Query rows pre-scaled so scores need no multiply; output accumulators; running max and sum.
+    var q_rows: array<array<vec4<f32>, D4>, R>;
+    var acc = array<array<vec4<f32>, D4>, R>();
+    var m: array<f32, R>;
+    var l = array<f32, R>();
+    for (var j = 0u; j < R; j++) {
+        let row = min(row0 + lid + j * BR, rows_total - 1u);
+        let i = row / g;
+        out_row[j] = (kv_head * g + row % g) * params.n_q + i;
+        lo[j] = key_lo(params.q_offset + i);
+        hi[j] = key_hi(params.q_offset + i);
+        for (var e = 0u; e < D4; e++) {
+            q_rows[j][e] = q[out_row[j] * D4 + e] * params.scale;
+        }
+        m[j] = NO_SCORE;
+    }
+
+    let kv_base = kv_head * params.kv_stride;
+    for (var key0 = tile_lo; key0 < tile_hi; key0 += SG) {
+        let interior = key0 >= all_lo && key0 + SG <= all_hi;
+        // The key this lane fetches for the subgroup (past n_kv: the last key, finite and masked).
+        let my_key = (kv_base + min(key0 + lane, params.n_kv - 1u)) * D4;
+
+        // Scores of the step's SG keys for the R rows.
+        var s = array<array<f32, SG>, R>();
+        for (var e = 0u; e < D4; e++) {
+            let mine = k[my_key + e];
+            for (var c = 0u; c < SG; c++) {
+                let kc = subgroupShuffle(mine, c);
+                for (var j = 0u; j < R; j++) {
+                    s[j][c] += dot(q_rows[j][e], kc);
+                }
+            }
+        }
+
+        // Online softmax once per step and row (see flash_attention.wgsl).
+        var p: array<array<f32, SG>, R>;
+        var alpha: array<f32, R>;
+        for (var j = 0u; j < R; j++) {
+            var m_new = m[j];
+            for (var c = 0u; c < SG; c++) {
+                let key = key0 + c;
+                let visible = interior || (key >= lo[j] && key < hi[j]);
+                s[j][c] = select(NO_SCORE, s[j][c], visible);
+                m_new = max(m_new, s[j][c]);
+            }
+            alpha[j] = exp(m[j] - m_new);
+            var p_sum = 0.0;
+            for (var c = 0u; c < SG; c++) {
+                p[j][c] = select(0.0, exp(s[j][c] - m_new), s[j][c] > NO_SCORE);
+                p_sum += p[j][c];
+            }
+            l[j] = l[j] * alpha[j] + p_sum;
+            m[j] = m_new;
+        }
+
+        // acc = acc * alpha + P V, each lane fetching its key's V row for the subgroup.
+        for (var e = 0u; e < D4; e++) {
+            let mine = v[my_key + e];
+            var a: array<vec4<f32>, R>;
+            for (var j = 0u; j < R; j++) {
+                a[j] = acc[j][e] * alpha[j];
+            }
+            for (var c = 0u; c < SG; c++) {
+                let vc = subgroupShuffle(mine, c);
+                for (var j = 0u; j < R; j++) {
+                    a[j] = fma(vec4<f32>(p[j][c]), vc, a[j]);
+                }
+            }
+            for (var j = 0u; j < R; j++) {
+                acc[j][e] = a[j];
+            }
+        }
+    }
+
+    for (var j = 0u; j < R; j++) {
+        if row0 + lid + j * BR < rows_total {
+            let seen = l[j] > 0.0;
+            let inv_l = select(0.0, 1.0 / l[j], seen);
+            for (var e = 0u; e < D4; e++) {
+                o[out_row[j] * D4 + e] = acc[j][e] * inv_l;
+            }
+            lse[out_row[j]] = select(negative_infinity(), m[j] + log(l[j]), seen);
+        }
+    }
+}
+
+// -inf for rows that see no key (see flash_attention.wgsl).
+var<private> NEG_INF_BITS: u32 = 0xff800000u;
+fn negative_infinity() -> f32 {
+    return bitcast<f32>(NEG_INF_BITS);
+}

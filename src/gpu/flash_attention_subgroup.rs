@@ -1,0 +1,53 @@
+//! Owner of `shaders/flash_attention_subgroup.wgsl`: the tiled forward for CPU-class adapters, where
+//! the lanes of a subgroup share K/V loads by shuffling them (see the shader's header for why).
+//! Same buffers, parameters and results as [`crate::gpu::flash_attention`].
+
+use crate::attention::{AttentionShape, Mask};
+use crate::gpu::flash_attention::{FlashBuffers, FlashParams};
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::{GpuContext, GpuError};
+
+/// Query rows per invocation: each K/V value a lane holds serves this many rows, but the step's
+/// unrolled code (R x SG x d/4) and its compile time grow with it.
+pub fn rows_per_invocation(d_pad: u32) -> u32 {
+    if d_pad <= 64 { 8 } else if d_pad <= 128 { 4 } else { 2 }
+}
+
+/// The pipelines, one per (head width, subgroup size).
+pub struct FlashSubgroup {
+    layout: wgpu::BindGroupLayout,
+    pipelines: PipelineCache,
+    subgroup_size: u32,
+    max_workgroups: u32,
+}
+
+impl FlashSubgroup {
+    /// `None` unless the device has subgroups of one fixed size (the shader's `SG`).
+    pub fn new(ctx: &GpuContext) -> Option<Self> {
+        let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
+        let layout = launch::bind_group_layout(&ctx.device, "flash_attention_subgroup", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite]);
+        let source = include_str!("../../shaders/flash_attention_subgroup.wgsl");
+        // Browsers want the extension enabled; Naga (native) rejects the directive but takes the builtins.
+        let source = if cfg!(target_arch = "wasm32") { format!("enable subgroups;\n{source}") } else { source.to_owned() };
+        let pipelines = PipelineCache::new(&ctx.device, "flash_attention_subgroup", &source, "main", &layout);
+        // Only native adapters reach here (wgpu cannot ask browsers for subgroups), so unroll always.
+        pipelines.set_unrolled(true);
+        Some(Self { layout, pipelines, subgroup_size, max_workgroups: ctx.limits.max_compute_workgroups_per_dimension })
+    }
+
+    /// Prepares one launch; arguments as [`crate::gpu::flash_attention::FlashAttention::prepare`].
+    pub fn prepare(&self, ctx: &GpuContext, buffers: &FlashBuffers<'_>, shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32) -> Result<Dispatch, GpuError> {
+        let d_pad = shape.d;
+        let rows = rows_per_invocation(d_pad);
+        // One subgroup per workgroup: the smallest row tile, so the key range around a causal
+        // diagonal or a sliding window stays tight.
+        let invocations = self.subgroup_size;
+        let rows_total = shape.n_q * shape.group_size();
+        let tiles_per_kv_head = rows_total.div_ceil(invocations * rows);
+        let params = ctx.uniform_from("flash_attention_subgroup params", &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head));
+        let constants = [("D", d_pad), ("D4", d_pad / 4), ("R", rows), ("SG", self.subgroup_size)];
+        let pipeline = self.pipelines.get_specialised(&ctx.device, &constants, &[("BR", invocations)]);
+        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "flash_attention_subgroup", &[&params, buffers.q, buffers.k, buffers.v, buffers.o, buffers.lse]);
+        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(tiles_per_kv_head * shape.h_kv, self.max_workgroups) })
+    }
+}
