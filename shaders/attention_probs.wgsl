@@ -47,10 +47,8 @@ struct Params {
 // [h_q, rows, cols].
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-// Keep in sync with `Mask::to_gpu` in src/attention/mask.rs.
-const MASK_FULL: u32 = 0u;
-const MASK_SLIDING: u32 = 2u;
-const MASK_CHUNKED: u32 = 3u;
+// #include attention_masks.wgsl
+
 // Keep in sync with `Pool` in src/attention/pooled.rs.
 const POOL_MAX: u32 = 0u;
 const D4_MAX: u32 = 64u;
@@ -62,21 +60,6 @@ override WG: u32 = 64u;
 // Output columns per workgroup (`region` only).
 override COLS: u32 = 64u;
 override D4: u32 = D / 4u;
-
-fn key_lo(pos: u32) -> u32 {
-    switch params.mask_kind {
-        case MASK_SLIDING: { return max(pos + 1u, params.mask_size) - params.mask_size; }
-        case MASK_CHUNKED: { return pos - pos % params.mask_size; }
-        default: { return 0u; }
-    }
-}
-
-fn key_hi(pos: u32) -> u32 {
-    if params.mask_kind == MASK_FULL {
-        return params.n_kv;
-    }
-    return min(pos + 1u, params.n_kv);
-}
 
 // First index of block `b` when `n` items are split into `count` near-equal blocks: floor(b * n / count),
 // computed without overflowing u32 for n up to 2^32 and count up to 65535.

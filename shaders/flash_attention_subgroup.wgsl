@@ -15,47 +15,12 @@
 //
 // Rows, masks, the online softmax and the fully-masked-row result are as in flash_attention.wgsl.
 
-// Keep in sync with `FlashParams` in src/gpu/flash_attention.rs.
-struct Params {
-    n_q: u32,
-    n_kv: u32,
-    h_kv: u32,
-    // Query heads per KV head (G).
-    group: u32,
-    // Rows per KV head in the K/V buffers: >= n_kv (a decode cache has spare capacity).
-    kv_stride: u32,
-    // MASK_* below; mask_size is the window or the chunk.
-    mask_kind: u32,
-    mask_size: u32,
-    scale: f32,
-    tiles_per_kv_head: u32,
-    q_offset: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
+// #include flash_io.wgsl
 
-@group(0) @binding(0) var<uniform> params: Params;
-// [h_q, n_q, D] as vec4s.
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-// [h_kv, kv_stride, D] as vec4s.
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-// [h_q, n_q, D] as vec4s.
-@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
-// [h_q, n_q].
-@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
-
-// Keep in sync with `Mask::to_gpu` in src/attention/mask.rs.
-const MASK_FULL: u32 = 0u;
-const MASK_CAUSAL: u32 = 1u;
-const MASK_SLIDING: u32 = 2u;
-const MASK_CHUNKED: u32 = 3u;
-
-// Score given to masked keys: below any real scaled score, and never exponentiated.
-const NO_SCORE: f32 = -3.0e38;
+// #include attention_masks.wgsl
 
 // Compile-time constants, rewritten by src/gpu/flash_attention_subgroup.rs for each pipeline (the
-// values here keep the file valid on its own). Constants, not overrides, so that private arrays have
+// values here keep the file valid as written). Constants, not overrides, so that private arrays have
 // exactly the size their loops run over and the compiler keeps them in registers.
 // Head dimension (a multiple of 4).
 const D: u32 = 64u;
@@ -68,23 +33,6 @@ const SG: u32 = 8u;
 override BR: u32 = 8u;
 
 const D4: u32 = D / 4u;
-
-// First visible key of the query at absolute position `pos` (keep in sync with `Mask::key_range`).
-fn key_lo(pos: u32) -> u32 {
-    switch params.mask_kind {
-        case MASK_SLIDING: { return max(pos + 1u, params.mask_size) - params.mask_size; }
-        case MASK_CHUNKED: { return pos - pos % params.mask_size; }
-        default: { return 0u; }
-    }
-}
-
-// One past the last visible key of the query at `pos`, clipped to n_kv.
-fn key_hi(pos: u32) -> u32 {
-    if params.mask_kind == MASK_FULL {
-        return params.n_kv;
-    }
-    return min(pos + 1u, params.n_kv);
-}
 
 @compute @workgroup_size(BR)
 fn main(
@@ -203,10 +151,4 @@ fn main(
             lse[out_row[j]] = select(negative_infinity(), m[j] + log(l[j]), seen);
         }
     }
-}
-
-// -inf for rows that see no key (see flash_attention.wgsl).
-var<private> NEG_INF_BITS: u32 = 0xff800000u;
-fn negative_infinity() -> f32 {
-    return bitcast<f32>(NEG_INF_BITS);
 }

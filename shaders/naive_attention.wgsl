@@ -36,25 +36,14 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;
 
-// Keep in sync with `Mask::to_gpu` in src/attention/mask.rs.
-const MASK_FULL: u32 = 0u;
-const MASK_SLIDING: u32 = 2u;
-const MASK_CHUNKED: u32 = 3u;
-const NO_SCORE: f32 = -3.0e38;
+// #include attention_masks.wgsl
 
 override D: u32 = 64u;
 override WG: u32 = 64u;
 override D4: u32 = D / 4u;
 
 fn visible(pos: u32, key: u32) -> bool {
-    var lo = 0u;
-    if params.mask_kind == MASK_SLIDING {
-        lo = max(pos + 1u, params.mask_size) - params.mask_size;
-    } else if params.mask_kind == MASK_CHUNKED {
-        lo = pos - pos % params.mask_size;
-    }
-    let hi = select(min(pos + 1u, params.n_kv), params.n_kv, params.mask_kind == MASK_FULL);
-    return key >= lo && key < hi;
+    return key >= key_lo(pos) && key < key_hi(pos);
 }
 
 fn invocation(wg_id: vec3<u32>, wg_count: vec3<u32>, lid: u32) -> u32 {
@@ -135,11 +124,4 @@ fn pv(
         acc = fma(vec4<f32>(s[row * params.n_kv + j]), v[(kv_row0 + j) * D4 + e], acc);
     }
     o[row * D4 + e] = acc;
-}
-
-// -inf for rows that see no key. WGSL has no infinity literal, and browsers (Tint) reject a constant
-// expression that evaluates to one, so the bits come from a private variable read at run time.
-var<private> NEG_INF_BITS: u32 = 0xff800000u;
-fn negative_infinity() -> f32 {
-    return bitcast<f32>(NEG_INF_BITS);
 }

@@ -1,6 +1,7 @@
-//! Every `shaders/*.wgsl` parses and validates with naga (no GPU needed), and stays inside the WebGPU
-//! baseline limits the browser grants: at most 8 storage buffers per stage, at most 16384 bytes of
-//! workgroup memory and 256 invocations per workgroup, all at the shader's default override values.
+//! Every `shaders/*.wgsl`, with its `shaders/include/` pieces pasted in, parses and validates with
+//! naga (no GPU needed), and stays inside the WebGPU baseline limits the browser grants: at most 8
+//! storage buffers per stage, at most 16384 bytes of workgroup memory and 256 invocations per
+//! workgroup, all at the shader's default override values.
 
 use std::fs;
 use std::path::Path;
@@ -40,7 +41,7 @@ fn every_shader_validates_within_web_limits() {
     assert!(!files.is_empty(), "no shaders found");
     for path in files {
         let name = path.file_name().expect("file name").to_string_lossy().into_owned();
-        let source = fs::read_to_string(&path).expect("readable shader");
+        let source = attention_lab::gpu::shader_text::with_includes(&fs::read_to_string(&path).expect("readable shader"));
         let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
         let info = validate(&module, capabilities(&name));
         assert!(!module.entry_points.is_empty(), "{name}: no entry point");

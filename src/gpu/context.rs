@@ -179,7 +179,7 @@ impl GpuContext {
 
     /// Refuses bindings larger than this device allows, before wgpu would raise a validation error.
     pub fn check_binding_size(&self, label: &str, bytes: u64) -> Result<(), GpuError> {
-        let max = u64::from(self.limits.max_storage_buffer_binding_size).min(self.limits.max_buffer_size);
+        let max = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
         if bytes > max {
             return Err(GpuError::LimitExceeded(format!(
                 "{label} needs {bytes} bytes but this GPU binds at most {max} bytes per buffer"

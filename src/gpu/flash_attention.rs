@@ -8,7 +8,7 @@ use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Uniform parameters of one launch.
-/// Keep in sync with `Params` in `shaders/flash_attention.wgsl`.
+/// Keep in sync with `Params` in `shaders/include/flash_io.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct FlashParams {
@@ -24,6 +24,9 @@ pub struct FlashParams {
     pub q_offset: u32,
     pub _pad: [u32; 2],
 }
+
+/// params, Q, K, V, O, lse: `shaders/include/flash_io.wgsl`, shared by both forward kernels.
+pub const FLASH_BINDINGS: [Binding; 6] = [Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite];
 
 impl FlashParams {
     /// The parameters of one launch whose workgroups each cover `1 / tiles_per_kv_head` of a KV head's rows.
@@ -108,10 +111,10 @@ impl FlashTiles {
 /// sliding window).
 const CPU_ROWS_PER_WORKGROUP: u32 = 8;
 
-/// CPU adapters: rows per invocation. Each K/V element read costs about as much as R FMAs per lane,
-/// so more rows amortise it better, but the step's code (unrolled R x BC x d/4 times) and its compile
-/// time grow with them: on lavapipe R = 8 at d = 64 ran 1.6x faster than R = 4 and compiles in ~20 s.
-fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
+/// CPU adapters: rows per invocation (both forward kernels). Every K/V value an invocation holds
+/// serves R rows, so more rows amortise each read, but the step's code (unrolled R x keys x d/4 times)
+/// and its compile time grow with R.
+pub fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
     if d_pad <= 64 { 8 } else if d_pad <= 128 { 4 } else { 2 }
 }
 
@@ -150,7 +153,7 @@ pub struct FlashBuffers<'a> {
 
 impl FlashAttention {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(&ctx.device, "flash_attention", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite]);
+        let layout = launch::bind_group_layout(&ctx.device, "flash_attention", &FLASH_BINDINGS);
         let source = include_str!("../../shaders/flash_attention.wgsl");
         let pipelines = PipelineCache::new(&ctx.device, "flash_attention", source, "main", &layout);
         pipelines.set_unrolled(ctx.adapter.is_cpu && UNROLL_ON_CPU_BY_DEFAULT);

@@ -3,15 +3,9 @@
 //! Same buffers, parameters and results as [`crate::gpu::flash_attention`].
 
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::flash_attention::{FlashBuffers, FlashParams};
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::flash_attention::{FLASH_BINDINGS, FlashBuffers, FlashParams, cpu_rows_per_invocation};
+use crate::gpu::launch::{self, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
-
-/// Query rows per invocation: each K/V value a lane holds serves this many rows, but the step's
-/// unrolled code (R x SG x d/4) and its compile time grow with it.
-pub fn rows_per_invocation(d_pad: u32) -> u32 {
-    if d_pad <= 64 { 8 } else if d_pad <= 128 { 4 } else { 2 }
-}
 
 /// The pipelines, one per (head width, subgroup size).
 pub struct FlashSubgroup {
@@ -25,7 +19,7 @@ impl FlashSubgroup {
     /// `None` unless the device has subgroups of one fixed size (the shader's `SG`).
     pub fn new(ctx: &GpuContext) -> Option<Self> {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
-        let layout = launch::bind_group_layout(&ctx.device, "flash_attention_subgroup", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite]);
+        let layout = launch::bind_group_layout(&ctx.device, "flash_attention_subgroup", &FLASH_BINDINGS);
         let source = include_str!("../../shaders/flash_attention_subgroup.wgsl");
         // Browsers want the extension enabled; Naga (native) rejects the directive but takes the builtins.
         let source = if cfg!(target_arch = "wasm32") { format!("enable subgroups;\n{source}") } else { source.to_owned() };
@@ -38,7 +32,7 @@ impl FlashSubgroup {
     /// Prepares one launch; arguments as [`crate::gpu::flash_attention::FlashAttention::prepare`].
     pub fn prepare(&self, ctx: &GpuContext, buffers: &FlashBuffers<'_>, shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32) -> Result<Dispatch, GpuError> {
         let d_pad = shape.d;
-        let rows = rows_per_invocation(d_pad);
+        let rows = cpu_rows_per_invocation(d_pad);
         // One subgroup per workgroup: the smallest row tile, so the key range around a causal
         // diagonal or a sliding window stays tight.
         let invocations = self.subgroup_size;

@@ -144,6 +144,8 @@ pub fn bind_buffers(device: &wgpu::Device, layout: &wgpu::BindGroupLayout, label
 
 /// Constant or override values (`name`, value) a pipeline was built with.
 type Values = Vec<(&'static str, u32)>;
+/// What a shader module was built from: its compile-time constants, and whether loops were unrolled.
+type ModuleKey = (Values, bool);
 
 /// Pipelines specialised by compile-time constants (written into the WGSL text, see
 /// [`shader_text::with_constants`]; one shader module per set) and by override constants, built on
@@ -155,8 +157,8 @@ pub struct PipelineCache {
     unroll: std::cell::Cell<bool>,
     layout: wgpu::PipelineLayout,
     entry_point: &'static str,
-    modules: std::cell::RefCell<Vec<((Values, bool), wgpu::ShaderModule)>>,
-    built: std::cell::RefCell<Vec<((Values, bool), Values, wgpu::ComputePipeline)>>,
+    modules: std::cell::RefCell<Vec<(ModuleKey, wgpu::ShaderModule)>>,
+    built: std::cell::RefCell<Vec<(ModuleKey, Values, wgpu::ComputePipeline)>>,
 }
 
 impl PipelineCache {
@@ -166,7 +168,7 @@ impl PipelineCache {
             bind_group_layouts: &[Some(bind_layout)],
             immediate_size: 0,
         });
-        let cache = Self { label, source: source.to_owned(), unroll: Default::default(), layout, entry_point, modules: Default::default(), built: Default::default() };
+        let cache = Self { label, source: shader_text::with_includes(source), unroll: Default::default(), layout, entry_point, modules: Default::default(), built: Default::default() };
         cache.module(device, &[]); // the shader as written: compile errors surface at start-up
         cache
     }
@@ -180,8 +182,13 @@ impl PipelineCache {
         self.unroll.get()
     }
 
+    /// Unrolling applies only to loops over compile-time constants, so a module without any is the same either way.
+    fn module_key(&self, constants: &[(&'static str, u32)]) -> ModuleKey {
+        (constants.to_vec(), self.unroll.get() && !constants.is_empty())
+    }
+
     fn module(&self, device: &wgpu::Device, constants: &[(&'static str, u32)]) -> wgpu::ShaderModule {
-        let key = (constants.to_vec(), self.unroll.get() && !constants.is_empty());
+        let key = self.module_key(constants);
         if let Some((_, m)) = self.modules.borrow().iter().find(|(k, _)| *k == key) {
             return m.clone();
         }
@@ -201,7 +208,7 @@ impl PipelineCache {
 
     /// The pipeline with these compile-time constants and override values, built now if it is new.
     pub fn get_specialised(&self, device: &wgpu::Device, constants: &[(&'static str, u32)], overrides: &[(&'static str, u32)]) -> wgpu::ComputePipeline {
-        let key = (constants.to_vec(), self.unroll.get() && !constants.is_empty());
+        let key = self.module_key(constants);
         if let Some((_, _, p)) = self.built.borrow().iter().find(|(k, o, _)| *k == key && o == overrides) {
             return p.clone();
         }

@@ -1,5 +1,6 @@
-//! Specialising WGSL text before it is compiled: compile-time constants written into `const` lines,
-//! and loops over those constants written out in full ("unrolled").
+//! Preparing WGSL text before it is compiled: shared pieces pasted in where a shader names them
+//! (WGSL has no includes), compile-time constants written into `const` lines, and loops over those
+//! constants written out in full ("unrolled").
 //!
 //! Why unroll by hand: CPU adapters (lavapipe, SwiftShader) keep a private array in registers only
 //! while every index into it is a compile-time constant. An index that is a loop counter puts the
@@ -7,6 +8,31 @@
 //! unrollers give up on loops as large as an attention step. Unrolling the text fixes the indices, and
 //! made the forward kernel about 3x faster on lavapipe. GPUs keep the loops (their compilers unroll
 //! what pays, and code size costs them).
+
+/// The files under `shaders/include/`, by name.
+const INCLUDES: [(&str, &str); 2] = [
+    ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
+    ("flash_io.wgsl", include_str!("../../shaders/include/flash_io.wgsl")),
+];
+
+/// `source` with each line `// #include NAME` replaced by the file `shaders/include/NAME`.
+/// Panics on an unknown name (a shader bug).
+pub fn with_includes(source: &str) -> String {
+    let mut out = String::with_capacity(source.len() + 4096);
+    for line in source.lines() {
+        match line.trim().strip_prefix("// #include ") {
+            Some(name) => {
+                let (_, text) = INCLUDES.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("no shaders/include/{name}"));
+                out.push_str(text);
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
 
 /// `source` with the value of each `const NAME: u32 = ...;` line named in `constants` replaced.
 /// Kernels whose private arrays are sized by a value (the head width, say) take it this way rather
@@ -108,6 +134,18 @@ mod tests {
     }
 
     #[test]
+    fn includes_are_pasted_in_place() {
+        let out = with_includes("a\n  // #include flash_io.wgsl\nb");
+        assert!(out.starts_with("a\n// The parameters") && out.ends_with("lse: array<f32>;\nb\n"), "{out}");
+    }
+
+    #[test]
+    #[should_panic(expected = "no shaders/include/nope.wgsl")]
+    fn unknown_includes_are_errors() {
+        with_includes("// #include nope.wgsl");
+    }
+
+    #[test]
     fn named_loops_unroll_nested_and_others_stay() {
         let src = "fn f() {\n    for (var j = 0u; j < R; j++) {\n        for (var c = 0u; c < C; c++) { // {braces} in comments\n            s[j][c] = 1.0;\n        }\n    }\n    for (var i = 0u; i < n; i++) {\n        t[i] = 0.0;\n    }\n}";
         let out = unroll_loops(src, &[("R", 2), ("C", 1)]);
@@ -136,7 +174,7 @@ mod tests {
             (subgroup, &[("D", 64), ("D4", 16), ("R", 8), ("SG", 8)]),
         ];
         for (source, constants) in cases {
-            let text = unroll_loops(&with_constants(source, constants), constants);
+            let text = unroll_loops(&with_constants(&with_includes(source), constants), constants);
             assert!(!text.contains("< R; j++") && !text.contains("< D4; e++"), "loops left:\n{text}");
             let module = naga::front::wgsl::parse_str(&text).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&text)));
             naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
