@@ -24,6 +24,8 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 async fn kernels_match_the_reference_on_browser_webgpu() {
     let ctx = GpuContext::new().await.expect("a WebGPU adapter (Chromium needs --enable-unsafe-webgpu)");
     assert_eq!(ctx.adapter.backend, wgpu::Backend::BrowserWebGpu.to_string(), "must run on WebGPU, not a fallback");
+    // Chromium offers subgroups (4 lanes on SwiftShader); wgpu cannot ask for them, web_subgroups does.
+    assert!(ctx.subgroup_size.is_some(), "the device should have subgroups of one fixed size");
     let kernels = Kernels::new(&ctx);
     let cases = [
         (AttentionShape { h_q: 2, h_kv: 2, n_q: 37, n_kv: 37, d: 32 }, Mask::Causal),
@@ -31,8 +33,8 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
         (AttentionShape { h_q: 4, h_kv: 2, n_q: 33, n_kv: 33, d: 64 }, Mask::Chunked { chunk: 8 }),
         (AttentionShape { h_q: 2, h_kv: 1, n_q: 1, n_kv: 70, d: 128 }, Mask::Full),
     ];
-    // The page's loop form for every case, then the benchmark's unrolled form for one (a second
-    // compile of a large shader: about 15 s on SwiftShader).
+    // The page's loop form for every case, then the benchmark's unrolled form (the subgroup kernel,
+    // with subgroups) for one.
     let runs = cases.iter().map(|c| (*c, false)).chain([(cases[2], true)]);
     for (i, ((shape, mask), unrolled)) in runs.enumerate() {
         kernels.flash.set_unrolled(unrolled);

@@ -87,6 +87,8 @@ impl GpuContext {
         } else {
             wgpu::Backends::from_env().unwrap_or(wgpu::Backends::VULKAN)
         };
+        #[cfg(target_arch = "wasm32")]
+        crate::gpu::web_subgroups::install();
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         desc.backends = backends;
         let instance = wgpu::Instance::new(desc);
@@ -139,6 +141,9 @@ impl GpuContext {
         device.set_device_lost_callback(move |reason, message| {
             record(&on_lost, format!("the device was lost ({reason:?}: {message}); reload the page to start it again"))
         });
+        // wgpu cannot see subgroups on the web; web_subgroups asked the browser for them instead.
+        #[cfg(target_arch = "wasm32")]
+        let subgroups = crate::gpu::web_subgroups::granted();
         let fixed_size = info.subgroup_min_size == info.subgroup_max_size && info.subgroup_min_size.is_power_of_two();
         let subgroup_size = (subgroups && fixed_size).then_some(info.subgroup_min_size);
         Ok(Self { device, queue, limits, adapter, timestamps, subgroup_size, fault })

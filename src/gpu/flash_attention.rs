@@ -125,9 +125,9 @@ fn cpu_keys(d_pad: u32) -> u32 {
 }
 
 /// Whether CPU adapters get unrolled kernels ([`crate::gpu::shader_text`]) unless told otherwise.
-/// Natively yes: about 3x faster on lavapipe, compiled in seconds. In the browser no: SwiftShader
-/// runs them about 5x faster but takes about half a minute to compile one, far too long for a page
-/// that must show heatmaps at once; the benchmark view turns them on, as compile time is not timed.
+/// Natively yes: 5-15x faster on lavapipe, compiled in seconds. In the browser no: on SwiftShader the
+/// unrolled subgroup kernel halves the explorer's time at n = 256, but its first compile made the
+/// first heatmap take 9 s instead of 1.4 s. The benchmark view turns them on (compiling is not timed).
 const UNROLL_ON_CPU_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
 
 /// The bind-group layout and the per-head-width pipelines.
@@ -138,7 +138,7 @@ pub struct FlashAttention {
     is_cpu: bool,
     /// Tiles forced by the benchmark's `--tiles` (tuning), instead of [`FlashTiles::choose`].
     forced: std::cell::Cell<Option<FlashTiles>>,
-    /// The subgroup-sharing kernel, used instead on CPU adapters that have subgroups.
+    /// The subgroup-sharing kernel, used instead on CPU adapters that have subgroups, when unrolled.
     subgroup: Option<FlashSubgroup>,
 }
 
@@ -193,7 +193,8 @@ impl FlashAttention {
         if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM || kv_stride < shape.n_kv {
             return Err(GpuError::LimitExceeded(format!("flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv")));
         }
-        if let (None, Some(subgroup)) = (self.forced.get(), &self.subgroup) {
+        // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
+        if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
             return subgroup.prepare(ctx, buffers, shape, kv_stride, mask, scale);
         }
         let mut tiles = self.tiles(d_pad);

@@ -24,7 +24,7 @@ impl FlashSubgroup {
         // Browsers want the extension enabled; Naga (native) rejects the directive but takes the builtins.
         let source = if cfg!(target_arch = "wasm32") { format!("enable subgroups;\n{source}") } else { source.to_owned() };
         let pipelines = PipelineCache::new(&ctx.device, "flash_attention_subgroup", &source, "main", &layout);
-        // Only native adapters reach here (wgpu cannot ask browsers for subgroups), so unroll always.
+        // Its point is registers shared across lanes, which only unrolled code keeps in registers.
         pipelines.set_unrolled(true);
         Some(Self { layout, pipelines, subgroup_size, max_workgroups: ctx.limits.max_compute_workgroups_per_dimension })
     }

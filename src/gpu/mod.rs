@@ -14,6 +14,8 @@ pub mod kv_cache;
 pub mod launch;
 pub mod naive_attention;
 pub mod shader_text;
+#[cfg(target_arch = "wasm32")]
+pub mod web_subgroups;
 
 pub use context::{AdapterSummary, GpuContext, GpuError};
 pub use kernels::{Kernels, Pool, ProbRegion};

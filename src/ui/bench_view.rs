@@ -121,7 +121,7 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                             if ctx.timestamps { "GPU timestamp queries" } else { "wall clock around submit and readback" })}
                         {ctx.adapter.is_cpu.then_some(
                             " This is a CPU-emulated GPU: timings are not representative of real hardware. The tiled kernel is \
-                             timed in its unrolled form, the fastest here; compiling it takes up to a minute per case shape (not \
+                             timed in its unrolled form, the fastest here; compiling it takes seconds per head width (not \
                              timed), which is why the explorer uses its loop form.",
                         )}
                     </p>
