@@ -107,17 +107,21 @@ fn forward_cases() -> Vec<Case> {
 fn forward_matches_the_reference() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
-    // The adapter's own tiles, then both K/V paths (workgroup memory or direct) with other tile shapes.
+    // The adapter's own tiles (on lavapipe: the unrolled subgroup kernel), then both K/V paths
+    // (workgroup memory or direct) with other tile shapes, unrolled as CPU adapters run them, and the
+    // staged path with its loops, as GPUs run it.
     let forced = [
-        None,
-        Some(FlashTiles { rows_per_workgroup: 32, keys_per_tile: 8, stage_kv: true }),
-        Some(FlashTiles { rows_per_workgroup: 16, keys_per_tile: 5, stage_kv: false }),
+        (None, true),
+        (Some(FlashTiles { rows_per_workgroup: 32, keys_per_tile: 8, stage_kv: true }), true),
+        (Some(FlashTiles { rows_per_workgroup: 16, keys_per_tile: 5, stage_kv: false }), true),
+        (Some(FlashTiles { rows_per_workgroup: 64, keys_per_tile: 16, stage_kv: true }), false),
     ];
     // Every case with the adapter's tiles; every third case with d <= 64 (offset per config) with the
     // forced ones, to keep the test quick (each new tile shape and width is a pipeline to compile).
-    for (config, tiles) in forced.into_iter().enumerate() {
+    for (config, (tiles, unrolled)) in forced.into_iter().enumerate() {
         kernels.flash.force_tiles(tiles);
-        check_forward_cases(&ctx, &kernels, &format!("{tiles:?}"), |n, d| config == 0 || (n % 3 == config && d <= 64));
+        kernels.flash.set_unrolled(unrolled);
+        check_forward_cases(&ctx, &kernels, &format!("{tiles:?} unrolled {unrolled}"), |n, d| config == 0 || (n % 3 == config % 3 && d <= 64));
     }
     close(ctx);
 }
