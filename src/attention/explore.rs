@@ -11,6 +11,18 @@ use super::tokens::TokenMode;
 
 /// Longest generated sequence the explorer computes (longer `n` is cut, with a notice).
 pub const MAX_GENERATED: u32 = 65_536;
+/// The notice for an `n` above [`MAX_GENERATED`] (the link may ask for up to `state::MAX_SEQ_TOKENS`,
+/// which other views accept): the explorer shows the first `MAX_GENERATED` tokens and says so.
+pub fn generated_cap_notice(n: u32) -> Option<String> {
+    (n > MAX_GENERATED).then(|| {
+        format!("n = {} is more than the explorer generates; it shows the first {} tokens.", thousands(n), thousands(MAX_GENERATED))
+    })
+}
+
+fn thousands(n: u32) -> String {
+    crate::model::units::format_thousands(n.into())
+}
+
 /// Heads at most this long (queries and keys) are drawn cell by cell with exact probabilities;
 /// longer ones are pooled on the GPU to the size they take on screen.
 pub const EXACT_MAX_N: u32 = 256;
@@ -227,6 +239,15 @@ pub fn pooled_resolution(n: u32, css_px: f64, device_pixel_ratio: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sequences_longer_than_the_explorer_generates_get_a_notice() {
+        assert_eq!(generated_cap_notice(65_536), None);
+        assert_eq!(
+            generated_cap_notice(100_000).as_deref(),
+            Some("n = 100,000 is more than the explorer generates; it shows the first 65,536 tokens.")
+        );
+    }
 
     #[test]
     fn head_selection_round_trips() {

@@ -15,7 +15,7 @@ use super::export;
 use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
 use super::layer_strip::LayerStrip;
 use super::step_through::StepThrough;
-use crate::attention::explore::{MAX_GENERATED, pooled_resolution};
+use crate::attention::explore::{MAX_GENERATED, generated_cap_notice, pooled_resolution};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::mask::MaskKind;
 use crate::attention::tiles;
@@ -255,6 +255,9 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
                     _ => String::new(),
                 })}
             </p>
+            {move || state.with(|s| s.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
+                <p class="status warning" data-testid="n-capped" role="status">{note}</p>
+            })}
             <p class="synthetic-note" data-testid="synthetic-note">
                 "The weights are synthetic: seeded random embeddings and projections, not a trained model. The layout "
                 "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "

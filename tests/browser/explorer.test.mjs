@@ -262,4 +262,17 @@ describe("heatmap explorer", () => {
     assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
     await context.close();
   });
+  // Last in this file: a 65,536-token head keeps a CPU-emulated GPU busy for minutes, so this test only
+  // reads the notice and leaves the browser (closed after this file) to end the work.
+  test("an n beyond what the explorer generates is cut with a notice, not silently", async () => {
+    // Within the limit there is no such notice.
+    const small = await AppPage.open(session, "?n=300&heads=0");
+    await waitReady(small.page);
+    assert.equal(await small.page.getByTestId("n-capped").count(), 0);
+    await small.close();
+    const app = await AppPage.open(session, "?n=100000&heads=0");
+    const note = await app.page.getByTestId("n-capped").innerText();
+    assert.equal(note, "n = 100,000 is more than the explorer generates; it shows the first 65,536 tokens.");
+    assert.match(await app.page.getByTestId("layer-layout").innerText(), /n = 65536 tokens/);
+  });
 });
