@@ -3,6 +3,7 @@
 //! kernel's tile grid and a step-through, and exports. Computation lives in `explorer_compute`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -33,15 +34,35 @@ fn device_pixel_ratio() -> f64 {
     web_sys::window().map_or(1.0, |w| w.device_pixel_ratio())
 }
 
-/// On-screen size of a thumbnail's plot, CSS pixels.
-fn thumb_px() -> f64 {
-    let w = window_width();
+/// The window as the pooled resolution sees it: its width (CSS pixels) and device pixel ratio.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Screen {
+    width: f64,
+    dpr: f64,
+}
+
+impl Screen {
+    fn now() -> Self {
+        Self { width: window_width(), dpr: device_pixel_ratio() }
+    }
+}
+
+/// On-screen size of a thumbnail's plot, CSS pixels, in a window `w` wide.
+fn thumb_px_in(w: f64) -> f64 {
     if w < 560.0 { ((w - 56.0) / 2.0).clamp(100.0, 160.0) } else { 160.0 }
 }
 
+fn thumb_px() -> f64 {
+    thumb_px_in(window_width())
+}
+
 /// On-screen size of the enlarged head's plot.
+fn large_px_in(w: f64) -> f64 {
+    (w - 120.0).clamp(220.0, 640.0)
+}
+
 fn large_px() -> f64 {
-    (window_width() - 120.0).clamp(220.0, 640.0)
+    large_px_in(window_width())
 }
 
 /// The mask the explorer applies: the chosen override, else the layer's own; cross-attention sees all.
@@ -56,7 +77,7 @@ pub fn effective_mask(s: &AppState, layout: &LayerLayout) -> Mask {
 }
 
 /// The request the state describes, or why there is nothing to compute.
-fn build_request(s: &AppState, model: &Model) -> Result<Request, String> {
+fn build_request(s: &AppState, model: &Model, screen: Screen) -> Result<Request, String> {
     let layout = LayerLayout::of(model, s.layer);
     let tokens = match s.seq_tokens {
         Some(n) => generated_tokens(n.min(MAX_GENERATED) as usize, s.seed),
@@ -67,13 +88,12 @@ fn build_request(s: &AppState, model: &Model) -> Result<Request, String> {
         return Err("Type a sentence to see its attention.".into());
     }
     let n_max = tokens.len().max(kv_tokens.as_ref().map_or(0, Vec::len)) as u32;
-    let dpr = device_pixel_ratio();
     Ok(Request {
         mask: effective_mask(s, &layout),
         heads: s.explorer.heads.heads(layout.n_q_heads),
         pool: s.explorer.pool,
-        thumb_cells: pooled_resolution(n_max, thumb_px(), dpr),
-        large_cells: pooled_resolution(n_max, large_px(), dpr),
+        thumb_cells: pooled_resolution(n_max, thumb_px_in(screen.width), screen.dpr),
+        large_cells: pooled_resolution(n_max, large_px_in(screen.width), screen.dpr),
         focus: None,
         layout,
         tokens: Arc::new(tokens),
@@ -111,7 +131,19 @@ fn layout_line(model: &Model, layout: &LayerLayout, mask: Mask) -> String {
 pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
     let owner = Owner::current();
     let model = Memo::new(move |_| state.with(AppState::resolved_model));
-    let request = Memo::new(move |_| state.with(|s| model.with(|m| build_request(s, m))));
+    // Pooled heads follow the on-screen size: the window is re-read 250 ms after a resize stops, and
+    // the request (a memo) changes only if the resolution does.
+    let screen = RwSignal::new(Screen::now());
+    let pending_resize = StoredValue::new(None::<TimeoutHandle>);
+    let resize = window_event_listener(leptos::ev::resize, move |_| {
+        if let Some(handle) = pending_resize.try_get_value().flatten() {
+            handle.clear();
+        }
+        let handle = set_timeout_with_handle(move || _ = screen.try_set(Screen::now()), Duration::from_millis(250)).ok();
+        pending_resize.try_set_value(handle);
+    });
+    on_cleanup(move || resize.remove());
+    let request = Memo::new(move |_| state.with(|s| model.with(|m| build_request(s, m, screen.get()))));
     let scale = Signal::derive(move || state.with(|s| s.scale));
 
     let sinks = Sinks {

@@ -121,6 +121,12 @@ describe("heatmap explorer", () => {
     shown = await heads(app.page);
     assert.equal(shown[0].pool, "mean");
 
+    // Narrowing the window recomputes at the new thumbnail size: (300 - 56) / 2 = 122 CSS pixels.
+    const wide = (await explorerState(app.page)).job;
+    await app.page.setViewportSize({ width: 300, height: 900 });
+    await waitReady(app.page, wide);
+    assert.equal((await heads(app.page))[0].rows, 122);
+
     // A high-density screen gets twice the cells.
     const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 2 });
     const page = await context.newPage();
