@@ -27,6 +27,8 @@
 // A row that sees no key gets O = 0 and lse = -inf (the same as the CPU reference), never NaN: masked
 // scores are not exponentiated, so exp only ever sees s - m <= 0.
 
+// #include attention_io.wgsl
+
 // #include flash_io.wgsl
 
 // #include attention_masks.wgsl

@@ -15,6 +15,8 @@
 //
 // Rows, masks, the online softmax and the fully-masked-row result are as in flash_attention.wgsl.
 
+// #include attention_io.wgsl
+
 // #include flash_io.wgsl
 
 // #include attention_masks.wgsl

@@ -5,7 +5,7 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::{GpuContext, Kernels, KvCache, ProbRegion};
+use crate::gpu::{GpuContext, Kernels, KvCache};
 use crate::state::BackendChoice;
 
 /// Largest number of (query, key) score pairs the CPU tier computes (it is a teaching fallback).
@@ -60,22 +60,6 @@ impl Engine {
             Engine::Cpu { .. } => {
                 check_cpu_size(shape)?;
                 Ok(reference::forward(q, k, v, &shape, mask, scale))
-            }
-        }
-    }
-
-    /// Every probability of every head, `[h_q, n_q, n_kv]` (for heads small enough to show whole).
-    pub async fn probabilities(&self, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Vec<f32>, String> {
-        shape.validate()?;
-        match self {
-            Engine::WebGpu { ctx, kernels } => {
-                let forward = kernels.forward(ctx, q, k, v, shape, mask, scale).await.map_err(|e| e.to_string())?;
-                let region = ProbRegion { row0: 0, rows: shape.n_q, col0: 0, cols: shape.n_kv };
-                kernels.probabilities(ctx, q, k, &forward.lse, shape, mask, scale, region).await.map_err(|e| e.to_string())
-            }
-            Engine::Cpu { .. } => {
-                check_cpu_size(shape)?;
-                Ok(reference::probabilities(q, k, &shape, mask, scale))
             }
         }
     }
@@ -219,25 +203,17 @@ impl Engine {
         self.is_gpu() && d <= crate::gpu::launch::MAX_HEAD_DIM
     }
 
-    /// The heatmap data of a batch of heads: the forward kernel's log-sum-exp, then exact or pooled
-    /// probabilities from it. Heads wider than the kernels support fall back to the CPU reference.
-    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn head_maps(&self, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: MapOutput) -> Result<Vec<f32>, String> {
+    /// The heatmap data of a batch of heads: every probability in one pass, or blocks pooled from each
+    /// row's log-sum-exp. Heads wider than the kernels support fall back to the CPU reference.
+    pub async fn head_maps(&self, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: MapOutput) -> Result<Vec<f32>, String> {
         shape.validate()?;
         match self {
-            Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::MAX_HEAD_DIM => {
-                let forward = kernels.forward(ctx, q, k, v, shape, mask, scale).await.map_err(|e| e.to_string())?;
-                match output {
-                    MapOutput::Exact => {
-                        let region = ProbRegion { row0: 0, rows: shape.n_q, col0: 0, cols: shape.n_kv };
-                        kernels.probabilities(ctx, q, k, &forward.lse, shape, mask, scale, region).await.map_err(|e| e.to_string())
-                    }
-                    MapOutput::Pooled { rows, cols, pool } => kernels
-                        .pooled_probabilities(ctx, q, k, &forward.lse, shape, mask, scale, rows, cols, pool)
-                        .await
-                        .map_err(|e| e.to_string()),
+            Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::MAX_HEAD_DIM => match output {
+                MapOutput::Exact => kernels.whole_probabilities(ctx, q, k, shape, mask, scale).await.map_err(|e| e.to_string()),
+                MapOutput::Pooled { rows, cols, pool } => {
+                    kernels.pooled_heads(ctx, q, k, shape, mask, scale, rows, cols, pool).await.map_err(|e| e.to_string())
                 }
-            }
+            },
             _ => {
                 check_cpu_size(shape).map_err(|e| match self {
                     Engine::WebGpu { .. } => format!(

@@ -11,6 +11,7 @@ use attention_lab::attention::reference;
 use attention_lab::attention::{AttentionShape, Mask};
 use attention_lab::gpu::flash_attention::{FlashBuffers, FlashTiles};
 use attention_lab::gpu::launch::Dispatch;
+use attention_lab::gpu::row_softmax::RowForm;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
 
 fn device() -> Option<GpuContext> {
@@ -174,6 +175,10 @@ fn probabilities_match_the_reference() {
         case(8, 1, 30, 30, 16, Mask::Chunked { chunk: 7 }),
         case(2, 1, 66, 66, 64, Mask::Full),
         Case { amp: 30.0, ..case(2, 1, 40, 40, 32, Mask::Causal) },
+        // Head widths with 4 and 2 rows per invocation on CPU adapters, and one padded to a multiple of 4.
+        case(8, 2, 50, 50, 128, Mask::Causal),
+        case(2, 1, 21, 21, 256, Mask::Sliding { window: 5 }),
+        case(3, 3, 17, 23, 30, Mask::Full),
     ];
     for (n, c) in cases.into_iter().enumerate() {
         let s = c.shape;
@@ -182,6 +187,18 @@ fn probabilities_match_the_reference() {
         let want = reference::probabilities(&q, &k, &s, c.mask, scale);
         let fwd = pollster::block_on(kernels.forward(&ctx, &q, &k, &v, s, c.mask, scale)).expect("forward");
         let what = format!("{s:?} {:?}", c.mask);
+        // The row softmax: every probability in one pass, and the log-sum-exp alone, in every form
+        // (on lavapipe: with subgroups, without, and as GPUs run it).
+        let want_lse = reference::forward(&q, &k, &v, &s, c.mask, scale).lse;
+        let adapters_form = kernels.rows.form();
+        for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
+            kernels.rows.set_form(form);
+            let got = pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, c.mask, scale)).expect("whole rows");
+            assert_close(&format!("row softmax ({form:?}) P of {what}"), &got, &want, 1e-4, 0.0);
+            let got = pollster::block_on(kernels.log_sum_exp(&ctx, &q, &k, s, c.mask, scale)).expect("lse");
+            assert_close(&format!("row softmax ({form:?}) lse of {what}"), &got, &want_lse, 1e-4, 1e-3);
+        }
+        kernels.rows.set_form(adapters_form);
         // The whole matrix, then an off-centre window.
         let all = ProbRegion { row0: 0, rows: s.n_q, col0: 0, cols: s.n_kv };
         let got = pollster::block_on(kernels.probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, all)).expect("probabilities");
@@ -203,6 +220,8 @@ fn probabilities_match_the_reference() {
                 let got = pollster::block_on(kernels.pooled_probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, rows, cols, pool))
                     .expect("pooled");
                 assert_close(&format!("{pool:?} {rows}x{cols} of {what}"), &got, &want_pool, 1e-4, 0.0);
+                let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, rows, cols, pool)).expect("pooled heads");
+                assert_close(&format!("{pool:?} {rows}x{cols} pooled heads of {what}"), &got, &want_pool, 1e-4, 0.0);
             }
         }
     }

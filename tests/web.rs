@@ -5,7 +5,8 @@
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::{reference, AttentionShape, Mask};
-use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
+use attention_lab::gpu::row_softmax::RowOutput;
+use attention_lab::gpu::{launch, GpuContext, Kernels, ProbRegion};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -13,6 +14,10 @@ wasm_bindgen_test_configure!(run_in_browser);
 fn random(len: usize, seed: u64, amplitude: f32) -> Vec<f32> {
     let mut rng = SplitMix64::new(seed);
     (0..len).map(|_| rng.next_signed_unit() * amplitude).collect()
+}
+
+fn shape_padded(s: AttentionShape) -> AttentionShape {
+    AttentionShape { d: launch::padded_dim(s.d), ..s }
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -47,7 +52,22 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
         assert!(o_err < 1e-3, "case {i} {mask:?} (unrolled: {unrolled}): output differs by {o_err}");
         let region = ProbRegion { row0: 0, rows: shape.n_q, col0: 0, cols: shape.n_kv };
         let p = kernels.probabilities(&ctx, &q, &k, &got.lse, shape, mask, scale, region).await.expect("probabilities");
-        let p_err = max_abs_diff(&p, &reference::probabilities(&q, &k, &shape, mask, scale));
+        let want_p = reference::probabilities(&q, &k, &shape, mask, scale);
+        let p_err = max_abs_diff(&p, &want_p);
         assert!(p_err < 1e-4, "case {i} {mask:?}: probabilities differ by {p_err}");
+        // The explorer's kernels: the row softmax, whole and lse only, in the form a page starts with
+        // (loops, quick to compile) and, built by warm_up, the fast one (unrolled, subgroups).
+        for form in ["quick", "fast"] {
+            if form == "fast" {
+                kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::Probabilities);
+                kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::LogSumExp);
+            }
+            let p = kernels.whole_probabilities(&ctx, &q, &k, shape, mask, scale).await.expect("whole rows");
+            let p_err = max_abs_diff(&p, &want_p);
+            assert!(p_err < 1e-4, "case {i} {mask:?}: row softmax ({form}) probabilities differ by {p_err}");
+            let lse = kernels.log_sum_exp(&ctx, &q, &k, shape, mask, scale).await.expect("lse");
+            let lse_err = max_abs_diff(&lse, &expected.lse);
+            assert!(lse_err < 1e-3, "case {i} {mask:?}: row softmax ({form}) lse differs by {lse_err}");
+        }
     }
 }

@@ -236,18 +236,24 @@ impl LayerInputs {
         self.queries.project(&w, d, true)
     }
 
-    /// KV head `g`: K and V, `[n_kv, d]` each (V is K where the layer shares them).
-    pub fn kv_head(&self, g: u32) -> (Vec<f32>, Vec<f32>) {
+    /// K of KV head `g`, `[n_kv, d]` (all a heatmap needs).
+    pub fn k_head(&self, g: u32) -> Vec<f32> {
         let d = self.layout.head_dim as usize;
         let side = self.kv_side();
-        let k = match (&self.designer, self.designed_kv(g)) {
+        match (&self.designer, self.designed_kv(g)) {
             (Some(des), true) => des.keys(&side.tokens),
             _ => side.project(&projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_K, g)), d, true),
-        };
+        }
+    }
+
+    /// KV head `g`: K and V, `[n_kv, d]` each (V is K where the layer shares them).
+    pub fn kv_head(&self, g: u32) -> (Vec<f32>, Vec<f32>) {
+        let k = self.k_head(g);
         let v = if self.layout.k_eq_v {
             k.clone()
         } else {
-            side.project(&projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_V, g)), d, false)
+            let d = self.layout.head_dim as usize;
+            self.kv_side().project(&projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_V, g)), d, false)
         };
         (k, v)
     }

@@ -1,5 +1,5 @@
 //! Native kernel benchmark: `cargo run --release --bin bench -- [--n N] [--d D] [--mask full|causal|sliding|chunked]
-//! [--window W] [--kernel tiled|naive] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`.
+//! [--window W] [--kernel tiled|naive|rows] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`.
 //!
 //! Prints a table (or one JSON object per line with `--json`). The case list, timing and statistics live
 //! in `attention_lab::gpu::bench`, shared with the browser's bench page.
@@ -99,7 +99,7 @@ mod native {
             let fma = bench::measure_fma_gflops(&ctx, &kernels, now_ms).await.map_err(|e| e.to_string())?;
             if !args.json {
                 println!("adapter: {} · timing: {}", ctx.adapter, if ctx.timestamps { "GPU timestamps" } else { "wall clock" });
-                println!("WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; flops = 4 d x attended pairs; MiB = 2^20 bytes");
+                println!("WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; flops = 4 d x attended pairs (rows: 2 d); MiB = 2^20 bytes");
                 println!("{:<6} {:>6} {:>6} {:>4} {:<12} {:>10} {:>10} {:>9} {:>8} {:>11}", "kernel", "n", "hq/hkv", "d", "mask", "ms median", "ms min", "GFLOP/s", "of peak", "memory MiB");
             }
             let selected = bench::cases(&args.filter).into_iter().filter(|c| args.heads.is_none_or(|h| h == (c.shape.h_q, c.shape.h_kv)));

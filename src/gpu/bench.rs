@@ -12,6 +12,7 @@ use crate::attention::{AttentionShape, Mask};
 use crate::gpu::flash_attention::FlashBuffers;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{self, NaiveBuffers};
+use crate::gpu::row_softmax::{RowBuffers, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 
 /// Which implementation a case runs.
@@ -21,15 +22,18 @@ pub enum BenchKernel {
     Tiled,
     /// `naive_attention.wgsl`: three passes through an n x n score matrix.
     Naive,
+    /// `row_softmax.wgsl`: every probability in one pass, no P·V (the explorer's whole heatmaps).
+    Rows,
 }
 
 impl BenchKernel {
-    pub const ALL: [BenchKernel; 2] = [BenchKernel::Tiled, BenchKernel::Naive];
+    pub const ALL: [BenchKernel; 3] = [BenchKernel::Tiled, BenchKernel::Naive, BenchKernel::Rows];
 
     pub fn name(self) -> &'static str {
         match self {
             BenchKernel::Tiled => "tiled",
             BenchKernel::Naive => "naive",
+            BenchKernel::Rows => "rows",
         }
     }
 }
@@ -37,7 +41,7 @@ impl BenchKernel {
 impl std::str::FromStr for BenchKernel {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| format!("unknown kernel \"{s}\" (expected tiled or naive)"))
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| format!("unknown kernel \"{s}\" (expected tiled, naive or rows)"))
     }
 }
 
@@ -50,9 +54,11 @@ pub struct BenchCase {
 }
 
 impl BenchCase {
-    /// 4 d flops per attended (query, key) pair: 2 d for the score, 2 d for the P·V update.
+    /// 4 d flops per attended (query, key) pair: 2 d for the score, 2 d for the P·V update (which
+    /// the row softmax does not do).
     pub fn flops(&self) -> u64 {
-        4 * u64::from(self.shape.d) * self.shape.attended_pairs(self.mask)
+        let per_pair = if self.kernel == BenchKernel::Rows { 2 } else { 4 };
+        per_pair * u64::from(self.shape.d) * self.shape.attended_pairs(self.mask)
     }
 }
 
@@ -176,7 +182,11 @@ pub fn peak_bytes(case: &BenchCase) -> u64 {
     let q_o = 2 * u64::from(s.h_q) * u64::from(s.n_q) * d * 4;
     let k_v = 2 * u64::from(s.h_kv) * u64::from(s.n_kv) * d * 4;
     let lse = u64::from(s.h_q) * u64::from(s.n_q) * 4;
-    let scores = if case.kernel == BenchKernel::Naive { naive_attention::scores_bytes(&s) } else { 0 };
+    let scores = match case.kernel {
+        BenchKernel::Naive => naive_attention::scores_bytes(&s),
+        BenchKernel::Rows => RowOutput::Probabilities.len(&s) * 4,
+        BenchKernel::Tiled => 0,
+    };
     q_o + k_v + lse + scores
 }
 
@@ -217,6 +227,11 @@ pub async fn run_case(ctx: &GpuContext, kernels: &Kernels, case: &BenchCase, fma
         result.note = Some(format!("does not fit: the score matrix needs {bytes} bytes"));
         return Ok(result);
     }
+    let probs_bytes = RowOutput::Probabilities.len(&s) * 4;
+    if case.kernel == BenchKernel::Rows && ctx.check_binding_size("the probabilities", probs_bytes).is_err() {
+        result.note = Some(format!("does not fit: the probabilities need {probs_bytes} bytes"));
+        return Ok(result);
+    }
     let d_pad = launch::padded_dim(s.d);
     let padded = AttentionShape { d: d_pad, ..s };
     let mut rng = SplitMix64::new(0x5eed);
@@ -241,6 +256,12 @@ pub async fn run_case(ctx: &GpuContext, kernels: &Kernels, case: &BenchCase, fma
             let scores = ctx.storage_output("scores", naive_attention::scores_bytes(&s))?;
             let buffers = NaiveBuffers { q: &q, k: &k, v: &v, scores: &scores, o: &o, lse: &lse };
             kernels.naive.prepare(ctx, &buffers, padded, case.mask, scale)?.to_vec()
+        }
+        BenchKernel::Rows => {
+            let out = ctx.storage_output("probabilities", probs_bytes)?;
+            // The fastest form, not the quick-to-compile one a page may start with.
+            kernels.rows.warm_up(ctx, padded, RowOutput::Probabilities);
+            vec![kernels.rows.prepare(ctx, &RowBuffers { q: &q, k: &k, out: &out }, padded, case.mask, scale, RowOutput::Probabilities)?]
         }
     };
     let refs: Vec<&Dispatch> = dispatches.iter().collect();
@@ -322,7 +343,8 @@ mod tests {
     #[test]
     fn case_list_and_filters() {
         let all = cases(&BenchFilter::default());
-        assert_eq!(all.len(), 6 * 2 * 2 * 3 * 2);
+        // lengths x head layouts x widths x masks x kernels.
+        assert_eq!(all.len(), 6 * 2 * 2 * 3 * 3);
         let one = cases(&BenchFilter { n: Some(2048), d: Some(64), mask: Some(MaskKind::Causal), kernel: Some(BenchKernel::Tiled), window: None });
         assert_eq!(one.len(), 2); // MHA and GQA
         assert!(one.iter().all(|c| c.shape.n_q == 2048 && c.mask == Mask::Causal && c.kernel == BenchKernel::Tiled));
@@ -339,5 +361,9 @@ mod tests {
         assert_eq!(peak_bytes(&case), 512 + 512 + 32 + 128);
         let tiled = BenchCase { kernel: BenchKernel::Tiled, ..case };
         assert_eq!(peak_bytes(&tiled), 512 + 512 + 32);
+        // The row softmax: 2 * 8 flops per pair; its output is the 128 bytes of probabilities.
+        let rows = BenchCase { kernel: BenchKernel::Rows, ..case };
+        assert_eq!(rows.flops(), 2 * 8 * 20);
+        assert_eq!(peak_bytes(&rows), 512 + 512 + 32 + 128);
     }
 }

@@ -8,7 +8,7 @@ use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Uniform parameters of one launch.
-/// Keep in sync with `Params` in `shaders/include/flash_io.wgsl`.
+/// Keep in sync with `Params` in `shaders/include/attention_io.wgsl` (the forward kernels and the row softmax share it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct FlashParams {
@@ -25,7 +25,7 @@ pub struct FlashParams {
     pub _pad: [u32; 2],
 }
 
-/// params, Q, K, V, O, lse: `shaders/include/flash_io.wgsl`, shared by both forward kernels.
+/// params, Q, K (`shaders/include/attention_io.wgsl`), V, O, lse (`flash_io.wgsl`), shared by both forward kernels.
 pub const FLASH_BINDINGS: [Binding; 6] = [Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite];
 
 impl FlashParams {

@@ -5,7 +5,7 @@
 use crate::attention::{AttentionShape, Mask};
 use crate::gpu::flash_attention::{FLASH_BINDINGS, FlashBuffers, FlashParams, cpu_rows_per_invocation};
 use crate::gpu::launch::{self, Dispatch, PipelineCache};
-use crate::gpu::{GpuContext, GpuError};
+use crate::gpu::{GpuContext, GpuError, shader_text};
 
 /// The pipelines, one per (head width, subgroup size).
 pub struct FlashSubgroup {
@@ -20,9 +20,7 @@ impl FlashSubgroup {
     pub fn new(ctx: &GpuContext) -> Option<Self> {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
         let layout = launch::bind_group_layout(&ctx.device, "flash_attention_subgroup", &FLASH_BINDINGS);
-        let source = include_str!("../../shaders/flash_attention_subgroup.wgsl");
-        // Browsers want the extension enabled; Naga (native) rejects the directive but takes the builtins.
-        let source = if cfg!(target_arch = "wasm32") { format!("enable subgroups;\n{source}") } else { source.to_owned() };
+        let source = shader_text::for_subgroups(include_str!("../../shaders/flash_attention_subgroup.wgsl"));
         let pipelines = PipelineCache::new(&ctx.device, "flash_attention_subgroup", &source, "main", &layout);
         // Its point is registers shared across lanes, which only unrolled code keeps in registers.
         pipelines.set_unrolled(true);

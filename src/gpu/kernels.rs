@@ -12,6 +12,7 @@ use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
+use crate::gpu::row_softmax::{RowBuffers, RowOutput, RowSoftmax};
 use crate::gpu::{GpuContext, GpuError};
 
 pub use crate::attention::pooled::Pool;
@@ -30,6 +31,7 @@ pub struct ProbRegion {
 pub struct Kernels {
     pub flash: FlashAttention,
     pub probs: AttentionProbs,
+    pub rows: RowSoftmax,
     pub naive: NaiveAttention,
     pub fma_peak: FmaPeak,
 }
@@ -44,7 +46,7 @@ struct Uploaded {
 
 impl Kernels {
     pub fn new(ctx: &GpuContext) -> Self {
-        Self { flash: FlashAttention::new(ctx), probs: AttentionProbs::new(ctx), naive: NaiveAttention::new(ctx), fma_peak: FmaPeak::new(ctx) }
+        Self { flash: FlashAttention::new(ctx), probs: AttentionProbs::new(ctx), rows: RowSoftmax::new(ctx), naive: NaiveAttention::new(ctx), fma_peak: FmaPeak::new(ctx) }
     }
 
     /// One decode step: `q` holds one query per head (`[h_q, d]`), attending to the cache's current
@@ -128,10 +130,52 @@ impl Kernels {
     /// cell = max or mean of P over its block), never materialising n x n.
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
     pub async fn pooled_probabilities(&self, ctx: &GpuContext, q: &[f32], k: &[f32], lse: &[f32], shape: AttentionShape, mask: Mask, scale: f32, out_rows: u32, out_cols: u32, pool: Pool) -> Result<Vec<f32>, GpuError> {
-        if out_rows == 0 || out_cols == 0 || out_rows > 65535 || out_cols > 65535 {
-            return Err(GpuError::InvalidInput(format!("pooled size {out_rows} x {out_cols} must be 1..=65535 each")));
-        }
+        check_pooled_size(out_rows, out_cols)?;
         self.run_probs(ctx, q, k, lse, shape, mask, scale, ProbsOutput::Pooled { out_rows, out_cols, pool }).await
+    }
+
+    /// Every probability of every query head, `[h_q, n_q, n_kv]`, in one pass (no forward pass first):
+    /// for heads small enough to show whole.
+    pub async fn whole_probabilities(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Vec<f32>, GpuError> {
+        self.run_rows(ctx, q, k, shape, mask, scale, RowOutput::Probabilities).await
+    }
+
+    /// Each row's log-sum-exp, `[h_q, n_q]` (-inf for a row that sees no key): the forward pass's lse
+    /// without its P·V half.
+    pub async fn log_sum_exp(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Vec<f32>, GpuError> {
+        self.run_rows(ctx, q, k, shape, mask, scale, RowOutput::LogSumExp).await
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "internal helper of the two calls above")]
+    async fn run_rows(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: RowOutput) -> Result<Vec<f32>, GpuError> {
+        let up = upload(ctx, q, k, None, shape)?;
+        let len = output.len(&shape);
+        let out = ctx.storage_output("row softmax", len * 4)?;
+        let dispatch = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &out }, up.shape, mask, scale, output)?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        let mut values: Vec<f32> = ctx.read_back(&out).await?;
+        values.truncate(len as usize);
+        self.rows.warm_up(ctx, up.shape, output);
+        Ok(values)
+    }
+
+    /// Whole heads pooled to `out_rows x out_cols` as [`Kernels::pooled_probabilities`], their
+    /// log-sum-exp computed on the way (one upload, one submission, one read-back).
+    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
+    pub async fn pooled_heads(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, out_rows: u32, out_cols: u32, pool: Pool) -> Result<Vec<f32>, GpuError> {
+        check_pooled_size(out_rows, out_cols)?;
+        let up = upload(ctx, q, k, None, shape)?;
+        let lse = ctx.storage_output("lse", RowOutput::LogSumExp.len(&shape) * 4)?;
+        let lse_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &lse }, up.shape, mask, scale, RowOutput::LogSumExp)?;
+        let output = ProbsOutput::Pooled { out_rows, out_cols, pool };
+        let len = u64::from(shape.h_q) * u64::from(out_rows) * u64::from(out_cols);
+        let out = ctx.storage_output("pooled probabilities", len * 4)?;
+        let pool_pass = self.probs.prepare(ctx, &ProbsBuffers { q: &up.q, k: &up.k, lse: &lse, out: &out }, up.shape, mask, scale, output)?;
+        Dispatch::submit_all(ctx, &[&lse_pass, &pool_pass]);
+        let mut p: Vec<f32> = ctx.read_back(&out).await?;
+        p.truncate(len as usize);
+        self.rows.warm_up(ctx, up.shape, RowOutput::LogSumExp);
+        Ok(p)
     }
 
     #[expect(clippy::too_many_arguments, reason = "internal helper of the two calls above")]
@@ -151,6 +195,13 @@ impl Kernels {
         p.truncate(out_len as usize);
         Ok(p)
     }
+}
+
+fn check_pooled_size(out_rows: u32, out_cols: u32) -> Result<(), GpuError> {
+    if out_rows == 0 || out_cols == 0 || out_rows > 65535 || out_cols > 65535 {
+        return Err(GpuError::InvalidInput(format!("pooled size {out_rows} x {out_cols} must be 1..=65535 each")));
+    }
+    Ok(())
 }
 
 /// Checks lengths and shape, pads rows to a multiple of 4 floats and uploads.

@@ -201,6 +201,12 @@ impl PipelineCache {
         module
     }
 
+    /// Whether the pipeline with these compile-time constants and override values is built already.
+    pub fn is_built(&self, constants: &[(&'static str, u32)], overrides: &[(&'static str, u32)]) -> bool {
+        let key = self.module_key(constants);
+        self.built.borrow().iter().any(|(k, o, _)| *k == key && o == overrides)
+    }
+
     /// The pipeline with these override values (`name`, value), built now if it is new.
     pub fn get(&self, device: &wgpu::Device, overrides: &[(&'static str, u32)]) -> wgpu::ComputePipeline {
         self.get_specialised(device, &[], overrides)

@@ -13,6 +13,8 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod launch;
 pub mod naive_attention;
+pub mod row_softmax;
+pub mod row_softmax_subgroup;
 pub mod shader_text;
 #[cfg(target_arch = "wasm32")]
 pub mod web_subgroups;

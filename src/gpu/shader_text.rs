@@ -10,9 +10,11 @@
 //! what pays, and code size costs them).
 
 /// The files under `shaders/include/`, by name.
-const INCLUDES: [(&str, &str); 2] = [
+const INCLUDES: [(&str, &str); 4] = [
+    ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("flash_io.wgsl", include_str!("../../shaders/include/flash_io.wgsl")),
+    ("softmax_rows.wgsl", include_str!("../../shaders/include/softmax_rows.wgsl")),
 ];
 
 /// `source` with each line `// #include NAME` replaced by the file `shaders/include/NAME`.
@@ -32,6 +34,12 @@ pub fn with_includes(source: &str) -> String {
         }
     }
     out
+}
+
+/// `source` ready for a device with subgroups: browsers want the extension enabled first, while Naga
+/// (native) rejects the directive but accepts the builtins without it.
+pub fn for_subgroups(source: &str) -> String {
+    if cfg!(target_arch = "wasm32") { format!("enable subgroups;\n{source}") } else { source.to_owned() }
 }
 
 /// `source` with the value of each `const NAME: u32 = ...;` line named in `constants` replaced.
@@ -136,7 +144,7 @@ mod tests {
     #[test]
     fn includes_are_pasted_in_place() {
         let out = with_includes("a\n  // #include flash_io.wgsl\nb");
-        assert!(out.starts_with("a\n// The parameters") && out.ends_with("lse: array<f32>;\nb\n"), "{out}");
+        assert!(out.starts_with("a\n// The outputs") && out.ends_with("lse: array<f32>;\nb\n"), "{out}");
     }
 
     #[test]

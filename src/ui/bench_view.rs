@@ -1,4 +1,5 @@
-//! The benchmark view: the tiled kernel against the naive one on this visitor's GPU, as a table.
+//! The benchmark view: the tiled kernel against the naive one (and the heatmaps' row softmax) on this
+//! visitor's GPU, as a table.
 //!
 //! A link that names `n`, `d`, `mask` or `window` runs just the matching cases as soon as the GPU is
 //! ready; otherwise the user picks and starts them. Timings on a software adapter (SwiftShader) are
@@ -104,8 +105,9 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
         <section class="bench">
             <h2>"Kernel benchmark"</h2>
             <p class="explain">
-                "Times the tiled (FlashAttention-style) kernel against the naive three-pass one on this GPU. "
-                "FLOPs count 4·d per attended query-key pair; the FMA peak comes from a small WGSL microkernel, "
+                "Times the tiled (FlashAttention-style) kernel against the naive three-pass one on this GPU, and "
+                "the row softmax the heatmaps use (every probability, no P·V). "
+                "FLOPs count 4·d per attended query-key pair (2·d for the row softmax); the FMA peak comes from a small WGSL microkernel, "
                 "so each result reads as a fraction of what this adapter can do."
             </p>
             {move || engine.with(|e| match e.as_deref() {

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 
 use super::browser;
 use super::heatmap::{HeadMap, Shared};
-use crate::attention::explore::{EXACT_MAX_N, batches, query_chunks};
+use crate::attention::explore::{EXACT_MAX_N, batches, pooled_export_notice, query_chunks};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::pooled::Pool;
 use crate::attention::{AttentionShape, Mask};
@@ -56,6 +56,10 @@ pub struct Progress {
     pub total_ms: f64,
     /// Awaiting the engine (uploads, kernels, readback).
     pub kernel_ms: f64,
+    /// Building the heads' inputs (embeddings, projections, positions) on the CPU.
+    pub inputs_ms: f64,
+    /// Handing results to the heatmaps and drawing them.
+    pub draw_ms: f64,
     pub on_gpu: bool,
     pub note: Option<String>,
 }
@@ -85,8 +89,9 @@ pub async fn micro_yield() {
     let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&wasm_bindgen::JsValue::NULL)).await;
 }
 
-/// Longest stretch of drawing before the task lets the browser render and handle input.
-const SLICE_MS: f64 = 12.0;
+/// Longest stretch of drawing before the task lets the browser render and handle input: under the
+/// 50 ms a frame may be blocked, and few yields (each can wait for the next frame).
+const SLICE_MS: f64 = 35.0;
 
 /// Multiply-adds of `Q·Kᵀ` per batch: about 60 ms of a 9 GFLOP/s software GPU, far less on a real one.
 const GPU_BATCH_WORK: u64 = 1 << 28;
@@ -106,6 +111,7 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     });
     sinks.progress.try_set(Progress { job, total: req.heads.len(), on_gpu, note: note.clone(), ..Default::default() });
 
+    let inputs_started = browser::now_ms();
     let inputs = Arc::new(LayerInputs::new(
         layout.clone(),
         req.tokens.as_ref().clone(),
@@ -113,11 +119,10 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
         req.seed,
         req.teach,
     ));
+    let mut inputs_ms = browser::now_ms() - inputs_started;
+    // No yield before the first batch is on the GPU: what the page does with the inputs (and its
+    // restyling for the new request) then runs while the GPU works.
     sinks.inputs.try_set(Some(inputs.clone()));
-    yield_now().await;
-    if !live() {
-        return;
-    }
 
     let pairs = AttentionShape { h_q: 1, h_kv: 1, n_q, n_kv, d }.attended_pairs(req.mask).max(1);
     let per_head_work = pairs * u64::from(d);
@@ -132,7 +137,6 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     } else {
         batches(&req.heads, group, per_head_work, u64::from(n_q * d), max_work, MAX_Q_FLOATS)
     };
-    let scale = 1.0 / (d as f32).sqrt();
     let row_tokens = req.tokens.clone();
     let col_tokens = req.kv_tokens.clone().unwrap_or_else(|| req.tokens.clone());
     let q_offset = if inputs.is_cross() { 0 } else { n_kv - n_q };
@@ -163,48 +167,19 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     };
 
     let mut kernel_ms = 0.0;
+    let mut draw_ms = 0.0;
     let mut done = 0;
     let slots = sinks.slots.try_get_untracked().unwrap_or_default();
     let slot_of = |h: u32| req.heads.iter().position(|&x| x == h).and_then(|i| slots.get(i).copied());
     let mut focus_map: Option<Arc<HeadMap>> = None;
 
     // One batch: the heads' maps at `output` (several calls for cross-attention with more queries than keys).
-    let compute = async |heads: &[u32], output: MapOutput, kernel_ms: &mut f64| -> Result<Vec<Vec<f32>>, String> {
-        let kv_heads: Vec<u32> = {
-            let mut v: Vec<u32> = heads.iter().map(|&h| layout.kv_head(h)).collect();
-            v.dedup();
-            v
-        };
-        let (mut k, mut v) = (Vec::new(), Vec::new());
-        for &g in &kv_heads {
-            let (kg, vg) = inputs.kv_head(g);
-            k.extend(kg);
-            v.extend(vg);
-        }
-        let q_all = inputs.q_heads(heads);
-        let (h_q, h_kv) = (heads.len() as u32, kv_heads.len() as u32);
-        let chunks = if inputs.is_cross() { query_chunks(n_q, n_kv) } else { vec![(0, n_q)] };
-        let mut per_head: Vec<Vec<f32>> = vec![Vec::new(); heads.len()];
-        for (row0, rows) in chunks {
-            let q: Vec<f32> = if rows == n_q {
-                q_all.clone()
-            } else {
-                (0..h_q as usize).flat_map(|i| q_all[(i * n_q as usize + row0 as usize) * d as usize..][..(rows * d) as usize].iter().copied()).collect()
-            };
-            let shape = AttentionShape { h_q, h_kv, n_q: rows, n_kv, d };
-            let chunk_output = match output {
-                MapOutput::Pooled { rows: r, cols, pool } => MapOutput::Pooled { rows: r.min(rows), cols, pool },
-                o => o,
-            };
-            let t0 = browser::now_ms();
-            let out = engine.head_maps(&q, &k, &v, shape, req.mask, scale, chunk_output).await?;
-            *kernel_ms += browser::now_ms() - t0;
-            let each = out.len() / heads.len();
-            for (i, chunk) in out.chunks(each.max(1)).enumerate() {
-                per_head[i].extend_from_slice(chunk);
-            }
-        }
-        Ok(per_head)
+    let compute = async |heads: &[u32], output: MapOutput, kernel_ms: &mut f64, inputs_ms: &mut f64| {
+        let mut times = Timings::default();
+        let result = head_values(&engine, &inputs, heads, req.mask, output, &mut times).await;
+        *kernel_ms += times.kernel_ms;
+        *inputs_ms += times.inputs_ms;
+        result
     };
 
     for batch in plan {
@@ -213,11 +188,12 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
         }
         let mut slice_start = browser::now_ms();
         let output = output_for(req.thumb_cells);
-        match compute(&batch, output, &mut kernel_ms).await {
+        match compute(&batch, output, &mut kernel_ms, &mut inputs_ms).await {
             Ok(values) => {
                 if !live() {
                     return;
                 }
+                let mut draw_started = browser::now_ms();
                 for (&h, vals) in batch.iter().zip(values) {
                     let map = make_map(h, vals, output);
                     if exact && req.focus == Some(h) {
@@ -231,13 +207,16 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
                     // browser in (a frame, input) whenever this task has held the thread for a while.
                     micro_yield().await;
                     if browser::now_ms() - slice_start > SLICE_MS {
+                        draw_ms += browser::now_ms() - draw_started;
                         yield_now().await;
                         slice_start = browser::now_ms();
+                        draw_started = slice_start;
                     }
                     if !live() {
                         return;
                     }
                 }
+                draw_ms += browser::now_ms() - draw_started;
                 sinks.progress.try_update(|p| p.done = done);
             }
             Err(e) => {
@@ -254,7 +233,7 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     if let Some(f) = req.focus.filter(|&f| f < layout.n_q_heads) {
         if focus_map.is_none() {
             let output = output_for(req.large_cells);
-            match compute(&[f], output, &mut kernel_ms).await {
+            match compute(&[f], output, &mut kernel_ms, &mut inputs_ms).await {
                 Ok(mut values) => focus_map = Some(make_map(f, values.remove(0), output)),
                 Err(e) => sinks.progress.try_update(|p| p.error = Some(e)).unwrap_or(()),
             }
@@ -274,5 +253,71 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
         p.finished = true;
         p.total_ms = total_ms;
         p.kernel_ms = kernel_ms;
+        p.inputs_ms = inputs_ms;
+        p.draw_ms = draw_ms;
     });
+}
+
+/// Where a batch's time went.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    pub inputs_ms: f64,
+    pub kernel_ms: f64,
+}
+
+/// The maps of `heads` (exact or pooled, per head), computed on the engine. Cross-attention with more
+/// queries than keys runs in query chunks, each pooled on its own.
+pub async fn head_values(engine: &Engine, inputs: &LayerInputs, heads: &[u32], mask: Mask, output: MapOutput, times: &mut Timings) -> Result<Vec<Vec<f32>>, String> {
+    let layout = &inputs.layout;
+    let (n_q, n_kv, d) = (inputs.q_tokens().len() as u32, inputs.kv_tokens().len() as u32, layout.head_dim);
+    let t_inputs = browser::now_ms();
+    let mut kv_heads: Vec<u32> = heads.iter().map(|&h| layout.kv_head(h)).collect();
+    kv_heads.dedup();
+    let k: Vec<f32> = kv_heads.iter().flat_map(|&g| inputs.k_head(g)).collect();
+    let q_all = inputs.q_heads(heads);
+    let (h_q, h_kv) = (heads.len() as u32, kv_heads.len() as u32);
+    times.inputs_ms += browser::now_ms() - t_inputs;
+    let chunks = if inputs.is_cross() { query_chunks(n_q, n_kv) } else { vec![(0, n_q)] };
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut per_head: Vec<Vec<f32>> = vec![Vec::new(); heads.len()];
+    for (row0, rows) in chunks {
+        let q: Vec<f32> = if rows == n_q {
+            q_all.clone()
+        } else {
+            (0..h_q as usize).flat_map(|i| q_all[(i * n_q as usize + row0 as usize) * d as usize..][..(rows * d) as usize].iter().copied()).collect()
+        };
+        let shape = AttentionShape { h_q, h_kv, n_q: rows, n_kv, d };
+        let chunk_output = match output {
+            MapOutput::Pooled { rows: r, cols, pool } => MapOutput::Pooled { rows: r.min(rows), cols, pool },
+            o => o,
+        };
+        let t0 = browser::now_ms();
+        let out = engine.head_maps(&q, &k, shape, mask, scale, chunk_output).await?;
+        times.kernel_ms += browser::now_ms() - t0;
+        let each = out.len() / heads.len();
+        for (i, chunk) in out.chunks(each.max(1)).enumerate() {
+            per_head[i].extend_from_slice(chunk);
+        }
+    }
+    Ok(per_head)
+}
+
+/// What to export for a head: the map itself when it holds every probability; a pooled one
+/// recomputed exactly (on the GPU, this head only) when it is small enough; otherwise the pooled
+/// blocks, with a notice saying so.
+pub async fn map_for_export(engine: &Engine, inputs: &LayerInputs, map: Arc<HeadMap>) -> Result<(Arc<HeadMap>, Option<String>), String> {
+    if map.pooled.is_none() {
+        return Ok((map, None));
+    }
+    let gpu = engine.gpu_supports_dim(inputs.layout.head_dim);
+    if let Some(why) = pooled_export_notice(map.head, (map.n_q, map.n_kv), (map.rows, map.cols), gpu) {
+        return Ok((map, Some(why)));
+    }
+    let same_input = inputs.q_tokens().len() as u32 == map.n_q && inputs.kv_tokens().len() as u32 == map.n_kv;
+    if !same_input {
+        return Err("The view changed while exporting; export again once it has finished.".into());
+    }
+    let mut values = head_values(engine, inputs, &[map.head], map.mask, MapOutput::Exact, &mut Timings::default()).await?;
+    let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
+    Ok((Arc::new(exact), None))
 }

@@ -259,11 +259,28 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
         });
         export_error.set(export::export_png(&title, &format!("{}.png", export_base())).err());
     });
+    let export_note = RwSignal::new(None::<String>);
     let on_export_head = Callback::new(move |()| {
         let map = focused_map().or_else(|| sinks.slots.with_untracked(|s| s.first().and_then(|slot| slot.get_untracked().map(|Shared(m)| m))));
-        export_error.set(match map {
-            Some(m) => export::export_head(&m, &export_base()).err(),
-            None => Some("No head to export yet.".into()),
+        export_error.set(None);
+        let (Some(map), Some(engine), Some(inputs)) = (map, engine.get_untracked(), sinks.inputs.get_untracked()) else {
+            export_error.set(Some("No head to export yet.".into()));
+            return;
+        };
+        if map.pooled.is_some() {
+            export_note.set(Some(format!("Computing every probability of head {} for the export…", map.head)));
+        }
+        spawn_local(async move {
+            let result = explorer_compute::map_for_export(&engine, &inputs, map).await;
+            export_note.try_set(None);
+            let outcome = result.and_then(|(map, notice)| {
+                export::export_head(&map, &export_base())?;
+                Ok(notice)
+            });
+            match outcome {
+                Ok(notice) => export_note.try_set(notice),
+                Err(e) => export_error.try_set(Some(e)),
+            };
         });
     });
 
@@ -278,6 +295,8 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
             data-heads-total=move || sinks.progress.with(|p| p.total)
             data-ms-total=move || sinks.progress.with(|p| format!("{:.1}", p.total_ms))
             data-ms-kernel=move || sinks.progress.with(|p| format!("{:.1}", p.kernel_ms))
+            data-ms-inputs=move || sinks.progress.with(|p| format!("{:.1}", p.inputs_ms))
+            data-ms-draw=move || sinks.progress.with(|p| format!("{:.1}", p.draw_ms))
         >
             <ExplorerControls state=state on_export_png=on_export_png on_export_head=on_export_head/>
             <LayerStrip state=state model=model/>
@@ -297,8 +316,9 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
             </p>
             <Status progress=sinks.progress/>
             {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
+            {move || export_note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
             {move || state.with(|s| s.explorer.focus).map(|f| view! {
-                <FocusPanel state=state head=f map=Signal::derive(focused_map) inputs=sinks.inputs engine=engine request=request scale=scale/>
+                <FocusPanel state=state head=f map=Signal::derive(focused_map) inputs=sinks.inputs engine=engine request=request scale=scale on_export=on_export_head/>
             })}
             <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>
             <div class="kv-groups">
@@ -371,6 +391,7 @@ fn FocusPanel(
     engine: EngineSignal,
     request: Memo<Result<Request, String>>,
     scale: Signal<ColorScale>,
+    on_export: Callback<()>,
 ) -> impl IntoView {
     let close_ref = NodeRef::<leptos::html::Button>::new();
     Effect::new(move |_| {
@@ -407,12 +428,7 @@ fn FocusPanel(
             <div class="focus-bar">
                 <button type="button" class="secondary" data-testid="focus-prev" on:click=move |_| step(-1) aria-label="Previous head">"←"</button>
                 <button type="button" class="secondary" data-testid="focus-next" on:click=move |_| step(1) aria-label="Next head">"→"</button>
-                <button type="button" class="secondary" data-testid="focus-export" on:click=move |_| {
-                    if let Some(m) = map.get_untracked() {
-                        let base = state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model, s.layer)));
-                        let _ = export::export_head(&m, &base);
-                    }
-                }>"Export .npz"</button>
+                <button type="button" class="secondary" data-testid="focus-export" on:click=move |_| on_export.run(())>"Export .npz"</button>
                 <button type="button" class="secondary" node_ref=close_ref data-testid="focus-close" on:click=move |_| close()>"Close (Esc)"</button>
             </div>
             {move || match map.get().zip(layout()) {

@@ -9,15 +9,15 @@ before(async () => { session = await startSession(); });
 after(async () => { await session?.close(); });
 
 describe("bench view", () => {
-  test("a link naming n, d and mask runs just those cases, tiled against naive", async () => {
+  test("a link naming n, d and mask runs just those cases, tiled against naive and the row softmax", async () => {
     const app = await AppPage.open(session, "?view=bench&n=256&d=64&mask=causal");
-    // n = 256, d = 64, causal: two head layouts (8/8 and 32/8) x two kernels = four rows.
-    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-row"]').length === 4, null, { timeout: 120_000 });
+    // n = 256, d = 64, causal: two head layouts (8/8 and 32/8) x three kernels = six rows.
+    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-row"]').length === 6, null, { timeout: 120_000 });
     const rows = await app.page.$$eval('[data-testid="bench-row"]', (els) => els.map((el) => ({
       kernel: el.dataset.kernel, n: Number(el.dataset.n), d: Number(el.dataset.d), mask: el.dataset.mask,
       ms: Number(el.dataset.ms), gflops: Number(el.dataset.gflops),
     })));
-    assert.deepEqual(rows.map((r) => r.kernel).sort(), ["naive", "naive", "tiled", "tiled"]);
+    assert.deepEqual(rows.map((r) => r.kernel).sort(), ["naive", "naive", "rows", "rows", "tiled", "tiled"]);
     for (const row of rows) {
       assert.equal(row.n, 256);
       assert.equal(row.d, 64);
@@ -27,7 +27,7 @@ describe("bench view", () => {
     }
     const fma = Number(await app.page.getByTestId("bench-fma").getAttribute("data-value"));
     assert.ok(fma > 0, "the FMA peak must be measured");
-    assert.match(await app.page.getByTestId("bench-progress").innerText(), /Done: 4 cases/);
+    assert.match(await app.page.getByTestId("bench-progress").innerText(), /Done: 6 cases/);
     // The link keeps naming the case.
     const params = new URL(app.page.url()).searchParams;
     assert.equal(params.get("n"), "256");

@@ -114,6 +114,20 @@ describe("heatmap explorer", () => {
     await app.page.mouse.move(box.x + 0.4, box.y + box.height - 2);
     assert.match(await app.page.getByTestId("heatmap-tooltip").innerText(), /queries \d+–\d+ → keys 0–\d+: max p = (0\.9|1\.0)/);
 
+    // Exporting a pooled head writes every probability (recomputed for that head), not the blocks.
+    const file = await download(app.page, '[data-testid="export-npy"]');
+    assert.doesNotMatch(file.name, /pooled/);
+    const npz = readNpz(file.bytes);
+    assert.deepEqual(npz.probabilities.shape, [1024, 1024]);
+    assert.equal(npz.query_tokens.values.length, 1024);
+    assert.equal(npz.key_tokens.values.length, 1024);
+    const p = npz.probabilities.values;
+    for (const i of [0, 1, 500, 1023]) {
+      const row = p.slice(i * 1024, (i + 1) * 1024);
+      assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-4, `row ${i} sums to 1`);
+      assert.ok(row.slice(i + 1).every((x) => x === 0), `row ${i}: causal, nothing after the query`);
+    }
+
     const job = (await explorerState(app.page)).job;
     await app.page.getByTestId("pool-select").selectOption("mean");
     await app.waitForParam("pool", "mean");

@@ -1,0 +1,85 @@
+// Softmax of whole rows of scaled scores, for heatmaps. Two outputs (the constant OUTPUT):
+//
+// - OUT_PROBS: every probability of every row, [h_q, n_q, n_kv], from one pass over Q·Kᵀ. Scores go
+//   to the output as they are computed, while each row keeps a running max and sum (online softmax);
+//   then each invocation turns its own rows into exp(s - lse) in place. Masked keys get exactly 0.
+//   For heads small enough to show whole (the n x n output must fit one buffer).
+// - OUT_LSE: only each row's log-sum-exp, [h_q, n_q] (-inf for a row that sees no key), which
+//   attention_probs.wgsl needs to pool large heads: the forward pass without its P·V half.
+//
+// Work split as in flash_attention.wgsl: a workgroup owns WG * R rows of one KV head, so the query
+// heads of a GQA group share every K element read, and an invocation owns R consecutive rows (with
+// R = G, one query of every head of the group: the same mask bounds). All invocations walk the same
+// keys, from the workgroup's lowest visible key to its highest, one at a time; each K element read
+// serves R rows. row_softmax_subgroup.wgsl is the same with K shared across a subgroup's lanes.
+//
+// D4 and R are compile-time constants: on CPU adapters (lavapipe, SwiftShader) the loops over them
+// are written out by src/gpu/shader_text.rs, so the query rows and the key row stay out of memory.
+// The key loop stays a loop, which keeps the code small and quick to compile.
+
+// #include attention_io.wgsl
+
+// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q].
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+// #include attention_masks.wgsl
+
+// Compile-time constants, rewritten by src/gpu/row_softmax.rs for each pipeline (these defaults keep
+// the file valid as written).
+// Head dimension / 4 (Rust pads heads to a multiple of 4 with zeros).
+const D4: u32 = 16u;
+// Rows each invocation owns.
+const R: u32 = 1u;
+// OUT_PROBS or OUT_LSE.
+const OUTPUT: u32 = 0u;
+
+// #include softmax_rows.wgsl
+
+// Invocations per workgroup.
+override WG: u32 = 64u;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wg_id: vec3<u32>,
+    @builtin(num_workgroups) wg_count: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let tile = tile_of(wg_id, wg_count, WG * R);
+    if tile.kv_head >= params.h_kv {
+        return;
+    }
+
+    var rows: array<Row, R>;
+    var q_rows: array<array<vec4<f32>, D4>, R>;
+    var m: array<f32, R>;
+    var l: array<f32, R>;
+    for (var j = 0u; j < R; j++) {
+        rows[j] = row_of(tile.kv_head, tile.row0, lid, j);
+        for (var e = 0u; e < D4; e++) {
+            q_rows[j][e] = q[rows[j].out_row * D4 + e] * params.scale;
+        }
+        m[j] = NO_SCORE;
+        l[j] = 0.0;
+    }
+
+    let kv_base = tile.kv_head * params.kv_stride;
+    for (var key = tile.key_lo; key < tile.key_hi; key++) {
+        var k_row: array<vec4<f32>, D4>;
+        for (var e = 0u; e < D4; e++) {
+            k_row[e] = k[(kv_base + key) * D4 + e];
+        }
+        for (var j = 0u; j < R; j++) {
+            var dot4 = vec4<f32>(0.0);
+            for (var e = 0u; e < D4; e++) {
+                dot4 = fma(q_rows[j][e], k_row[e], dot4);
+            }
+            let ml = add_score(rows[j], key, dot4, m[j], l[j]);
+            m[j] = ml.x;
+            l[j] = ml.y;
+        }
+    }
+
+    for (var j = 0u; j < R; j++) {
+        finish_row(rows[j], m[j], l[j]);
+    }
+}

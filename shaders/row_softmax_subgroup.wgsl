@@ -1,0 +1,84 @@
+// row_softmax.wgsl for CPU-class adapters with subgroups (lavapipe, SwiftShader): same parameters,
+// bindings, outputs and row bookkeeping, but K reaches the lanes by shuffling. Each lane of a
+// subgroup reads one key's K row, and the subgroup passes the SG rows around with subgroupShuffle (a
+// register move there), so a step of SG keys costs each lane one K row read instead of SG; on these
+// adapters every buffer read is a loop of scalar loads, one per lane (see
+// flash_attention_subgroup.wgsl). The loops over a step's keys, D4 and R are all written out (SG is
+// a compile-time constant too): a shuffle from a constant lane is much cheaper on SwiftShader than
+// one from a lane chosen at run time.
+//
+// Browsers need `enable subgroups;` first; src/gpu/row_softmax_subgroup.rs adds it on the web.
+
+// #include attention_io.wgsl
+
+// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q].
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+// #include attention_masks.wgsl
+
+// Compile-time constants, as in row_softmax.wgsl, and the adapter's subgroup size SG: keys per step,
+// one per lane, and the workgroup size (one subgroup).
+const D4: u32 = 16u;
+const R: u32 = 1u;
+const OUTPUT: u32 = 0u;
+const SG: u32 = 8u;
+
+// #include softmax_rows.wgsl
+
+@compute @workgroup_size(SG)
+fn main(
+    @builtin(workgroup_id) wg_id: vec3<u32>,
+    @builtin(num_workgroups) wg_count: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let tile = tile_of(wg_id, wg_count, SG * R);
+    if tile.kv_head >= params.h_kv {
+        return;
+    }
+
+    var rows: array<Row, R>;
+    var q_rows: array<array<vec4<f32>, D4>, R>;
+    var m: array<f32, R>;
+    var l: array<f32, R>;
+    for (var j = 0u; j < R; j++) {
+        rows[j] = row_of(tile.kv_head, tile.row0, lid, j);
+        for (var e = 0u; e < D4; e++) {
+            q_rows[j][e] = q[rows[j].out_row * D4 + e] * params.scale;
+        }
+        m[j] = NO_SCORE;
+        l[j] = 0.0;
+    }
+
+    // The key loop is the same for every lane (shuffles need the whole subgroup).
+    let kv_base = tile.kv_head * params.kv_stride;
+    for (var key0 = tile.key_lo; key0 < tile.key_hi; key0 += SG) {
+        // The key this lane fetches (past n_kv: the last key; finite, and masked below).
+        let my_key = (kv_base + min(key0 + lane, params.n_kv - 1u)) * D4;
+        var mine: array<vec4<f32>, D4>;
+        for (var e = 0u; e < D4; e++) {
+            mine[e] = k[my_key + e];
+        }
+        for (var c = 0u; c < SG; c++) {
+            var dot4: array<vec4<f32>, R>;
+            for (var j = 0u; j < R; j++) {
+                dot4[j] = vec4<f32>(0.0);
+            }
+            for (var e = 0u; e < D4; e++) {
+                let kc = subgroupShuffle(mine[e], c);
+                for (var j = 0u; j < R; j++) {
+                    dot4[j] = fma(q_rows[j][e], kc, dot4[j]);
+                }
+            }
+            for (var j = 0u; j < R; j++) {
+                let ml = add_score(rows[j], key0 + c, dot4[j], m[j], l[j]);
+                m[j] = ml.x;
+                l[j] = ml.y;
+            }
+        }
+    }
+
+    for (var j = 0u; j < R; j++) {
+        finish_row(rows[j], m[j], l[j]);
+    }
+}

@@ -1,0 +1,178 @@
+//! Owner of `shaders/row_softmax.wgsl`: whole rows of attention probabilities in one pass (heads shown
+//! whole), or each row's log-sum-exp alone (what pooling large heads needs), without the forward
+//! pass's P·V half.
+
+use crate::attention::{AttentionShape, Mask};
+use crate::gpu::flash_attention::FlashParams;
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::row_softmax_subgroup::RowSoftmaxSubgroup;
+use crate::gpu::{GpuContext, GpuError};
+
+/// What the kernel writes (the shader's `OUTPUT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowOutput {
+    /// `[h_q, n_q, n_kv]` probabilities.
+    Probabilities,
+    /// `[h_q, n_q]` log-sum-exp.
+    LogSumExp,
+}
+
+impl RowOutput {
+    fn to_gpu(self) -> u32 {
+        match self {
+            RowOutput::Probabilities => 0,
+            RowOutput::LogSumExp => 1,
+        }
+    }
+
+    /// Floats of results for `shape`.
+    pub fn len(self, shape: &AttentionShape) -> u64 {
+        let rows = u64::from(shape.h_q) * u64::from(shape.n_q);
+        match self {
+            RowOutput::Probabilities => rows * u64::from(shape.n_kv),
+            RowOutput::LogSumExp => rows,
+        }
+    }
+}
+
+/// Q, K (`[h_q, n_q, d_pad]`, `[h_kv, n_kv, d_pad]`) and the output ([`RowOutput::len`] floats).
+pub struct RowBuffers<'a> {
+    pub q: &'a wgpu::Buffer,
+    pub k: &'a wgpu::Buffer,
+    pub out: &'a wgpu::Buffer,
+}
+
+/// How a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowForm {
+    /// One row per invocation, 64 per workgroup, loops kept (GPUs).
+    Gpu,
+    /// CPU adapters: several rows per invocation (each K read serves them all), loops over the head
+    /// width and the rows written out.
+    Cpu,
+    /// CPU adapters with subgroups: as `Cpu`, plus K rows shared across lanes (`row_softmax_subgroup.wgsl`).
+    CpuSubgroup,
+}
+
+pub struct RowSoftmax {
+    layout: wgpu::BindGroupLayout,
+    pipelines: PipelineCache,
+    subgroup: Option<RowSoftmaxSubgroup>,
+    /// The adapter's fastest form (or one a test forced).
+    form: std::cell::Cell<RowForm>,
+    max_invocations: u32,
+    max_workgroups: u32,
+}
+
+/// CPU adapters compile the unrolled forms slowly in the browser (SwiftShader: about a second for a
+/// 128-wide head, against a fifth of that for the loops), which a first heatmap would wait for. So
+/// there, until the fast form for a head width is built, launches with less work than this
+/// (multiply-adds) run the GPU form, and [`RowSoftmax::warm_up`] builds the fast form afterwards.
+/// Natively compiling is quick: always the fast form.
+const QUICK_FORM_MAX_WORK: u64 = 1 << 28;
+const QUICK_FORM_FIRST: bool = cfg!(target_arch = "wasm32");
+
+/// CPU forms: rows per invocation (R) = this / head width, at most 2. More rows make each K read
+/// serve more rows, but the unrolled code, and its compile time, grow with them: on SwiftShader the
+/// subgroup form compiles in about 1.4 s at d = 128 with R = 2, and at d = 64 with R = 4 it did not
+/// finish before the browser's GPU watchdog gave up.
+const CPU_ROW_VALUES: u32 = 256;
+
+/// One launch's form and sizes.
+struct Plan {
+    form: RowForm,
+    /// Rows per invocation (`R`) and invocations per workgroup.
+    rows: u32,
+    invocations: u32,
+    constants: [(&'static str, u32); 3],
+}
+
+impl RowSoftmax {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let layout = launch::bind_group_layout(&ctx.device, "row_softmax", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite]);
+        let pipelines = PipelineCache::new(&ctx.device, "row_softmax", include_str!("../../shaders/row_softmax.wgsl"), "main", &layout);
+        let subgroup = if ctx.adapter.is_cpu { RowSoftmaxSubgroup::new(ctx, &layout) } else { None };
+        let form = match (ctx.adapter.is_cpu, &subgroup) {
+            (false, _) => RowForm::Gpu,
+            (true, None) => RowForm::Cpu,
+            (true, Some(_)) => RowForm::CpuSubgroup,
+        };
+        let max_invocations = ctx.limits.max_compute_invocations_per_workgroup.min(ctx.limits.max_compute_workgroup_size_x).max(1);
+        Self { layout, pipelines, subgroup, form: form.into(), max_invocations, max_workgroups: ctx.limits.max_compute_workgroups_per_dimension }
+    }
+
+    pub fn form(&self) -> RowForm {
+        self.form.get()
+    }
+
+    /// Forces a form (tests run every form this adapter can); `CpuSubgroup` without subgroups is `Cpu`.
+    pub fn set_form(&self, form: RowForm) {
+        self.form.set(if form == RowForm::CpuSubgroup && self.subgroup.is_none() { RowForm::Cpu } else { form });
+    }
+
+    fn plan(&self, form: RowForm, d_pad: u32, rows_total: u32, output: RowOutput) -> Plan {
+        let rows = if form == RowForm::Gpu { 1 } else { (CPU_ROW_VALUES / d_pad).clamp(1, 2) };
+        let invocations = match (form, &self.subgroup) {
+            (RowForm::CpuSubgroup, Some(sg)) => sg.subgroup_size,
+            // 64 on GPUs, one SIMD batch on CPU adapters (8 lanes on lavapipe); fewer for few rows.
+            _ => (if form == RowForm::Gpu { 64 } else { 8 }).min(rows_total.div_ceil(rows).next_power_of_two().max(8)).min(self.max_invocations),
+        };
+        Plan { form, rows, invocations, constants: [("D4", d_pad / 4), ("R", rows), ("OUTPUT", output.to_gpu())] }
+    }
+
+    /// Builds (if new) or looks up the plan's pipeline; `build: false` only looks.
+    fn pipeline(&self, device: &wgpu::Device, plan: &Plan, build: bool) -> Option<wgpu::ComputePipeline> {
+        match (plan.form, &self.subgroup) {
+            (RowForm::CpuSubgroup, Some(sg)) => sg.pipeline(device, &plan.constants, build),
+            _ => {
+                // Only the loops over the head width and the rows are written out, never the key loop.
+                self.pipelines.set_unrolled(plan.form == RowForm::Cpu);
+                let overrides = [("WG", plan.invocations)];
+                (build || self.pipelines.is_built(&plan.constants, &overrides)).then(|| self.pipelines.get_specialised(device, &plan.constants, &overrides))
+            }
+        }
+    }
+
+    /// Prepares one launch; `shape.d` must be padded to a multiple of 4.
+    pub fn prepare(&self, ctx: &GpuContext, buffers: &RowBuffers<'_>, shape: AttentionShape, mask: Mask, scale: f32, output: RowOutput) -> Result<Dispatch, GpuError> {
+        let d_pad = shape.d;
+        if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM {
+            return Err(GpuError::LimitExceeded(format!("the row softmax needs d a multiple of 4 up to 256 (got {d_pad})")));
+        }
+        let rows_total = shape.n_q * shape.group_size();
+        let fast = self.plan(self.form.get(), d_pad, rows_total, output);
+        let quick = QUICK_FORM_FIRST && fast.form != RowForm::Gpu && shape.attended_pairs(mask) * u64::from(d_pad) < QUICK_FORM_MAX_WORK;
+        let (plan, pipeline) = match self.pipeline(&ctx.device, &fast, !quick) {
+            Some(p) => (fast, p),
+            None => {
+                let plan = self.plan(RowForm::Gpu, d_pad, rows_total, output);
+                let pipeline = self.pipeline(&ctx.device, &plan, true).expect("built on request");
+                (plan, pipeline)
+            }
+        };
+        let tiles_per_kv_head = rows_total.div_ceil(plan.invocations * plan.rows);
+        let params = ctx.uniform_from("row_softmax params", &FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head));
+        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "row_softmax", &[&params, buffers.q, buffers.k, buffers.out]);
+        let workgroups = u64::from(tiles_per_kv_head) * u64::from(shape.h_kv);
+        let workgroups = u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
+        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_workgroups) })
+    }
+
+    /// Builds the fast form for this launch shape if a quick one stood in for it, so that later launches
+    /// get it. Call after reading results back: a browser compiles while the page draws them (a launch
+    /// submitted meanwhile waits for the compile).
+    pub fn warm_up(&self, ctx: &GpuContext, shape: AttentionShape, output: RowOutput) {
+        let plan = self.plan(self.form.get(), shape.d, shape.n_q * shape.group_size(), output);
+        if self.pipeline(&ctx.device, &plan, false).is_some() {
+            return;
+        }
+        let Some(pipeline) = self.pipeline(&ctx.device, &plan, true) else { return };
+        // Browsers compile at the first dispatch, not at creation: dispatch one workgroup that has no
+        // KV head to work on (it returns at once).
+        let params = ctx.uniform_from("row_softmax warm-up", &FlashParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() });
+        let tiny = || ctx.storage_output("row_softmax warm-up", 16);
+        let (Ok(q), Ok(k), Ok(out)) = (tiny(), tiny(), tiny()) else { return };
+        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "row_softmax warm-up", &[&params, &q, &k, &out]);
+        Dispatch::submit_all(ctx, &[&Dispatch { pipeline, bind_group, grid: (1, 1, 1) }]);
+    }
+}
