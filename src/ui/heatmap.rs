@@ -13,7 +13,7 @@ use crate::attention::explore::{PROBS_ATTR_MAX_CELLS, block_visible, pool_name};
 use crate::attention::pooled::{Pool, block_range};
 use crate::attention::teaching_heads::TeachingHead;
 use crate::attention::tokens::display_token;
-use crate::colormap::{self, ColorScale, LOG_DECADES};
+use crate::colormap::{self, ColorScale, LOG_DECADES, Painter};
 
 /// The probabilities of one query head: every cell (`pooled == None`, `rows = n_q`, `cols = n_kv`) or
 /// `rows x cols` blocks of the `n_q x n_kv` matrix pooled by max or mean.
@@ -101,28 +101,23 @@ pub const MASKED_RGB: [u8; 3] = [226, 228, 233];
 /// Labels are drawn only when a cell is at least this tall on screen.
 const MIN_LABEL_CELL_PX: f64 = 10.0;
 
-/// Colours of the scale at 1024 evenly spaced positions (a per-cell interpolation would dominate drawing).
-fn lut() -> &'static [[u8; 3]; 1024] {
-    static LUT: std::sync::OnceLock<[[u8; 3]; 1024]> = std::sync::OnceLock::new();
-    LUT.get_or_init(|| std::array::from_fn(|i| colormap::viridis(i as f32 / 1023.0)))
-}
-
 /// RGBA pixels of a map.
 pub fn pixels(map: &HeadMap, scale: ColorScale) -> Vec<u8> {
-    let max = map.max();
-    let lut = lut();
-    let mut rgba = Vec::with_capacity(map.values.len() * 4);
-    for row in 0..map.rows {
+    let painter = Painter::new(scale, map.max());
+    let masked_rgba = [MASKED_RGB[0], MASKED_RGB[1], MASKED_RGB[2], 255];
+    let cols = map.cols.max(1) as usize;
+    let mut rgba = vec![0u8; map.values.len() * 4];
+    for (row, (values, out)) in map.values.chunks_exact(cols).zip(rgba.chunks_exact_mut(cols * 4)).enumerate() {
+        let row = row as u32;
         // Visible keys of an exact row are one range: no per-cell mask test.
         let (lo, hi) = map.mask.key_range(map.q_offset + row, map.n_kv);
-        for col in 0..map.cols {
-            let v = map.values[(row * map.cols + col) as usize];
+        for (col, (&v, px)) in values.iter().zip(out.chunks_exact_mut(4)).enumerate() {
+            let col = col as u32;
             let masked = match map.pooled {
                 None => col < lo || col >= hi,
                 Some(_) => v == 0.0 && map.cell_masked(row, col),
             };
-            let rgb = if masked { MASKED_RGB } else { lut[(scale.position(v, max) * 1023.0).round().clamp(0.0, 1023.0) as usize] };
-            rgba.extend_from_slice(&[rgb[0], rgb[1], rgb[2], 255]);
+            px.copy_from_slice(if masked { &masked_rgba } else { painter.rgba(v) });
         }
     }
     rgba
