@@ -67,26 +67,15 @@ fn main(
     @builtin(num_workgroups) wg_count: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension); unfold the linear index.
-    let wg_linear = wg_id.x + wg_id.y * wg_count.x;
-    let kv_head = wg_linear / params.tiles_per_kv_head;
+    // The workgroup's rows and keys (attention_io.wgsl): every invocation walks t.key_lo..t.key_hi.
+    let t = tile_of(wg_id, wg_count, BR * R);
+    let kv_head = t.kv_head;
     if kv_head >= params.h_kv {
         return;
     }
-    let tile = wg_linear % params.tiles_per_kv_head;
     let g = params.group;
     let rows_total = params.n_q * g;
-    let row0 = tile * BR * R;
-    let row_end = min(row0 + BR * R, rows_total);
-
-    // Keys any row of this workgroup may see, and keys every row sees (interior steps need no test).
-    // The key loop runs over the former for every invocation alike, so K/V addresses are uniform.
-    let first_pos = params.q_offset + row0 / g;
-    let last_pos = params.q_offset + (row_end - 1u) / g;
-    let tile_lo = key_lo(first_pos);
-    let tile_hi = key_hi(last_pos);
-    let all_lo = key_lo(last_pos);
-    let all_hi = key_hi(first_pos);
+    let row0 = t.row0;
 
     // This invocation's rows row0 + lid + j * BR: query i of head h. Rows past the end repeat the last
     // row (their results are not written), so no branch depends on the row.
@@ -114,8 +103,8 @@ fn main(
     }
 
     let kv_base = kv_head * params.kv_stride;
-    for (var key0 = tile_lo; key0 < tile_hi; key0 += BC) {
-        let interior = key0 >= all_lo && key0 + BC <= all_hi;
+    for (var key0 = t.key_lo; key0 < t.key_hi; key0 += BC) {
+        let interior = key0 >= t.all_lo && key0 + BC <= t.all_hi;
         // Vec4 index of each key's row; keys past n_kv read the last key (finite data, masked score).
         var key_base: array<u32, BC>;
         for (var c = 0u; c < BC; c++) {

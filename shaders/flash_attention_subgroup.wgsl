@@ -43,25 +43,16 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let wg_linear = wg_id.x + wg_id.y * wg_count.x;
-    let kv_head = wg_linear / params.tiles_per_kv_head;
+    // The workgroup's rows and keys (attention_io.wgsl). Every lane walks the same keys, so shuffles
+    // always find their whole subgroup.
+    let t = tile_of(wg_id, wg_count, BR * R);
+    let kv_head = t.kv_head;
     if kv_head >= params.h_kv {
         return;
     }
-    let tile = wg_linear % params.tiles_per_kv_head;
     let g = params.group;
     let rows_total = params.n_q * g;
-    let row0 = tile * BR * R;
-    let row_end = min(row0 + BR * R, rows_total);
-
-    // Keys any row of the workgroup may see (the loop runs over these, the same for every lane, so
-    // shuffles always find their whole subgroup), and keys every row sees (no per-key test).
-    let first_pos = params.q_offset + row0 / g;
-    let last_pos = params.q_offset + (row_end - 1u) / g;
-    let tile_lo = key_lo(first_pos);
-    let tile_hi = key_hi(last_pos);
-    let all_lo = key_lo(last_pos);
-    let all_hi = key_hi(first_pos);
+    let row0 = t.row0;
 
     // This invocation's rows row0 + lid + j * BR. Rows past the end repeat the last row (their results
     // are not written), so every lane stays active.
@@ -86,8 +77,8 @@ fn main(
     }
 
     let kv_base = kv_head * params.kv_stride;
-    for (var key0 = tile_lo; key0 < tile_hi; key0 += SG) {
-        let interior = key0 >= all_lo && key0 + SG <= all_hi;
+    for (var key0 = t.key_lo; key0 < t.key_hi; key0 += SG) {
+        let interior = key0 >= t.all_lo && key0 + SG <= t.all_hi;
         // The key this lane fetches for the subgroup (past n_kv: the last key, finite and masked).
         let my_key = (kv_base + min(key0 + lane, params.n_kv - 1u)) * D4;
 

@@ -6,25 +6,6 @@
 const OUT_PROBS: u32 = 0u;
 const OUT_LSE: u32 = 1u;
 
-// The rows and keys of one workgroup: `rows_per_workgroup` of a KV head's n_q * G rows, and the
-// keys any of them sees (every invocation walks these alike).
-struct Tile {
-    // >= h_kv for the spare workgroups of a folded grid (they return at once).
-    kv_head: u32,
-    row0: u32,
-    key_lo: u32,
-    key_hi: u32,
-}
-
-fn tile_of(wg_id: vec3<u32>, wg_count: vec3<u32>, rows_per_workgroup: u32) -> Tile {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension); unfold the linear index.
-    let wg_linear = wg_id.x + wg_id.y * wg_count.x;
-    let g = params.group;
-    let row0 = (wg_linear % params.tiles_per_kv_head) * rows_per_workgroup;
-    let row_end = min(row0 + rows_per_workgroup, params.n_q * g);
-    return Tile(wg_linear / params.tiles_per_kv_head, row0, key_lo(params.q_offset + row0 / g), key_hi(params.q_offset + (row_end - 1u) / g));
-}
-
 // One of an invocation's R rows: query i of a query head, its output row, its visible keys.
 struct Row {
     // False for rows past the end (they repeat the last row; nothing is written for them).
