@@ -102,6 +102,11 @@ impl Painter {
     pub fn rgba(&self, p: f32) -> &'static [u8; 4] {
         &lut()[self.index(p)]
     }
+
+    /// [`Painter::rgba`] as one 32-bit word in memory order (a pixel written with one store).
+    pub fn word(&self, p: f32) -> u32 {
+        u32::from_ne_bytes(*self.rgba(p))
+    }
 }
 
 impl std::str::FromStr for ColorScale {

@@ -228,6 +228,27 @@ fn probabilities_match_the_reference() {
     close(ctx);
 }
 
+/// Jobs of one size reuse their buffers (`GpuContext::scratch_*`): a job that writes fewer non-zero
+/// values than the one before must still read back only its own.
+#[test]
+fn reused_buffers_never_show_an_earlier_jobs_values() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let s = AttentionShape { h_q: 4, h_kv: 2, n_q: 40, n_kv: 40, d: 32 };
+    let scale = 1.0 / (s.d as f32).sqrt();
+    for (n, mask) in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 6 }].into_iter().enumerate() {
+        let (q, k, _) = inputs(&s, 1.0, 900 + n as u64);
+        let want = reference::probabilities(&q, &k, &s, mask, scale);
+        let got = pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, mask, scale)).expect("whole rows");
+        assert_close(&format!("P after earlier jobs, {mask:?}"), &got, &want, 1e-4, 0.0);
+        let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, 9, 9, Pool::Mean);
+        let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, mask, scale, 9, 9, Pool::Mean)).expect("pooled heads");
+        assert_close(&format!("pooled after earlier jobs, {mask:?}"), &got, &want_pool, 1e-4, 0.0);
+        assert!(ctx.spare_bytes() > 0, "finished jobs give their buffers back");
+    }
+    close(ctx);
+}
+
 #[test]
 fn naive_baseline_and_decode_cache_match_the_reference() {
     let Some(ctx) = device() else { return };

@@ -3,9 +3,10 @@
 //! The heatmap explorer's pure parts live here too: [`tokens`] (word, character and generated tokens),
 //! [`rope`], [`teaching_heads`] (designed heads with known patterns), [`layer_inputs`] (every head of a
 //! real model's layer, seeded), [`tiles`] (which tiles the kernel visits or skips), [`step_through`]
-//! (one head's arithmetic step by step), [`npy`] (NumPy export) and [`explore`] (link parameters, batches).
+//! (one head's arithmetic step by step), [`head_map`] (one head's picture and read-out), [`npy`] (NumPy export) and [`explore`] (link parameters, batches).
 
 pub mod explore;
+pub mod head_map;
 pub mod inputs;
 pub mod layer_inputs;
 pub mod mask;

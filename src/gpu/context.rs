@@ -5,6 +5,7 @@
 //! event loop drives the GPU and `poll` returns at once, so readback always awaits the map callback.
 
 use std::fmt;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
 use wgpu::util::DeviceExt as _;
@@ -76,6 +77,45 @@ pub struct GpuContext {
     /// The first error the device reported outside any error scope, or its loss. Once set, every
     /// readback fails with it: results computed by an invalid pipeline must never be shown as real.
     fault: Arc<Mutex<Option<String>>>,
+    /// Buffers finished jobs gave back, lent again to the next job of the same size and use.
+    spares: Mutex<Spares>,
+}
+
+/// Every storage buffer can be written by the queue and copied out for readback.
+const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_DST).union(wgpu::BufferUsages::COPY_SRC);
+
+/// Most bytes kept in spare buffers; beyond it the oldest go.
+const MAX_SPARE_BYTES: u64 = 256 << 20;
+
+/// Why spares: in a browser, creating and zero-filling fresh buffers for every job (8 MB of
+/// probabilities, its staging copy, Q and K) took longer than copying the data itself.
+#[derive(Default)]
+struct Spares {
+    buffers: Vec<wgpu::Buffer>,
+    bytes: u64,
+}
+
+/// A buffer lent by the context for one job; it goes back to the context's spares when dropped. Its
+/// contents are whatever the last job left: only for inputs written whole and outputs a kernel
+/// writes whole.
+pub struct Scratch<'a> {
+    ctx: &'a GpuContext,
+    buffer: Option<wgpu::Buffer>,
+}
+
+impl Deref for Scratch<'_> {
+    type Target = wgpu::Buffer;
+    fn deref(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("a scratch buffer is present until dropped")
+    }
+}
+
+impl Drop for Scratch<'_> {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.ctx.give_back(buffer);
+        }
+    }
 }
 
 impl GpuContext {
@@ -146,7 +186,7 @@ impl GpuContext {
         let subgroups = crate::gpu::web_subgroups::granted();
         let fixed_size = info.subgroup_min_size == info.subgroup_max_size && info.subgroup_min_size.is_power_of_two();
         let subgroup_size = (subgroups && fixed_size).then_some(info.subgroup_min_size);
-        Ok(Self { device, queue, limits, adapter, timestamps, subgroup_size, fault })
+        Ok(Self { device, queue, limits, adapter, timestamps, subgroup_size, fault, spares: Mutex::default() })
     }
 
     /// A read-only storage buffer holding `data`.
@@ -158,7 +198,7 @@ impl GpuContext {
         Ok(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some(label),
             contents,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            usage: STORAGE_USAGE,
         }))
     }
 
@@ -168,9 +208,54 @@ impl GpuContext {
         Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: bytes.max(4),
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            usage: STORAGE_USAGE,
             mapped_at_creation: false,
         }))
+    }
+
+    /// A spare buffer of exactly `size` bytes and `usage`, or a new one.
+    fn take(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
+        if let Ok(mut spares) = self.spares.lock()
+            && let Some(i) = spares.buffers.iter().position(|b| b.size() == size && b.usage() == usage)
+        {
+            spares.bytes -= size;
+            return spares.buffers.swap_remove(i);
+        }
+        self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
+    }
+
+    /// Keeps `buffer` for a later job. Queue order makes this safe while the GPU still uses it: the
+    /// next job's writes are queued after this job's work.
+    fn give_back(&self, buffer: wgpu::Buffer) {
+        let Ok(mut spares) = self.spares.lock() else { return };
+        spares.bytes += buffer.size();
+        spares.buffers.push(buffer);
+        while spares.bytes > MAX_SPARE_BYTES && !spares.buffers.is_empty() {
+            let oldest = spares.buffers.remove(0);
+            spares.bytes -= oldest.size();
+        }
+    }
+
+    /// Bytes held in spare buffers (for tests).
+    pub fn spare_bytes(&self) -> u64 {
+        self.spares.lock().map_or(0, |s| s.bytes)
+    }
+
+    /// As [`GpuContext::storage_from`], in a lent buffer.
+    pub fn scratch_from<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<Scratch<'_>, GpuError> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        self.check_binding_size(label, bytes.len() as u64)?;
+        let contents: &[u8] = if bytes.is_empty() { &[0; 4] } else { bytes };
+        let buffer = self.take(label, contents.len() as u64, STORAGE_USAGE);
+        self.queue.write_buffer(&buffer, 0, contents);
+        Ok(Scratch { ctx: self, buffer: Some(buffer) })
+    }
+
+    /// As [`GpuContext::storage_output`], in a lent buffer holding stale data: for kernels that
+    /// write every element.
+    pub fn scratch_output(&self, label: &str, bytes: u64) -> Result<Scratch<'_>, GpuError> {
+        self.check_binding_size(label, bytes)?;
+        Ok(Scratch { ctx: self, buffer: Some(self.take(label, bytes.max(4), STORAGE_USAGE)) })
     }
 
     /// A uniform buffer holding one params struct.
@@ -196,16 +281,14 @@ impl GpuContext {
     /// Copies `buffer` into a mappable staging buffer and returns its contents as `T`s.
     pub async fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
         let size = buffer.size();
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = self.take("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
         let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
         self.queue.submit([encoder.finish()]);
-        self.map_and_read(&staging).await
+        let data = self.map_and_read(&staging).await?;
+        // Only an unmapped staging buffer is reusable: one abandoned mid-map is dropped instead.
+        self.give_back(staging);
+        Ok(data)
     }
 
     /// The device's recorded fault, if any, as an error.

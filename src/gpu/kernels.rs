@@ -13,6 +13,7 @@ use crate::gpu::kv_cache::KvCache;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowOutput, RowSoftmax};
+use crate::gpu::context::Scratch;
 use crate::gpu::{GpuContext, GpuError};
 
 pub use crate::attention::pooled::Pool;
@@ -37,11 +38,11 @@ pub struct Kernels {
 }
 
 /// Q, K, V uploaded with rows padded to a multiple of 4 floats.
-struct Uploaded {
+struct Uploaded<'a> {
     shape: AttentionShape,
-    q: wgpu::Buffer,
-    k: wgpu::Buffer,
-    v: Option<wgpu::Buffer>,
+    q: Scratch<'a>,
+    k: Scratch<'a>,
+    v: Option<Scratch<'a>>,
 }
 
 impl Kernels {
@@ -150,7 +151,7 @@ impl Kernels {
     async fn run_rows(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: RowOutput) -> Result<Vec<f32>, GpuError> {
         let up = upload(ctx, q, k, None, shape)?;
         let len = output.len(&shape);
-        let out = ctx.storage_output("row softmax", len * 4)?;
+        let out = ctx.scratch_output("row softmax", len * 4)?;
         let dispatch = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &out }, up.shape, mask, scale, output)?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         let mut values: Vec<f32> = ctx.read_back(&out).await?;
@@ -165,11 +166,11 @@ impl Kernels {
     pub async fn pooled_heads(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, out_rows: u32, out_cols: u32, pool: Pool) -> Result<Vec<f32>, GpuError> {
         check_pooled_size(out_rows, out_cols)?;
         let up = upload(ctx, q, k, None, shape)?;
-        let lse = ctx.storage_output("lse", RowOutput::LogSumExp.len(&shape) * 4)?;
+        let lse = ctx.scratch_output("lse", RowOutput::LogSumExp.len(&shape) * 4)?;
         let lse_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &lse }, up.shape, mask, scale, RowOutput::LogSumExp)?;
         let output = ProbsOutput::Pooled { out_rows, out_cols, pool };
         let len = u64::from(shape.h_q) * u64::from(out_rows) * u64::from(out_cols);
-        let out = ctx.storage_output("pooled probabilities", len * 4)?;
+        let out = ctx.scratch_output("pooled probabilities", len * 4)?;
         let pool_pass = self.probs.prepare(ctx, &ProbsBuffers { q: &up.q, k: &up.k, lse: &lse, out: &out }, up.shape, mask, scale, output)?;
         Dispatch::submit_all(ctx, &[&lse_pass, &pool_pass]);
         let mut p: Vec<f32> = ctx.read_back(&out).await?;
@@ -205,7 +206,7 @@ fn check_pooled_size(out_rows: u32, out_cols: u32) -> Result<(), GpuError> {
 }
 
 /// Checks lengths and shape, pads rows to a multiple of 4 floats and uploads.
-fn upload(ctx: &GpuContext, q: &[f32], k: &[f32], v: Option<&[f32]>, shape: AttentionShape) -> Result<Uploaded, GpuError> {
+fn upload<'a>(ctx: &'a GpuContext, q: &[f32], k: &[f32], v: Option<&[f32]>, shape: AttentionShape) -> Result<Uploaded<'a>, GpuError> {
     shape.validate().map_err(GpuError::InvalidInput)?;
     if shape.d > launch::MAX_HEAD_DIM {
         return Err(GpuError::InvalidInput(format!("head dimension {} is above the kernels' maximum of {}", shape.d, launch::MAX_HEAD_DIM)));
@@ -224,11 +225,11 @@ fn upload(ctx: &GpuContext, q: &[f32], k: &[f32], v: Option<&[f32]>, shape: Atte
     let d = shape.d as usize;
     let d_pad = launch::padded_dim(shape.d);
     let padded = AttentionShape { d: d_pad, ..shape };
-    let pad = |x: &[f32]| launch::pad_rows(x, d, d_pad as usize);
+    let pad = |x| launch::pad_rows(x, d, d_pad as usize);
     Ok(Uploaded {
         shape: padded,
-        q: ctx.storage_from("q", &pad(q))?,
-        k: ctx.storage_from("k", &pad(k))?,
-        v: v.map(|v| ctx.storage_from("v", &pad(v))).transpose()?,
+        q: ctx.scratch_from("q", &pad(q))?,
+        k: ctx.scratch_from("k", &pad(k))?,
+        v: v.map(|v| ctx.scratch_from("v", &pad(v))).transpose()?,
     })
 }

@@ -49,7 +49,7 @@ impl KvCache {
         for h in 0..self.h_kv {
             let row = u64::from(h) * u64::from(self.capacity_tokens) + u64::from(self.len_tokens);
             let offset = row * u64::from(self.d_pad) * 4;
-            let head = |x: &[f32]| launch::pad_rows(&x[h as usize * d..][..d], d, d_pad);
+            let head = |x: &[f32]| launch::pad_rows(&x[h as usize * d..][..d], d, d_pad).into_owned();
             ctx.queue.write_buffer(&self.k, offset, bytemuck::cast_slice(&head(k_token)));
             ctx.queue.write_buffer(&self.v, offset, bytemuck::cast_slice(&head(v_token)));
         }

@@ -25,15 +25,15 @@ pub fn padded_dim(d: u32) -> u32 {
 }
 
 /// Rows of width `d` copied into rows of width `d_pad >= d`, zero-filled (zeros change no dot product).
-pub fn pad_rows(data: &[f32], d: usize, d_pad: usize) -> Vec<f32> {
+pub fn pad_rows(data: &[f32], d: usize, d_pad: usize) -> std::borrow::Cow<'_, [f32]> {
     if d == d_pad {
-        return data.to_vec();
+        return data.into();
     }
     let mut out = vec![0.0; data.len() / d.max(1) * d_pad];
     for (src, dst) in data.chunks(d).zip(out.chunks_mut(d_pad)) {
         dst[..d].copy_from_slice(src);
     }
-    out
+    out.into()
 }
 
 /// The inverse of [`pad_rows`].
@@ -66,7 +66,7 @@ mod tests {
         assert_eq!(padded_dim(30), 32);
         let rows = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
         let padded = pad_rows(&rows, 3, 4);
-        assert_eq!(padded, vec![1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0]);
+        assert_eq!(*padded, [1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0]);
         assert_eq!(unpad_rows(&padded, 3, 4), rows.to_vec());
     }
 }

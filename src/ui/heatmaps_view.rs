@@ -326,18 +326,21 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
                     <div class="kv-group" data-testid="kv-group" data-kv-head=g>
                         <h3 class="kv-title">{format!("KV head {g}")}</h3>
                         <div class="group-heads">
-                            {heads.into_iter().map(|(h, slot)| view! {
-                                {move || match slot.get() {
-                                    Some(Shared(map)) => view! {
-                                        <Heatmap map=map scale=scale size_px=thumb stale=computing on_open=open_head/>
-                                    }.into_any(),
-                                    None => view! {
+                            {heads.into_iter().map(|(h, slot)| {
+                                // The figure is mounted once a result arrives and then only repainted.
+                                let ready = Memo::new(move |_| slot.try_with(Option::is_some).unwrap_or(false));
+                                view! { {move || if ready.get() {
+                                    view! {
+                                        <Heatmap map=slot scale=scale size_px=thumb stale=computing on_open=open_head/>
+                                    }.into_any()
+                                } else {
+                                    view! {
                                         <figure class="heatmap placeholder" data-testid="head-placeholder" data-head=h>
                                             <figcaption>{format!("Head {h} · KV {g}")}</figcaption>
                                             <div class="placeholder-box" style=format!("width: {thumb}px; height: {thumb}px")>"computing…"</div>
                                         </figure>
-                                    }.into_any(),
-                                }}
+                                    }.into_any()
+                                }} }
                             }).collect_view()}
                         </div>
                     </div>
@@ -436,7 +439,7 @@ fn FocusPanel(
                 Some((m, layout)) => {
                     let overlay = tiles_on().then(|| view! { <TileOverlay map=m.clone() engine=engine size=size layout=layout.clone()/> }.into_any());
                     view! {
-                        <Heatmap map=m.clone() scale=scale size_px=size large=true overlay=overlay.unwrap_or_else(|| ().into_any())/>
+                        <Heatmap map=Signal::stored(Some(Shared(m.clone()))) scale=scale size_px=size large=true overlay=overlay.unwrap_or_else(|| ().into_any())/>
                         {tiles_on().then(|| view! { <TileStats map=m.clone() engine=engine layout=layout.clone()/> })}
                         {move || steps_on().then(|| inputs.get().map(|inp| {
                             let mask = m.mask;

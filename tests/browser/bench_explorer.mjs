@@ -1,6 +1,7 @@
 // Browser benchmark of the heatmap explorer (run by hand, not a test):
-//   node tests/browser/bench_explorer.mjs [--quick] [--small]
-// (--quick: one sample per case and no Gemma case; --small: no n = 8192 cases.)
+//   node tests/browser/bench_explorer.mjs [--quick] [--small] [--repeats=N]
+// (--quick: one sample per case and no Gemma case; --small: no n = 8192 cases; --repeats: samples per
+// n = 256 / 512 case, default 5, for the median.)
 // Headless Chromium, WebGPU on SwiftShader. Prints a table: load to first heatmap, control change to
 // updated heatmaps (a seed change: every head recomputed) for n = 256 and 512 with 32 heads and n = 8192
 // pooled, the part of each spent waiting for the GPU (uploads, kernels, readback), and the longest task
@@ -9,6 +10,8 @@ import { startSession } from "./harness.mjs";
 
 const quick = process.argv.includes("--quick");
 const small = process.argv.includes("--small");
+const repeatsArg = process.argv.find((a) => a.startsWith("--repeats="));
+const repeats = quick ? 1 : Math.max(1, Number(repeatsArg?.split("=")[1]) || 5);
 const session = await startSession();
 const context = await session.browser.newContext({ viewport: { width: 1280, height: 1000 } });
 await context.addInitScript(() => {
@@ -71,8 +74,8 @@ async function controlChange(label, query, repeats, timeout) {
   rows.push({ case: label, ...median, longest: await maxLongTask() });
 }
 
-await controlChange("seed change, n = 256, 32 heads (exact)", "?n=256", quick ? 1 : 3, 300_000);
-await controlChange("seed change, n = 512, 32 heads (pooled)", "?n=512", quick ? 1 : 3, 300_000);
+await controlChange("seed change, n = 256, 32 heads (exact)", "?n=256", repeats, 300_000);
+await controlChange("seed change, n = 512, 32 heads (pooled)", "?n=512", repeats, 300_000);
 if (!small) {
   await controlChange("seed change, n = 8192 pooled, heads 0-3 (one KV group)", "?n=8192&heads=0-3", 1, 600_000);
 }
