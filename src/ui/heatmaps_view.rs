@@ -144,7 +144,8 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
     });
     on_cleanup(move || resize.remove());
     let request = Memo::new(move |_| state.with(|s| model.with(|m| build_request(s, m, screen.get()))));
-    let scale = Signal::derive(move || state.with(|s| s.scale));
+    // A memo, not a derived signal: every state change would otherwise repaint every head.
+    let scale = Signal::from(Memo::new(move |_| state.with(|s| s.scale)));
 
     let sinks = Sinks {
         slots: RwSignal::new(Vec::new()),
@@ -236,6 +237,25 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
         state.try_update(|s| s.explorer.focus = Some(h));
     });
     let computing = Signal::derive(move || !sinks.progress.with(|p| p.finished));
+    // Old heads dim, and the status shows progress, only once a computation has run for a while: a
+    // quick one changes nothing on screen until its pixels arrive, so the page does no restyling or
+    // layout while the GPU (in a software GPU: the same CPU cores) works.
+    let slow = RwSignal::new(false);
+    Effect::new(move |_| {
+        let (job, finished) = sinks.progress.with(|p| (p.job, p.finished));
+        if finished {
+            slow.set(false);
+            return;
+        }
+        set_timeout(
+            move || {
+                if sinks.progress.try_with_untracked(|p| p.job == job && !p.finished) == Some(true) {
+                    slow.try_set(true);
+                }
+            },
+            SLOW_AFTER,
+        );
+    });
 
     // The focused head's map: from its grid slot when exact, else from the focus computation.
     let focused_map = move || -> Option<Arc<HeadMap>> {
@@ -314,7 +334,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
                 "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "
                 {move || state.with(|s| s.explorer.teach).then_some("Heads 0–5 are designed teaching heads whose patterns are known: previous token, first-token sink, same token, induction-like, local and diffuse.")}
             </p>
-            <Status progress=sinks.progress/>
+            <Status progress=sinks.progress slow=slow/>
             {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
             {move || export_note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
             {move || state.with(|s| s.explorer.focus).map(|f| view! {
@@ -331,7 +351,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
                                 let ready = Memo::new(move |_| slot.try_with(Option::is_some).unwrap_or(false));
                                 view! { {move || if ready.get() {
                                     view! {
-                                        <Heatmap map=slot scale=scale size_px=thumb stale=computing on_open=open_head/>
+                                        <Heatmap map=slot scale=scale size_px=thumb stale=Signal::from(slow) on_open=open_head/>
                                     }.into_any()
                                 } else {
                                     view! {
@@ -358,11 +378,22 @@ fn format_n(r: &Request) -> String {
     }
 }
 
+/// How long a computation runs before the page shows it as one.
+const SLOW_AFTER: Duration = Duration::from_millis(200);
+
 #[component]
-fn Status(progress: RwSignal<Progress>) -> impl IntoView {
+fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
+    // The last finished computation's line stays up while a new one is quick.
+    let shown = Memo::new(move |previous: Option<&Progress>| {
+        let p = progress.get();
+        match previous {
+            Some(prev) if !p.finished && p.error.is_none() && !slow.get() && prev.job < p.job => prev.clone(),
+            _ => p,
+        }
+    });
     view! {
         <div class="status-line" data-testid="explorer-status" aria-live="polite">
-            {move || progress.with(|p| {
+            {move || shown.with(|p| {
                 if let Some(e) = &p.error {
                     return view! { <p class="status error" data-testid="heatmap-error">{e.clone()}</p> }.into_any();
                 }

@@ -56,16 +56,26 @@ async function controlChange(label, query, repeats, timeout) {
   const samples = [];
   for (let r = 0; r < repeats; r++) {
     const before = Number((await explorer()).job);
-    const t0 = await page.evaluate((seed) => {
+    const t0 = await page.evaluate(({ seed, before }) => {
+      // The end is read in the page: the first frame after the explorer reports the new result
+      // ready (a poll from outside would add its own interval).
+      const explorer = document.querySelector('[data-testid="explorer"]');
+      window.__end = undefined;
+      const watch = new MutationObserver(() => {
+        if (Number(explorer.dataset.job) > before && explorer.dataset.status !== "computing") {
+          watch.disconnect();
+          requestAnimationFrame(() => { window.__end = performance.now(); });
+        }
+      });
+      watch.observe(explorer, { attributes: true });
       const input = document.querySelector('[data-testid="seed-input"]');
       const start = performance.now();
       input.value = String(seed);
       input.dispatchEvent(new Event("input", { bubbles: true }));
       return start;
-    }, 100 + r);
+    }, { seed: 100 + r, before });
     await waitReady(before, timeout);
-    // Wait one frame so the pixels are on screen, then read the clock.
-    const end = await page.evaluate(() => new Promise((ok) => requestAnimationFrame(() => ok(performance.now()))));
+    const end = await page.waitForFunction(() => window.__end, null, { timeout: 10_000 }).then((h) => h.jsonValue());
     const e = await explorer();
     samples.push({ ms: end - t0, ...timings(e), heads: Number(e.headsDone) });
   }
