@@ -96,7 +96,8 @@ impl HeadMap {
                 // An exact row's visible keys are one range: only those are looked up.
                 None => {
                     let (lo, hi) = self.mask.key_range(self.q_offset + row, self.n_kv);
-                    let (lo, hi) = (lo as usize, (hi as usize).max(lo as usize).min(cols));
+                    let hi = (hi as usize).min(cols);
+                    let lo = (lo as usize).min(hi);
                     for (px, &v) in out[lo..hi].iter_mut().zip(&values[lo..hi]) {
                         *px = painter.word(v);
                     }

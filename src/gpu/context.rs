@@ -4,6 +4,7 @@
 //! difference is waiting: natively `device.poll` blocks until the GPU is done; in the browser the
 //! event loop drives the GPU and `poll` returns at once, so readback always awaits the map callback.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
@@ -84,14 +85,16 @@ pub struct GpuContext {
 /// Every storage buffer can be written by the queue and copied out for readback.
 const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_DST).union(wgpu::BufferUsages::COPY_SRC);
 
-/// Most bytes kept in spare buffers; beyond it the oldest go.
-const MAX_SPARE_BYTES: u64 = 256 << 20;
+/// Most bytes kept in spare buffers; beyond it the least recently returned go (a page that changes
+/// sizes often keeps only its recent ones).
+const MAX_SPARE_BYTES: u64 = 128 << 20;
 
 /// Why spares: in a browser, creating and zero-filling fresh buffers for every job (8 MB of
 /// probabilities, its staging copy, Q and K) took longer than copying the data itself.
 #[derive(Default)]
 struct Spares {
-    buffers: Vec<wgpu::Buffer>,
+    /// Oldest first.
+    buffers: VecDeque<wgpu::Buffer>,
     bytes: u64,
 }
 
@@ -219,7 +222,9 @@ impl GpuContext {
             && let Some(i) = spares.buffers.iter().position(|b| b.size() == size && b.usage() == usage)
         {
             spares.bytes -= size;
-            return spares.buffers.swap_remove(i);
+            if let Some(buffer) = spares.buffers.remove(i) {
+                return buffer;
+            }
         }
         self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
     }
@@ -229,9 +234,9 @@ impl GpuContext {
     fn give_back(&self, buffer: wgpu::Buffer) {
         let Ok(mut spares) = self.spares.lock() else { return };
         spares.bytes += buffer.size();
-        spares.buffers.push(buffer);
-        while spares.bytes > MAX_SPARE_BYTES && !spares.buffers.is_empty() {
-            let oldest = spares.buffers.remove(0);
+        spares.buffers.push_back(buffer);
+        while spares.bytes > MAX_SPARE_BYTES {
+            let Some(oldest) = spares.buffers.pop_front() else { break };
             spares.bytes -= oldest.size();
         }
     }
@@ -246,7 +251,8 @@ impl GpuContext {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.check_binding_size(label, bytes.len() as u64)?;
         let contents: &[u8] = if bytes.is_empty() { &[0; 4] } else { bytes };
-        let buffer = self.take(label, contents.len() as u64, STORAGE_USAGE);
+        // Labelled by kind, not role: a spare serves any role next time.
+        let buffer = self.take("scratch", contents.len() as u64, STORAGE_USAGE);
         self.queue.write_buffer(&buffer, 0, contents);
         Ok(Scratch { ctx: self, buffer: Some(buffer) })
     }
@@ -255,7 +261,7 @@ impl GpuContext {
     /// write every element.
     pub fn scratch_output(&self, label: &str, bytes: u64) -> Result<Scratch<'_>, GpuError> {
         self.check_binding_size(label, bytes)?;
-        Ok(Scratch { ctx: self, buffer: Some(self.take(label, bytes.max(4), STORAGE_USAGE)) })
+        Ok(Scratch { ctx: self, buffer: Some(self.take("scratch", bytes.max(4), STORAGE_USAGE)) })
     }
 
     /// A uniform buffer holding one params struct.

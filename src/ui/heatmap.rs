@@ -87,6 +87,14 @@ pub fn Heatmap(
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
     let hovered = RwSignal::new(None::<(u32, u32)>);
     let frame = Memo::new(move |_| with_map(map, |m| Frame::of(m.rows, m.cols, size_px)).unwrap_or(Frame::of(1, 1, size_px)));
+    // A new map of another size puts other cells under the pointer: the read-out waits for it to move.
+    Effect::new(move |previous: Option<Frame>| {
+        let f = frame.get();
+        if previous.is_some_and(|p| p != f) {
+            hovered.try_set(None);
+        }
+        f
+    });
 
     // `try_` access: a newer view can dispose this heatmap between scheduling and running its effect.
     Effect::new(move |_| {

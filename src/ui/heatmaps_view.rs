@@ -241,15 +241,16 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
     // quick one changes nothing on screen until its pixels arrive, so the page does no restyling or
     // layout while the GPU (in a software GPU: the same CPU cores) works.
     let slow = RwSignal::new(false);
+    let job_state = Memo::new(move |_| sinks.progress.with(|p| (p.job, p.finished)));
     Effect::new(move |_| {
-        let (job, finished) = sinks.progress.with(|p| (p.job, p.finished));
+        let (job, finished) = job_state.get();
         if finished {
             slow.set(false);
             return;
         }
         set_timeout(
             move || {
-                if sinks.progress.try_with_untracked(|p| p.job == job && !p.finished) == Some(true) {
+                if job_state.try_get_untracked() == Some((job, false)) {
                     slow.try_set(true);
                 }
             },
@@ -387,7 +388,7 @@ fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
     let shown = Memo::new(move |previous: Option<&Progress>| {
         let p = progress.get();
         match previous {
-            Some(prev) if !p.finished && p.error.is_none() && !slow.get() && prev.job < p.job => prev.clone(),
+            Some(prev) if prev.finished && !p.finished && p.error.is_none() && !slow.get() && prev.job < p.job => prev.clone(),
             _ => p,
         }
     });
