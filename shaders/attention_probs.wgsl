@@ -61,16 +61,7 @@ override WG: u32 = 64u;
 override COLS: u32 = 64u;
 override D4: u32 = D / 4u;
 
-// First index of block `b` when `n` items are split into `count` near-equal blocks: floor(b * n / count),
-// computed without overflowing u32 for n up to 2^32 and count up to 65535.
-fn block_start(b: u32, count: u32, n: u32) -> u32 {
-    return b * (n / count) + (b * (n % count)) / count;
-}
-
-// One past the last index of block `b`; at least one item, so upsampling repeats rows.
-fn block_end(b: u32, count: u32, n: u32) -> u32 {
-    return max(block_start(b + 1u, count, n), block_start(b, count, n) + 1u);
-}
+// #include blocks.wgsl
 
 // Scaled score of a query (already scaled) against key row `key_row`.
 fn score(q_row: ptr<function, array<vec4<f32>, D4_MAX>>, key_row: u32) -> f32 {

@@ -1,4 +1,4 @@
-// Softmax of whole rows of scaled scores, for heatmaps. Two outputs (the constant OUTPUT):
+// Softmax of whole rows of scaled scores, for heatmaps. Three outputs (the constant OUTPUT):
 //
 // - OUT_PROBS: every probability of every row, [h_q, n_q, n_kv], from one pass over Q·Kᵀ. Scores go
 //   to the output as they are computed, while each row keeps a running max and sum (online softmax);
@@ -6,6 +6,9 @@
 //   For heads small enough to show whole (the n x n output must fit one buffer).
 // - OUT_LSE: only each row's log-sum-exp, [h_q, n_q] (-inf for a row that sees no key), which
 //   attention_probs.wgsl needs to pool large heads: the forward pass without its P·V half.
+// - OUT_BLOCK_MAX / OUT_BLOCK_SUM: each row's probabilities pooled over blocks of keys (the largest,
+//   or the sum), [h_q, n_q, key_blocks], in the same one pass; pool_rows.wgsl then pools rows, so a
+//   long head becomes a heatmap without any n x n buffer and without a log-sum-exp pass first.
 //
 // Work split as in flash_attention.wgsl: a workgroup owns WG * R rows of one KV head, so the query
 // heads of a GQA group share every K element read, and an invocation owns R consecutive rows (with
@@ -19,10 +22,11 @@
 
 // #include attention_io.wgsl
 
-// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q].
+// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q]. OUT_BLOCK_*: [h_q, n_q, key_blocks].
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 // #include attention_masks.wgsl
+// #include blocks.wgsl
 
 // Compile-time constants, rewritten by src/gpu/row_softmax.rs for each pipeline (these defaults keep
 // the file valid as written).
@@ -53,6 +57,8 @@ fn main(
     var q_rows: array<array<vec4<f32>, D4>, R>;
     var m: array<f32, R>;
     var l: array<f32, R>;
+    // OUT_BLOCK_MAX: each row's largest score in the current key block.
+    var best: array<f32, R>;
     for (var j = 0u; j < R; j++) {
         rows[j] = row_of(tile.kv_head, tile.row0, lid, j);
         for (var e = 0u; e < D4; e++) {
@@ -60,7 +66,14 @@ fn main(
         }
         m[j] = NO_SCORE;
         l[j] = 0.0;
+        best[j] = NO_SCORE;
     }
+    // OUT_BLOCK_*: the key block being walked (the same for every row) and the first one.
+    var walk = BlockWalk(0u, 0u);
+    if BLOCKS {
+        walk = first_block(tile.key_lo);
+    }
+    let first = walk.block;
 
     let kv_base = tile.kv_head * params.kv_stride;
     for (var key = tile.key_lo; key < tile.key_hi; key++) {
@@ -68,18 +81,32 @@ fn main(
         for (var e = 0u; e < D4; e++) {
             k_row[e] = k[(kv_base + key) * D4 + e];
         }
+        if BLOCKS && key >= walk.end {
+            for (var j = 0u; j < R; j++) {
+                end_block(rows[j], walk.block, m[j], l[j], best[j]);
+                best[j] = NO_SCORE;
+            }
+            walk = next_block(walk);
+        }
         for (var j = 0u; j < R; j++) {
             var dot4 = vec4<f32>(0.0);
             for (var e = 0u; e < D4; e++) {
                 dot4 = fma(q_rows[j][e], k_row[e], dot4);
             }
-            let ml = add_score(rows[j], key, dot4, m[j], l[j]);
-            m[j] = ml.x;
-            l[j] = ml.y;
+            let mls = add_score(rows[j], key, dot4, m[j], l[j]);
+            m[j] = mls.x;
+            l[j] = mls.y;
+            best[j] = max(best[j], mls.z);
         }
     }
 
+    // The last block walked ends with the walk; an empty walk stored no block.
+    let walked = tile.key_lo < tile.key_hi;
+    let blocks_end = select(first, walk.block + 1u, walked);
     for (var j = 0u; j < R; j++) {
-        finish_row(rows[j], m[j], l[j]);
+        if BLOCKS && walked {
+            end_block(rows[j], walk.block, m[j], l[j], best[j]);
+        }
+        finish_row(rows[j], m[j], l[j], first, blocks_end);
     }
 }

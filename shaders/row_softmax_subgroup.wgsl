@@ -11,10 +11,11 @@
 
 // #include attention_io.wgsl
 
-// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q].
+// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q]. OUT_BLOCK_*: [h_q, n_q, key_blocks].
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 // #include attention_masks.wgsl
+// #include blocks.wgsl
 
 // Compile-time constants, as in row_softmax.wgsl, and the adapter's subgroup size SG: keys per step,
 // one per lane, and the workgroup size (one subgroup).
@@ -41,6 +42,8 @@ fn main(
     var q_rows: array<array<vec4<f32>, D4>, R>;
     var m: array<f32, R>;
     var l: array<f32, R>;
+    // OUT_BLOCK_MAX: each row's largest score in the current key block.
+    var best: array<f32, R>;
     for (var j = 0u; j < R; j++) {
         rows[j] = row_of(tile.kv_head, tile.row0, lid, j);
         for (var e = 0u; e < D4; e++) {
@@ -48,7 +51,14 @@ fn main(
         }
         m[j] = NO_SCORE;
         l[j] = 0.0;
+        best[j] = NO_SCORE;
     }
+    // OUT_BLOCK_*: the key block being walked (the same for every row) and the first one.
+    var walk = BlockWalk(0u, 0u);
+    if BLOCKS {
+        walk = first_block(tile.key_lo);
+    }
+    let first = walk.block;
 
     // The key loop is the same for every lane (shuffles need the whole subgroup).
     let kv_base = tile.kv_head * params.kv_stride;
@@ -70,15 +80,30 @@ fn main(
                     dot4[j] = fma(q_rows[j][e], kc, dot4[j]);
                 }
             }
+            // Keys past the walk (the last step's spare lanes) are masked for every row: no new block.
+            if BLOCKS && key0 + c >= walk.end && key0 + c < tile.key_hi {
+                for (var j = 0u; j < R; j++) {
+                    end_block(rows[j], walk.block, m[j], l[j], best[j]);
+                    best[j] = NO_SCORE;
+                }
+                walk = next_block(walk);
+            }
             for (var j = 0u; j < R; j++) {
-                let ml = add_score(rows[j], key0 + c, dot4[j], m[j], l[j]);
-                m[j] = ml.x;
-                l[j] = ml.y;
+                let mls = add_score(rows[j], key0 + c, dot4[j], m[j], l[j]);
+                m[j] = mls.x;
+                l[j] = mls.y;
+                best[j] = max(best[j], mls.z);
             }
         }
     }
 
+    // The last block walked ends with the walk; an empty walk stored no block.
+    let walked = tile.key_lo < tile.key_hi;
+    let blocks_end = select(first, walk.block + 1u, walked);
     for (var j = 0u; j < R; j++) {
-        finish_row(rows[j], m[j], l[j]);
+        if BLOCKS && walked {
+            end_block(rows[j], walk.block, m[j], l[j], best[j]);
+        }
+        finish_row(rows[j], m[j], l[j], first, blocks_end);
     }
 }

@@ -213,15 +213,20 @@ fn probabilities_match_the_reference() {
             })
             .collect();
         assert_close(&format!("window of {what}"), &got, &want_win, 1e-4, 0.0);
-        // Pooled: blocks that divide unevenly, and more output rows than queries (upsampling).
-        for (rows, cols) in [(7, 9), (s.n_q, s.n_kv), (s.n_q + 3, 4), (1, 1)] {
+        // Pooled: blocks that divide unevenly, more output rows than queries (upsampling), and more
+        // columns than keys (pooled_heads then takes the log-sum-exp path).
+        for (rows, cols) in [(7, 9), (s.n_q, s.n_kv), (s.n_q + 3, 4), (1, 1), (3, s.n_kv + 2)] {
             for pool in [Pool::Max, Pool::Mean] {
                 let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, rows, cols, pool);
                 let got = pollster::block_on(kernels.pooled_probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, rows, cols, pool))
                     .expect("pooled");
                 assert_close(&format!("{pool:?} {rows}x{cols} of {what}"), &got, &want_pool, 1e-4, 0.0);
-                let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, rows, cols, pool)).expect("pooled heads");
-                assert_close(&format!("{pool:?} {rows}x{cols} pooled heads of {what}"), &got, &want_pool, 1e-4, 0.0);
+                for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
+                    kernels.rows.set_form(form);
+                    let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, rows, cols, pool)).expect("pooled heads");
+                    assert_close(&format!("{pool:?} {rows}x{cols} pooled heads ({form:?}) of {what}"), &got, &want_pool, 1e-4, 0.0);
+                }
+                kernels.rows.set_form(adapters_form);
             }
         }
     }

@@ -4,6 +4,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use attention_lab::attention::inputs::SplitMix64;
+use attention_lab::attention::pooled::{pool_probabilities, Pool};
 use attention_lab::attention::{reference, AttentionShape, Mask};
 use attention_lab::gpu::row_softmax::RowOutput;
 use attention_lab::gpu::{launch, GpuContext, Kernels, ProbRegion};
@@ -68,6 +69,17 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
             let lse = kernels.log_sum_exp(&ctx, &q, &k, shape, mask, scale).await.expect("lse");
             let lse_err = max_abs_diff(&lse, &expected.lse);
             assert!(lse_err < 1e-3, "case {i} {mask:?}: row softmax ({form}) lse differs by {lse_err}");
+            // Pooled heads: each row's key blocks in the same pass, then pool_rows.
+            let (rows, cols) = (3, 5);
+            for pool in [Pool::Max, Pool::Mean] {
+                if form == "fast" {
+                    kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::Blocks { cols, pool });
+                }
+                let got = kernels.pooled_heads(&ctx, &q, &k, shape, mask, scale, rows, cols, pool).await.expect("pooled heads");
+                let want = pool_probabilities(&want_p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool);
+                let err = max_abs_diff(&got, &want);
+                assert!(err < 1e-4, "case {i} {mask:?}: {pool:?}-pooled heads ({form}) differ by {err}");
+            }
         }
     }
 }

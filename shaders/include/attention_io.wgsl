@@ -17,8 +17,9 @@ struct Params {
     scale: f32,
     tiles_per_kv_head: u32,
     q_offset: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // Row softmax, OUT_BLOCK_*: key blocks per row (<= n_kv). Unused elsewhere.
+    key_blocks: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -2,7 +2,7 @@
 //! shrunk to `out_rows x out_cols` blocks, each holding the max or the mean of P over the block.
 
 /// How a block of probabilities becomes one heatmap cell.
-/// Keep in sync with `POOL_*` in `shaders/attention_probs.wgsl`.
+/// Keep in sync with `POOL_*` in `shaders/attention_probs.wgsl` and `shaders/pool_rows.wgsl`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pool {
     /// The strongest link in the block: thin attention lines stay visible when shrunk.

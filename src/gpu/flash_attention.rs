@@ -22,7 +22,9 @@ pub struct FlashParams {
     pub scale: f32,
     pub tiles_per_kv_head: u32,
     pub q_offset: u32,
-    pub _pad: [u32; 2],
+    /// Row softmax with block outputs: key blocks per row.
+    pub key_blocks: u32,
+    pub _pad: u32,
 }
 
 /// params, Q, K (`shaders/include/attention_io.wgsl`), V, O, lse (`flash_io.wgsl`), shared by both forward kernels.
@@ -43,7 +45,8 @@ impl FlashParams {
             scale,
             tiles_per_kv_head,
             q_offset: shape.q_offset(),
-            _pad: [0; 2],
+            key_blocks: 0,
+            _pad: 0,
         }
     }
 }

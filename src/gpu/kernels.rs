@@ -12,6 +12,7 @@ use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
+use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowOutput, RowSoftmax};
 use crate::gpu::context::Scratch;
 use crate::gpu::{GpuContext, GpuError};
@@ -33,6 +34,7 @@ pub struct Kernels {
     pub flash: FlashAttention,
     pub probs: AttentionProbs,
     pub rows: RowSoftmax,
+    pub pool_rows: PoolRows,
     pub naive: NaiveAttention,
     pub fma_peak: FmaPeak,
 }
@@ -47,7 +49,7 @@ struct Uploaded<'a> {
 
 impl Kernels {
     pub fn new(ctx: &GpuContext) -> Self {
-        Self { flash: FlashAttention::new(ctx), probs: AttentionProbs::new(ctx), rows: RowSoftmax::new(ctx), naive: NaiveAttention::new(ctx), fma_peak: FmaPeak::new(ctx) }
+        Self { flash: FlashAttention::new(ctx), probs: AttentionProbs::new(ctx), rows: RowSoftmax::new(ctx), pool_rows: PoolRows::new(ctx), naive: NaiveAttention::new(ctx), fma_peak: FmaPeak::new(ctx) }
     }
 
     /// One decode step: `q` holds one query per head (`[h_q, d]`), attending to the cache's current
@@ -160,22 +162,33 @@ impl Kernels {
         Ok(values)
     }
 
-    /// Whole heads pooled to `out_rows x out_cols` as [`Kernels::pooled_probabilities`], their
-    /// log-sum-exp computed on the way (one upload, one submission, one read-back).
+    /// Whole heads pooled to `out_rows x out_cols` as [`Kernels::pooled_probabilities`], in one
+    /// submission and one read-back. With at most one column per key (what heatmaps ask for) the row
+    /// softmax pools each row's keys in its single pass over Q·Kᵀ and `pool_rows` pools the rows;
+    /// otherwise the log-sum-exp pass runs first and `attention_probs` pools from it.
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
     pub async fn pooled_heads(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, out_rows: u32, out_cols: u32, pool: Pool) -> Result<Vec<f32>, GpuError> {
         check_pooled_size(out_rows, out_cols)?;
         let up = upload(ctx, q, k, None, shape)?;
-        let lse = ctx.scratch_output("lse", RowOutput::LogSumExp.len(&shape) * 4)?;
-        let lse_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &lse }, up.shape, mask, scale, RowOutput::LogSumExp)?;
-        let output = ProbsOutput::Pooled { out_rows, out_cols, pool };
         let len = u64::from(shape.h_q) * u64::from(out_rows) * u64::from(out_cols);
         let out = ctx.scratch_output("pooled probabilities", len * 4)?;
-        let pool_pass = self.probs.prepare(ctx, &ProbsBuffers { q: &up.q, k: &up.k, lse: &lse, out: &out }, up.shape, mask, scale, output)?;
-        Dispatch::submit_all(ctx, &[&lse_pass, &pool_pass]);
+        let row_output = if out_cols <= shape.n_kv { RowOutput::Blocks { cols: out_cols, pool } } else { RowOutput::LogSumExp };
+        let rows_out = ctx.scratch_output("row softmax", row_output.len(&shape) * 4)?;
+        let rows_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &rows_out }, up.shape, mask, scale, row_output)?;
+        let pool_pass = match row_output {
+            RowOutput::Blocks { .. } => {
+                let buffers = PoolRowsBuffers { row_blocks: &rows_out, out: &out };
+                self.pool_rows.prepare(ctx, &buffers, shape.h_q, shape.n_q, shape.n_kv, out_rows, out_cols, pool)?
+            }
+            _ => {
+                let output = ProbsOutput::Pooled { out_rows, out_cols, pool };
+                self.probs.prepare(ctx, &ProbsBuffers { q: &up.q, k: &up.k, lse: &rows_out, out: &out }, up.shape, mask, scale, output)?
+            }
+        };
+        Dispatch::submit_all(ctx, &[&rows_pass, &pool_pass]);
         let mut p: Vec<f32> = ctx.read_back(&out).await?;
         p.truncate(len as usize);
-        self.rows.warm_up(ctx, up.shape, RowOutput::LogSumExp);
+        self.rows.warm_up(ctx, up.shape, row_output);
         Ok(p)
     }
 

@@ -13,6 +13,7 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod launch;
 pub mod naive_attention;
+pub mod pool_rows;
 pub mod row_softmax;
 pub mod row_softmax_subgroup;
 pub mod shader_text;

@@ -2,6 +2,7 @@
 //! whole), or each row's log-sum-exp alone (what pooling large heads needs), without the forward
 //! pass's P·V half.
 
+use crate::attention::pooled::Pool;
 use crate::attention::{AttentionShape, Mask};
 use crate::gpu::flash_attention::FlashParams;
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
@@ -15,6 +16,9 @@ pub enum RowOutput {
     Probabilities,
     /// `[h_q, n_q]` log-sum-exp.
     LogSumExp,
+    /// `[h_q, n_q, cols]`: each row's probabilities pooled over `cols <= n_kv` blocks of keys (max, or
+    /// the sum for a mean), for `pool_rows` to pool rows.
+    Blocks { cols: u32, pool: Pool },
 }
 
 impl RowOutput {
@@ -22,6 +26,8 @@ impl RowOutput {
         match self {
             RowOutput::Probabilities => 0,
             RowOutput::LogSumExp => 1,
+            RowOutput::Blocks { pool: Pool::Max, .. } => 2,
+            RowOutput::Blocks { pool: Pool::Mean, .. } => 3,
         }
     }
 
@@ -31,6 +37,14 @@ impl RowOutput {
         match self {
             RowOutput::Probabilities => rows * u64::from(shape.n_kv),
             RowOutput::LogSumExp => rows,
+            RowOutput::Blocks { cols, .. } => rows * u64::from(cols),
+        }
+    }
+
+    fn key_blocks(self) -> u32 {
+        match self {
+            RowOutput::Blocks { cols, .. } => cols,
+            _ => 0,
         }
     }
 }
@@ -151,7 +165,13 @@ impl RowSoftmax {
             }
         };
         let tiles_per_kv_head = rows_total.div_ceil(plan.invocations * plan.rows);
-        let params = ctx.uniform_from("row_softmax params", &FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head));
+        if let RowOutput::Blocks { cols, .. } = output
+            && (cols == 0 || cols > shape.n_kv)
+        {
+            return Err(GpuError::InvalidInput(format!("{cols} key blocks for {} keys: need 1..=n_kv", shape.n_kv)));
+        }
+        let params = FlashParams { key_blocks: output.key_blocks(), ..FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head) };
+        let params = ctx.uniform_from("row_softmax params", &params);
         let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "row_softmax", &[&params, buffers.q, buffers.k, buffers.out]);
         let workgroups = u64::from(tiles_per_kv_head) * u64::from(shape.h_kv);
         let workgroups = u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;

@@ -10,9 +10,10 @@
 //! what pays, and code size costs them).
 
 /// The files under `shaders/include/`, by name.
-const INCLUDES: [(&str, &str); 4] = [
+const INCLUDES: [(&str, &str); 5] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
+    ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
     ("flash_io.wgsl", include_str!("../../shaders/include/flash_io.wgsl")),
     ("softmax_rows.wgsl", include_str!("../../shaders/include/softmax_rows.wgsl")),
 ];
