@@ -2,10 +2,13 @@
 // [h_q, n_q, cols]). Cell (r, c) of a head covers its query rows block(r, out_rows, n_q) and key
 // block c: the largest of those rows' block maxima, or the sum of their block sums over the cells of
 // the block (masked pairs count as 0 in the mean), as attention_probs.wgsl's `pooled` entry does
-// from scratch. One invocation per output cell; rows past n_q repeat (upsampling).
+// from scratch. One invocation per output cell; rows past n_q repeat (upsampling). A launch may
+// compute a slice of the map, output rows first..first + count, from the row blocks of the queries
+// they cover (q0 onwards; the map's blocks stay those of all n_q queries and out_rows rows).
 
 // Keep in sync with `PoolRowsParams` in src/gpu/pool_rows.rs.
 struct Params {
+    // The whole map: queries, keys, heads, rows and columns.
     n_q: u32,
     n_kv: u32,
     h_q: u32,
@@ -13,13 +16,19 @@ struct Params {
     cols: u32,
     // POOL_MAX or the mean.
     pool: u32,
+    // This launch: output rows first..first + count, from row blocks of queries q0..q0 + slice_queries.
+    first: u32,
+    count: u32,
+    q0: u32,
+    slice_queries: u32,
     _pad0: u32,
     _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+// [h_q, slice_queries, cols].
 @group(0) @binding(1) var<storage, read> row_blocks: array<f32>;
-// [h_q, out_rows, cols].
+// [h_q, count, cols].
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
 // #include blocks.wgsl
@@ -37,19 +46,19 @@ fn main(
 ) {
     // Large launches fold into a 2D grid (65535 workgroups per dimension).
     let cell = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
-    let per_head = params.out_rows * params.cols;
+    let per_head = params.count * params.cols;
     if cell >= params.h_q * per_head {
         return;
     }
     let h = cell / per_head;
-    let r = (cell % per_head) / params.cols;
+    let r = params.first + (cell % per_head) / params.cols;
     let c = cell % params.cols;
     let i_a = block_start(r, params.out_rows, params.n_q);
     let i_b = block_end(r, params.out_rows, params.n_q);
     var best = 0.0;
     var sum = 0.0;
     for (var i = i_a; i < i_b; i++) {
-        let v = row_blocks[(h * params.n_q + min(i, params.n_q - 1u)) * params.cols + c];
+        let v = row_blocks[(h * params.slice_queries + min(i, params.n_q - 1u) - params.q0) * params.cols + c];
         best = max(best, v);
         sum += v;
     }

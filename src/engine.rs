@@ -5,7 +5,7 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::{GpuContext, Kernels, KvCache};
+use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::state::BackendChoice;
 
 /// Largest number of (query, key) score pairs the CPU tier computes (it is a teaching fallback).
@@ -181,8 +181,9 @@ fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
 pub enum MapOutput {
     /// `[h_q, n_q, n_kv]`.
     Exact,
-    /// `[h_q, rows, cols]`, each cell the max or mean of its block (never materialising n x n on the GPU).
-    Pooled { rows: u32, cols: u32, pool: crate::gpu::Pool },
+    /// `[h_q, map.count, map.cols]`: the map's wanted rows, each cell the max or mean of its block (never
+    /// materialising n x n on the GPU). The queries given are those the rows cover.
+    Pooled(PooledMap),
 }
 
 impl Engine {
@@ -210,9 +211,7 @@ impl Engine {
         match self {
             Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::MAX_HEAD_DIM => match output {
                 MapOutput::Exact => kernels.whole_probabilities(ctx, q, k, shape, mask, scale).await.map_err(|e| e.to_string()),
-                MapOutput::Pooled { rows, cols, pool } => {
-                    kernels.pooled_heads(ctx, q, k, shape, mask, scale, rows, cols, pool).await.map_err(|e| e.to_string())
-                }
+                MapOutput::Pooled(map) => kernels.pooled_heads(ctx, q, k, shape, mask, scale, map).await.map_err(|e| e.to_string()),
             },
             _ => {
                 check_cpu_size(shape).map_err(|e| match self {
@@ -224,12 +223,14 @@ impl Engine {
                     Engine::Cpu { .. } => e,
                 })?;
                 let p = reference::probabilities(q, k, &shape, mask, scale);
-                Ok(match output {
-                    MapOutput::Exact => p,
-                    MapOutput::Pooled { rows, cols, pool } => {
-                        crate::attention::pooled::pool_probabilities(&p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool)
+                match output {
+                    MapOutput::Exact => Ok(p),
+                    // The reference takes queries as the last rows of the keys: whole maps only.
+                    MapOutput::Pooled(map) if map.first == 0 && map.count == map.rows && map.n_q == shape.n_q => {
+                        Ok(crate::attention::pooled::pool_probabilities(&p, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool))
                     }
-                })
+                    MapOutput::Pooled(map) => Err(format!("the CPU reference pools whole maps, not rows {}..{} of {}", map.first, map.first + map.count, map.rows)),
+                }
             }
         }
     }

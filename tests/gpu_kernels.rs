@@ -6,7 +6,7 @@
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
 use attention_lab::attention::inputs::SplitMix64;
-use attention_lab::attention::pooled::{pool_probabilities, Pool};
+use attention_lab::attention::pooled::{pool_probabilities, Pool, PooledMap};
 use attention_lab::attention::reference;
 use attention_lab::attention::{AttentionShape, Mask};
 use attention_lab::gpu::flash_attention::{FlashBuffers, FlashTiles};
@@ -221,12 +221,28 @@ fn probabilities_match_the_reference() {
                 let got = pollster::block_on(kernels.pooled_probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, rows, cols, pool))
                     .expect("pooled");
                 assert_close(&format!("{pool:?} {rows}x{cols} of {what}"), &got, &want_pool, 1e-4, 0.0);
+                let map = PooledMap::whole(s.n_q, rows, cols, pool);
                 for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
                     kernels.rows.set_form(form);
-                    let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, rows, cols, pool)).expect("pooled heads");
+                    let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, map)).expect("pooled heads");
                     assert_close(&format!("{pool:?} {rows}x{cols} pooled heads ({form:?}) of {what}"), &got, &want_pool, 1e-4, 0.0);
                 }
                 kernels.rows.set_form(adapters_form);
+                // In slices of rows (a long head, one submission per slice), each from its own queries.
+                if cols <= s.n_kv {
+                    let mut by_head = vec![Vec::new(); s.h_q as usize];
+                    for slice in map.slices(3) {
+                        let (q0, q1) = slice.queries();
+                        let d = s.d as usize;
+                        let q_slice: Vec<f32> = (0..s.h_q as usize).flat_map(|h| q[(h * s.n_q as usize + q0 as usize) * d..(h * s.n_q as usize + q1 as usize) * d].to_vec()).collect();
+                        let shape = AttentionShape { n_q: q1 - q0, ..s };
+                        let got = pollster::block_on(kernels.pooled_heads(&ctx, &q_slice, &k, shape, c.mask, scale, slice)).expect("pooled slice");
+                        for (h, part) in got.chunks(got.len() / s.h_q as usize).enumerate() {
+                            by_head[h].extend_from_slice(part);
+                        }
+                    }
+                    assert_close(&format!("{pool:?} {rows}x{cols} pooled in slices, {what}"), &by_head.concat(), &want_pool, 1e-4, 0.0);
+                }
             }
         }
     }
@@ -247,7 +263,7 @@ fn reused_buffers_never_show_an_earlier_jobs_values() {
         let got = pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, mask, scale)).expect("whole rows");
         assert_close(&format!("P after earlier jobs, {mask:?}"), &got, &want, 1e-4, 0.0);
         let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, 9, 9, Pool::Mean);
-        let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, mask, scale, 9, 9, Pool::Mean)).expect("pooled heads");
+        let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, mask, scale, PooledMap::whole(s.n_q, 9, 9, Pool::Mean))).expect("pooled heads");
         assert_close(&format!("pooled after earlier jobs, {mask:?}"), &got, &want_pool, 1e-4, 0.0);
         assert!(ctx.spare_bytes() > 0, "finished jobs give their buffers back");
     }

@@ -4,7 +4,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use attention_lab::attention::inputs::SplitMix64;
-use attention_lab::attention::pooled::{pool_probabilities, Pool};
+use attention_lab::attention::pooled::{pool_probabilities, Pool, PooledMap};
 use attention_lab::attention::{reference, AttentionShape, Mask};
 use attention_lab::gpu::row_softmax::RowOutput;
 use attention_lab::gpu::{launch, GpuContext, Kernels, ProbRegion};
@@ -75,7 +75,7 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
                 if form == "fast" {
                     kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::Blocks { cols, pool });
                 }
-                let got = kernels.pooled_heads(&ctx, &q, &k, shape, mask, scale, rows, cols, pool).await.expect("pooled heads");
+                let got = kernels.pooled_heads(&ctx, &q, &k, shape, mask, scale, PooledMap::whole(shape.n_q, rows, cols, pool)).await.expect("pooled heads");
                 let want = pool_probabilities(&want_p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool);
                 let err = max_abs_diff(&got, &want);
                 assert!(err < 1e-4, "case {i} {mask:?}: {pool:?}-pooled heads ({form}) differ by {err}");

@@ -51,9 +51,61 @@ pub fn pool_probabilities(p: &[f32], heads: u32, n_q: u32, n_kv: u32, out_rows: 
     out
 }
 
+/// A pooled heatmap of a head with `n_q` queries, `rows x cols` cells, of which the output rows
+/// `first..first + count` are wanted: a long head is pooled in slices, one GPU submission each, so no
+/// single submission holds the GPU for long and a newer request can take over between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PooledMap {
+    pub n_q: u32,
+    pub rows: u32,
+    pub cols: u32,
+    pub pool: Pool,
+    pub first: u32,
+    pub count: u32,
+}
+
+impl PooledMap {
+    /// Every row of the map.
+    pub fn whole(n_q: u32, rows: u32, cols: u32, pool: Pool) -> Self {
+        Self { n_q, rows, cols, pool, first: 0, count: rows }
+    }
+
+    /// The queries the wanted rows cover, `(start, end)`.
+    pub fn queries(&self) -> (u32, u32) {
+        (block_range(self.first, self.rows, self.n_q).0, block_range(self.first + self.count.max(1) - 1, self.rows, self.n_q).1)
+    }
+
+    /// The map in `parts` slices of near-equal row counts (fewer when it has fewer rows), in order.
+    pub fn slices(&self, parts: u32) -> Vec<PooledMap> {
+        let parts = parts.clamp(1, self.count.max(1));
+        (0..parts)
+            .map(|p| {
+                let (a, b) = block_range(p, parts, self.count);
+                PooledMap { first: self.first + a, count: b - a, ..*self }
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slices_cover_the_rows_once_and_name_their_queries() {
+        // 10 output rows over 100 queries in 3 slices: rows 0..3, 3..6, 6..10, queries 0..30, 30..60, 60..100.
+        let map = PooledMap::whole(100, 10, 7, Pool::Mean);
+        let slices = map.slices(3);
+        let rows: Vec<_> = slices.iter().map(|s| (s.first, s.count)).collect();
+        assert_eq!(rows, vec![(0, 3), (3, 3), (6, 4)]);
+        let queries: Vec<_> = slices.iter().map(PooledMap::queries).collect();
+        assert_eq!(queries, vec![(0, 30), (30, 60), (60, 100)]);
+        assert_eq!(map.queries(), (0, 100));
+        // More parts than rows: one row each. Upsampled rows (5 queries, 8 rows) repeat queries.
+        assert_eq!(PooledMap::whole(100, 2, 7, Pool::Max).slices(5).len(), 2);
+        let up = PooledMap::whole(5, 8, 3, Pool::Max).slices(2);
+        assert_eq!(up.iter().map(PooledMap::queries).collect::<Vec<_>>(), vec![(0, 2), (2, 5)]);
+    }
 
     #[test]
     fn blocks_cover_everything_once_or_repeat_when_upsampling() {

@@ -261,7 +261,7 @@ pub async fn run_case(ctx: &GpuContext, kernels: &Kernels, case: &BenchCase, fma
             let out = ctx.storage_output("probabilities", probs_bytes)?;
             // The fastest form, not the quick-to-compile one a page may start with.
             kernels.rows.warm_up(ctx, padded, RowOutput::Probabilities);
-            vec![kernels.rows.prepare(ctx, &RowBuffers { q: &q, k: &k, out: &out }, padded, case.mask, scale, RowOutput::Probabilities)?]
+            vec![kernels.rows.prepare(ctx, &RowBuffers { q: &q, k: &k, out: &out }, padded, padded.q_offset(), case.mask, scale, RowOutput::Probabilities)?]
         }
     };
     let refs: Vec<&Dispatch> = dispatches.iter().collect();

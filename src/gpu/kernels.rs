@@ -17,7 +17,7 @@ use crate::gpu::row_softmax::{RowBuffers, RowOutput, RowSoftmax};
 use crate::gpu::context::Scratch;
 use crate::gpu::{GpuContext, GpuError};
 
-pub use crate::attention::pooled::Pool;
+pub use crate::attention::pooled::{Pool, PooledMap};
 
 /// A window of the probability matrix: query rows `row0..row0+rows` (of `0..n_q`) and key positions
 /// `col0..col0+cols` (of `0..n_kv`).
@@ -154,7 +154,7 @@ impl Kernels {
         let up = upload(ctx, q, k, None, shape)?;
         let len = output.len(&shape);
         let out = ctx.scratch_output("row softmax", len * 4)?;
-        let dispatch = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &out }, up.shape, mask, scale, output)?;
+        let dispatch = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &out }, up.shape, up.shape.q_offset(), mask, scale, output)?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         let mut values: Vec<f32> = ctx.read_back(&out).await?;
         values.truncate(len as usize);
@@ -162,26 +162,31 @@ impl Kernels {
         Ok(values)
     }
 
-    /// Whole heads pooled to `out_rows x out_cols` as [`Kernels::pooled_probabilities`], in one
-    /// submission and one read-back. With at most one column per key (what heatmaps ask for) the row
-    /// softmax pools each row's keys in its single pass over Q·Kᵀ and `pool_rows` pools the rows;
-    /// otherwise the log-sum-exp pass runs first and `attention_probs` pools from it.
+    /// Heads pooled as [`Kernels::pooled_probabilities`] (`[h_q, map.count, map.cols]`), in one
+    /// submission and one read-back. `q` holds the queries of the wanted rows
+    /// ([`PooledMap::queries`]; `shape.n_q` of them, of `map.n_q`, the last of which is the last key).
+    /// With at most one column per key (what heatmaps ask for) the row softmax pools each row's keys
+    /// in its single pass over Q·Kᵀ and `pool_rows` pools the rows; otherwise (whole maps only) the
+    /// log-sum-exp pass runs first and `attention_probs` pools from it.
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn pooled_heads(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, out_rows: u32, out_cols: u32, pool: Pool) -> Result<Vec<f32>, GpuError> {
-        check_pooled_size(out_rows, out_cols)?;
+    pub async fn pooled_heads(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, map: PooledMap) -> Result<Vec<f32>, GpuError> {
+        check_pooled_size(map.rows, map.cols)?;
+        let (q0, q1) = map.queries();
+        let whole = map.first == 0 && map.count == map.rows;
+        if map.count == 0 || map.first + map.count > map.rows || q1 - q0 != shape.n_q || map.n_q > shape.n_kv || (!whole && map.cols > shape.n_kv) {
+            return Err(GpuError::InvalidInput(format!("{map:?} does not describe rows of {} queries against {} keys", shape.n_q, shape.n_kv)));
+        }
         let up = upload(ctx, q, k, None, shape)?;
-        let len = u64::from(shape.h_q) * u64::from(out_rows) * u64::from(out_cols);
+        let len = u64::from(shape.h_q) * u64::from(map.count) * u64::from(map.cols);
         let out = ctx.scratch_output("pooled probabilities", len * 4)?;
-        let row_output = if out_cols <= shape.n_kv { RowOutput::Blocks { cols: out_cols, pool } } else { RowOutput::LogSumExp };
+        let row_output = if map.cols <= shape.n_kv { RowOutput::Blocks { cols: map.cols, pool: map.pool } } else { RowOutput::LogSumExp };
         let rows_out = ctx.scratch_output("row softmax", row_output.len(&shape) * 4)?;
-        let rows_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &rows_out }, up.shape, mask, scale, row_output)?;
+        let q_offset = shape.n_kv - map.n_q + q0;
+        let rows_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &rows_out }, up.shape, q_offset, mask, scale, row_output)?;
         let pool_pass = match row_output {
-            RowOutput::Blocks { .. } => {
-                let buffers = PoolRowsBuffers { row_blocks: &rows_out, out: &out };
-                self.pool_rows.prepare(ctx, &buffers, shape.h_q, shape.n_q, shape.n_kv, out_rows, out_cols, pool)?
-            }
+            RowOutput::Blocks { .. } => self.pool_rows.prepare(ctx, &PoolRowsBuffers { row_blocks: &rows_out, out: &out }, shape.h_q, shape.n_kv, &map)?,
             _ => {
-                let output = ProbsOutput::Pooled { out_rows, out_cols, pool };
+                let output = ProbsOutput::Pooled { out_rows: map.rows, out_cols: map.cols, pool: map.pool };
                 self.probs.prepare(ctx, &ProbsBuffers { q: &up.q, k: &up.k, lse: &rows_out, out: &out }, up.shape, mask, scale, output)?
             }
         };

@@ -21,5 +21,5 @@ pub mod shader_text;
 pub mod web_subgroups;
 
 pub use context::{AdapterSummary, GpuContext, GpuError};
-pub use kernels::{Kernels, Pool, ProbRegion};
+pub use kernels::{Kernels, Pool, PooledMap, ProbRegion};
 pub use kv_cache::KvCache;

@@ -148,7 +148,10 @@ impl RowSoftmax {
     }
 
     /// Prepares one launch; `shape.d` must be padded to a multiple of 4.
-    pub fn prepare(&self, ctx: &GpuContext, buffers: &RowBuffers<'_>, shape: AttentionShape, mask: Mask, scale: f32, output: RowOutput) -> Result<Dispatch, GpuError> {
+    /// `q_offset` is the position of query 0 among the keys: `shape.q_offset()` (queries are the last
+    /// rows of the keys) unless the queries are a slice of a longer sequence.
+    #[expect(clippy::too_many_arguments, reason = "a launch's shape, mask and output")]
+    pub fn prepare(&self, ctx: &GpuContext, buffers: &RowBuffers<'_>, shape: AttentionShape, q_offset: u32, mask: Mask, scale: f32, output: RowOutput) -> Result<Dispatch, GpuError> {
         let d_pad = shape.d;
         if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM {
             return Err(GpuError::LimitExceeded(format!("the row softmax needs d a multiple of 4 up to 256 (got {d_pad})")));
@@ -170,7 +173,10 @@ impl RowSoftmax {
         {
             return Err(GpuError::InvalidInput(format!("{cols} key blocks for {} keys: need 1..=n_kv", shape.n_kv)));
         }
-        let params = FlashParams { key_blocks: output.key_blocks(), ..FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head) };
+        if u64::from(q_offset) + u64::from(shape.n_q) > u64::from(shape.n_kv) {
+            return Err(GpuError::InvalidInput(format!("queries {q_offset}.. ({} of them) past the {} keys", shape.n_q, shape.n_kv)));
+        }
+        let params = FlashParams { key_blocks: output.key_blocks(), q_offset, ..FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head) };
         let params = ctx.uniform_from("row_softmax params", &params);
         let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "row_softmax", &[&params, buffers.q, buffers.k, buffers.out]);
         let workgroups = u64::from(tiles_per_kv_head) * u64::from(shape.h_kv);

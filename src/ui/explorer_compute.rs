@@ -10,7 +10,7 @@ use super::browser;
 use super::heatmap::{HeadMap, Shared};
 use crate::attention::explore::{EXACT_MAX_N, batches, pooled_export_notice, query_chunks};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
-use crate::attention::pooled::Pool;
+use crate::attention::pooled::{Pool, PooledMap};
 use crate::attention::{AttentionShape, Mask};
 use crate::engine::{Engine, MapOutput};
 
@@ -141,13 +141,13 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     let col_tokens = req.kv_tokens.clone().unwrap_or_else(|| req.tokens.clone());
     let q_offset = if inputs.is_cross() { 0 } else { n_kv - n_q };
     let output_for = |cells: u32| {
-        if exact { MapOutput::Exact } else { MapOutput::Pooled { rows: cells.min(n_q), cols: cells.min(n_kv), pool: req.pool } }
+        if exact { MapOutput::Exact } else { MapOutput::Pooled(PooledMap::whole(n_q, cells.min(n_q), cells.min(n_kv), req.pool)) }
     };
     let make_map = |h: u32, values: Vec<f32>, output: MapOutput| {
         // Cross-attention in query chunks pools each chunk on its own: count the rows that came back.
         let (rows, cols, pooled) = match output {
             MapOutput::Exact => (n_q, n_kv, None),
-            MapOutput::Pooled { cols, pool, .. } => ((values.len() as u32 / cols.max(1)).max(1), cols, Some(pool)),
+            MapOutput::Pooled(map) => ((values.len() as u32 / map.cols.max(1)).max(1), map.cols, Some(map.pool)),
         };
         Arc::new(HeadMap {
             head: h,
@@ -176,7 +176,7 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     // One batch: the heads' maps at `output` (several calls for cross-attention with more queries than keys).
     let compute = async |heads: &[u32], output: MapOutput, kernel_ms: &mut f64, inputs_ms: &mut f64| {
         let mut times = Timings::default();
-        let result = head_values(&engine, &inputs, heads, req.mask, output, &mut times).await;
+        let result = head_values(&engine, &inputs, heads, req.mask, output, &mut times, &live).await;
         *kernel_ms += times.kernel_ms;
         *inputs_ms += times.inputs_ms;
         result
@@ -266,8 +266,10 @@ pub struct Timings {
 }
 
 /// The maps of `heads` (exact or pooled, per head), computed on the engine. Cross-attention with more
-/// queries than keys runs in query chunks, each pooled on its own.
-pub async fn head_values(engine: &Engine, inputs: &LayerInputs, heads: &[u32], mask: Mask, output: MapOutput, times: &mut Timings) -> Result<Vec<Vec<f32>>, String> {
+/// queries than keys runs in query chunks, each pooled on its own. On the GPU a pooled map with more
+/// work than one submission should hold is computed in slices of rows; `keep_going` is asked before
+/// each and may stop the computation early (a newer request), leaving the maps incomplete.
+pub async fn head_values(engine: &Engine, inputs: &LayerInputs, heads: &[u32], mask: Mask, output: MapOutput, times: &mut Timings, keep_going: &dyn Fn() -> bool) -> Result<Vec<Vec<f32>>, String> {
     let layout = &inputs.layout;
     let (n_q, n_kv, d) = (inputs.q_tokens().len() as u32, inputs.kv_tokens().len() as u32, layout.head_dim);
     let t_inputs = browser::now_ms();
@@ -279,24 +281,42 @@ pub async fn head_values(engine: &Engine, inputs: &LayerInputs, heads: &[u32], m
     times.inputs_ms += browser::now_ms() - t_inputs;
     let chunks = if inputs.is_cross() { query_chunks(n_q, n_kv) } else { vec![(0, n_q)] };
     let scale = 1.0 / (d as f32).sqrt();
+    // Each head's queries a..b (of the chunk starting at row0), as one buffer.
+    let queries = |row0: u32, (a, b): (u32, u32)| -> Vec<f32> {
+        if a == 0 && b == n_q {
+            return q_all.clone();
+        }
+        let d = d as usize;
+        (0..h_q as usize).flat_map(|i| q_all[(i * n_q as usize + (row0 + a) as usize) * d..][..(b - a) as usize * d].iter().copied()).collect()
+    };
     let mut per_head: Vec<Vec<f32>> = vec![Vec::new(); heads.len()];
     for (row0, rows) in chunks {
-        let q: Vec<f32> = if rows == n_q {
-            q_all.clone()
-        } else {
-            (0..h_q as usize).flat_map(|i| q_all[(i * n_q as usize + row0 as usize) * d as usize..][..(rows * d) as usize].iter().copied()).collect()
+        let pieces: Vec<MapOutput> = match output {
+            MapOutput::Exact => vec![MapOutput::Exact],
+            MapOutput::Pooled(map) => {
+                let chunk_map = PooledMap::whole(rows, map.rows.min(rows), map.cols, map.pool);
+                let work = AttentionShape { h_q, h_kv, n_q: rows, n_kv, d }.attended_pairs(mask) * u64::from(d);
+                let parts = if engine.gpu_supports_dim(d) { work.div_ceil(GPU_BATCH_WORK) } else { 1 };
+                chunk_map.slices(u32::try_from(parts).unwrap_or(u32::MAX)).into_iter().map(MapOutput::Pooled).collect()
+            }
         };
-        let shape = AttentionShape { h_q, h_kv, n_q: rows, n_kv, d };
-        let chunk_output = match output {
-            MapOutput::Pooled { rows: r, cols, pool } => MapOutput::Pooled { rows: r.min(rows), cols, pool },
-            o => o,
-        };
-        let t0 = browser::now_ms();
-        let out = engine.head_maps(&q, &k, shape, mask, scale, chunk_output).await?;
-        times.kernel_ms += browser::now_ms() - t0;
-        let each = out.len() / heads.len();
-        for (i, chunk) in out.chunks(each.max(1)).enumerate() {
-            per_head[i].extend_from_slice(chunk);
+        for piece in pieces {
+            if !keep_going() {
+                return Ok(per_head);
+            }
+            let range = match piece {
+                MapOutput::Exact => (0, rows),
+                MapOutput::Pooled(slice) => slice.queries(),
+            };
+            let q = queries(row0, range);
+            let shape = AttentionShape { h_q, h_kv, n_q: range.1 - range.0, n_kv, d };
+            let t0 = browser::now_ms();
+            let out = engine.head_maps(&q, &k, shape, mask, scale, piece).await?;
+            times.kernel_ms += browser::now_ms() - t0;
+            let each = out.len() / heads.len();
+            for (i, chunk) in out.chunks(each.max(1)).enumerate() {
+                per_head[i].extend_from_slice(chunk);
+            }
         }
     }
     Ok(per_head)
@@ -317,7 +337,7 @@ pub async fn map_for_export(engine: &Engine, inputs: &LayerInputs, map: Arc<Head
     if !same_input {
         return Err("The view changed while exporting; export again once it has finished.".into());
     }
-    let mut values = head_values(engine, inputs, &[map.head], map.mask, MapOutput::Exact, &mut Timings::default()).await?;
+    let mut values = head_values(engine, inputs, &[map.head], map.mask, MapOutput::Exact, &mut Timings::default(), &|| true).await?;
     let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
     Ok((Arc::new(exact), None))
 }

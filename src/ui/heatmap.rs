@@ -190,7 +190,7 @@ pub fn Heatmap(
                     <div class="hm-xlabels" aria-hidden="true">{axis_labels(false)}</div>
                 </div>
             </div>
-            {large.then(|| move || with_map(map, |m| (m.max(), m.pooled)).map(|(max, pooled)| view! { <Legend scale=scale max=max pooled=pooled/> }))}
+            {large.then_some(move || with_map(map, |m| (m.max(), m.pooled)).map(|(max, pooled)| view! { <Legend scale=scale max=max pooled=pooled/> }))}
         </figure>
     }
 }

@@ -151,6 +151,31 @@ describe("heatmap explorer", () => {
     await app.close();
   });
 
+  test("a long head is pooled in slices that line up: the designed patterns survive", async () => {
+    // 4096 tokens: each head is more work than one GPU submission should hold, so its 160 pooled rows
+    // come from several submissions. A slice out of place would break the diagonal.
+    const app = await AppPage.open(session, "?n=4096&heads=0-5");
+    await waitReady(app.page, 0, 180_000);
+    const pixelsOf = (role) => app.page.evaluate((role) => {
+      const canvas = document.querySelector(`[data-testid="head-heatmap"][data-teaching="${role}"] canvas.hm-canvas`);
+      const { data } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+      return { n: canvas.width, rgba: Array.from(data) };
+    }, role);
+    const isTop = (px) => px[0] > 200 && px[1] > 200 && px[2] < 100; // viridis' bright end: the block's max
+    const isMasked = (px) => px[0] === 226 && px[1] === 228 && px[2] === 233;
+    const prev = await pixelsOf("previous-token");
+    const sink = await pixelsOf("first-token-sink");
+    assert.equal(prev.n, 160);
+    const at = ({ n, rgba }, r, c) => rgba.slice((r * n + c) * 4, (r * n + c) * 4 + 4);
+    for (let r = 1; r < 160; r++) {
+      assert.ok(isTop(at(prev, r, r)) || isTop(at(prev, r, r - 1)), `previous-token row ${r}: bright at the diagonal`);
+      assert.ok(!isTop(at(prev, r, 0)) || r < 2, `previous-token row ${r}: not bright at key 0`);
+      assert.ok(isTop(at(sink, r, 0)), `sink row ${r}: bright at key 0`);
+      if (r + 1 < 160) assert.ok(isMasked(at(prev, r, r + 1)), `row ${r}: later keys masked`);
+    }
+    await app.close();
+  });
+
   test("a newer request supersedes a long computation, which shows its progress", async () => {
     const app = await AppPage.open(session, "?n=4096");
     await app.page.getByTestId("explorer-status").locator("progress").waitFor({ timeout: 60_000 });
