@@ -68,11 +68,13 @@ pub fn embed(tokens: &[String], d_model: usize, seed: u64) -> Vec<f32> {
 /// Adds the sinusoidal position encoding of "Attention Is All You Need" to `x` (`[n, d_model]`):
 /// even dims get `sin(pos / 10000^(2i/d))`, odd dims the matching cosine.
 pub fn add_sinusoidal_positions(x: &mut [f32], d_model: usize) {
+    let half = d_model / 2;
+    let freqs: Vec<f64> = (0..half).map(|pair| 10000f64.powf(-2.0 * pair as f64 / d_model as f64)).collect();
+    let (sin, cos) = super::rope::angle_table(x.len() / d_model.max(1), &freqs);
     for (pos, row) in x.chunks_mut(d_model).enumerate() {
-        for pair in 0..d_model / 2 {
-            let angle = pos as f64 / 10000f64.powf(2.0 * pair as f64 / d_model as f64);
-            row[2 * pair] += angle.sin() as f32;
-            row[2 * pair + 1] += angle.cos() as f32;
+        for pair in 0..half {
+            row[2 * pair] += sin[pos * half + pair] as f32;
+            row[2 * pair + 1] += cos[pos * half + pair] as f32;
         }
     }
 }

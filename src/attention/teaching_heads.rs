@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 
 use super::inputs::{SplitMix64, token_hash};
+use super::rope::angle_table;
 
 /// The designed heads, in the order they take query heads 0, 1, 2...
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +121,8 @@ pub struct Designer {
     pub d: usize,
     pub blocks: Blocks,
     freqs: Vec<f64>,
+    /// `sin` and `cos` of `pos * freq` for every position of the input ([`angle_table`]).
+    angles: (Vec<f64>, Vec<f64>),
     /// Token -> its unit vector in the token block.
     token_vecs: HashMap<String, Vec<f32>>,
 }
@@ -152,7 +155,9 @@ impl Designer {
                 ((*t).clone(), v)
             })
             .collect();
-        Self { d, blocks, freqs: frequencies(blocks.freqs), token_vecs }
+        let freqs = frequencies(blocks.freqs);
+        let angles = angle_table(q_tokens.len().max(kv_tokens.len()), &freqs);
+        Self { d, blocks, freqs, angles, token_vecs }
     }
 
     fn tok_vec(&self, t: &str) -> &[f32] {
@@ -161,12 +166,17 @@ impl Designer {
 
     /// Writes `scale * u(pos)` into the positional block of `row`, keeping only frequencies `<= max_freq`
     /// (renormalised over them).
-    fn put_pos(&self, row: &mut [f32], pos: f64, scale: f64, max_freq: f64) {
+    fn put_pos(&self, row: &mut [f32], pos: i64, scale: f64, max_freq: f64) {
         let used = self.freqs.iter().filter(|&&w| w <= max_freq).count().max(1) as f64;
         let norm = scale / used.sqrt();
+        let k = self.freqs.len();
+        let tabled = usize::try_from(pos).ok().filter(|&p| (p + 1) * k <= self.angles.0.len());
         for (m, &w) in self.freqs.iter().enumerate() {
             if w <= max_freq {
-                let (s, c) = (pos * w).sin_cos();
+                let (s, c) = match tabled {
+                    Some(p) => (self.angles.0[p * k + m], self.angles.1[p * k + m]),
+                    None => (pos as f64 * w).sin_cos(),
+                };
                 row[self.blocks.pos0() + 2 * m] = (c * norm) as f32;
                 row[self.blocks.pos0() + 2 * m + 1] = (s * norm) as f32;
             }
@@ -180,7 +190,7 @@ impl Designer {
         let mut k = vec![0.0f32; kv_tokens.len() * d];
         for (j, row) in k.chunks_mut(d).enumerate() {
             row[0] = if j == 0 { 1.0 } else { 0.0 };
-            self.put_pos(row, j as f64, 1.0, f64::INFINITY);
+            self.put_pos(row, j as i64, 1.0, f64::INFINITY);
             row[b.tok0()..b.tok0() + b.tok].copy_from_slice(self.tok_vec(&kv_tokens[j]));
             if j > 0 {
                 row[b.prev0()..b.prev0() + b.tok].copy_from_slice(self.tok_vec(&kv_tokens[j - 1]));
@@ -199,9 +209,9 @@ impl Designer {
         let all = self.freqs.clone();
         let slow: Vec<f64> = all.iter().copied().filter(|&w| w <= LOCAL_MAX_FREQ).collect();
         for (i, row) in q.chunks_mut(d).enumerate() {
-            let pos = (pos0 + i) as f64;
+            let pos = (pos0 + i) as i64;
             match head {
-                TeachingHead::PreviousToken => self.put_pos(row, pos - 1.0, unscale * MARGIN / drop_one(&all), f64::INFINITY),
+                TeachingHead::PreviousToken => self.put_pos(row, pos - 1, unscale * MARGIN / drop_one(&all), f64::INFINITY),
                 TeachingHead::FirstTokenSink => row[0] = (unscale * (MARGIN + (n_kv.max(1) as f64).ln())) as f32,
                 TeachingHead::SameToken | TeachingHead::Induction => {
                     let at = if head == TeachingHead::SameToken { b.tok0() } else { b.prev0() };
