@@ -56,7 +56,8 @@ pub struct Progress {
     pub total_ms: f64,
     /// Awaiting the engine (uploads, kernels, readback).
     pub kernel_ms: f64,
-    /// Building the heads' inputs (embeddings, projections, positions) on the CPU.
+    /// Building the heads' inputs (embeddings, projections, positions) on the CPU, where the GPU
+    /// waited for them (later batches' inputs are built while the GPU computes).
     pub inputs_ms: f64,
     /// Handing results to the heatmaps and drawing them.
     pub draw_ms: f64,
@@ -174,21 +175,34 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     let mut focus_map: Option<Arc<HeadMap>> = None;
 
     // One batch: the heads' maps at `output` (several calls for cross-attention with more queries than keys).
-    let compute = async |heads: &[u32], output: MapOutput, kernel_ms: &mut f64, inputs_ms: &mut f64| {
+    let compute = async |heads: &[u32], batch: &BatchInputs, output: MapOutput, kernel_ms: &mut f64| {
         let mut times = Timings::default();
-        let result = head_values(&engine, &inputs, heads, req.mask, output, &mut times, &live).await;
+        let result = head_values(&engine, &inputs, heads, batch, req.mask, output, &mut times, &live).await;
         *kernel_ms += times.kernel_ms;
-        *inputs_ms += times.inputs_ms;
         result
     };
 
-    for batch in plan {
+    // The first batch's inputs are waited for; each later batch's are built while the GPU computes
+    // the one before.
+    let mut k_cache = KCache::new();
+    let t_first = browser::now_ms();
+    let mut prepared = plan.first().map(|heads| batch_inputs(&inputs, heads, &mut k_cache));
+    inputs_ms += browser::now_ms() - t_first;
+
+    for (i, batch) in plan.iter().enumerate() {
         if !live() {
             return;
         }
+        let Some(current) = prepared.take() else { return };
         let mut slice_start = browser::now_ms();
         let output = output_for(req.thumb_cells);
-        match compute(&batch, output, &mut kernel_ms, &mut inputs_ms).await {
+        let following = plan.get(i + 1);
+        let (result, next) = overlapped(compute(batch, &current, output, &mut kernel_ms), || {
+            following.map(|heads| batch_inputs(&inputs, heads, &mut k_cache))
+        })
+        .await;
+        prepared = next;
+        match result {
             Ok(values) => {
                 if !live() {
                     return;
@@ -230,13 +244,16 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     }
 
     // The enlarged head, pooled again at its own on-screen size.
-    if let Some(f) = req.focus.filter(|&f| f < layout.n_q_heads) {
-        if focus_map.is_none() {
-            let output = output_for(req.large_cells);
-            match compute(&[f], output, &mut kernel_ms, &mut inputs_ms).await {
-                Ok(mut values) => focus_map = Some(make_map(f, values.remove(0), output)),
-                Err(e) => sinks.progress.try_update(|p| p.error = Some(e)).unwrap_or(()),
-            }
+    if let Some(f) = req.focus.filter(|&f| f < layout.n_q_heads)
+        && focus_map.is_none()
+    {
+        let output = output_for(req.large_cells);
+        let t_inputs = browser::now_ms();
+        let batch = batch_inputs(&inputs, &[f], &mut k_cache);
+        inputs_ms += browser::now_ms() - t_inputs;
+        match compute(&[f], &batch, output, &mut kernel_ms).await {
+            Ok(mut values) => focus_map = Some(make_map(f, values.remove(0), output)),
+            Err(e) => sinks.progress.try_update(|p| p.error = Some(e)).unwrap_or(()),
         }
     }
     if !live() {
@@ -261,33 +278,75 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
 /// Where a batch's time went.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timings {
-    pub inputs_ms: f64,
     pub kernel_ms: f64,
 }
 
-/// The maps of `heads` (exact or pooled, per head), computed on the engine. Cross-attention with more
-/// queries than keys runs in query chunks, each pooled on its own. On the GPU a pooled map with more
-/// work than one submission should hold is computed in slices of rows; `keep_going` is asked before
-/// each and may stop the computation early (a newer request), leaving the maps incomplete.
-pub async fn head_values(engine: &Engine, inputs: &LayerInputs, heads: &[u32], mask: Mask, output: MapOutput, times: &mut Timings, keep_going: &dyn Fn() -> bool) -> Result<Vec<Vec<f32>>, String> {
-    let layout = &inputs.layout;
-    let (n_q, n_kv, d) = (inputs.q_tokens().len() as u32, inputs.kv_tokens().len() as u32, layout.head_dim);
-    let t_inputs = browser::now_ms();
-    let mut kv_heads: Vec<u32> = heads.iter().map(|&h| layout.kv_head(h)).collect();
+/// One batch's inputs: Q of its query heads and K of the KV heads they read, `[heads, n, d]` each.
+pub struct BatchInputs {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    h_kv: u32,
+}
+
+/// K of each KV head, computed once per job: consecutive batches of one KV group share it.
+pub type KCache = std::collections::HashMap<u32, Vec<f32>>;
+
+/// Builds a batch's Q and K on the CPU (the projections, positions and designed heads).
+pub fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -> BatchInputs {
+    let mut kv_heads: Vec<u32> = heads.iter().map(|&h| inputs.layout.kv_head(h)).collect();
     kv_heads.dedup();
-    let k: Vec<f32> = kv_heads.iter().flat_map(|&g| inputs.k_head(g)).collect();
-    let q_all = inputs.q_heads(heads);
-    let (h_q, h_kv) = (heads.len() as u32, kv_heads.len() as u32);
-    times.inputs_ms += browser::now_ms() - t_inputs;
+    let mut k = Vec::new();
+    for &g in &kv_heads {
+        k.extend_from_slice(k_cache.entry(g).or_insert_with(|| inputs.k_head(g)));
+    }
+    BatchInputs { q: inputs.q_heads(heads), k, h_kv: kv_heads.len() as u32 }
+}
+
+/// Starts `gpu_work` (its synchronous part, uploads and submission, runs at the first poll), runs
+/// `cpu_work` while the GPU computes, then finishes `gpu_work`.
+pub async fn overlapped<F: std::future::Future, T>(gpu_work: F, cpu_work: impl FnOnce() -> T) -> (F::Output, T) {
+    let mut gpu_work = std::pin::pin!(gpu_work);
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(gpu_work.as_mut().poll(cx))).await;
+    let cpu = cpu_work();
+    let out = match first {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => gpu_work.await,
+    };
+    (out, cpu)
+}
+
+/// The maps of `heads` (exact or pooled, per head) from their [`BatchInputs`], computed on the
+/// engine. Cross-attention with more queries than keys runs in query chunks, each pooled on its
+/// own. On the GPU a pooled map with more work than one submission should hold is computed in
+/// slices of rows; `keep_going` is asked before each and may stop the computation early (a newer
+/// request), leaving the maps incomplete.
+#[expect(clippy::too_many_arguments, reason = "a batch, its output and the job's bookkeeping")]
+pub async fn head_values(
+    engine: &Engine,
+    inputs: &LayerInputs,
+    heads: &[u32],
+    batch: &BatchInputs,
+    mask: Mask,
+    output: MapOutput,
+    times: &mut Timings,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<Vec<Vec<f32>>, String> {
+    let (n_q, n_kv, d) = (inputs.q_tokens().len() as u32, inputs.kv_tokens().len() as u32, inputs.layout.head_dim);
+    let (h_q, h_kv) = (heads.len() as u32, batch.h_kv);
+    let (q_all, k) = (&batch.q, &batch.k);
     let chunks = if inputs.is_cross() { query_chunks(n_q, n_kv) } else { vec![(0, n_q)] };
     let scale = 1.0 / (d as f32).sqrt();
     // Each head's queries a..b (of the chunk starting at row0), as one buffer.
-    let queries = |row0: u32, (a, b): (u32, u32)| -> Vec<f32> {
+    let queries = |row0: u32, (a, b): (u32, u32)| -> std::borrow::Cow<'_, [f32]> {
         if a == 0 && b == n_q {
-            return q_all.clone();
+            return q_all.as_slice().into();
         }
-        let d = d as usize;
-        (0..h_q as usize).flat_map(|i| q_all[(i * n_q as usize + (row0 + a) as usize) * d..][..(b - a) as usize * d].iter().copied()).collect()
+        let (d, len) = (d as usize, (b - a) as usize * d as usize);
+        let mut q = Vec::with_capacity(h_q as usize * len);
+        for i in 0..h_q as usize {
+            q.extend_from_slice(&q_all[(i * n_q as usize + (row0 + a) as usize) * d..][..len]);
+        }
+        q.into()
     };
     let mut per_head: Vec<Vec<f32>> = vec![Vec::new(); heads.len()];
     for (row0, rows) in chunks {
@@ -311,7 +370,7 @@ pub async fn head_values(engine: &Engine, inputs: &LayerInputs, heads: &[u32], m
             let q = queries(row0, range);
             let shape = AttentionShape { h_q, h_kv, n_q: range.1 - range.0, n_kv, d };
             let t0 = browser::now_ms();
-            let out = engine.head_maps(&q, &k, shape, mask, scale, piece).await?;
+            let out = engine.head_maps(&q, k, shape, mask, scale, piece).await?;
             times.kernel_ms += browser::now_ms() - t0;
             let each = out.len() / heads.len();
             for (i, chunk) in out.chunks(each.max(1)).enumerate() {
@@ -337,7 +396,8 @@ pub async fn map_for_export(engine: &Engine, inputs: &LayerInputs, map: Arc<Head
     if !same_input {
         return Err("The view changed while exporting; export again once it has finished.".into());
     }
-    let mut values = head_values(engine, inputs, &[map.head], map.mask, MapOutput::Exact, &mut Timings::default(), &|| true).await?;
+    let batch = batch_inputs(inputs, &[map.head], &mut KCache::new());
+    let mut values = head_values(engine, inputs, &[map.head], &batch, map.mask, MapOutput::Exact, &mut Timings::default(), &|| true).await?;
     let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
     Ok((Arc::new(exact), None))
 }
