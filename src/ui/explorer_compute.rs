@@ -50,6 +50,9 @@ pub struct Progress {
     pub job: u64,
     pub done: usize,
     pub total: usize,
+    /// Heads in the batch being computed, and the fraction of it done (long heads come in slices).
+    pub batch: usize,
+    pub partial: f64,
     pub finished: bool,
     pub error: Option<String>,
     /// From the request to the last head's pixels.
@@ -177,7 +180,13 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     // One batch: the heads' maps at `output` (several calls for cross-attention with more queries than keys).
     let compute = async |heads: &[u32], batch: &BatchInputs, output: MapOutput, kernel_ms: &mut f64| {
         let mut times = Timings::default();
-        let result = head_values(&engine, &inputs, heads, batch, req.mask, output, &mut times, &live).await;
+        sinks.progress.try_update(|p| {
+            p.batch = heads.len();
+            p.partial = 0.0;
+        });
+        let progress = |fraction: f64| _ = sinks.progress.try_update(|p| p.partial = fraction);
+        let steer = Steering { keep_going: &live, progress: &progress };
+        let result = head_values(&engine, &inputs, heads, batch, req.mask, output, &mut times, &steer).await;
         *kernel_ms += times.kernel_ms;
         result
     };
@@ -231,7 +240,10 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
                     }
                 }
                 draw_ms += browser::now_ms() - draw_started;
-                sinks.progress.try_update(|p| p.done = done);
+                sinks.progress.try_update(|p| {
+                    p.done = done;
+                    p.partial = 0.0;
+                });
             }
             Err(e) => {
                 sinks.progress.try_update(|p| {
@@ -302,6 +314,12 @@ pub fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -
     BatchInputs { q: inputs.q_heads(heads), k, h_kv: kv_heads.len() as u32 }
 }
 
+/// How a running batch hears from its caller: whether to go on, and where to report the fraction done.
+pub struct Steering<'a> {
+    pub keep_going: &'a dyn Fn() -> bool,
+    pub progress: &'a dyn Fn(f64),
+}
+
 /// Starts `gpu_work` (its synchronous part, uploads and submission, runs at the first poll), runs
 /// `cpu_work` while the GPU computes, then finishes `gpu_work`.
 pub async fn overlapped<F: std::future::Future, T>(gpu_work: F, cpu_work: impl FnOnce() -> T) -> (F::Output, T) {
@@ -318,8 +336,8 @@ pub async fn overlapped<F: std::future::Future, T>(gpu_work: F, cpu_work: impl F
 /// The maps of `heads` (exact or pooled, per head) from their [`BatchInputs`], computed on the
 /// engine. Cross-attention with more queries than keys runs in query chunks, each pooled on its
 /// own. On the GPU a pooled map with more work than one submission should hold is computed in
-/// slices of rows; `keep_going` is asked before each and may stop the computation early (a newer
-/// request), leaving the maps incomplete.
+/// slices of rows; `steer` hears how far it got after each and may stop it early (a newer request),
+/// leaving the maps incomplete.
 #[expect(clippy::too_many_arguments, reason = "a batch, its output and the job's bookkeeping")]
 pub async fn head_values(
     engine: &Engine,
@@ -329,7 +347,7 @@ pub async fn head_values(
     mask: Mask,
     output: MapOutput,
     times: &mut Timings,
-    keep_going: &dyn Fn() -> bool,
+    steer: &Steering<'_>,
 ) -> Result<Vec<Vec<f32>>, String> {
     let (n_q, n_kv, d) = (inputs.q_tokens().len() as u32, inputs.kv_tokens().len() as u32, inputs.layout.head_dim);
     let (h_q, h_kv) = (heads.len() as u32, batch.h_kv);
@@ -349,7 +367,8 @@ pub async fn head_values(
         q.into()
     };
     let mut per_head: Vec<Vec<f32>> = vec![Vec::new(); heads.len()];
-    for (row0, rows) in chunks {
+    let n_chunks = chunks.len() as f64;
+    for (c, (row0, rows)) in chunks.into_iter().enumerate() {
         let pieces: Vec<MapOutput> = match output {
             MapOutput::Exact => vec![MapOutput::Exact],
             MapOutput::Pooled(map) => {
@@ -359,8 +378,9 @@ pub async fn head_values(
                 chunk_map.slices(u32::try_from(parts).unwrap_or(u32::MAX)).into_iter().map(MapOutput::Pooled).collect()
             }
         };
-        for piece in pieces {
-            if !keep_going() {
+        let n_pieces = pieces.len() as f64;
+        for (p, piece) in pieces.into_iter().enumerate() {
+            if !(steer.keep_going)() {
                 return Ok(per_head);
             }
             let range = match piece {
@@ -376,6 +396,7 @@ pub async fn head_values(
             for (i, chunk) in out.chunks(each.max(1)).enumerate() {
                 per_head[i].extend_from_slice(chunk);
             }
+            (steer.progress)((c as f64 + (p + 1) as f64 / n_pieces) / n_chunks);
         }
     }
     Ok(per_head)
@@ -397,7 +418,8 @@ pub async fn map_for_export(engine: &Engine, inputs: &LayerInputs, map: Arc<Head
         return Err("The view changed while exporting; export again once it has finished.".into());
     }
     let batch = batch_inputs(inputs, &[map.head], &mut KCache::new());
-    let mut values = head_values(engine, inputs, &[map.head], &batch, map.mask, MapOutput::Exact, &mut Timings::default(), &|| true).await?;
+    let steer = Steering { keep_going: &|| true, progress: &|_| {} };
+    let mut values = head_values(engine, inputs, &[map.head], &batch, map.mask, MapOutput::Exact, &mut Timings::default(), &steer).await?;
     let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
     Ok((Arc::new(exact), None))
 }

@@ -399,14 +399,16 @@ fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
                     return view! { <p class="status error" data-testid="heatmap-error">{e.clone()}</p> }.into_any();
                 }
                 let where_ = if p.on_gpu { "on the GPU" } else { "on the CPU" };
+                // Heads done, counting the finished part of the batch in flight.
+                let progressed = p.done as f64 + p.partial * p.batch as f64;
                 let text = if p.finished {
                     format!("{} heads computed {where_} in {:.0} ms ({:.0} ms waiting for the {}).", p.done, p.total_ms, p.kernel_ms, if p.on_gpu { "GPU" } else { "CPU reference" })
                 } else {
-                    format!("Computing {where_}: {} of {} heads…", p.done, p.total)
+                    format!("Computing {where_}: {} of {} heads ({:.0}%)…", p.done, p.total, 100.0 * progressed / p.total.max(1) as f64)
                 };
                 view! {
                     <p class="status" data-testid="heatmap-status">
-                        {(!p.finished).then(|| view! { <progress max=p.total.max(1) value=p.done></progress>" " })}
+                        {(!p.finished).then(|| view! { <progress max=p.total.max(1) value=progressed></progress>" " })}
                         {text}
                         {p.note.clone().map(|n| view! { <br/><small>{n}</small> })}
                     </p>

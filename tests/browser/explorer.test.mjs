@@ -179,6 +179,12 @@ describe("heatmap explorer", () => {
   test("a newer request supersedes a long computation, which shows its progress", async () => {
     const app = await AppPage.open(session, "?n=4096");
     await app.page.getByTestId("explorer-status").locator("progress").waitFor({ timeout: 60_000 });
+    // A 4096-token head comes in slices, and the bar moves within a head, not only between heads.
+    await app.page.waitForFunction(() => {
+      const bar = document.querySelector('[data-testid="explorer-status"] progress');
+      return bar && bar.value % 1 > 0;
+    }, null, { timeout: 60_000, polling: 20 });
+    assert.match(await app.page.getByTestId("heatmap-status").innerText(), /Computing on the GPU: \d+ of 32 heads \(\d+%\)…/);
     const { job } = await explorerState(app.page);
     await app.page.getByTestId("n-input").fill("16");
     await app.page.getByTestId("n-input").dispatchEvent("change");
