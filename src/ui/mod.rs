@@ -10,6 +10,7 @@ mod decode_demo;
 mod explorer_compute;
 mod explorer_controls;
 mod export;
+mod focus_panel;
 mod heatmap;
 mod heatmaps_view;
 mod layer_strip;

@@ -1,0 +1,149 @@
+//! The explorer's enlarged head: the heatmap at full size, navigation and export, the tiled kernel's
+//! tile grid over it (with the work its mask skips) and the step-through.
+
+use std::sync::Arc;
+
+use leptos::prelude::*;
+
+use super::app::EngineSignal;
+use super::browser;
+use super::explorer_compute::Request;
+use super::heatmap::{HeadMap, Heatmap, Shared};
+use super::heatmaps_view::{device_pixel_ratio, large_px};
+use super::step_through::StepThrough;
+use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
+use crate::attention::tiles;
+use crate::colormap::ColorScale;
+use crate::state::AppState;
+
+/// One head, large: labels when they fit, the tile grid, the step-through, export and navigation.
+#[component]
+pub fn FocusPanel(
+    state: RwSignal<AppState>,
+    head: u32,
+    map: Signal<Option<Arc<HeadMap>>>,
+    inputs: RwSignal<Option<Arc<LayerInputs>>>,
+    engine: EngineSignal,
+    request: Memo<Result<Request, String>>,
+    scale: Signal<ColorScale>,
+    on_export: Callback<()>,
+) -> impl IntoView {
+    let close_ref = NodeRef::<leptos::html::Button>::new();
+    Effect::new(move |_| {
+        if let Some(Some(b)) = close_ref.try_get() {
+            b.focus().ok();
+        }
+    });
+    let heads = move || request.with(|r| match r {
+        Ok(r) => r.heads.clone(),
+        Err(_) => Vec::new(),
+    });
+    let step = move |delta: i32| {
+        let list = heads();
+        if let Some(i) = list.iter().position(|&h| h == head) {
+            let j = (i as i32 + delta).rem_euclid(list.len() as i32) as usize;
+            state.try_update(|s| s.explorer.focus = Some(list[j]));
+        }
+    };
+    let close = move || {
+        state.try_update(|s| s.explorer.focus = None);
+    };
+    let size = large_px();
+    let layout = move || request.with(|r| r.as_ref().ok().map(|r| r.layout.clone()));
+    let tiles_on = move || state.with(|s| s.explorer.tiles);
+    let steps_on = move || state.with(|s| s.explorer.steps);
+    view! {
+        <div class="panel focus-panel" data-testid="focus-panel" data-head=head role="dialog" aria-label=format!("Query head {head}, enlarged")
+            on:keydown=move |ev: web_sys::KeyboardEvent| match ev.key().as_str() {
+                "Escape" => close(),
+                "ArrowLeft" => step(-1),
+                "ArrowRight" => step(1),
+                _ => {}
+            }>
+            <div class="focus-bar">
+                <button type="button" class="secondary" data-testid="focus-prev" on:click=move |_| step(-1) aria-label="Previous head">"←"</button>
+                <button type="button" class="secondary" data-testid="focus-next" on:click=move |_| step(1) aria-label="Next head">"→"</button>
+                <button type="button" class="secondary" data-testid="focus-export" on:click=move |_| on_export.run(())>"Export .npz"</button>
+                <button type="button" class="secondary" node_ref=close_ref data-testid="focus-close" on:click=move |_| close()>"Close (Esc)"</button>
+            </div>
+            {move || match map.get().zip(layout()) {
+                None => view! { <p class="status">{format!("Computing head {head} at full size…")}</p> }.into_any(),
+                Some((m, layout)) => {
+                    let overlay = tiles_on().then(|| view! { <TileOverlay map=m.clone() engine=engine size=size layout=layout.clone()/> }.into_any());
+                    view! {
+                        <Heatmap map=Signal::stored(Some(Shared(m.clone()))) scale=scale size_px=size large=true overlay=overlay.unwrap_or_else(|| ().into_any())/>
+                        {tiles_on().then(|| view! { <TileStats map=m.clone() engine=engine layout=layout.clone()/> })}
+                        {move || steps_on().then(|| inputs.get().map(|inp| {
+                            let mask = m.mask;
+                            view! { <StepThrough inputs=inp head=head mask=mask gpu=Some(m.clone())/> }
+                        })).flatten()}
+                    }.into_any()
+                }
+            }}
+        </div>
+    }
+}
+
+/// The kernel's tile plan for this map (with a typical tile choice on the CPU tier).
+fn tile_plan(map: &HeadMap, engine: &EngineSignal, layout: &LayerLayout) -> (tiles::TilePlan, u32, u32, bool) {
+    let group = layout.group_size();
+    let (br, bc, real) = match engine.with_untracked(|e| e.as_ref().and_then(|e| e.flash_tiles(layout.head_dim, map.n_q * group))) {
+        Some((br, bc)) => (br, bc, true),
+        None => (64, 32, false),
+    };
+    (tiles::plan(map.n_q, map.n_kv, group, map.mask, br, bc), br, bc, real)
+}
+
+#[component]
+fn TileStats(map: Arc<HeadMap>, engine: EngineSignal, layout: LayerLayout) -> impl IntoView {
+    let group = layout.group_size();
+    let (plan, br, bc, real) = tile_plan(&map, &engine, &layout);
+    let skipped = plan.skipped_fraction();
+    view! {
+        <p class="hint tile-stats" data-testid="tile-stats" data-skipped=format!("{skipped:.6}") data-visited=plan.visited_key_tiles data-dense=plan.dense_key_tiles>
+            {format!(
+                "Tiled kernel: {br} (query, head) rows × {bc} keys per tile{}, {group} head(s) per KV group. It visits {} of {} key tiles ({} interior, no per-element mask test): the mask lets it skip {:.1}% of the work. Dim areas are skipped; orange tiles test each element.",
+                if real { "" } else { " (a typical choice: this page computes on the CPU)" },
+                plan.visited_key_tiles, plan.dense_key_tiles, plan.interior_key_tiles, skipped * 100.0
+            )}
+        </p>
+    }
+}
+
+#[component]
+fn TileOverlay(map: Arc<HeadMap>, engine: EngineSignal, size: f64, layout: LayerLayout) -> impl IntoView {
+    let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
+    let longest = map.rows.max(map.cols).max(1) as f64;
+    let (w, h) = (size * map.cols as f64 / longest, size * map.rows as f64 / longest);
+    let dpr = device_pixel_ratio();
+    let (plan, _, _, _) = tile_plan(&map, &engine, &layout);
+    let (n_q, n_kv) = (map.n_q as f64, map.n_kv as f64);
+    Effect::new(move |_| {
+        let Some(Some(canvas)) = canvas_ref.try_get() else { return };
+        let Some(ctx) = browser::context_2d(&canvas) else { return };
+        let (cw, ch) = (w * dpr, h * dpr);
+        let (sx, sy) = (cw / n_kv, ch / n_q);
+        ctx.clear_rect(0.0, 0.0, cw, ch);
+        for t in &plan.tiles {
+            let (y0, y1) = (f64::from(t.q_lo) * sy, f64::from(t.q_hi) * sy);
+            ctx.set_fill_style_str("rgba(20, 22, 30, 0.55)");
+            ctx.fill_rect(0.0, y0, cw, y1 - y0);
+            for &(a, b, _) in &t.key_tiles {
+                ctx.clear_rect(f64::from(a) * sx, y0, f64::from(b - a) * sx, y1 - y0);
+            }
+            if (y1 - y0) >= 3.0 {
+                for &(a, b, interior) in &t.key_tiles {
+                    if f64::from(b - a) * sx < 3.0 {
+                        continue;
+                    }
+                    ctx.set_stroke_style_str(if interior { "rgba(255, 255, 255, 0.7)" } else { "rgba(255, 140, 0, 0.95)" });
+                    ctx.stroke_rect(f64::from(a) * sx + 0.5, y0 + 0.5, f64::from(b - a) * sx - 1.0, y1 - y0 - 1.0);
+                }
+            }
+        }
+    });
+    view! {
+        <canvas class="tile-overlay" data-testid="tile-overlay" node_ref=canvas_ref width=(w * dpr) as u32 height=(h * dpr) as u32
+            style=format!("width: {w}px; height: {h}px") aria-hidden="true"></canvas>
+    }
+}
