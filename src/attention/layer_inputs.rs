@@ -260,7 +260,11 @@ impl LayerInputs {
 
     /// Q of the given query heads, concatenated `[heads.len(), n_q, d]`.
     pub fn q_heads(&self, heads: &[u32]) -> Vec<f32> {
-        heads.iter().flat_map(|&h| self.q_head(h)).collect()
+        let mut q = Vec::with_capacity(heads.len() * self.queries.tokens.len() * self.layout.head_dim as usize);
+        for &h in heads {
+            q.extend_from_slice(&self.q_head(h));
+        }
+        q
     }
 }
 

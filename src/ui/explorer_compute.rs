@@ -172,10 +172,22 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
 
     let mut kernel_ms = 0.0;
     let mut draw_ms = 0.0;
-    let mut done = 0;
+    let done = std::cell::Cell::new(0);
     let slots = sinks.slots.try_get_untracked().unwrap_or_default();
     let slot_of = |h: u32| req.heads.iter().position(|&x| x == h).and_then(|i| slots.get(i).copied());
-    let mut focus_map: Option<Arc<HeadMap>> = None;
+    let focus_map = std::cell::RefCell::new(None::<Arc<HeadMap>>);
+    // Hands a finished head to its heatmap (whose effect draws it at this task's next await).
+    let hand_over = |h: u32, values: Vec<f32>, output: MapOutput| {
+        let map = make_map(h, values, output);
+        if exact && req.focus == Some(h) {
+            *focus_map.borrow_mut() = Some(map.clone());
+        }
+        if let Some(slot) = slot_of(h) {
+            slot.try_set(Some(Shared(map)));
+        }
+        done.set(done.get() + 1);
+        sinks.progress.try_update(|p| p.done = done.get());
+    };
 
     // One batch: the heads' maps at `output` (several calls for cross-attention with more queries than keys).
     let compute = async |heads: &[u32], batch: &BatchInputs, output: MapOutput, kernel_ms: &mut f64| {
@@ -198,34 +210,37 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     let mut prepared = plan.first().map(|heads| batch_inputs(&inputs, heads, &mut k_cache));
     inputs_ms += browser::now_ms() - t_first;
 
+    // A batch's results, when another batch follows, are handed to their heatmaps while the GPU
+    // computes that one: the drawing effects run as this task awaits the GPU.
+    let mut unshown: Option<(&Vec<u32>, Vec<Vec<f32>>)> = None;
+    let output = output_for(req.thumb_cells);
     for (i, batch) in plan.iter().enumerate() {
         if !live() {
             return;
         }
         let Some(current) = prepared.take() else { return };
-        let mut slice_start = browser::now_ms();
-        let output = output_for(req.thumb_cells);
         let following = plan.get(i + 1);
-        let (result, next) = overlapped(compute(batch, &current, output, &mut kernel_ms), || {
-            following.map(|heads| batch_inputs(&inputs, heads, &mut k_cache))
+        let (result, (next, shown_ms)) = overlapped(compute(batch, &current, output, &mut kernel_ms), || {
+            let started = browser::now_ms();
+            for (&h, vals) in unshown.take().into_iter().flat_map(|(heads, values)| heads.iter().zip(values)) {
+                hand_over(h, vals, output);
+            }
+            let shown_ms = browser::now_ms() - started;
+            (following.map(|heads| batch_inputs(&inputs, heads, &mut k_cache)), shown_ms)
         })
         .await;
+        draw_ms += shown_ms;
         prepared = next;
         match result {
+            Ok(values) if following.is_some() => unshown = Some((batch, values)),
             Ok(values) => {
                 if !live() {
                     return;
                 }
-                let mut draw_started = browser::now_ms();
+                let mut slice_start = browser::now_ms();
+                let mut draw_started = slice_start;
                 for (&h, vals) in batch.iter().zip(values) {
-                    let map = make_map(h, vals, output);
-                    if exact && req.focus == Some(h) {
-                        focus_map = Some(map.clone());
-                    }
-                    if let Some(slot) = slot_of(h) {
-                        slot.try_set(Some(Shared(map)));
-                    }
-                    done += 1;
+                    hand_over(h, vals, output);
                     // Each head's pixels are drawn by its own effect, which runs at the next await; let the
                     // browser in (a frame, input) whenever this task has held the thread for a while.
                     micro_yield().await;
@@ -240,10 +255,7 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
                     }
                 }
                 draw_ms += browser::now_ms() - draw_started;
-                sinks.progress.try_update(|p| {
-                    p.done = done;
-                    p.partial = 0.0;
-                });
+                sinks.progress.try_update(|p| p.partial = 0.0);
             }
             Err(e) => {
                 sinks.progress.try_update(|p| {
@@ -257,28 +269,28 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
 
     // The enlarged head, pooled again at its own on-screen size.
     if let Some(f) = req.focus.filter(|&f| f < layout.n_q_heads)
-        && focus_map.is_none()
+        && focus_map.borrow().is_none()
     {
         let output = output_for(req.large_cells);
         let t_inputs = browser::now_ms();
         let batch = batch_inputs(&inputs, &[f], &mut k_cache);
         inputs_ms += browser::now_ms() - t_inputs;
         match compute(&[f], &batch, output, &mut kernel_ms).await {
-            Ok(mut values) => focus_map = Some(make_map(f, values.remove(0), output)),
+            Ok(mut values) => *focus_map.borrow_mut() = Some(make_map(f, values.remove(0), output)),
             Err(e) => sinks.progress.try_update(|p| p.error = Some(e)).unwrap_or(()),
         }
     }
     if !live() {
         return;
     }
-    sinks.focused.try_set(focus_map.map(Shared));
+    sinks.focused.try_set(focus_map.into_inner().map(Shared));
     yield_now().await;
     if !live() {
         return;
     }
     let total_ms = browser::now_ms() - started_ms;
     sinks.progress.try_update(|p| {
-        p.done = done;
+        p.done = done.get();
         p.finished = true;
         p.total_ms = total_ms;
         p.kernel_ms = kernel_ms;
