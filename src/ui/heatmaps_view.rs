@@ -377,6 +377,10 @@ fn format_n(r: &Request) -> String {
     }
 }
 
+fn heads_word(n: usize) -> &'static str {
+    if n == 1 { "head" } else { "heads" }
+}
+
 /// How long a computation runs before the page shows it as one.
 const SLOW_AFTER: Duration = Duration::from_millis(200);
 
@@ -400,9 +404,9 @@ fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
                 // Heads done, counting the finished part of the batch in flight.
                 let progressed = p.done as f64 + p.partial * p.batch as f64;
                 let text = if p.finished {
-                    format!("{} heads computed {where_} in {:.0} ms ({:.0} ms waiting for the {}).", p.done, p.total_ms, p.kernel_ms, if p.on_gpu { "GPU" } else { "CPU reference" })
+                    format!("{} {} computed {where_} in {:.0} ms ({:.0} ms waiting for the {}).", p.done, heads_word(p.done), p.total_ms, p.kernel_ms, if p.on_gpu { "GPU" } else { "CPU reference" })
                 } else {
-                    format!("Computing {where_}: {} of {} heads ({:.0}%)…", p.done, p.total, 100.0 * progressed / p.total.max(1) as f64)
+                    format!("Computing {where_}: {} of {} {} ({:.0}%)…", p.done, p.total, heads_word(p.total), 100.0 * progressed / p.total.max(1) as f64)
                 };
                 view! {
                     <p class="status" data-testid="heatmap-status">
