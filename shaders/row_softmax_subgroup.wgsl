@@ -43,7 +43,7 @@ fn main(
     var m: array<f32, R>;
     var l: array<f32, R>;
     // OUT_BLOCK_MAX: each row's largest score in the current key block.
-    var best: array<f32, R>;
+    var best = no_scores();
     for (var j = 0u; j < R; j++) {
         rows[j] = row_of(tile.kv_head, tile.row0, lid, j);
         for (var e = 0u; e < D4; e++) {
@@ -51,13 +51,9 @@ fn main(
         }
         m[j] = NO_SCORE;
         l[j] = 0.0;
-        best[j] = NO_SCORE;
     }
     // OUT_BLOCK_*: the key block being walked (the same for every row) and the first one.
-    var walk = BlockWalk(0u, 0u);
-    if BLOCKS {
-        walk = first_block(tile.key_lo);
-    }
+    var walk = first_block(tile.key_lo);
     let first = walk.block;
 
     // The key loop is the same for every lane (shuffles need the whole subgroup).
@@ -82,11 +78,8 @@ fn main(
             }
             // Keys past the walk (the last step's spare lanes) are masked for every row: no new block.
             if BLOCKS && key0 + c >= walk.end && key0 + c < tile.key_hi {
-                for (var j = 0u; j < R; j++) {
-                    end_block(rows[j], walk.block, m[j], l[j], best[j]);
-                    best[j] = NO_SCORE;
-                }
-                walk = next_block(walk);
+                walk = close_block(rows, m, l, best, walk);
+                best = no_scores();
             }
             for (var j = 0u; j < R; j++) {
                 let mls = add_score(rows[j], key0 + c, dot4[j], m[j], l[j]);
@@ -97,13 +90,5 @@ fn main(
         }
     }
 
-    // The last block walked ends with the walk; an empty walk stored no block.
-    let walked = tile.key_lo < tile.key_hi;
-    let blocks_end = select(first, walk.block + 1u, walked);
-    for (var j = 0u; j < R; j++) {
-        if BLOCKS && walked {
-            end_block(rows[j], walk.block, m[j], l[j], best[j]);
-        }
-        finish_row(rows[j], m[j], l[j], first, blocks_end);
-    }
+    finish_rows(rows, m, l, best, walk, first, tile.key_lo < tile.key_hi);
 }

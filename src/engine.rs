@@ -51,18 +51,6 @@ impl Engine {
             Engine::Cpu { reason } => format!("CPU reference: {reason}"),
         }
     }
-
-    /// Attention forward pass (O and log-sum-exp).
-    pub async fn forward(&self, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Forward, String> {
-        shape.validate()?;
-        match self {
-            Engine::WebGpu { ctx, kernels } => kernels.forward(ctx, q, k, v, shape, mask, scale).await.map_err(|e| e.to_string()),
-            Engine::Cpu { .. } => {
-                check_cpu_size(shape)?;
-                Ok(reference::forward(q, k, v, &shape, mask, scale))
-            }
-        }
-    }
 }
 
 /// A K/V cache that grows by one token per decode step: a [`KvCache`] on the GPU, or plain memory

@@ -58,7 +58,11 @@ struct BlockWalk {
     end: u32,
 }
 
+// The walk's start: the block holding its first key (OUT_BLOCK_* only; otherwise unused).
 fn first_block(key: u32) -> BlockWalk {
+    if !BLOCKS {
+        return BlockWalk(0u, 0u);
+    }
     let b = block_of(min(key, params.n_kv - 1u), params.key_blocks, params.n_kv);
     return BlockWalk(b, block_end(b, params.key_blocks, params.n_kv));
 }
@@ -74,6 +78,36 @@ fn end_block(row: Row, block: u32, m: f32, l: f32, best: f32) {
     if row.valid {
         let log_sum = select(NO_SCORE, m + log(l), l > 0.0);
         out[row.out_row * params.key_blocks + block] = select(log_sum, best, OUTPUT == OUT_BLOCK_MAX);
+    }
+}
+
+// OUT_BLOCK_*: closes the current block for every row (each stores what it keeps of it) and opens the
+// next; the rows' `best` then restart from no_scores().
+fn close_block(rows: array<Row, R>, m: array<f32, R>, l: array<f32, R>, best: array<f32, R>, walk: BlockWalk) -> BlockWalk {
+    for (var j = 0u; j < R; j++) {
+        end_block(rows[j], walk.block, m[j], l[j], best[j]);
+    }
+    return next_block(walk);
+}
+
+// Every row's largest score before it has seen a key.
+fn no_scores() -> array<f32, R> {
+    var best: array<f32, R>;
+    for (var j = 0u; j < R; j++) {
+        best[j] = NO_SCORE;
+    }
+    return best;
+}
+
+// The end of the walk: the last block walked closes (an empty walk stored none), then every row
+// writes its result.
+fn finish_rows(rows: array<Row, R>, m: array<f32, R>, l: array<f32, R>, best: array<f32, R>, walk: BlockWalk, first: u32, walked: bool) {
+    let blocks_end = select(first, walk.block + 1u, walked);
+    for (var j = 0u; j < R; j++) {
+        if BLOCKS && walked {
+            end_block(rows[j], walk.block, m[j], l[j], best[j]);
+        }
+        finish_row(rows[j], m[j], l[j], first, blocks_end);
     }
 }
 
