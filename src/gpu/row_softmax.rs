@@ -1,6 +1,6 @@
 //! Owner of `shaders/row_softmax.wgsl`: whole rows of attention probabilities in one pass (heads shown
-//! whole), or each row's log-sum-exp alone (what pooling large heads needs), without the forward
-//! pass's P·V half.
+//! whole), each row's probabilities pooled over blocks of keys (long heads, with `pool_rows`), or each
+//! row's log-sum-exp alone; the forward pass without its P·V half.
 
 use crate::attention::pooled::Pool;
 use crate::attention::{AttentionShape, Mask};
