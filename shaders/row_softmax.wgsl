@@ -86,7 +86,7 @@ fn main(
             for (var e = 0u; e < D4; e++) {
                 dot4 = fma(q_rows[j][e], k_row[e], dot4);
             }
-            let mls = add_score(rows[j], key, dot4, m[j], l[j]);
+            let mls = add_score(rows[j], key, (dot4.x + dot4.y) + (dot4.z + dot4.w), m[j], l[j]);
             m[j] = mls.x;
             l[j] = mls.y;
             best[j] = max(best[j], mls.z);

@@ -61,28 +61,26 @@ fn main(
     for (var key0 = tile.key_lo; key0 < tile.key_hi; key0 += SG) {
         // The key this lane fetches (past n_kv: the last key; finite, and masked below).
         let my_key = (kv_base + min(key0 + lane, params.n_kv - 1u)) * D4;
-        var mine: array<vec4<f32>, D4>;
+        // Scores of the step's SG keys for the R rows, one K element at a time: each lane holds one
+        // vec4 of its key, and every row takes it from every lane.
+        var s = array<array<f32, SG>, R>();
         for (var e = 0u; e < D4; e++) {
-            mine[e] = k[my_key + e];
-        }
-        for (var c = 0u; c < SG; c++) {
-            var dot4: array<vec4<f32>, R>;
-            for (var j = 0u; j < R; j++) {
-                dot4[j] = vec4<f32>(0.0);
-            }
-            for (var e = 0u; e < D4; e++) {
-                let kc = subgroupShuffle(mine[e], c);
+            let mine = k[my_key + e];
+            for (var c = 0u; c < SG; c++) {
+                let kc = subgroupShuffle(mine, c);
                 for (var j = 0u; j < R; j++) {
-                    dot4[j] = fma(q_rows[j][e], kc, dot4[j]);
+                    s[j][c] += dot(q_rows[j][e], kc);
                 }
             }
+        }
+        for (var c = 0u; c < SG; c++) {
             // Keys past the walk (the last step's spare lanes) are masked for every row: no new block.
             if BLOCKS && key0 + c >= walk.end && key0 + c < tile.key_hi {
                 walk = close_block(rows, m, l, best, walk);
                 best = no_scores();
             }
             for (var j = 0u; j < R; j++) {
-                let mls = add_score(rows[j], key0 + c, dot4[j], m[j], l[j]);
+                let mls = add_score(rows[j], key0 + c, s[j][c], m[j], l[j]);
                 m[j] = mls.x;
                 l[j] = mls.y;
                 best[j] = max(best[j], mls.z);

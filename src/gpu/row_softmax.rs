@@ -88,8 +88,9 @@ const QUICK_FORM_FIRST: bool = cfg!(target_arch = "wasm32");
 
 /// CPU forms: rows per invocation (R) = this / head width, at most 2. More rows make each K read
 /// serve more rows, but the unrolled code, and its compile time, grow with them: on SwiftShader the
-/// subgroup form compiles in about 1.4 s at d = 128 with R = 2, and at d = 64 with R = 4 it did not
-/// finish before the browser's GPU watchdog gave up.
+/// subgroup form compiles in about 1.4 s at d = 128 with R = 2, and with R = 4 (at d = 64, and again
+/// at d = 128 after its key loop took the shape of flash_attention_subgroup.wgsl) it did not finish
+/// before the browser's GPU process gave up.
 const CPU_ROW_VALUES: u32 = 256;
 
 /// One launch's form and sizes.
