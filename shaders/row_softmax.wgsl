@@ -82,11 +82,12 @@ fn main(
             best = no_scores();
         }
         for (var j = 0u; j < R; j++) {
-            var dot4 = vec4<f32>(0.0);
+            // The order row_softmax_subgroup.wgsl sums in too (the same bits from either form).
+            var score = 0.0;
             for (var e = 0u; e < D4; e++) {
-                dot4 = fma(q_rows[j][e], k_row[e], dot4);
+                score += dot(q_rows[j][e], k_row[e]);
             }
-            let mls = add_score(rows[j], key, (dot4.x + dot4.y) + (dot4.z + dot4.w), m[j], l[j]);
+            let mls = add_score(rows[j], key, score, m[j], l[j]);
             m[j] = mls.x;
             l[j] = mls.y;
             best[j] = max(best[j], mls.z);

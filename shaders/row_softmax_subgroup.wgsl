@@ -61,8 +61,10 @@ fn main(
     for (var key0 = tile.key_lo; key0 < tile.key_hi; key0 += SG) {
         // The key this lane fetches (past n_kv: the last key; finite, and masked below).
         let my_key = (kv_base + min(key0 + lane, params.n_kv - 1u)) * D4;
-        // Scores of the step's SG keys for the R rows, one K element at a time: each lane holds one
-        // vec4 of its key, and every row takes it from every lane.
+        // Scores of the step's SG keys for the R rows, one K vec4 at a time: each lane holds one
+        // vec4 of its key, and every row takes it from every lane. A score sums its dot products in
+        // the order of row_softmax.wgsl, so both forms give the same bits and a shared link
+        // reproduces the exact probabilities whichever form ran.
         var s = array<array<f32, SG>, R>();
         for (var e = 0u; e < D4; e++) {
             let mine = k[my_key + e];
