@@ -23,7 +23,7 @@ mv dist/attention-lab_bg.wasm "dist/attention-lab-${hash}_bg.wasm"
 sed "s/attention-lab_bg.wasm/attention-lab-${hash}_bg.wasm/" dist/attention-lab.js > "dist/attention-lab-${hash}.js"
 rm dist/attention-lab.js
 sed "s#\./attention-lab\.js#./attention-lab-${hash}.js#" index.html > dist/index.html
-cp www/*.css www/favicon.png dist/www/
+cp www/*.css dist/www/
 
 wasm_bytes=$(stat -c %s "dist/attention-lab-${hash}_bg.wasm")
 gzip_bytes=$(gzip -9 -c "dist/attention-lab-${hash}_bg.wasm" | wc -c)
