@@ -36,7 +36,7 @@ fn row_of(kv_head: u32, row0: u32, lid: u32, j: u32) -> Row {
     return Row(row < rows_total, (kv_head * g + r % g) * params.n_q + i, key_lo(pos), key_hi(pos));
 }
 
-// Takes one key's scaled score for a row (the sum of its dot product's lanes): stores it (OUT_PROBS; the last pass turns it into a
+// Takes one key's scaled score for a row: stores it (OUT_PROBS; the last pass turns it into a
 // probability), and returns the row's running max m and sum l of exp(s - m) with it folded in (l is
 // rescaled when the max rises), and the score (NO_SCORE when masked). Masked keys add nothing and are
 // never exponentiated.

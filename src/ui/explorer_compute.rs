@@ -191,16 +191,13 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
 
     // One batch: the heads' maps at `output` (several calls for cross-attention with more queries than keys).
     let compute = async |heads: &[u32], batch: &BatchInputs, output: MapOutput, kernel_ms: &mut f64| {
-        let mut times = Timings::default();
         sinks.progress.try_update(|p| {
             p.batch = heads.len();
             p.partial = 0.0;
         });
         let progress = |fraction: f64| _ = sinks.progress.try_update(|p| p.partial = fraction);
         let steer = Steering { keep_going: &live, progress: &progress };
-        let result = head_values(&engine, &inputs, heads, batch, req.mask, output, &mut times, &steer).await;
-        *kernel_ms += times.kernel_ms;
-        result
+        head_values(&engine, &inputs, heads, batch, req.mask, output, kernel_ms, &steer).await
     };
 
     // The first batch's inputs are waited for; each later batch's are built while the GPU computes
@@ -299,12 +296,6 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     });
 }
 
-/// Where a batch's time went.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Timings {
-    pub kernel_ms: f64,
-}
-
 /// One batch's inputs: Q of its query heads and K of the KV heads they read, `[heads, n, d]` each.
 pub struct BatchInputs {
     q: Vec<f32>,
@@ -349,7 +340,7 @@ pub async fn overlapped<F: std::future::Future, T>(gpu_work: F, cpu_work: impl F
 /// engine. Cross-attention with more queries than keys runs in query chunks, each pooled on its
 /// own. On the GPU a pooled map with more work than one submission should hold is computed in
 /// slices of rows; `steer` hears how far it got after each and may stop it early (a newer request),
-/// leaving the maps incomplete.
+/// leaving the maps incomplete. Time spent awaiting the engine is added to `kernel_ms`.
 #[expect(clippy::too_many_arguments, reason = "a batch, its output and the job's bookkeeping")]
 pub async fn head_values(
     engine: &Engine,
@@ -358,7 +349,7 @@ pub async fn head_values(
     batch: &BatchInputs,
     mask: Mask,
     output: MapOutput,
-    times: &mut Timings,
+    kernel_ms: &mut f64,
     steer: &Steering<'_>,
 ) -> Result<Vec<Vec<f32>>, String> {
     let (n_q, n_kv, d) = (inputs.q_tokens().len() as u32, inputs.kv_tokens().len() as u32, inputs.layout.head_dim);
@@ -403,7 +394,7 @@ pub async fn head_values(
             let shape = AttentionShape { h_q, h_kv, n_q: range.1 - range.0, n_kv, d };
             let t0 = browser::now_ms();
             let out = engine.head_maps(&q, k, shape, mask, scale, piece).await?;
-            times.kernel_ms += browser::now_ms() - t0;
+            *kernel_ms += browser::now_ms() - t0;
             let each = out.len() / heads.len();
             for (i, chunk) in out.chunks(each.max(1)).enumerate() {
                 per_head[i].extend_from_slice(chunk);
@@ -431,7 +422,7 @@ pub async fn map_for_export(engine: &Engine, inputs: &LayerInputs, map: Arc<Head
     }
     let batch = batch_inputs(inputs, &[map.head], &mut KCache::new());
     let steer = Steering { keep_going: &|| true, progress: &|_| {} };
-    let mut values = head_values(engine, inputs, &[map.head], &batch, map.mask, MapOutput::Exact, &mut Timings::default(), &steer).await?;
+    let mut values = head_values(engine, inputs, &[map.head], &batch, map.mask, MapOutput::Exact, &mut 0.0, &steer).await?;
     let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
     Ok((Arc::new(exact), None))
 }
