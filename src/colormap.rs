@@ -138,7 +138,10 @@ mod tests {
     #[test]
     fn painter_rounds_to_the_nearest_step() {
         let lin = Painter::new(ColorScale::Linear, 0.5);
-        assert_eq!((lin.index(0.0), lin.index(0.5), lin.index(0.25), lin.index(-1.0), lin.index(f32::NAN), lin.index(2.0)), (0, 1023, 512, 0, 0, 1023));
+        assert_eq!(
+            (lin.index(0.0), lin.index(0.5), lin.index(0.25), lin.index(-1.0), lin.index(f32::NAN), lin.index(2.0)),
+            (0, 1023, 512, 0, 0, 1023)
+        );
         // 0.1 of 0.5 is position 0.2: 204.6 -> 205.
         assert_eq!(lin.index(0.1), 205);
         assert_eq!(lin.rgba(0.5), &[253, 231, 37, 255]);

@@ -82,10 +82,14 @@ impl Engine {
     /// An empty decode cache of `h_kv` heads of `d` dims for up to `capacity_tokens` tokens.
     pub fn decode_cache(&self, h_kv: u32, d: u32, capacity_tokens: u32) -> Result<DecodeCache, String> {
         match self {
-            Engine::WebGpu { ctx, .. } => KvCache::new(ctx, h_kv, d, capacity_tokens).map(DecodeCache::Gpu).map_err(|e| e.to_string()),
+            Engine::WebGpu { ctx, .. } => {
+                KvCache::new(ctx, h_kv, d, capacity_tokens).map(DecodeCache::Gpu).map_err(|e| e.to_string())
+            }
             Engine::Cpu { .. } => {
                 if h_kv == 0 || d == 0 || capacity_tokens == 0 {
-                    return Err(format!("a KV cache needs h_kv, d and capacity >= 1 (got {h_kv}, {d}, {capacity_tokens})"));
+                    return Err(format!(
+                        "a KV cache needs h_kv, d and capacity >= 1 (got {h_kv}, {d}, {capacity_tokens})"
+                    ));
                 }
                 let per_head = capacity_tokens as usize * d as usize;
                 Ok(DecodeCache::Cpu {
@@ -103,7 +107,9 @@ impl Engine {
     /// Appends one token's K and V rows (`[h_kv, d]` each) to the cache, without touching the past.
     pub fn append_kv(&self, cache: &mut DecodeCache, k_token: &[f32], v_token: &[f32]) -> Result<(), String> {
         match (self, cache) {
-            (Engine::WebGpu { ctx, .. }, DecodeCache::Gpu(c)) => c.append(ctx, k_token, v_token).map_err(|e| e.to_string()),
+            (Engine::WebGpu { ctx, .. }, DecodeCache::Gpu(c)) => {
+                c.append(ctx, k_token, v_token).map_err(|e| e.to_string())
+            }
             (_, DecodeCache::Cpu { k, v, h_kv, d, capacity, len }) => {
                 let want = (*h_kv * *d) as usize;
                 if k_token.len() != want || v_token.len() != want {
@@ -126,9 +132,18 @@ impl Engine {
 
     /// One decode step: `q` (`[h_q, d]`, one query per head, at the newest position) attends to the
     /// cache's tokens under `mask`. On the GPU this is the tiled kernel reading the persistent buffer.
-    pub async fn decode(&self, cache: &DecodeCache, q: &[f32], h_q: u32, mask: Mask, scale: f32) -> Result<Forward, String> {
+    pub async fn decode(
+        &self,
+        cache: &DecodeCache,
+        q: &[f32],
+        h_q: u32,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Forward, String> {
         match (self, cache) {
-            (Engine::WebGpu { ctx, kernels }, DecodeCache::Gpu(c)) => kernels.decode(ctx, c, q, h_q, mask, scale).await.map_err(|e| e.to_string()),
+            (Engine::WebGpu { ctx, kernels }, DecodeCache::Gpu(c)) => {
+                kernels.decode(ctx, c, q, h_q, mask, scale).await.map_err(|e| e.to_string())
+            }
             (_, DecodeCache::Cpu { k, v, h_kv, d, len, .. }) => {
                 let shape = AttentionShape { h_q, h_kv: *h_kv, n_q: 1, n_kv: *len, d: *d };
                 shape.validate()?;
@@ -145,7 +160,14 @@ impl Engine {
 
 /// The f64 CPU reference of one decode step over `k`/`v` laid out `[h_kv, n_kv, d]`: what the views
 /// check the GPU's answer against.
-pub fn reference_decode(q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Forward, String> {
+pub fn reference_decode(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    shape: AttentionShape,
+    mask: Mask,
+    scale: f32,
+) -> Result<Forward, String> {
     shape.validate()?;
     if q.len() != shape.q_len() || k.len() != shape.kv_len() || v.len() != shape.kv_len() {
         return Err("the reference decode got inputs of the wrong length".into());
@@ -194,12 +216,24 @@ impl Engine {
 
     /// The heatmap data of a batch of heads: every probability in one pass, or blocks pooled from each
     /// row's log-sum-exp. Heads wider than the kernels support fall back to the CPU reference.
-    pub async fn head_maps(&self, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: MapOutput) -> Result<Vec<f32>, String> {
+    pub async fn head_maps(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+        output: MapOutput,
+    ) -> Result<Vec<f32>, String> {
         shape.validate()?;
         match self {
             Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::MAX_HEAD_DIM => match output {
-                MapOutput::Exact => kernels.whole_probabilities(ctx, q, k, shape, mask, scale).await.map_err(|e| e.to_string()),
-                MapOutput::Pooled(map) => kernels.pooled_heads(ctx, q, k, shape, mask, scale, map).await.map_err(|e| e.to_string()),
+                MapOutput::Exact => {
+                    kernels.whole_probabilities(ctx, q, k, shape, mask, scale).await.map_err(|e| e.to_string())
+                }
+                MapOutput::Pooled(map) => {
+                    kernels.pooled_heads(ctx, q, k, shape, mask, scale, map).await.map_err(|e| e.to_string())
+                }
             },
             _ => {
                 check_cpu_size(shape).map_err(|e| match self {
@@ -215,9 +249,16 @@ impl Engine {
                     MapOutput::Exact => Ok(p),
                     // The reference takes queries as the last rows of the keys: whole maps only.
                     MapOutput::Pooled(map) if map.first == 0 && map.count == map.rows && map.n_q == shape.n_q => {
-                        Ok(crate::attention::pooled::pool_probabilities(&p, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool))
+                        Ok(crate::attention::pooled::pool_probabilities(
+                            &p, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool,
+                        ))
                     }
-                    MapOutput::Pooled(map) => Err(format!("the CPU reference pools whole maps, not rows {}..{} of {}", map.first, map.first + map.count, map.rows)),
+                    MapOutput::Pooled(map) => Err(format!(
+                        "the CPU reference pools whole maps, not rows {}..{} of {}",
+                        map.first,
+                        map.first + map.count,
+                        map.rows
+                    )),
                 }
             }
         }

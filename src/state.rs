@@ -11,12 +11,12 @@ use crate::attention::explore::ExplorerParams;
 use crate::attention::mask::{Mask, MaskKind};
 use crate::colormap::ColorScale;
 use crate::model::DType;
-use crate::model::encoding::decode_model;
-use crate::model::presets::{preset, PRESET_IDS};
 use crate::model::Model;
 use crate::model::Variant;
 use crate::model::budget::{DEFAULT_BUDGET_BYTES, format_gb, parse_gb};
+use crate::model::encoding::decode_model;
 use crate::model::plot::Axis;
+use crate::model::presets::{PRESET_IDS, preset};
 
 /// The top-level views (URL `view=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,12 +226,16 @@ impl AppState {
                         state.window_given = true;
                     })
                     .unwrap_or_else(&mut invalid),
-                "n" => parse_bounded(&value, 1, MAX_SEQ_TOKENS).map(|n| state.seq_tokens = Some(n)).unwrap_or_else(&mut invalid),
+                "n" => parse_bounded(&value, 1, MAX_SEQ_TOKENS)
+                    .map(|n| state.seq_tokens = Some(n))
+                    .unwrap_or_else(&mut invalid),
                 "d" => match value.parse::<u32>() {
                     Ok(d) if HEAD_DIMS.contains(&d) => state.head_dim = Some(d),
                     _ => invalid(format!("\"{value}\" is not a supported head dimension (32, 64, 128 or 256)")),
                 },
-                "chunk" => parse_bounded(&value, 1, MAX_WINDOW_TOKENS).map(|c| state.chunk = c).unwrap_or_else(&mut invalid),
+                "chunk" => {
+                    parse_bounded(&value, 1, MAX_WINDOW_TOKENS).map(|c| state.chunk = c).unwrap_or_else(&mut invalid)
+                }
                 "seed" => value
                     .parse::<u64>()
                     .map(|s| state.seed = s)
@@ -246,7 +250,9 @@ impl AppState {
                     state.text = value.chars().take(MAX_TEXT_CHARS).collect();
                 }
                 "model" if PRESET_IDS.contains(&value.as_str()) => state.model = value,
-                "model" => invalid(format!("\"{value}\" is not a known model (try llama-3-8b, mistral-7b, gemma-3-27b, deepseek-v3...)")),
+                "model" => invalid(format!(
+                    "\"{value}\" is not a known model (try llama-3-8b, mistral-7b, gemma-3-27b, deepseek-v3...)"
+                )),
                 "cfg" => match decode_model(&value) {
                     Ok(_) => state.cfg = Some(value),
                     Err(e) => invalid(format!("the model description could not be read ({e})")),
@@ -288,7 +294,10 @@ impl AppState {
         }
         let heads = state.resolved_model().n_q_heads;
         if state.explorer.heads.max_head().is_some_and(|h| h >= heads) {
-            notices.push(Notice(format!("Ignored heads: the model has query heads 0 to {}; showing all.", heads.saturating_sub(1))));
+            notices.push(Notice(format!(
+                "Ignored heads: the model has query heads 0 to {}; showing all.",
+                heads.saturating_sub(1)
+            )));
             state.explorer.heads = Default::default();
         }
         if state.explorer.focus.is_some_and(|h| h >= heads) {
@@ -486,7 +495,11 @@ mod tests {
             axis: Axis::Log,
             budget_bytes: 24_500_000_000,
             weights: Some(DType::Bf16),
-            variants: Some(vec![Variant::Mha, Variant::Gqa { groups: 4 }, Variant::Hybrid { local_per_global: 5, window_tokens: 1024 }]),
+            variants: Some(vec![
+                Variant::Mha,
+                Variant::Gqa { groups: 4 },
+                Variant::Hybrid { local_per_global: 5, window_tokens: 1024 },
+            ]),
             seq_tokens: Some(4096),
             head_dim: Some(128),
             mask_given: true,
@@ -511,9 +524,11 @@ mod tests {
 
     #[test]
     fn invalid_values_fall_back_with_notices() {
-        let (state, notices) = AppState::from_query("view=nope&mask=diag&window=0&seed=-3&backend=tpu&zzz=1&chunk=99999999999&scale=cubic\
+        let (state, notices) = AppState::from_query(
+            "view=nope&mask=diag&window=0&seed=-3&backend=tpu&zzz=1&chunk=99999999999&scale=cubic\
              &model=gpt-9&ctx=0&dtype=fp3&layer=x&cfg=%3Cscript%3E\
-             &axis=cubic&budget=-80&weights=fp64&variants=mha,gqa-2");
+             &axis=cubic&budget=-80&weights=fp64&variants=mha,gqa-2",
+        );
         assert_eq!(state, AppState::default());
         assert_eq!(notices.len(), 17, "{notices:?}");
         assert!(notices[0].0.contains("view"));

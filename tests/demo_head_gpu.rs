@@ -18,9 +18,20 @@ fn demo_head_probabilities_match_the_reference_for_every_mask() {
     let shape = AttentionShape::square(1, n, inputs.d_head as u32);
     let scale = 1.0 / (inputs.d_head as f32).sqrt();
     for mask in [Mask::Causal, Mask::Full, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
-        let forward = pollster::block_on(kernels.forward(&ctx, &inputs.q, &inputs.k, &inputs.v, shape, mask, scale)).expect("forward");
+        let forward = pollster::block_on(kernels.forward(&ctx, &inputs.q, &inputs.k, &inputs.v, shape, mask, scale))
+            .expect("forward");
         let region = ProbRegion { row0: 0, rows: n, col0: 0, cols: n };
-        let p = pollster::block_on(kernels.probabilities(&ctx, &inputs.q, &inputs.k, &forward.lse, shape, mask, scale, region)).expect("probabilities");
+        let p = pollster::block_on(kernels.probabilities(
+            &ctx,
+            &inputs.q,
+            &inputs.k,
+            &forward.lse,
+            shape,
+            mask,
+            scale,
+            region,
+        ))
+        .expect("probabilities");
         let expected = reference::probabilities(&inputs.q, &inputs.k, &shape, mask, scale);
         let worst = p.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(worst < 1e-4, "{mask:?}: probabilities differ by {worst}");

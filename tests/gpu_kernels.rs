@@ -6,7 +6,7 @@
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
 use attention_lab::attention::inputs::SplitMix64;
-use attention_lab::attention::pooled::{pool_probabilities, Pool, PooledMap};
+use attention_lab::attention::pooled::{Pool, PooledMap, pool_probabilities};
 use attention_lab::attention::reference;
 use attention_lab::attention::{AttentionShape, Mask};
 use attention_lab::gpu::flash_attention::{FlashBuffers, FlashTiles};
@@ -122,7 +122,9 @@ fn forward_matches_the_reference() {
     for (config, (tiles, unrolled)) in forced.into_iter().enumerate() {
         kernels.flash.force_tiles(tiles);
         kernels.flash.set_unrolled(unrolled);
-        check_forward_cases(&ctx, &kernels, &format!("{tiles:?} unrolled {unrolled}"), |n, d| config == 0 || (n % 3 == config % 3 && d <= 64));
+        check_forward_cases(&ctx, &kernels, &format!("{tiles:?} unrolled {unrolled}"), |n, d| {
+            config == 0 || (n % 3 == config % 3 && d <= 64)
+        });
     }
     close(ctx);
 }
@@ -193,7 +195,8 @@ fn probabilities_match_the_reference() {
         let adapters_form = kernels.rows.form();
         for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
             kernels.rows.set_form(form);
-            let got = pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, c.mask, scale)).expect("whole rows");
+            let got =
+                pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, c.mask, scale)).expect("whole rows");
             assert_close(&format!("row softmax ({form:?}) P of {what}"), &got, &want, 1e-4, 0.0);
             let got = pollster::block_on(kernels.log_sum_exp(&ctx, &q, &k, s, c.mask, scale)).expect("lse");
             assert_close(&format!("row softmax ({form:?}) lse of {what}"), &got, &want_lse, 1e-4, 1e-3);
@@ -201,10 +204,12 @@ fn probabilities_match_the_reference() {
         kernels.rows.set_form(adapters_form);
         // The whole matrix, then an off-centre window.
         let all = ProbRegion { row0: 0, rows: s.n_q, col0: 0, cols: s.n_kv };
-        let got = pollster::block_on(kernels.probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, all)).expect("probabilities");
+        let got = pollster::block_on(kernels.probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, all))
+            .expect("probabilities");
         assert_close(&format!("P of {what}"), &got, &want, 1e-4, 0.0);
         let win = ProbRegion { row0: 3, rows: s.n_q - 5, col0: 2, cols: s.n_kv - 3 };
-        let got = pollster::block_on(kernels.probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, win)).expect("window");
+        let got =
+            pollster::block_on(kernels.probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, win)).expect("window");
         let want_win: Vec<f32> = (0..s.h_q)
             .flat_map(|h| (win.row0..win.row0 + win.rows).map(move |i| (h, i)))
             .flat_map(|(h, i)| {
@@ -218,14 +223,23 @@ fn probabilities_match_the_reference() {
         for (rows, cols) in [(7, 9), (s.n_q, s.n_kv), (s.n_q + 3, 4), (1, 1), (3, s.n_kv + 2)] {
             for pool in [Pool::Max, Pool::Mean] {
                 let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, rows, cols, pool);
-                let got = pollster::block_on(kernels.pooled_probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, rows, cols, pool))
-                    .expect("pooled");
+                let got = pollster::block_on(
+                    kernels.pooled_probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, rows, cols, pool),
+                )
+                .expect("pooled");
                 assert_close(&format!("{pool:?} {rows}x{cols} of {what}"), &got, &want_pool, 1e-4, 0.0);
                 let map = PooledMap::whole(s.n_q, rows, cols, pool);
                 for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
                     kernels.rows.set_form(form);
-                    let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, map)).expect("pooled heads");
-                    assert_close(&format!("{pool:?} {rows}x{cols} pooled heads ({form:?}) of {what}"), &got, &want_pool, 1e-4, 0.0);
+                    let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, map))
+                        .expect("pooled heads");
+                    assert_close(
+                        &format!("{pool:?} {rows}x{cols} pooled heads ({form:?}) of {what}"),
+                        &got,
+                        &want_pool,
+                        1e-4,
+                        0.0,
+                    );
                 }
                 kernels.rows.set_form(adapters_form);
                 // In slices of rows (a long head, one submission per slice), each from its own queries.
@@ -234,14 +248,27 @@ fn probabilities_match_the_reference() {
                     for slice in map.slices(3) {
                         let (q0, q1) = slice.queries();
                         let d = s.d as usize;
-                        let q_slice: Vec<f32> = (0..s.h_q as usize).flat_map(|h| q[(h * s.n_q as usize + q0 as usize) * d..(h * s.n_q as usize + q1 as usize) * d].to_vec()).collect();
+                        let q_slice: Vec<f32> = (0..s.h_q as usize)
+                            .flat_map(|h| {
+                                q[(h * s.n_q as usize + q0 as usize) * d..(h * s.n_q as usize + q1 as usize) * d]
+                                    .to_vec()
+                            })
+                            .collect();
                         let shape = AttentionShape { n_q: q1 - q0, ..s };
-                        let got = pollster::block_on(kernels.pooled_heads(&ctx, &q_slice, &k, shape, c.mask, scale, slice)).expect("pooled slice");
+                        let got =
+                            pollster::block_on(kernels.pooled_heads(&ctx, &q_slice, &k, shape, c.mask, scale, slice))
+                                .expect("pooled slice");
                         for (h, part) in got.chunks(got.len() / s.h_q as usize).enumerate() {
                             by_head[h].extend_from_slice(part);
                         }
                     }
-                    assert_close(&format!("{pool:?} {rows}x{cols} pooled in slices, {what}"), &by_head.concat(), &want_pool, 1e-4, 0.0);
+                    assert_close(
+                        &format!("{pool:?} {rows}x{cols} pooled in slices, {what}"),
+                        &by_head.concat(),
+                        &want_pool,
+                        1e-4,
+                        0.0,
+                    );
                 }
             }
         }
@@ -257,13 +284,24 @@ fn reused_buffers_never_show_an_earlier_jobs_values() {
     let kernels = Kernels::new(&ctx);
     let s = AttentionShape { h_q: 4, h_kv: 2, n_q: 40, n_kv: 40, d: 32 };
     let scale = 1.0 / (s.d as f32).sqrt();
-    for (n, mask) in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 6 }].into_iter().enumerate() {
+    for (n, mask) in
+        [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 6 }].into_iter().enumerate()
+    {
         let (q, k, _) = inputs(&s, 1.0, 900 + n as u64);
         let want = reference::probabilities(&q, &k, &s, mask, scale);
         let got = pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, mask, scale)).expect("whole rows");
         assert_close(&format!("P after earlier jobs, {mask:?}"), &got, &want, 1e-4, 0.0);
         let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, 9, 9, Pool::Mean);
-        let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, mask, scale, PooledMap::whole(s.n_q, 9, 9, Pool::Mean))).expect("pooled heads");
+        let got = pollster::block_on(kernels.pooled_heads(
+            &ctx,
+            &q,
+            &k,
+            s,
+            mask,
+            scale,
+            PooledMap::whole(s.n_q, 9, 9, Pool::Mean),
+        ))
+        .expect("pooled heads");
         assert_close(&format!("pooled after earlier jobs, {mask:?}"), &got, &want_pool, 1e-4, 0.0);
         assert!(ctx.spare_bytes() > 0, "finished jobs give their buffers back");
     }
@@ -287,7 +325,8 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
         let (q, k, v) = inputs(&c.shape, c.amp, 900 + n as u64);
         let scale = 1.0 / (c.shape.d as f32).sqrt();
         let want = reference::forward(&q, &k, &v, &c.shape, c.mask, scale);
-        let got = pollster::block_on(kernels.naive_forward(&ctx, &q, &k, &v, c.shape, c.mask, scale)).expect("naive runs");
+        let got =
+            pollster::block_on(kernels.naive_forward(&ctx, &q, &k, &v, c.shape, c.mask, scale)).expect("naive runs");
         let what = format!("naive {:?} {:?}", c.shape, c.mask);
         assert_close(&format!("O of {what}"), &got.o, &want.o, 1e-4, 1e-3);
         assert_close(&format!("lse of {what}"), &got.lse, &want.lse, 1e-4, 1e-3);
@@ -317,7 +356,9 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
             let got = pollster::block_on(kernels.decode(&ctx, &cache, &q_t, h_q, mask, scale)).expect("decode");
             // Reference over keys 0..=t: K/V rows re-packed as [h_kv, t + 1, d].
             let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: t + 1, d };
-            let prefix = |x: &[f32]| -> Vec<f32> { (0..h_kv).flat_map(|h| x[(h * steps * d) as usize..][..((t + 1) * d) as usize].to_vec()).collect() };
+            let prefix = |x: &[f32]| -> Vec<f32> {
+                (0..h_kv).flat_map(|h| x[(h * steps * d) as usize..][..((t + 1) * d) as usize].to_vec()).collect()
+            };
             let want = reference::forward(&q_t, &prefix(&k_all), &prefix(&v_all), &shape, mask, scale);
             assert_close(&format!("decode O, {mask:?}, step {t}"), &got.o, &want.o, 1e-4, 1e-3);
             assert_close(&format!("decode lse, {mask:?}, step {t}"), &got.lse, &want.lse, 1e-4, 1e-3);

@@ -30,9 +30,7 @@ fn capabilities(name: &str) -> Capabilities {
 }
 
 fn validate(module: &naga::Module, capabilities: Capabilities) -> naga::valid::ModuleInfo {
-    Validator::new(ValidationFlags::all(), capabilities)
-        .validate(module)
-        .unwrap_or_else(|e| panic!("invalid: {e:?}"))
+    Validator::new(ValidationFlags::all(), capabilities).validate(module).unwrap_or_else(|e| panic!("invalid: {e:?}"))
 }
 
 #[test]
@@ -41,8 +39,10 @@ fn every_shader_validates_within_web_limits() {
     assert!(!files.is_empty(), "no shaders found");
     for path in files {
         let name = path.file_name().expect("file name").to_string_lossy().into_owned();
-        let source = attention_lab::gpu::shader_text::with_includes(&fs::read_to_string(&path).expect("readable shader"));
-        let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
+        let source =
+            attention_lab::gpu::shader_text::with_includes(&fs::read_to_string(&path).expect("readable shader"));
+        let module =
+            naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
         let info = validate(&module, capabilities(&name));
         assert!(!module.entry_points.is_empty(), "{name}: no entry point");
         for ep in &module.entry_points {
@@ -72,9 +72,20 @@ fn every_shader_validates_within_web_limits() {
                 }
             }
             let invocations: u32 = resolved_ep.workgroup_size.iter().product();
-            println!("{name}::{}: {storage_buffers} storage buffers, {workgroup_bytes} B workgroup memory, {invocations} invocations", ep.name);
-            assert!(storage_buffers <= MAX_STORAGE_BUFFERS_PER_STAGE, "{name}::{}: {storage_buffers} storage buffers", ep.name);
-            assert!(workgroup_bytes <= MAX_WORKGROUP_BYTES, "{name}::{}: {workgroup_bytes} B of workgroup memory", ep.name);
+            println!(
+                "{name}::{}: {storage_buffers} storage buffers, {workgroup_bytes} B workgroup memory, {invocations} invocations",
+                ep.name
+            );
+            assert!(
+                storage_buffers <= MAX_STORAGE_BUFFERS_PER_STAGE,
+                "{name}::{}: {storage_buffers} storage buffers",
+                ep.name
+            );
+            assert!(
+                workgroup_bytes <= MAX_WORKGROUP_BYTES,
+                "{name}::{}: {workgroup_bytes} B of workgroup memory",
+                ep.name
+            );
             assert!(invocations <= MAX_INVOCATIONS, "{name}::{}: {invocations} invocations", ep.name);
         }
     }

@@ -4,10 +4,10 @@
 #![cfg(target_arch = "wasm32")]
 
 use attention_lab::attention::inputs::SplitMix64;
-use attention_lab::attention::pooled::{pool_probabilities, Pool, PooledMap};
-use attention_lab::attention::{reference, AttentionShape, Mask};
+use attention_lab::attention::pooled::{Pool, PooledMap, pool_probabilities};
+use attention_lab::attention::{AttentionShape, Mask, reference};
 use attention_lab::gpu::row_softmax::RowOutput;
-use attention_lab::gpu::{launch, GpuContext, Kernels, ProbRegion};
+use attention_lab::gpu::{GpuContext, Kernels, ProbRegion, launch};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -45,7 +45,11 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
     for (i, ((shape, mask), unrolled)) in runs.enumerate() {
         kernels.flash.set_unrolled(unrolled);
         let seed = 100 + i as u64;
-        let (q, k, v) = (random(shape.q_len(), seed, 2.0), random(shape.kv_len(), seed + 1, 2.0), random(shape.kv_len(), seed + 2, 1.0));
+        let (q, k, v) = (
+            random(shape.q_len(), seed, 2.0),
+            random(shape.kv_len(), seed + 1, 2.0),
+            random(shape.kv_len(), seed + 2, 1.0),
+        );
         let scale = 1.0 / (shape.d as f32).sqrt();
         let expected = reference::forward(&q, &k, &v, &shape, mask, scale);
         let got = kernels.forward(&ctx, &q, &k, &v, shape, mask, scale).await.expect("forward");
@@ -75,7 +79,10 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
                 if form == "fast" {
                     kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::Blocks { cols, pool });
                 }
-                let got = kernels.pooled_heads(&ctx, &q, &k, shape, mask, scale, PooledMap::whole(shape.n_q, rows, cols, pool)).await.expect("pooled heads");
+                let got = kernels
+                    .pooled_heads(&ctx, &q, &k, shape, mask, scale, PooledMap::whole(shape.n_q, rows, cols, pool))
+                    .await
+                    .expect("pooled heads");
                 let want = pool_probabilities(&want_p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool);
                 let err = max_abs_diff(&got, &want);
                 assert!(err < 1e-4, "case {i} {mask:?}: {pool:?}-pooled heads ({form}) differ by {err}");

@@ -15,7 +15,11 @@ pub const MAX_GENERATED: u32 = 65_536;
 /// which other views accept): the explorer shows the first `MAX_GENERATED` tokens and says so.
 pub fn generated_cap_notice(n: u32) -> Option<String> {
     (n > MAX_GENERATED).then(|| {
-        format!("n = {} is more than the explorer generates; it shows the first {} tokens.", thousands(n), thousands(MAX_GENERATED))
+        format!(
+            "n = {} is more than the explorer generates; it shows the first {} tokens.",
+            thousands(n),
+            thousands(MAX_GENERATED)
+        )
     })
 }
 
@@ -147,7 +151,16 @@ pub struct ExplorerParams {
 
 impl Default for ExplorerParams {
     fn default() -> Self {
-        Self { tok: TokenMode::Word, src: None, heads: HeadSelection::All, pool: Pool::Max, focus: None, teach: true, tiles: false, steps: false }
+        Self {
+            tok: TokenMode::Word,
+            src: None,
+            heads: HeadSelection::All,
+            pool: Pool::Max,
+            focus: None,
+            teach: true,
+            tiles: false,
+            steps: false,
+        }
     }
 }
 
@@ -162,7 +175,9 @@ impl ExplorerParams {
             "src" => self.src = Some(value.chars().take(crate::state::MAX_TEXT_CHARS).collect()),
             "heads" => self.heads = HeadSelection::parse(value)?,
             "pool" => self.pool = parse_pool(value)?,
-            "focus" => self.focus = Some(value.parse::<u32>().map_err(|_| format!("\"{value}\" is not a head number"))?),
+            "focus" => {
+                self.focus = Some(value.parse::<u32>().map_err(|_| format!("\"{value}\" is not a head number"))?)
+            }
             "teach" => self.teach = parse_on_off(value)?,
             "tiles" => self.tiles = parse_on_off(value)?,
             "steps" => self.steps = parse_on_off(value)?,
@@ -206,13 +221,22 @@ impl ExplorerParams {
 /// Splits query heads into GPU batches: heads of one KV group go together (they share its K/V), and a
 /// batch stays under `max_work` (multiply-adds of `Q·Kᵀ`, about what the GPU does per batch) and
 /// `max_q_floats` (the Q buffer), so long sequences show progress head by head.
-pub fn batches(heads: &[u32], group: u32, per_head_work: u64, per_head_q_floats: u64, max_work: u64, max_q_floats: u64) -> Vec<Vec<u32>> {
+pub fn batches(
+    heads: &[u32],
+    group: u32,
+    per_head_work: u64,
+    per_head_q_floats: u64,
+    max_work: u64,
+    max_q_floats: u64,
+) -> Vec<Vec<u32>> {
     let g = group.max(1);
     let mut out: Vec<Vec<u32>> = Vec::new();
     for &h in heads {
         let fits = out.last().is_some_and(|b: &Vec<u32>| {
             let next = b.len() as u64 + 1;
-            b[0] / g == h / g && next * per_head_work <= max_work.max(per_head_work) && next * per_head_q_floats <= max_q_floats.max(per_head_q_floats)
+            b[0] / g == h / g
+                && next * per_head_work <= max_work.max(per_head_work)
+                && next * per_head_q_floats <= max_q_floats.max(per_head_q_floats)
         });
         match out.last_mut() {
             Some(b) if fits => b.push(h),
@@ -264,7 +288,9 @@ mod tests {
         assert_eq!(pooled_export_notice(3, (4096, 4096), (160, 160), true), None);
         assert_eq!(
             pooled_export_notice(3, (4097, 4096), (160, 160), true).as_deref(),
-            Some("Head 3: its 4097 x 4096 = 16781312 probabilities are more than an export holds (16777216), so the file holds its 160 x 160 pooled blocks.")
+            Some(
+                "Head 3: its 4097 x 4096 = 16781312 probabilities are more than an export holds (16777216), so the file holds its 160 x 160 pooled blocks."
+            )
         );
         assert!(pooled_export_notice(0, (512, 512), (160, 160), false).is_some_and(|n| n.contains("without the GPU")));
     }
@@ -340,7 +366,13 @@ mod tests {
 /// Whether the block of query rows `i_a..i_b` and keys `j_a..j_b` holds any pair the mask lets through
 /// (queries sit at `q_offset + i`). Every mask's visible range `[lo, hi)` grows with the position, so
 /// the first row whose range reaches past `j_a` has the lowest `lo` of the rows that do.
-pub fn block_visible(mask: super::mask::Mask, q_offset: u32, n_kv: u32, (i_a, i_b): (u32, u32), (j_a, j_b): (u32, u32)) -> bool {
+pub fn block_visible(
+    mask: super::mask::Mask,
+    q_offset: u32,
+    n_kv: u32,
+    (i_a, i_b): (u32, u32),
+    (j_a, j_b): (u32, u32),
+) -> bool {
     if i_a >= i_b || j_a >= j_b {
         return false;
     }
@@ -369,7 +401,11 @@ mod block_tests {
                         for j_a in 0..n_kv {
                             for j_b in j_a + 1..=n_kv {
                                 let brute = (i_a..i_b).any(|i| (j_a..j_b).any(|j| mask.visible(off + i, j)));
-                                assert_eq!(block_visible(mask, off, n_kv, (i_a, i_b), (j_a, j_b)), brute, "{mask:?} {i_a}..{i_b} x {j_a}..{j_b}");
+                                assert_eq!(
+                                    block_visible(mask, off, n_kv, (i_a, i_b), (j_a, j_b)),
+                                    brute,
+                                    "{mask:?} {i_a}..{i_b} x {j_a}..{j_b}"
+                                );
                             }
                         }
                     }

@@ -59,7 +59,8 @@ impl HeadMap {
 
     /// Tokens along one axis for the cells (the first token of each block when pooled).
     pub fn axis_tokens(&self, rows: bool) -> Vec<String> {
-        let (cells, n, tokens) = if rows { (self.rows, self.n_q, &self.row_tokens) } else { (self.cols, self.n_kv, &self.col_tokens) };
+        let (cells, n, tokens) =
+            if rows { (self.rows, self.n_q, &self.row_tokens) } else { (self.cols, self.n_kv, &self.col_tokens) };
         (0..cells).map(|c| tokens.get(block_range(c, cells, n).0 as usize).cloned().unwrap_or_default()).collect()
     }
 
@@ -69,7 +70,8 @@ impl HeadMap {
         let ((i_a, i_b), (j_a, j_b)) = self.cell_ranges(row, col);
         match self.pooled {
             None => {
-                let shown = if self.mask.visible(self.q_offset + row, col) { format!("p = {v:.4}") } else { "masked".into() };
+                let shown =
+                    if self.mask.visible(self.q_offset + row, col) { format!("p = {v:.4}") } else { "masked".into() };
                 format!(
                     "query “{}” ({row}) → key “{}” ({col}): {shown}",
                     display_token(&self.row_tokens[row as usize]),
@@ -77,7 +79,11 @@ impl HeadMap {
                 )
             }
             Some(pool) => {
-                let shown = if self.cell_masked(row, col) { "masked".into() } else { format!("{} p = {v:.4}", pool_name(pool)) };
+                let shown = if self.cell_masked(row, col) {
+                    "masked".into()
+                } else {
+                    format!("{} p = {v:.4}", pool_name(pool))
+                };
                 format!("queries {i_a}–{} → keys {j_a}–{}: {shown}", i_b - 1, j_b - 1)
             }
         }
@@ -122,7 +128,21 @@ mod tests {
 
     fn map(values: Vec<f32>, rows: u32, cols: u32, n: u32, pooled: Option<Pool>, mask: Mask) -> HeadMap {
         let tokens = Arc::new((0..n).map(|i| format!("t{i}")).collect::<Vec<_>>());
-        HeadMap { head: 3, kv_head: 1, teaching: None, rows, cols, values, pooled, n_q: n, n_kv: n, row_tokens: tokens.clone(), col_tokens: tokens, mask, q_offset: 0 }
+        HeadMap {
+            head: 3,
+            kv_head: 1,
+            teaching: None,
+            rows,
+            cols,
+            values,
+            pooled,
+            n_q: n,
+            n_kv: n,
+            row_tokens: tokens.clone(),
+            col_tokens: tokens,
+            mask,
+            q_offset: 0,
+        }
     }
 
     fn rgb(word: u32) -> [u8; 3] {

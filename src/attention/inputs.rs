@@ -121,7 +121,14 @@ pub fn single_head_inputs(text: &str, seed: u64) -> HeadInputs {
     let mut x = embed(&tokens, DEMO_D_MODEL, seed);
     add_sinusoidal_positions(&mut x, DEMO_D_MODEL);
     // Distinct streams for the three projections, all derived from the one seed.
-    let project = |stream: u64| matmul(&x, &projection(DEMO_D_MODEL, DEMO_D_HEAD, seed.wrapping_mul(31).wrapping_add(stream)), DEMO_D_MODEL, DEMO_D_HEAD);
+    let project = |stream: u64| {
+        matmul(
+            &x,
+            &projection(DEMO_D_MODEL, DEMO_D_HEAD, seed.wrapping_mul(31).wrapping_add(stream)),
+            DEMO_D_MODEL,
+            DEMO_D_HEAD,
+        )
+    };
     HeadInputs { q: project(1), k: project(2), v: project(3), tokens, d_head: DEMO_D_HEAD }
 }
 
@@ -131,7 +138,10 @@ mod tests {
 
     #[test]
     fn splits_words_and_punctuation() {
-        assert_eq!(word_tokens("The cat's hat, on  the mat."), vec!["The", "cat's", "hat", ",", "on", "the", "mat", "."]);
+        assert_eq!(
+            word_tokens("The cat's hat, on  the mat."),
+            vec!["The", "cat's", "hat", ",", "on", "the", "mat", "."]
+        );
         assert!(word_tokens("   ").is_empty());
         assert_eq!(word_tokens("'quoted'"), vec!["'", "quoted'"]);
     }

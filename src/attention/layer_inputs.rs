@@ -146,7 +146,9 @@ impl Side {
                     .collect();
                 let x = embed(&distinct, D_MODEL, seed);
                 let rope = match layout.positional {
-                    Positional::Rope { theta, partial_rotary_factor } => Some(RopeTable::new(n, d, theta, partial_rotary_factor)),
+                    Positional::Rope { theta, partial_rotary_factor } => {
+                        Some(RopeTable::new(n, d, theta, partial_rotary_factor))
+                    }
                     _ => None,
                 };
                 Self { tokens, x, ids: Some(ids), rope }
@@ -192,9 +194,16 @@ pub struct LayerInputs {
 impl LayerInputs {
     /// Self-attention over `tokens`, or cross-attention when `kv_tokens` is given (queries from
     /// `tokens`, keys and values from `kv_tokens`, each side with its own positions from 0).
-    pub fn new(layout: LayerLayout, tokens: Vec<String>, kv_tokens: Option<Vec<String>>, seed: u64, teaching: bool) -> Self {
+    pub fn new(
+        layout: LayerLayout,
+        tokens: Vec<String>,
+        kv_tokens: Option<Vec<String>>,
+        seed: u64,
+        teaching: bool,
+    ) -> Self {
         let d = layout.head_dim as usize;
-        let designer = (teaching && d >= 8).then(|| Designer::new(d, &tokens, kv_tokens.as_deref().unwrap_or(&tokens), seed));
+        let designer =
+            (teaching && d >= 8).then(|| Designer::new(d, &tokens, kv_tokens.as_deref().unwrap_or(&tokens), seed));
         let queries = Side::new(tokens, &layout, seed);
         let keys = kv_tokens.map(|t| Side::new(t, &layout, seed));
         Self { layout, seed, teaching, queries, keys, designer }
@@ -232,7 +241,10 @@ impl LayerInputs {
         if let (Some(kind), Some(des)) = (self.teaching_head(h), &self.designer) {
             return des.queries(kind, &self.queries.tokens, 0, self.kv_tokens().len());
         }
-        let w: Vec<f32> = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_Q, h)).iter().map(|x| x * Q_GAIN).collect();
+        let w: Vec<f32> = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_Q, h))
+            .iter()
+            .map(|x| x * Q_GAIN)
+            .collect();
         self.queries.project(&w, d, true)
     }
 
@@ -253,7 +265,11 @@ impl LayerInputs {
             k.clone()
         } else {
             let d = self.layout.head_dim as usize;
-            self.kv_side().project(&projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_V, g)), d, false)
+            self.kv_side().project(
+                &projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_V, g)),
+                d,
+                false,
+            )
         };
         (k, v)
     }
@@ -286,7 +302,9 @@ mod tests {
         assert_eq!(LayerLayout::of(gemma, 5).mask(), Mask::Causal);
         let g4 = LayerLayout::of(preset("gemma-4-12b").unwrap(), 5);
         assert_eq!((g4.n_kv_heads, g4.head_dim, g4.k_eq_v), (1, 512, true));
-        assert!(matches!(g4.positional, Positional::Rope { partial_rotary_factor, .. } if partial_rotary_factor == 0.25));
+        assert!(
+            matches!(g4.positional, Positional::Rope { partial_rotary_factor, .. } if partial_rotary_factor == 0.25)
+        );
         let scout = LayerLayout::of(preset("llama-4-scout").unwrap(), 0);
         assert_eq!(scout.mask(), Mask::Chunked { chunk: 8192 });
         assert_eq!(LayerLayout::of(preset("llama-4-scout").unwrap(), 3).positional, Positional::NoPe);

@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(&bytes[10 + header_len..][..4], &1.0f32.to_le_bytes());
         let strings = npy_unicode(&["ab".into(), "é".into()]);
         let h = u16::from_le_bytes([strings[8], strings[9]]) as usize;
-        assert!(std::str::from_utf8(&strings[10..10 + h]).unwrap().contains("'descr': '<U2'") );
+        assert!(std::str::from_utf8(&strings[10..10 + h]).unwrap().contains("'descr': '<U2'"));
         assert!(std::str::from_utf8(&strings[10..10 + h]).unwrap().contains("'shape': (2,)"));
         assert_eq!(&strings[10 + h..], &[b'a', 0, 0, 0, b'b', 0, 0, 0, 0xE9, 0, 0, 0, 0, 0, 0, 0]);
     }

@@ -29,7 +29,15 @@ pub fn block_range(b: u32, count: u32, n: u32) -> (u32, u32) {
 }
 
 /// Pools probabilities `p` (`[heads, n_q, n_kv]`) to `[heads, out_rows, out_cols]`.
-pub fn pool_probabilities(p: &[f32], heads: u32, n_q: u32, n_kv: u32, out_rows: u32, out_cols: u32, pool: Pool) -> Vec<f32> {
+pub fn pool_probabilities(
+    p: &[f32],
+    heads: u32,
+    n_q: u32,
+    n_kv: u32,
+    out_rows: u32,
+    out_cols: u32,
+    pool: Pool,
+) -> Vec<f32> {
     let mut out = Vec::with_capacity((heads * out_rows * out_cols) as usize);
     for h in 0..heads {
         let head = &p[(h * n_q * n_kv) as usize..][..(n_q * n_kv) as usize];
@@ -72,7 +80,10 @@ impl PooledMap {
 
     /// The queries the wanted rows cover, `(start, end)`.
     pub fn queries(&self) -> (u32, u32) {
-        (block_range(self.first, self.rows, self.n_q).0, block_range(self.first + self.count.max(1) - 1, self.rows, self.n_q).1)
+        (
+            block_range(self.first, self.rows, self.n_q).0,
+            block_range(self.first + self.count.max(1) - 1, self.rows, self.n_q).1,
+        )
     }
 
     /// The map in `parts` slices of near-equal row counts (fewer when it has fewer rows), in order.

@@ -16,7 +16,15 @@ pub struct Forward {
 }
 
 /// Scaled, masked scores of one query row against every key, as f64; masked keys are `None`.
-fn row_scores(q: &[f32], k: &[f32], shape: &AttentionShape, mask: Mask, scale: f32, h: u32, i: u32) -> Vec<Option<f64>> {
+fn row_scores(
+    q: &[f32],
+    k: &[f32],
+    shape: &AttentionShape,
+    mask: Mask,
+    scale: f32,
+    h: u32,
+    i: u32,
+) -> Vec<Option<f64>> {
     let d = shape.d as usize;
     let kv_h = shape.kv_head(h) as usize;
     let q_row = &q[((h * shape.n_q + i) as usize) * d..][..d];

@@ -100,7 +100,10 @@ mod tests {
         for pos in [0, 1, 63, 64, 65, 1000, 4999] {
             for (j, &w) in freqs.iter().enumerate() {
                 let (s, c) = (pos as f64 * w).sin_cos();
-                assert!((sin[pos * 4 + j] - s).abs() < 1e-12 && (cos[pos * 4 + j] - c).abs() < 1e-12, "pos {pos}, w {w}");
+                assert!(
+                    (sin[pos * 4 + j] - s).abs() < 1e-12 && (cos[pos * 4 + j] - c).abs() < 1e-12,
+                    "pos {pos}, w {w}"
+                );
             }
         }
     }

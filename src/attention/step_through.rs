@@ -25,13 +25,23 @@ pub struct Steps {
 
 /// Runs the steps. `q` is `[n_q, d]`, `k` and `v` `[n_kv, d]`; query `i` sits at position
 /// `n_kv - n_q + i`, as in [`super::AttentionShape`].
-pub fn step_through(q: &[f32], k: &[f32], v: &[f32], n_q: usize, n_kv: usize, d: usize, mask: Mask, scale: f32) -> Steps {
+pub fn step_through(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n_q: usize,
+    n_kv: usize,
+    d: usize,
+    mask: Mask,
+    scale: f32,
+) -> Steps {
     let scale = f64::from(scale);
     let offset = n_kv.saturating_sub(n_q) as u32;
     let mut scores = Vec::with_capacity(n_q * n_kv);
     for i in 0..n_q {
         for j in 0..n_kv {
-            let dot: f64 = q[i * d..][..d].iter().zip(&k[j * d..][..d]).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            let dot: f64 =
+                q[i * d..][..d].iter().zip(&k[j * d..][..d]).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
             scores.push(dot);
         }
     }
@@ -69,8 +79,8 @@ pub fn step_through(q: &[f32], k: &[f32], v: &[f32], n_q: usize, n_kv: usize, d:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::reference;
     use crate::attention::AttentionShape;
+    use crate::attention::reference;
 
     #[test]
     fn two_tokens_by_hand() {

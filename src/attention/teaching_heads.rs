@@ -102,9 +102,7 @@ impl Blocks {
 
 /// Angular frequencies of the positional block: log-spaced from 2 rad down to 2e-4 rad per token.
 pub fn frequencies(count: usize) -> Vec<f64> {
-    (0..count)
-        .map(|m| if count == 1 { 2.0 } else { 2.0 * 1e-4f64.powf(m as f64 / (count - 1) as f64) })
-        .collect()
+    (0..count).map(|m| if count == 1 { 2.0 } else { 2.0 * 1e-4f64.powf(m as f64 / (count - 1) as f64) }).collect()
 }
 
 /// Frequencies the local head uses (the slow ones).
@@ -211,7 +209,9 @@ impl Designer {
         for (i, row) in q.chunks_mut(d).enumerate() {
             let pos = (pos0 + i) as i64;
             match head {
-                TeachingHead::PreviousToken => self.put_pos(row, pos - 1, unscale * MARGIN / drop_one(&all), f64::INFINITY),
+                TeachingHead::PreviousToken => {
+                    self.put_pos(row, pos - 1, unscale * MARGIN / drop_one(&all), f64::INFINITY)
+                }
                 TeachingHead::FirstTokenSink => row[0] = (unscale * (MARGIN + (n_kv.max(1) as f64).ln())) as f32,
                 TeachingHead::SameToken | TeachingHead::Induction => {
                     let at = if head == TeachingHead::SameToken { b.tok0() } else { b.prev0() };

@@ -79,7 +79,8 @@ pub const GENERATED_VOCAB: [&str; 24] = [
 pub fn generated_tokens(n: usize, seed: u64) -> Vec<String> {
     let half = n.div_ceil(2);
     let mut rng = SplitMix64::new(seed ^ 0x6765_6E65_7261_7465);
-    let first: Vec<&str> = (0..half).map(|_| GENERATED_VOCAB[(rng.next_u64() % GENERATED_VOCAB.len() as u64) as usize]).collect();
+    let first: Vec<&str> =
+        (0..half).map(|_| GENERATED_VOCAB[(rng.next_u64() % GENERATED_VOCAB.len() as u64) as usize]).collect();
     (0..n).map(|i| first[if i < half { i } else { i - half }].to_string()).collect()
 }
 

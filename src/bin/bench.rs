@@ -40,7 +40,13 @@ mod native {
     }
 
     fn parse() -> Result<Args, String> {
-        let mut args = Args { filter: BenchFilter::default(), json: false, reps: Repetitions::default(), tiles: None, heads: None };
+        let mut args = Args {
+            filter: BenchFilter::default(),
+            json: false,
+            reps: Repetitions::default(),
+            tiles: None,
+            heads: None,
+        };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "--json" {
@@ -61,7 +67,8 @@ mod native {
                     let (spec, stage_kv) = value.strip_suffix('s').map_or((value.as_str(), false), |v| (v, true));
                     let (rows, keys) = spec.split_once('x').ok_or("--tiles wants ROWSxKEYS[s], e.g. 128x16")?;
                     let parse = |x: &str| x.parse::<u32>().map_err(|e| format!("--tiles {value}: {e}"));
-                    args.tiles = Some(FlashTiles { rows_per_workgroup: parse(rows)?, keys_per_tile: parse(keys)?, stage_kv });
+                    args.tiles =
+                        Some(FlashTiles { rows_per_workgroup: parse(rows)?, keys_per_tile: parse(keys)?, stage_kv });
                 }
                 "--heads" => {
                     let (hq, hkv) = value.split_once('/').ok_or("--heads wants HQ/HKV, e.g. 8/8")?;
@@ -81,11 +88,25 @@ mod native {
         match (r.ms_median, r.ms_min, r.gflops) {
             (Some(med), Some(min), Some(g)) => format!(
                 "{:<6} {:>6} {:>6} {:>4} {:<12} {:>10.2} {:>10.2} {:>9.2} {:>7.1}% {:>11.1}",
-                r.kernel, r.n, heads, r.d, mask, med, min, g, 100.0 * g / r.fma_gflops, mib
+                r.kernel,
+                r.n,
+                heads,
+                r.d,
+                mask,
+                med,
+                min,
+                g,
+                100.0 * g / r.fma_gflops,
+                mib
             ),
             _ => format!(
                 "{:<6} {:>6} {:>6} {:>4} {:<12} {}",
-                r.kernel, r.n, heads, r.d, mask, r.note.as_deref().unwrap_or("did not run")
+                r.kernel,
+                r.n,
+                heads,
+                r.d,
+                mask,
+                r.note.as_deref().unwrap_or("did not run")
             ),
         }
     }
@@ -98,13 +119,25 @@ mod native {
             kernels.flash.force_tiles(args.tiles);
             let fma = bench::measure_fma_gflops(&ctx, &kernels, now_ms).await.map_err(|e| e.to_string())?;
             if !args.json {
-                println!("adapter: {} · timing: {}", ctx.adapter, if ctx.timestamps { "GPU timestamps" } else { "wall clock" });
-                println!("WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; flops = 4 d x attended pairs (rows: 2 d); MiB = 2^20 bytes");
-                println!("{:<6} {:>6} {:>6} {:>4} {:<12} {:>10} {:>10} {:>9} {:>8} {:>11}", "kernel", "n", "hq/hkv", "d", "mask", "ms median", "ms min", "GFLOP/s", "of peak", "memory MiB");
+                println!(
+                    "adapter: {} · timing: {}",
+                    ctx.adapter,
+                    if ctx.timestamps { "GPU timestamps" } else { "wall clock" }
+                );
+                println!(
+                    "WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; flops = 4 d x attended pairs (rows: 2 d); MiB = 2^20 bytes"
+                );
+                println!(
+                    "{:<6} {:>6} {:>6} {:>4} {:<12} {:>10} {:>10} {:>9} {:>8} {:>11}",
+                    "kernel", "n", "hq/hkv", "d", "mask", "ms median", "ms min", "GFLOP/s", "of peak", "memory MiB"
+                );
             }
-            let selected = bench::cases(&args.filter).into_iter().filter(|c| args.heads.is_none_or(|h| h == (c.shape.h_q, c.shape.h_kv)));
+            let selected = bench::cases(&args.filter)
+                .into_iter()
+                .filter(|c| args.heads.is_none_or(|h| h == (c.shape.h_q, c.shape.h_kv)));
             for case in selected {
-                let result = bench::run_case(&ctx, &kernels, &case, fma, args.reps, now_ms).await.map_err(|e| e.to_string())?;
+                let result =
+                    bench::run_case(&ctx, &kernels, &case, fma, args.reps, now_ms).await.map_err(|e| e.to_string())?;
                 println!("{}", if args.json { result.json_line() } else { row(&result) });
             }
             ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| e.to_string())?;

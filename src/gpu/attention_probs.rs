@@ -38,8 +38,17 @@ const COLS_PER_WORKGROUP: u32 = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProbsOutput {
     /// Rows `row0..row0+rows`, keys `col0..col0+cols`.
-    Region { row0: u32, rows: u32, col0: u32, cols: u32 },
-    Pooled { out_rows: u32, out_cols: u32, pool: Pool },
+    Region {
+        row0: u32,
+        rows: u32,
+        col0: u32,
+        cols: u32,
+    },
+    Pooled {
+        out_rows: u32,
+        out_cols: u32,
+        pool: Pool,
+    },
 }
 
 impl ProbsOutput {
@@ -69,7 +78,11 @@ pub struct ProbsBuffers<'a> {
 
 impl AttentionProbs {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(&ctx.device, "attention_probs", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite]);
+        let layout = launch::bind_group_layout(
+            &ctx.device,
+            "attention_probs",
+            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
+        );
         let source = include_str!("../../shaders/attention_probs.wgsl");
         let region = PipelineCache::new(&ctx.device, "attention_probs region", source, "region", &layout);
         let pooled = PipelineCache::new(&ctx.device, "attention_probs pooled", source, "pooled", &layout);
@@ -77,7 +90,15 @@ impl AttentionProbs {
     }
 
     /// Prepares one launch; `shape.d` must be padded to a multiple of 4 and the region inside the shape.
-    pub fn prepare(&self, ctx: &GpuContext, buffers: &ProbsBuffers<'_>, shape: AttentionShape, mask: Mask, scale: f32, output: ProbsOutput) -> Result<Dispatch, GpuError> {
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &ProbsBuffers<'_>,
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+        output: ProbsOutput,
+    ) -> Result<Dispatch, GpuError> {
         let (rows, cols) = output.size();
         if rows == 0 || cols == 0 {
             return Err(GpuError::LimitExceeded("an empty probability region".into()));
@@ -112,9 +133,15 @@ impl AttentionProbs {
             ProbsOutput::Region { .. } => self.region.get(&ctx.device, &overrides),
             ProbsOutput::Pooled { .. } => self.pooled.get(&ctx.device, &overrides[..2]),
         };
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "attention_probs", &[&params, buffers.q, buffers.k, buffers.lse, buffers.out]);
+        let bind_group = launch::bind_buffers(
+            &ctx.device,
+            &self.layout,
+            "attention_probs",
+            &[&params, buffers.q, buffers.k, buffers.lse, buffers.out],
+        );
         let workgroups = u64::from(row_tiles) * u64::from(col_tiles) * u64::from(shape.h_q);
-        let workgroups = u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
+        let workgroups =
+            u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
         Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
     }
 }

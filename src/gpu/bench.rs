@@ -41,7 +41,10 @@ impl BenchKernel {
 impl std::str::FromStr for BenchKernel {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| format!("unknown kernel \"{s}\" (expected tiled, naive or rows)"))
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown kernel \"{s}\" (expected tiled, naive or rows)"))
     }
 }
 
@@ -84,7 +87,8 @@ pub const DEFAULT_WINDOW: u32 = 256;
 pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
     let lengths: Vec<u32> = filter.n.map_or(SEQUENCE_LENGTHS.to_vec(), |n| vec![n]);
     let dims: Vec<u32> = filter.d.map_or(HEAD_DIMS.to_vec(), |d| vec![d]);
-    let masks: Vec<MaskKind> = filter.mask.map_or(vec![MaskKind::Full, MaskKind::Causal, MaskKind::Sliding], |m| vec![m]);
+    let masks: Vec<MaskKind> =
+        filter.mask.map_or(vec![MaskKind::Full, MaskKind::Causal, MaskKind::Sliding], |m| vec![m]);
     let window = filter.window.unwrap_or(DEFAULT_WINDOW);
     let mut out = Vec::new();
     for &n in &lengths {
@@ -203,7 +207,14 @@ pub async fn measure_fma_gflops(ctx: &GpuContext, kernels: &Kernels, now_ms: fn(
 }
 
 /// Runs one case: uploads seeded inputs, warms up, times repetitions.
-pub async fn run_case(ctx: &GpuContext, kernels: &Kernels, case: &BenchCase, fma_gflops: f64, reps: Repetitions, now_ms: fn() -> f64) -> Result<BenchResult, GpuError> {
+pub async fn run_case(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    case: &BenchCase,
+    fma_gflops: f64,
+    reps: Repetitions,
+    now_ms: fn() -> f64,
+) -> Result<BenchResult, GpuError> {
     let s = case.shape;
     let (mask_kind, mask_size) = case.mask.to_gpu();
     let mut result = BenchResult {
@@ -261,7 +272,15 @@ pub async fn run_case(ctx: &GpuContext, kernels: &Kernels, case: &BenchCase, fma
             let out = ctx.storage_output("probabilities", probs_bytes)?;
             // The fastest form, not the quick-to-compile one a page may start with.
             kernels.rows.warm_up(ctx, padded, RowOutput::Probabilities);
-            vec![kernels.rows.prepare(ctx, &RowBuffers { q: &q, k: &k, out: &out }, padded, padded.q_offset(), case.mask, scale, RowOutput::Probabilities)?]
+            vec![kernels.rows.prepare(
+                ctx,
+                &RowBuffers { q: &q, k: &k, out: &out },
+                padded,
+                padded.q_offset(),
+                case.mask,
+                scale,
+                RowOutput::Probabilities,
+            )?]
         }
     };
     let refs: Vec<&Dispatch> = dispatches.iter().collect();
@@ -287,7 +306,11 @@ async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() -> f
         wait_for_gpu(ctx).await?;
         return Ok(now_ms() - t0);
     }
-    let queries = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("bench"), ty: wgpu::QueryType::Timestamp, count: 2 });
+    let queries = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: Some("bench"),
+        ty: wgpu::QueryType::Timestamp,
+        count: 2,
+    });
     let resolve = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("bench timestamps"),
         size: 16,
@@ -302,8 +325,15 @@ async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() -> f
     });
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     {
-        let timestamp_writes = wgpu::ComputePassTimestampWrites { query_set: &queries, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) };
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("bench"), timestamp_writes: Some(timestamp_writes) });
+        let timestamp_writes = wgpu::ComputePassTimestampWrites {
+            query_set: &queries,
+            beginning_of_pass_write_index: Some(0),
+            end_of_pass_write_index: Some(1),
+        };
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("bench"),
+            timestamp_writes: Some(timestamp_writes),
+        });
         for d in dispatches {
             d.record(&mut pass);
         }
@@ -345,7 +375,13 @@ mod tests {
         let all = cases(&BenchFilter::default());
         // lengths x head layouts x widths x masks x kernels.
         assert_eq!(all.len(), 6 * 2 * 2 * 3 * 3);
-        let one = cases(&BenchFilter { n: Some(2048), d: Some(64), mask: Some(MaskKind::Causal), kernel: Some(BenchKernel::Tiled), window: None });
+        let one = cases(&BenchFilter {
+            n: Some(2048),
+            d: Some(64),
+            mask: Some(MaskKind::Causal),
+            kernel: Some(BenchKernel::Tiled),
+            window: None,
+        });
         assert_eq!(one.len(), 2); // MHA and GQA
         assert!(one.iter().all(|c| c.shape.n_q == 2048 && c.mask == Mask::Causal && c.kernel == BenchKernel::Tiled));
         let sliding = cases(&BenchFilter { mask: Some(MaskKind::Sliding), ..Default::default() });

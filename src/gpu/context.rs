@@ -83,7 +83,8 @@ pub struct GpuContext {
 }
 
 /// Every storage buffer can be written by the queue and copied out for readback.
-const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_DST).union(wgpu::BufferUsages::COPY_SRC);
+const STORAGE_USAGE: wgpu::BufferUsages =
+    wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_DST).union(wgpu::BufferUsages::COPY_SRC);
 
 /// Most bytes kept in spare buffers; beyond it the least recently returned go (a page that changes
 /// sizes often keeps only its recent ones).
@@ -226,7 +227,12 @@ impl GpuContext {
                 return buffer;
             }
         }
-        self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        })
     }
 
     /// Keeps `buffer` for a later job. Queue order makes this safe while the GPU still uses it: the
@@ -324,9 +330,7 @@ impl GpuContext {
             tx.send(result).ok();
         });
         // Natively this blocks until the GPU is done; in the browser it returns at once.
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
         rx.await
             .map_err(|_| GpuError::Readback("the device was lost before the results arrived".into()))?
             .map_err(|e| GpuError::Readback(e.to_string()))?;

@@ -28,7 +28,8 @@ pub struct FlashParams {
 }
 
 /// params, Q, K (`shaders/include/attention_io.wgsl`), V, O, lse (`flash_io.wgsl`), shared by both forward kernels.
-pub const FLASH_BINDINGS: [Binding; 6] = [Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite];
+pub const FLASH_BINDINGS: [Binding; 6] =
+    [Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite];
 
 impl FlashParams {
     /// The parameters of one launch whose workgroups each cover `1 / tiles_per_kv_head` of a KV head's rows.
@@ -78,7 +79,11 @@ impl FlashTiles {
     pub fn choose(limits: &wgpu::Limits, is_cpu: bool, d_pad: u32) -> Self {
         let max_rows = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x).max(1);
         if is_cpu {
-            return Self { rows_per_workgroup: CPU_ROWS_PER_WORKGROUP.min(max_rows), keys_per_tile: cpu_keys(d_pad), stage_kv: false };
+            return Self {
+                rows_per_workgroup: CPU_ROWS_PER_WORKGROUP.min(max_rows),
+                keys_per_tile: cpu_keys(d_pad),
+                stage_kv: false,
+            };
         }
         let bytes = limits.max_compute_workgroup_storage_size.min(16384);
         let keys_fit = bytes / (2 * d_pad.max(4) * 4);
@@ -118,7 +123,13 @@ const CPU_ROWS_PER_WORKGROUP: u32 = 8;
 /// serves R rows, so more rows amortise each read, but the step's code (unrolled R x keys x d/4 times)
 /// and its compile time grow with R.
 pub fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
-    if d_pad <= 64 { 8 } else if d_pad <= 128 { 4 } else { 2 }
+    if d_pad <= 64 {
+        8
+    } else if d_pad <= 128 {
+        4
+    } else {
+        2
+    }
 }
 
 /// CPU adapters: keys per step. The softmax rescale runs once per step, so wider steps cost less of
@@ -161,7 +172,14 @@ impl FlashAttention {
         let pipelines = PipelineCache::new(&ctx.device, "flash_attention", source, "main", &layout);
         pipelines.set_unrolled(ctx.adapter.is_cpu && UNROLL_ON_CPU_BY_DEFAULT);
         let subgroup = if ctx.adapter.is_cpu { FlashSubgroup::new(ctx) } else { None };
-        Self { layout, pipelines, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, forced: Default::default(), subgroup }
+        Self {
+            layout,
+            pipelines,
+            limits: ctx.limits.clone(),
+            is_cpu: ctx.adapter.is_cpu,
+            forced: Default::default(),
+            subgroup,
+        }
     }
 
     /// Whether CPU adapters' pipelines built from now on unroll their loops (the benchmark asks for
@@ -191,10 +209,20 @@ impl FlashAttention {
 
     /// Prepares one launch. `shape.d` must already be padded to a multiple of 4; K/V rows of KV head `h`
     /// start at `h * kv_stride` (`kv_stride >= n_kv`, so a cache can grow in place).
-    pub fn prepare(&self, ctx: &GpuContext, buffers: &FlashBuffers<'_>, shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32) -> Result<Dispatch, GpuError> {
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &FlashBuffers<'_>,
+        shape: AttentionShape,
+        kv_stride: u32,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Dispatch, GpuError> {
         let d_pad = shape.d;
         if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM || kv_stride < shape.n_kv {
-            return Err(GpuError::LimitExceeded(format!("flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv")));
+            return Err(GpuError::LimitExceeded(format!(
+                "flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv"
+            )));
         }
         // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
@@ -206,8 +234,17 @@ impl FlashAttention {
         let invocations_needed = rows_total.div_ceil(tiles.rows_per_invocation(d_pad));
         tiles.rows_per_workgroup = tiles.rows_per_workgroup.min(invocations_needed.next_power_of_two().max(8));
         let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
-        let params = ctx.uniform_from("flash_attention params", &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head));
-        let constants = [("D", d_pad), ("D4", d_pad / 4), ("BC", tiles.keys_per_tile), ("R", tiles.rows_per_invocation(d_pad)), ("STAGE_KV", u32::from(tiles.stage_kv))];
+        let params = ctx.uniform_from(
+            "flash_attention params",
+            &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head),
+        );
+        let constants = [
+            ("D", d_pad),
+            ("D4", d_pad / 4),
+            ("BC", tiles.keys_per_tile),
+            ("R", tiles.rows_per_invocation(d_pad)),
+            ("STAGE_KV", u32::from(tiles.stage_kv)),
+        ];
         let pipeline = self.pipelines.get_specialised(&ctx.device, &constants, &[("BR", tiles.rows_per_workgroup)]);
         let bind_group = launch::bind_buffers(
             &ctx.device,
@@ -216,7 +253,11 @@ impl FlashAttention {
             &[&params, buffers.q, buffers.k, buffers.v, buffers.o, buffers.lse],
         );
         let workgroups = tiles_per_kv_head * shape.h_kv;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.limits.max_compute_workgroups_per_dimension) })
+        Ok(Dispatch {
+            pipeline,
+            bind_group,
+            grid: launch::grid(workgroups, self.limits.max_compute_workgroups_per_dimension),
+        })
     }
 }
 

@@ -28,7 +28,15 @@ impl FlashSubgroup {
     }
 
     /// Prepares one launch; arguments as [`crate::gpu::flash_attention::FlashAttention::prepare`].
-    pub fn prepare(&self, ctx: &GpuContext, buffers: &FlashBuffers<'_>, shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32) -> Result<Dispatch, GpuError> {
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &FlashBuffers<'_>,
+        shape: AttentionShape,
+        kv_stride: u32,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Dispatch, GpuError> {
         let d_pad = shape.d;
         let rows = cpu_rows_per_invocation(d_pad);
         // One subgroup per workgroup: the smallest row tile, so the key range around a causal
@@ -36,10 +44,18 @@ impl FlashSubgroup {
         let invocations = self.subgroup_size;
         let rows_total = shape.n_q * shape.group_size();
         let tiles_per_kv_head = rows_total.div_ceil(invocations * rows);
-        let params = ctx.uniform_from("flash_attention_subgroup params", &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head));
+        let params = ctx.uniform_from(
+            "flash_attention_subgroup params",
+            &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head),
+        );
         let constants = [("D", d_pad), ("D4", d_pad / 4), ("R", rows), ("SG", self.subgroup_size)];
         let pipeline = self.pipelines.get_specialised(&ctx.device, &constants, &[("BR", invocations)]);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "flash_attention_subgroup", &[&params, buffers.q, buffers.k, buffers.v, buffers.o, buffers.lse]);
+        let bind_group = launch::bind_buffers(
+            &ctx.device,
+            &self.layout,
+            "flash_attention_subgroup",
+            &[&params, buffers.q, buffers.k, buffers.v, buffers.o, buffers.lse],
+        );
         Ok(Dispatch { pipeline, bind_group, grid: launch::grid(tiles_per_kv_head * shape.h_kv, self.max_workgroups) })
     }
 }

@@ -25,7 +25,8 @@ pub struct FmaLaunch {
 impl FmaPeak {
     pub fn new(ctx: &GpuContext) -> Self {
         let layout = launch::bind_group_layout(&ctx.device, "fma_peak", &[Binding::ReadWrite]);
-        let pipelines = PipelineCache::new(&ctx.device, "fma_peak", include_str!("../../shaders/fma_peak.wgsl"), "main", &layout);
+        let pipelines =
+            PipelineCache::new(&ctx.device, "fma_peak", include_str!("../../shaders/fma_peak.wgsl"), "main", &layout);
         Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
     }
 

@@ -7,6 +7,7 @@
 use crate::attention::reference::Forward;
 use crate::attention::{AttentionShape, Mask};
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
+use crate::gpu::context::Scratch;
 use crate::gpu::flash_attention::{FlashAttention, FlashBuffers};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kv_cache::KvCache;
@@ -14,7 +15,6 @@ use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowOutput, RowSoftmax};
-use crate::gpu::context::Scratch;
 use crate::gpu::{GpuContext, GpuError};
 
 pub use crate::attention::pooled::{Pool, PooledMap};
@@ -49,17 +49,36 @@ struct Uploaded<'a> {
 
 impl Kernels {
     pub fn new(ctx: &GpuContext) -> Self {
-        Self { flash: FlashAttention::new(ctx), probs: AttentionProbs::new(ctx), rows: RowSoftmax::new(ctx), pool_rows: PoolRows::new(ctx), naive: NaiveAttention::new(ctx), fma_peak: FmaPeak::new(ctx) }
+        Self {
+            flash: FlashAttention::new(ctx),
+            probs: AttentionProbs::new(ctx),
+            rows: RowSoftmax::new(ctx),
+            pool_rows: PoolRows::new(ctx),
+            naive: NaiveAttention::new(ctx),
+            fma_peak: FmaPeak::new(ctx),
+        }
     }
 
     /// One decode step: `q` holds one query per head (`[h_q, d]`), attending to the cache's current
     /// tokens. The query sits at the last position, so causal masks see everything and sliding/chunked
     /// masks see their last window. Returns O `[h_q, d]` and lse `[h_q]`.
-    pub async fn decode(&self, ctx: &GpuContext, cache: &KvCache, q: &[f32], h_q: u32, mask: Mask, scale: f32) -> Result<Forward, GpuError> {
+    pub async fn decode(
+        &self,
+        ctx: &GpuContext,
+        cache: &KvCache,
+        q: &[f32],
+        h_q: u32,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Forward, GpuError> {
         let shape = AttentionShape { h_q, h_kv: cache.h_kv(), n_q: 1, n_kv: cache.len_tokens(), d: cache.d() };
         shape.validate().map_err(GpuError::InvalidInput)?;
         if q.len() != shape.q_len() {
-            return Err(GpuError::InvalidInput(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len())));
+            return Err(GpuError::InvalidInput(format!(
+                "a decode query holds h_q * d = {} values, got {}",
+                shape.q_len(),
+                q.len()
+            )));
         }
         let d_pad = cache.d_pad();
         let q_buf = ctx.storage_from("q", &launch::pad_rows(q, shape.d as usize, d_pad as usize))?;
@@ -72,13 +91,25 @@ impl Kernels {
         let o_padded: Vec<f32> = ctx.read_back(&o).await?;
         let mut lse_out: Vec<f32> = ctx.read_back(&lse).await?;
         lse_out.truncate(h_q as usize);
-        Ok(Forward { o: launch::unpad_rows(&o_padded[..(h_q * d_pad) as usize], shape.d as usize, d_pad as usize), lse: lse_out })
+        Ok(Forward {
+            o: launch::unpad_rows(&o_padded[..(h_q * d_pad) as usize], shape.d as usize, d_pad as usize),
+            lse: lse_out,
+        })
     }
 
     /// The naive three-pass baseline (same results as [`Kernels::forward`]); refuses, with the bytes it
     /// would need, when the n x n score matrix does not fit one binding.
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn naive_forward(&self, ctx: &GpuContext, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Forward, GpuError> {
+    pub async fn naive_forward(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Forward, GpuError> {
         let up = upload(ctx, q, k, Some(v), shape)?;
         let rows = u64::from(shape.h_q) * u64::from(shape.n_q);
         let scores = ctx.storage_output("scores", crate::gpu::naive_attention::scores_bytes(&shape))?;
@@ -98,7 +129,16 @@ impl Kernels {
     /// Forward pass (O `[h_q, n_q, d]` and lse `[h_q, n_q]`) with the tiled online-softmax kernel.
     /// A row that sees no key gets O = 0 and lse = -inf, as in the CPU reference.
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn forward(&self, ctx: &GpuContext, q: &[f32], k: &[f32], v: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Forward, GpuError> {
+    pub async fn forward(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Forward, GpuError> {
         let up = upload(ctx, q, k, Some(v), shape)?;
         let rows = u64::from(shape.h_q) * u64::from(shape.n_q);
         let o = ctx.storage_output("o", rows * u64::from(up.shape.d) * 4)?;
@@ -117,13 +157,26 @@ impl Kernels {
     /// Exact probabilities of a window of rows/cols for every query head, `[h_q, rows, cols]`, computed
     /// from Q, K and the lse of [`Kernels::forward`].
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn probabilities(&self, ctx: &GpuContext, q: &[f32], k: &[f32], lse: &[f32], shape: AttentionShape, mask: Mask, scale: f32, region: ProbRegion) -> Result<Vec<f32>, GpuError> {
+    pub async fn probabilities(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        lse: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+        region: ProbRegion,
+    ) -> Result<Vec<f32>, GpuError> {
         let inside = region.rows > 0
             && region.cols > 0
             && u64::from(region.row0) + u64::from(region.rows) <= u64::from(shape.n_q)
             && u64::from(region.col0) + u64::from(region.cols) <= u64::from(shape.n_kv);
         if !inside {
-            return Err(GpuError::InvalidInput(format!("region {region:?} is empty or outside {} x {} probabilities", shape.n_q, shape.n_kv)));
+            return Err(GpuError::InvalidInput(format!(
+                "region {region:?} is empty or outside {} x {} probabilities",
+                shape.n_q, shape.n_kv
+            )));
         }
         let output = ProbsOutput::Region { row0: region.row0, rows: region.rows, col0: region.col0, cols: region.cols };
         self.run_probs(ctx, q, k, lse, shape, mask, scale, output).await
@@ -132,29 +185,74 @@ impl Kernels {
     /// Pooled probabilities of whole heads at `out_rows x out_cols` (`[h_q, out_rows, out_cols]`; each
     /// cell = max or mean of P over its block), never materialising n x n.
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn pooled_probabilities(&self, ctx: &GpuContext, q: &[f32], k: &[f32], lse: &[f32], shape: AttentionShape, mask: Mask, scale: f32, out_rows: u32, out_cols: u32, pool: Pool) -> Result<Vec<f32>, GpuError> {
+    pub async fn pooled_probabilities(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        lse: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+        out_rows: u32,
+        out_cols: u32,
+        pool: Pool,
+    ) -> Result<Vec<f32>, GpuError> {
         check_pooled_size(out_rows, out_cols)?;
         self.run_probs(ctx, q, k, lse, shape, mask, scale, ProbsOutput::Pooled { out_rows, out_cols, pool }).await
     }
 
     /// Every probability of every query head, `[h_q, n_q, n_kv]`, in one pass (no forward pass first):
     /// for heads small enough to show whole.
-    pub async fn whole_probabilities(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Vec<f32>, GpuError> {
+    pub async fn whole_probabilities(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Vec<f32>, GpuError> {
         self.run_rows(ctx, q, k, shape, mask, scale, RowOutput::Probabilities).await
     }
 
     /// Each row's log-sum-exp, `[h_q, n_q]` (-inf for a row that sees no key): the forward pass's lse
     /// without its P·V half.
-    pub async fn log_sum_exp(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32) -> Result<Vec<f32>, GpuError> {
+    pub async fn log_sum_exp(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<Vec<f32>, GpuError> {
         self.run_rows(ctx, q, k, shape, mask, scale, RowOutput::LogSumExp).await
     }
 
     #[expect(clippy::too_many_arguments, reason = "internal helper of the two calls above")]
-    async fn run_rows(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: RowOutput) -> Result<Vec<f32>, GpuError> {
+    async fn run_rows(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+        output: RowOutput,
+    ) -> Result<Vec<f32>, GpuError> {
         let up = upload(ctx, q, k, None, shape)?;
         let len = output.len(&shape);
         let out = ctx.scratch_output("row softmax", len * 4)?;
-        let dispatch = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &out }, up.shape, up.shape.q_offset(), mask, scale, output)?;
+        let dispatch = self.rows.prepare(
+            ctx,
+            &RowBuffers { q: &up.q, k: &up.k, out: &out },
+            up.shape,
+            up.shape.q_offset(),
+            mask,
+            scale,
+            output,
+        )?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         let mut values: Vec<f32> = ctx.read_back(&out).await?;
         values.truncate(len as usize);
@@ -169,25 +267,67 @@ impl Kernels {
     /// in its single pass over Q·Kᵀ and `pool_rows` pools the rows; otherwise (whole maps only) the
     /// log-sum-exp pass runs first and `attention_probs` pools from it.
     #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn pooled_heads(&self, ctx: &GpuContext, q: &[f32], k: &[f32], shape: AttentionShape, mask: Mask, scale: f32, map: PooledMap) -> Result<Vec<f32>, GpuError> {
+    pub async fn pooled_heads(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+        map: PooledMap,
+    ) -> Result<Vec<f32>, GpuError> {
         check_pooled_size(map.rows, map.cols)?;
         let (q0, q1) = map.queries();
         let whole = map.first == 0 && map.count == map.rows;
-        if map.count == 0 || map.first + map.count > map.rows || q1 - q0 != shape.n_q || map.n_q > shape.n_kv || (!whole && map.cols > shape.n_kv) {
-            return Err(GpuError::InvalidInput(format!("{map:?} does not describe rows of {} queries against {} keys", shape.n_q, shape.n_kv)));
+        if map.count == 0
+            || map.first + map.count > map.rows
+            || q1 - q0 != shape.n_q
+            || map.n_q > shape.n_kv
+            || (!whole && map.cols > shape.n_kv)
+        {
+            return Err(GpuError::InvalidInput(format!(
+                "{map:?} does not describe rows of {} queries against {} keys",
+                shape.n_q, shape.n_kv
+            )));
         }
         let up = upload(ctx, q, k, None, shape)?;
         let len = u64::from(shape.h_q) * u64::from(map.count) * u64::from(map.cols);
         let out = ctx.scratch_output("pooled probabilities", len * 4)?;
-        let row_output = if map.cols <= shape.n_kv { RowOutput::Blocks { cols: map.cols, pool: map.pool } } else { RowOutput::LogSumExp };
+        let row_output = if map.cols <= shape.n_kv {
+            RowOutput::Blocks { cols: map.cols, pool: map.pool }
+        } else {
+            RowOutput::LogSumExp
+        };
         let rows_out = ctx.scratch_output("row softmax", row_output.len(&shape) * 4)?;
         let q_offset = shape.n_kv - map.n_q + q0;
-        let rows_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &rows_out }, up.shape, q_offset, mask, scale, row_output)?;
+        let rows_pass = self.rows.prepare(
+            ctx,
+            &RowBuffers { q: &up.q, k: &up.k, out: &rows_out },
+            up.shape,
+            q_offset,
+            mask,
+            scale,
+            row_output,
+        )?;
         let pool_pass = match row_output {
-            RowOutput::Blocks { .. } => self.pool_rows.prepare(ctx, &PoolRowsBuffers { row_blocks: &rows_out, out: &out }, shape.h_q, shape.n_kv, &map)?,
+            RowOutput::Blocks { .. } => self.pool_rows.prepare(
+                ctx,
+                &PoolRowsBuffers { row_blocks: &rows_out, out: &out },
+                shape.h_q,
+                shape.n_kv,
+                &map,
+            )?,
             _ => {
                 let output = ProbsOutput::Pooled { out_rows: map.rows, out_cols: map.cols, pool: map.pool };
-                self.probs.prepare(ctx, &ProbsBuffers { q: &up.q, k: &up.k, lse: &rows_out, out: &out }, up.shape, mask, scale, output)?
+                self.probs.prepare(
+                    ctx,
+                    &ProbsBuffers { q: &up.q, k: &up.k, lse: &rows_out, out: &out },
+                    up.shape,
+                    mask,
+                    scale,
+                    output,
+                )?
             }
         };
         Dispatch::submit_all(ctx, &[&rows_pass, &pool_pass]);
@@ -198,9 +338,23 @@ impl Kernels {
     }
 
     #[expect(clippy::too_many_arguments, reason = "internal helper of the two calls above")]
-    async fn run_probs(&self, ctx: &GpuContext, q: &[f32], k: &[f32], lse: &[f32], shape: AttentionShape, mask: Mask, scale: f32, output: ProbsOutput) -> Result<Vec<f32>, GpuError> {
+    async fn run_probs(
+        &self,
+        ctx: &GpuContext,
+        q: &[f32],
+        k: &[f32],
+        lse: &[f32],
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+        output: ProbsOutput,
+    ) -> Result<Vec<f32>, GpuError> {
         if lse.len() != (shape.h_q as usize) * (shape.n_q as usize) {
-            return Err(GpuError::InvalidInput(format!("lse has {} values, expected h_q * n_q = {}", lse.len(), shape.h_q * shape.n_q)));
+            return Err(GpuError::InvalidInput(format!(
+                "lse has {} values, expected h_q * n_q = {}",
+                lse.len(),
+                shape.h_q * shape.n_q
+            )));
         }
         let up = upload(ctx, q, k, None, shape)?;
         let lse_buf = ctx.storage_from("lse", lse)?;
@@ -224,12 +378,23 @@ fn check_pooled_size(out_rows: u32, out_cols: u32) -> Result<(), GpuError> {
 }
 
 /// Checks lengths and shape, pads rows to a multiple of 4 floats and uploads.
-fn upload<'a>(ctx: &'a GpuContext, q: &[f32], k: &[f32], v: Option<&[f32]>, shape: AttentionShape) -> Result<Uploaded<'a>, GpuError> {
+fn upload<'a>(
+    ctx: &'a GpuContext,
+    q: &[f32],
+    k: &[f32],
+    v: Option<&[f32]>,
+    shape: AttentionShape,
+) -> Result<Uploaded<'a>, GpuError> {
     shape.validate().map_err(GpuError::InvalidInput)?;
     if shape.d > launch::MAX_HEAD_DIM {
-        return Err(GpuError::InvalidInput(format!("head dimension {} is above the kernels' maximum of {}", shape.d, launch::MAX_HEAD_DIM)));
+        return Err(GpuError::InvalidInput(format!(
+            "head dimension {} is above the kernels' maximum of {}",
+            shape.d,
+            launch::MAX_HEAD_DIM
+        )));
     }
-    let lengths_ok = q.len() == shape.q_len() && k.len() == shape.kv_len() && v.is_none_or(|v| v.len() == shape.kv_len());
+    let lengths_ok =
+        q.len() == shape.q_len() && k.len() == shape.kv_len() && v.is_none_or(|v| v.len() == shape.kv_len());
     if !lengths_ok {
         return Err(GpuError::InvalidInput(format!(
             "Q has {} values (expected {}), K has {} and V has {:?} (expected {})",

@@ -89,9 +89,11 @@ impl Dispatch {
 
     /// Records `dispatches` in one compute pass and submits them.
     pub fn submit_all(ctx: &crate::gpu::GpuContext, dispatches: &[&Dispatch]) -> wgpu::SubmissionIndex {
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("attention") });
+        let mut encoder =
+            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("attention") });
         {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+            let mut pass =
+                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
             for d in dispatches {
                 d.record(&mut pass);
             }
@@ -133,7 +135,12 @@ pub fn bind_group_layout(device: &wgpu::Device, label: &str, bindings: &[Binding
 }
 
 /// A bind group of whole buffers at bindings 0, 1, 2...
-pub fn bind_buffers(device: &wgpu::Device, layout: &wgpu::BindGroupLayout, label: &str, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+pub fn bind_buffers(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+    label: &str,
+    buffers: &[&wgpu::Buffer],
+) -> wgpu::BindGroup {
     let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
         .iter()
         .enumerate()
@@ -162,13 +169,27 @@ pub struct PipelineCache {
 }
 
 impl PipelineCache {
-    pub fn new(device: &wgpu::Device, label: &'static str, source: &str, entry_point: &'static str, bind_layout: &wgpu::BindGroupLayout) -> Self {
+    pub fn new(
+        device: &wgpu::Device,
+        label: &'static str,
+        source: &str,
+        entry_point: &'static str,
+        bind_layout: &wgpu::BindGroupLayout,
+    ) -> Self {
         let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(label),
             bind_group_layouts: &[Some(bind_layout)],
             immediate_size: 0,
         });
-        let cache = Self { label, source: shader_text::with_includes(source), unroll: Default::default(), layout, entry_point, modules: Default::default(), built: Default::default() };
+        let cache = Self {
+            label,
+            source: shader_text::with_includes(source),
+            unroll: Default::default(),
+            layout,
+            entry_point,
+            modules: Default::default(),
+            built: Default::default(),
+        };
         cache.module(device, &[]); // the shader as written: compile errors surface at start-up
         cache
     }
@@ -192,11 +213,18 @@ impl PipelineCache {
         if let Some((_, m)) = self.modules.borrow().iter().find(|(k, _)| *k == key) {
             return m.clone();
         }
-        let mut source = if constants.is_empty() { self.source.clone() } else { shader_text::with_constants(&self.source, constants) };
+        let mut source = if constants.is_empty() {
+            self.source.clone()
+        } else {
+            shader_text::with_constants(&self.source, constants)
+        };
         if key.1 {
             source = shader_text::unroll_loops(&source, constants);
         }
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(self.label), source: wgpu::ShaderSource::Wgsl(source.into()) });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(self.label),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
         self.modules.borrow_mut().push((key, module.clone()));
         module
     }
@@ -213,7 +241,12 @@ impl PipelineCache {
     }
 
     /// The pipeline with these compile-time constants and override values, built now if it is new.
-    pub fn get_specialised(&self, device: &wgpu::Device, constants: &[(&'static str, u32)], overrides: &[(&'static str, u32)]) -> wgpu::ComputePipeline {
+    pub fn get_specialised(
+        &self,
+        device: &wgpu::Device,
+        constants: &[(&'static str, u32)],
+        overrides: &[(&'static str, u32)],
+    ) -> wgpu::ComputePipeline {
         let key = self.module_key(constants);
         if let Some((_, _, p)) = self.built.borrow().iter().find(|(k, o, _)| *k == key && o == overrides) {
             return p.clone();
@@ -225,7 +258,10 @@ impl PipelineCache {
             layout: Some(&self.layout),
             module: &module,
             entry_point: Some(self.entry_point),
-            compilation_options: wgpu::PipelineCompilationOptions { constants: &values, zero_initialize_workgroup_memory: false },
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &values,
+                zero_initialize_workgroup_memory: false,
+            },
             cache: None,
         });
         self.built.borrow_mut().push((key, overrides.to_vec(), pipeline.clone()));

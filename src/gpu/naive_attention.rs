@@ -61,7 +61,19 @@ pub struct NaiveBuffers<'a> {
 
 impl NaiveAttention {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(&ctx.device, "naive_attention", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite, Binding::ReadWrite]);
+        let layout = launch::bind_group_layout(
+            &ctx.device,
+            "naive_attention",
+            &[
+                Binding::Uniform,
+                Binding::ReadOnly,
+                Binding::ReadOnly,
+                Binding::ReadOnly,
+                Binding::ReadWrite,
+                Binding::ReadWrite,
+                Binding::ReadWrite,
+            ],
+        );
         let source = include_str!("../../shaders/naive_attention.wgsl");
         let device = &ctx.device;
         Self {
@@ -74,9 +86,19 @@ impl NaiveAttention {
     }
 
     /// The three launches, in order. `shape.d` must be padded to a multiple of 4.
-    pub fn prepare(&self, ctx: &GpuContext, buffers: &NaiveBuffers<'_>, shape: AttentionShape, mask: Mask, scale: f32) -> Result<[Dispatch; 3], GpuError> {
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &NaiveBuffers<'_>,
+        shape: AttentionShape,
+        mask: Mask,
+        scale: f32,
+    ) -> Result<[Dispatch; 3], GpuError> {
         fits(ctx, &shape).map_err(|bytes| {
-            GpuError::LimitExceeded(format!("the naive kernel's {} x {} score matrix needs {bytes} bytes", shape.n_q, shape.n_kv))
+            GpuError::LimitExceeded(format!(
+                "the naive kernel's {} x {} score matrix needs {bytes} bytes",
+                shape.n_q, shape.n_kv
+            ))
         })?;
         let rows = shape.h_q * shape.n_q;
         let d4 = shape.d / 4;

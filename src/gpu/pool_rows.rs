@@ -40,16 +40,29 @@ pub struct PoolRowsBuffers<'a> {
 
 impl PoolRows {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(&ctx.device, "pool_rows", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite]);
-        let pipelines = PipelineCache::new(&ctx.device, "pool_rows", include_str!("../../shaders/pool_rows.wgsl"), "main", &layout);
+        let layout = launch::bind_group_layout(
+            &ctx.device,
+            "pool_rows",
+            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite],
+        );
+        let pipelines =
+            PipelineCache::new(&ctx.device, "pool_rows", include_str!("../../shaders/pool_rows.wgsl"), "main", &layout);
         Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
     }
 
     /// One launch pooling `h_q` heads to the wanted rows of `map`, from the row blocks of the queries
     /// those rows cover ([`PooledMap::queries`]), each already pooled to `map.cols` blocks of `n_kv` keys.
-    pub fn prepare(&self, ctx: &GpuContext, buffers: &PoolRowsBuffers<'_>, h_q: u32, n_kv: u32, map: &PooledMap) -> Result<Dispatch, GpuError> {
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &PoolRowsBuffers<'_>,
+        h_q: u32,
+        n_kv: u32,
+        map: &PooledMap,
+    ) -> Result<Dispatch, GpuError> {
         let cells = u64::from(h_q) * u64::from(map.count) * u64::from(map.cols);
-        let workgroups = u32::try_from(cells.div_ceil(u64::from(WORKGROUP_SIZE))).map_err(|_| GpuError::LimitExceeded(format!("{cells} pooled cells")))?;
+        let workgroups = u32::try_from(cells.div_ceil(u64::from(WORKGROUP_SIZE)))
+            .map_err(|_| GpuError::LimitExceeded(format!("{cells} pooled cells")))?;
         let (q0, q1) = map.queries();
         let params = PoolRowsParams {
             n_q: map.n_q,
@@ -66,7 +79,8 @@ impl PoolRows {
         };
         let params = ctx.uniform_from("pool_rows params", &params);
         let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP_SIZE)]);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "pool_rows", &[&params, buffers.row_blocks, buffers.out]);
+        let bind_group =
+            launch::bind_buffers(&ctx.device, &self.layout, "pool_rows", &[&params, buffers.row_blocks, buffers.out]);
         Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
     }
 }

@@ -104,16 +104,34 @@ struct Plan {
 
 impl RowSoftmax {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(&ctx.device, "row_softmax", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite]);
-        let pipelines = PipelineCache::new(&ctx.device, "row_softmax", include_str!("../../shaders/row_softmax.wgsl"), "main", &layout);
+        let layout = launch::bind_group_layout(
+            &ctx.device,
+            "row_softmax",
+            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
+        );
+        let pipelines = PipelineCache::new(
+            &ctx.device,
+            "row_softmax",
+            include_str!("../../shaders/row_softmax.wgsl"),
+            "main",
+            &layout,
+        );
         let subgroup = if ctx.adapter.is_cpu { RowSoftmaxSubgroup::new(ctx, &layout) } else { None };
         let form = match (ctx.adapter.is_cpu, &subgroup) {
             (false, _) => RowForm::Gpu,
             (true, None) => RowForm::Cpu,
             (true, Some(_)) => RowForm::CpuSubgroup,
         };
-        let max_invocations = ctx.limits.max_compute_invocations_per_workgroup.min(ctx.limits.max_compute_workgroup_size_x).max(1);
-        Self { layout, pipelines, subgroup, form: form.into(), max_invocations, max_workgroups: ctx.limits.max_compute_workgroups_per_dimension }
+        let max_invocations =
+            ctx.limits.max_compute_invocations_per_workgroup.min(ctx.limits.max_compute_workgroup_size_x).max(1);
+        Self {
+            layout,
+            pipelines,
+            subgroup,
+            form: form.into(),
+            max_invocations,
+            max_workgroups: ctx.limits.max_compute_workgroups_per_dimension,
+        }
     }
 
     pub fn form(&self) -> RowForm {
@@ -130,7 +148,9 @@ impl RowSoftmax {
         let invocations = match (form, &self.subgroup) {
             (RowForm::CpuSubgroup, Some(sg)) => sg.subgroup_size,
             // 64 on GPUs, one SIMD batch on CPU adapters (8 lanes on lavapipe); fewer for few rows.
-            _ => (if form == RowForm::Gpu { 64 } else { 8 }).min(rows_total.div_ceil(rows).next_power_of_two().max(8)).min(self.max_invocations),
+            _ => (if form == RowForm::Gpu { 64 } else { 8 })
+                .min(rows_total.div_ceil(rows).next_power_of_two().max(8))
+                .min(self.max_invocations),
         };
         Plan { form, rows, invocations, constants: [("D4", d_pad / 4), ("R", rows), ("OUTPUT", output.to_gpu())] }
     }
@@ -143,7 +163,8 @@ impl RowSoftmax {
                 // Only the loops over the head width and the rows are written out, never the key loop.
                 self.pipelines.set_unrolled(plan.form == RowForm::Cpu);
                 let overrides = [("WG", plan.invocations)];
-                (build || self.pipelines.is_built(&plan.constants, &overrides)).then(|| self.pipelines.get_specialised(device, &plan.constants, &overrides))
+                (build || self.pipelines.is_built(&plan.constants, &overrides))
+                    .then(|| self.pipelines.get_specialised(device, &plan.constants, &overrides))
             }
         }
     }
@@ -152,14 +173,27 @@ impl RowSoftmax {
     /// `q_offset` is the position of query 0 among the keys: `shape.q_offset()` (queries are the last
     /// rows of the keys) unless the queries are a slice of a longer sequence.
     #[expect(clippy::too_many_arguments, reason = "a launch's shape, mask and output")]
-    pub fn prepare(&self, ctx: &GpuContext, buffers: &RowBuffers<'_>, shape: AttentionShape, q_offset: u32, mask: Mask, scale: f32, output: RowOutput) -> Result<Dispatch, GpuError> {
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &RowBuffers<'_>,
+        shape: AttentionShape,
+        q_offset: u32,
+        mask: Mask,
+        scale: f32,
+        output: RowOutput,
+    ) -> Result<Dispatch, GpuError> {
         let d_pad = shape.d;
         if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM {
-            return Err(GpuError::LimitExceeded(format!("the row softmax needs d a multiple of 4 up to 256 (got {d_pad})")));
+            return Err(GpuError::LimitExceeded(format!(
+                "the row softmax needs d a multiple of 4 up to 256 (got {d_pad})"
+            )));
         }
         let rows_total = shape.n_q * shape.group_size();
         let fast = self.plan(self.form.get(), d_pad, rows_total, output);
-        let quick = QUICK_FORM_FIRST && fast.form != RowForm::Gpu && shape.attended_pairs(mask) * u64::from(d_pad) < QUICK_FORM_MAX_WORK;
+        let quick = QUICK_FORM_FIRST
+            && fast.form != RowForm::Gpu
+            && shape.attended_pairs(mask) * u64::from(d_pad) < QUICK_FORM_MAX_WORK;
         let (plan, pipeline) = match self.pipeline(&ctx.device, &fast, !quick) {
             Some(p) => (fast, p),
             None => {
@@ -175,13 +209,26 @@ impl RowSoftmax {
             return Err(GpuError::InvalidInput(format!("{cols} key blocks for {} keys: need 1..=n_kv", shape.n_kv)));
         }
         if u64::from(q_offset) + u64::from(shape.n_q) > u64::from(shape.n_kv) {
-            return Err(GpuError::InvalidInput(format!("queries {q_offset}.. ({} of them) past the {} keys", shape.n_q, shape.n_kv)));
+            return Err(GpuError::InvalidInput(format!(
+                "queries {q_offset}.. ({} of them) past the {} keys",
+                shape.n_q, shape.n_kv
+            )));
         }
-        let params = FlashParams { key_blocks: output.key_blocks(), q_offset, ..FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head) };
+        let params = FlashParams {
+            key_blocks: output.key_blocks(),
+            q_offset,
+            ..FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head)
+        };
         let params = ctx.uniform_from("row_softmax params", &params);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "row_softmax", &[&params, buffers.q, buffers.k, buffers.out]);
+        let bind_group = launch::bind_buffers(
+            &ctx.device,
+            &self.layout,
+            "row_softmax",
+            &[&params, buffers.q, buffers.k, buffers.out],
+        );
         let workgroups = u64::from(tiles_per_kv_head) * u64::from(shape.h_kv);
-        let workgroups = u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
+        let workgroups =
+            u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
         Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_workgroups) })
     }
 
@@ -196,10 +243,14 @@ impl RowSoftmax {
         let Some(pipeline) = self.pipeline(&ctx.device, &plan, true) else { return };
         // Browsers compile at the first dispatch, not at creation: dispatch one workgroup that has no
         // KV head to work on (it returns at once).
-        let params = ctx.uniform_from("row_softmax warm-up", &FlashParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() });
+        let params = ctx.uniform_from(
+            "row_softmax warm-up",
+            &FlashParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() },
+        );
         let tiny = || ctx.storage_output("row_softmax warm-up", 16);
         let (Ok(q), Ok(k), Ok(out)) = (tiny(), tiny(), tiny()) else { return };
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "row_softmax warm-up", &[&params, &q, &k, &out]);
+        let bind_group =
+            launch::bind_buffers(&ctx.device, &self.layout, "row_softmax warm-up", &[&params, &q, &k, &out]);
         Dispatch::submit_all(ctx, &[&Dispatch { pipeline, bind_group, grid: (1, 1, 1) }]);
     }
 }

@@ -25,7 +25,12 @@ impl RowSoftmaxSubgroup {
 
     /// The pipeline for these compile-time constants (`D4`, `R`, `OUTPUT`; `SG` added here), built
     /// now if `build`; otherwise `None` unless built before.
-    pub fn pipeline(&self, device: &wgpu::Device, constants: &[(&'static str, u32)], build: bool) -> Option<wgpu::ComputePipeline> {
+    pub fn pipeline(
+        &self,
+        device: &wgpu::Device,
+        constants: &[(&'static str, u32)],
+        build: bool,
+    ) -> Option<wgpu::ComputePipeline> {
         let mut all = constants.to_vec();
         all.push(("SG", self.subgroup_size));
         (build || self.pipelines.is_built(&all, &[])).then(|| self.pipelines.get_specialised(device, &all, &[]))

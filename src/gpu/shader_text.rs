@@ -25,7 +25,8 @@ pub fn with_includes(source: &str) -> String {
     for line in source.lines() {
         match line.trim().strip_prefix("// #include ") {
             Some(name) => {
-                let (_, text) = INCLUDES.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("no shaders/include/{name}"));
+                let (_, text) =
+                    INCLUDES.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("no shaders/include/{name}"));
                 out.push_str(text);
             }
             None => {
@@ -74,7 +75,9 @@ pub fn with_constants(source: &str, constants: &[(&str, u32)]) -> String {
 /// Panics on an unmatched brace or a `break`/`continue` in an unrolled body (a shader bug).
 pub fn unroll_loops(source: &str, counts: &[(&str, u32)]) -> String {
     let mut lines: Vec<String> = source.lines().map(str::to_owned).collect();
-    while let Some((start, var, count)) = lines.iter().enumerate().find_map(|(i, line)| unrollable(line, counts).map(|(v, c)| (i, v, c))) {
+    while let Some((start, var, count)) =
+        lines.iter().enumerate().find_map(|(i, line)| unrollable(line, counts).map(|(v, c)| (i, v, c)))
+    {
         let end = closing_line(&lines, start);
         let body = &lines[start + 1..end];
         assert!(

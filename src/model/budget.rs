@@ -38,7 +38,8 @@ pub fn parse_gb(text: &str) -> Result<u64, String> {
     if frac.len() > MAX_DECIMALS {
         return Err(format!("\"{shown}\" has more than {MAX_DECIMALS} decimals"));
     }
-    let whole: u64 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| format!("\"{shown}\" is too large"))? };
+    let whole: u64 =
+        if whole.is_empty() { 0 } else { whole.parse().map_err(|_| format!("\"{shown}\" is too large"))? };
     let frac_bytes: u64 = if frac.is_empty() {
         0
     } else {
@@ -89,7 +90,13 @@ impl BudgetFit {
 
 /// The budget arithmetic for `model` with a `kv_dtype` cache at `ctx_tokens`; weights count when
 /// `weights_dtype` is given.
-pub fn budget_fit(model: &Model, kv_dtype: DType, ctx_tokens: u64, budget_bytes: u64, weights_dtype: Option<DType>) -> Result<BudgetFit, SizeOverflow> {
+pub fn budget_fit(
+    model: &Model,
+    kv_dtype: DType,
+    ctx_tokens: u64,
+    budget_bytes: u64,
+    weights_dtype: Option<DType>,
+) -> Result<BudgetFit, SizeOverflow> {
     let budget = u128::from(budget_bytes);
     let weights = weights_dtype.map(|d| weights_bytes(model, d)).transpose()?;
     let kv_at_ctx = kv_total_bytes(model, ctx_tokens, kv_dtype)?;
@@ -143,7 +150,8 @@ mod tests {
         assert_eq!(w.fit, ContextFit::Tokens(487_819));
         assert_eq!(w.used_at_ctx_bytes, 16_060_522_496 + (1 << 30));
         // A budget smaller than the weights.
-        let tiny = budget_fit(&m, DType::Fp16, 8192, 10_000_000_000, Some(DType::Bf16)).unwrap_or_else(|e| panic!("{e}"));
+        let tiny =
+            budget_fit(&m, DType::Fp16, 8192, 10_000_000_000, Some(DType::Bf16)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tiny.fit, ContextFit::WeightsDoNotFit);
         assert_eq!(tiny.kv_room_bytes, 0);
         assert!(!tiny.ctx_fits());

@@ -99,10 +99,7 @@ pub enum Positional {
     /// A learned table of `max_positions` vectors (GPT-2).
     Learned { max_positions: u64 },
     /// Rotary embeddings on Q and K; `partial_rotary_factor` of each head's dimensions rotate.
-    Rope {
-        theta: f64,
-        partial_rotary_factor: f64,
-    },
+    Rope { theta: f64, partial_rotary_factor: f64 },
     /// No positional signal in this layer (Llama 4's global layers).
     NoPe,
 }
@@ -184,12 +181,7 @@ pub struct Model {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
     /// A field is zero, or above its limit in [`limits`].
-    OutOfRange {
-        field: &'static str,
-        value: u128,
-        min: u128,
-        max: u128,
-    },
+    OutOfRange { field: &'static str, value: u128, min: u128, max: u128 },
     /// Query heads must split evenly into KV groups.
     HeadsNotDivisible { q_heads: u32, kv_heads: u32 },
     /// A sliding window or chunk of zero tokens.
@@ -203,19 +195,11 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::OutOfRange {
-                field,
-                value,
-                min,
-                max,
-            } => {
+            ConfigError::OutOfRange { field, value, min, max } => {
                 write!(f, "{field} = {value} is out of range ({min}..={max})")
             }
             ConfigError::HeadsNotDivisible { q_heads, kv_heads } => {
-                write!(
-                    f,
-                    "{q_heads} query heads cannot be split evenly over {kv_heads} KV heads"
-                )
+                write!(f, "{q_heads} query heads cannot be split evenly over {kv_heads} KV heads")
             }
             ConfigError::ZeroWindow { layer } => {
                 write!(f, "layer {layer} has a window or chunk of 0 tokens")
@@ -229,12 +213,7 @@ impl std::error::Error for ConfigError {}
 
 fn check(field: &'static str, value: u128, min: u128, max: u128) -> Result<(), ConfigError> {
     if value < min || value > max {
-        return Err(ConfigError::OutOfRange {
-            field,
-            value,
-            min,
-            max,
-        });
+        return Err(ConfigError::OutOfRange { field, value, min, max });
     }
     Ok(())
 }
@@ -284,64 +263,35 @@ impl Model {
     /// Check every field against [`limits`] and the structural rules.
     pub fn validate(&self) -> Result<(), ConfigError> {
         use limits::*;
-        check(
-            "n_layers",
-            self.schedule.len() as u128,
-            1,
-            MAX_LAYERS.into(),
-        )?;
+        check("n_layers", self.schedule.len() as u128, 1, MAX_LAYERS.into())?;
         check("d_model", self.d_model.into(), 1, MAX_D_MODEL.into())?;
         check("n_q_heads", self.n_q_heads.into(), 1, MAX_HEADS.into())?;
         for (g, which) in [(Some(self.attn), "attn"), (self.global_attn, "global_attn")] {
             let Some(g) = g else { continue };
-            let field = if which == "attn" {
-                "n_kv_heads"
-            } else {
-                "global n_kv_heads"
-            };
+            let field = if which == "attn" { "n_kv_heads" } else { "global n_kv_heads" };
             check(field, g.n_kv_heads.into(), 1, MAX_HEADS.into())?;
-            let field = if which == "attn" {
-                "head_dim"
-            } else {
-                "global head_dim"
-            };
+            let field = if which == "attn" { "head_dim" } else { "global head_dim" };
             check(field, g.head_dim.into(), 1, MAX_HEAD_DIM.into())?;
             if self.mla.is_none() && self.n_q_heads % g.n_kv_heads != 0 {
-                return Err(ConfigError::HeadsNotDivisible {
-                    q_heads: self.n_q_heads,
-                    kv_heads: g.n_kv_heads,
-                });
+                return Err(ConfigError::HeadsNotDivisible { q_heads: self.n_q_heads, kv_heads: g.n_kv_heads });
             }
         }
         if let Some(m) = self.mla {
             check("kv_lora_rank", m.kv_lora_rank.into(), 1, MAX_RANK.into())?;
-            check(
-                "qk_rope_head_dim",
-                m.qk_rope_head_dim.into(),
-                0,
-                MAX_HEAD_DIM.into(),
-            )?;
-            check(
-                "qk_nope_head_dim",
-                m.qk_nope_head_dim.into(),
-                0,
-                MAX_HEAD_DIM.into(),
-            )?;
+            check("qk_rope_head_dim", m.qk_rope_head_dim.into(), 0, MAX_HEAD_DIM.into())?;
+            check("qk_nope_head_dim", m.qk_nope_head_dim.into(), 0, MAX_HEAD_DIM.into())?;
             check("v_head_dim", m.v_head_dim.into(), 1, MAX_HEAD_DIM.into())?;
             if let Some(q) = m.q_lora_rank {
                 check("q_lora_rank", q.into(), 1, MAX_RANK.into())?;
             }
             if m.qk_rope_head_dim + m.qk_nope_head_dim == 0 {
-                return Err(ConfigError::Invalid(
-                    "MLA query/key head dimension is 0".into(),
-                ));
+                return Err(ConfigError::Invalid("MLA query/key head dimension is 0".into()));
             }
         }
         for (i, k) in self.schedule.layers().iter().enumerate() {
             match *k {
                 LayerKind::Global => {}
-                LayerKind::Sliding { window_tokens: w }
-                | LayerKind::Chunked { chunk_tokens: w } => {
+                LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } => {
                     if w == 0 {
                         return Err(ConfigError::ZeroWindow { layer: i });
                     }
@@ -359,68 +309,27 @@ impl Model {
                     )));
                 }
             }
-            CrossLayerSharing::Groups { group_size } => check(
-                "cross-layer group size",
-                group_size.into(),
-                1,
-                MAX_LAYERS.into(),
-            )?,
+            CrossLayerSharing::Groups { group_size } => {
+                check("cross-layer group size", group_size.into(), 1, MAX_LAYERS.into())?
+            }
         }
         check("ffn_size", self.ffn_size.into(), 0, MAX_FFN.into())?;
         if let Some(m) = self.moe {
-            check(
-                "n_routed_experts",
-                m.n_routed_experts.into(),
-                1,
-                MAX_EXPERTS.into(),
-            )?;
-            check(
-                "n_active_experts",
-                m.n_active_experts.into(),
-                1,
-                m.n_routed_experts.into(),
-            )?;
-            check(
-                "n_shared_experts",
-                m.n_shared_experts.into(),
-                0,
-                MAX_EXPERTS.into(),
-            )?;
-            check(
-                "expert_ffn_size",
-                m.expert_ffn_size.into(),
-                1,
-                MAX_FFN.into(),
-            )?;
+            check("n_routed_experts", m.n_routed_experts.into(), 1, MAX_EXPERTS.into())?;
+            check("n_active_experts", m.n_active_experts.into(), 1, m.n_routed_experts.into())?;
+            check("n_shared_experts", m.n_shared_experts.into(), 0, MAX_EXPERTS.into())?;
+            check("expert_ffn_size", m.expert_ffn_size.into(), 1, MAX_FFN.into())?;
             check("moe layer step", m.layer_step.into(), 1, MAX_LAYERS.into())?;
         }
         check("vocab_size", self.vocab_size.into(), 0, MAX_VOCAB.into())?;
         check("norms_per_layer", self.norms_per_layer.into(), 0, 16)?;
-        check(
-            "per_layer_input_dim",
-            self.per_layer_input_dim.into(),
-            0,
-            MAX_D_MODEL.into(),
-        )?;
-        check(
-            "max_position_embeddings",
-            self.max_position_embeddings.into(),
-            0,
-            MAX_POSITIONS.into(),
-        )?;
-        for p in [Some(self.positional), self.global_positional]
-            .into_iter()
-            .flatten()
-        {
+        check("per_layer_input_dim", self.per_layer_input_dim.into(), 0, MAX_D_MODEL.into())?;
+        check("max_position_embeddings", self.max_position_embeddings.into(), 0, MAX_POSITIONS.into())?;
+        for p in [Some(self.positional), self.global_positional].into_iter().flatten() {
             match p {
-                Positional::Rope {
-                    theta,
-                    partial_rotary_factor,
-                } => {
+                Positional::Rope { theta, partial_rotary_factor } => {
                     if !(theta.is_finite() && theta > 0.0) {
-                        return Err(ConfigError::Invalid(format!(
-                            "rope theta {theta} must be positive"
-                        )));
+                        return Err(ConfigError::Invalid(format!("rope theta {theta} must be positive")));
                     }
                     if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) {
                         return Err(ConfigError::Invalid(format!(
@@ -428,12 +337,9 @@ impl Model {
                         )));
                     }
                 }
-                Positional::Learned { max_positions } => check(
-                    "learned positions",
-                    max_positions.into(),
-                    1,
-                    MAX_POSITIONS.into(),
-                )?,
+                Positional::Learned { max_positions } => {
+                    check("learned positions", max_positions.into(), 1, MAX_POSITIONS.into())?
+                }
                 Positional::Sinusoidal | Positional::NoPe => {}
             }
         }
@@ -449,11 +355,7 @@ impl Model {
             name: "Custom model".into(),
             d_model,
             n_q_heads: n_heads,
-            attn: AttnGeometry {
-                n_kv_heads: n_heads,
-                head_dim,
-                k_eq_v: false,
-            },
+            attn: AttnGeometry { n_kv_heads: n_heads, head_dim, k_eq_v: false },
             global_attn: None,
             mla: None,
             schedule: Schedule::uniform(n_layers, LayerKind::Global),
@@ -463,10 +365,7 @@ impl Model {
             moe: None,
             vocab_size: 32_000,
             tie_embeddings: false,
-            positional: Positional::Rope {
-                theta: 10_000.0,
-                partial_rotary_factor: 1.0,
-            },
+            positional: Positional::Rope { theta: 10_000.0, partial_rotary_factor: 1.0 },
             global_positional: None,
             biases: Biases::default(),
             norm: NormKind::RmsNorm,
@@ -494,30 +393,12 @@ mod tests {
     fn validation_catches_bad_fields() {
         let mut m = Model::simple(4, 64, 8);
         m.attn.n_kv_heads = 3;
-        assert_eq!(
-            m.validate(),
-            Err(ConfigError::HeadsNotDivisible {
-                q_heads: 8,
-                kv_heads: 3
-            })
-        );
+        assert_eq!(m.validate(), Err(ConfigError::HeadsNotDivisible { q_heads: 8, kv_heads: 3 }));
         let mut m = Model::simple(4, 64, 8);
         m.attn.n_kv_heads = 0;
-        assert!(matches!(
-            m.validate(),
-            Err(ConfigError::OutOfRange {
-                field: "n_kv_heads",
-                ..
-            })
-        ));
+        assert!(matches!(m.validate(), Err(ConfigError::OutOfRange { field: "n_kv_heads", .. })));
         let m = Model::simple(0, 64, 8);
-        assert!(matches!(
-            m.validate(),
-            Err(ConfigError::OutOfRange {
-                field: "n_layers",
-                ..
-            })
-        ));
+        assert!(matches!(m.validate(), Err(ConfigError::OutOfRange { field: "n_layers", .. })));
         let mut m = Model::simple(4, 64, 8);
         m.schedule = Schedule::uniform(4, LayerKind::Sliding { window_tokens: 0 });
         assert_eq!(m.validate(), Err(ConfigError::ZeroWindow { layer: 0 }));
@@ -525,28 +406,15 @@ mod tests {
         m.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: 4 };
         assert!(matches!(m.validate(), Err(ConfigError::BadSharing(_))));
         let mut m = Model::simple(4, 64, 8);
-        m.positional = Positional::Rope {
-            theta: f64::NAN,
-            partial_rotary_factor: 1.0,
-        };
+        m.positional = Positional::Rope { theta: f64::NAN, partial_rotary_factor: 1.0 };
         assert!(m.validate().is_err());
         let mut m = Model::simple(4, 64, 8);
-        m.positional = Positional::Rope {
-            theta: 1e4,
-            partial_rotary_factor: 0.0,
-        };
+        m.positional = Positional::Rope { theta: 1e4, partial_rotary_factor: 0.0 };
         assert!(m.validate().is_err());
         let m = Model::simple(4, limits::MAX_D_MODEL + 1, 8);
         assert!(m.validate().is_err());
         // Error messages are words, not debug dumps.
-        assert!(
-            ConfigError::HeadsNotDivisible {
-                q_heads: 8,
-                kv_heads: 3
-            }
-            .to_string()
-            .contains("8 query heads")
-        );
+        assert!(ConfigError::HeadsNotDivisible { q_heads: 8, kv_heads: 3 }.to_string().contains("8 query heads"));
     }
 
     #[test]
@@ -567,14 +435,7 @@ mod tests {
         assert!(!m.stores_kv(4));
         // Groups never share across kinds.
         m.cross_layer = CrossLayerSharing::Groups { group_size: 2 };
-        m.schedule = Schedule::from_layers(vec![
-            sw,
-            LayerKind::Global,
-            sw,
-            sw,
-            LayerKind::Global,
-            LayerKind::Global,
-        ]);
+        m.schedule = Schedule::from_layers(vec![sw, LayerKind::Global, sw, sw, LayerKind::Global, LayerKind::Global]);
         let stores: Vec<bool> = (0..6).map(|l| m.stores_kv(l)).collect();
         assert_eq!(stores, [true, true, true, false, true, false]);
     }

@@ -29,8 +29,12 @@ impl KvCurve {
         match self.kind {
             None => format!("total ({} storing layers)", self.storing_layers),
             Some(LayerKind::Global) => format!("{} global layers", self.storing_layers),
-            Some(LayerKind::Sliding { window_tokens }) => format!("{} sliding layers (window {window_tokens})", self.storing_layers),
-            Some(LayerKind::Chunked { chunk_tokens }) => format!("{} chunked layers (chunk {chunk_tokens})", self.storing_layers),
+            Some(LayerKind::Sliding { window_tokens }) => {
+                format!("{} sliding layers (window {window_tokens})", self.storing_layers)
+            }
+            Some(LayerKind::Chunked { chunk_tokens }) => {
+                format!("{} chunked layers (chunk {chunk_tokens})", self.storing_layers)
+            }
         }
     }
 }
@@ -77,7 +81,11 @@ pub fn kv_curves(model: &Model, dtype: DType, samples: &[u64]) -> Result<Vec<KvC
             curves = b
                 .rows
                 .iter()
-                .map(|r| KvCurve { kind: Some(r.kind), storing_layers: r.storing_layers, points: Vec::with_capacity(samples.len()) })
+                .map(|r| KvCurve {
+                    kind: Some(r.kind),
+                    storing_layers: r.storing_layers,
+                    points: Vec::with_capacity(samples.len()),
+                })
                 .collect();
             total.storing_layers = b.rows.iter().map(|r| r.storing_layers).sum();
         }

@@ -62,7 +62,14 @@ pub fn demo_layers(model: &Model, max_head_dim: u32) -> Vec<DemoLayer> {
                     (g.n_kv_heads, g.head_dim, g.k_eq_v)
                 }
             };
-            DemoLayer { kind, h_q: model.n_q_heads, h_kv, model_dim, run_dim: model_dim.min(max_head_dim).max(1), k_eq_v }
+            DemoLayer {
+                kind,
+                h_q: model.n_q_heads,
+                h_kv,
+                model_dim,
+                run_dim: model_dim.min(max_head_dim).max(1),
+                k_eq_v,
+            }
         })
         .collect()
 }
@@ -135,7 +142,9 @@ pub enum Tensor {
 /// `n` deterministic values in `[-1, 1)` for one token: a hash of (stream, layer slot, position,
 /// tensor, index), so any row can be recomputed later (the CPU check) without storing it.
 pub fn token_values(stream: u64, layer_slot: u32, position: u64, tensor: Tensor, n: usize) -> Vec<f32> {
-    let base = splitmix(stream ^ splitmix(u64::from(layer_slot) << 8 ^ tensor as u64) ^ splitmix(position.wrapping_add(0x51ed)));
+    let base = splitmix(
+        stream ^ splitmix(u64::from(layer_slot) << 8 ^ tensor as u64) ^ splitmix(position.wrapping_add(0x51ed)),
+    );
     (0..n as u64)
         .map(|i| {
             let bits = splitmix(base ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));

@@ -35,8 +35,12 @@ pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
     for c in model.schedule.counts() {
         match c.kind {
             LayerKind::Global => {}
-            LayerKind::Sliding { window_tokens } => out.push(("sliding_window", format_thousands(window_tokens.into()))),
-            LayerKind::Chunked { chunk_tokens } => out.push(("attention_chunk_size", format_thousands(chunk_tokens.into()))),
+            LayerKind::Sliding { window_tokens } => {
+                out.push(("sliding_window", format_thousands(window_tokens.into())))
+            }
+            LayerKind::Chunked { chunk_tokens } => {
+                out.push(("attention_chunk_size", format_thousands(chunk_tokens.into())))
+            }
         }
     }
     match model.cross_layer {
@@ -51,14 +55,25 @@ pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
     };
     out.push(("intermediate_size", format!("{} ({ffn})", format_thousands(model.ffn_size.into()))));
     if let Some(m) = model.moe {
-        out.push(("experts", format!("{} routed, {} active, {} shared, {} wide", m.n_routed_experts, m.n_active_experts, m.n_shared_experts, format_thousands(m.expert_ffn_size.into()))));
+        out.push((
+            "experts",
+            format!(
+                "{} routed, {} active, {} shared, {} wide",
+                m.n_routed_experts,
+                m.n_active_experts,
+                m.n_shared_experts,
+                format_thousands(m.expert_ffn_size.into())
+            ),
+        ));
     }
     out.push(("vocab_size", format_thousands(model.vocab_size.into())));
     out.push(("tie_word_embeddings", model.tie_embeddings.to_string()));
     let pos = match model.positional {
         Positional::Sinusoidal => "sinusoidal".to_string(),
         Positional::Learned { max_positions } => format!("learned ({max_positions})"),
-        Positional::Rope { theta, partial_rotary_factor } if partial_rotary_factor < 1.0 => format!("RoPE θ = {theta} on {partial_rotary_factor} of each head"),
+        Positional::Rope { theta, partial_rotary_factor } if partial_rotary_factor < 1.0 => {
+            format!("RoPE θ = {theta} on {partial_rotary_factor} of each head")
+        }
         Positional::Rope { theta, .. } => format!("RoPE θ = {theta}"),
         Positional::NoPe => "none".to_string(),
     };
@@ -73,7 +88,9 @@ pub fn variant_label(variant: Variant, base: &Model) -> String {
     match variant {
         Variant::AsPublished => format!("As published ({})", base.name),
         Variant::Mha => format!("MHA ({} KV heads, one per query head)", base.n_q_heads),
-        Variant::Gqa { groups } => format!("GQA, {groups} KV heads ({} query heads each)", base.n_q_heads / groups.max(1)),
+        Variant::Gqa { groups } => {
+            format!("GQA, {groups} KV heads ({} query heads each)", base.n_q_heads / groups.max(1))
+        }
         Variant::Mqa => "MQA (1 KV head)".into(),
         Variant::Mla { kv_lora_rank, rope_dim } => format!("MLA ({kv_lora_rank} latent + {rope_dim} RoPE key)"),
         Variant::Sliding { window_tokens } => format!("Sliding window {} on every layer", t(window_tokens)),
@@ -101,7 +118,10 @@ mod tests {
         let d = preset("deepseek-v3").cloned().unwrap_or_else(|| Model::simple(1, 64, 4));
         assert!(model_facts(&d).iter().any(|(n, v)| *n == "kv_lora_rank" && v == "512"));
         assert_eq!(variant_label(Variant::Gqa { groups: 8 }, &m), "GQA, 8 KV heads (4 query heads each)");
-        assert_eq!(variant_label(Variant::Hybrid { local_per_global: 5, window_tokens: 1024 }, &m), "Hybrid 5 sliding (1,024) : 1 global");
+        assert_eq!(
+            variant_label(Variant::Hybrid { local_per_global: 5, window_tokens: 1024 }, &m),
+            "Hybrid 5 sliding (1,024) : 1 global"
+        );
     }
 
     /// What the import panel relies on: an imported config, written into the link with
@@ -119,7 +139,11 @@ mod tests {
             let code = encode_model(&imported.model);
             let back = decode_model(&code).unwrap_or_else(|e| panic!("{name}: {e} in {code}"));
             for n in [1u64, 5000, 131_072] {
-                assert_eq!(kv_total_bytes(&back, n, DType::Bf16), kv_total_bytes(&imported.model, n, DType::Bf16), "{name}");
+                assert_eq!(
+                    kv_total_bytes(&back, n, DType::Bf16),
+                    kv_total_bytes(&imported.model, n, DType::Bf16),
+                    "{name}"
+                );
             }
             assert_eq!(model_params(&back), model_params(&imported.model), "{name}");
             checked += 1;

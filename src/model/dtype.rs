@@ -21,14 +21,7 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, widest first (the order a picker shows them in).
-    pub const ALL: [DType; 6] = [
-        DType::Fp32,
-        DType::Fp16,
-        DType::Bf16,
-        DType::Fp8,
-        DType::Int4,
-        DType::Int2,
-    ];
+    pub const ALL: [DType; 6] = [DType::Fp32, DType::Fp16, DType::Bf16, DType::Fp8, DType::Int4, DType::Int2];
 
     /// Exact storage width of one element, in bits.
     pub const fn bits(self) -> u32 {
@@ -83,11 +76,7 @@ pub struct UnknownDType(pub String);
 
 impl fmt::Display for UnknownDType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown dtype {:?} (expected fp32, fp16, bf16, fp8, int4 or int2)",
-            self.0
-        )
+        write!(f, "unknown dtype {:?} (expected fp32, fp16, bf16, fp8, int4 or int2)", self.0)
     }
 }
 
@@ -98,10 +87,7 @@ impl FromStr for DType {
 
     /// Accepts the URL names exactly (case-sensitive, as the URL contract fixes them).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DType::ALL
-            .into_iter()
-            .find(|d| d.url_name() == s)
-            .ok_or_else(|| UnknownDType(s.chars().take(32).collect()))
+        DType::ALL.into_iter().find(|d| d.url_name() == s).ok_or_else(|| UnknownDType(s.chars().take(32).collect()))
     }
 }
 

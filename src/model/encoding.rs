@@ -24,9 +24,7 @@
 
 use std::fmt;
 
-use super::config::{
-    AttnGeometry, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,
-};
+use super::config::{AttnGeometry, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional};
 use super::schedule::{LayerKind, Schedule};
 
 /// Longest accepted text; anything longer is rejected before parsing.
@@ -47,10 +45,7 @@ pub enum EncodingError {
 impl fmt::Display for EncodingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EncodingError::TooLong(n) => write!(
-                f,
-                "model code is {n} characters long (at most {MAX_ENCODED_LEN})"
-            ),
+            EncodingError::TooLong(n) => write!(f, "model code is {n} characters long (at most {MAX_ENCODED_LEN})"),
             EncodingError::Empty => f.write_str("model code is empty"),
             EncodingError::UnknownToken(t) => write!(f, "unknown part {t:?} in the model code"),
             EncodingError::BadValue(t) => write!(f, "bad value in {t:?}"),
@@ -66,28 +61,17 @@ impl std::error::Error for EncodingError {}
 fn permille(f: f64) -> u64 {
     let v = (f * 1000.0).round();
     // Display-only conversions below are range-checked first, so `as` cannot truncate.
-    if (0.0..=1000.0).contains(&v) {
-        v as u64
-    } else {
-        1000
-    }
+    if (0.0..=1000.0).contains(&v) { v as u64 } else { 1000 }
 }
 
 fn theta_int(t: f64) -> u64 {
     let v = t.round();
-    if (1.0..=1e18).contains(&v) {
-        v as u64
-    } else {
-        10_000
-    }
+    if (1.0..=1e18).contains(&v) { v as u64 } else { 10_000 }
 }
 
 fn positional_token(prefix: &str, p: Positional) -> String {
     match p {
-        Positional::Rope {
-            theta,
-            partial_rotary_factor,
-        } => {
+        Positional::Rope { theta, partial_rotary_factor } => {
             let pm = permille(partial_rotary_factor);
             if pm == 1000 {
                 format!("{prefix}rope{}", theta_int(theta))
@@ -111,11 +95,8 @@ fn kind_token(k: LayerKind) -> String {
 
 /// The compact form of `model` (its id and name are not part of it).
 pub fn encode_model(model: &Model) -> String {
-    let mut t: Vec<String> = vec![
-        format!("L{}", model.n_layers()),
-        format!("d{}", model.d_model),
-        format!("h{}", model.n_q_heads),
-    ];
+    let mut t: Vec<String> =
+        vec![format!("L{}", model.n_layers()), format!("d{}", model.d_model), format!("h{}", model.n_q_heads)];
     t.push(format!("kv{}", model.attn.n_kv_heads));
     t.push(format!("hd{}", model.attn.head_dim));
     if model.attn.k_eq_v {
@@ -139,12 +120,8 @@ pub fn encode_model(model: &Model) -> String {
         ));
     }
     if model.schedule.layers().iter().any(|k| !k.is_global()) {
-        let runs: Vec<String> = model
-            .schedule
-            .unit_runs()
-            .iter()
-            .map(|&(c, k)| format!("{c}{}", kind_token(k)))
-            .collect();
+        let runs: Vec<String> =
+            model.schedule.unit_runs().iter().map(|&(c, k)| format!("{c}{}", kind_token(k))).collect();
         t.push(format!("pat{}", runs.join("-")));
     }
     match model.cross_layer {
@@ -225,17 +202,11 @@ fn small(token: &str, v: u64) -> Result<u32, EncodingError> {
     u32::try_from(v).map_err(|_| EncodingError::BadValue(token.into()))
 }
 
-fn parse_positional(
-    token: &str,
-    rest_after_name: &str,
-    name: &str,
-) -> Result<Positional, EncodingError> {
+fn parse_positional(token: &str, rest_after_name: &str, name: &str) -> Result<Positional, EncodingError> {
     match name {
         "sin" if rest_after_name.is_empty() => Ok(Positional::Sinusoidal),
         "nope" if rest_after_name.is_empty() => Ok(Positional::NoPe),
-        "learned" => Ok(Positional::Learned {
-            max_positions: number(token, rest_after_name)?,
-        }),
+        "learned" => Ok(Positional::Learned { max_positions: number(token, rest_after_name)? }),
         "rope" => {
             let (theta, pm) = match rest_after_name.split_once('p') {
                 Some((t, p)) => (number::<u64>(token, t)?, number::<u64>(token, p)?),
@@ -247,10 +218,7 @@ fn parse_positional(
             // theta is written as an integer; f64 is what RoPE uses (exact below 2^53).
             let theta = theta as f64;
             let fraction = pm as f64 / 1000.0;
-            Ok(Positional::Rope {
-                theta,
-                partial_rotary_factor: fraction,
-            })
+            Ok(Positional::Rope { theta, partial_rotary_factor: fraction })
         }
         _ => Err(EncodingError::BadValue(token.into())),
     }
@@ -264,12 +232,8 @@ fn parse_runs(token: &str, s: &str) -> Result<Vec<(u32, LayerKind)>, EncodingErr
         let count: u32 = number(token, count)?;
         let kind = match kind.split_at_checked(1) {
             Some(("g", "")) => LayerKind::Global,
-            Some(("w", w)) => LayerKind::Sliding {
-                window_tokens: number(token, w)?,
-            },
-            Some(("c", c)) => LayerKind::Chunked {
-                chunk_tokens: number(token, c)?,
-            },
+            Some(("w", w)) => LayerKind::Sliding { window_tokens: number(token, w)? },
+            Some(("c", c)) => LayerKind::Chunked { chunk_tokens: number(token, c)? },
             _ => return Err(EncodingError::BadValue(token.into())),
         };
         if count == 0 || count > super::config::limits::MAX_LAYERS {
@@ -324,23 +288,10 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
                 });
             }
             "pat" => pattern = Some(parse_runs(token, value)?),
-            "xl" => {
-                m.cross_layer = CrossLayerSharing::ReuseLast {
-                    shared_layers: number(token, value)?,
-                }
-            }
-            "xg" => {
-                m.cross_layer = CrossLayerSharing::Groups {
-                    group_size: number(token, value)?,
-                }
-            }
+            "xl" => m.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: number(token, value)? },
+            "xg" => m.cross_layer = CrossLayerSharing::Groups { group_size: number(token, value)? },
             "fs" | "fg" | "fm" => {
-                if seen
-                    .iter()
-                    .filter(|s| matches!(**s, "fs" | "fg" | "fm"))
-                    .count()
-                    > 1
-                {
+                if seen.iter().filter(|s| matches!(**s, "fs" | "fg" | "fm")).count() > 1 {
                     return Err(EncodingError::Duplicate(token.chars().take(40).collect()));
                 }
                 m.ffn_kind = match name {
@@ -381,9 +332,7 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
             "ple" => m.per_layer_input_dim = number(token, value)?,
             "ctx" => m.max_position_embeddings = number(token, value)?,
             _ => {
-                return Err(EncodingError::UnknownToken(
-                    token.chars().take(40).collect(),
-                ));
+                return Err(EncodingError::UnknownToken(token.chars().take(40).collect()));
             }
         }
     }
@@ -398,21 +347,16 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
     }
     let head_dim = match hd {
         Some(v) => v,
-        None if d % u64::from(h) == 0 => u32::try_from(d / u64::from(h))
-            .map_err(|_| EncodingError::Invalid("head dim too large".into()))?,
+        None if d % u64::from(h) == 0 => {
+            u32::try_from(d / u64::from(h)).map_err(|_| EncodingError::Invalid("head dim too large".into()))?
+        }
         None => {
-            return Err(EncodingError::Invalid(format!(
-                "d = {d} is not a multiple of h = {h}; give hd"
-            )));
+            return Err(EncodingError::Invalid(format!("d = {d} is not a multiple of h = {h}; give hd")));
         }
     };
     m.d_model = d;
     m.n_q_heads = h;
-    m.attn = AttnGeometry {
-        n_kv_heads: kv.unwrap_or(h),
-        head_dim,
-        k_eq_v: keqv,
-    };
+    m.attn = AttnGeometry { n_kv_heads: kv.unwrap_or(h), head_dim, k_eq_v: keqv };
     if any_global {
         m.global_attn = Some(AttnGeometry {
             n_kv_heads: gkv.unwrap_or(m.attn.n_kv_heads),
@@ -430,8 +374,7 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
     }
     m.id = "custom".into();
     m.name = "Custom model".into();
-    m.validate()
-        .map_err(|e| EncodingError::Invalid(e.to_string()))?;
+    m.validate().map_err(|e| EncodingError::Invalid(e.to_string()))?;
     Ok(m)
 }
 
@@ -451,11 +394,7 @@ mod tests {
     fn every_preset_round_trips() {
         for p in all_presets() {
             let code = encode_model(&p.model);
-            assert!(
-                code.bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-'),
-                "{code}"
-            );
+            assert!(code.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-'), "{code}");
             let back = decode_model(&code).unwrap_or_else(|e| panic!("{}: {e} in {code}", p.id));
             assert!(same_shape(&p.model, &back), "{}: {code}", p.id);
             assert_eq!(encode_model(&back), code);
@@ -464,23 +403,13 @@ mod tests {
 
     #[test]
     fn readable_examples() {
-        let m = crate::model::presets::preset("llama-3-8b")
-            .cloned()
-            .unwrap_or_else(|| Model::simple(1, 1, 1));
-        assert_eq!(
-            encode_model(&m),
-            "L32.d4096.h32.kv8.hd128.fs14336.v128256.rope500000.ctx8192"
-        );
-        let g = crate::model::presets::preset("gemma-3-27b")
-            .cloned()
-            .unwrap_or_else(|| Model::simple(1, 1, 1));
+        let m = crate::model::presets::preset("llama-3-8b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
+        assert_eq!(encode_model(&m), "L32.d4096.h32.kv8.hd128.fs14336.v128256.rope500000.ctx8192");
+        let g = crate::model::presets::preset("gemma-3-27b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
         assert!(encode_model(&g).contains(".pat5w1024-1g."));
         // Minimal code: defaults fill the rest.
         let m = decode_model("L2.d64.h4").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            (m.attn.n_kv_heads, m.attn.head_dim, m.ffn_size),
-            (4, 16, 256)
-        );
+        assert_eq!((m.attn.n_kv_heads, m.attn.head_dim, m.ffn_size), (4, 16, 256));
     }
 
     #[test]
@@ -514,14 +443,7 @@ mod tests {
         for c in cases {
             assert!(decode_model(c).is_err(), "{c:?} should fail");
         }
-        assert!(matches!(
-            decode_model(&"L1.".repeat(1000)),
-            Err(EncodingError::TooLong(_))
-        ));
-        assert!(
-            decode_model("L32.d4096.h32.zz9")
-                .err()
-                .is_some_and(|e| e.to_string().contains("zz9"))
-        );
+        assert!(matches!(decode_model(&"L1.".repeat(1000)), Err(EncodingError::TooLong(_))));
+        assert!(decode_model("L32.d4096.h32.zz9").err().is_some_and(|e| e.to_string().contains("zz9")));
     }
 }

@@ -128,22 +128,13 @@ fn llama_4_maverick_and_scout() {
         assert_eq!(total(id, K128, DType::Fp8), 3_825_205_248);
         // Q 5120*5120 + K,V 5120*1024 each + O 5120*5120 = 2 * 26,214,400 + 2 * 5,242,880 = 62,914,560
         assert_eq!(attn(id, G), 62_914_560);
-        assert_eq!(
-            attn(id, LayerKind::Chunked { chunk_tokens: 8192 }),
-            62_914_560
-        );
+        assert_eq!(attn(id, LayerKind::Chunked { chunk_tokens: 8192 }), 62_914_560);
     }
     // Published totals: about 400B and 109B (the latter with the vision encoder).
     let maverick = model_params(model("llama-4-maverick")).total();
-    assert!(
-        (399_000_000_000..402_000_000_000).contains(&maverick),
-        "{maverick}"
-    );
+    assert!((399_000_000_000..402_000_000_000).contains(&maverick), "{maverick}");
     let scout = model_params(model("llama-4-scout")).total();
-    assert!(
-        (107_000_000_000..110_000_000_000).contains(&scout),
-        "{scout}"
-    );
+    assert!((107_000_000_000..110_000_000_000).contains(&scout), "{scout}");
 }
 
 #[test]
@@ -200,14 +191,7 @@ fn gemma_3_27b() {
 fn gemma_4_12b() {
     let m = model("gemma-4-12b");
     assert_eq!(m.schedule.summary(), "5 sliding : 1 global");
-    assert_eq!(
-        m.schedule
-            .counts()
-            .iter()
-            .map(|c| c.layers)
-            .collect::<Vec<_>>(),
-        [40, 8]
-    );
+    assert_eq!(m.schedule.counts().iter().map(|c| c.layers).collect::<Vec<_>>(), [40, 8]);
     // sliding per layer per token: 8 kv heads * 2 * 256 * 2 B = 8,192
     // global (1 kv head, K=V, 512 dims): 1 * 1 * 512 * 2 B = 1,024
     // per token: 40 * 8,192 + 8 * 1,024 = 327,680 + 8,192 = 335,872
@@ -237,14 +221,7 @@ fn gemma_4_e4b() {
     let m = model("gemma-4-e4b");
     // 42 layers, globals at 5, 11, ..., 41: 35 sliding + 7 global; the last 18 reuse caches,
     // so layers 0..=23 store: 20 sliding + 4 global.
-    assert_eq!(
-        m.schedule
-            .counts()
-            .iter()
-            .map(|c| c.layers)
-            .collect::<Vec<_>>(),
-        [35, 7]
-    );
+    assert_eq!(m.schedule.counts().iter().map(|c| c.layers).collect::<Vec<_>>(), [35, 7]);
     // sliding per layer per token: 2 * 2 * 256 * 2 B = 2,048; global: 2 * 2 * 512 * 2 B = 4,096
     // per token: 20 * 2,048 + 4 * 4,096 = 40,960 + 16,384 = 57,344
     assert_eq!(per_token("gemma-4-e4b", DType::Fp16), 57_344);
@@ -294,16 +271,8 @@ fn deepseek_v3() {
     assert_eq!(attn("deepseek-v3", G), 187_107_328);
     let p = model_params(model("deepseek-v3"));
     // published: 671B total, 37B active
-    assert!(
-        (670_000_000_000..672_000_000_000).contains(&p.total()),
-        "{}",
-        p.total()
-    );
-    assert!(
-        (36_000_000_000..39_000_000_000).contains(&p.active()),
-        "{}",
-        p.active()
-    );
+    assert!((670_000_000_000..672_000_000_000).contains(&p.total()), "{}", p.total());
+    assert!((36_000_000_000..39_000_000_000).contains(&p.active()), "{}", p.active());
 }
 
 #[test]
@@ -311,55 +280,17 @@ fn every_preset_total_is_monotone_and_dtype_scaled() {
     for p in super::presets::all_presets() {
         let m = &p.model;
         let mut last = 0u128;
-        for n in [
-            0u64,
-            1,
-            511,
-            512,
-            1000,
-            1024,
-            4096,
-            8192,
-            8193,
-            65_536,
-            131_072,
-            1 << 20,
-        ] {
+        for n in [0u64, 1, 511, 512, 1000, 1024, 4096, 8192, 8193, 65_536, 131_072, 1 << 20] {
             let t = kv_total_bytes(m, n, DType::Fp16).unwrap_or(0);
             assert!(t >= last, "{} at {n}", p.id);
             last = t;
             // FP32 doubles, FP8 halves, INT4 quarters, 2-bit eighths (all element counts are even).
-            assert_eq!(
-                kv_total_bytes(m, n, DType::Fp32).unwrap_or(0),
-                2 * t,
-                "{}",
-                p.id
-            );
-            assert_eq!(
-                kv_total_bytes(m, n, DType::Fp8).unwrap_or(0) * 2,
-                t,
-                "{}",
-                p.id
-            );
-            assert_eq!(
-                kv_total_bytes(m, n, DType::Int4).unwrap_or(0) * 4,
-                t,
-                "{}",
-                p.id
-            );
-            assert_eq!(
-                kv_total_bytes(m, n, DType::Int2).unwrap_or(0) * 8,
-                t,
-                "{}",
-                p.id
-            );
+            assert_eq!(kv_total_bytes(m, n, DType::Fp32).unwrap_or(0), 2 * t, "{}", p.id);
+            assert_eq!(kv_total_bytes(m, n, DType::Fp8).unwrap_or(0) * 2, t, "{}", p.id);
+            assert_eq!(kv_total_bytes(m, n, DType::Int4).unwrap_or(0) * 4, t, "{}", p.id);
+            assert_eq!(kv_total_bytes(m, n, DType::Int2).unwrap_or(0) * 8, t, "{}", p.id);
         }
         // One token costs exactly the per-token figure.
-        assert_eq!(
-            kv_total_bytes(m, 1, DType::Fp16).ok(),
-            kv_bytes_per_token(m, DType::Fp16).ok(),
-            "{}",
-            p.id
-        );
+        assert_eq!(kv_total_bytes(m, 1, DType::Fp16).ok(), kv_bytes_per_token(m, DType::Fp16).ok(), "{}", p.id);
     }
 }

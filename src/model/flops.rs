@@ -30,20 +30,14 @@ impl LayerFlops {
 fn core_width(model: &Model, kind: LayerKind) -> u128 {
     let h = u128::from(model.n_q_heads);
     match model.mla {
-        Some(m) => {
-            h * (u128::from(m.qk_nope_head_dim)
-                + u128::from(m.qk_rope_head_dim)
-                + u128::from(m.v_head_dim))
-        }
+        Some(m) => h * (u128::from(m.qk_nope_head_dim) + u128::from(m.qk_rope_head_dim) + u128::from(m.v_head_dim)),
         None => h * 2 * u128::from(model.geometry(kind).head_dim),
     }
 }
 
 /// Attention-core FLOPs (QK^T and PV) for a layer of `kind` under `mask`.
 pub fn attention_core_flops(model: &Model, kind: LayerKind, mask: Mask, n_tokens: u64) -> u128 {
-    2u128
-        .saturating_mul(core_width(model, kind))
-        .saturating_mul(attended_pairs(mask, n_tokens))
+    2u128.saturating_mul(core_width(model, kind)).saturating_mul(attended_pairs(mask, n_tokens))
 }
 
 /// Projection FLOPs of a layer of `kind`: `2 n W`.
@@ -122,23 +116,15 @@ mod tests {
     use crate::model::config::FfnKind;
 
     fn brute_crossover(model: &Model, kind: LayerKind, mask: Mask, limit: u64) -> Option<u64> {
-        (1..=limit).find(|&n| {
-            attention_core_flops(model, kind, mask, n) >= projection_flops(model, kind, n)
-        })
+        (1..=limit).find(|&n| attention_core_flops(model, kind, mask, n) >= projection_flops(model, kind, n))
     }
 
     #[test]
     fn mha_crossover_is_2d_full_and_4d_minus_1_causal() {
         for (d, h) in [(64u64, 4u32), (512, 8), (5120, 40)] {
             let m = Model::simple(1, d, h);
-            assert_eq!(
-                crossover_tokens(&m, LayerKind::Global, Mask::Full),
-                Some(2 * d)
-            );
-            assert_eq!(
-                crossover_tokens(&m, LayerKind::Global, Mask::Causal),
-                Some(4 * d - 1)
-            );
+            assert_eq!(crossover_tokens(&m, LayerKind::Global, Mask::Full), Some(2 * d));
+            assert_eq!(crossover_tokens(&m, LayerKind::Global, Mask::Causal), Some(4 * d - 1));
             // Equality holds exactly at the crossover: 4 n^2 d = 8 n d^2 at n = 2d.
             let n = 2 * d;
             assert_eq!(
@@ -163,11 +149,7 @@ mod tests {
                 Mask::Chunked { chunk_tokens: 400 },
             ] {
                 let kind = LayerKind::Global;
-                assert_eq!(
-                    crossover_tokens(&m, kind, mask),
-                    brute_crossover(&m, kind, mask, 5000),
-                    "kv {kv} {mask:?}"
-                );
+                assert_eq!(crossover_tokens(&m, kind, mask), brute_crossover(&m, kind, mask, 5000), "kv {kv} {mask:?}");
             }
         }
     }
@@ -185,10 +167,7 @@ mod tests {
         // causal: 40 heads * 2 * (128 + 128) * (4096 * 4097 / 2) = 10240 * 16,781,312 = 171,840,634,880
         assert_eq!(f.attention_core, 171_840_634_880);
         // without the mask it would be 40 * 4 * 128 * 4096^2 = 343,597,383,680 (the seed's 2 x 171.8 G)
-        assert_eq!(
-            attention_core_flops(&m, LayerKind::Global, Mask::Full, 4096),
-            343_597_383_680
-        );
+        assert_eq!(attention_core_flops(&m, LayerKind::Global, Mask::Full, 4096), 343_597_383_680);
         // FFN: 2 * 4096 * 3 * 5120 * 16384 = 2,061,584,302,080
         assert_eq!(f.ffn, 2_061_584_302_080);
         assert_eq!(layer_prefill_flops(&m, 1, 4096), None);
@@ -199,22 +178,10 @@ mod tests {
     fn sliding_never_crosses_when_window_small() {
         let m = Model::simple(1, 4096, 32);
         // A S = 8192 * 64 < W = 4 * 4096^2: never.
+        assert_eq!(crossover_tokens(&m, LayerKind::Global, Mask::Sliding { window_tokens: 64 }), None);
+        assert_eq!(crossover_tokens(&m, LayerKind::Global, Mask::Chunked { chunk_tokens: 8192 }), None);
         assert_eq!(
-            crossover_tokens(&m, LayerKind::Global, Mask::Sliding { window_tokens: 64 }),
-            None
-        );
-        assert_eq!(
-            crossover_tokens(&m, LayerKind::Global, Mask::Chunked { chunk_tokens: 8192 }),
-            None
-        );
-        assert_eq!(
-            crossover_tokens(
-                &m,
-                LayerKind::Global,
-                Mask::Chunked {
-                    chunk_tokens: 1 << 20
-                }
-            ),
+            crossover_tokens(&m, LayerKind::Global, Mask::Chunked { chunk_tokens: 1 << 20 }),
             Some(4 * 4096 - 1)
         );
     }

@@ -163,13 +163,19 @@ mod tests {
     fn hybrid_mla_keqv_and_sharing_explain_themselves() {
         let g = model("gemma-3-27b");
         let f = per_token_formula(&g, DType::Bf16);
-        assert!(f.starts_with("52 sliding layers × 16 KV heads × 128 dims × 2 (K and V) × 2 B + 10 global layers"), "{f}");
+        assert!(
+            f.starts_with("52 sliding layers × 16 KV heads × 128 dims × 2 (K and V) × 2 B + 10 global layers"),
+            "{f}"
+        );
         let b = kv_breakdown(&g, 131_072, DType::Bf16).unwrap_or_else(|e| panic!("{e}"));
         // 52 * 8,192 B * 1,024 = 436,207,616
         assert_eq!(row_formula(&g, &b.rows[0], DType::Bf16), "52 × 8,192 B per token × 1,024 tokens = 436,207,616 B");
         assert_eq!(cached_tokens_reason(b.rows[0].kind, 131_072), "min(131,072, window 1,024)");
         let d = model("deepseek-v3");
-        assert_eq!(per_token_formula(&d, DType::Fp16), "61 global layers × (512 latent + 64 RoPE key) × 2 B = 70,272 B per token");
+        assert_eq!(
+            per_token_formula(&d, DType::Fp16),
+            "61 global layers × (512 latent + 64 RoPE key) × 2 B = 70,272 B per token"
+        );
         let g4 = model("gemma-4-12b");
         assert!(per_token_formula(&g4, DType::Fp16).contains("1 KV head × 512 dims × 1 (K = V)"));
         let e4b = model("gemma-4-e4b");

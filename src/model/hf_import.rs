@@ -11,9 +11,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::config::{
-    AttnGeometry, Biases, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional, limits,
-};
+use super::config::{AttnGeometry, Biases, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional, limits};
 use super::schedule::{LayerKind, Schedule};
 
 /// What the importer read, assumed and doubted.
@@ -63,20 +61,13 @@ impl fmt::Display for ImportError {
 impl std::error::Error for ImportError {}
 
 fn invalid(field: &str, reason: impl Into<String>) -> ImportError {
-    ImportError::Invalid {
-        field: field.chars().take(80).collect(),
-        reason: reason.into(),
-    }
+    ImportError::Invalid { field: field.chars().take(80).collect(), reason: reason.into() }
 }
 
 /// Short JSON text of a value for the report (long arrays are abbreviated).
 fn show(v: &Value) -> String {
     let s = v.to_string();
-    if s.chars().count() > 60 {
-        format!("{}…", s.chars().take(57).collect::<String>())
-    } else {
-        s
-    }
+    if s.chars().count() > 60 { format!("{}…", s.chars().take(57).collect::<String>()) } else { s }
 }
 
 /// A non-negative integer, accepting integral floats such as `4096.0`.
@@ -112,11 +103,7 @@ impl<'a> Reader<'a> {
     fn find(&self, keys: &[&str]) -> Option<(String, &'a Value)> {
         for key in keys {
             if let Some(v) = self.main.get(*key).filter(|v| !v.is_null()) {
-                let path = if self.nested {
-                    format!("text_config.{key}")
-                } else {
-                    (*key).to_string()
-                };
+                let path = if self.nested { format!("text_config.{key}") } else { (*key).to_string() };
                 return Some((path, v));
             }
             if self.nested
@@ -159,9 +146,7 @@ impl<'a> Reader<'a> {
                 Some(b)
             }
             None => {
-                self.report
-                    .warnings
-                    .push(format!("{path} = {} is not true/false; ignored", show(v)));
+                self.report.warnings.push(format!("{path} = {} is not true/false; ignored", show(v)));
                 None
             }
         }
@@ -175,9 +160,7 @@ impl<'a> Reader<'a> {
                 Some(f)
             }
             None => {
-                self.report
-                    .warnings
-                    .push(format!("{path} = {} is not a number; ignored", show(v)));
+                self.report.warnings.push(format!("{path} = {} is not a number; ignored", show(v)));
                 None
             }
         }
@@ -204,10 +187,7 @@ fn positive(field: &str, v: u64, max: u64) -> Result<u64, ImportError> {
         return Err(invalid(field, "must be at least 1"));
     }
     if v > max {
-        return Err(invalid(
-            field,
-            format!("{v} is larger than the supported {max}"),
-        ));
+        return Err(invalid(field, format!("{v} is larger than the supported {max}")));
     }
     Ok(v)
 }
@@ -225,28 +205,15 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         Some(Value::Object(t)) => (t, true),
         Some(Value::Null) | None => (top, false),
         Some(other) => {
-            return Err(invalid(
-                "text_config",
-                format!("{} is not an object", show(other)),
-            ));
+            return Err(invalid("text_config", format!("{} is not an object", show(other))));
         }
     };
-    let mut r = Reader {
-        main,
-        top,
-        nested,
-        report: ImportReport::default(),
-    };
+    let mut r = Reader { main, top, nested, report: ImportReport::default() };
 
     // Family, from model_type (text config first) or the architecture name.
     let model_type = r
         .text("model_type")
-        .or_else(|| {
-            top.get("architectures")
-                .and_then(|a| a.get(0))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
+        .or_else(|| top.get("architectures").and_then(|a| a.get(0)).and_then(Value::as_str).map(str::to_string))
         .unwrap_or_default();
     r.report.model_type.clone_from(&model_type);
     let family = model_type.to_ascii_lowercase();
@@ -257,10 +224,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     // Sizes.
     let layers = positive(
         "num_hidden_layers",
-        r.required(
-            &["num_hidden_layers", "n_layer", "num_layers"],
-            "num_hidden_layers",
-        )?,
+        r.required(&["num_hidden_layers", "n_layer", "num_layers"], "num_hidden_layers")?,
         limits::MAX_LAYERS.into(),
     )?;
     let layers = to_u32("num_hidden_layers", layers)?;
@@ -278,15 +242,10 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         )?,
     )?;
     let kv = match r.count(&["num_key_value_heads"])? {
-        Some(n) => to_u32(
-            "num_key_value_heads",
-            positive("num_key_value_heads", n, limits::MAX_HEADS.into())?,
-        )?,
+        Some(n) => to_u32("num_key_value_heads", positive("num_key_value_heads", n, limits::MAX_HEADS.into())?)?,
         None if r.boolean("multi_query") == Some(true) => 1,
         None => {
-            r.assume(format!(
-                "num_key_value_heads: absent, so {heads} (one per query head, MHA)"
-            ));
+            r.assume(format!("num_key_value_heads: absent, so {heads} (one per query head, MHA)"));
             heads
         }
     };
@@ -295,10 +254,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     let mla = match r.count(&["kv_lora_rank"])? {
         None => None,
         Some(rank) => {
-            let rank = to_u32(
-                "kv_lora_rank",
-                positive("kv_lora_rank", rank, limits::MAX_RANK.into())?,
-            )?;
+            let rank = to_u32("kv_lora_rank", positive("kv_lora_rank", rank, limits::MAX_RANK.into())?)?;
             let dim = |r: &mut Reader<'_>, key: &str, default: u32| -> Result<u32, ImportError> {
                 match r.count(&[key])? {
                     Some(v) => to_u32(key, v),
@@ -312,10 +268,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
             let nope = dim(&mut r, "qk_nope_head_dim", 128)?;
             let v = dim(&mut r, "v_head_dim", 128)?;
             let q_lora = match r.count(&["q_lora_rank"])? {
-                Some(q) => Some(to_u32(
-                    "q_lora_rank",
-                    positive("q_lora_rank", q, limits::MAX_RANK.into())?,
-                )?),
+                Some(q) => Some(to_u32("q_lora_rank", positive("q_lora_rank", q, limits::MAX_RANK.into())?)?),
                 None => {
                     r.assume("q_lora_rank: absent or null, so queries are projected directly");
                     None
@@ -337,10 +290,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         ));
     }
     let head_dim = match r.count(&["head_dim"])? {
-        Some(h) => to_u32(
-            "head_dim",
-            positive("head_dim", h, limits::MAX_HEAD_DIM.into())?,
-        )?,
+        Some(h) => to_u32("head_dim", positive("head_dim", h, limits::MAX_HEAD_DIM.into())?)?,
         None => match mla {
             Some(m) => m.v_head_dim,
             None => {
@@ -374,9 +324,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
                 positive("num_global_key_value_heads", n, limits::MAX_HEADS.into())?,
             )?,
             (false, Some(_)) => {
-                r.report.warnings.push(
-                    "num_global_key_value_heads is only used with attention_k_eq_v; ignored".into(),
-                );
+                r.report.warnings.push("num_global_key_value_heads is only used with attention_k_eq_v; ignored".into());
                 kv
             }
             (_, None) => kv,
@@ -388,17 +336,10 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
             ));
         }
         let g_hd = match global_hd {
-            Some(h) => to_u32(
-                "global_head_dim",
-                positive("global_head_dim", h, limits::MAX_HEAD_DIM.into())?,
-            )?,
+            Some(h) => to_u32("global_head_dim", positive("global_head_dim", h, limits::MAX_HEAD_DIM.into())?)?,
             None => head_dim,
         };
-        Some(AttnGeometry {
-            n_kv_heads: g_kv,
-            head_dim: g_hd,
-            k_eq_v,
-        })
+        Some(AttnGeometry { n_kv_heads: g_kv, head_dim: g_hd, k_eq_v })
     } else {
         None
     };
@@ -409,23 +350,11 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         None => None,
     };
     let chunk = match r.count(&["attention_chunk_size"])? {
-        Some(c) => Some(positive(
-            "attention_chunk_size",
-            c,
-            limits::MAX_WINDOW_TOKENS,
-        )?),
+        Some(c) => Some(positive("attention_chunk_size", c, limits::MAX_WINDOW_TOKENS)?),
         None => None,
     };
     let mut global_nope = false;
-    let schedule = read_schedule(
-        &mut r,
-        &family,
-        layers,
-        window,
-        chunk,
-        is_llama4,
-        &mut global_nope,
-    )?;
+    let schedule = read_schedule(&mut r, &family, layers, window, chunk, is_llama4, &mut global_nope)?;
 
     // Cross-layer sharing (Gemma 4 E2B/E4B).
     let cross_layer = match r.count(&["num_kv_shared_layers"])? {
@@ -436,9 +365,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
                 format!("{n} shared layers leave none of the {layers} to compute a cache"),
             ));
         }
-        Some(n) => CrossLayerSharing::ReuseLast {
-            shared_layers: to_u32("num_kv_shared_layers", n)?,
-        },
+        Some(n) => CrossLayerSharing::ReuseLast { shared_layers: to_u32("num_kv_shared_layers", n)? },
     };
 
     // FFN.
@@ -460,18 +387,10 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         }
         FfnKind::SwiGlu
     };
-    let ffn_size = match r.count(&[
-        "intermediate_size_mlp",
-        "intermediate_size",
-        "n_inner",
-        "ffn_dim",
-    ])? {
+    let ffn_size = match r.count(&["intermediate_size_mlp", "intermediate_size", "n_inner", "ffn_dim"])? {
         Some(f) => f,
         None => {
-            r.assume(format!(
-                "intermediate_size: absent, so 4 * hidden_size = {}",
-                4 * d
-            ));
+            r.assume(format!("intermediate_size: absent, so 4 * hidden_size = {}", 4 * d));
             4 * d
         }
     };
@@ -521,23 +440,13 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(|s| s.chars().take(80).collect())
-        .unwrap_or_else(|| {
-            if model_type.is_empty() {
-                "Imported model".to_string()
-            } else {
-                model_type.clone()
-            }
-        });
+        .unwrap_or_else(|| if model_type.is_empty() { "Imported model".to_string() } else { model_type.clone() });
     let model = Model {
         id: "imported".into(),
         name,
         d_model: d,
         n_q_heads: heads,
-        attn: AttnGeometry {
-            n_kv_heads: kv,
-            head_dim,
-            k_eq_v: false,
-        },
+        attn: AttnGeometry { n_kv_heads: kv, head_dim, k_eq_v: false },
         global_attn,
         mla,
         schedule,
@@ -550,29 +459,14 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         positional,
         global_positional,
         biases,
-        norm: if is_gpt2 {
-            NormKind::LayerNorm
-        } else {
-            NormKind::RmsNorm
-        },
-        norms_per_layer: if is_gemma && !family.starts_with("gemma_") && family != "gemma" {
-            4
-        } else {
-            2
-        },
-        qk_norm: family.starts_with("qwen3")
-            || family.starts_with("gemma3")
-            || family.starts_with("gemma4"),
+        norm: if is_gpt2 { NormKind::LayerNorm } else { NormKind::RmsNorm },
+        norms_per_layer: if is_gemma && !family.starts_with("gemma_") && family != "gemma" { 4 } else { 2 },
+        qk_norm: family.starts_with("qwen3") || family.starts_with("gemma3") || family.starts_with("gemma4"),
         per_layer_input_dim,
         max_position_embeddings: max_pos,
     };
-    model
-        .validate()
-        .map_err(|e| invalid("config", e.to_string()))?;
-    Ok(Imported {
-        model,
-        report: r.report,
-    })
+    model.validate().map_err(|e| invalid("config", e.to_string()))?;
+    Ok(Imported { model, report: r.report })
 }
 
 fn read_schedule(
@@ -591,9 +485,7 @@ fn read_schedule(
             .ok_or_else(|| invalid(field, "sliding layers need sliding_window"))
     };
     if let Some((path, v)) = r.find(&["layer_types"]) {
-        let list = v
-            .as_array()
-            .ok_or_else(|| invalid(&path, "must be a list of strings"))?;
+        let list = v.as_array().ok_or_else(|| invalid(&path, "must be a list of strings"))?;
         if list.is_empty() {
             return Err(invalid(&path, "is empty"));
         }
@@ -603,9 +495,7 @@ fn read_schedule(
                 Some("full_attention" | "global" | "attention") => LayerKind::Global,
                 Some("sliding_attention" | "local" | "sliding") => sliding(&path)?,
                 Some("chunked_attention") => LayerKind::Chunked {
-                    chunk_tokens: chunk.ok_or_else(|| {
-                        invalid(&path, "chunked layers need attention_chunk_size")
-                    })?,
+                    chunk_tokens: chunk.ok_or_else(|| invalid(&path, "chunked layers need attention_chunk_size"))?,
                 },
                 _ => return Err(invalid(&path, format!("unknown layer type {}", show(item)))),
             };
@@ -621,21 +511,15 @@ fn read_schedule(
         if is_llama4 {
             *global_nope = true;
         }
-        return Ok(Schedule::from_layers(
-            (0..n).map(|i| kinds[i % kinds.len()]).collect(),
-        ));
+        return Ok(Schedule::from_layers((0..n).map(|i| kinds[i % kinds.len()]).collect()));
     }
     if is_llama4 && let Some(c) = chunk {
         let chunked = LayerKind::Chunked { chunk_tokens: c };
         *global_nope = true;
         // An empty list means "use the default interval", as in transformers.
-        let listed = r
-            .find(&["no_rope_layers"])
-            .filter(|(_, v)| v.as_array().is_none_or(|l| !l.is_empty()));
+        let listed = r.find(&["no_rope_layers"]).filter(|(_, v)| v.as_array().is_none_or(|l| !l.is_empty()));
         if let Some((path, v)) = listed {
-            let list = v
-                .as_array()
-                .ok_or_else(|| invalid(&path, "must be a list of 0/1"))?;
+            let list = v.as_array().ok_or_else(|| invalid(&path, "must be a list of 0/1"))?;
             let mut kinds = Vec::with_capacity(list.len());
             for item in list {
                 // 1: the layer uses RoPE and chunked attention; 0: a global NoPE layer.
@@ -643,83 +527,49 @@ fn read_schedule(
                     Some(1) => chunked,
                     Some(0) => LayerKind::Global,
                     _ => {
-                        return Err(invalid(
-                            &path,
-                            format!("entry {} is not 0 or 1", show(item)),
-                        ));
+                        return Err(invalid(&path, format!("entry {} is not 0 or 1", show(item))));
                     }
                 });
             }
             r.note_used(&path, v);
             if kinds.len() != n {
-                r.report.warnings.push(format!(
-                    "{path} has {} entries for {layers} layers",
-                    kinds.len()
-                ));
+                r.report.warnings.push(format!("{path} has {} entries for {layers} layers", kinds.len()));
             }
-            return Ok(Schedule::from_layers(
-                (0..n).map(|i| kinds[i % kinds.len()]).collect(),
-            ));
+            return Ok(Schedule::from_layers((0..n).map(|i| kinds[i % kinds.len()]).collect()));
         }
         let interval = match r.count(&["no_rope_layer_interval"])? {
-            Some(i) => to_u32(
-                "no_rope_layer_interval",
-                positive("no_rope_layer_interval", i, limits::MAX_LAYERS.into())?,
-            )?,
+            Some(i) => {
+                to_u32("no_rope_layer_interval", positive("no_rope_layer_interval", i, limits::MAX_LAYERS.into())?)?
+            }
             None => {
                 r.assume("no_rope_layers: absent, so every 4th layer is a global NoPE layer");
                 4
             }
         };
-        return Ok(Schedule::periodic(
-            layers,
-            &[(interval - 1, chunked), (1, LayerKind::Global)],
-        ));
+        return Ok(Schedule::periodic(layers, &[(interval - 1, chunked), (1, LayerKind::Global)]));
     }
     if let Some(p) = r.count(&["sliding_window_pattern"])? {
-        let p = to_u32(
-            "sliding_window_pattern",
-            positive("sliding_window_pattern", p, limits::MAX_LAYERS.into())?,
-        )?;
+        let p = to_u32("sliding_window_pattern", positive("sliding_window_pattern", p, limits::MAX_LAYERS.into())?)?;
         let sw = sliding("sliding_window_pattern")?;
-        return Ok(Schedule::periodic(
-            layers,
-            &[(p - 1, sw), (1, LayerKind::Global)],
-        ));
+        return Ok(Schedule::periodic(layers, &[(p - 1, sw), (1, LayerKind::Global)]));
     }
     if family.starts_with("gemma2")
         && let Some(w) = window
     {
         r.assume("layer pattern: Gemma 2 alternates sliding and global layers");
-        return Ok(Schedule::periodic(
-            layers,
-            &[
-                (1, LayerKind::Sliding { window_tokens: w }),
-                (1, LayerKind::Global),
-            ],
-        ));
+        return Ok(Schedule::periodic(layers, &[(1, LayerKind::Sliding { window_tokens: w }), (1, LayerKind::Global)]));
     }
     if family.starts_with("qwen") {
         if r.boolean("use_sliding_window") != Some(true) {
             if window.is_some() {
-                r.report
-                    .warnings
-                    .push("sliding_window ignored: use_sliding_window is not true".into());
+                r.report.warnings.push("sliding_window ignored: use_sliding_window is not true".into());
             }
             return Ok(Schedule::uniform(layers, LayerKind::Global));
         }
         let sw = sliding("use_sliding_window")?;
         let from = r.count(&["max_window_layers"])?.unwrap_or(0);
         return Ok(Schedule::from_layers(
-            (0..n)
-                .map(|i| {
-                    if (i as u64) >= from {
-                        sw
-                    } else {
-                        LayerKind::Global
-                    }
-                })
-                .collect(),
+            (0..n).map(|i| if (i as u64) >= from { sw } else { LayerKind::Global }).collect(),
         ));
     }
     Ok(match window {
@@ -733,14 +583,8 @@ fn read_moe(r: &mut Reader<'_>, is_llama4: bool) -> Result<Option<Moe>, ImportEr
     let Some(experts) = experts.filter(|&e| e > 0) else {
         return Ok(None);
     };
-    let experts = to_u32(
-        "experts",
-        positive("experts", experts, limits::MAX_EXPERTS.into())?,
-    )?;
-    let active = to_u32(
-        "num_experts_per_tok",
-        r.count(&["num_experts_per_tok"])?.unwrap_or(1),
-    )?;
+    let experts = to_u32("experts", positive("experts", experts, limits::MAX_EXPERTS.into())?)?;
+    let active = to_u32("num_experts_per_tok", r.count(&["num_experts_per_tok"])?.unwrap_or(1))?;
     let shared = match r.count(&["n_shared_experts"])? {
         Some(s) => to_u32("n_shared_experts", s)?,
         None if is_llama4 => 1,
@@ -752,18 +596,10 @@ fn read_moe(r: &mut Reader<'_>, is_llama4: bool) -> Result<Option<Moe>, ImportEr
         r.count(&["moe_intermediate_size", "intermediate_size"])?
     };
     let expert_ffn = expert_ffn.ok_or(ImportError::Missing("moe_intermediate_size"))?;
-    let first_dense = to_u32(
-        "first_k_dense_replace",
-        r.count(&["first_k_dense_replace"])?.unwrap_or(0),
-    )?;
+    let first_dense = to_u32("first_k_dense_replace", r.count(&["first_k_dense_replace"])?.unwrap_or(0))?;
     let step = to_u32(
         "moe layer step",
-        r.count(&[
-            "interleave_moe_layer_step",
-            "moe_layer_freq",
-            "decoder_sparse_step",
-        ])?
-        .unwrap_or(1),
+        r.count(&["interleave_moe_layer_step", "moe_layer_freq", "decoder_sparse_step"])?.unwrap_or(1),
     )?;
     Ok(Some(Moe {
         n_routed_experts: experts,
@@ -777,10 +613,7 @@ fn read_moe(r: &mut Reader<'_>, is_llama4: bool) -> Result<Option<Moe>, ImportEr
 
 fn rope_from(obj: &Map<String, Value>) -> Option<(f64, f64)> {
     let theta = obj.get("rope_theta").and_then(Value::as_f64)?;
-    let partial = obj
-        .get("partial_rotary_factor")
-        .and_then(Value::as_f64)
-        .unwrap_or(1.0);
+    let partial = obj.get("partial_rotary_factor").and_then(Value::as_f64).unwrap_or(1.0);
     Some((theta, partial))
 }
 
@@ -790,27 +623,15 @@ fn read_positions(
     max_pos: u64,
 ) -> Result<(Positional, Option<Positional>), ImportError> {
     if is_gpt2 {
-        return Ok((
-            Positional::Learned {
-                max_positions: max_pos.max(1),
-            },
-            None,
-        ));
+        return Ok((Positional::Learned { max_positions: max_pos.max(1) }, None));
     }
-    let rope = |t: f64, p: f64| Positional::Rope {
-        theta: t,
-        partial_rotary_factor: p,
-    };
+    let rope = |t: f64, p: f64| Positional::Rope { theta: t, partial_rotary_factor: p };
     // transformers v5 style: rope_parameters, possibly split by layer type (Gemma 4).
     if let Some((path, v)) = r.find(&["rope_parameters"]) {
         if let Some(obj) = v.as_object() {
             let by_type = (
-                obj.get("sliding_attention")
-                    .and_then(Value::as_object)
-                    .and_then(rope_from),
-                obj.get("full_attention")
-                    .and_then(Value::as_object)
-                    .and_then(rope_from),
+                obj.get("sliding_attention").and_then(Value::as_object).and_then(rope_from),
+                obj.get("full_attention").and_then(Value::as_object).and_then(rope_from),
             );
             match by_type {
                 (Some((lt, lp)), Some((gt, gp))) => {
@@ -855,20 +676,8 @@ mod tests {
         let v = json!({"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
                         "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "rope_theta": 500000.0});
         let imp = import_hf_value(&v).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            imp.model.attn,
-            AttnGeometry {
-                n_kv_heads: 8,
-                head_dim: 128,
-                k_eq_v: false
-            }
-        );
-        assert!(
-            imp.report
-                .used
-                .iter()
-                .any(|(k, v)| k == "num_key_value_heads" && v == "8")
-        );
+        assert_eq!(imp.model.attn, AttnGeometry { n_kv_heads: 8, head_dim: 128, k_eq_v: false });
+        assert!(imp.report.used.iter().any(|(k, v)| k == "num_key_value_heads" && v == "8"));
         assert!(imp.report.assumed.iter().any(|a| a.starts_with("head_dim")));
     }
 
@@ -898,14 +707,8 @@ mod tests {
         for c in cases {
             assert!(import_hf_value(&c).is_err(), "{c}");
         }
-        assert!(matches!(
-            import_hf_config("{not json"),
-            Err(ImportError::Json(_))
-        ));
-        assert!(matches!(
-            import_hf_config(&"[".repeat(100_000)),
-            Err(ImportError::Json(_))
-        ));
+        assert!(matches!(import_hf_config("{not json"), Err(ImportError::Json(_))));
+        assert!(matches!(import_hf_config(&"[".repeat(100_000)), Err(ImportError::Json(_))));
         assert!(import_hf_config("").is_err());
     }
 }

@@ -26,11 +26,7 @@ fn assert_matches_preset(name: &str, id: &str) {
     a.name.clone_from(&p.name);
     assert_eq!(&a, p, "{name} vs {id}");
     for n in [1u64, 4096, 131_072] {
-        assert_eq!(
-            kv_total_bytes(&imported, n, DType::Fp16),
-            kv_total_bytes(p, n, DType::Fp16),
-            "{name} at {n}"
-        );
+        assert_eq!(kv_total_bytes(&imported, n, DType::Fp16), kv_total_bytes(p, n, DType::Fp16), "{name} at {n}");
     }
     assert_eq!(model_params(&imported), model_params(p), "{name}");
 }
@@ -57,48 +53,20 @@ fn real_configs_reproduce_presets() {
 #[test]
 fn report_lists_fields_and_assumptions() {
     let imp = import("gemma-4-12b.json");
-    let used = |k: &str| {
-        imp.report
-            .used
-            .iter()
-            .find(|(p, _)| p == k)
-            .map(|(_, v)| v.clone())
-    };
+    let used = |k: &str| imp.report.used.iter().find(|(p, _)| p == k).map(|(_, v)| v.clone());
     assert_eq!(used("text_config.global_head_dim").as_deref(), Some("512"));
-    assert_eq!(
-        used("text_config.attention_k_eq_v").as_deref(),
-        Some("true")
-    );
-    assert_eq!(
-        used("text_config.num_global_key_value_heads").as_deref(),
-        Some("1")
-    );
+    assert_eq!(used("text_config.attention_k_eq_v").as_deref(), Some("true"));
+    assert_eq!(used("text_config.num_global_key_value_heads").as_deref(), Some("1"));
     assert!(used("text_config.layer_types").is_some());
     assert_eq!(imp.report.model_type, "gemma4_text");
 
     let scout = import("llama-4-scout.json");
-    assert!(
-        scout
-            .report
-            .assumed
-            .iter()
-            .any(|a| a.contains("every 4th layer"))
-    );
+    assert!(scout.report.assumed.iter().any(|a| a.contains("every 4th layer")));
     assert_eq!(scout.model.global_positional, Some(Positional::NoPe));
 
     let gpt2 = import("gpt2.json");
-    assert!(
-        gpt2.report
-            .used
-            .iter()
-            .any(|(p, v)| p == "n_embd" && v == "768")
-    );
-    assert!(
-        gpt2.report
-            .assumed
-            .iter()
-            .any(|a| a.starts_with("intermediate_size"))
-    );
+    assert!(gpt2.report.used.iter().any(|(p, v)| p == "n_embd" && v == "768"));
+    assert!(gpt2.report.assumed.iter().any(|a| a.starts_with("intermediate_size")));
 }
 
 #[test]
@@ -106,12 +74,7 @@ fn qwen2_has_qkv_bias_and_ignores_disabled_window() {
     let imp = import("qwen2-7b.json");
     let m = &imp.model;
     assert!(m.schedule.layers().iter().all(|k| k.is_global()));
-    assert!(
-        imp.report
-            .warnings
-            .iter()
-            .any(|w| w.contains("use_sliding_window"))
-    );
+    assert!(imp.report.warnings.iter().any(|w| w.contains("use_sliding_window")));
     // 28 layers * 4 kv heads * 2 * 128 * 2 bytes = 57,344
     assert_eq!(kv_bytes_per_token(m, DType::Fp16), Ok(57_344));
     // Q 3584*3584 (12,845,056) + K,V 3584*512 (1,835,008) each + O 12,845,056
@@ -123,12 +86,7 @@ fn qwen2_has_qkv_bias_and_ignores_disabled_window() {
 fn gemma2_alternates() {
     let m = import("gemma-2-9b.json").model;
     assert_eq!(m.schedule.summary(), "1 sliding : 1 global");
-    assert_eq!(
-        m.schedule.kind(0),
-        Some(LayerKind::Sliding {
-            window_tokens: 4096
-        })
-    );
+    assert_eq!(m.schedule.kind(0), Some(LayerKind::Sliding { window_tokens: 4096 }));
     assert_eq!(m.ffn_kind, FfnKind::GeGlu);
     // 42 layers * 8 kv heads * 2 * 256 * 2 bytes = 344,064 per token
     assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(344_064));
@@ -139,44 +97,17 @@ fn gemma2_alternates() {
 
 #[test]
 fn malformed_configs_are_clear_errors() {
-    let expect = |file: &str| {
-        import_hf_config(&read(file))
-            .err()
-            .unwrap_or_else(|| panic!("{file} imported"))
-    };
+    let expect = |file: &str| import_hf_config(&read(file)).err().unwrap_or_else(|| panic!("{file} imported"));
     assert!(matches!(expect("bad-truncated.json"), ImportError::Json(_)));
     assert_eq!(expect("bad-not-object.json"), ImportError::NotAnObject);
     let e = expect("bad-wrong-types.json");
-    assert!(
-        e.to_string().contains("num_hidden_layers") && e.to_string().contains("not a number"),
-        "{e}"
-    );
-    assert!(
-        expect("bad-zero-heads.json")
-            .to_string()
-            .contains("at least 1")
-    );
+    assert!(e.to_string().contains("num_hidden_layers") && e.to_string().contains("not a number"), "{e}");
+    assert!(expect("bad-zero-heads.json").to_string().contains("at least 1"));
     assert!(expect("bad-negative.json").to_string().contains("negative"));
-    assert!(
-        expect("bad-huge.json")
-            .to_string()
-            .contains("intermediate_size")
-    );
-    assert!(
-        expect("bad-heads-not-divisible.json")
-            .to_string()
-            .contains("cannot be split")
-    );
-    assert!(
-        expect("bad-layer-types.json")
-            .to_string()
-            .contains("mystery_attention")
-    );
-    assert!(
-        expect("bad-mla-rank-string.json")
-            .to_string()
-            .contains("kv_lora_rank")
-    );
+    assert!(expect("bad-huge.json").to_string().contains("intermediate_size"));
+    assert!(expect("bad-heads-not-divisible.json").to_string().contains("cannot be split"));
+    assert!(expect("bad-layer-types.json").to_string().contains("mystery_attention"));
+    assert!(expect("bad-mla-rank-string.json").to_string().contains("kv_lora_rank"));
 }
 
 #[test]
@@ -188,11 +119,7 @@ fn every_file_imports_or_errors_without_panicking() {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
         let name = entry.file_name().to_string_lossy().into_owned();
         let result = import_hf_config(&text);
-        assert_eq!(
-            result.is_err(),
-            name.starts_with("bad-"),
-            "{name}: {result:?}"
-        );
+        assert_eq!(result.is_err(), name.starts_with("bad-"), "{name}: {result:?}");
         // Truncations of every file never panic either.
         for cut in (0..text.len()).step_by(97) {
             if text.is_char_boundary(cut) {

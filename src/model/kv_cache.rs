@@ -51,9 +51,7 @@ pub fn kv_elements_per_token_per_layer(model: &Model, kind: LayerKind) -> u128 {
 /// Bytes one token adds to one layer of `kind` (rounded up to a whole byte for sub-byte types
 /// with an odd element count; every real model has an even count, so this is exact for them).
 pub fn kv_bytes_per_token_per_layer(model: &Model, kind: LayerKind, dtype: DType) -> u128 {
-    bits_to_bytes_ceil(
-        kv_elements_per_token_per_layer(model, kind).saturating_mul(dtype.bits().into()),
-    )
+    bits_to_bytes_ceil(kv_elements_per_token_per_layer(model, kind).saturating_mul(dtype.bits().into()))
 }
 
 /// Bytes one token adds to the whole cache while every layer is still growing (context below the
@@ -113,27 +111,15 @@ pub struct KvBreakdown {
     pub total_bytes: u128,
 }
 
-pub fn kv_breakdown(
-    model: &Model,
-    n_tokens: u64,
-    dtype: DType,
-) -> Result<KvBreakdown, SizeOverflow> {
+pub fn kv_breakdown(model: &Model, n_tokens: u64, dtype: DType) -> Result<KvBreakdown, SizeOverflow> {
     let mut rows: Vec<KvRow> = Vec::new();
     for c in model.schedule.counts() {
-        let storing = model
-            .schedule
-            .layers()
-            .iter()
-            .enumerate()
-            .filter(|&(l, &k)| k == c.kind && model.stores_kv(l))
-            .count();
+        let storing =
+            model.schedule.layers().iter().enumerate().filter(|&(l, &k)| k == c.kind && model.stores_kv(l)).count();
         let storing_layers = u32::try_from(storing).unwrap_or(u32::MAX);
         let elements = kv_elements_per_token_per_layer(model, c.kind);
         let cached_tokens = c.kind.cached_tokens(n_tokens);
-        let bits = mul(
-            mul(mul(elements, dtype.bits().into())?, cached_tokens.into())?,
-            storing_layers.into(),
-        )?;
+        let bits = mul(mul(mul(elements, dtype.bits().into())?, cached_tokens.into())?, storing_layers.into())?;
         rows.push(KvRow {
             kind: c.kind,
             layers: c.layers,
@@ -143,20 +129,12 @@ pub fn kv_breakdown(
             bytes: bits_to_bytes_ceil(bits),
         });
     }
-    Ok(KvBreakdown {
-        n_tokens,
-        dtype,
-        rows,
-        total_bytes: kv_total_bytes(model, n_tokens, dtype)?,
-    })
+    Ok(KvBreakdown { n_tokens, dtype, rows, total_bytes: kv_total_bytes(model, n_tokens, dtype)? })
 }
 
 /// Weights in memory at `dtype`: parameter count times bits, rounded up to bytes.
 pub fn weights_bytes(model: &Model, dtype: DType) -> Result<u128, SizeOverflow> {
-    Ok(bits_to_bytes_ceil(mul(
-        model_params(model).total(),
-        dtype.bits().into(),
-    )?))
+    Ok(bits_to_bytes_ceil(mul(model_params(model).total(), dtype.bits().into())?))
 }
 
 /// The answer to "how long a context fits in this memory?".
@@ -188,18 +166,9 @@ pub fn max_context_tokens(
     };
     let fits = |n: u64| kv_total_bytes(model, n, kv_dtype).is_ok_and(|b| b <= left);
     if fits(u64::MAX) {
-        let grows = model
-            .schedule
-            .layers()
-            .iter()
-            .enumerate()
-            .any(|(l, k)| k.is_global() && model.stores_kv(l));
+        let grows = model.schedule.layers().iter().enumerate().any(|(l, k)| k.is_global() && model.stores_kv(l));
         // Without a growing layer the cache stops at the largest window.
-        return if grows {
-            ContextFit::Tokens(u64::MAX)
-        } else {
-            ContextFit::Unbounded
-        };
+        return if grows { ContextFit::Tokens(u64::MAX) } else { ContextFit::Unbounded };
     }
     // Invariant: fits(lo) and !fits(hi).
     let (mut lo, mut hi) = (0u64, u64::MAX);
@@ -259,22 +228,14 @@ mod tests {
         }
         // Wider dtypes never take less memory.
         let m = llama3_8b_like();
-        let sizes: Vec<u128> = DType::ALL
-            .iter()
-            .map(|&d| kv_total_bytes(&m, 1000, d).unwrap_or(0))
-            .collect();
+        let sizes: Vec<u128> = DType::ALL.iter().map(|&d| kv_total_bytes(&m, 1000, d).unwrap_or(0)).collect();
         assert!(sizes.windows(2).all(|w| w[0] >= w[1]));
     }
 
     #[test]
     fn sliding_plateaus_after_window() {
         let mut m = llama3_8b_like();
-        m.schedule = Schedule::uniform(
-            32,
-            LayerKind::Sliding {
-                window_tokens: 4096,
-            },
-        );
+        m.schedule = Schedule::uniform(32, LayerKind::Sliding { window_tokens: 4096 });
         let at_w = kv_total_bytes(&m, 4096, DType::Fp16).unwrap_or(0);
         // 131072 B/token * 4096 tokens = 536,870,912
         assert_eq!(at_w, 536_870_912);
@@ -283,14 +244,8 @@ mod tests {
         }
         // Below the window it grows linearly.
         assert_eq!(kv_total_bytes(&m, 100, DType::Fp16), Ok(131_072 * 100));
-        assert_eq!(
-            max_context_tokens(&m, DType::Fp16, at_w, None),
-            ContextFit::Unbounded
-        );
-        assert_eq!(
-            max_context_tokens(&m, DType::Fp16, at_w - 1, None),
-            ContextFit::Tokens(4095)
-        );
+        assert_eq!(max_context_tokens(&m, DType::Fp16, at_w, None), ContextFit::Unbounded);
+        assert_eq!(max_context_tokens(&m, DType::Fp16, at_w - 1, None), ContextFit::Tokens(4095));
     }
 
     #[test]
@@ -300,10 +255,7 @@ mod tests {
         kv.attn.k_eq_v = true;
         for n in [1u64, 77, 8192] {
             for d in DType::ALL {
-                assert_eq!(
-                    kv_total_bytes(&kv, n, d).unwrap_or(0) * 2,
-                    kv_total_bytes(&base, n, d).unwrap_or(0)
-                );
+                assert_eq!(kv_total_bytes(&kv, n, d).unwrap_or(0) * 2, kv_total_bytes(&base, n, d).unwrap_or(0));
             }
         }
         let mut shared = base.clone();
@@ -333,28 +285,9 @@ mod tests {
     #[test]
     fn hybrid_breakdown_and_global_override() {
         let mut m = Model::simple(12, 3840, 16);
-        m.attn = AttnGeometry {
-            n_kv_heads: 8,
-            head_dim: 256,
-            k_eq_v: false,
-        };
-        m.global_attn = Some(AttnGeometry {
-            n_kv_heads: 1,
-            head_dim: 512,
-            k_eq_v: true,
-        });
-        m.schedule = Schedule::periodic(
-            12,
-            &[
-                (
-                    5,
-                    LayerKind::Sliding {
-                        window_tokens: 1024,
-                    },
-                ),
-                (1, LayerKind::Global),
-            ],
-        );
+        m.attn = AttnGeometry { n_kv_heads: 8, head_dim: 256, k_eq_v: false };
+        m.global_attn = Some(AttnGeometry { n_kv_heads: 1, head_dim: 512, k_eq_v: true });
+        m.schedule = Schedule::periodic(12, &[(5, LayerKind::Sliding { window_tokens: 1024 }), (1, LayerKind::Global)]);
         let b = kv_breakdown(&m, 131_072, DType::Fp16).unwrap_or_else(|_| unreachable!());
         assert_eq!(b.rows.len(), 2);
         // sliding: 10 layers * 8 * 2 * 256 * 1024 tokens * 2 B = 83,886,080
@@ -378,32 +311,14 @@ mod tests {
     fn budgets() {
         let m = llama3_8b_like();
         // 1 GiB holds exactly 8192 tokens at 131072 B/token.
-        assert_eq!(
-            max_context_tokens(&m, DType::Fp16, 1 << 30, None),
-            ContextFit::Tokens(8192)
-        );
-        assert_eq!(
-            max_context_tokens(&m, DType::Fp16, (1 << 30) - 1, None),
-            ContextFit::Tokens(8191)
-        );
-        assert_eq!(
-            max_context_tokens(&m, DType::Fp16, 0, None),
-            ContextFit::Tokens(0)
-        );
+        assert_eq!(max_context_tokens(&m, DType::Fp16, 1 << 30, None), ContextFit::Tokens(8192));
+        assert_eq!(max_context_tokens(&m, DType::Fp16, (1 << 30) - 1, None), ContextFit::Tokens(8191));
+        assert_eq!(max_context_tokens(&m, DType::Fp16, 0, None), ContextFit::Tokens(0));
         let w = weights_bytes(&m, DType::Fp16).unwrap_or(0);
-        assert_eq!(
-            max_context_tokens(&m, DType::Fp16, w + (1 << 30), Some(DType::Fp16)),
-            ContextFit::Tokens(8192)
-        );
-        assert_eq!(
-            max_context_tokens(&m, DType::Fp16, w - 1, Some(DType::Fp16)),
-            ContextFit::WeightsDoNotFit
-        );
+        assert_eq!(max_context_tokens(&m, DType::Fp16, w + (1 << 30), Some(DType::Fp16)), ContextFit::Tokens(8192));
+        assert_eq!(max_context_tokens(&m, DType::Fp16, w - 1, Some(DType::Fp16)), ContextFit::WeightsDoNotFit);
         // A huge budget never panics.
-        assert!(matches!(
-            max_context_tokens(&m, DType::Int2, u128::MAX, None),
-            ContextFit::Tokens(_)
-        ));
+        assert!(matches!(max_context_tokens(&m, DType::Int2, u128::MAX, None), ContextFit::Tokens(_)));
     }
 
     #[test]

@@ -39,16 +39,14 @@ mod figures_tests;
 mod import_files_tests;
 
 pub use config::{
-    AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind,
-    Positional,
+    AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,
 };
 pub use dtype::DType;
 pub use encoding::{EncodingError, decode_model, encode_model};
 pub use flops::{LayerFlops, crossover_tokens, layer_prefill_flops, model_prefill_flops};
 pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, import_hf_value};
 pub use kv_cache::{
-    ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes,
-    max_context_tokens,
+    ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes, max_context_tokens,
 };
 pub use params::{AttnParams, ModelParams, attn_params, attn_params_total, model_params};
 pub use presets::{Preset, all_presets, preset, preset_info};

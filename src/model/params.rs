@@ -58,11 +58,7 @@ pub fn attn_params(model: &Model, kind: LayerKind) -> AttnParams {
             }
             None => (d * h * (nope + rope), 0),
         };
-        let biases = if model.biases.qkv {
-            h * (nope + rope) + r_kv + rope + h * (nope + dv)
-        } else {
-            0
-        };
+        let biases = if model.biases.qkv { h * (nope + rope) + r_kv + rope + h * (nope + dv) } else { 0 };
         return AttnParams {
             q,
             k: 0,
@@ -101,22 +97,12 @@ pub fn attn_params(model: &Model, kind: LayerKind) -> AttnParams {
 
 /// Attention parameters per layer kind: `(kind, layers of that kind, params of one such layer)`.
 pub fn attn_params_by_kind(model: &Model) -> Vec<(LayerKind, u32, AttnParams)> {
-    model
-        .schedule
-        .counts()
-        .into_iter()
-        .map(|c| (c.kind, c.layers, attn_params(model, c.kind)))
-        .collect()
+    model.schedule.counts().into_iter().map(|c| (c.kind, c.layers, attn_params(model, c.kind))).collect()
 }
 
 /// Attention parameters of the whole model.
 pub fn attn_params_total(model: &Model) -> u128 {
-    model
-        .schedule
-        .layers()
-        .iter()
-        .map(|&k| attn_params(model, k).total())
-        .sum()
+    model.schedule.layers().iter().map(|&k| attn_params(model, k).total()).sum()
 }
 
 /// FFN parameters of layer `layer` (dense, or all experts plus shared experts and router).
@@ -131,11 +117,7 @@ pub fn ffn_params(model: &Model, layer: u32) -> u128 {
         }
         _ => {
             let f = u128::from(model.ffn_size);
-            let bias = if model.biases.ffn {
-                (mats - 1) * f + d
-            } else {
-                0
-            };
+            let bias = if model.biases.ffn { (mats - 1) * f + d } else { 0 };
             mats * d * f + bias
         }
     }
@@ -176,13 +158,7 @@ pub struct ModelParams {
 
 impl ModelParams {
     pub const fn total(&self) -> u128 {
-        self.embeddings
-            + self.lm_head
-            + self.positions
-            + self.per_layer_inputs
-            + self.attention
-            + self.ffn
-            + self.norms
+        self.embeddings + self.lm_head + self.positions + self.per_layer_inputs + self.attention + self.ffn + self.norms
     }
 
     /// Parameters one token uses (MoE: only its experts).
@@ -213,9 +189,7 @@ pub fn model_params(model: &Model) -> ModelParams {
         attention: attn_params_total(model),
         ffn: (0..model.n_layers()).map(|l| ffn_params(model, l)).sum(),
         norms: (u128::from(model.norms_per_layer) * layers + 1) * norm_width,
-        ffn_active: (0..model.n_layers())
-            .map(|l| ffn_active_params(model, l))
-            .sum(),
+        ffn_active: (0..model.n_layers()).map(|l| ffn_active_params(model, l)).sum(),
     }
 }
 
@@ -242,14 +216,8 @@ mod tests {
         m.ffn_size = 3072;
         m.vocab_size = 50_257;
         m.tie_embeddings = true;
-        m.positional = Positional::Learned {
-            max_positions: 1024,
-        };
-        m.biases = Biases {
-            qkv: true,
-            o: true,
-            ffn: true,
-        };
+        m.positional = Positional::Learned { max_positions: 1024 };
+        m.biases = Biases { qkv: true, o: true, ffn: true };
         m.norm = NormKind::LayerNorm;
         // attention: 4 * 768^2 + 3 * 768 (qkv bias) + 768 (o bias) = 2,362,368
         assert_eq!(attn_params(&m, LayerKind::Global).total(), 2_362_368);

@@ -38,10 +38,7 @@ impl FromStr for Axis {
         match s {
             "linear" => Ok(Axis::Linear),
             "log" => Ok(Axis::Log),
-            _ => Err(format!(
-                "unknown axis \"{}\" (expected linear or log)",
-                s.chars().take(32).collect::<String>()
-            )),
+            _ => Err(format!("unknown axis \"{}\" (expected linear or log)", s.chars().take(32).collect::<String>())),
         }
     }
 }
@@ -76,7 +73,9 @@ impl Scale {
     /// ten (log), about `approx` of them, all inside the range.
     pub fn decimal_ticks(&self, approx: usize) -> Vec<f64> {
         match self.axis {
-            Axis::Linear => linear_ticks(self.min, self.max, nice_decimal_step((self.max - self.min) / approx.max(1) as f64)),
+            Axis::Linear => {
+                linear_ticks(self.min, self.max, nice_decimal_step((self.max - self.min) / approx.max(1) as f64))
+            }
             Axis::Log => thin(log_ticks(self.min, self.max, 10.0), approx),
         }
     }
@@ -179,7 +178,13 @@ pub fn short_tokens_label(tokens: f64) -> String {
 
 /// At most 3 significant decimals, trailing zeros dropped: 1.5, 20, 0.125, 141.
 fn trim_number(v: f64) -> String {
-    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
     let s = format!("{v:.digits$}");
     if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
 }

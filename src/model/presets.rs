@@ -4,9 +4,7 @@
 
 use std::sync::OnceLock;
 
-use super::config::{
-    AttnGeometry, Biases, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,
-};
+use super::config::{AttnGeometry, Biases, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional};
 use super::schedule::{LayerKind, Schedule};
 
 /// A preset: id (URL `model=`), display name, the model, and the config fields it is built from.
@@ -70,25 +68,15 @@ const LLAMA_FIELDS: &[&str] = &[
 ];
 
 fn rope(theta: f64) -> Positional {
-    Positional::Rope {
-        theta,
-        partial_rotary_factor: 1.0,
-    }
+    Positional::Rope { theta, partial_rotary_factor: 1.0 }
 }
 
 fn gqa(kv: u32, head_dim: u32) -> AttnGeometry {
-    AttnGeometry {
-        n_kv_heads: kv,
-        head_dim,
-        k_eq_v: false,
-    }
+    AttnGeometry { n_kv_heads: kv, head_dim, k_eq_v: false }
 }
 
 /// A Llama-style decoder: RMSNorm, SwiGLU, RoPE, untied, no biases, all global.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one argument per published config value keeps presets readable"
-)]
+#[expect(clippy::too_many_arguments, reason = "one argument per published config value keeps presets readable")]
 fn llama_like(
     id: &str,
     name: &str,
@@ -148,14 +136,8 @@ fn build_all() -> Vec<Preset> {
             ffn_size: 3072,
             vocab_size: 50_257,
             tie_embeddings: true,
-            positional: Positional::Learned {
-                max_positions: 1024,
-            },
-            biases: Biases {
-                qkv: true,
-                o: true,
-                ffn: true,
-            },
+            positional: Positional::Learned { max_positions: 1024 },
+            biases: Biases { qkv: true, o: true, ffn: true },
             norm: NormKind::LayerNorm,
             max_position_embeddings: 1024,
             ..Model::simple(12, 768, 12)
@@ -175,72 +157,28 @@ fn build_all() -> Vec<Preset> {
     out.push(Preset {
         id: "llama-2-7b",
         display_name: "Llama 2 7B",
-        model: llama_like(
-            "llama-2-7b",
-            "Llama 2 7B",
-            32,
-            4096,
-            32,
-            32,
-            11_008,
-            32_000,
-            10_000.0,
-            4096,
-        ),
+        model: llama_like("llama-2-7b", "Llama 2 7B", 32, 4096, 32, 32, 11_008, 32_000, 10_000.0, 4096),
         fields: LLAMA_FIELDS,
         notes: "",
     });
     out.push(Preset {
         id: "llama-2-70b",
         display_name: "Llama 2 70B",
-        model: llama_like(
-            "llama-2-70b",
-            "Llama 2 70B",
-            80,
-            8192,
-            64,
-            8,
-            28_672,
-            32_000,
-            10_000.0,
-            4096,
-        ),
+        model: llama_like("llama-2-70b", "Llama 2 70B", 80, 8192, 64, 8, 28_672, 32_000, 10_000.0, 4096),
         fields: LLAMA_FIELDS,
         notes: "",
     });
     out.push(Preset {
         id: "llama-3-8b",
         display_name: "Llama 3 8B",
-        model: llama_like(
-            "llama-3-8b",
-            "Llama 3 8B",
-            32,
-            4096,
-            32,
-            8,
-            14_336,
-            128_256,
-            500_000.0,
-            8192,
-        ),
+        model: llama_like("llama-3-8b", "Llama 3 8B", 32, 4096, 32, 8, 14_336, 128_256, 500_000.0, 8192),
         fields: LLAMA_FIELDS,
         notes: "",
     });
     out.push(Preset {
         id: "llama-3-70b",
         display_name: "Llama 3 70B",
-        model: llama_like(
-            "llama-3-70b",
-            "Llama 3 70B",
-            80,
-            8192,
-            64,
-            8,
-            28_672,
-            128_256,
-            500_000.0,
-            8192,
-        ),
+        model: llama_like("llama-3-70b", "Llama 3 70B", 80, 8192, 64, 8, 28_672, 128_256, 500_000.0, 8192),
         fields: LLAMA_FIELDS,
         notes: "",
     });
@@ -263,13 +201,7 @@ fn build_all() -> Vec<Preset> {
         "text_config.max_position_embeddings",
     ];
     let llama4 = |id: &str, name: &str, experts: u32, step: u32, max_pos: u64| Model {
-        schedule: Schedule::periodic(
-            48,
-            &[
-                (3, LayerKind::Chunked { chunk_tokens: 8192 }),
-                (1, LayerKind::Global),
-            ],
-        ),
+        schedule: Schedule::periodic(48, &[(3, LayerKind::Chunked { chunk_tokens: 8192 }), (1, LayerKind::Global)]),
         global_positional: Some(Positional::NoPe),
         moe: Some(Moe {
             n_routed_experts: experts,
@@ -279,9 +211,7 @@ fn build_all() -> Vec<Preset> {
             first_dense_layers: 0,
             layer_step: step,
         }),
-        ..llama_like(
-            id, name, 48, 5120, 40, 8, 16_384, 202_048, 500_000.0, max_pos,
-        )
+        ..llama_like(id, name, 48, 5120, 40, 8, 16_384, 202_048, 500_000.0, max_pos)
     };
     out.push(Preset {
         id: "llama-4-maverick",
@@ -308,8 +238,15 @@ fn build_all() -> Vec<Preset> {
             ..llama_like("mistral-7b", "Mistral 7B", 32, 4096, 32, 8, 14_336, 32_000, 10_000.0, 32_768)
         },
         fields: &[
-            "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
-            "sliding_window", "vocab_size", "rope_theta", "max_position_embeddings",
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "sliding_window",
+            "vocab_size",
+            "rope_theta",
+            "max_position_embeddings",
         ],
         notes: "v0.1, whose every layer uses a 4096-token sliding window (later versions dropped the window).",
     });
@@ -319,18 +256,7 @@ fn build_all() -> Vec<Preset> {
         display_name: "Qwen3 8B",
         model: Model {
             qk_norm: true,
-            ..llama_like(
-                "qwen3-8b",
-                "Qwen3 8B",
-                36,
-                4096,
-                32,
-                8,
-                12_288,
-                151_936,
-                1_000_000.0,
-                40_960,
-            )
+            ..llama_like("qwen3-8b", "Qwen3 8B", 36, 4096, 32, 8, 12_288, 151_936, 1_000_000.0, 40_960)
         },
         fields: &[
             "num_hidden_layers",
@@ -347,10 +273,7 @@ fn build_all() -> Vec<Preset> {
         notes: "No QKV bias (unlike Qwen2); QK-norm counted in the attention parameters.",
     });
 
-    let gemma_rope_global = Positional::Rope {
-        theta: 1_000_000.0,
-        partial_rotary_factor: 1.0,
-    };
+    let gemma_rope_global = Positional::Rope { theta: 1_000_000.0, partial_rotary_factor: 1.0 };
     out.push(Preset {
         id: "gemma-3-27b",
         display_name: "Gemma 3 27B",
@@ -371,10 +294,17 @@ fn build_all() -> Vec<Preset> {
             ..Model::simple(62, 5376, 32)
         },
         fields: &[
-            "text_config.num_hidden_layers", "text_config.hidden_size", "text_config.num_attention_heads",
-            "text_config.num_key_value_heads", "text_config.head_dim", "text_config.sliding_window",
-            "text_config.sliding_window_pattern", "text_config.intermediate_size", "text_config.rope_theta",
-            "text_config.rope_local_base_freq", "text_config.vocab_size",
+            "text_config.num_hidden_layers",
+            "text_config.hidden_size",
+            "text_config.num_attention_heads",
+            "text_config.num_key_value_heads",
+            "text_config.head_dim",
+            "text_config.sliding_window",
+            "text_config.sliding_window_pattern",
+            "text_config.intermediate_size",
+            "text_config.rope_theta",
+            "text_config.rope_local_base_freq",
+            "text_config.vocab_size",
         ],
         notes: "62 layers in a 5 sliding : 1 global pattern give 52 sliding and 10 global layers. The global \
                 layers' RoPE scaling (factor 8) does not change any figure here.",
@@ -398,10 +328,7 @@ fn build_all() -> Vec<Preset> {
         "text_config.vocab_size",
         "text_config.max_position_embeddings",
     ];
-    let gemma4_global_rope = Positional::Rope {
-        theta: 1_000_000.0,
-        partial_rotary_factor: 0.25,
-    };
+    let gemma4_global_rope = Positional::Rope { theta: 1_000_000.0, partial_rotary_factor: 0.25 };
     out.push(Preset {
         id: "gemma-4-12b",
         display_name: "Gemma 4 12B",
@@ -482,12 +409,11 @@ fn build_all() -> Vec<Preset> {
         "rope_theta",
         "max_position_embeddings",
     ];
-    let deepseek =
-        |id: &str, name: &str, layers: u32, d: u64, ffn: u64, moe: Moe, vocab: u64| Model {
-            mla: Some(mla),
-            moe: Some(moe),
-            ..llama_like(id, name, layers, d, 128, 128, ffn, vocab, 10_000.0, 163_840)
-        };
+    let deepseek = |id: &str, name: &str, layers: u32, d: u64, ffn: u64, moe: Moe, vocab: u64| Model {
+        mla: Some(mla),
+        moe: Some(moe),
+        ..llama_like(id, name, layers, d, 128, 128, ffn, vocab, 10_000.0, 163_840)
+    };
     out.push(Preset {
         id: "deepseek-v2",
         display_name: "DeepSeek-V2 (236B, MLA)",

@@ -114,11 +114,7 @@ pub const fn attended_pairs(mask: Mask, n_tokens: u64) -> u128 {
         Mask::Causal => triangle(n),
         Mask::Sliding { window_tokens } => {
             let w = window_tokens as u128;
-            if n <= w {
-                triangle(n)
-            } else {
-                triangle(w) + (n - w) * w
-            }
+            if n <= w { triangle(n) } else { triangle(w) + (n - w) * w }
         }
         Mask::Chunked { chunk_tokens } => {
             let c = chunk_tokens as u128;
@@ -154,9 +150,7 @@ impl Schedule {
 
     /// `n_layers` layers, all of one kind (Llama: all global; Mistral 7B: all sliding 4096).
     pub fn uniform(n_layers: u32, kind: LayerKind) -> Self {
-        Schedule {
-            layers: vec![kind; n_layers as usize],
-        }
+        Schedule { layers: vec![kind; n_layers as usize] }
     }
 
     /// A repeating unit of `(count, kind)` runs, cycled to fill `n_layers` (a trailing partial unit
@@ -171,11 +165,7 @@ impl Schedule {
         if flat.is_empty() {
             return Schedule::uniform(n_layers, LayerKind::Global);
         }
-        Schedule {
-            layers: (0..n_layers as usize)
-                .map(|i| flat[i % flat.len()])
-                .collect(),
-        }
+        Schedule { layers: (0..n_layers as usize).map(|i| flat[i % flat.len()]).collect() }
     }
 
     /// Same as [`Schedule::periodic`] but the last layer is forced to be global (Gemma 4 does this so
@@ -219,9 +209,7 @@ impl Schedule {
     /// Smallest `p` with `layers[i] == layers[i % p]` for every `i` (the repeating unit).
     pub fn period(&self) -> usize {
         let n = self.layers.len();
-        (1..=n)
-            .find(|&p| (0..n).all(|i| self.layers[i] == self.layers[i % p]))
-            .unwrap_or(n)
+        (1..=n).find(|&p| (0..n).all(|i| self.layers[i] == self.layers[i % p])).unwrap_or(n)
     }
 
     /// The repeating unit as `(count, kind)` runs; `Schedule::periodic(len, &unit)` rebuilds `self`.
@@ -244,11 +232,7 @@ impl Schedule {
         match per_noun.as_slice() {
             [] => "no layers".to_string(),
             [(noun, _)] => format!("all {noun}"),
-            parts => parts
-                .iter()
-                .map(|(noun, c)| format!("{c} {noun}"))
-                .collect::<Vec<_>>()
-                .join(" : "),
+            parts => parts.iter().map(|(noun, c)| format!("{c} {noun}")).collect::<Vec<_>>().join(" : "),
         }
     }
 }
@@ -268,9 +252,7 @@ fn runs(layers: &[LayerKind]) -> Vec<(u32, LayerKind)> {
 mod tests {
     use super::*;
 
-    const SW1024: LayerKind = LayerKind::Sliding {
-        window_tokens: 1024,
-    };
+    const SW1024: LayerKind = LayerKind::Sliding { window_tokens: 1024 };
     const CH8192: LayerKind = LayerKind::Chunked { chunk_tokens: 8192 };
 
     /// Brute-force pair count straight from the mask definitions in the module doc.
@@ -282,9 +264,7 @@ mod tests {
                     Mask::Full => true,
                     Mask::Causal => j <= q,
                     Mask::Sliding { window_tokens } => j <= q && q - j < window_tokens,
-                    Mask::Chunked { chunk_tokens } => {
-                        j <= q && j / chunk_tokens == q / chunk_tokens
-                    }
+                    Mask::Chunked { chunk_tokens } => j <= q && j / chunk_tokens == q / chunk_tokens,
                 };
                 count += u128::from(visible);
             }
@@ -296,17 +276,10 @@ mod tests {
     fn pair_counts_match_brute_force() {
         for n in 0..40 {
             for w in 1..12 {
-                for mask in [
-                    Mask::Full,
-                    Mask::Causal,
-                    Mask::Sliding { window_tokens: w },
-                    Mask::Chunked { chunk_tokens: w },
-                ] {
-                    assert_eq!(
-                        attended_pairs(mask, n),
-                        brute_pairs(mask, n),
-                        "{mask:?} n={n}"
-                    );
+                for mask in
+                    [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: w }, Mask::Chunked { chunk_tokens: w }]
+                {
+                    assert_eq!(attended_pairs(mask, n), brute_pairs(mask, n), "{mask:?} n={n}");
                 }
             }
         }
@@ -352,16 +325,7 @@ mod tests {
         // globals at 5, 11, ..., 59: floor(62 / 6) = 10
         assert_eq!(
             s.counts(),
-            vec![
-                KindCount {
-                    kind: SW1024,
-                    layers: 52
-                },
-                KindCount {
-                    kind: LayerKind::Global,
-                    layers: 10
-                }
-            ]
+            vec![KindCount { kind: SW1024, layers: 52 }, KindCount { kind: LayerKind::Global, layers: 10 }]
         );
         assert_eq!(s.summary(), "5 sliding : 1 global");
         assert_eq!(s.period(), 6);
@@ -373,28 +337,10 @@ mod tests {
 
     #[test]
     fn summaries() {
-        assert_eq!(
-            Schedule::uniform(32, LayerKind::Global).summary(),
-            "all global"
-        );
-        assert_eq!(
-            Schedule::uniform(
-                32,
-                LayerKind::Sliding {
-                    window_tokens: 4096
-                }
-            )
-            .summary(),
-            "all sliding"
-        );
-        assert_eq!(
-            Schedule::periodic(48, &[(3, CH8192), (1, LayerKind::Global)]).summary(),
-            "3 chunked : 1 global"
-        );
-        assert_eq!(
-            Schedule::uniform(0, LayerKind::Global).summary(),
-            "no layers"
-        );
+        assert_eq!(Schedule::uniform(32, LayerKind::Global).summary(), "all global");
+        assert_eq!(Schedule::uniform(32, LayerKind::Sliding { window_tokens: 4096 }).summary(), "all sliding");
+        assert_eq!(Schedule::periodic(48, &[(3, CH8192), (1, LayerKind::Global)]).summary(), "3 chunked : 1 global");
+        assert_eq!(Schedule::uniform(0, LayerKind::Global).summary(), "no layers");
         // A forced last global breaks the period; the summary still counts each kind.
         let s = Schedule::periodic_last_global(10, &[(5, SW1024), (1, LayerKind::Global)]);
         assert_eq!(s.kind(9), Some(LayerKind::Global));
@@ -404,13 +350,7 @@ mod tests {
 
     #[test]
     fn periodic_with_empty_unit_is_global() {
-        assert_eq!(
-            Schedule::periodic(3, &[]),
-            Schedule::uniform(3, LayerKind::Global)
-        );
-        assert_eq!(
-            Schedule::periodic(3, &[(0, SW1024)]),
-            Schedule::uniform(3, LayerKind::Global)
-        );
+        assert_eq!(Schedule::periodic(3, &[]), Schedule::uniform(3, LayerKind::Global));
+        assert_eq!(Schedule::periodic(3, &[(0, SW1024)]), Schedule::uniform(3, LayerKind::Global));
     }
 }

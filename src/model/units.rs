@@ -42,11 +42,7 @@ pub fn format_bytes(bytes: u128) -> String {
     if bytes < 1000 {
         return format!("{bytes} B");
     }
-    format!(
-        "{} ({})",
-        format_bytes_decimal(bytes),
-        format_bytes_binary(bytes)
-    )
+    format!("{} ({})", format_bytes_decimal(bytes), format_bytes_binary(bytes))
 }
 
 /// Bytes in GB (10^9) as a float, for charts.
@@ -61,12 +57,7 @@ pub fn bytes_to_gib(bytes: u128) -> f64 {
 
 /// Parameter counts with decimal suffixes: "124.4 M", "7.0 B", "671.0 B", "1.2 T".
 pub fn format_params(params: u128) -> String {
-    const STEPS: [(u128, &str); 4] = [
-        (1_000_000_000_000, "T"),
-        (1_000_000_000, "B"),
-        (1_000_000, "M"),
-        (1_000, "K"),
-    ];
+    const STEPS: [(u128, &str); 4] = [(1_000_000_000_000, "T"), (1_000_000_000, "B"), (1_000_000, "M"), (1_000, "K")];
     for (scale, suffix) in STEPS {
         if params >= scale {
             return format!("{:.1} {suffix}", as_f64(params) / as_f64(scale));

@@ -51,11 +51,7 @@ pub enum Variant {
 /// The plain MHA form of `base` that every technique variant starts from.
 pub fn mha_baseline(base: &Model) -> Model {
     let mut m = base.clone();
-    m.attn = AttnGeometry {
-        n_kv_heads: base.n_q_heads,
-        head_dim: base.attn.head_dim,
-        k_eq_v: false,
-    };
+    m.attn = AttnGeometry { n_kv_heads: base.n_q_heads, head_dim: base.attn.head_dim, k_eq_v: false };
     m.global_attn = None;
     m.mla = None;
     m.schedule = Schedule::uniform(base.n_layers(), LayerKind::Global);
@@ -86,17 +82,12 @@ pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantErr
         Variant::AsPublished | Variant::Mha => {}
         Variant::Gqa { groups } => {
             if groups == 0 || h % groups != 0 {
-                return Err(VariantError(format!(
-                    "{h} query heads cannot form {groups} equal groups"
-                )));
+                return Err(VariantError(format!("{h} query heads cannot form {groups} equal groups")));
             }
             m.attn.n_kv_heads = groups;
         }
         Variant::Mqa => m.attn.n_kv_heads = 1,
-        Variant::Mla {
-            kv_lora_rank,
-            rope_dim,
-        } => {
+        Variant::Mla { kv_lora_rank, rope_dim } => {
             m.mla = Some(Mla {
                 kv_lora_rank,
                 qk_rope_head_dim: rope_dim,
@@ -108,22 +99,14 @@ pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantErr
         Variant::Sliding { window_tokens } => {
             m.schedule = Schedule::uniform(m.n_layers(), LayerKind::Sliding { window_tokens });
         }
-        Variant::Hybrid {
-            local_per_global,
-            window_tokens,
-        } => {
+        Variant::Hybrid { local_per_global, window_tokens } => {
             m.schedule = Schedule::periodic(
                 m.n_layers(),
-                &[
-                    (local_per_global, LayerKind::Sliding { window_tokens }),
-                    (1, LayerKind::Global),
-                ],
+                &[(local_per_global, LayerKind::Sliding { window_tokens }), (1, LayerKind::Global)],
             );
         }
         Variant::KEqV => m.attn.k_eq_v = true,
-        Variant::CrossLayer { group_size } => {
-            m.cross_layer = CrossLayerSharing::Groups { group_size }
-        }
+        Variant::CrossLayer { group_size } => m.cross_layer = CrossLayerSharing::Groups { group_size },
     }
     m.name = format!("{} ({variant})", base.name);
     m.validate().map_err(|e| VariantError(e.to_string()))?;
@@ -135,26 +118,15 @@ pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantErr
 /// sharing in pairs.
 pub fn standard_variants(base: &Model) -> Vec<Variant> {
     let h = base.n_q_heads.max(1);
-    let groups = (1..=8.min(h))
-        .rev()
-        .find(|g| h % g == 0 && *g < h)
-        .unwrap_or(1);
+    let groups = (1..=8.min(h)).rev().find(|g| h % g == 0 && *g < h).unwrap_or(1);
     vec![
         Variant::AsPublished,
         Variant::Mha,
         Variant::Gqa { groups },
         Variant::Mqa,
-        Variant::Mla {
-            kv_lora_rank: 512,
-            rope_dim: 64,
-        },
-        Variant::Sliding {
-            window_tokens: 4096,
-        },
-        Variant::Hybrid {
-            local_per_global: 5,
-            window_tokens: 1024,
-        },
+        Variant::Mla { kv_lora_rank: 512, rope_dim: 64 },
+        Variant::Sliding { window_tokens: 4096 },
+        Variant::Hybrid { local_per_global: 5, window_tokens: 1024 },
         Variant::KEqV,
         Variant::CrossLayer { group_size: 2 },
     ]
@@ -218,15 +190,11 @@ impl fmt::Display for Variant {
             Variant::Mha => f.write_str("mha"),
             Variant::Gqa { groups } => write!(f, "gqa{groups}"),
             Variant::Mqa => f.write_str("mqa"),
-            Variant::Mla {
-                kv_lora_rank,
-                rope_dim,
-            } => write!(f, "mla{kv_lora_rank}r{rope_dim}"),
+            Variant::Mla { kv_lora_rank, rope_dim } => write!(f, "mla{kv_lora_rank}r{rope_dim}"),
             Variant::Sliding { window_tokens } => write!(f, "sw{window_tokens}"),
-            Variant::Hybrid {
-                local_per_global,
-                window_tokens,
-            } => write!(f, "hybrid{local_per_global}w{window_tokens}"),
+            Variant::Hybrid { local_per_global, window_tokens } => {
+                write!(f, "hybrid{local_per_global}w{window_tokens}")
+            }
             Variant::KEqV => f.write_str("kveqv"),
             Variant::CrossLayer { group_size } => write!(f, "xl{group_size}"),
         }
@@ -237,8 +205,7 @@ fn num<T: FromStr>(s: &str) -> Result<T, VariantError> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(VariantError(format!("expected a number, found {s:?}")));
     }
-    s.parse()
-        .map_err(|_| VariantError(format!("number {s:?} is too large")))
+    s.parse().map_err(|_| VariantError(format!("number {s:?} is too large")))
 }
 
 impl FromStr for Variant {
@@ -254,34 +221,19 @@ impl FromStr for Variant {
                 if let Some(rest) = s.strip_prefix("gqa") {
                     Variant::Gqa { groups: num(rest)? }
                 } else if let Some(rest) = s.strip_prefix("mla") {
-                    let (rank, rope) = rest
-                        .split_once('r')
-                        .ok_or_else(|| VariantError(format!("bad MLA variant {s:?}")))?;
-                    Variant::Mla {
-                        kv_lora_rank: num(rank)?,
-                        rope_dim: num(rope)?,
-                    }
+                    let (rank, rope) =
+                        rest.split_once('r').ok_or_else(|| VariantError(format!("bad MLA variant {s:?}")))?;
+                    Variant::Mla { kv_lora_rank: num(rank)?, rope_dim: num(rope)? }
                 } else if let Some(rest) = s.strip_prefix("sw") {
-                    Variant::Sliding {
-                        window_tokens: num(rest)?,
-                    }
+                    Variant::Sliding { window_tokens: num(rest)? }
                 } else if let Some(rest) = s.strip_prefix("hybrid") {
-                    let (r, w) = rest
-                        .split_once('w')
-                        .ok_or_else(|| VariantError(format!("bad hybrid variant {s:?}")))?;
-                    Variant::Hybrid {
-                        local_per_global: num(r)?,
-                        window_tokens: num(w)?,
-                    }
+                    let (r, w) =
+                        rest.split_once('w').ok_or_else(|| VariantError(format!("bad hybrid variant {s:?}")))?;
+                    Variant::Hybrid { local_per_global: num(r)?, window_tokens: num(w)? }
                 } else if let Some(rest) = s.strip_prefix("xl") {
-                    Variant::CrossLayer {
-                        group_size: num(rest)?,
-                    }
+                    Variant::CrossLayer { group_size: num(rest)? }
                 } else {
-                    return Err(VariantError(format!(
-                        "unknown variant {:?}",
-                        s.chars().take(32).collect::<String>()
-                    )));
+                    return Err(VariantError(format!("unknown variant {:?}", s.chars().take(32).collect::<String>())));
                 }
             }
         };
@@ -304,87 +256,41 @@ mod tests {
         for v in standard_variants(&base()) {
             assert_eq!(v.to_string().parse::<Variant>(), Ok(v));
         }
-        for bad in [
-            "",
-            "gqa",
-            "gqa-1",
-            "mla512",
-            "mla512rx",
-            "hybrid5",
-            "swx",
-            "xl",
-            "foo",
-            "gqa99999999999",
-        ] {
+        for bad in ["", "gqa", "gqa-1", "mla512", "mla512rx", "hybrid5", "swx", "xl", "foo", "gqa99999999999"] {
             assert!(bad.parse::<Variant>().is_err(), "{bad}");
         }
     }
 
     #[test]
     fn figures_by_hand() {
-        let rows = compare_variants(&base(), &standard_variants(&base()), 131_072, DType::Fp16)
-            .unwrap_or_default();
+        let rows = compare_variants(&base(), &standard_variants(&base()), 131_072, DType::Fp16).unwrap_or_default();
         let get = |v: Variant| rows.iter().find(|r| r.variant == v).cloned();
         // MHA: 32 layers * 32 heads * 2 * 128 * 2 B = 524,288 B/token
         let mha = get(Variant::Mha).map(|r| r.kv_bytes_per_token);
         assert_eq!(mha, Some(524_288));
         // GQA 8: 131,072 (ratio 0.25); MQA: 16,384 (1/32)
-        assert_eq!(
-            get(Variant::Gqa { groups: 8 }).map(|r| r.kv_bytes_per_token),
-            Some(131_072)
-        );
-        assert_eq!(
-            get(Variant::Mqa).map(|r| r.kv_bytes_per_token),
-            Some(16_384)
-        );
-        assert!(
-            get(Variant::Gqa { groups: 8 }).is_some_and(|r| (r.ratio_to_mha - 0.25).abs() < 1e-12)
-        );
+        assert_eq!(get(Variant::Gqa { groups: 8 }).map(|r| r.kv_bytes_per_token), Some(131_072));
+        assert_eq!(get(Variant::Mqa).map(|r| r.kv_bytes_per_token), Some(16_384));
+        assert!(get(Variant::Gqa { groups: 8 }).is_some_and(|r| (r.ratio_to_mha - 0.25).abs() < 1e-12));
         // MLA 512 + 64: 32 * 576 * 2 = 36,864
-        assert_eq!(
-            get(Variant::Mla {
-                kv_lora_rank: 512,
-                rope_dim: 64
-            })
-            .map(|r| r.kv_bytes_per_token),
-            Some(36_864)
-        );
+        assert_eq!(get(Variant::Mla { kv_lora_rank: 512, rope_dim: 64 }).map(|r| r.kv_bytes_per_token), Some(36_864));
         // K=V halves MHA; pairs of layers sharing halve it too.
-        assert_eq!(
-            get(Variant::KEqV).map(|r| r.kv_total_bytes * 2),
-            get(Variant::Mha).map(|r| r.kv_total_bytes)
-        );
+        assert_eq!(get(Variant::KEqV).map(|r| r.kv_total_bytes * 2), get(Variant::Mha).map(|r| r.kv_total_bytes));
         assert_eq!(
             get(Variant::CrossLayer { group_size: 2 }).map(|r| r.kv_total_bytes * 2),
             get(Variant::Mha).map(|r| r.kv_total_bytes)
         );
         // Sliding 4096 at 128K: 524,288 * 4096 = 2,147,483,648 (1/32 of MHA's 68,719,476,736)
-        assert_eq!(
-            get(Variant::Sliding {
-                window_tokens: 4096
-            })
-            .map(|r| r.kv_total_bytes),
-            Some(2_147_483_648)
-        );
+        assert_eq!(get(Variant::Sliding { window_tokens: 4096 }).map(|r| r.kv_total_bytes), Some(2_147_483_648));
         // Hybrid 5:1 over 32 layers: 27 sliding(1024) + 5 global ((i+1) % 6 == 0 for i < 32):
         // 16,384 B/token/layer * (27 * 1024 + 5 * 131072) = 16,384 * 683,008 = 11,190,403,072
         assert_eq!(
-            get(Variant::Hybrid {
-                local_per_global: 5,
-                window_tokens: 1024
-            })
-            .map(|r| r.kv_total_bytes),
+            get(Variant::Hybrid { local_per_global: 5, window_tokens: 1024 }).map(|r| r.kv_total_bytes),
             Some(11_190_403_072)
         );
         // GQA saves attention parameters: 32 * 2 * 4096 * (4096 - 1024) fewer = 805,306,368
-        assert_eq!(
-            get(Variant::Gqa { groups: 8 }).map(|r| r.attn_params_delta_vs_mha),
-            Some(-805_306_368)
-        );
-        assert_eq!(
-            get(Variant::Mha).map(|r| r.attn_params_delta_vs_mha),
-            Some(0)
-        );
+        assert_eq!(get(Variant::Gqa { groups: 8 }).map(|r| r.attn_params_delta_vs_mha), Some(-805_306_368));
+        assert_eq!(get(Variant::Mha).map(|r| r.attn_params_delta_vs_mha), Some(0));
     }
 
     #[test]

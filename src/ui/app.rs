@@ -5,9 +5,9 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+use super::bench_view::BenchView;
 use super::browser;
 use super::compare_view::CompareView;
-use super::bench_view::BenchView;
 use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
 use super::pending_view::PendingView;
@@ -104,10 +104,12 @@ fn Notices(notices: RwSignal<Vec<crate::state::Notice>>) -> impl IntoView {
 /// The plain statement that WebGPU is missing and the CPU computes instead.
 #[component]
 fn CpuBanner(engine: EngineSignal) -> impl IntoView {
-    let reason = move || engine.with(|e| match e.as_deref() {
-        Some(Engine::Cpu { reason }) => Some(reason.clone()),
-        _ => None,
-    });
+    let reason = move || {
+        engine.with(|e| match e.as_deref() {
+            Some(Engine::Cpu { reason }) => Some(reason.clone()),
+            _ => None,
+        })
+    };
     view! {
         {move || reason().map(|reason| view! {
             <div class="banner" role="alert" data-testid="cpu-fallback-banner">

@@ -14,7 +14,7 @@ use super::app::EngineSignal;
 use super::browser;
 use crate::attention::mask::MaskKind;
 use crate::engine::Engine;
-use crate::gpu::bench::{self, BenchFilter, BenchResult, Repetitions, DEFAULT_WINDOW, HEAD_DIMS, SEQUENCE_LENGTHS};
+use crate::gpu::bench::{self, BenchFilter, BenchResult, DEFAULT_WINDOW, HEAD_DIMS, Repetitions, SEQUENCE_LENGTHS};
 use crate::model::units::format_bytes;
 use crate::state::AppState;
 
@@ -68,7 +68,13 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                 }
                 progress.try_set(format!(
                     "Case {} of {}: {} kernel, n = {}, {} heads, d = {}, {}…",
-                    i + 1, cases.len(), case.kernel.name(), case.shape.n_q, case.shape.h_q, case.shape.d, case.mask
+                    i + 1,
+                    cases.len(),
+                    case.kernel.name(),
+                    case.shape.n_q,
+                    case.shape.h_q,
+                    case.shape.d,
+                    case.mask
                 ));
                 match bench::run_case(ctx, kernels, case, peak, BROWSER_REPS, browser::now_ms).await {
                     Ok(result) => {
@@ -93,7 +99,8 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
     let auto_started = StoredValue::new(false);
     Effect::new(move |_| {
         let Some(engine) = engine.get() else { return };
-        let named = state.with_untracked(|s| s.seq_tokens.is_some() || s.head_dim.is_some() || s.mask_given || s.window_given);
+        let named =
+            state.with_untracked(|s| s.seq_tokens.is_some() || s.head_dim.is_some() || s.mask_given || s.window_given);
         if named && engine.is_gpu() && !auto_started.get_value() {
             auto_started.set_value(true);
             run(engine);
@@ -186,7 +193,8 @@ fn BenchRow(result: BenchResult) -> impl IntoView {
 /// Narrowing the case list: each choice rewrites the link.
 #[component]
 fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
-    let option = |value: String, label: String, selected: bool| view! { <option value=value selected=selected>{label}</option> };
+    let option =
+        |value: String, label: String, selected: bool| view! { <option value=value selected=selected>{label}</option> };
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default()>
             <label>"n"

@@ -68,7 +68,11 @@ fn path(data: &LineChartData, points: &[(f64, f64)]) -> String {
 /// A line chart. `marker` is an optional moving point `(x, y, label)` (the decode animation's
 /// position on the total curve); only it re-renders as it moves.
 #[component]
-pub fn LineChart(data: LineChartData, #[prop(into)] marker: Signal<Option<(f64, f64, String)>>, testid: &'static str) -> impl IntoView {
+pub fn LineChart(
+    data: LineChartData,
+    #[prop(into)] marker: Signal<Option<(f64, f64, String)>>,
+    testid: &'static str,
+) -> impl IntoView {
     let x_scale = data.x;
     let y_scale = data.y;
     let axis_y = HEIGHT - BOTTOM;

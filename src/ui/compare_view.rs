@@ -11,7 +11,10 @@ use crate::model::flops::{crossover_tokens, model_prefill_flops};
 use crate::model::params::attn_params_total;
 use crate::model::units::{format_bytes, format_params, format_thousands};
 use crate::model::variants::mha_baseline;
-use crate::model::{DType, LayerKind, Mask, Model, Variant, VariantFigures, apply_variant, compare_variants, kv_total_bytes, standard_variants};
+use crate::model::{
+    DType, LayerKind, Mask, Model, Variant, VariantFigures, apply_variant, compare_variants, kv_total_bytes,
+    standard_variants,
+};
 use crate::state::AppState;
 
 /// The variants shown: the link's list, or the standard set for the model.
@@ -58,18 +61,33 @@ fn Knobs(state: RwSignal<AppState>) -> impl IntoView {
         })
     };
     let gqa = move || find(|v| if let Variant::Gqa { groups } = v { Some(u64::from(*groups)) } else { None }, 8);
-    let window = move || find(|v| if let Variant::Sliding { window_tokens } = v { Some(*window_tokens) } else { None }, 4096);
-    let ratio = move || find(|v| if let Variant::Hybrid { local_per_global, .. } = v { Some(u64::from(*local_per_global)) } else { None }, 5);
-    let hybrid_w = move || find(|v| if let Variant::Hybrid { window_tokens, .. } = v { Some(*window_tokens) } else { None }, 1024);
-    let rank = move || find(|v| if let Variant::Mla { kv_lora_rank, .. } = v { Some(u64::from(*kv_lora_rank)) } else { None }, 512);
-    let rope = move || find(|v| if let Variant::Mla { rope_dim, .. } = v { Some(u64::from(*rope_dim)) } else { None }, 64);
-    let share = move || find(|v| if let Variant::CrossLayer { group_size } = v { Some(u64::from(*group_size)) } else { None }, 2);
+    let window =
+        move || find(|v| if let Variant::Sliding { window_tokens } = v { Some(*window_tokens) } else { None }, 4096);
+    let ratio = move || {
+        find(
+            |v| {
+                if let Variant::Hybrid { local_per_global, .. } = v { Some(u64::from(*local_per_global)) } else { None }
+            },
+            5,
+        )
+    };
+    let hybrid_w =
+        move || find(|v| if let Variant::Hybrid { window_tokens, .. } = v { Some(*window_tokens) } else { None }, 1024);
+    let rank = move || {
+        find(|v| if let Variant::Mla { kv_lora_rank, .. } = v { Some(u64::from(*kv_lora_rank)) } else { None }, 512)
+    };
+    let rope =
+        move || find(|v| if let Variant::Mla { rope_dim, .. } = v { Some(u64::from(*rope_dim)) } else { None }, 64);
+    let share = move || {
+        find(|v| if let Variant::CrossLayer { group_size } = v { Some(u64::from(*group_size)) } else { None }, 2)
+    };
     let divisors = move || {
         let h = state.with(|s| s.resolved_model().n_q_heads);
         (1..h).filter(|g| h % g == 0).collect::<Vec<u32>>()
     };
     let num = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u64>().ok().filter(|&n| n >= 1);
-    let small = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok().filter(|n| (1..=4096).contains(n));
+    let small =
+        |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok().filter(|n| (1..=4096).contains(n));
     view! {
         <form class="controls knobs" on:submit=|ev| ev.prevent_default()>
             <label>

@@ -17,7 +17,9 @@ use super::model_picker::bytes_text;
 use crate::attention::{AttentionShape, Mask as AttnMask};
 use crate::engine::{DecodeCache, Engine, reference_decode};
 use crate::gpu::launch::MAX_HEAD_DIM;
-use crate::model::decode_demo::{Action, DemoLayer, PROMPT_TOKENS, Tensor, demo_layers, next_action, run_tokens, token_values, value_stream};
+use crate::model::decode_demo::{
+    Action, DemoLayer, PROMPT_TOKENS, Tensor, demo_layers, next_action, run_tokens, token_values, value_stream,
+};
 use crate::model::kv_cache::kv_bytes_per_token_per_layer;
 use crate::model::paging::{PAGE_TOKENS, PagedCache};
 use crate::model::units::format_thousands;
@@ -117,7 +119,11 @@ impl Snapshot {
 
 /// The decode panel for the chosen model; `marker` receives (tokens of A, model bytes) for the chart.
 #[component]
-pub fn DecodeDemo(state: RwSignal<AppState>, engine: EngineSignal, marker: RwSignal<Option<(u64, u128)>>) -> impl IntoView {
+pub fn DecodeDemo(
+    state: RwSignal<AppState>,
+    engine: EngineSignal,
+    marker: RwSignal<Option<(u64, u128)>>,
+) -> impl IntoView {
     // Restart from scratch only when the model or dtype changes (not on budget or axis changes).
     let key = Memo::new(move |_| state.with(|s| (encode_model(&s.resolved_model()), s.dtype)));
     move || {
@@ -127,7 +133,11 @@ pub fn DecodeDemo(state: RwSignal<AppState>, engine: EngineSignal, marker: RwSig
 }
 
 #[component]
-fn DecodePanel(state: RwSignal<AppState>, engine: EngineSignal, marker: RwSignal<Option<(u64, u128)>>) -> impl IntoView {
+fn DecodePanel(
+    state: RwSignal<AppState>,
+    engine: EngineSignal,
+    marker: RwSignal<Option<(u64, u128)>>,
+) -> impl IntoView {
     let (model, dtype) = state.with_untracked(|s| (s.resolved_model(), s.dtype));
     let run = run_tokens(&model);
     let snapshot = RwSignal::new(Snapshot::idle(run));
@@ -172,7 +182,11 @@ fn DecodePanel(state: RwSignal<AppState>, engine: EngineSignal, marker: RwSignal
         .iter()
         .filter_map(|l| match l.kind {
             LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } if w + 96 > run => {
-                Some(format!("its {} window of {} tokens is longer than this run, so no page is recycled here", l.kind.noun(), format_thousands(w.into())))
+                Some(format!(
+                    "its {} window of {} tokens is longer than this run, so no page is recycled here",
+                    l.kind.noun(),
+                    format_thousands(w.into())
+                ))
             }
             _ => None,
         })
@@ -256,10 +270,16 @@ fn Counters(snap: Snapshot, dtype: DType) -> impl IntoView {
 fn PageGrid(layer: PagesView, dtype: DType) -> impl IntoView {
     let title = match layer.kind {
         LayerKind::Global => "global layers".to_string(),
-        LayerKind::Sliding { window_tokens } => format!("sliding layers (window {})", format_thousands(window_tokens.into())),
-        LayerKind::Chunked { chunk_tokens } => format!("chunked layers (chunk {})", format_thousands(chunk_tokens.into())),
+        LayerKind::Sliding { window_tokens } => {
+            format!("sliding layers (window {})", format_thousands(window_tokens.into()))
+        }
+        LayerKind::Chunked { chunk_tokens } => {
+            format!("chunked layers (chunk {})", format_thousands(chunk_tokens.into()))
+        }
     };
-    let narrowed = layer.narrowed.map(|(model_dim, run_dim)| format!(" The kernel runs {run_dim} of the model's {model_dim} dims per head (its maximum)."));
+    let narrowed = layer.narrowed.map(|(model_dim, run_dim)| {
+        format!(" The kernel runs {run_dim} of the model's {model_dim} dims per head (its maximum).")
+    });
     let _ = dtype;
     view! {
         <div class="page-grid" data-testid="page-grid" data-kind=layer.kind.noun() data-live-pages=layer.live_pages.to_string()
@@ -317,7 +337,14 @@ fn query(layer: &DemoLayer, slot: u32, request: u32, position: u64) -> Vec<f32> 
 }
 
 /// The largest |GPU − reference| of one decode step, recomputing the request's K/V rows.
-fn reference_diff(layer: &DemoLayer, slot: u32, request: u32, len: u64, q: &[f32], gpu_o: &[f32]) -> Result<f32, String> {
+fn reference_diff(
+    layer: &DemoLayer,
+    slot: u32,
+    request: u32,
+    len: u64,
+    q: &[f32],
+    gpu_o: &[f32],
+) -> Result<f32, String> {
     let (h_kv, d) = (layer.h_kv as usize, layer.run_dim as usize);
     let n = len as usize;
     let mut k = vec![0f32; h_kv * n * d];
@@ -338,7 +365,8 @@ fn reference_diff(layer: &DemoLayer, slot: u32, request: u32, len: u64, q: &[f32
 /// Waits `ms` milliseconds on a browser timer (never blocks the page).
 async fn sleep_ms(ms: i32) {
     let promise = js_sys::Promise::new(&mut |resolve, _| {
-        let scheduled = web_sys::window().is_some_and(|w| w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).is_ok());
+        let scheduled = web_sys::window()
+            .is_some_and(|w| w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms).is_ok());
         if !scheduled {
             resolve.call0(&wasm_bindgen::JsValue::NULL).ok();
         }
@@ -347,7 +375,13 @@ async fn sleep_ms(ms: i32) {
 }
 
 /// Appends one token of `request` to every lane and runs the decode kernel on each.
-async fn step(engine: &Engine, lanes: &mut [Lane], request: u32, position: u64, snap: &mut Snapshot) -> Result<(), String> {
+async fn step(
+    engine: &Engine,
+    lanes: &mut [Lane],
+    request: u32,
+    position: u64,
+    snap: &mut Snapshot,
+) -> Result<(), String> {
     for (slot, lane) in lanes.iter_mut().enumerate() {
         let slot = slot as u32;
         let (k, v) = kv_rows(&lane.layer, slot, request, position);
@@ -374,7 +408,11 @@ fn refresh(snap: &mut Snapshot, lanes: &[Lane], model: &Model, dtype: DType) {
     snap.b_model_bytes = snap.b_tokens.map_or(0, |b| kv_total_bytes(model, b, dtype).unwrap_or(0));
     snap.saved_bytes = lanes
         .iter()
-        .map(|l| u128::from(l.paged.deduplicated_tokens()) * kv_bytes_per_token_per_layer(model, l.layer.kind, dtype) * u128::from(l.storing_layers))
+        .map(|l| {
+            u128::from(l.paged.deduplicated_tokens())
+                * kv_bytes_per_token_per_layer(model, l.layer.kind, dtype)
+                * u128::from(l.storing_layers)
+        })
         .sum();
     snap.demo_buffer_bytes = lanes.iter().flat_map(|l| l.caches.iter().flatten()).map(DecodeCache::used_bytes).sum();
     snap.layers = lanes
@@ -407,9 +445,16 @@ async fn run_demo(
     let capacity = u32::try_from(run).unwrap_or(u32::MAX);
     let mut lanes: Vec<Lane> = Vec::new();
     for layer in demo_layers(model, MAX_HEAD_DIM) {
-        let storing_layers = (0..model.schedule.len()).filter(|&l| model.schedule.kind(l) == Some(layer.kind) && model.stores_kv(l)).count() as u32;
+        let storing_layers = (0..model.schedule.len())
+            .filter(|&l| model.schedule.kind(l) == Some(layer.kind) && model.stores_kv(l))
+            .count() as u32;
         match engine.decode_cache(layer.h_kv, layer.run_dim, capacity) {
-            Ok(cache) => lanes.push(Lane { layer, storing_layers, paged: PagedCache::new(layer.kind), caches: [Some(cache), None] }),
+            Ok(cache) => lanes.push(Lane {
+                layer,
+                storing_layers,
+                paged: PagedCache::new(layer.kind),
+                caches: [Some(cache), None],
+            }),
             Err(e) => {
                 snap.state = RunState::Failed;
                 snap.message = format!("Could not allocate the K/V buffer: {e}");

@@ -111,7 +111,9 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     let exact = req.exact();
     let on_gpu = engine.gpu_supports_dim(d);
     let note = (engine.is_gpu() && !on_gpu).then(|| {
-        format!("This layer's heads are {d} wide, more than the GPU kernels' 256: computed with the CPU reference instead.")
+        format!(
+            "This layer's heads are {d} wide, more than the GPU kernels' 256: computed with the CPU reference instead."
+        )
     });
     sinks.progress.try_set(Progress { job, total: req.heads.len(), on_gpu, note: note.clone(), ..Default::default() });
 
@@ -134,7 +136,9 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     let group = layout.group_size();
     let all_heads = req.heads.len() as u32 == layout.n_q_heads;
     // Small layers go in one launch with the real GQA shape; otherwise one KV group (or part) at a time.
-    let plan: Vec<Vec<u32>> = if on_gpu && all_heads && per_head_work * u64::from(layout.n_q_heads) <= max_work
+    let plan: Vec<Vec<u32>> = if on_gpu
+        && all_heads
+        && per_head_work * u64::from(layout.n_q_heads) <= max_work
         && u64::from(layout.n_q_heads * n_q * d) <= MAX_Q_FLOATS
     {
         vec![req.heads.clone()]
@@ -145,7 +149,11 @@ pub async fn run(engine: std::rc::Rc<Engine>, req: Request, job: u64, started_ms
     let col_tokens = req.kv_tokens.clone().unwrap_or_else(|| req.tokens.clone());
     let q_offset = if inputs.is_cross() { 0 } else { n_kv - n_q };
     let output_for = |cells: u32| {
-        if exact { MapOutput::Exact } else { MapOutput::Pooled(PooledMap::whole(n_q, cells.min(n_q), cells.min(n_kv), req.pool)) }
+        if exact {
+            MapOutput::Exact
+        } else {
+            MapOutput::Pooled(PooledMap::whole(n_q, cells.min(n_q), cells.min(n_kv), req.pool))
+        }
     };
     let make_map = |h: u32, values: Vec<f32>, output: MapOutput| {
         // Cross-attention in query chunks pools each chunk on its own: count the rows that came back.
@@ -408,7 +416,11 @@ pub async fn head_values(
 /// What to export for a head: the map itself when it holds every probability; a pooled one
 /// recomputed exactly (on the GPU, this head only) when it is small enough; otherwise the pooled
 /// blocks, with a notice saying so.
-pub async fn map_for_export(engine: &Engine, inputs: &LayerInputs, map: Arc<HeadMap>) -> Result<(Arc<HeadMap>, Option<String>), String> {
+pub async fn map_for_export(
+    engine: &Engine,
+    inputs: &LayerInputs,
+    map: Arc<HeadMap>,
+) -> Result<(Arc<HeadMap>, Option<String>), String> {
     if map.pooled.is_none() {
         return Ok((map, None));
     }
@@ -422,7 +434,8 @@ pub async fn map_for_export(engine: &Engine, inputs: &LayerInputs, map: Arc<Head
     }
     let batch = batch_inputs(inputs, &[map.head], &mut KCache::new());
     let steer = Steering { keep_going: &|| true, progress: &|_| {} };
-    let mut values = head_values(engine, inputs, &[map.head], &batch, map.mask, MapOutput::Exact, &mut 0.0, &steer).await?;
+    let mut values =
+        head_values(engine, inputs, &[map.head], &batch, map.mask, MapOutput::Exact, &mut 0.0, &steer).await?;
     let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
     Ok((Arc::new(exact), None))
 }

@@ -42,11 +42,16 @@ impl InputMode {
 }
 
 #[component]
-pub fn ExplorerControls(state: RwSignal<AppState>, on_export_png: Callback<()>, on_export_head: Callback<()>) -> impl IntoView {
+pub fn ExplorerControls(
+    state: RwSignal<AppState>,
+    on_export_png: Callback<()>,
+    on_export_head: Callback<()>,
+) -> impl IntoView {
     let copied = RwSignal::new(None::<bool>);
     let mode = move || state.with(|s| InputMode::of(s));
     let number = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok();
-    let mask_value = move || state.with(|s| if s.mask_given || s.mask != MaskKind::Causal { s.mask.name() } else { "layer" });
+    let mask_value =
+        move || state.with(|s| if s.mask_given || s.mask != MaskKind::Causal { s.mask.name() } else { "layer" });
     let n_layers = move || state.with(|s| s.resolved_model().n_layers());
     let set_mode = move |m: InputMode| {
         state.try_update(|s| match m {

@@ -37,7 +37,8 @@ pub fn slug(s: &str) -> String {
 /// The head's `.npz`: `probabilities` (or the pooled blocks), `query_tokens`, `key_tokens` (for pooled
 /// maps, the first token of each block).
 pub fn export_head(map: &HeadMap, base: &str) -> Result<(), String> {
-    let bytes = head_npz(map.rows as usize, map.cols as usize, &map.values, &map.axis_tokens(true), &map.axis_tokens(false));
+    let bytes =
+        head_npz(map.rows as usize, map.cols as usize, &map.values, &map.axis_tokens(true), &map.axis_tokens(false));
     let kind = match map.pooled {
         Some(p) => format!("-pooled-{}", crate::attention::explore::pool_name(p)),
         None => String::new(),
@@ -49,9 +50,7 @@ pub fn export_head(map: &HeadMap, base: &str) -> Result<(), String> {
 /// canvas and downloads it as a PNG.
 pub fn export_png(title: &str, file: &str) -> Result<(), String> {
     let document = web_sys::window().and_then(|w| w.document()).ok_or("no document")?;
-    let figures = document
-        .query_selector_all("[data-testid=\"head-heatmap\"]")
-        .map_err(|e| format!("{e:?}"))?;
+    let figures = document.query_selector_all("[data-testid=\"head-heatmap\"]").map_err(|e| format!("{e:?}"))?;
     let count = figures.length();
     if count == 0 {
         return Err("nothing to export yet".into());
@@ -61,7 +60,8 @@ pub fn export_png(title: &str, file: &str) -> Result<(), String> {
     let rows = count.div_ceil(per_row);
     let width = pad + f64::from(per_row) * (tile + pad);
     let height = title_h + pad + f64::from(rows) * (tile + caption_h + pad);
-    let canvas: web_sys::HtmlCanvasElement = document.create_element("canvas").map_err(|e| format!("{e:?}"))?.unchecked_into();
+    let canvas: web_sys::HtmlCanvasElement =
+        document.create_element("canvas").map_err(|e| format!("{e:?}"))?.unchecked_into();
     canvas.set_width(width as u32);
     canvas.set_height(height as u32);
     let ctx = browser::context_2d(&canvas).ok_or("no 2D context")?;
@@ -74,10 +74,16 @@ pub fn export_png(title: &str, file: &str) -> Result<(), String> {
     ctx.set_font("12px system-ui, sans-serif");
     for i in 0..count {
         let Some(figure) = figures.item(i).and_then(|n| n.dyn_into::<web_sys::Element>().ok()) else { continue };
-        let Some(source) = figure.query_selector("canvas.hm-canvas").ok().flatten().and_then(|c| c.dyn_into::<web_sys::HtmlCanvasElement>().ok()) else {
+        let Some(source) = figure
+            .query_selector("canvas.hm-canvas")
+            .ok()
+            .flatten()
+            .and_then(|c| c.dyn_into::<web_sys::HtmlCanvasElement>().ok())
+        else {
             continue;
         };
-        let caption = figure.query_selector("figcaption").ok().flatten().and_then(|c| c.text_content()).unwrap_or_default();
+        let caption =
+            figure.query_selector("figcaption").ok().flatten().and_then(|c| c.text_content()).unwrap_or_default();
         let (col, row) = (i % per_row, i / per_row);
         let x = pad + f64::from(col) * (tile + pad);
         let y = title_h + pad + f64::from(row) * (tile + caption_h + pad);

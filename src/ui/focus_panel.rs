@@ -34,10 +34,12 @@ pub fn FocusPanel(
             b.focus().ok();
         }
     });
-    let heads = move || request.with(|r| match r {
-        Ok(r) => r.heads.clone(),
-        Err(_) => Vec::new(),
-    });
+    let heads = move || {
+        request.with(|r| match r {
+            Ok(r) => r.heads.clone(),
+            Err(_) => Vec::new(),
+        })
+    };
     let step = move |delta: i32| {
         let list = heads();
         if let Some(i) = list.iter().position(|&h| h == head) {
@@ -87,10 +89,11 @@ pub fn FocusPanel(
 /// The kernel's tile plan for this map (with a typical tile choice on the CPU tier).
 fn tile_plan(map: &HeadMap, engine: &EngineSignal, layout: &LayerLayout) -> (tiles::TilePlan, u32, u32, bool) {
     let group = layout.group_size();
-    let (br, bc, real) = match engine.with_untracked(|e| e.as_ref().and_then(|e| e.flash_tiles(layout.head_dim, map.n_q * group))) {
-        Some((br, bc)) => (br, bc, true),
-        None => (64, 32, false),
-    };
+    let (br, bc, real) =
+        match engine.with_untracked(|e| e.as_ref().and_then(|e| e.flash_tiles(layout.head_dim, map.n_q * group))) {
+            Some((br, bc)) => (br, bc, true),
+            None => (64, 32, false),
+        };
     (tiles::plan(map.n_q, map.n_kv, group, map.mask, br, bc), br, bc, real)
 }
 
@@ -136,7 +139,11 @@ fn TileOverlay(map: Arc<HeadMap>, engine: EngineSignal, size: f64, layout: Layer
                     if f64::from(b - a) * sx < 3.0 {
                         continue;
                     }
-                    ctx.set_stroke_style_str(if interior { "rgba(255, 255, 255, 0.7)" } else { "rgba(255, 140, 0, 0.95)" });
+                    ctx.set_stroke_style_str(if interior {
+                        "rgba(255, 255, 255, 0.7)"
+                    } else {
+                        "rgba(255, 140, 0, 0.95)"
+                    });
                     ctx.stroke_rect(f64::from(a) * sx + 0.5, y0 + 0.5, f64::from(b - a) * sx - 1.0, y1 - y0 - 1.0);
                 }
             }

@@ -36,7 +36,11 @@ fn draw(canvas: &web_sys::HtmlCanvasElement, map: &HeadMap, scale: ColorScale) {
     }
     let Some(ctx) = browser::context_2d(canvas) else { return };
     let words = map.pixels(scale);
-    match web_sys::ImageData::new_with_u8_clamped_array_and_sh(Clamped(bytemuck::cast_slice(&words)), map.cols, map.rows) {
+    match web_sys::ImageData::new_with_u8_clamped_array_and_sh(
+        Clamped(bytemuck::cast_slice(&words)),
+        map.cols,
+        map.rows,
+    ) {
         Ok(image) => {
             ctx.put_image_data(&image, 0.0, 0.0).ok();
         }
@@ -57,7 +61,13 @@ struct Frame {
 impl Frame {
     fn of(rows: u32, cols: u32, size_px: f64) -> Self {
         let longest = rows.max(cols).max(1) as f64;
-        Self { rows, cols, css_w: size_px * cols as f64 / longest, css_h: size_px * rows as f64 / longest, cell: size_px / longest }
+        Self {
+            rows,
+            cols,
+            css_w: size_px * cols as f64 / longest,
+            css_h: size_px * rows as f64 / longest,
+            cell: size_px / longest,
+        }
     }
 }
 
@@ -86,7 +96,8 @@ pub fn Heatmap(
 ) -> impl IntoView {
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
     let hovered = RwSignal::new(None::<(u32, u32)>);
-    let frame = Memo::new(move |_| with_map(map, |m| Frame::of(m.rows, m.cols, size_px)).unwrap_or(Frame::of(1, 1, size_px)));
+    let frame =
+        Memo::new(move |_| with_map(map, |m| Frame::of(m.rows, m.cols, size_px)).unwrap_or(Frame::of(1, 1, size_px)));
     // A new map of another size puts other cells under the pointer: the read-out waits for it to move.
     Effect::new(move |previous: Option<Frame>| {
         let f = frame.get();
@@ -136,7 +147,10 @@ pub fn Heatmap(
         .unwrap_or_default()
     };
     let small = move |pooled: bool| {
-        with_map(map, |m| (m.pooled.is_some() == pooled && m.values.len() <= PROBS_ATTR_MAX_CELLS).then(|| values_attr(&m.values))).flatten()
+        with_map(map, |m| {
+            (m.pooled.is_some() == pooled && m.values.len() <= PROBS_ATTR_MAX_CELLS).then(|| values_attr(&m.values))
+        })
+        .flatten()
     };
 
     view! {

@@ -12,15 +12,15 @@ use super::app::EngineSignal;
 use super::browser;
 use super::explorer_compute::{self, Progress, Request, Sinks};
 use super::explorer_controls::ExplorerControls;
-use super::focus_panel::FocusPanel;
 use super::export;
+use super::focus_panel::FocusPanel;
 use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
 use super::layer_strip::LayerStrip;
+use crate::attention::Mask;
 use crate::attention::explore::{MAX_GENERATED, generated_cap_notice, pooled_resolution};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::mask::MaskKind;
 use crate::attention::tokens::{generated_tokens, tokenize};
-use crate::attention::Mask;
 use crate::model::Model;
 use crate::state::AppState;
 
@@ -137,7 +137,8 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
         if let Some(handle) = pending_resize.try_get_value().flatten() {
             handle.clear();
         }
-        let handle = set_timeout_with_handle(move || _ = screen.try_set(Screen::now()), Duration::from_millis(250)).ok();
+        let handle =
+            set_timeout_with_handle(move || _ = screen.try_set(Screen::now()), Duration::from_millis(250)).ok();
         pending_resize.try_set_value(handle);
     });
     on_cleanup(move || resize.remove());
@@ -173,9 +174,16 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
             }
         };
         let started = browser::now_ms();
-        let same = shown_heads.with_untracked(|h| *h == req.heads) && shown_layout.with_untracked(|l| l.as_ref().map(|l| (l.n_kv_heads, l.n_q_heads)) == Some((req.layout.n_kv_heads, req.layout.n_q_heads)));
+        let same = shown_heads.with_untracked(|h| *h == req.heads)
+            && shown_layout.with_untracked(|l| {
+                l.as_ref().map(|l| (l.n_kv_heads, l.n_q_heads)) == Some((req.layout.n_kv_heads, req.layout.n_q_heads))
+            });
         if !same {
-            let slots = req.heads.iter().map(|_| owner.as_ref().map_or_else(|| RwSignal::new(None), |o| o.with(|| RwSignal::new(None)))).collect();
+            let slots = req
+                .heads
+                .iter()
+                .map(|_| owner.as_ref().map_or_else(|| RwSignal::new(None), |o| o.with(|| RwSignal::new(None))))
+                .collect();
             sinks.slots.set(slots);
             shown_heads.set(req.heads.clone());
         }
@@ -267,9 +275,8 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
         slot.get().map(|Shared(m)| m).filter(|m| m.pooled.is_none())
     };
 
-    let export_base = move || {
-        state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model, s.layer)))
-    };
+    let export_base =
+        move || state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model, s.layer)));
     let export_error = RwSignal::new(None::<String>);
     let on_export_png = Callback::new(move |()| {
         let title = request.with_untracked(|r| match r {
@@ -280,9 +287,12 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
     });
     let export_note = RwSignal::new(None::<String>);
     let on_export_head = Callback::new(move |()| {
-        let map = focused_map().or_else(|| sinks.slots.with_untracked(|s| s.first().and_then(|slot| slot.get_untracked().map(|Shared(m)| m))));
+        let map = focused_map().or_else(|| {
+            sinks.slots.with_untracked(|s| s.first().and_then(|slot| slot.get_untracked().map(|Shared(m)| m)))
+        });
         export_error.set(None);
-        let (Some(map), Some(engine), Some(inputs)) = (map, engine.get_untracked(), sinks.inputs.get_untracked()) else {
+        let (Some(map), Some(engine), Some(inputs)) = (map, engine.get_untracked(), sinks.inputs.get_untracked())
+        else {
             export_error.set(Some("No head to export yet.".into()));
             return;
         };
@@ -390,7 +400,9 @@ fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
     let shown = Memo::new(move |previous: Option<&Progress>| {
         let p = progress.get();
         match previous {
-            Some(prev) if prev.finished && !p.finished && p.error.is_none() && !slow.get() && prev.job < p.job => prev.clone(),
+            Some(prev) if prev.finished && !p.finished && p.error.is_none() && !slow.get() && prev.job < p.job => {
+                prev.clone()
+            }
             _ => p,
         }
     });

@@ -182,22 +182,45 @@ fn Budget(state: RwSignal<AppState>) -> impl IntoView {
 fn FitSummary(fit: BudgetFit, state: RwSignal<AppState>) -> impl IntoView {
     let (ctx, budget) = state.with_untracked(|s| (s.ctx_tokens, s.budget_bytes));
     let (value, headline) = match fit.fit {
-        ContextFit::WeightsDoNotFit => ("none".to_string(), "The weights alone do not fit: no context fits.".to_string()),
-        ContextFit::Unbounded => ("unbounded".to_string(), "Any context fits: every layer is windowed and the plateau fits.".to_string()),
-        ContextFit::Tokens(n) if n == u64::MAX => ("unbounded".to_string(), "Any context a model could use fits.".to_string()),
-        ContextFit::Tokens(n) => (n.to_string(), format!("Longest context that fits: {} tokens ({})", format_thousands(n.into()), format_tokens_approx(n))),
+        ContextFit::WeightsDoNotFit => {
+            ("none".to_string(), "The weights alone do not fit: no context fits.".to_string())
+        }
+        ContextFit::Unbounded => {
+            ("unbounded".to_string(), "Any context fits: every layer is windowed and the plateau fits.".to_string())
+        }
+        ContextFit::Tokens(n) if n == u64::MAX => {
+            ("unbounded".to_string(), "Any context a model could use fits.".to_string())
+        }
+        ContextFit::Tokens(n) => (
+            n.to_string(),
+            format!("Longest context that fits: {} tokens ({})", format_thousands(n.into()), format_tokens_approx(n)),
+        ),
     };
     let weights_line = match fit.weights_bytes {
-        Some(w) => format!("{} budget − {} weights = {} left for the cache.", format_bytes(fit.budget_bytes), format_bytes(w), format_bytes(fit.kv_room_bytes)),
+        Some(w) => format!(
+            "{} budget − {} weights = {} left for the cache.",
+            format_bytes(fit.budget_bytes),
+            format_bytes(w),
+            format_bytes(fit.kv_room_bytes)
+        ),
         None => format!("The whole {} budget is for the cache (weights not counted).", format_bytes(fit.budget_bytes)),
     };
     let percent = fit.used_at_ctx_bytes as f64 / budget as f64 * 100.0;
     let at_ctx = match fit.weights_bytes {
         Some(w) => format!(
             "At {} tokens: {} cache + {} weights = {} of {}, {percent:.1}%.",
-            format_thousands(ctx.into()), format_bytes(fit.kv_at_ctx_bytes), format_bytes(w), format_bytes(fit.used_at_ctx_bytes), format_bytes(fit.budget_bytes)
+            format_thousands(ctx.into()),
+            format_bytes(fit.kv_at_ctx_bytes),
+            format_bytes(w),
+            format_bytes(fit.used_at_ctx_bytes),
+            format_bytes(fit.budget_bytes)
         ),
-        None => format!("At {} tokens: {} cache of {}, {percent:.1}%.", format_thousands(ctx.into()), format_bytes(fit.kv_at_ctx_bytes), format_bytes(fit.budget_bytes)),
+        None => format!(
+            "At {} tokens: {} cache of {}, {percent:.1}%.",
+            format_thousands(ctx.into()),
+            format_bytes(fit.kv_at_ctx_bytes),
+            format_bytes(fit.budget_bytes)
+        ),
     };
     let verdict = if fit.ctx_fits() { "fits" } else { "does not fit" };
     view! {
@@ -211,11 +234,7 @@ fn FitSummary(fit: BudgetFit, state: RwSignal<AppState>) -> impl IntoView {
 /// `610,351` -> `596K` style; exact powers stay exact (`8K`).
 fn format_tokens_approx(n: u64) -> String {
     let exact = format_tokens(n);
-    if exact.ends_with('K') || exact.ends_with('M') {
-        exact
-    } else {
-        short_tokens_label(n as f64)
-    }
+    if exact.ends_with('K') || exact.ends_with('M') { exact } else { short_tokens_label(n as f64) }
 }
 
 /// The memory-against-context chart with the budget line and the decode marker.
@@ -223,7 +242,9 @@ fn format_tokens_approx(n: u64) -> String {
 fn KvChart(state: RwSignal<AppState>, marker: RwSignal<Option<(u64, u128)>>) -> impl IntoView {
     let data = Memo::new(move |_| state.with(chart_data));
     let marker_point = Signal::derive(move || {
-        marker.get().map(|(tokens, bytes)| (tokens as f64, bytes as f64, format!("decode: {} tokens, {}", tokens, short_bytes_label(bytes as f64))))
+        marker.get().map(|(tokens, bytes)| {
+            (tokens as f64, bytes as f64, format!("decode: {} tokens, {}", tokens, short_bytes_label(bytes as f64)))
+        })
     });
     view! {
         <section class="panel chart">
@@ -274,7 +295,8 @@ fn chart_data(s: &AppState) -> Option<LineChartData> {
     let y_min = match s.axis {
         Axis::Linear => 0.0,
         Axis::Log => {
-            let smallest = curves.iter().flat_map(|c| c.points.iter()).map(|p| p.1).filter(|&b| b > 0).min().unwrap_or(1);
+            let smallest =
+                curves.iter().flat_map(|c| c.points.iter()).map(|p| p.1).filter(|&b| b > 0).min().unwrap_or(1);
             10f64.powf((smallest as f64).log10().floor())
         }
     };
@@ -286,20 +308,37 @@ fn chart_data(s: &AppState) -> Option<LineChartData> {
         .map(|(i, c)| Series {
             label: c.label(),
             class: if c.kind.is_none() { "total" } else { SERIES_CLASSES[i % SERIES_CLASSES.len()] },
-            points: c.points.iter().filter(|p| s.axis == Axis::Linear || (p.0 > 0 && p.1 > 0)).map(|&(n, b)| (n as f64, b as f64)).collect(),
+            points: c
+                .points
+                .iter()
+                .filter(|p| s.axis == Axis::Linear || (p.0 > 0 && p.1 > 0))
+                .map(|&(n, b)| (n as f64, b as f64))
+                .collect(),
         })
         .collect();
     let mut h_lines = Vec::new();
     if show_room {
         let label = match fit.weights_bytes {
-            Some(_) => format!("{} GB budget − weights = {} for the cache", format_gb(s.budget_bytes), short_bytes_label(room as f64)),
+            Some(_) => format!(
+                "{} GB budget − weights = {} for the cache",
+                format_gb(s.budget_bytes),
+                short_bytes_label(room as f64)
+            ),
             None => format!("{} GB budget", format_gb(s.budget_bytes)),
         };
         h_lines.push(RefLine { value: room as f64, label, class: "budget" });
     }
-    let mut v_lines = vec![RefLine { value: s.ctx_tokens as f64, label: format!("context {}", short_tokens_label(s.ctx_tokens as f64)), class: "ctx" }];
+    let mut v_lines = vec![RefLine {
+        value: s.ctx_tokens as f64,
+        label: format!("context {}", short_tokens_label(s.ctx_tokens as f64)),
+        class: "ctx",
+    }];
     if let Some(n) = fit_tokens {
-        v_lines.push(RefLine { value: n as f64, label: format!("fits up to {}", format_thousands(n.into())), class: "fit" });
+        v_lines.push(RefLine {
+            value: n as f64,
+            label: format!("fits up to {}", format_thousands(n.into())),
+            class: "fit",
+        });
     }
     let description = format!(
         "KV cache of {} in {} against context length from 0 to {} tokens, {} axes.",

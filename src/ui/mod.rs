@@ -13,11 +13,11 @@ mod export;
 mod focus_panel;
 mod heatmap;
 mod heatmaps_view;
-mod layer_strip;
-mod step_through;
 mod kv_view;
+mod layer_strip;
 mod model_picker;
 mod pending_view;
+mod step_through;
 
 /// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.
 pub fn start() {

@@ -15,7 +15,9 @@ use crate::model::formulas::{attn_params_formula, per_token_formula, total_formu
 use crate::model::params::attn_params;
 use crate::model::presets::{all_presets, preset_info};
 use crate::model::units::{format_bytes, format_params, format_thousands, format_tokens};
-use crate::model::{DType, ImportReport, decode_model, encode_model, import_hf_config, kv_bytes_per_token, kv_total_bytes};
+use crate::model::{
+    DType, ImportReport, decode_model, encode_model, import_hf_config, kv_bytes_per_token, kv_total_bytes,
+};
 use crate::state::{AppState, MAX_CTX_TOKENS};
 
 /// Largest paste or file read (a real config.json is a few KB; this keeps a stray drop harmless).
@@ -134,7 +136,10 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
 /// Reads `text` as a config.json; on success the model goes into the link.
 fn import_text(state: RwSignal<AppState>, report: RwSignal<Option<Result<ImportReport, String>>>, text: &str) {
     if text.len() > MAX_CONFIG_BYTES {
-        report.set(Some(Err(format!("that is {} bytes; a config.json is a few KB (at most {MAX_CONFIG_BYTES} bytes here)", format_thousands(text.len() as u128)))));
+        report.set(Some(Err(format!(
+            "that is {} bytes; a config.json is a few KB (at most {MAX_CONFIG_BYTES} bytes here)",
+            format_thousands(text.len() as u128)
+        ))));
         return;
     }
     let outcome = import_hf_config(text).map_err(|e| e.to_string()).and_then(|imported| {
@@ -224,7 +229,8 @@ fn ImportPanel(state: RwSignal<AppState>, report: RwSignal<Option<Result<ImportR
 
 #[component]
 fn ImportReportView(report: ImportReport) -> impl IntoView {
-    let kind = if report.model_type.is_empty() { "a model".to_string() } else { format!("a {} model", report.model_type) };
+    let kind =
+        if report.model_type.is_empty() { "a model".to_string() } else { format!("a {} model", report.model_type) };
     let n_used = report.used.len();
     view! {
         <div class="import-report" data-testid="import-report" role="status">

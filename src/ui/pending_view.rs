@@ -8,7 +8,9 @@ use crate::state::View;
 pub fn PendingView(view: View) -> impl IntoView {
     let what = match view {
         View::Kv => "KV-cache growth against context length, per layer type, with a live decode loop on the GPU",
-        View::Compare => "memory of the same model as MHA, GQA, MQA, MLA, sliding window, hybrid and shared-KV variants",
+        View::Compare => {
+            "memory of the same model as MHA, GQA, MQA, MLA, sliding window, hybrid and shared-KV variants"
+        }
         View::Lesson => "step-by-step lessons from tokens to FlashAttention tiling and modern KV-cache designs",
         View::Bench => "timings of the tiled attention kernel against the naive one on this GPU",
         View::Heatmaps => "attention heatmaps",

@@ -21,13 +21,23 @@ fn fmt(x: f64) -> String {
     if x == f64::NEG_INFINITY { "−∞".into() } else { format!("{x:.3}") }
 }
 
-fn table(title: &str, what: &'static str, rows: &[String], cols: &[String], values: &[f64], n_cols: usize) -> impl IntoView + use<> {
+fn table(
+    title: &str,
+    what: &'static str,
+    rows: &[String],
+    cols: &[String],
+    values: &[f64],
+    n_cols: usize,
+) -> impl IntoView + use<> {
     let head = cols.iter().map(|c| view! { <th scope="col">{c.clone()}</th> }).collect_view();
     let body = rows
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let cells = values[i * n_cols..][..cols.len()].iter().map(|&v| view! { <td class="num">{fmt(v)}</td> }).collect_view();
+            let cells = values[i * n_cols..][..cols.len()]
+                .iter()
+                .map(|&v| view! { <td class="num">{fmt(v)}</td> })
+                .collect_view();
             view! { <tr><th scope="row">{r.clone()}</th>{cells}</tr> }
         })
         .collect_view();
@@ -59,17 +69,21 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
     let reference_p = reference::probabilities(&q[..n_q * d], &k[..n_kv * d], &shape, small_mask, scale);
     let worst_ref = s.probs.iter().zip(&reference_p).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
     // Causal-type masks make the first rows of the full matrix identical to this small example.
-    let gpu_check = gpu.filter(|m| m.pooled.is_none() && (m.n_kv as usize == n_kv || (!matches!(mask, Mask::Full) && m.q_offset == 0))).map(|m| {
-        let mut worst = 0.0f64;
-        for i in 0..n_q {
-            for j in 0..n_kv {
-                worst = worst.max((s.probs[i * n_kv + j] - f64::from(m.values[i * m.cols as usize + j])).abs());
+    let gpu_check = gpu
+        .filter(|m| m.pooled.is_none() && (m.n_kv as usize == n_kv || (!matches!(mask, Mask::Full) && m.q_offset == 0)))
+        .map(|m| {
+            let mut worst = 0.0f64;
+            for i in 0..n_q {
+                for j in 0..n_kv {
+                    worst = worst.max((s.probs[i * n_kv + j] - f64::from(m.values[i * m.cols as usize + j])).abs());
+                }
             }
-        }
-        worst
-    });
-    let rows: Vec<String> = inputs.q_tokens()[..n_q].iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
-    let cols: Vec<String> = inputs.kv_tokens()[..n_kv].iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
+            worst
+        });
+    let rows: Vec<String> =
+        inputs.q_tokens()[..n_q].iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
+    let cols: Vec<String> =
+        inputs.kv_tokens()[..n_kv].iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
     let out_cols: Vec<String> = (0..d.min(OUT_COLS)).map(|c| format!("o{c}")).collect();
     let probs_attr = s.probs.iter().map(|p| (*p as f32).to_string()).collect::<Vec<_>>().join(",");
     view! {
