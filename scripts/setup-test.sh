@@ -6,6 +6,14 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup-build.sh
 
+# The formatting and lint gates of scripts/test.sh.
+for component in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+    echo "setup: adding the $component component"
+    rustup component add "$component"
+  fi
+done
+
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)

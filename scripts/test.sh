@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the tests need (idempotent) and runs every test:
+#   0. gates: `cargo fmt --check`, and clippy with warnings as errors for the native and wasm32 targets;
 #   1. native: unit tests, naga validation of every shader, GPU kernels on lavapipe vs the CPU reference;
 #   2. in the browser: the kernels through WebGPU (SwiftShader) in headless Chromium (wasm-bindgen-test);
 #   3. end to end: the release build served on a free 127.0.0.1 port, driven as a user in headless Chromium.
-# Ends with one line "N passed, N failed" summing all three.
+# Ends with one line "N passed, N failed" summing the tests; a failed gate counts as one failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-test.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
@@ -22,6 +23,10 @@ stage() {  # stage NAME COMMAND...: runs it, keeps its output for the tally, pri
   echo "=== $name took $((SECONDS - started)) s"
 }
 
+stage format cargo fmt --check
+stage lint cargo clippy --locked --all-targets -- -D warnings
+# wasm32: the app and the in-browser test (the native integration tests do not build for the web).
+stage lint-wasm cargo clippy --locked --target wasm32-unknown-unknown --lib --bins --test web -- -D warnings
 stage native cargo test --locked
 stage in-browser env CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
   WASM_BINDGEN_TEST_WEBDRIVER_JSON="$PWD/tests/webdriver.json" \

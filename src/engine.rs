@@ -6,11 +6,41 @@
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionShape, Mask};
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
-use crate::state::BackendChoice;
+use std::str::FromStr;
+
+/// Where attention is computed (URL `backend=`): decided once per page load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// WebGPU when the browser has it, else the CPU reference.
+    Auto,
+    /// Always the CPU reference (what a browser without WebGPU gets).
+    Cpu,
+}
+
+impl BackendChoice {
+    pub fn id(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Cpu => "cpu",
+        }
+    }
+}
+
+impl FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" | "webgpu" | "gpu" => Ok(BackendChoice::Auto),
+            "cpu" => Ok(BackendChoice::Cpu),
+            _ => Err(format!("unknown backend \"{s}\" (expected auto or cpu)")),
+        }
+    }
+}
 
 /// Largest number of (query, key) score pairs the CPU tier computes (it is a teaching fallback).
 pub const CPU_MAX_SCORE_PAIRS: u64 = 4_000_000;
 
+#[expect(clippy::large_enum_variant, reason = "one engine per page, never moved once started")]
 pub enum Engine {
     WebGpu { ctx: GpuContext, kernels: Kernels },
     Cpu { reason: String },

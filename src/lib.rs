@@ -12,6 +12,7 @@ pub mod engine;
 pub mod gpu;
 pub mod model;
 pub mod state;
+pub mod views;
 
 #[cfg(target_arch = "wasm32")]
 pub mod ui;

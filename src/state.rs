@@ -7,9 +7,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::attention::explore::ExplorerParams;
 use crate::attention::mask::{Mask, MaskKind};
 use crate::colormap::ColorScale;
+use crate::engine::BackendChoice;
 use crate::model::DType;
 use crate::model::Model;
 use crate::model::Variant;
@@ -17,6 +17,7 @@ use crate::model::budget::{DEFAULT_BUDGET_BYTES, format_gb, parse_gb};
 use crate::model::encoding::decode_model;
 use crate::model::plot::Axis;
 use crate::model::presets::{PRESET_IDS, preset};
+use crate::views::heatmaps::params::{ExplorerParams, MAX_TEXT_CHARS};
 
 /// The top-level views (URL `view=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,35 +63,6 @@ impl FromStr for View {
     }
 }
 
-/// Where attention is computed (URL `backend=`): decided once per page load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// WebGPU when the browser has it, else the CPU reference.
-    Auto,
-    /// Always the CPU reference (what a browser without WebGPU gets).
-    Cpu,
-}
-
-impl BackendChoice {
-    pub fn id(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Cpu => "cpu",
-        }
-    }
-}
-
-impl FromStr for BackendChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" | "webgpu" | "gpu" => Ok(BackendChoice::Auto),
-            "cpu" => Ok(BackendChoice::Cpu),
-            _ => Err(format!("unknown backend \"{s}\" (expected auto or cpu)")),
-        }
-    }
-}
-
 /// A message about the URL the page shows instead of failing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice(pub String);
@@ -101,8 +73,6 @@ impl fmt::Display for Notice {
     }
 }
 
-/// Longest text (in characters) the heatmap view accepts; longer text is cut with a notice.
-pub const MAX_TEXT_CHARS: usize = 2000;
 /// Largest window / chunk accepted from a URL.
 pub const MAX_WINDOW_TOKENS: u32 = 1 << 20;
 
@@ -507,7 +477,7 @@ mod tests {
             explorer: ExplorerParams {
                 tok: crate::attention::tokens::TokenMode::Char,
                 src: Some("le chat & <i>".into()),
-                heads: crate::attention::explore::HeadSelection::List(vec![0, 1, 2, 9]),
+                heads: crate::views::heatmaps::params::HeadSelection::List(vec![0, 1, 2, 9]),
                 pool: crate::attention::pooled::Pool::Mean,
                 focus: Some(9),
                 teach: false,

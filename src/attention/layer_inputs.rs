@@ -169,10 +169,8 @@ impl Side {
                 out
             }
         };
-        if rotate {
-            if let Some(rope) = &self.rope {
-                rope.rotate_rows(&mut out, d, 0);
-            }
+        if rotate && let Some(rope) = &self.rope {
+            rope.rotate_rows(&mut out, d, 0);
         }
         out
     }

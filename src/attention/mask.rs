@@ -45,6 +45,23 @@ impl Mask {
         }
     }
 
+    /// Whether the block of query rows `i_a..i_b` and keys `j_a..j_b` holds any pair the mask lets
+    /// through (queries sit at `q_offset + i`). Every mask's visible range `[lo, hi)` grows with the
+    /// position, so the first row whose range reaches past `j_a` has the lowest `lo` of the rows that do.
+    pub fn block_visible(self, q_offset: u32, n_kv: u32, (i_a, i_b): (u32, u32), (j_a, j_b): (u32, u32)) -> bool {
+        if i_a >= i_b || j_a >= j_b {
+            return false;
+        }
+        let hi = |i: u32| self.key_range(q_offset + i, n_kv).1;
+        // Smallest i in [i_a, i_b) with hi(i) > j_a (binary search on a non-decreasing function).
+        let (mut a, mut b) = (i_a, i_b);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            if hi(mid) > j_a { b = mid } else { a = mid + 1 }
+        }
+        a < i_b && self.key_range(q_offset + a, n_kv).0 < j_b
+    }
+
     /// The URL / UI name of the mask kind.
     pub fn kind_name(self) -> &'static str {
         match self {
@@ -110,6 +127,29 @@ impl FromStr for MaskKind {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn block_visibility_matches_brute_force() {
+        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
+            for (n_q, n_kv) in [(12u32, 12u32), (5, 12)] {
+                let off = n_kv - n_q;
+                for i_a in 0..n_q {
+                    for i_b in i_a + 1..=n_q {
+                        for j_a in 0..n_kv {
+                            for j_b in j_a + 1..=n_kv {
+                                let brute = (i_a..i_b).any(|i| (j_a..j_b).any(|j| mask.visible(off + i, j)));
+                                assert_eq!(
+                                    mask.block_visible(off, n_kv, (i_a, i_b), (j_a, j_b)),
+                                    brute,
+                                    "{mask:?} {i_a}..{i_b} x {j_a}..{j_b}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
     use super::*;
 
     fn visible_keys(mask: Mask, q: u32, n: u32) -> Vec<u32> {

@@ -5,17 +5,13 @@
 //! real model's layer, seeded), [`tiles`] (which tiles the kernel visits or skips), [`step_through`]
 //! (one head's arithmetic step by step), [`head_map`] (one head's picture and read-out), [`npy`] (NumPy export) and [`explore`] (link parameters, batches).
 
-pub mod explore;
-pub mod head_map;
 pub mod inputs;
 pub mod layer_inputs;
 pub mod mask;
-pub mod npy;
 pub mod pooled;
 pub mod reference;
 pub mod rope;
 pub mod shape;
-pub mod step_through;
 pub mod teaching_heads;
 pub mod tiles;
 pub mod tokens;

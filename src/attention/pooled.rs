@@ -12,11 +12,31 @@ pub enum Pool {
 }
 
 impl Pool {
+    pub const ALL: [Pool; 2] = [Pool::Max, Pool::Mean];
+
+    /// The URL / UI name (`pool=max|mean`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Pool::Max => "max",
+            Pool::Mean => "mean",
+        }
+    }
+
     pub fn to_gpu(self) -> u32 {
         match self {
             Pool::Max => 0,
             Pool::Mean => 1,
         }
+    }
+}
+
+impl std::str::FromStr for Pool {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Pool::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown pooling \"{s}\" (expected max or mean)"))
     }
 }
 

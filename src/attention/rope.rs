@@ -159,8 +159,8 @@ mod tests {
         let inv = inverse_frequencies(16, 10_000.0);
         let half = 8;
         for pos in [63usize, 127, 4999] {
-            for j in 0..half {
-                assert!((t.cos[pos * half + j] as f64 - (pos as f64 * inv[j]).cos()).abs() < 1e-6);
+            for (j, inv_j) in inv.iter().enumerate().take(half) {
+                assert!((t.cos[pos * half + j] as f64 - (pos as f64 * inv_j).cos()).abs() < 1e-6);
             }
         }
     }

@@ -40,7 +40,7 @@ impl AttentionShape {
         if self.h_q == 0 || self.h_kv == 0 || self.n_q == 0 || self.n_kv == 0 || self.d == 0 {
             return Err(format!("every dimension must be at least 1 (got {self:?})"));
         }
-        if self.h_q % self.h_kv != 0 {
+        if !self.h_q.is_multiple_of(self.h_kv) {
             return Err(format!("{} query heads cannot be split evenly over {} KV heads", self.h_q, self.h_kv));
         }
         if self.n_q > self.n_kv {

@@ -87,7 +87,7 @@ impl Moe {
     pub const fn is_moe_layer(&self, layer: u32) -> bool {
         layer >= self.first_dense_layers
             && self.layer_step > 0
-            && (layer - self.first_dense_layers + 1) % self.layer_step == 0
+            && (layer - self.first_dense_layers + 1).is_multiple_of(self.layer_step)
     }
 }
 
@@ -272,7 +272,7 @@ impl Model {
             check(field, g.n_kv_heads.into(), 1, MAX_HEADS.into())?;
             let field = if which == "attn" { "head_dim" } else { "global head_dim" };
             check(field, g.head_dim.into(), 1, MAX_HEAD_DIM.into())?;
-            if self.mla.is_none() && self.n_q_heads % g.n_kv_heads != 0 {
+            if self.mla.is_none() && !self.n_q_heads.is_multiple_of(g.n_kv_heads) {
                 return Err(ConfigError::HeadsNotDivisible { q_heads: self.n_q_heads, kv_heads: g.n_kv_heads });
             }
         }

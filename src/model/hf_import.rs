@@ -627,28 +627,28 @@ fn read_positions(
     }
     let rope = |t: f64, p: f64| Positional::Rope { theta: t, partial_rotary_factor: p };
     // transformers v5 style: rope_parameters, possibly split by layer type (Gemma 4).
-    if let Some((path, v)) = r.find(&["rope_parameters"]) {
-        if let Some(obj) = v.as_object() {
-            let by_type = (
-                obj.get("sliding_attention").and_then(Value::as_object).and_then(rope_from),
-                obj.get("full_attention").and_then(Value::as_object).and_then(rope_from),
-            );
-            match by_type {
-                (Some((lt, lp)), Some((gt, gp))) => {
-                    r.note_used(&path, v);
-                    return Ok((rope(lt, lp), Some(rope(gt, gp))));
-                }
-                (None, Some((gt, gp))) => {
-                    r.note_used(&path, v);
-                    return Ok((rope(gt, gp), None));
-                }
-                _ => {}
-            }
-            if let Some((t, p)) = rope_from(obj) {
+    if let Some((path, v)) = r.find(&["rope_parameters"])
+        && let Some(obj) = v.as_object()
+    {
+        let by_type = (
+            obj.get("sliding_attention").and_then(Value::as_object).and_then(rope_from),
+            obj.get("full_attention").and_then(Value::as_object).and_then(rope_from),
+        );
+        match by_type {
+            (Some((lt, lp)), Some((gt, gp))) => {
                 r.note_used(&path, v);
-                let p = r.float("partial_rotary_factor").unwrap_or(p);
-                return Ok((rope(t, p), None));
+                return Ok((rope(lt, lp), Some(rope(gt, gp))));
             }
+            (None, Some((gt, gp))) => {
+                r.note_used(&path, v);
+                return Ok((rope(gt, gp), None));
+            }
+            _ => {}
+        }
+        if let Some((t, p)) = rope_from(obj) {
+            r.note_used(&path, v);
+            let p = r.float("partial_rotary_factor").unwrap_or(p);
+            return Ok((rope(t, p), None));
         }
     }
     let partial = r.float("partial_rotary_factor").unwrap_or(1.0);

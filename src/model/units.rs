@@ -69,9 +69,9 @@ pub fn format_params(params: u128) -> String {
 /// Token counts the way people say them: 8192 -> "8K", 131072 -> "128K", 1048576 -> "1M" (binary
 /// steps, since context lengths are powers of two); anything else is written out in full.
 pub fn format_tokens(tokens: u64) -> String {
-    if tokens >= 1 << 20 && tokens % (1 << 20) == 0 {
+    if tokens >= 1 << 20 && tokens.is_multiple_of(1 << 20) {
         format!("{}M", tokens >> 20)
-    } else if tokens >= 1 << 10 && tokens % (1 << 10) == 0 {
+    } else if tokens >= 1 << 10 && tokens.is_multiple_of(1 << 10) {
         format!("{}K", tokens >> 10)
     } else {
         tokens.to_string()
@@ -83,7 +83,7 @@ pub fn format_thousands(v: u128) -> String {
     let digits = v.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -81,7 +81,7 @@ pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantErr
     match variant {
         Variant::AsPublished | Variant::Mha => {}
         Variant::Gqa { groups } => {
-            if groups == 0 || h % groups != 0 {
+            if groups == 0 || !h.is_multiple_of(groups) {
                 return Err(VariantError(format!("{h} query heads cannot form {groups} equal groups")));
             }
             m.attn.n_kv_heads = groups;
@@ -118,7 +118,7 @@ pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantErr
 /// sharing in pairs.
 pub fn standard_variants(base: &Model) -> Vec<Variant> {
     let h = base.n_q_heads.max(1);
-    let groups = (1..=8.min(h)).rev().find(|g| h % g == 0 && *g < h).unwrap_or(1);
+    let groups = (1..=8.min(h)).rev().find(|g| h.is_multiple_of(*g) && *g < h).unwrap_or(1);
     vec![
         Variant::AsPublished,
         Variant::Mha,

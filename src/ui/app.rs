@@ -8,14 +8,12 @@ use leptos::task::spawn_local;
 use super::bench_view::BenchView;
 use super::browser;
 use super::compare_view::CompareView;
+use super::engine_signal::EngineSignal;
 use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
 use super::pending_view::PendingView;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
-
-/// The engine once started; `None` while the GPU is being opened.
-pub type EngineSignal = RwSignal<Option<Rc<Engine>>, LocalStorage>;
 
 #[component]
 pub fn App() -> impl IntoView {

@@ -10,8 +10,8 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-use super::app::EngineSignal;
 use super::browser;
+use super::engine_signal::EngineSignal;
 use crate::attention::mask::MaskKind;
 use crate::engine::Engine;
 use crate::gpu::bench::{self, BenchFilter, BenchResult, DEFAULT_WINDOW, HEAD_DIMS, Repetitions, SEQUENCE_LENGTHS};
@@ -245,9 +245,8 @@ fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
                 <input type="number" min="1" data-testid="bench-window"
                     prop:value=move || state.with(|s| if s.window_given { s.window } else { DEFAULT_WINDOW })
                     on:change=move |ev| {
-                        if let Ok(w) = event_target_value(&ev).trim().parse::<u32>() {
-                            if w >= 1 { state.update(|s| { s.window = w; s.window_given = true; }) }
-                        }
+                        if let Ok(w) = event_target_value(&ev).trim().parse::<u32>()
+                            && w >= 1 { state.update(|s| { s.window = w; s.window_given = true; }) }
                     }/>
             </label>
         </form>

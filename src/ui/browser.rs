@@ -2,6 +2,8 @@
 
 use wasm_bindgen::JsCast as _;
 
+use crate::views::heatmaps::request::Screen;
+
 /// The current query string, with its leading `?` (empty when there is none).
 pub fn location_search() -> String {
     web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default()
@@ -12,16 +14,25 @@ pub fn replace_query(query: &str) {
     let Some(window) = web_sys::window() else { return };
     let path = window.location().pathname().unwrap_or_else(|_| "/".into());
     let url = if query.is_empty() { path } else { format!("{path}?{query}") };
-    if let Ok(history) = window.history() {
-        if let Err(e) = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url)) {
-            web_sys::console::warn_1(&e);
-        }
+    if let Ok(history) = window.history()
+        && let Err(e) = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url))
+    {
+        web_sys::console::warn_1(&e);
     }
 }
 
 /// The full address of the current page, as a user would copy it.
 pub fn current_href() -> String {
     web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default()
+}
+
+/// The window's width in CSS pixels and its device pixel ratio, as the heatmaps size themselves by.
+pub fn screen() -> Screen {
+    let window = web_sys::window();
+    Screen {
+        width_css_px: window.as_ref().and_then(|w| w.inner_width().ok()).and_then(|v| v.as_f64()).unwrap_or(1280.0),
+        device_pixel_ratio: window.map_or(1.0, |w| w.device_pixel_ratio()),
+    }
 }
 
 /// Milliseconds from the page's time origin (`std::time::Instant` does not exist in the browser).

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-use super::app::EngineSignal;
 use super::browser;
+use super::engine_signal::EngineSignal;
 use super::model_picker::bytes_text;
 use crate::attention::{AttentionShape, Mask as AttnMask};
 use crate::engine::{DecodeCache, Engine, reference_decode};

@@ -8,70 +8,20 @@ use leptos::prelude::*;
 
 use super::browser;
 use super::heatmap::{HeadMap, Shared};
-use crate::attention::explore::{EXACT_MAX_N, batches, pooled_export_notice, query_chunks};
-use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
-use crate::attention::pooled::{Pool, PooledMap};
+use crate::attention::layer_inputs::LayerInputs;
+use crate::attention::pooled::PooledMap;
 use crate::attention::{AttentionShape, Mask};
 use crate::engine::{Engine, MapOutput};
+use crate::views::heatmaps::jobs::{Progress, batches, pooled_export_notice, query_chunks};
+use crate::views::heatmaps::request::Request;
 
-/// Everything a computation depends on (compared to decide whether to start a new one).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Request {
-    pub layout: LayerLayout,
-    pub tokens: Arc<Vec<String>>,
-    pub kv_tokens: Option<Arc<Vec<String>>>,
-    pub seed: u64,
-    pub teach: bool,
-    pub mask: Mask,
-    pub heads: Vec<u32>,
-    pub pool: Pool,
-    /// Pooled cells per side of a thumbnail, and of the enlarged head.
-    pub thumb_cells: u32,
-    pub large_cells: u32,
-    pub focus: Option<u32>,
-}
-
-impl Request {
-    pub fn n_q(&self) -> u32 {
-        self.tokens.len() as u32
-    }
-    pub fn n_kv(&self) -> u32 {
-        self.kv_tokens.as_ref().map_or(self.tokens.len(), |t| t.len()) as u32
-    }
-    /// Small enough to draw every cell.
-    pub fn exact(&self) -> bool {
-        self.n_q() <= EXACT_MAX_N && self.n_kv() <= EXACT_MAX_N
-    }
-}
-
-/// Progress and timings the page shows (and the benchmark reads).
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct Progress {
-    pub job: u64,
-    pub done: usize,
-    pub total: usize,
-    /// Heads in the batch being computed, and the fraction of it done (long heads come in slices).
-    pub batch: usize,
-    pub partial: f64,
-    pub finished: bool,
-    pub error: Option<String>,
-    /// From the request to the last head's pixels.
-    pub total_ms: f64,
-    /// Awaiting the engine (uploads, kernels, readback).
-    pub kernel_ms: f64,
-    /// Building the heads' inputs (embeddings, projections, positions) on the CPU, where the GPU
-    /// waited for them (later batches' inputs are built while the GPU computes).
-    pub inputs_ms: f64,
-    /// Handing results to the heatmaps and drawing them.
-    pub draw_ms: f64,
-    pub on_gpu: bool,
-    pub note: Option<String>,
-}
+/// Where one head's finished map goes: its heatmap redraws when it is set.
+pub type HeadSlot = RwSignal<Option<Shared>>;
 
 /// Signals the computation writes into.
 #[derive(Clone, Copy)]
 pub struct Sinks {
-    pub slots: RwSignal<Vec<RwSignal<Option<Shared>>>>,
+    pub slots: RwSignal<Vec<HeadSlot>>,
     pub focused: RwSignal<Option<Shared>>,
     pub progress: RwSignal<Progress>,
     pub inputs: RwSignal<Option<Arc<LayerInputs>>>,
@@ -333,7 +283,7 @@ pub struct Steering<'a> {
 
 /// Starts `gpu_work` (its synchronous part, uploads and submission, runs at the first poll), runs
 /// `cpu_work` while the GPU computes, then finishes `gpu_work`.
-pub async fn overlapped<F: std::future::Future, T>(gpu_work: F, cpu_work: impl FnOnce() -> T) -> (F::Output, T) {
+pub async fn overlapped<F: Future, T>(gpu_work: F, cpu_work: impl FnOnce() -> T) -> (F::Output, T) {
     let mut gpu_work = std::pin::pin!(gpu_work);
     let first = std::future::poll_fn(|cx| std::task::Poll::Ready(gpu_work.as_mut().poll(cx))).await;
     let cpu = cpu_work();

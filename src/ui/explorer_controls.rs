@@ -6,13 +6,13 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::browser;
-use crate::attention::explore::{HeadSelection, MAX_GENERATED, parse_pool, pool_name};
 use crate::attention::mask::MaskKind;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
 use crate::model::presets::all_presets;
 use crate::state::AppState;
+use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS};
 
 /// Where the queries (and keys) come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub fn ExplorerControls(
     on_export_head: Callback<()>,
 ) -> impl IntoView {
     let copied = RwSignal::new(None::<bool>);
-    let mode = move || state.with(|s| InputMode::of(s));
+    let mode = move || state.with(InputMode::of);
     let number = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok();
     let mask_value =
         move || state.with(|s| if s.mask_given || s.mask != MaskKind::Causal { s.mask.name() } else { "layer" });
@@ -118,7 +118,7 @@ pub fn ExplorerControls(
             <Show when=move || mode() != InputMode::Generated>
                 <label class="wide">
                     {move || if mode() == InputMode::Cross { "Queries from (decoder text)" } else { "Text" }}
-                    <input type="text" data-testid="text-input" maxlength=crate::state::MAX_TEXT_CHARS
+                    <input type="text" data-testid="text-input" maxlength=MAX_TEXT_CHARS
                         prop:value=move || state.with(|s| s.text.clone())
                         on:input=move |ev| { state.try_update(|s| s.text = event_target_value(&ev)); }/>
                 </label>
@@ -126,7 +126,7 @@ pub fn ExplorerControls(
             <Show when=move || mode() == InputMode::Cross>
                 <label class="wide">
                     "Keys and values from (encoder text)"
-                    <input type="text" data-testid="src-input" maxlength=crate::state::MAX_TEXT_CHARS
+                    <input type="text" data-testid="src-input" maxlength=MAX_TEXT_CHARS
                         prop:value=move || state.with(|s| s.explorer.src.clone().unwrap_or_default())
                         on:input=move |ev| { state.try_update(|s| s.explorer.src = Some(event_target_value(&ev))); }/>
                 </label>
@@ -210,10 +210,10 @@ pub fn ExplorerControls(
             <label>
                 "Pooling"
                 <select data-testid="pool-select" on:change=move |ev| {
-                    if let Ok(p) = parse_pool(&event_target_value(&ev)) { state.try_update(|s| s.explorer.pool = p); }
+                    if let Ok(p) = event_target_value(&ev).parse::<Pool>() { state.try_update(|s| s.explorer.pool = p); }
                 }>
                     {[Pool::Max, Pool::Mean].into_iter().map(|p| view! {
-                        <option value=pool_name(p) selected=move || state.with(|s| s.explorer.pool == p)>{pool_name(p)}</option>
+                        <option value=p.name() selected=move || state.with(|s| s.explorer.pool == p)>{p.name()}</option>
                     }).collect_view()}
                 </select>
             </label>

@@ -5,7 +5,7 @@ use wasm_bindgen::JsCast as _;
 
 use super::browser;
 use super::heatmap::HeadMap;
-use crate::attention::npy::head_npz;
+use crate::views::heatmaps::npy::head_npz;
 
 /// Offers `bytes` as a file download named `name`.
 pub fn download_bytes(name: &str, mime: &str, bytes: &[u8]) -> Result<(), String> {
@@ -40,7 +40,7 @@ pub fn export_head(map: &HeadMap, base: &str) -> Result<(), String> {
     let bytes =
         head_npz(map.rows as usize, map.cols as usize, &map.values, &map.axis_tokens(true), &map.axis_tokens(false));
     let kind = match map.pooled {
-        Some(p) => format!("-pooled-{}", crate::attention::explore::pool_name(p)),
+        Some(p) => format!("-pooled-{}", p.name()),
         None => String::new(),
     };
     download_bytes(&format!("{base}-head{}{kind}.npz", map.head), "application/octet-stream", &bytes)

@@ -5,16 +5,15 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 
-use super::app::EngineSignal;
 use super::browser;
-use super::explorer_compute::Request;
+use super::engine_signal::EngineSignal;
 use super::heatmap::{HeadMap, Heatmap, Shared};
-use super::heatmaps_view::{device_pixel_ratio, large_px};
 use super::step_through::StepThrough;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::tiles;
 use crate::colormap::ColorScale;
 use crate::state::AppState;
+use crate::views::heatmaps::request::Request;
 
 /// One head, large: labels when they fit, the tile grid, the step-through, export and navigation.
 #[component]
@@ -50,7 +49,7 @@ pub fn FocusPanel(
     let close = move || {
         state.try_update(|s| s.explorer.focus = None);
     };
-    let size = large_px();
+    let size = browser::screen().large_px();
     let layout = move || request.with(|r| r.as_ref().ok().map(|r| r.layout.clone()));
     let tiles_on = move || state.with(|s| s.explorer.tiles);
     let steps_on = move || state.with(|s| s.explorer.steps);
@@ -118,7 +117,7 @@ fn TileOverlay(map: Arc<HeadMap>, engine: EngineSignal, size: f64, layout: Layer
     let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
     let longest = map.rows.max(map.cols).max(1) as f64;
     let (w, h) = (size * map.cols as f64 / longest, size * map.rows as f64 / longest);
-    let dpr = device_pixel_ratio();
+    let dpr = browser::screen().device_pixel_ratio;
     let (plan, _, _, _) = tile_plan(&map, &engine, &layout);
     let (n_q, n_kv) = (map.n_q as f64, map.n_kv as f64);
     Effect::new(move |_| {

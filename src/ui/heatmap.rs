@@ -8,12 +8,12 @@ use leptos::prelude::*;
 use wasm_bindgen::Clamped;
 
 use super::browser;
-use crate::attention::explore::{PROBS_ATTR_MAX_CELLS, pool_name};
-pub use crate::attention::head_map::HeadMap;
 use crate::attention::pooled::Pool;
 use crate::attention::teaching_heads::TeachingHead;
 use crate::attention::tokens::display_token;
 use crate::colormap::{self, ColorScale, LOG_DECADES};
+pub use crate::views::heatmaps::head_map::HeadMap;
+use crate::views::heatmaps::request::PROBS_ATTR_MAX_CELLS;
 
 /// A map shared between the compute task and the views; equal only to itself (no deep comparison).
 #[derive(Clone, Debug)]
@@ -141,7 +141,7 @@ pub fn Heatmap(
     };
     let what = move || {
         with_map(map, |m| match m.pooled {
-            Some(p) => format!("{} pooled {} x {} from {} x {}", pool_name(p), m.rows, m.cols, m.n_q, m.n_kv),
+            Some(p) => format!("{} pooled {} x {} from {} x {}", p.name(), m.rows, m.cols, m.n_q, m.n_kv),
             None => format!("{} queries by {} keys", m.rows, m.cols),
         })
         .unwrap_or_default()
@@ -167,7 +167,7 @@ pub fn Heatmap(
             data-n-q=move || with_map(map, |m| m.n_q)
             data-n-kv=move || with_map(map, |m| m.n_kv)
             data-probs=move || small(false)
-            data-pool=move || with_map(map, |m| m.pooled.map(pool_name)).flatten()
+            data-pool=move || with_map(map, |m| m.pooled.map(Pool::name)).flatten()
             data-pooled=move || small(true)
             tabindex=if on_open.is_some() { Some("0") } else { None }
             aria-label=move || format!("{}: {}{}", with_map(map, HeadMap::caption).unwrap_or_default(), what(), if on_open.is_some() { ". Press Enter to enlarge." } else { "" })
@@ -218,7 +218,7 @@ pub fn Legend(#[prop(into)] scale: Signal<ColorScale>, max: f32, pooled: Option<
         ColorScale::Log => format!("{:.1e}", max * 10f32.powf(-LOG_DECADES)),
     };
     let what = match pooled {
-        Some(p) => format!("{} probability of each block", pool_name(p)),
+        Some(p) => format!("{} probability of each block", p.name()),
         None => "probability".into(),
     };
     view! {

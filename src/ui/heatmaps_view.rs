@@ -8,122 +8,19 @@ use std::time::Duration;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-use super::app::EngineSignal;
 use super::browser;
-use super::explorer_compute::{self, Progress, Request, Sinks};
+use super::engine_signal::EngineSignal;
+use super::explorer_compute::{self, HeadSlot, Sinks};
 use super::explorer_controls::ExplorerControls;
 use super::export;
 use super::focus_panel::FocusPanel;
 use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
 use super::layer_strip::LayerStrip;
-use crate::attention::Mask;
-use crate::attention::explore::{MAX_GENERATED, generated_cap_notice, pooled_resolution};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
-use crate::attention::mask::MaskKind;
-use crate::attention::tokens::{generated_tokens, tokenize};
-use crate::model::Model;
 use crate::state::AppState;
-
-fn window_width() -> f64 {
-    web_sys::window().and_then(|w| w.inner_width().ok()).and_then(|v| v.as_f64()).unwrap_or(1280.0)
-}
-
-pub(super) fn device_pixel_ratio() -> f64 {
-    web_sys::window().map_or(1.0, |w| w.device_pixel_ratio())
-}
-
-/// The window as the pooled resolution sees it: its width (CSS pixels) and device pixel ratio.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Screen {
-    width: f64,
-    dpr: f64,
-}
-
-impl Screen {
-    fn now() -> Self {
-        Self { width: window_width(), dpr: device_pixel_ratio() }
-    }
-}
-
-/// On-screen size of a thumbnail's plot, CSS pixels, in a window `w` wide.
-fn thumb_px_in(w: f64) -> f64 {
-    if w < 560.0 { ((w - 56.0) / 2.0).clamp(100.0, 160.0) } else { 160.0 }
-}
-
-fn thumb_px() -> f64 {
-    thumb_px_in(window_width())
-}
-
-/// On-screen size of the enlarged head's plot.
-fn large_px_in(w: f64) -> f64 {
-    (w - 120.0).clamp(220.0, 640.0)
-}
-
-pub(super) fn large_px() -> f64 {
-    large_px_in(window_width())
-}
-
-/// The mask the explorer applies: the chosen override, else the layer's own; cross-attention sees all.
-pub fn effective_mask(s: &AppState, layout: &LayerLayout) -> Mask {
-    if s.explorer.src.is_some() {
-        Mask::Full
-    } else if s.mask_given || s.mask != MaskKind::Causal {
-        s.mask()
-    } else {
-        layout.mask()
-    }
-}
-
-/// The request the state describes, or why there is nothing to compute.
-fn build_request(s: &AppState, model: &Model, screen: Screen) -> Result<Request, String> {
-    let layout = LayerLayout::of(model, s.layer);
-    let tokens = match s.seq_tokens {
-        Some(n) => generated_tokens(n.min(MAX_GENERATED) as usize, s.seed),
-        None => tokenize(&s.text, s.explorer.tok),
-    };
-    let kv_tokens = s.explorer.src.as_deref().map(|t| tokenize(t, s.explorer.tok));
-    if tokens.is_empty() || kv_tokens.as_ref().is_some_and(Vec::is_empty) {
-        return Err("Type a sentence to see its attention.".into());
-    }
-    let n_max = tokens.len().max(kv_tokens.as_ref().map_or(0, Vec::len)) as u32;
-    Ok(Request {
-        mask: effective_mask(s, &layout),
-        heads: s.explorer.heads.heads(layout.n_q_heads),
-        pool: s.explorer.pool,
-        thumb_cells: pooled_resolution(n_max, thumb_px_in(screen.width), screen.dpr),
-        large_cells: pooled_resolution(n_max, large_px_in(screen.width), screen.dpr),
-        focus: None,
-        layout,
-        tokens: Arc::new(tokens),
-        kv_tokens: kv_tokens.map(Arc::new),
-        seed: s.seed,
-        teach: s.explorer.teach,
-    })
-}
-
-fn layout_line(model: &Model, layout: &LayerLayout, mask: Mask) -> String {
-    let g = layout.group_size();
-    let sharing = if layout.mla {
-        format!("{} heads (MLA, shown decompressed: one K/V per head)", layout.n_q_heads)
-    } else if layout.n_kv_heads == 1 && layout.n_q_heads > 1 {
-        format!("{} query heads share 1 KV head (MQA)", layout.n_q_heads)
-    } else if g == 1 {
-        format!("{} heads, each with its own K/V (MHA)", layout.n_q_heads)
-    } else {
-        format!("{} query heads share {} KV heads, {g} per group (GQA)", layout.n_q_heads, layout.n_kv_heads)
-    };
-    format!(
-        "{} · layer {} of {} ({}) · {sharing} · head dim {} · {}{}{} · mask: {mask}",
-        model.name,
-        layout.layer,
-        model.n_layers(),
-        layout.kind,
-        layout.head_dim,
-        layout.positional_text(),
-        if layout.k_eq_v { " · K = V (one tensor serves both)" } else { "" },
-        if layout.stores_kv { "" } else { " · reads an earlier layer's KV cache" },
-    )
-}
+use crate::views::heatmaps::jobs::Progress;
+use crate::views::heatmaps::params::generated_cap_notice;
+use crate::views::heatmaps::request::{build_request, format_n, layout_line};
 
 #[component]
 pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
@@ -131,14 +28,14 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
     let model = Memo::new(move |_| state.with(AppState::resolved_model));
     // Pooled heads follow the on-screen size: the window is re-read 250 ms after a resize stops, and
     // the request (a memo) changes only if the resolution does.
-    let screen = RwSignal::new(Screen::now());
+    let screen = RwSignal::new(browser::screen());
     let pending_resize = StoredValue::new(None::<TimeoutHandle>);
     let resize = window_event_listener(leptos::ev::resize, move |_| {
         if let Some(handle) = pending_resize.try_get_value().flatten() {
             handle.clear();
         }
         let handle =
-            set_timeout_with_handle(move || _ = screen.try_set(Screen::now()), Duration::from_millis(250)).ok();
+            set_timeout_with_handle(move || _ = screen.try_set(browser::screen()), Duration::from_millis(250)).ok();
         pending_resize.try_set_value(handle);
     });
     on_cleanup(move || resize.remove());
@@ -216,10 +113,10 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
             let single = RwSignal::new(None::<Shared>);
             focus_sinks.slots.set(vec![single]);
             explorer_compute::run(engine, req, id, browser::now_ms(), focus_sinks).await;
-            if latest_focus.try_get_value() == Some(id) {
-                if let Some(map) = single.try_get_untracked().flatten() {
-                    sinks.focused.try_set(Some(map));
-                }
+            if latest_focus.try_get_value() == Some(id)
+                && let Some(map) = single.try_get_untracked().flatten()
+            {
+                sinks.focused.try_set(Some(map));
             }
         });
     });
@@ -228,7 +125,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
         let heads = shown_heads.get();
         let slots = sinks.slots.get();
         let Some(layout) = shown_layout.get_untracked() else { return Vec::new() };
-        let mut out: Vec<(u32, Vec<(u32, RwSignal<Option<Shared>>)>)> = Vec::new();
+        let mut out: Vec<(u32, Vec<(u32, HeadSlot)>)> = Vec::new();
         for (&h, &slot) in heads.iter().zip(&slots) {
             let g = layout.kv_head(h);
             match out.last_mut() {
@@ -238,7 +135,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
         }
         out
     };
-    let thumb = thumb_px();
+    let thumb = browser::screen().thumb_px();
     let open_head = Callback::new(move |h: u32| {
         state.try_update(|s| s.explorer.focus = Some(h));
     });
@@ -376,14 +273,6 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
                 }).collect_view()}
             </div>
         </section>
-    }
-}
-
-fn format_n(r: &Request) -> String {
-    if r.kv_tokens.is_some() {
-        format!("{} queries × {} keys (cross-attention)", r.n_q(), r.n_kv())
-    } else {
-        format!("n = {} tokens", r.n_q())
     }
 }
 

@@ -4,9 +4,9 @@
 
 use leptos::prelude::*;
 
-use super::app::EngineSignal;
 use super::chart::{LineChart, LineChartData, RefLine, Series};
 use super::decode_demo::DecodeDemo;
+use super::engine_signal::EngineSignal;
 use super::model_picker::{KeyFigures, ModelPicker, bytes_text};
 use crate::model::budget::{BUDGET_PRESETS_GB, BudgetFit, budget_fit, format_gb, parse_gb};
 use crate::model::curves::{chart_max_tokens, chart_samples, kv_curves};

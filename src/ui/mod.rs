@@ -7,6 +7,7 @@ mod browser;
 mod chart;
 mod compare_view;
 mod decode_demo;
+mod engine_signal;
 mod explorer_compute;
 mod explorer_controls;
 mod export;

@@ -8,9 +8,9 @@ use leptos::prelude::*;
 
 use super::heatmap::HeadMap;
 use crate::attention::layer_inputs::LayerInputs;
-use crate::attention::step_through::{Steps, step_through};
 use crate::attention::tokens::display_token;
 use crate::attention::{AttentionShape, Mask, reference};
+use crate::views::heatmaps::step_through::{Steps, step_through};
 
 /// Tokens in the example.
 pub const STEP_TOKENS: usize = 6;

@@ -1,8 +1,8 @@
 //! Attention of one head written out step by step, in f64, for a small example: `S = Q·Kᵀ`, the
 //! scaled scores, the mask, the softmax and `O = P·V`. Every step is kept so the UI can show the
-//! numbers; the probabilities and outputs equal [`super::reference`] (tested below).
+//! numbers; the probabilities and outputs equal [`crate::attention::reference`] (tested below).
 
-use super::mask::Mask;
+use crate::attention::mask::Mask;
 
 /// The numbers at each step for `n_q` queries and `n_kv` keys of width `d`.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,7 +24,8 @@ pub struct Steps {
 }
 
 /// Runs the steps. `q` is `[n_q, d]`, `k` and `v` `[n_kv, d]`; query `i` sits at position
-/// `n_kv - n_q + i`, as in [`super::AttentionShape`].
+/// `n_kv - n_q + i`, as in [`crate::attention::AttentionShape`].
+#[expect(clippy::too_many_arguments, reason = "one head's inputs and shape; folded into one problem struct next")]
 pub fn step_through(
     q: &[f32],
     k: &[f32],

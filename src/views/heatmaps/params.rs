@@ -6,8 +6,11 @@
 //! as `0-3,8`), `pool` (`max` | `mean`), `focus` (the enlarged head), `teach` (`on` | `off`: designed
 //! teaching heads), `tiles` (`on`: the kernel's tile grid), `steps` (`on`: the step-through).
 
-use super::pooled::Pool;
-use super::tokens::TokenMode;
+use crate::attention::pooled::Pool;
+use crate::attention::tokens::TokenMode;
+
+/// Longest text (in characters) the heatmap view accepts; longer text is cut with a notice.
+pub const MAX_TEXT_CHARS: usize = 2000;
 
 /// Longest generated sequence the explorer computes (longer `n` is cut, with a notice).
 pub const MAX_GENERATED: u32 = 65_536;
@@ -26,12 +29,6 @@ pub fn generated_cap_notice(n: u32) -> Option<String> {
 fn thousands(n: u32) -> String {
     crate::model::units::format_thousands(n.into())
 }
-
-/// Heads at most this long (queries and keys) are drawn cell by cell with exact probabilities;
-/// longer ones are pooled on the GPU to the size they take on screen.
-pub const EXACT_MAX_N: u32 = 256;
-/// Heads with at most this many cells carry every probability in `data-probs` (for tests and tools).
-pub const PROBS_ATTR_MAX_CELLS: usize = 64 * 64;
 
 /// Which query heads are shown.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -108,21 +105,6 @@ impl HeadSelection {
     }
 }
 
-pub fn pool_name(pool: Pool) -> &'static str {
-    match pool {
-        Pool::Max => "max",
-        Pool::Mean => "mean",
-    }
-}
-
-pub fn parse_pool(s: &str) -> Result<Pool, String> {
-    match s {
-        "max" => Ok(Pool::Max),
-        "mean" => Ok(Pool::Mean),
-        _ => Err(format!("unknown pooling \"{s}\" (expected max or mean)")),
-    }
-}
-
 fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
@@ -172,9 +154,9 @@ impl ExplorerParams {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
             "tok" => self.tok = value.parse()?,
-            "src" => self.src = Some(value.chars().take(crate::state::MAX_TEXT_CHARS).collect()),
+            "src" => self.src = Some(value.chars().take(MAX_TEXT_CHARS).collect()),
             "heads" => self.heads = HeadSelection::parse(value)?,
-            "pool" => self.pool = parse_pool(value)?,
+            "pool" => self.pool = value.parse()?,
             "focus" => {
                 self.focus = Some(value.parse::<u32>().map_err(|_| format!("\"{value}\" is not a head number"))?)
             }
@@ -200,7 +182,7 @@ impl ExplorerParams {
             out.push(("heads", self.heads.to_param()));
         }
         if self.pool != d.pool {
-            out.push(("pool", pool_name(self.pool).into()));
+            out.push(("pool", self.pool.name().into()));
         }
         if let Some(f) = self.focus {
             out.push(("focus", f.to_string()));
@@ -218,82 +200,9 @@ impl ExplorerParams {
     }
 }
 
-/// Splits query heads into GPU batches: heads of one KV group go together (they share its K/V), and a
-/// batch stays under `max_work` (multiply-adds of `Q·Kᵀ`, about what the GPU does per batch) and
-/// `max_q_floats` (the Q buffer), so long sequences show progress head by head.
-pub fn batches(
-    heads: &[u32],
-    group: u32,
-    per_head_work: u64,
-    per_head_q_floats: u64,
-    max_work: u64,
-    max_q_floats: u64,
-) -> Vec<Vec<u32>> {
-    let g = group.max(1);
-    let mut out: Vec<Vec<u32>> = Vec::new();
-    for &h in heads {
-        let fits = out.last().is_some_and(|b: &Vec<u32>| {
-            let next = b.len() as u64 + 1;
-            b[0] / g == h / g
-                && next * per_head_work <= max_work.max(per_head_work)
-                && next * per_head_q_floats <= max_q_floats.max(per_head_q_floats)
-        });
-        match out.last_mut() {
-            Some(b) if fits => b.push(h),
-            _ => out.push(vec![h]),
-        }
-    }
-    out
-}
-
-/// Query rows in chunks of at most `n_kv`: the kernels take queries as the last rows of the keys, so
-/// cross-attention with more queries than keys (full mask: rows are independent) runs in pieces.
-pub fn query_chunks(n_q: u32, n_kv: u32) -> Vec<(u32, u32)> {
-    let step = n_kv.max(1);
-    (0..n_q.div_ceil(step)).map(|c| (c * step, (n_q - c * step).min(step))).collect()
-}
-
-/// Cells of a pooled heatmap along one axis of `n` tokens drawn `css_px` wide at `device_pixel_ratio`:
-/// one cell per device pixel, never more cells than tokens.
-pub fn pooled_resolution(n: u32, css_px: f64, device_pixel_ratio: f64) -> u32 {
-    let px = (css_px * device_pixel_ratio.clamp(1.0, 4.0)).round().max(1.0) as u32;
-    px.min(n).max(1)
-}
-
-/// Largest head an export writes with every probability (64 MiB of f32).
-pub const EXACT_EXPORT_MAX_CELLS: u64 = 1 << 24;
-
-/// Why the export of a pooled head (`n` = (n_q, n_kv), shown as `cells` = (rows, cols)) holds its
-/// pooled blocks instead of every probability; `None` when every probability can be recomputed for
-/// it (it fits [`EXACT_EXPORT_MAX_CELLS`] and the GPU takes its head width).
-pub fn pooled_export_notice(head: u32, n: (u32, u32), cells: (u32, u32), gpu: bool) -> Option<String> {
-    let all = u64::from(n.0) * u64::from(n.1);
-    let reason = if all > EXACT_EXPORT_MAX_CELLS {
-        format!("its {} x {} = {all} probabilities are more than an export holds ({EXACT_EXPORT_MAX_CELLS})", n.0, n.1)
-    } else if !gpu {
-        "without the GPU only the pooled blocks are computed".to_owned()
-    } else {
-        return None;
-    };
-    Some(format!("Head {head}: {reason}, so the file holds its {} x {} pooled blocks.", cells.0, cells.1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pooled_exports_hold_every_probability_up_to_64_mib() {
-        // 4096 x 4096 = 2^24 cells: exactly at the limit.
-        assert_eq!(pooled_export_notice(3, (4096, 4096), (160, 160), true), None);
-        assert_eq!(
-            pooled_export_notice(3, (4097, 4096), (160, 160), true).as_deref(),
-            Some(
-                "Head 3: its 4097 x 4096 = 16781312 probabilities are more than an export holds (16777216), so the file holds its 160 x 160 pooled blocks."
-            )
-        );
-        assert!(pooled_export_notice(0, (512, 512), (160, 160), false).is_some_and(|n| n.contains("without the GPU")));
-    }
 
     #[test]
     fn sequences_longer_than_the_explorer_generates_get_a_notice() {
@@ -338,79 +247,5 @@ mod tests {
         let mut d = ExplorerParams::default();
         assert!(d.set("focus", "x").is_err() && d.set("tiles", "maybe").is_err() && d.set("pool", "sum").is_err());
         assert_eq!(d, ExplorerParams::default());
-    }
-
-    #[test]
-    fn batches_follow_groups_and_budgets() {
-        let heads: Vec<u32> = (0..8).collect();
-        // Group of 4, room for everything: one batch per KV group.
-        assert_eq!(batches(&heads, 4, 10, 10, 1000, 1000), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
-        // Work for two heads per batch.
-        assert_eq!(batches(&heads, 4, 10, 10, 20, 1000), vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
-        // A head bigger than the budget still runs, alone.
-        assert_eq!(batches(&[0, 1], 2, 50, 10, 20, 1000), vec![vec![0], vec![1]]);
-        // Non-contiguous selections across groups.
-        assert_eq!(batches(&[1, 3, 6], 4, 1, 1, 100, 100), vec![vec![1, 3], vec![6]]);
-    }
-
-    #[test]
-    fn chunks_and_resolution() {
-        assert_eq!(query_chunks(5, 2), vec![(0, 2), (2, 2), (4, 1)]);
-        assert_eq!(query_chunks(3, 7), vec![(0, 3)]);
-        assert_eq!(pooled_resolution(8192, 160.0, 2.0), 320);
-        assert_eq!(pooled_resolution(100, 160.0, 1.0), 100);
-        assert_eq!(pooled_resolution(8192, 160.0, 0.5), 160);
-    }
-}
-
-/// Whether the block of query rows `i_a..i_b` and keys `j_a..j_b` holds any pair the mask lets through
-/// (queries sit at `q_offset + i`). Every mask's visible range `[lo, hi)` grows with the position, so
-/// the first row whose range reaches past `j_a` has the lowest `lo` of the rows that do.
-pub fn block_visible(
-    mask: super::mask::Mask,
-    q_offset: u32,
-    n_kv: u32,
-    (i_a, i_b): (u32, u32),
-    (j_a, j_b): (u32, u32),
-) -> bool {
-    if i_a >= i_b || j_a >= j_b {
-        return false;
-    }
-    let hi = |i: u32| mask.key_range(q_offset + i, n_kv).1;
-    // Smallest i in [i_a, i_b) with hi(i) > j_a (binary search on a non-decreasing function).
-    let (mut a, mut b) = (i_a, i_b);
-    while a < b {
-        let mid = a + (b - a) / 2;
-        if hi(mid) > j_a { b = mid } else { a = mid + 1 }
-    }
-    a < i_b && mask.key_range(q_offset + a, n_kv).0 < j_b
-}
-
-#[cfg(test)]
-mod block_tests {
-    use super::*;
-    use crate::attention::mask::Mask;
-
-    #[test]
-    fn block_visibility_matches_brute_force() {
-        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
-            for (n_q, n_kv) in [(12u32, 12u32), (5, 12)] {
-                let off = n_kv - n_q;
-                for i_a in 0..n_q {
-                    for i_b in i_a + 1..=n_q {
-                        for j_a in 0..n_kv {
-                            for j_b in j_a + 1..=n_kv {
-                                let brute = (i_a..i_b).any(|i| (j_a..j_b).any(|j| mask.visible(off + i, j)));
-                                assert_eq!(
-                                    block_visible(mask, off, n_kv, (i_a, i_b), (j_a, j_b)),
-                                    brute,
-                                    "{mask:?} {i_a}..{i_b} x {j_a}..{j_b}"
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
     }
 }

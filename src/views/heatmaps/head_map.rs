@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use super::Mask;
-use super::explore::{block_visible, pool_name};
-use super::pooled::{Pool, block_range};
-use super::teaching_heads::TeachingHead;
-use super::tokens::display_token;
+use crate::attention::Mask;
+use crate::attention::pooled::{Pool, block_range};
+use crate::attention::teaching_heads::TeachingHead;
+use crate::attention::tokens::display_token;
 use crate::colormap::{ColorScale, Painter};
 
 /// The probabilities of one query head: every cell (`pooled == None`, `rows = n_q`, `cols = n_kv`) or
@@ -46,7 +45,7 @@ impl HeadMap {
     /// Whether the mask hides every pair of the cell.
     pub fn cell_masked(&self, row: u32, col: u32) -> bool {
         let (r, c) = self.cell_ranges(row, col);
-        !block_visible(self.mask, self.q_offset, self.n_kv, r, c)
+        !self.mask.block_visible(self.q_offset, self.n_kv, r, c)
     }
 
     /// The label of the head: its index, KV head and designed role.
@@ -79,11 +78,8 @@ impl HeadMap {
                 )
             }
             Some(pool) => {
-                let shown = if self.cell_masked(row, col) {
-                    "masked".into()
-                } else {
-                    format!("{} p = {v:.4}", pool_name(pool))
-                };
+                let shown =
+                    if self.cell_masked(row, col) { "masked".into() } else { format!("{} p = {v:.4}", pool.name()) };
                 format!("queries {i_a}–{} → keys {j_a}–{}: {shown}", i_b - 1, j_b - 1)
             }
         }
