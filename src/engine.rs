@@ -9,9 +9,10 @@ use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use std::str::FromStr;
 
 /// Where attention is computed (URL `backend=`): decided once per page load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BackendChoice {
     /// WebGPU when the browser has it, else the CPU reference.
+    #[default]
     Auto,
     /// Always the CPU reference (what a browser without WebGPU gets).
     Cpu,

@@ -79,14 +79,15 @@ pub struct BenchFilter {
 pub const SEQUENCE_LENGTHS: [u32; 6] = [256, 1024, 2048, 4096, 8192, 16384];
 /// (h_q, h_kv): multi-head, and grouped-query with 4 query heads per KV head.
 pub const HEAD_LAYOUTS: [(u32, u32); 2] = [(8, 8), (32, 8)];
-pub const HEAD_DIMS: [u32; 2] = [64, 128];
+/// Head widths the benchmark runs when the link names none.
+pub const DEFAULT_HEAD_DIMS: [u32; 2] = [64, 128];
 pub const DEFAULT_WINDOW: u32 = 256;
 
 /// The case list: n x heads x d x mask x kernel, filtered. A filter's `n`/`d` outside the default
 /// lists still runs (one custom size).
 pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
     let lengths: Vec<u32> = filter.n.map_or(SEQUENCE_LENGTHS.to_vec(), |n| vec![n]);
-    let dims: Vec<u32> = filter.d.map_or(HEAD_DIMS.to_vec(), |d| vec![d]);
+    let dims: Vec<u32> = filter.d.map_or(DEFAULT_HEAD_DIMS.to_vec(), |d| vec![d]);
     let masks: Vec<MaskKind> =
         filter.mask.map_or(vec![MaskKind::Full, MaskKind::Causal, MaskKind::Sliding], |m| vec![m]);
     let window = filter.window.unwrap_or(DEFAULT_WINDOW);

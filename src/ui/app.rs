@@ -32,6 +32,12 @@ pub fn App() -> impl IntoView {
     // The view is rebuilt only when the view itself changes, not on every state change (which would
     // throw away each view's local state: an import report, a running decode animation, focus).
     let active_view = Memo::new(move |_| state.with(|s| s.view));
+    // The model is resolved once per change of `model` or `cfg`, and every view reads this one.
+    let model_source = Memo::new(move |_| state.with(|s| (s.model.preset.clone(), s.model.cfg.clone())));
+    let model = Memo::new(move |_| {
+        model_source.track();
+        state.with_untracked(AppState::resolved_model)
+    });
 
     let engine: EngineSignal = RwSignal::new_local(None);
     spawn_local(async move {
@@ -70,7 +76,7 @@ pub fn App() -> impl IntoView {
         <CpuBanner engine=engine/>
         <main>
             {move || match active_view.get() {
-                View::Heatmaps => view! { <HeatmapsView state=state engine=engine/> }.into_any(),
+                View::Heatmaps => view! { <HeatmapsView state=state model=model engine=engine/> }.into_any(),
                 View::Kv => view! { <KvView state=state engine=engine/> }.into_any(),
                 View::Compare => view! { <CompareView state=state/> }.into_any(),
                 View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),

@@ -14,22 +14,12 @@ use super::browser;
 use super::engine_signal::EngineSignal;
 use crate::attention::mask::MaskKind;
 use crate::engine::Engine;
-use crate::gpu::bench::{self, BenchFilter, BenchResult, DEFAULT_WINDOW, HEAD_DIMS, Repetitions, SEQUENCE_LENGTHS};
+use crate::gpu::bench::{self, BenchResult, DEFAULT_HEAD_DIMS, DEFAULT_WINDOW, Repetitions, SEQUENCE_LENGTHS};
 use crate::model::units::format_bytes;
 use crate::state::AppState;
 
 /// Repetitions per case in the browser: fewer than natively, the page must stay responsive.
 const BROWSER_REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0 };
-
-fn filter_of(s: &AppState) -> BenchFilter {
-    BenchFilter {
-        n: s.seq_tokens,
-        d: s.head_dim,
-        mask: s.mask_given.then_some(s.mask),
-        kernel: None,
-        window: s.window_given.then_some(s.window),
-    }
-}
 
 #[component]
 pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
@@ -43,7 +33,7 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
         if running.get_untracked() {
             return;
         }
-        let cases = bench::cases(&state.with_untracked(filter_of));
+        let cases = bench::cases(&state.with_untracked(|s| s.bench.filter(&s.input)));
         running.set(true);
         stop_requested.set_value(false);
         rows.set(Vec::new());
@@ -99,15 +89,16 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
     let auto_started = StoredValue::new(false);
     Effect::new(move |_| {
         let Some(engine) = engine.get() else { return };
-        let named =
-            state.with_untracked(|s| s.seq_tokens.is_some() || s.head_dim.is_some() || s.mask_given || s.window_given);
+        let named = state.with_untracked(|s| {
+            s.input.seq_tokens.is_some() || s.bench.head_dim.is_some() || s.input.mask_given || s.input.window_given
+        });
         if named && engine.is_gpu() && !auto_started.get_value() {
             auto_started.set_value(true);
             run(engine);
         }
     });
 
-    let case_count = move || bench::cases(&state.with(filter_of)).len();
+    let case_count = move || bench::cases(&state.with(|s| s.bench.filter(&s.input))).len();
     view! {
         <section class="bench">
             <h2>"Kernel benchmark"</h2>
@@ -200,10 +191,10 @@ fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
             <label>"n"
                 <select data-testid="bench-n" on:change=move |ev| {
                     let n = event_target_value(&ev).parse::<u32>().ok();
-                    state.update(|s| s.seq_tokens = n);
+                    state.update(|s| s.input.seq_tokens = n);
                 }>
                     {move || {
-                        let current = state.with(|s| s.seq_tokens);
+                        let current = state.with(|s| s.input.seq_tokens);
                         let mut list: Vec<u32> = SEQUENCE_LENGTHS.to_vec();
                         if let Some(n) = current.filter(|n| !list.contains(n)) { list.push(n) }
                         std::iter::once(option("all".into(), "all".into(), current.is_none()))
@@ -215,12 +206,12 @@ fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
             <label>"d"
                 <select data-testid="bench-d" on:change=move |ev| {
                     let d = event_target_value(&ev).parse::<u32>().ok();
-                    state.update(|s| s.head_dim = d);
+                    state.update(|s| s.bench.head_dim = d);
                 }>
                     {move || {
-                        let current = state.with(|s| s.head_dim);
+                        let current = state.with(|s| s.bench.head_dim);
                         std::iter::once(option("all".into(), "all".into(), current.is_none()))
-                            .chain(HEAD_DIMS.into_iter().map(|d| option(d.to_string(), d.to_string(), current == Some(d))))
+                            .chain(DEFAULT_HEAD_DIMS.into_iter().map(|d| option(d.to_string(), d.to_string(), current == Some(d))))
                             .collect_view()
                     }}
                 </select>
@@ -229,12 +220,12 @@ fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
                 <select data-testid="bench-mask" on:change=move |ev| {
                     let kind = event_target_value(&ev).parse::<MaskKind>().ok();
                     state.update(|s| match kind {
-                        Some(kind) => { s.mask = kind; s.mask_given = true; }
-                        None => s.mask_given = false,
+                        Some(kind) => { s.input.mask = kind; s.input.mask_given = true; }
+                        None => s.input.mask_given = false,
                     });
                 }>
                     {move || {
-                        let current = state.with(|s| s.mask_given.then_some(s.mask));
+                        let current = state.with(|s| s.input.mask_given.then_some(s.input.mask));
                         std::iter::once(option("all".into(), "full, causal, sliding".into(), current.is_none()))
                             .chain(MaskKind::ALL.into_iter().map(|k| option(k.name().into(), k.name().into(), current == Some(k))))
                             .collect_view()
@@ -243,10 +234,10 @@ fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
             </label>
             <label>"window"
                 <input type="number" min="1" data-testid="bench-window"
-                    prop:value=move || state.with(|s| if s.window_given { s.window } else { DEFAULT_WINDOW })
+                    prop:value=move || state.with(|s| if s.input.window_given { s.input.window_tokens } else { DEFAULT_WINDOW })
                     on:change=move |ev| {
                         if let Ok(w) = event_target_value(&ev).trim().parse::<u32>()
-                            && w >= 1 { state.update(|s| { s.window = w; s.window_given = true; }) }
+                            && w >= 1 { state.update(|s| { s.input.window_tokens = w; s.input.window_given = true; }) }
                     }/>
             </label>
         </form>

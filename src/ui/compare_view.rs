@@ -19,7 +19,7 @@ use crate::state::AppState;
 
 /// The variants shown: the link's list, or the standard set for the model.
 fn chosen_variants(s: &AppState, base: &Model) -> Vec<Variant> {
-    s.variants.clone().unwrap_or_else(|| standard_variants(base))
+    s.compare.variants.clone().unwrap_or_else(|| standard_variants(base))
 }
 
 #[component]
@@ -47,7 +47,7 @@ fn set_variant(state: RwSignal<AppState>, v: Variant) {
             Some(slot) => *slot = v,
             None => list.push(v),
         }
-        s.variants = Some(list);
+        s.compare.variants = Some(list);
     });
 }
 
@@ -134,7 +134,7 @@ fn Knobs(state: RwSignal<AppState>) -> impl IntoView {
                 <input type="number" min="1" data-testid="share-group" prop:value=move || share().to_string()
                     on:change=move |ev| { if let Some(g) = small(&ev) { set_variant(state, Variant::CrossLayer { group_size: g }) } }/>
             </label>
-            <button type="button" class="chip" data-testid="variants-reset" on:click=move |_| state.update(|s| s.variants = None)>
+            <button type="button" class="chip" data-testid="variants-reset" on:click=move |_| state.update(|s| s.compare.variants = None)>
                 "Standard set"
             </button>
         </form>
@@ -145,7 +145,7 @@ fn Knobs(state: RwSignal<AppState>) -> impl IntoView {
 fn rows(s: &AppState) -> (Model, Result<Vec<VariantFigures>, String>) {
     let base = s.resolved_model();
     let variants = chosen_variants(s, &base);
-    let rows = compare_variants(&base, &variants, s.ctx_tokens, s.dtype).map_err(|e| e.to_string());
+    let rows = compare_variants(&base, &variants, s.kv.ctx_tokens, s.kv.dtype).map_err(|e| e.to_string());
     (base, rows)
 }
 
@@ -162,7 +162,7 @@ fn skipped(s: &AppState, base: &Model) -> Vec<String> {
 fn Bars(state: RwSignal<AppState>) -> impl IntoView {
     view! {
         <section class="panel">
-            <h3>{move || state.with(|s| format!("KV cache at {} tokens, {}", format_thousands(s.ctx_tokens.into()), s.dtype.label()))}</h3>
+            <h3>{move || state.with(|s| format!("KV cache at {} tokens, {}", format_thousands(s.kv.ctx_tokens.into()), s.kv.dtype.label()))}</h3>
             {move || state.with(|s| {
                 let (base, rows) = rows(s);
                 let rows = match rows {
@@ -208,7 +208,7 @@ fn Bars(state: RwSignal<AppState>) -> impl IntoView {
 fn DtypeMatrix(state: RwSignal<AppState>) -> impl IntoView {
     view! {
         <section class="panel">
-            <h3>{move || state.with(|s| format!("At every dtype ({} tokens)", format_thousands(s.ctx_tokens.into())))}</h3>
+            <h3>{move || state.with(|s| format!("At every dtype ({} tokens)", format_thousands(s.kv.ctx_tokens.into())))}</h3>
             <div class="table-scroll">
                 <table class="data matrix">
                     <thead><tr>
@@ -220,8 +220,8 @@ fn DtypeMatrix(state: RwSignal<AppState>) -> impl IntoView {
                             let base = s.resolved_model();
                             chosen_variants(s, &base).into_iter().filter_map(|v| apply_variant(&base, v).ok().map(|m| (v, m))).map(|(v, m)| {
                                 let cells = DType::ALL.into_iter().map(|d| {
-                                    let bytes = kv_total_bytes(&m, s.ctx_tokens, d).ok();
-                                    let chosen = d == s.dtype;
+                                    let bytes = kv_total_bytes(&m, s.kv.ctx_tokens, d).ok();
+                                    let chosen = d == s.kv.dtype;
                                     view! {
                                         <td class="num" class:chosen=chosen data-testid="dtype-cell" data-variant=v.to_string() data-dtype=d.url_name()
                                             data-value=bytes.map_or_else(|| "overflow".into(), |b| b.to_string())
@@ -285,11 +285,11 @@ fn ParamDeltas(state: RwSignal<AppState>) -> impl IntoView {
 fn Flops(state: RwSignal<AppState>) -> impl IntoView {
     view! {
         <section class="panel">
-            <h3>{move || state.with(|s| format!("Prefill FLOPs for {} tokens", format_thousands(s.ctx_tokens.into())))}</h3>
+            <h3>{move || state.with(|s| format!("Prefill FLOPs for {} tokens", format_thousands(s.kv.ctx_tokens.into())))}</h3>
             {move || state.with(|s| {
                 let base = s.resolved_model();
                 let list: Vec<(Variant, Model)> = chosen_variants(s, &base).into_iter().filter_map(|v| apply_variant(&base, v).ok().map(|m| (v, m))).collect();
-                let figures: Vec<_> = list.iter().map(|(v, m)| (*v, model_prefill_flops(m, s.ctx_tokens))).collect();
+                let figures: Vec<_> = list.iter().map(|(v, m)| (*v, model_prefill_flops(m, s.kv.ctx_tokens))).collect();
                 let max = figures.iter().map(|(_, f)| f.total()).max().unwrap_or(1).max(1) as f64;
                 let body = figures.iter().map(|(v, f)| {
                     let total = f.total();

@@ -125,7 +125,7 @@ pub fn DecodeDemo(
     marker: RwSignal<Option<(u64, u128)>>,
 ) -> impl IntoView {
     // Restart from scratch only when the model or dtype changes (not on budget or axis changes).
-    let key = Memo::new(move |_| state.with(|s| (encode_model(&s.resolved_model()), s.dtype)));
+    let key = Memo::new(move |_| state.with(|s| (encode_model(&s.resolved_model()), s.kv.dtype)));
     move || {
         key.track();
         view! { <DecodePanel state=state engine=engine marker=marker/> }
@@ -138,7 +138,7 @@ fn DecodePanel(
     engine: EngineSignal,
     marker: RwSignal<Option<(u64, u128)>>,
 ) -> impl IntoView {
-    let (model, dtype) = state.with_untracked(|s| (s.resolved_model(), s.dtype));
+    let (model, dtype) = state.with_untracked(|s| (s.resolved_model(), s.kv.dtype));
     let run = run_tokens(&model);
     let snapshot = RwSignal::new(Snapshot::idle(run));
     let pace = RwSignal::new(Pace::Watch);

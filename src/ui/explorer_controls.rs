@@ -10,6 +10,7 @@ use crate::attention::mask::MaskKind;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
+use crate::model::Model;
 use crate::model::presets::all_presets;
 use crate::state::AppState;
 use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS};
@@ -26,7 +27,7 @@ impl InputMode {
     pub fn of(s: &AppState) -> Self {
         if s.explorer.src.is_some() {
             InputMode::Cross
-        } else if s.seq_tokens.is_some() {
+        } else if s.input.seq_tokens.is_some() {
             InputMode::Generated
         } else {
             InputMode::Text
@@ -44,27 +45,31 @@ impl InputMode {
 #[component]
 pub fn ExplorerControls(
     state: RwSignal<AppState>,
+    model: Memo<Model>,
     on_export_png: Callback<()>,
     on_export_head: Callback<()>,
 ) -> impl IntoView {
     let copied = RwSignal::new(None::<bool>);
     let mode = move || state.with(InputMode::of);
     let number = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok();
-    let mask_value =
-        move || state.with(|s| if s.mask_given || s.mask != MaskKind::Causal { s.mask.name() } else { "layer" });
-    let n_layers = move || state.with(|s| s.resolved_model().n_layers());
+    let mask_value = move || {
+        state.with(
+            |s| if s.input.mask_given || s.input.mask != MaskKind::Causal { s.input.mask.name() } else { "layer" },
+        )
+    };
+    let n_layers = move || model.with(Model::n_layers);
     let set_mode = move |m: InputMode| {
         state.try_update(|s| match m {
             InputMode::Text => {
-                s.seq_tokens = None;
+                s.input.seq_tokens = None;
                 s.explorer.src = None;
             }
             InputMode::Generated => {
                 s.explorer.src = None;
-                s.seq_tokens.get_or_insert(512);
+                s.input.seq_tokens.get_or_insert(512);
             }
             InputMode::Cross => {
-                s.seq_tokens = None;
+                s.input.seq_tokens = None;
                 s.explorer.src.get_or_insert_with(|| "Le chat était assis sur le tapis .".into());
             }
         });
@@ -78,18 +83,11 @@ pub fn ExplorerControls(
                 "Model"
                 <select data-testid="model-select" on:change=move |ev| {
                     let id = event_target_value(&ev);
-                    state.try_update(|s| {
-                        s.model = id;
-                        s.cfg = None;
-                        let m = s.resolved_model();
-                        if s.layer >= m.n_layers() { s.layer = 0; }
-                        s.explorer.focus = s.explorer.focus.filter(|&f| f < m.n_q_heads);
-                        if s.explorer.heads.max_head().is_some_and(|h| h >= m.n_q_heads) { s.explorer.heads = HeadSelection::All; }
-                    });
+                    state.try_update(|s| s.choose_model(id, None));
                 }>
                     {all_presets().iter().map(|p| {
                         let id = p.id;
-                        view! { <option value=id selected=move || state.with(|s| s.cfg.is_none() && s.model == id)>{p.display_name}</option> }
+                        view! { <option value=id selected=move || state.with(|s| s.model.cfg.is_none() && s.model.preset == id)>{p.display_name}</option> }
                     }).collect_view()}
                 </select>
             </label>
@@ -97,8 +95,8 @@ pub fn ExplorerControls(
                 "Layer"
                 <input type="number" min="0" data-testid="layer-input"
                     prop:max=move || n_layers().saturating_sub(1)
-                    prop:value=move || state.with(|s| s.layer)
-                    on:input=move |ev| { if let Some(l) = number(&ev).filter(|&l| l < n_layers()) { state.try_update(|s| s.layer = l); } }/>
+                    prop:value=move || state.with(|s| s.model.layer)
+                    on:input=move |ev| { if let Some(l) = number(&ev).filter(|&l| l < n_layers()) { state.try_update(|s| s.model.layer = l); } }/>
             </label>
             <label>
                 "Input"
@@ -119,8 +117,8 @@ pub fn ExplorerControls(
                 <label class="wide">
                     {move || if mode() == InputMode::Cross { "Queries from (decoder text)" } else { "Text" }}
                     <input type="text" data-testid="text-input" maxlength=MAX_TEXT_CHARS
-                        prop:value=move || state.with(|s| s.text.clone())
-                        on:input=move |ev| { state.try_update(|s| s.text = event_target_value(&ev)); }/>
+                        prop:value=move || state.with(|s| s.input.text.clone())
+                        on:input=move |ev| { state.try_update(|s| s.input.text = event_target_value(&ev)); }/>
                 </label>
             </Show>
             <Show when=move || mode() == InputMode::Cross>
@@ -135,8 +133,8 @@ pub fn ExplorerControls(
                 <label>
                     "Tokens (n)"
                     <input type="number" min="1" max=MAX_GENERATED data-testid="n-input"
-                        prop:value=move || state.with(|s| s.seq_tokens.unwrap_or(512))
-                        on:change=move |ev| { if let Some(n) = number(&ev).filter(|&n| (1..=MAX_GENERATED).contains(&n)) { state.try_update(|s| s.seq_tokens = Some(n)); } }/>
+                        prop:value=move || state.with(|s| s.input.seq_tokens.unwrap_or(512))
+                        on:change=move |ev| { if let Some(n) = number(&ev).filter(|&n| (1..=MAX_GENERATED).contains(&n)) { state.try_update(|s| s.input.seq_tokens = Some(n)); } }/>
                 </label>
             </Show>
             <Show when=move || mode() != InputMode::Generated>
@@ -156,8 +154,8 @@ pub fn ExplorerControls(
                 <select data-testid="mask-select" prop:disabled=move || mode() == InputMode::Cross on:change=move |ev| {
                     let v = event_target_value(&ev);
                     state.try_update(|s| match v.parse::<MaskKind>() {
-                        Ok(kind) => { s.mask = kind; s.mask_given = true; }
-                        Err(_) => { s.mask = MaskKind::Causal; s.mask_given = false; }
+                        Ok(kind) => { s.input.mask = kind; s.input.mask_given = true; }
+                        Err(_) => { s.input.mask = MaskKind::Causal; s.input.mask_given = false; }
                     });
                 }>
                     <option value="layer" selected=move || mask_value() == "layer">"the layer's own"</option>
@@ -171,23 +169,23 @@ pub fn ExplorerControls(
                 <label>
                     "Window"
                     <input type="number" min="1" data-testid="window-input"
-                        prop:value=move || state.with(|s| s.window)
-                        on:input=move |ev| { if let Some(w) = number(&ev).filter(|&w| w >= 1) { state.try_update(|s| { s.window = w; s.window_given = true; }); } }/>
+                        prop:value=move || state.with(|s| s.input.window_tokens)
+                        on:input=move |ev| { if let Some(w) = number(&ev).filter(|&w| w >= 1) { state.try_update(|s| { s.input.window_tokens = w; s.input.window_given = true; }); } }/>
                 </label>
             </Show>
             <Show when=move || mask_value() == "chunked">
                 <label>
                     "Chunk"
                     <input type="number" min="1" data-testid="chunk-input"
-                        prop:value=move || state.with(|s| s.chunk)
-                        on:input=move |ev| { if let Some(c) = number(&ev).filter(|&c| c >= 1) { state.try_update(|s| s.chunk = c); } }/>
+                        prop:value=move || state.with(|s| s.input.chunk_tokens)
+                        on:input=move |ev| { if let Some(c) = number(&ev).filter(|&c| c >= 1) { state.try_update(|s| s.input.chunk_tokens = c); } }/>
                 </label>
             </Show>
             <label>
                 "Seed"
                 <input type="number" min="0" data-testid="seed-input"
-                    prop:value=move || state.with(|s| s.seed.to_string())
-                    on:input=move |ev| { if let Ok(seed) = event_target_value(&ev).trim().parse::<u64>() { state.try_update(|s| s.seed = seed); } }/>
+                    prop:value=move || state.with(|s| s.input.seed.to_string())
+                    on:input=move |ev| { if let Ok(seed) = event_target_value(&ev).trim().parse::<u64>() { state.try_update(|s| s.input.seed = seed); } }/>
             </label>
             <label>
                 "Heads"
@@ -220,10 +218,10 @@ pub fn ExplorerControls(
             <label>
                 "Colour"
                 <select data-testid="scale-select" on:change=move |ev| {
-                    if let Ok(scale) = event_target_value(&ev).parse::<ColorScale>() { state.try_update(|s| s.scale = scale); }
+                    if let Ok(scale) = event_target_value(&ev).parse::<ColorScale>() { state.try_update(|s| s.explorer.scale = scale); }
                 }>
                     {[ColorScale::Linear, ColorScale::Log].into_iter().map(|c| view! {
-                        <option value=c.name() selected=move || state.with(|s| s.scale == c)>{c.name()}</option>
+                        <option value=c.name() selected=move || state.with(|s| s.explorer.scale == c)>{c.name()}</option>
                     }).collect_view()}
                 </select>
             </label>

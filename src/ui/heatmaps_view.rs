@@ -17,15 +17,15 @@ use super::focus_panel::FocusPanel;
 use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
 use super::layer_strip::LayerStrip;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
+use crate::model::Model;
 use crate::state::AppState;
 use crate::views::heatmaps::jobs::Progress;
 use crate::views::heatmaps::params::generated_cap_notice;
 use crate::views::heatmaps::request::{build_request, format_n, layout_line};
 
 #[component]
-pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
+pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
     let owner = Owner::current();
-    let model = Memo::new(move |_| state.with(AppState::resolved_model));
     // Pooled heads follow the on-screen size: the window is re-read 250 ms after a resize stops, and
     // the request (a memo) changes only if the resolution does.
     let screen = RwSignal::new(browser::screen());
@@ -39,9 +39,14 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
         pending_resize.try_set_value(handle);
     });
     on_cleanup(move || resize.remove());
-    let request = Memo::new(move |_| state.with(|s| model.with(|m| build_request(s, m, screen.get()))));
+    let request = Memo::new(move |_| {
+        state.with(|s| {
+            let layout = model.with(|m| LayerLayout::of(m, s.model.layer));
+            build_request(&s.input, &s.explorer, layout, screen.get())
+        })
+    });
     // A memo, not a derived signal: every state change would otherwise repaint every head.
-    let scale = Signal::from(Memo::new(move |_| state.with(|s| s.scale)));
+    let scale = Signal::from(Memo::new(move |_| state.with(|s| s.explorer.scale)));
 
     let sinks = Sinks {
         slots: RwSignal::new(Vec::new()),
@@ -173,7 +178,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
     };
 
     let export_base =
-        move || state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model, s.layer)));
+        move || state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model.preset, s.model.layer)));
     let export_error = RwSignal::new(None::<String>);
     let on_export_png = Callback::new(move |()| {
         let title = request.with_untracked(|r| match r {
@@ -224,7 +229,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
             data-ms-inputs=move || sinks.progress.with(|p| format!("{:.1}", p.inputs_ms))
             data-ms-draw=move || sinks.progress.with(|p| format!("{:.1}", p.draw_ms))
         >
-            <ExplorerControls state=state on_export_png=on_export_png on_export_head=on_export_head/>
+            <ExplorerControls state=state model=model on_export_png=on_export_png on_export_head=on_export_head/>
             <LayerStrip state=state model=model/>
             <p class="layout-line" data-testid="layer-layout">
                 {move || request.with(|r| match r {
@@ -232,7 +237,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, engine: EngineSignal) -> impl Int
                     _ => String::new(),
                 })}
             </p>
-            {move || state.with(|s| s.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
+            {move || state.with(|s| s.input.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
                 <p class="status warning" data-testid="n-capped" role="status">{note}</p>
             })}
             <p class="synthetic-note" data-testid="synthetic-note">

@@ -39,7 +39,7 @@ fn Breakdown(state: RwSignal<AppState>) -> impl IntoView {
         <section class="panel breakdown">
             <h3>"Why: the cache by layer type"</h3>
             {move || {
-                let (m, n, dtype) = state.with(|s| (s.resolved_model(), s.ctx_tokens, s.dtype));
+                let (m, n, dtype) = state.with(|s| (s.resolved_model(), s.kv.ctx_tokens, s.kv.dtype));
                 let Ok(b) = kv_breakdown(&m, n, dtype) else {
                     return view! { <p class="status error">"These sizes are too large to represent."</p> }.into_any();
                 };
@@ -108,14 +108,14 @@ fn kind_name(kind: LayerKind) -> String {
 }
 
 fn fit_of(s: &AppState) -> Option<BudgetFit> {
-    budget_fit(&s.resolved_model(), s.dtype, s.ctx_tokens, s.budget_bytes, s.weights).ok()
+    budget_fit(&s.resolved_model(), s.kv.dtype, s.kv.ctx_tokens, s.kv.budget_bytes, s.kv.weights).ok()
 }
 
 /// The budget, whether the weights count, and what fits.
 #[component]
 fn Budget(state: RwSignal<AppState>) -> impl IntoView {
     let fit = Memo::new(move |_| state.with(fit_of));
-    let budget_text = RwSignal::new(state.with_untracked(|s| format_gb(s.budget_bytes)));
+    let budget_text = RwSignal::new(state.with_untracked(|s| format_gb(s.kv.budget_bytes)));
     let budget_error = RwSignal::new(None::<String>);
     view! {
         <section class="panel budget">
@@ -130,7 +130,7 @@ fn Budget(state: RwSignal<AppState>) -> impl IntoView {
                             match parse_gb(&text) {
                                 Ok(bytes) => {
                                     budget_error.set(None);
-                                    state.update(|s| s.budget_bytes = bytes);
+                                    state.update(|s| s.kv.budget_bytes = bytes);
                                 }
                                 Err(e) => budget_error.set(Some(e)),
                             }
@@ -142,11 +142,11 @@ fn Budget(state: RwSignal<AppState>) -> impl IntoView {
                         let bytes = gb * 1_000_000_000;
                         view! {
                             <button type="button" class="chip" data-testid="budget-preset" data-gb=gb title=label
-                                class:active=move || state.with(|s| s.budget_bytes == bytes)
+                                class:active=move || state.with(|s| s.kv.budget_bytes == bytes)
                                 on:click=move |_| {
                                     budget_error.set(None);
                                     budget_text.set(gb.to_string());
-                                    state.update(|s| s.budget_bytes = bytes);
+                                    state.update(|s| s.kv.budget_bytes = bytes);
                                 }>
                                 {format!("{gb} GB")}
                             </button>
@@ -158,11 +158,11 @@ fn Budget(state: RwSignal<AppState>) -> impl IntoView {
                     <select data-testid="weights-select" on:change=move |ev| {
                         let v = event_target_value(&ev);
                         let weights = v.parse::<DType>().ok();
-                        state.update(|s| s.weights = weights);
+                        state.update(|s| s.kv.weights = weights);
                     }>
-                        <option value="off" selected=move || state.with(|s| s.weights.is_none())>"not counted (cache only)"</option>
+                        <option value="off" selected=move || state.with(|s| s.kv.weights.is_none())>"not counted (cache only)"</option>
                         {DType::ALL.into_iter().map(|d| view! {
-                            <option value=d.url_name() selected=move || state.with(|s| s.weights == Some(d))>
+                            <option value=d.url_name() selected=move || state.with(|s| s.kv.weights == Some(d))>
                                 {format!("counted, in {}", d.label())}
                             </option>
                         }).collect_view()}
@@ -180,7 +180,7 @@ fn Budget(state: RwSignal<AppState>) -> impl IntoView {
 
 #[component]
 fn FitSummary(fit: BudgetFit, state: RwSignal<AppState>) -> impl IntoView {
-    let (ctx, budget) = state.with_untracked(|s| (s.ctx_tokens, s.budget_bytes));
+    let (ctx, budget) = state.with_untracked(|s| (s.kv.ctx_tokens, s.kv.budget_bytes));
     let (value, headline) = match fit.fit {
         ContextFit::WeightsDoNotFit => {
             ("none".to_string(), "The weights alone do not fit: no context fits.".to_string())
@@ -253,10 +253,10 @@ fn KvChart(state: RwSignal<AppState>, marker: RwSignal<Option<(u64, u128)>>) -> 
                 <label>
                     "Axes "
                     <select data-testid="axis-select" on:change=move |ev| {
-                        if let Ok(a) = event_target_value(&ev).parse::<Axis>() { state.update(|s| s.axis = a) }
+                        if let Ok(a) = event_target_value(&ev).parse::<Axis>() { state.update(|s| s.kv.axis = a) }
                     }>
                         {Axis::ALL.into_iter().map(|a| view! {
-                            <option value=a.name() selected=move || state.with(|s| s.axis == a)>{a.name()}</option>
+                            <option value=a.name() selected=move || state.with(|s| s.kv.axis == a)>{a.name()}</option>
                         }).collect_view()}
                     </select>
                 </label>
@@ -279,20 +279,20 @@ const SERIES_CLASSES: [&str; 4] = ["s0", "s1", "s2", "s3"];
 fn chart_data(s: &AppState) -> Option<LineChartData> {
     let m = s.resolved_model();
     let fit = fit_of(s)?;
-    let max_tokens = chart_max_tokens(&m, s.ctx_tokens, fit.fit);
+    let max_tokens = chart_max_tokens(&m, s.kv.ctx_tokens, fit.fit);
     let fit_tokens = match fit.fit {
         ContextFit::Tokens(n) if n <= max_tokens => Some(n),
         _ => None,
     };
-    let mut extra = vec![s.ctx_tokens];
+    let mut extra = vec![s.kv.ctx_tokens];
     extra.extend(fit_tokens);
-    let samples = chart_samples(&m, s.axis, max_tokens, &extra);
-    let curves = kv_curves(&m, s.dtype, &samples).ok()?;
+    let samples = chart_samples(&m, s.kv.axis, max_tokens, &extra);
+    let curves = kv_curves(&m, s.kv.dtype, &samples).ok()?;
     let top_bytes = curves.last().and_then(|c| c.points.last()).map_or(1, |p| p.1);
     let room = fit.kv_room_bytes;
     let show_room = room > 0;
     let y_max = (top_bytes.max(if show_room { room } else { 0 }) as f64 * 1.05).max(1.0);
-    let y_min = match s.axis {
+    let y_min = match s.kv.axis {
         Axis::Linear => 0.0,
         Axis::Log => {
             let smallest =
@@ -300,8 +300,8 @@ fn chart_data(s: &AppState) -> Option<LineChartData> {
             10f64.powf((smallest as f64).log10().floor())
         }
     };
-    let x = Scale::new(s.axis, if s.axis == Axis::Log { 1.0 } else { 0.0 }, max_tokens as f64);
-    let y = Scale::new(s.axis, y_min, y_max);
+    let x = Scale::new(s.kv.axis, if s.kv.axis == Axis::Log { 1.0 } else { 0.0 }, max_tokens as f64);
+    let y = Scale::new(s.kv.axis, y_min, y_max);
     let series: Vec<Series> = curves
         .iter()
         .enumerate()
@@ -311,7 +311,7 @@ fn chart_data(s: &AppState) -> Option<LineChartData> {
             points: c
                 .points
                 .iter()
-                .filter(|p| s.axis == Axis::Linear || (p.0 > 0 && p.1 > 0))
+                .filter(|p| s.kv.axis == Axis::Linear || (p.0 > 0 && p.1 > 0))
                 .map(|&(n, b)| (n as f64, b as f64))
                 .collect(),
         })
@@ -321,16 +321,16 @@ fn chart_data(s: &AppState) -> Option<LineChartData> {
         let label = match fit.weights_bytes {
             Some(_) => format!(
                 "{} GB budget − weights = {} for the cache",
-                format_gb(s.budget_bytes),
+                format_gb(s.kv.budget_bytes),
                 short_bytes_label(room as f64)
             ),
-            None => format!("{} GB budget", format_gb(s.budget_bytes)),
+            None => format!("{} GB budget", format_gb(s.kv.budget_bytes)),
         };
         h_lines.push(RefLine { value: room as f64, label, class: "budget" });
     }
     let mut v_lines = vec![RefLine {
-        value: s.ctx_tokens as f64,
-        label: format!("context {}", short_tokens_label(s.ctx_tokens as f64)),
+        value: s.kv.ctx_tokens as f64,
+        label: format!("context {}", short_tokens_label(s.kv.ctx_tokens as f64)),
         class: "ctx",
     }];
     if let Some(n) = fit_tokens {
@@ -343,9 +343,9 @@ fn chart_data(s: &AppState) -> Option<LineChartData> {
     let description = format!(
         "KV cache of {} in {} against context length from 0 to {} tokens, {} axes.",
         m.name,
-        s.dtype.label(),
+        s.kv.dtype.label(),
         format_thousands(max_tokens.into()),
-        s.axis.name()
+        s.kv.axis.name()
     );
     Some(LineChartData {
         x_ticks: x.binary_ticks(6).into_iter().map(|t| (t, short_tokens_label(t))).collect(),
@@ -356,7 +356,7 @@ fn chart_data(s: &AppState) -> Option<LineChartData> {
         h_lines,
         v_lines,
         x_title: "context length (tokens; K = 1,024)".into(),
-        y_title: format!("KV cache, {} (GB = 10^9 B)", s.dtype.label()),
+        y_title: format!("KV cache, {} (GB = 10^9 B)", s.kv.dtype.label()),
         description,
     })
 }

@@ -43,14 +43,14 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
                                 type="button"
                                 class=format!("layer-cell {}", kind.noun())
                                 class:shared=shares
-                                class:active=move || state.with(|s| s.layer == layer)
-                                aria-pressed=move || state.with(|s| s.layer == layer).to_string()
+                                class:active=move || state.with(|s| s.model.layer == layer)
+                                aria-pressed=move || state.with(|s| s.model.layer == layer).to_string()
                                 data-testid="layer-cell"
                                 data-layer=layer
                                 data-kind=kind.noun()
                                 title=title.clone()
                                 aria-label=title
-                                on:click=move |_| { state.try_update(|s| s.layer = layer); }
+                                on:click=move |_| { state.try_update(|s| s.model.layer = layer); }
                             ></button>
                         }
                     }).collect_view()

@@ -2,7 +2,7 @@
 //! imports a Hugging Face `config.json` (pasted, dropped or chosen as a file), the model's config
 //! values, and the three contract figures with their formulas.
 //!
-//! An imported model goes into `state.cfg` in the compact encoding, so the address bar carries it
+//! An imported model goes into `state.model.cfg` in the compact encoding, so the address bar carries it
 //! and a copied link reopens the same model. Nothing from a paste or a file is inserted as HTML.
 
 use leptos::prelude::*;
@@ -18,7 +18,8 @@ use crate::model::units::{format_bytes, format_params, format_thousands, format_
 use crate::model::{
     DType, ImportReport, decode_model, encode_model, import_hf_config, kv_bytes_per_token, kv_total_bytes,
 };
-use crate::state::{AppState, MAX_CTX_TOKENS};
+use crate::state::AppState;
+use crate::views::kv::MAX_CTX_TOKENS;
 
 /// Largest paste or file read (a real config.json is a few KB; this keeps a stray drop harmless).
 const MAX_CONFIG_BYTES: usize = 1 << 20;
@@ -33,7 +34,7 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
     let report = RwSignal::new(None::<Result<ImportReport, String>>);
     let copied = RwSignal::new(None::<bool>);
     let n_layers = move || state.with(|s| s.resolved_model().n_layers());
-    let is_custom = move || state.with(|s| s.cfg.is_some());
+    let is_custom = move || state.with(|s| s.model.cfg.is_some());
 
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default()>
@@ -42,13 +43,7 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                 <select data-testid="model-select" on:change=move |ev| {
                     let id = event_target_value(&ev);
                     if id != CUSTOM {
-                        state.update(|s| {
-                            s.model = id;
-                            s.cfg = None;
-                            if s.layer >= s.resolved_model().n_layers() {
-                                s.layer = 0;
-                            }
-                        });
+                        state.update(|s| s.choose_model(id, None));
                     }
                 }>
                     <Show when=is_custom>
@@ -59,7 +54,7 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                         .map(|p| {
                             let id = p.id;
                             view! {
-                                <option value=id selected=move || state.with(|s| s.cfg.is_none() && s.model == id)>
+                                <option value=id selected=move || state.with(|s| s.model.cfg.is_none() && s.model.preset == id)>
                                     {p.display_name}
                                 </option>
                             }
@@ -71,13 +66,13 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                 "KV cache dtype"
                 <select data-testid="dtype-select" on:change=move |ev| {
                     if let Ok(d) = event_target_value(&ev).parse::<DType>() {
-                        state.update(|s| s.dtype = d);
+                        state.update(|s| s.kv.dtype = d);
                     }
                 }>
                     {DType::ALL
                         .into_iter()
                         .map(|d| view! {
-                            <option value=d.url_name() selected=move || state.with(|s| s.dtype == d)>
+                            <option value=d.url_name() selected=move || state.with(|s| s.kv.dtype == d)>
                                 {format!("{} ({} bits)", d.label(), d.bits())}
                             </option>
                         })
@@ -87,10 +82,10 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
             <label>
                 "Context (tokens)"
                 <input type="number" min="1" max=MAX_CTX_TOKENS data-testid="ctx-input"
-                    prop:value=move || state.with(|s| s.ctx_tokens.to_string())
+                    prop:value=move || state.with(|s| s.kv.ctx_tokens.to_string())
                     on:change=move |ev| {
                         if let Ok(n) = event_target_value(&ev).trim().parse::<u64>() && (1..=MAX_CTX_TOKENS).contains(&n) {
-                            state.update(|s| s.ctx_tokens = n);
+                            state.update(|s| s.kv.ctx_tokens = n);
                         }
                     }/>
             </label>
@@ -99,8 +94,8 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                     .into_iter()
                     .map(|n| view! {
                         <button type="button" class="chip" data-testid="ctx-choice" data-value=n
-                            class:active=move || state.with(|s| s.ctx_tokens == n)
-                            on:click=move |_| state.update(|s| s.ctx_tokens = n)>
+                            class:active=move || state.with(|s| s.kv.ctx_tokens == n)
+                            on:click=move |_| state.update(|s| s.kv.ctx_tokens = n)>
                             {format_tokens(n)}
                         </button>
                     })
@@ -109,10 +104,10 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
             <label>
                 "Layer"
                 <input type="number" min="0" data-testid="layer-input" max=move || n_layers().saturating_sub(1)
-                    prop:value=move || state.with(|s| s.layer.to_string())
+                    prop:value=move || state.with(|s| s.model.layer.to_string())
                     on:change=move |ev| {
                         if let Ok(l) = event_target_value(&ev).trim().parse::<u32>() && l < n_layers() {
-                            state.update(|s| s.layer = l);
+                            state.update(|s| s.model.layer = l);
                         }
                     }/>
             </label>
@@ -146,12 +141,7 @@ fn import_text(state: RwSignal<AppState>, report: RwSignal<Option<Result<ImportR
         let code = encode_model(&imported.model);
         // The link must read back; an irregular layer list too long for a URL is refused here.
         decode_model(&code).map_err(|e| format!("the model cannot be put in a link ({e})"))?;
-        state.update(|s| {
-            s.cfg = Some(code);
-            if s.layer >= imported.model.n_layers() {
-                s.layer = 0;
-            }
-        });
+        state.update(|s| s.choose_model(s.model.preset.clone(), Some(code)));
         Ok(imported.report)
     });
     report.set(Some(outcome));
@@ -266,7 +256,7 @@ fn ConfigValues(state: RwSignal<AppState>) -> impl IntoView {
         <details class="panel facts">
             <summary>"Config values of this model"</summary>
             {move || {
-                let (model, cfg, id) = state.with(|s| (s.resolved_model(), s.cfg.clone(), s.model.clone()));
+                let (model, cfg, id) = state.with(|s| (s.resolved_model(), s.model.cfg.clone(), s.model.preset.clone()));
                 let source = match (&cfg, preset_info(&id)) {
                     (Some(code), _) => view! {
                         <p class="hint">"From the link's model code: " <code class="code" data-testid="cfg-code">{code.clone()}</code></p>
@@ -308,16 +298,16 @@ struct Figures {
 
 fn figures(s: &AppState) -> Figures {
     let m = s.resolved_model();
-    let kind = m.schedule.kind(s.layer as usize).unwrap_or(crate::model::LayerKind::Global);
+    let kind = m.schedule.kind(s.model.layer as usize).unwrap_or(crate::model::LayerKind::Global);
     let p = attn_params(&m, kind);
     Figures {
-        per_token: kv_bytes_per_token(&m, s.dtype).ok(),
-        per_token_formula: per_token_formula(&m, s.dtype),
-        total: kv_total_bytes(&m, s.ctx_tokens, s.dtype).ok(),
-        total_formula: total_formula(&m, s.ctx_tokens, s.dtype),
-        ctx: s.ctx_tokens,
-        dtype: s.dtype,
-        layer: s.layer,
+        per_token: kv_bytes_per_token(&m, s.kv.dtype).ok(),
+        per_token_formula: per_token_formula(&m, s.kv.dtype),
+        total: kv_total_bytes(&m, s.kv.ctx_tokens, s.kv.dtype).ok(),
+        total_formula: total_formula(&m, s.kv.ctx_tokens, s.kv.dtype),
+        ctx: s.kv.ctx_tokens,
+        dtype: s.kv.dtype,
+        layer: s.model.layer,
         layer_kind: kind.to_string(),
         attn_params: p.total(),
         attn_formula: attn_params_formula(&m, kind, &p),

@@ -1,6 +1,15 @@
 //! The views' models, native and platform-free: for each view its link parameters, the figures it
 //! derives and the work it plans. The Leptos components in `ui/` only bind these to signals and DOM.
 //!
+//! - [`link`]: the link's vocabulary (query strings, notices, the [`link::LinkParams`] contract).
+//! - [`model_choice`] and [`attention_input`]: parameter sets several views share.
 //! - [`heatmaps`]: the heatmap explorer: parameters, requests, GPU batches, head pictures and exports.
+//! - [`kv`], [`compare`], [`bench`]: those views' parameters.
 
+pub mod attention_input;
+pub mod bench;
+pub mod compare;
 pub mod heatmaps;
+pub mod kv;
+pub mod link;
+pub mod model_choice;

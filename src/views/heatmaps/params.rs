@@ -1,13 +1,15 @@
-//! The heatmap explorer's link parameters and its work plan, platform-free.
-//!
-//! Parameters (beside the shared `model`, `layer`, `text`, `mask`, `window`, `chunk`, `seed`, `scale`,
-//! and `n`, which asks for a generated sequence of n tokens instead of the text): `tok` (`word` | `char`), `src` (a second
-//! text: cross-attention, queries from `text`, keys and values from `src`), `heads` (`all` or a list such
-//! as `0-3,8`), `pool` (`max` | `mean`), `focus` (the enlarged head), `teach` (`on` | `off`: designed
-//! teaching heads), `tiles` (`on`: the kernel's tile grid), `steps` (`on`: the step-through).
+//! The heatmap explorer's own link parameters (beside the shared model choice and attention input:
+//! `model`, `layer`, `text`, `mask`, `window`, `chunk`, `seed` and `n`, which asks for a generated
+//! sequence of n tokens instead of the text): `scale` (`linear` | `log` colours), `tok` (`word` |
+//! `char`), `src` (a second text: cross-attention, queries from `text`, keys and values from `src`),
+//! `heads` (`all` or a list such as `0-3,8`), `pool` (`max` | `mean`), `focus` (the enlarged head),
+//! `teach` (`on` | `off`: designed teaching heads), `tiles` (`on`: the kernel's tile grid), `steps`
+//! (`on`: the step-through).
 
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
+use crate::colormap::ColorScale;
+use crate::views::link::{Accepted, LinkParams, Notice, on_off, parse_on_off};
 
 /// Longest text (in characters) the heatmap view accepts; longer text is cut with a notice.
 pub const MAX_TEXT_CHARS: usize = 2000;
@@ -105,21 +107,11 @@ impl HeadSelection {
     }
 }
 
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" | "1" | "true" => Ok(true),
-        "off" | "0" | "false" => Ok(false),
-        _ => Err(format!("\"{s}\" is not on or off")),
-    }
-}
-
-fn on_off(b: bool) -> String {
-    if b { "on" } else { "off" }.into()
-}
-
 /// The explorer's part of the app state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExplorerParams {
+    /// Heatmap colour scale (URL `scale=linear|log`).
+    pub scale: ColorScale,
     pub tok: TokenMode,
     /// Cross-attention source text (URL `src`): keys and values come from it.
     pub src: Option<String>,
@@ -134,6 +126,7 @@ pub struct ExplorerParams {
 impl Default for ExplorerParams {
     fn default() -> Self {
         Self {
+            scale: ColorScale::Linear,
             tok: TokenMode::Word,
             src: None,
             heads: HeadSelection::All,
@@ -147,12 +140,28 @@ impl Default for ExplorerParams {
 }
 
 impl ExplorerParams {
-    /// The URL keys this struct reads.
-    pub const KEYS: [&'static str; 8] = ["tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps"];
+    /// Heads and focus past the model's query heads fall back to all heads and no focus, with notices.
+    pub fn check_heads(&mut self, n_q_heads: u32) -> Vec<Notice> {
+        let last = n_q_heads.saturating_sub(1);
+        let mut notices = Vec::new();
+        if self.heads.max_head().is_some_and(|h| h >= n_q_heads) {
+            notices.push(Notice(format!("Ignored heads: the model has query heads 0 to {last}; showing all.")));
+            self.heads = HeadSelection::All;
+        }
+        if self.focus.is_some_and(|h| h >= n_q_heads) {
+            notices.push(Notice(format!("Ignored focus: the model has query heads 0 to {last}.")));
+            self.focus = None;
+        }
+        notices
+    }
+}
 
-    /// Sets one parameter from the URL; an error leaves the field unchanged.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+impl LinkParams for ExplorerParams {
+    const KEYS: &'static [&'static str] = &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps"];
+
+    fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
+            "scale" => self.scale = value.parse()?,
             "tok" => self.tok = value.parse()?,
             "src" => self.src = Some(value.chars().take(MAX_TEXT_CHARS).collect()),
             "heads" => self.heads = HeadSelection::parse(value)?,
@@ -165,13 +174,15 @@ impl ExplorerParams {
             "steps" => self.steps = parse_on_off(value)?,
             _ => return Err(format!("unknown parameter {key}")),
         }
-        Ok(())
+        Ok(Accepted::Yes)
     }
 
-    /// The non-default parameters, in a fixed order.
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
         let d = Self::default();
         let mut out = Vec::new();
+        if self.scale != d.scale {
+            out.push(("scale", self.scale.name().into()));
+        }
         if self.tok != d.tok {
             out.push(("tok", self.tok.name().into()));
         }
@@ -229,6 +240,7 @@ mod tests {
     #[test]
     fn params_round_trip() {
         let p = ExplorerParams {
+            scale: ColorScale::Log,
             tok: TokenMode::Char,
             src: Some("le chat".into()),
             heads: HeadSelection::List(vec![1, 2, 5]),
@@ -238,14 +250,26 @@ mod tests {
             tiles: true,
             steps: true,
         };
-        let mut q = ExplorerParams::default();
-        for (k, v) in p.pairs() {
-            q.set(k, &v).unwrap();
-        }
-        assert_eq!(q, p);
+        assert_eq!(crate::views::link::round_trip(&p), p);
         assert!(ExplorerParams::default().pairs().is_empty());
         let mut d = ExplorerParams::default();
         assert!(d.set("focus", "x").is_err() && d.set("tiles", "maybe").is_err() && d.set("pool", "sum").is_err());
         assert_eq!(d, ExplorerParams::default());
+    }
+
+    #[test]
+    fn heads_past_the_model_fall_back_with_notices() {
+        let mut p = ExplorerParams { heads: HeadSelection::List(vec![0, 9]), focus: Some(8), ..Default::default() };
+        let notices = p.check_heads(8);
+        assert_eq!(
+            notices,
+            vec![
+                Notice("Ignored heads: the model has query heads 0 to 7; showing all.".into()),
+                Notice("Ignored focus: the model has query heads 0 to 7.".into())
+            ]
+        );
+        assert_eq!(p, ExplorerParams::default());
+        let mut fine = ExplorerParams { heads: HeadSelection::List(vec![1, 2]), focus: Some(7), ..Default::default() };
+        assert!(fine.check_heads(8).is_empty());
     }
 }

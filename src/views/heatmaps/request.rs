@@ -9,8 +9,8 @@ use crate::attention::mask::MaskKind;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::{generated_tokens, tokenize};
 use crate::model::Model;
-use crate::state::AppState;
-use crate::views::heatmaps::params::MAX_GENERATED;
+use crate::views::attention_input::AttentionInput;
+use crate::views::heatmaps::params::{ExplorerParams, MAX_GENERATED};
 
 /// Heads at most this long (queries and keys) are drawn cell by cell with exact probabilities;
 /// longer ones are pooled on the GPU to the size they take on screen.
@@ -75,41 +75,46 @@ impl Screen {
     }
 }
 
-/// The mask the explorer applies: the chosen override, else the layer's own; cross-attention sees all.
-pub fn effective_mask(s: &AppState, layout: &LayerLayout) -> Mask {
-    if s.explorer.src.is_some() {
+/// The mask the explorer applies: the link's when it names one, else the layer's own; cross-attention
+/// sees every key.
+pub fn effective_mask(input: &AttentionInput, explorer: &ExplorerParams, layout: &LayerLayout) -> Mask {
+    if explorer.src.is_some() {
         Mask::Full
-    } else if s.mask_given || s.mask != MaskKind::Causal {
-        s.mask()
+    } else if input.mask_given || input.mask != MaskKind::Causal {
+        input.mask()
     } else {
         layout.mask()
     }
 }
 
-/// The request the state describes, or why there is nothing to compute.
-pub fn build_request(s: &AppState, model: &Model, screen: Screen) -> Result<Request, String> {
-    let layout = LayerLayout::of(model, s.layer);
-    let tokens = match s.seq_tokens {
-        Some(n) => generated_tokens(n.min(MAX_GENERATED) as usize, s.seed),
-        None => tokenize(&s.text, s.explorer.tok),
+/// What to compute for one layer of the model, or why there is nothing to compute.
+pub fn build_request(
+    input: &AttentionInput,
+    explorer: &ExplorerParams,
+    layout: LayerLayout,
+    screen: Screen,
+) -> Result<Request, String> {
+    let tokens = match input.seq_tokens {
+        Some(n) => generated_tokens(n.min(MAX_GENERATED) as usize, input.seed),
+        None => tokenize(&input.text, explorer.tok),
     };
-    let kv_tokens = s.explorer.src.as_deref().map(|t| tokenize(t, s.explorer.tok));
+    let kv_tokens = explorer.src.as_deref().map(|t| tokenize(t, explorer.tok));
     if tokens.is_empty() || kv_tokens.as_ref().is_some_and(Vec::is_empty) {
         return Err("Type a sentence to see its attention.".into());
     }
     let n_max = tokens.len().max(kv_tokens.as_ref().map_or(0, Vec::len)) as u32;
     Ok(Request {
-        mask: effective_mask(s, &layout),
-        heads: s.explorer.heads.heads(layout.n_q_heads),
-        pool: s.explorer.pool,
+        mask: effective_mask(input, explorer, &layout),
+        heads: explorer.heads.heads(layout.n_q_heads),
+        pool: explorer.pool,
         thumb_cells: pooled_resolution(n_max, screen.thumb_px(), screen.device_pixel_ratio),
         large_cells: pooled_resolution(n_max, screen.large_px(), screen.device_pixel_ratio),
         focus: None,
         layout,
         tokens: Arc::new(tokens),
         kv_tokens: kv_tokens.map(Arc::new),
-        seed: s.seed,
-        teach: s.explorer.teach,
+        seed: input.seed,
+        teach: explorer.teach,
     })
 }
 
@@ -149,11 +154,74 @@ pub fn format_n(r: &Request) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::views::heatmaps::params::HeadSelection;
+    use crate::views::link::LinkParams;
 
     #[test]
     fn resolution_is_one_cell_per_device_pixel() {
         assert_eq!(pooled_resolution(8192, 160.0, 2.0), 320);
         assert_eq!(pooled_resolution(100, 160.0, 1.0), 100);
         assert_eq!(pooled_resolution(8192, 160.0, 0.5), 160);
+    }
+
+    fn layer(preset_id: &str, layer: u32) -> LayerLayout {
+        LayerLayout::of(crate::model::presets::preset(preset_id).unwrap(), layer)
+    }
+
+    const WIDE: Screen = Screen { width_css_px: 1280.0, device_pixel_ratio: 2.0 };
+
+    #[test]
+    fn thumbnails_and_the_enlarged_head_fit_the_window() {
+        assert_eq!((WIDE.thumb_px(), WIDE.large_px()), (160.0, 640.0));
+        // A 380 px phone: two thumbnails to a row, (380 - 56) / 2 = 162 -> at most 160.
+        let phone = |w| Screen { width_css_px: w, device_pixel_ratio: 3.0 };
+        assert_eq!((phone(380.0).thumb_px(), phone(380.0).large_px()), (160.0, 260.0));
+        assert_eq!((phone(300.0).thumb_px(), phone(300.0).large_px()), (122.0, 220.0));
+    }
+
+    #[test]
+    fn the_default_link_asks_for_every_head_of_llama_3_8b_layer_0() {
+        let req = build_request(&AttentionInput::default(), &ExplorerParams::default(), layer("llama-3-8b", 0), WIDE)
+            .unwrap();
+        // "The cat sat on the mat because the cat was tired." in word tokens: 11 words and the full stop.
+        assert_eq!((req.n_q(), req.n_kv(), req.exact()), (12, 12, true));
+        assert_eq!(req.heads, (0..32).collect::<Vec<_>>());
+        assert_eq!((req.layout.n_kv_heads, req.mask), (8, Mask::Causal));
+        assert_eq!((req.thumb_cells, req.large_cells), (12, 12));
+    }
+
+    #[test]
+    fn the_mask_is_the_links_or_the_layers_and_cross_attention_sees_all() {
+        let (input, explorer) = (AttentionInput::default(), ExplorerParams::default());
+        // Gemma 3 27B: layer 0 is a local layer with a 1024-token window, layer 5 a global one.
+        assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 0)), Mask::Sliding { window: 1024 });
+        assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 5)), Mask::Causal);
+        let mut named = AttentionInput::default();
+        named.set("mask", "causal").unwrap();
+        assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Mask::Causal);
+        named.set("mask", "chunked").unwrap();
+        assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Mask::Chunked { chunk: 4 });
+        let cross = ExplorerParams { src: Some("le chat".into()), ..Default::default() };
+        assert_eq!(effective_mask(&named, &cross, &layer("gemma-3-27b", 0)), Mask::Full);
+    }
+
+    #[test]
+    fn long_inputs_are_pooled_to_device_pixels_and_empty_ones_explained() {
+        let mut input = AttentionInput::default();
+        input.set("n", "100000").unwrap();
+        let req = build_request(&input, &ExplorerParams::default(), layer("llama-3-8b", 0), WIDE).unwrap();
+        // Cut to the 65,536 tokens the explorer generates; 160 px x 2 = 320 cells, 640 px x 2 = 1280.
+        assert_eq!((req.n_q(), req.exact(), req.thumb_cells, req.large_cells), (65_536, false, 320, 1280));
+        let empty = AttentionInput { text: "  ".into(), ..Default::default() };
+        let why = build_request(&empty, &ExplorerParams::default(), layer("llama-3-8b", 0), WIDE).unwrap_err();
+        assert_eq!(why, "Type a sentence to see its attention.");
+        let cross = ExplorerParams {
+            src: Some("le chat noir".into()),
+            heads: HeadSelection::List(vec![3, 40]),
+            ..Default::default()
+        };
+        let req = build_request(&AttentionInput::default(), &cross, layer("llama-3-8b", 0), WIDE).unwrap();
+        assert_eq!((req.n_q(), req.n_kv(), req.heads.clone()), (12, 3, vec![3]));
+        assert_eq!(format_n(&req), "12 queries × 3 keys (cross-attention)");
     }
 }

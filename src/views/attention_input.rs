@@ -1,0 +1,160 @@
+//! What attention is computed over, shared by the heatmaps and the benchmark: the text (or `n`
+//! generated tokens), the seed of the synthetic weights, and the mask with its window or chunk.
+//!
+//! The benchmark reads `n`, `mask` and `window` as filters: a link that names them runs just those
+//! cases, so whether the link named `mask` or `window` is kept even when it names the default.
+
+use super::link::{Accepted, LinkParams, Notice, parse_bounded};
+use crate::attention::Mask;
+use crate::attention::mask::MaskKind;
+use crate::views::heatmaps::params::MAX_TEXT_CHARS;
+
+pub const DEFAULT_TEXT: &str = "The cat sat on the mat because the cat was tired.";
+/// Largest window / chunk accepted from a URL.
+pub const MAX_WINDOW_TOKENS: u32 = 1 << 20;
+/// Longest sequence a link may ask for (the kernels handle it; the naive baseline reports "does not fit").
+pub const MAX_SEQ_TOKENS: u32 = 1 << 17;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionInput {
+    pub text: String,
+    /// Sequence length in tokens (URL `n=`): a generated input instead of the text, and the
+    /// benchmark's case filter.
+    pub seq_tokens: Option<u32>,
+    pub seed: u64,
+    pub mask: MaskKind,
+    pub window_tokens: u32,
+    pub chunk_tokens: u32,
+    /// Whether the link named `mask` / `window` itself (the benchmark then runs just those cases).
+    pub mask_given: bool,
+    pub window_given: bool,
+}
+
+impl Default for AttentionInput {
+    fn default() -> Self {
+        Self {
+            text: DEFAULT_TEXT.to_string(),
+            seq_tokens: None,
+            seed: 1,
+            mask: MaskKind::Causal,
+            window_tokens: 4,
+            chunk_tokens: 4,
+            mask_given: false,
+            window_given: false,
+        }
+    }
+}
+
+impl AttentionInput {
+    /// The mask with its size parameter.
+    pub fn mask(&self) -> Mask {
+        self.mask.with_sizes(self.window_tokens, self.chunk_tokens)
+    }
+}
+
+impl LinkParams for AttentionInput {
+    const KEYS: &'static [&'static str] = &["text", "mask", "window", "chunk", "seed", "n"];
+
+    fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
+        match key {
+            "text" => {
+                self.text = value.chars().take(MAX_TEXT_CHARS).collect();
+                let chars = value.chars().count();
+                if chars > MAX_TEXT_CHARS {
+                    return Ok(Accepted::Adjusted(Notice(format!(
+                        "The text had {chars} characters; only the first {MAX_TEXT_CHARS} are used."
+                    ))));
+                }
+            }
+            "mask" => {
+                self.mask = value.parse()?;
+                self.mask_given = true;
+            }
+            "window" => {
+                self.window_tokens = parse_bounded(value, 1, MAX_WINDOW_TOKENS)?;
+                self.window_given = true;
+            }
+            "chunk" => self.chunk_tokens = parse_bounded(value, 1, MAX_WINDOW_TOKENS)?,
+            "seed" => self.seed = value.parse().map_err(|_| format!("\"{value}\" is not a whole number"))?,
+            "n" => self.seq_tokens = Some(parse_bounded(value, 1, MAX_SEQ_TOKENS)?),
+            _ => return Err(format!("unknown parameter {key}")),
+        }
+        Ok(Accepted::Yes)
+    }
+
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let default = Self::default();
+        let mut out = Vec::new();
+        if self.text != default.text {
+            out.push(("text", self.text.clone()));
+        }
+        if self.mask != default.mask || self.mask_given {
+            out.push(("mask", self.mask.name().into()));
+        }
+        if self.window_tokens != default.window_tokens || self.window_given {
+            out.push(("window", self.window_tokens.to_string()));
+        }
+        if self.chunk_tokens != default.chunk_tokens {
+            out.push(("chunk", self.chunk_tokens.to_string()));
+        }
+        if self.seed != default.seed {
+            out.push(("seed", self.seed.to_string()));
+        }
+        if let Some(n) = self.seq_tokens {
+            out.push(("n", n.to_string()));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::link::round_trip;
+
+    #[test]
+    fn every_parameter_round_trips() {
+        let input = AttentionInput {
+            text: "héllo & <b>world</b>".into(),
+            seq_tokens: Some(4096),
+            seed: 99,
+            mask: MaskKind::Sliding,
+            window_tokens: 3,
+            chunk_tokens: 7,
+            mask_given: true,
+            window_given: true,
+        };
+        assert_eq!(round_trip(&input), input);
+        assert!(AttentionInput::default().pairs().is_empty());
+    }
+
+    #[test]
+    fn naming_the_default_mask_is_remembered() {
+        let mut input = AttentionInput::default();
+        input.set("mask", "causal").unwrap();
+        input.set("window", "4").unwrap();
+        assert_eq!(input.pairs(), vec![("mask", "causal".into()), ("window", "4".into())]);
+    }
+
+    #[test]
+    fn the_mask_takes_its_size() {
+        let mut input = AttentionInput::default();
+        input.set("mask", "sliding").unwrap();
+        input.set("window", "3").unwrap();
+        assert_eq!(input.mask(), Mask::Sliding { window: 3 });
+        input.set("mask", "chunked").unwrap();
+        input.set("chunk", "5").unwrap();
+        assert_eq!(input.mask(), Mask::Chunked { chunk: 5 });
+    }
+
+    #[test]
+    fn long_text_is_cut_with_a_notice_and_bad_sizes_refused() {
+        let mut input = AttentionInput::default();
+        let long = "a".repeat(MAX_TEXT_CHARS + 5);
+        assert!(matches!(input.set("text", &long), Ok(Accepted::Adjusted(_))));
+        assert_eq!(input.text.len(), MAX_TEXT_CHARS);
+        for (key, bad) in [("window", "0"), ("chunk", "99999999999"), ("seed", "-3"), ("n", "0"), ("mask", "diag")] {
+            assert!(input.set(key, bad).is_err(), "{key}={bad}");
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The benchmark view's link parameters: `d` here, with `n`, `mask` and `window` read from the shared
+//! [`AttentionInput`]. A link that names any of them runs just the matching cases.
+
+use super::attention_input::AttentionInput;
+use super::link::{Accepted, LinkParams};
+use crate::gpu::bench::BenchFilter;
+
+/// Head widths a link may ask the benchmark for: those the GPU kernels are built for.
+pub const LINK_HEAD_DIMS: [u32; 4] = [32, 64, 128, 256];
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BenchParams {
+    /// Head dimension (URL `d=`): the benchmark's case filter.
+    pub head_dim: Option<u32>,
+}
+
+impl BenchParams {
+    /// The cases a link asks for: each parameter it names narrows the list.
+    pub fn filter(&self, input: &AttentionInput) -> BenchFilter {
+        BenchFilter {
+            n: input.seq_tokens,
+            d: self.head_dim,
+            mask: input.mask_given.then_some(input.mask),
+            kernel: None,
+            window: input.window_given.then_some(input.window_tokens),
+        }
+    }
+}
+
+impl LinkParams for BenchParams {
+    const KEYS: &'static [&'static str] = &["d"];
+
+    fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
+        match (key, value.parse::<u32>()) {
+            ("d", Ok(d)) if LINK_HEAD_DIMS.contains(&d) => self.head_dim = Some(d),
+            ("d", _) => return Err(format!("\"{value}\" is not a supported head dimension (32, 64, 128 or 256)")),
+            _ => return Err(format!("unknown parameter {key}")),
+        }
+        Ok(Accepted::Yes)
+    }
+
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        self.head_dim.map(|d| ("d", d.to_string())).into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::mask::MaskKind;
+    use crate::views::link::round_trip;
+
+    #[test]
+    fn every_parameter_round_trips() {
+        let params = BenchParams { head_dim: Some(128) };
+        assert_eq!(round_trip(&params), params);
+        assert!(BenchParams::default().pairs().is_empty());
+        assert!(BenchParams::default().set("d", "48").is_err());
+    }
+
+    #[test]
+    fn only_what_the_link_names_narrows_the_cases() {
+        let mut input = AttentionInput::default();
+        assert_eq!(BenchParams::default().filter(&input), BenchFilter::default());
+        input.set("n", "256").unwrap();
+        input.set("mask", "sliding").unwrap();
+        input.set("window", "16").unwrap();
+        let filter = BenchParams { head_dim: Some(64) }.filter(&input);
+        assert_eq!(
+            filter,
+            BenchFilter { n: Some(256), d: Some(64), mask: Some(MaskKind::Sliding), kernel: None, window: Some(16) }
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! The link's vocabulary, shared by every view: query strings split and percent-coded, notices, and
+//! the [`LinkParams`] contract by which each view reads and writes its own keys.
+
+use std::fmt;
+
+/// A message about the URL the page shows instead of failing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice(pub String);
+
+impl fmt::Display for Notice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a view's parameter set does with one key of a link.
+pub enum Accepted {
+    /// Taken as given.
+    Yes,
+    /// Taken, but changed on the way (cut to a limit): the page says how.
+    Adjusted(Notice),
+}
+
+/// One view's parameters in a link: the keys it owns, how each is read, and what it writes back.
+/// A value that cannot be used is an `Err` with the reason; the field keeps its default.
+pub trait LinkParams: Default {
+    /// The keys this set reads.
+    const KEYS: &'static [&'static str];
+
+    /// Sets the field of `key` (one of [`Self::KEYS`]) from its link value.
+    fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String>;
+
+    /// The parameters that differ from the defaults (or that the link named), as (key, value).
+    fn pairs(&self) -> Vec<(&'static str, String)>;
+}
+
+/// Splits `a=1&b=two%20words` into decoded pairs. Malformed escapes are kept literally.
+pub fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .trim_start_matches('?')
+        .split('&')
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            (decode_component(k), decode_component(v))
+        })
+        .collect()
+}
+
+/// Percent-decodes a query component (`+` is a space). Invalid escapes and invalid UTF-8 never fail:
+/// bad escapes stay as written and bad bytes become U+FFFD.
+pub fn decode_component(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let escaped = bytes
+                    .get(i + 1..i + 3)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                    .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+                match escaped {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986), spaces as `%20`.
+pub fn encode_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A whole number in `min..=max`.
+pub fn parse_bounded(value: &str, min: u32, max: u32) -> Result<u32, String> {
+    match value.parse::<u64>() {
+        Ok(x) if (u64::from(min)..=u64::from(max)).contains(&x) => Ok(x as u32),
+        Ok(x) => Err(format!("{x} is outside {min}..={max}")),
+        Err(_) => Err(format!("\"{value}\" is not a whole number")),
+    }
+}
+
+/// `on` / `off` (also `1` / `0`, `true` / `false`).
+pub fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(format!("\"{s}\" is not on or off")),
+    }
+}
+
+pub fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.into()
+}
+
+/// Sets every pair a link gives for `P` and returns what `P` writes back: the round trip each view's
+/// tests run over all of its parameters.
+#[cfg(test)]
+pub fn round_trip<P: LinkParams + Clone>(params: &P) -> P {
+    let mut out = P::default();
+    for (key, value) in params.pairs() {
+        assert!(P::KEYS.contains(&key), "{key} is written but not read");
+        out.set(key, &value).unwrap_or_else(|e| panic!("{key}={value}: {e}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoding_by_hand() {
+        assert_eq!(decode_component("a%20b+c"), "a b c");
+        assert_eq!(decode_component("%E2%9C%93"), "✓");
+        assert_eq!(decode_component("100%"), "100%");
+        assert_eq!(decode_component("%zz%4"), "%zz%4");
+        assert_eq!(decode_component("%FF"), "\u{FFFD}");
+        assert_eq!(encode_component("a b/✓"), "a%20b%2F%E2%9C%93");
+    }
+
+    #[test]
+    fn queries_split_into_decoded_pairs() {
+        assert_eq!(
+            parse_query("?a=1&&b=two%20words&c&=x"),
+            vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "two words".into()),
+                ("c".into(), String::new()),
+                (String::new(), "x".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn bounded_numbers_and_switches() {
+        assert_eq!(parse_bounded("7", 1, 9), Ok(7));
+        assert_eq!(parse_bounded("0", 1, 9), Err("0 is outside 1..=9".into()));
+        assert_eq!(parse_bounded("99999999999", 1, 9), Err("99999999999 is outside 1..=9".into()));
+        assert_eq!(parse_bounded("-3", 1, 9), Err("\"-3\" is not a whole number".into()));
+        assert_eq!((parse_on_off("1"), parse_on_off("off")), (Ok(true), Ok(false)));
+        assert!(parse_on_off("maybe").is_err());
+        assert_eq!((on_off(true), on_off(false)), ("on".into(), "off".into()));
+    }
+}
