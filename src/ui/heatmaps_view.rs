@@ -19,7 +19,8 @@ use super::layer_strip::LayerStrip;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::model::Model;
 use crate::state::AppState;
-use crate::views::heatmaps::jobs::Progress;
+use crate::views::heatmaps::compute::map_for_export;
+use crate::views::heatmaps::jobs::{JobClock, Progress};
 use crate::views::heatmaps::params::generated_cap_notice;
 use crate::views::heatmaps::request::{build_request, format_n, layout_line};
 
@@ -53,19 +54,18 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         focused: RwSignal::new(None),
         progress: RwSignal::new(Progress::default()),
         inputs: RwSignal::new(None::<Arc<LayerInputs>>),
-        latest: StoredValue::new(0),
+        jobs: StoredValue::new(JobClock::default()),
     };
     let shown_heads = RwSignal::new(Vec::<u32>::new());
     let shown_layout = RwSignal::new(None::<LayerLayout>);
-    let latest_focus = StoredValue::new(0u64);
+    let focus_jobs = StoredValue::new(JobClock::default());
 
     // State -> computation. Slots are kept while the heads on display stay the same, so old pixels stay
     // up (dimmed) until new ones replace them; they belong to the view, not to this effect.
     Effect::new(move |_| {
         let Some(engine) = engine.get() else { return };
         let req = request.get();
-        let job = sinks.latest.get_value() + 1;
-        sinks.latest.set_value(job);
+        let job = sinks.jobs.try_update_value(JobClock::start).unwrap_or_default();
         let req = match req {
             Ok(r) => r,
             Err(why) => {
@@ -98,8 +98,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         let focus = state.with(|s| s.explorer.focus);
         let Some(engine) = engine.get() else { return };
         let Ok(mut req) = request.get() else { return };
-        let id = latest_focus.get_value() + 1;
-        latest_focus.set_value(id);
+        let id = focus_jobs.try_update_value(JobClock::start).unwrap_or_default();
         sinks.focused.set(None);
         let Some(f) = focus.filter(|&f| f < req.layout.n_q_heads) else { return };
         if req.exact() {
@@ -112,13 +111,13 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             focused: sinks.focused,
             progress: RwSignal::new(Progress::default()),
             inputs: RwSignal::new(None),
-            latest: latest_focus,
+            jobs: focus_jobs,
         };
         spawn_local(async move {
             let single = RwSignal::new(None::<Shared>);
             focus_sinks.slots.set(vec![single]);
             explorer_compute::run(engine, req, id, browser::now_ms(), focus_sinks).await;
-            if latest_focus.try_get_value() == Some(id)
+            if focus_jobs.try_with_value(|c| c.is_current(id)) == Some(true)
                 && let Some(map) = single.try_get_untracked().flatten()
             {
                 sinks.focused.try_set(Some(map));
@@ -202,7 +201,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             export_note.set(Some(format!("Computing every probability of head {} for the export…", map.head)));
         }
         spawn_local(async move {
-            let result = explorer_compute::map_for_export(&engine, &inputs, map).await;
+            let result = map_for_export(&engine, &inputs, map, &browser::now_ms).await;
             export_note.try_set(None);
             let outcome = result.and_then(|(map, notice)| {
                 export::export_head(&map, &export_base())?;

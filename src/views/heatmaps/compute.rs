@@ -1,0 +1,244 @@
+//! Running the explorer's pieces on the engine: a batch's inputs built on the CPU, its maps from one
+//! engine call per [`Piece`](super::jobs::Piece), and each head's values made into a [`HeadMap`].
+//!
+//! Native and async like the engine itself, so the tests run it on the CPU tier; the page drives it
+//! (when to yield to the browser, when to draw) in `ui/explorer_compute.rs`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::head_map::HeadMap;
+use super::jobs::{pieces, pooled_export_notice};
+use crate::attention::layer_inputs::LayerInputs;
+use crate::attention::{AttentionShape, Mask};
+use crate::engine::{Engine, MapOutput};
+
+/// One batch's inputs: its query heads, their Q and K of the KV heads they read, `[heads, n, d]` each.
+pub struct BatchInputs {
+    pub heads: Vec<u32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    h_kv: u32,
+}
+
+/// K of each KV head, computed once per job: consecutive batches of one KV group share it.
+pub type KCache = HashMap<u32, Vec<f32>>;
+
+/// Builds a batch's Q and K on the CPU (the projections, positions and designed heads).
+pub fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -> BatchInputs {
+    let mut kv_heads: Vec<u32> = heads.iter().map(|&h| inputs.layout.kv_head(h)).collect();
+    kv_heads.dedup();
+    let mut k = Vec::new();
+    for &g in &kv_heads {
+        k.extend_from_slice(k_cache.entry(g).or_insert_with(|| inputs.k_head(g)));
+    }
+    BatchInputs { heads: heads.to_vec(), q: inputs.q_heads(heads), k, h_kv: kv_heads.len() as u32 }
+}
+
+/// How a running batch hears from its caller: whether to go on, where to report the fraction done,
+/// and the clock its engine time is measured with.
+pub struct Steering<'a> {
+    pub keep_going: &'a dyn Fn() -> bool,
+    pub progress: &'a dyn Fn(f64),
+    pub now_ms: &'a dyn Fn() -> f64,
+}
+
+/// Starts `gpu_work` (its synchronous part, uploads and submission, runs at the first poll), runs
+/// `cpu_work` while the GPU computes, then finishes `gpu_work`.
+pub async fn overlapped<F: Future, T>(gpu_work: F, cpu_work: impl FnOnce() -> T) -> (F::Output, T) {
+    let mut gpu_work = std::pin::pin!(gpu_work);
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(gpu_work.as_mut().poll(cx))).await;
+    let cpu = cpu_work();
+    let out = match first {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => gpu_work.await,
+    };
+    (out, cpu)
+}
+
+/// The maps of a batch's heads (exact or pooled), one engine call per piece of the batch. `steer` hears how far it got after each piece and may stop it early (a newer request),
+/// leaving the maps incomplete. Time spent awaiting the engine is added to `kernel_ms`.
+pub async fn head_values(
+    engine: &Engine,
+    inputs: &LayerInputs,
+    batch: &BatchInputs,
+    mask: Mask,
+    output: MapOutput,
+    kernel_ms: &mut f64,
+    steer: &Steering<'_>,
+) -> Result<Vec<Vec<f32>>, String> {
+    let (n_q, n_kv, d) = (inputs.q_tokens().len() as u32, inputs.kv_tokens().len() as u32, inputs.layout.head_dim);
+    let heads = batch.heads.len();
+    let shape = AttentionShape { h_q: heads as u32, h_kv: batch.h_kv, n_q, n_kv, d };
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut per_head: Vec<Vec<f32>> = vec![Vec::new(); heads];
+    for piece in pieces(shape, mask, output, inputs.is_cross(), engine.gpu_supports_dim(d)) {
+        if !(steer.keep_going)() {
+            return Ok(per_head);
+        }
+        let q = queries(&batch.q, shape, piece.row0, piece.rows);
+        let piece_shape = AttentionShape { n_q: piece.rows.1 - piece.rows.0, ..shape };
+        let started = (steer.now_ms)();
+        let out = engine.head_maps(&q, &batch.k, piece_shape, mask, scale, piece.output).await?;
+        *kernel_ms += (steer.now_ms)() - started;
+        let each = out.len() / heads;
+        for (i, chunk) in out.chunks(each.max(1)).enumerate() {
+            per_head[i].extend_from_slice(chunk);
+        }
+        (steer.progress)(piece.done_after);
+    }
+    Ok(per_head)
+}
+
+/// Each head's query rows `a..b` of the chunk starting at `row0`, as one buffer (`q_all` is
+/// `[heads, n_q, d]`); the whole buffer when that is all of it.
+fn queries(q_all: &[f32], shape: AttentionShape, row0: u32, (a, b): (u32, u32)) -> Cow<'_, [f32]> {
+    if a == 0 && b == shape.n_q {
+        return q_all.into();
+    }
+    let (d, n_q) = (shape.d as usize, shape.n_q as usize);
+    let len = (b - a) as usize * d;
+    let mut q = Vec::with_capacity(shape.h_q as usize * len);
+    for i in 0..shape.h_q as usize {
+        q.extend_from_slice(&q_all[(i * n_q + (row0 + a) as usize) * d..][..len]);
+    }
+    q.into()
+}
+
+/// Makes finished values into heads' maps, with what every map of one job shares.
+pub struct HeadMaker {
+    inputs: Arc<LayerInputs>,
+    mask: Mask,
+    row_tokens: Arc<Vec<String>>,
+    col_tokens: Arc<Vec<String>>,
+}
+
+impl HeadMaker {
+    pub fn new(inputs: Arc<LayerInputs>, mask: Mask) -> Self {
+        let row_tokens = Arc::new(inputs.q_tokens().to_vec());
+        let col_tokens = if inputs.is_cross() { Arc::new(inputs.kv_tokens().to_vec()) } else { row_tokens.clone() };
+        Self { inputs, mask, row_tokens, col_tokens }
+    }
+
+    /// Head `h`'s map from its values at `output`.
+    pub fn make(&self, h: u32, values: Vec<f32>, output: MapOutput) -> Arc<HeadMap> {
+        let (n_q, n_kv) = (self.row_tokens.len() as u32, self.col_tokens.len() as u32);
+        // Cross-attention in query chunks pools each chunk on its own: count the rows that came back.
+        let (rows, cols, pooled) = match output {
+            MapOutput::Exact => (n_q, n_kv, None),
+            MapOutput::Pooled(map) => ((values.len() as u32 / map.cols.max(1)).max(1), map.cols, Some(map.pool)),
+        };
+        Arc::new(HeadMap {
+            head: h,
+            kv_head: self.inputs.layout.kv_head(h),
+            teaching: self.inputs.teaching_head(h),
+            rows,
+            cols,
+            values,
+            pooled,
+            n_q,
+            n_kv,
+            row_tokens: self.row_tokens.clone(),
+            col_tokens: self.col_tokens.clone(),
+            mask: self.mask,
+            q_offset: if self.inputs.is_cross() { 0 } else { n_kv - n_q },
+        })
+    }
+}
+
+/// What to export for a head: the map itself when it holds every probability; a pooled one
+/// recomputed exactly (this head only) when it is small enough and the GPU takes it; otherwise the
+/// pooled blocks, with a notice saying so.
+pub async fn map_for_export(
+    engine: &Engine,
+    inputs: &LayerInputs,
+    map: Arc<HeadMap>,
+    now_ms: &dyn Fn() -> f64,
+) -> Result<(Arc<HeadMap>, Option<String>), String> {
+    if map.pooled.is_none() {
+        return Ok((map, None));
+    }
+    let gpu = engine.gpu_supports_dim(inputs.layout.head_dim);
+    if let Some(why) = pooled_export_notice(map.head, (map.n_q, map.n_kv), (map.rows, map.cols), gpu) {
+        return Ok((map, Some(why)));
+    }
+    let same_input = inputs.q_tokens().len() as u32 == map.n_q && inputs.kv_tokens().len() as u32 == map.n_kv;
+    if !same_input {
+        return Err("The view changed while exporting; export again once it has finished.".into());
+    }
+    let batch = batch_inputs(inputs, &[map.head], &mut KCache::new());
+    let steer = Steering { keep_going: &|| true, progress: &|_| {}, now_ms };
+    let mut values = head_values(engine, inputs, &batch, map.mask, MapOutput::Exact, &mut 0.0, &steer).await?;
+    let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
+    Ok((Arc::new(exact), None))
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::attention::layer_inputs::LayerLayout;
+    use crate::attention::pooled::{Pool, PooledMap};
+    use crate::model::presets::preset;
+    use crate::views::heatmaps::step_through::step_through;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split(' ').map(String::from).collect()
+    }
+
+    fn cross_inputs() -> LayerInputs {
+        let layout = LayerLayout::of(preset("llama-3-8b").unwrap(), 0);
+        LayerInputs::new(layout, words("the cat sat on mats"), Some(words("le chat")), 7, true)
+    }
+
+    fn steer() -> Steering<'static> {
+        Steering { keep_going: &|| true, progress: &|_| {}, now_ms: &|| 0.0 }
+    }
+
+    #[test]
+    fn chunks_of_queries_put_together_equal_the_whole_rows() {
+        // 5 queries over 2 keys run as three calls (rows 0-1, 2-3, 4); their rows, put back in order,
+        // are each query's softmax over both keys, as the step-through computes it in one piece.
+        let engine = Engine::Cpu { reason: "test".into() };
+        let inputs = cross_inputs();
+        let batch = batch_inputs(&inputs, &[0, 1], &mut KCache::new());
+        let values =
+            pollster::block_on(head_values(&engine, &inputs, &batch, Mask::Full, MapOutput::Exact, &mut 0.0, &steer()))
+                .unwrap();
+        let d = 128;
+        let scale = 1.0 / (d as f32).sqrt();
+        for (i, &h) in [0u32, 1].iter().enumerate() {
+            let k = inputs.k_head(inputs.layout.kv_head(h));
+            let expected = step_through(&inputs.q_head(h), &k, &vec![0.0; k.len()], 5, 2, d, Mask::Full, scale);
+            assert_eq!(values[i].len(), 10);
+            for (got, want) in values[i].iter().zip(&expected.probs) {
+                assert!((f64::from(*got) - want).abs() < 1e-6, "head {h}: {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stopped_batch_returns_what_it_has() {
+        let engine = Engine::Cpu { reason: "test".into() };
+        let inputs = cross_inputs();
+        let batch = batch_inputs(&inputs, &[2], &mut KCache::new());
+        let stop = Steering { keep_going: &|| false, ..steer() };
+        let values =
+            pollster::block_on(head_values(&engine, &inputs, &batch, Mask::Full, MapOutput::Exact, &mut 0.0, &stop));
+        assert_eq!(values.unwrap(), vec![Vec::<f32>::new()]);
+    }
+
+    #[test]
+    fn maps_know_their_head_group_tokens_and_pooled_rows() {
+        let inputs = Arc::new(cross_inputs());
+        let maker = HeadMaker::new(inputs, Mask::Full);
+        let exact = maker.make(5, vec![0.5; 10], MapOutput::Exact);
+        // Llama 3 8B: 4 query heads per KV head, so head 5 reads KV head 1.
+        assert_eq!((exact.kv_head, exact.rows, exact.cols, exact.q_offset), (1, 5, 2, 0));
+        assert_eq!((exact.row_tokens.len(), exact.col_tokens[1].as_str()), (5, "chat"));
+        // Pooled in three query chunks of 2, 2 and 1 rows over 2 columns: 5 rows came back.
+        let map = PooledMap::whole(5, 5, 2, Pool::Mean);
+        let pooled = maker.make(0, vec![0.5; 10], MapOutput::Pooled(map));
+        assert_eq!((pooled.rows, pooled.cols, pooled.pooled), (5, 2, Some(Pool::Mean)));
+    }
+}
