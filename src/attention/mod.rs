@@ -1,9 +1,9 @@
-//! Attention on the CPU: masks, inputs, and the f64 reference every GPU kernel is checked against.
-//!
-//! The heatmap explorer's pure parts live here too: [`tokens`] (word, character and generated tokens),
-//! [`rope`], [`teaching_heads`] (designed heads with known patterns), [`layer_inputs`] (every head of a
-//! real model's layer, seeded), [`tiles`] (which tiles the kernel visits or skips), [`step_through`]
-//! (one head's arithmetic step by step), [`head_map`] (one head's picture and read-out), [`npy`] (NumPy export) and [`explore`] (link parameters, batches).
+//! The vocabulary of an attention problem and its CPU side, shared by the GPU kernels and the views:
+//! [`shape`] and [`mask`] (which keys a query sees, from positions), the f64 [`reference`] every GPU
+//! kernel is checked against and [`pooled`] (the pooled heatmap's CPU twin), and the inputs:
+//! [`tokens`] (word, character and generated tokens), [`inputs`] (seeded embeddings and projections),
+//! [`rope`], [`teaching_heads`] (designed heads with known patterns), [`layer_inputs`] (every head of
+//! a real model's layer) and [`tiles`] (which tiles the tiled kernel visits or skips).
 
 pub mod inputs;
 pub mod layer_inputs;

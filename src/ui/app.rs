@@ -14,6 +14,7 @@ use super::kv_view::KvView;
 use super::pending_view::PendingView;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
+use crate::views::model_choice::ModelChoice;
 
 #[component]
 pub fn App() -> impl IntoView {
@@ -32,12 +33,10 @@ pub fn App() -> impl IntoView {
     // The view is rebuilt only when the view itself changes, not on every state change (which would
     // throw away each view's local state: an import report, a running decode animation, focus).
     let active_view = Memo::new(move |_| state.with(|s| s.view));
-    // The model is resolved once per change of `model` or `cfg`, and every view reads this one.
-    let model_source = Memo::new(move |_| state.with(|s| (s.model.preset.clone(), s.model.cfg.clone())));
-    let model = Memo::new(move |_| {
-        model_source.track();
-        state.with_untracked(AppState::resolved_model)
-    });
+    // The model is resolved once per change of `model` or `cfg` (not of `layer`), and every view
+    // reads this one.
+    let choice = Memo::new(move |_| state.with(|s| ModelChoice { layer: 0, ..s.model.clone() }));
+    let model = Memo::new(move |_| choice.with(ModelChoice::resolve));
 
     let engine: EngineSignal = RwSignal::new_local(None);
     spawn_local(async move {
