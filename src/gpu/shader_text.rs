@@ -9,13 +9,16 @@
 //! made the forward kernel about 3x faster on lavapipe. GPUs keep the loops (their compilers unroll
 //! what pays, and code size costs them).
 
-/// The files under `shaders/include/`, by name.
-const INCLUDES: [(&str, &str); 5] = [
+/// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
+/// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
+/// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
+const INCLUDES: [(&str, &str); 6] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
     ("flash_io.wgsl", include_str!("../../shaders/include/flash_io.wgsl")),
     ("softmax_rows.wgsl", include_str!("../../shaders/include/softmax_rows.wgsl")),
+    ("softmax_rows_start.wgsl", include_str!("../../shaders/include/softmax_rows_start.wgsl")),
 ];
 
 /// `source` with each line `// #include NAME` replaced by the file `shaders/include/NAME`.
