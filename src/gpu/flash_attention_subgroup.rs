@@ -16,7 +16,7 @@ pub struct FlashSubgroup {
 }
 
 impl FlashSubgroup {
-    /// `None` unless the device has subgroups of one fixed size (the shader's `SG`).
+    /// `None` unless the device has subgroups of one fixed size (the shader's `BC`, keys per step).
     pub fn new(ctx: &GpuContext) -> Option<Self> {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
         let layout = launch::bind_group_layout(&ctx.device, "flash_attention_subgroup", &FLASH_BINDINGS);
@@ -48,7 +48,7 @@ impl FlashSubgroup {
             "flash_attention_subgroup params",
             &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head),
         );
-        let constants = [("D", d_pad), ("D4", d_pad / 4), ("R", rows), ("SG", self.subgroup_size)];
+        let constants = [("D", d_pad), ("D4", d_pad / 4), ("R", rows), ("BC", self.subgroup_size)];
         let pipeline = self.pipelines.get_specialised(&ctx.device, &constants, &[("BR", invocations)]);
         let bind_group = launch::bind_buffers(
             &ctx.device,
