@@ -67,40 +67,8 @@ fn main(
     @builtin(num_workgroups) wg_count: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    // The workgroup's rows and keys (attention_io.wgsl): every invocation walks t.key_lo..t.key_hi.
-    let t = tile_of(wg_id, wg_count, BR * R);
-    let kv_head = t.kv_head;
-    if kv_head >= params.h_kv {
-        return;
-    }
-    let g = params.group;
-    let rows_total = params.n_q * g;
-    let row0 = t.row0;
-
-    // This invocation's rows row0 + lid + j * BR: query i of head h. Rows past the end repeat the last
-    // row (their results are not written), so no branch depends on the row.
-    var out_row: array<u32, R>;
-    var lo: array<u32, R>;
-    var hi: array<u32, R>;
-    // The query rows, pre-scaled so scores need no multiply, and the output accumulators.
-    var q_rows: array<array<vec4<f32>, D4>, R>;
-    var acc: array<array<vec4<f32>, D4>, R>;
-    var m: array<f32, R>;
-    var l: array<f32, R>;
-    for (var j = 0u; j < R; j++) {
-        let row = min(row0 + lid + j * BR, rows_total - 1u);
-        let i = row / g;
-        let h = kv_head * g + row % g;
-        out_row[j] = h * params.n_q + i;
-        lo[j] = key_lo(params.q_offset + i);
-        hi[j] = key_hi(params.q_offset + i);
-        for (var e = 0u; e < D4; e++) {
-            q_rows[j][e] = q[out_row[j] * D4 + e] * params.scale;
-            acc[j][e] = vec4<f32>(0.0);
-        }
-        m[j] = NO_SCORE;
-        l[j] = 0.0;
-    }
+    // This invocation's rows (t, kv_head, g, rows_total, row0, out_row, lo, hi, q_rows, acc, m, l).
+    // #include flash_rows_start.wgsl
 
     let kv_base = kv_head * params.kv_stride;
     for (var key0 = t.key_lo; key0 < t.key_hi; key0 += BC) {
@@ -142,25 +110,8 @@ fn main(
             }
         }
 
-        // Online softmax, once per step and row: raise the running max over the step's scores,
-        // rescale by alpha = exp(m_old - m_new) (0 for the first visible step: exp(NO_SCORE - m)
-        // underflows), and weight each key by exp(s - m_new); masked keys weigh 0, never exp.
-        var p: array<array<f32, BC>, R>;
-        var alpha: array<f32, R>;
-        for (var j = 0u; j < R; j++) {
-            var m_new = m[j];
-            for (var c = 0u; c < BC; c++) {
-                m_new = max(m_new, s[j][c]);
-            }
-            alpha[j] = exp(m[j] - m_new);
-            var p_sum = 0.0;
-            for (var c = 0u; c < BC; c++) {
-                p[j][c] = select(0.0, exp(s[j][c] - m_new), s[j][c] > NO_SCORE);
-                p_sum += p[j][c];
-            }
-            l[j] = l[j] * alpha[j] + p_sum;
-            m[j] = m_new;
-        }
+        // The step's key weights p and rescale alpha; m and l move on.
+        // #include flash_softmax_step.wgsl
 
         // acc = acc * alpha + P V: head dimension outer, so each accumulator is read and written once
         // per step, and each V element read serves R rows.
@@ -189,14 +140,6 @@ fn main(
         }
     }
 
-    for (var j = 0u; j < R; j++) {
-        if row0 + lid + j * BR < rows_total {
-            let seen = l[j] > 0.0;
-            let inv_l = select(0.0, 1.0 / l[j], seen);
-            for (var e = 0u; e < D4; e++) {
-                o[out_row[j] * D4 + e] = acc[j][e] * inv_l;
-            }
-            lse[out_row[j]] = select(negative_infinity(), m[j] + log(l[j]), seen);
-        }
-    }
+    // O and lse of the real rows.
+    // #include flash_rows_end.wgsl
 }

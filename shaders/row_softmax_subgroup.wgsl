@@ -11,9 +11,6 @@
 
 // #include attention_io.wgsl
 
-// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q]. OUT_BLOCK_*: [h_q, n_q, key_blocks].
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
 // #include attention_masks.wgsl
 // #include blocks.wgsl
 
@@ -38,23 +35,8 @@ fn main(
         return;
     }
 
-    var rows: array<Row, R>;
-    var q_rows: array<array<vec4<f32>, D4>, R>;
-    var m: array<f32, R>;
-    var l: array<f32, R>;
-    // OUT_BLOCK_MAX: each row's largest score in the current key block.
-    var best = no_scores();
-    for (var j = 0u; j < R; j++) {
-        rows[j] = row_of(tile.kv_head, tile.row0, lid, j);
-        for (var e = 0u; e < D4; e++) {
-            q_rows[j][e] = q[rows[j].out_row * D4 + e] * params.scale;
-        }
-        m[j] = NO_SCORE;
-        l[j] = 0.0;
-    }
-    // OUT_BLOCK_*: the key block being walked (the same for every row) and the first one.
-    var walk = first_block(tile.key_lo);
-    let first = walk.block;
+    // This invocation's rows, before the walk: rows, q_rows, m, l, best, walk and first.
+    // #include softmax_rows_start.wgsl
 
     // The key loop is the same for every lane (shuffles need the whole subgroup).
     let kv_base = tile.kv_head * params.kv_stride;

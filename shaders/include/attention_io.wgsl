@@ -2,7 +2,7 @@
 // of one workgroup: both forward kernels and both row_softmax kernels (pasted in at their
 // `// #include attention_io.wgsl` line by src/gpu/shader_text.rs: WGSL has no includes).
 
-// Keep in sync with `FlashParams` in src/gpu/flash_attention.rs.
+// Keep in sync with `AttentionParams` in src/gpu/attention_io.rs.
 struct Params {
     n_q: u32,
     n_kv: u32,

@@ -1,5 +1,6 @@
 // The outputs of the tiled forward and its V input, shared by flash_attention.wgsl and
-// flash_attention_subgroup.wgsl after attention_io.wgsl (bindings 0-2).
+// flash_attention_subgroup.wgsl after attention_io.wgsl (bindings 0-2). Keep in sync with
+// `FLASH_BINDINGS` and `FlashBuffers` in src/gpu/flash_io.rs.
 
 // [h_kv, kv_stride, D] as vec4s.
 @group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;

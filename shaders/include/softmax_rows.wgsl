@@ -1,7 +1,10 @@
 // The row bookkeeping of row_softmax.wgsl and row_softmax_subgroup.wgsl (pasted in at their
 // `// #include softmax_rows.wgsl` line by src/gpu/shader_text.rs), which differ only in how K reaches
-// the lanes. Needs attention_io.wgsl, attention_masks.wgsl, blocks.wgsl, the `out` binding and the
-// constants R and OUTPUT.
+// the lanes, and their output binding. Needs attention_io.wgsl, attention_masks.wgsl, blocks.wgsl and
+// the constants R and OUTPUT.
+
+// OUT_PROBS: [h_q, n_q, n_kv]. OUT_LSE: [h_q, n_q]. OUT_BLOCK_*: [h_q, n_q, key_blocks].
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 const OUT_PROBS: u32 = 0u;
 const OUT_LSE: u32 = 1u;

@@ -21,7 +21,7 @@ mod native {
     use std::time::Instant;
 
     use attention_lab::gpu::bench::{self, BenchFilter, BenchResult, Repetitions};
-    use attention_lab::gpu::flash_attention::FlashTiles;
+    use attention_lab::gpu::flash_tiles::FlashTiles;
     use attention_lab::gpu::{GpuContext, Kernels};
 
     fn now_ms() -> f64 {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::attention::inputs::SplitMix64;
 use crate::attention::mask::MaskKind;
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::flash_attention::FlashBuffers;
+use crate::gpu::flash_io::FlashBuffers;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{self, NaiveBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowOutput};

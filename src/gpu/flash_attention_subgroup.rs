@@ -1,9 +1,12 @@
 //! Owner of `shaders/flash_attention_subgroup.wgsl`: the tiled forward for CPU-class adapters, where
 //! the lanes of a subgroup share K/V loads by shuffling them (see the shader's header for why).
-//! Same buffers, parameters and results as [`crate::gpu::flash_attention`].
+//! Same buffers, parameters and results as `shaders/flash_attention.wgsl`, whose owner chooses this
+//! kernel where it pays (so this module imports only what both share, never its chooser).
 
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::flash_attention::{FLASH_BINDINGS, FlashBuffers, FlashParams, cpu_rows_per_invocation};
+use crate::gpu::attention_io::AttentionParams;
+use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers};
+use crate::gpu::flash_tiles::cpu_rows_per_invocation;
 use crate::gpu::launch::{self, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError, shader_text};
 
@@ -16,7 +19,7 @@ pub struct FlashSubgroup {
 }
 
 impl FlashSubgroup {
-    /// `None` unless the device has subgroups of one fixed size (the shader's `SG`).
+    /// `None` unless the device has subgroups of one fixed size (the shader's `BC`, keys per step).
     pub fn new(ctx: &GpuContext) -> Option<Self> {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
         let layout = launch::bind_group_layout(&ctx.device, "flash_attention_subgroup", &FLASH_BINDINGS);
@@ -27,7 +30,8 @@ impl FlashSubgroup {
         Some(Self { layout, pipelines, subgroup_size, max_workgroups: ctx.limits.max_compute_workgroups_per_dimension })
     }
 
-    /// Prepares one launch; arguments as [`crate::gpu::flash_attention::FlashAttention::prepare`].
+    /// Prepares one launch. `shape.d` must be padded to a multiple of 4; K/V rows of KV head `h` start
+    /// at `h * kv_stride`.
     pub fn prepare(
         &self,
         ctx: &GpuContext,
@@ -46,9 +50,9 @@ impl FlashSubgroup {
         let tiles_per_kv_head = rows_total.div_ceil(invocations * rows);
         let params = ctx.uniform_from(
             "flash_attention_subgroup params",
-            &FlashParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head),
+            &AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head),
         );
-        let constants = [("D", d_pad), ("D4", d_pad / 4), ("R", rows), ("SG", self.subgroup_size)];
+        let constants = [("D", d_pad), ("D4", d_pad / 4), ("R", rows), ("BC", self.subgroup_size)];
         let pipeline = self.pipelines.get_specialised(&ctx.device, &constants, &[("BR", invocations)]);
         let bind_group = launch::bind_buffers(
             &ctx.device,

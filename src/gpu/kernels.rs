@@ -8,7 +8,8 @@ use crate::attention::reference::Forward;
 use crate::attention::{AttentionShape, Mask};
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
-use crate::gpu::flash_attention::{FlashAttention, FlashBuffers};
+use crate::gpu::flash_attention::FlashAttention;
+use crate::gpu::flash_io::FlashBuffers;
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::launch::{self, Dispatch};
@@ -82,19 +83,12 @@ impl Kernels {
         }
         let d_pad = cache.d_pad();
         let q_buf = ctx.storage_from("q", &launch::pad_rows(q, shape.d as usize, d_pad as usize))?;
-        let o = ctx.storage_output("o", u64::from(h_q * d_pad) * 4)?;
-        let lse = ctx.storage_output("lse", u64::from(h_q) * 4)?;
-        let buffers = FlashBuffers { q: &q_buf, k: &cache.k, v: &cache.v, o: &o, lse: &lse };
+        let out = ForwardOutputs::new(ctx, u64::from(h_q), d_pad)?;
+        let buffers = FlashBuffers { q: &q_buf, k: &cache.k, v: &cache.v, o: &out.o, lse: &out.lse };
         let padded = AttentionShape { d: d_pad, ..shape };
         let dispatch = self.flash.prepare(ctx, &buffers, padded, cache.capacity_tokens(), mask, scale)?;
         Dispatch::submit_all(ctx, &[&dispatch]);
-        let o_padded: Vec<f32> = ctx.read_back(&o).await?;
-        let mut lse_out: Vec<f32> = ctx.read_back(&lse).await?;
-        lse_out.truncate(h_q as usize);
-        Ok(Forward {
-            o: launch::unpad_rows(&o_padded[..(h_q * d_pad) as usize], shape.d as usize, d_pad as usize),
-            lse: lse_out,
-        })
+        out.read(ctx, shape.d).await
     }
 
     /// The naive three-pass baseline (same results as [`Kernels::forward`]); refuses, with the bytes it
@@ -111,19 +105,13 @@ impl Kernels {
         scale: f32,
     ) -> Result<Forward, GpuError> {
         let up = upload(ctx, q, k, Some(v), shape)?;
-        let rows = u64::from(shape.h_q) * u64::from(shape.n_q);
         let scores = ctx.storage_output("scores", crate::gpu::naive_attention::scores_bytes(&shape))?;
-        let o = ctx.storage_output("o", rows * u64::from(up.shape.d) * 4)?;
-        let lse = ctx.storage_output("lse", rows * 4)?;
+        let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
         let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
-        let buffers = NaiveBuffers { q: &up.q, k: &up.k, v: v_buf, scores: &scores, o: &o, lse: &lse };
+        let buffers = NaiveBuffers { q: &up.q, k: &up.k, v: v_buf, scores: &scores, o: &out.o, lse: &out.lse };
         let [a, b, c] = self.naive.prepare(ctx, &buffers, up.shape, mask, scale)?;
         Dispatch::submit_all(ctx, &[&a, &b, &c]);
-        let o_padded: Vec<f32> = ctx.read_back(&o).await?;
-        let mut lse_out: Vec<f32> = ctx.read_back(&lse).await?;
-        lse_out.truncate(rows as usize);
-        let o_len = (rows * u64::from(up.shape.d)) as usize;
-        Ok(Forward { o: launch::unpad_rows(&o_padded[..o_len], shape.d as usize, up.shape.d as usize), lse: lse_out })
+        out.read(ctx, shape.d).await
     }
 
     /// Forward pass (O `[h_q, n_q, d]` and lse `[h_q, n_q]`) with the tiled online-softmax kernel.
@@ -140,18 +128,12 @@ impl Kernels {
         scale: f32,
     ) -> Result<Forward, GpuError> {
         let up = upload(ctx, q, k, Some(v), shape)?;
-        let rows = u64::from(shape.h_q) * u64::from(shape.n_q);
-        let o = ctx.storage_output("o", rows * u64::from(up.shape.d) * 4)?;
-        let lse = ctx.storage_output("lse", rows * 4)?;
+        let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
         let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
-        let buffers = FlashBuffers { q: &up.q, k: &up.k, v: v_buf, o: &o, lse: &lse };
+        let buffers = FlashBuffers { q: &up.q, k: &up.k, v: v_buf, o: &out.o, lse: &out.lse };
         let dispatch = self.flash.prepare(ctx, &buffers, up.shape, shape.n_kv, mask, scale)?;
         Dispatch::submit_all(ctx, &[&dispatch]);
-        let o_padded: Vec<f32> = ctx.read_back(&o).await?;
-        let mut lse_out: Vec<f32> = ctx.read_back(&lse).await?;
-        let o_len = (rows * u64::from(up.shape.d)) as usize;
-        lse_out.truncate(rows as usize);
-        Ok(Forward { o: launch::unpad_rows(&o_padded[..o_len], shape.d as usize, up.shape.d as usize), lse: lse_out })
+        out.read(ctx, shape.d).await
     }
 
     /// Exact probabilities of a window of rows/cols for every query head, `[h_q, rows, cols]`, computed
@@ -367,6 +349,31 @@ impl Kernels {
         let mut p: Vec<f32> = ctx.read_back(&out).await?;
         p.truncate(out_len as usize);
         Ok(p)
+    }
+}
+
+/// The O and lse buffers of a forward pass (tiled, naive or decode) over `rows` (query, head) rows.
+struct ForwardOutputs {
+    o: wgpu::Buffer,
+    lse: wgpu::Buffer,
+    rows: u64,
+    d_pad: u32,
+}
+
+impl ForwardOutputs {
+    fn new(ctx: &GpuContext, rows: u64, d_pad: u32) -> Result<Self, GpuError> {
+        let o = ctx.storage_output("o", rows * u64::from(d_pad) * 4)?;
+        let lse = ctx.storage_output("lse", rows * 4)?;
+        Ok(Self { o, lse, rows, d_pad })
+    }
+
+    /// O `[rows, d]` (its padding columns dropped) and lse `[rows]`, read back.
+    async fn read(&self, ctx: &GpuContext, d: u32) -> Result<Forward, GpuError> {
+        let o_padded: Vec<f32> = ctx.read_back(&self.o).await?;
+        let mut lse: Vec<f32> = ctx.read_back(&self.lse).await?;
+        lse.truncate(self.rows as usize);
+        let o_len = (self.rows * u64::from(self.d_pad)) as usize;
+        Ok(Forward { o: launch::unpad_rows(&o_padded[..o_len], d as usize, self.d_pad as usize), lse })
     }
 }
 

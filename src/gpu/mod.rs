@@ -1,13 +1,17 @@
-//! The GPU side: one device per page (or process), and one module per WGSL shader, same name.
+//! The GPU side: one device per page (or process), and one module per WGSL shader, same name (and per
+//! shared piece of `shaders/include/` that has a Rust side: its params struct or bindings).
 //!
 //! Every kernel module owns its pipeline, bind-group layout and `#[repr(C)]` params struct. Pipelines are
 //! built once in [`Kernels::new`] and reused; the UI only calls the async `run` functions.
 
+pub mod attention_io;
 pub mod attention_probs;
 pub mod bench;
 pub mod context;
 pub mod flash_attention;
 pub mod flash_attention_subgroup;
+pub mod flash_io;
+pub mod flash_tiles;
 pub mod fma_peak;
 pub mod kernels;
 pub mod kv_cache;

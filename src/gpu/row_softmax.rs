@@ -4,7 +4,7 @@
 
 use crate::attention::pooled::Pool;
 use crate::attention::{AttentionShape, Mask};
-use crate::gpu::flash_attention::FlashParams;
+use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::row_softmax_subgroup::RowSoftmaxSubgroup;
 use crate::gpu::{GpuContext, GpuError};
@@ -214,10 +214,10 @@ impl RowSoftmax {
                 shape.n_q, shape.n_kv
             )));
         }
-        let params = FlashParams {
+        let params = AttentionParams {
             key_blocks: output.key_blocks(),
             q_offset,
-            ..FlashParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head)
+            ..AttentionParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head)
         };
         let params = ctx.uniform_from("row_softmax params", &params);
         let bind_group = launch::bind_buffers(
@@ -245,7 +245,7 @@ impl RowSoftmax {
         // KV head to work on (it returns at once).
         let params = ctx.uniform_from(
             "row_softmax warm-up",
-            &FlashParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() },
+            &AttentionParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() },
         );
         let tiny = || ctx.storage_output("row_softmax warm-up", 16);
         let (Ok(q), Ok(k), Ok(out)) = (tiny(), tiny(), tiny()) else { return };

@@ -1,6 +1,6 @@
 //! Owner of `shaders/row_softmax_subgroup.wgsl`: the row softmax for CPU-class adapters whose lanes
-//! share K rows by shuffling. Same bindings, parameters and results as [`crate::gpu::row_softmax`],
-//! which launches it.
+//! share K rows by shuffling. Same bindings, parameters and results as `shaders/row_softmax.wgsl`,
+//! whose owner launches this as one of its forms.
 
 use crate::gpu::launch::PipelineCache;
 use crate::gpu::{GpuContext, shader_text};

@@ -1,0 +1,58 @@
+//! The Rust side of `shaders/include/attention_io.wgsl`: the uniform parameters of every kernel that
+//! walks a KV head's rows (`flash_attention`, `flash_attention_subgroup`, `row_softmax`,
+//! `row_softmax_subgroup`). `naive_attention` and `attention_probs` keep params of their own: they
+//! share the first eight fields, then need others (invocations; a region and pooling).
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::attention::{AttentionShape, Mask};
+
+/// Uniform parameters of one launch.
+/// Keep in sync with `Params` in `shaders/include/attention_io.wgsl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct AttentionParams {
+    pub n_q: u32,
+    pub n_kv: u32,
+    pub h_kv: u32,
+    pub group: u32,
+    pub kv_stride: u32,
+    pub mask_kind: u32,
+    pub mask_size: u32,
+    pub scale: f32,
+    pub tiles_per_kv_head: u32,
+    pub q_offset: u32,
+    /// Row softmax with block outputs: key blocks per row.
+    pub key_blocks: u32,
+    pub _pad: u32,
+}
+
+impl AttentionParams {
+    /// The parameters of one launch whose workgroups each cover `1 / tiles_per_kv_head` of a KV head's rows.
+    pub fn new(shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32, tiles_per_kv_head: u32) -> Self {
+        let (mask_kind, mask_size) = mask.to_gpu();
+        Self {
+            n_q: shape.n_q,
+            n_kv: shape.n_kv,
+            h_kv: shape.h_kv,
+            group: shape.group_size(),
+            kv_stride,
+            mask_kind,
+            mask_size,
+            scale,
+            tiles_per_kv_head,
+            q_offset: shape.q_offset(),
+            key_blocks: 0,
+            _pad: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn params_match_the_wgsl_layout() {
+        // 12 u32-sized fields: a multiple of 16 bytes, as uniform buffers want.
+        assert_eq!(std::mem::size_of::<super::AttentionParams>(), 48);
+    }
+}

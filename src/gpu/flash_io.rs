@@ -1,0 +1,17 @@
+//! The Rust side of `shaders/include/flash_io.wgsl` (with `attention_io.wgsl` before it): the bindings
+//! and buffers of both forward kernels, `flash_attention` and `flash_attention_subgroup`.
+
+use crate::gpu::launch::Binding;
+
+/// params, Q, K (`attention_io.wgsl`), V, O, lse (`flash_io.wgsl`).
+pub const FLASH_BINDINGS: [Binding; 6] =
+    [Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite, Binding::ReadWrite];
+
+/// The buffers of one launch. Q/O are `[h_q, n_q, d_pad]`, K/V `[h_kv, kv_stride, d_pad]`, lse `[h_q, n_q]`.
+pub struct FlashBuffers<'a> {
+    pub q: &'a wgpu::Buffer,
+    pub k: &'a wgpu::Buffer,
+    pub v: &'a wgpu::Buffer,
+    pub o: &'a wgpu::Buffer,
+    pub lse: &'a wgpu::Buffer,
+}
