@@ -2,8 +2,8 @@
 //! `config.json` files (text towers only); Gemma 4 figures follow seed 004's table and the public
 //! Gemma 4 configs. Where a value is uncertain or a simplification, the preset's `notes` say so.
 //!
-//! [`table`] holds one row per model; [`row`] says what a row holds and turns it into a [`Model`]; [`fields`] lists the
-//! config fields each row's values come from.
+//! `table` holds one row per model; `row` says what a row holds and turns it into a [`Model`];
+//! `fields` lists the config fields each row's values come from.
 
 mod fields;
 mod row;
