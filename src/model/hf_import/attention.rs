@@ -1,0 +1,125 @@
+//! The stack's sizes and attention geometry: layers, hidden size, query and KV heads, head
+//! dimension, MLA (DeepSeek) and the global layers' own geometry (Gemma 4).
+
+use super::reader::{Reader, positive, positive_u32, to_u32};
+use super::report::{ImportError, invalid};
+use crate::model::config::{AttnGeometry, Mla, limits};
+
+pub(super) struct Attention {
+    pub layers: u32,
+    pub d_model: u64,
+    pub heads: u32,
+    /// Every layer's geometry, or the non-global layers' when `global` is set.
+    pub local: AttnGeometry,
+    pub global: Option<AttnGeometry>,
+    pub mla: Option<Mla>,
+}
+
+pub(super) fn read(r: &mut Reader<'_>) -> Result<Attention, ImportError> {
+    let layers = r.required(&["num_hidden_layers", "n_layer", "num_layers"], "num_hidden_layers")?;
+    let layers = positive_u32("num_hidden_layers", layers, limits::MAX_LAYERS)?;
+    let d = r.required(&["hidden_size", "n_embd", "d_model"], "hidden_size")?;
+    let d = positive("hidden_size", d, limits::MAX_D_MODEL)?;
+    let heads = r.required(&["num_attention_heads", "n_head"], "num_attention_heads")?;
+    let heads = positive_u32("num_attention_heads", heads, limits::MAX_HEADS)?;
+    let kv = read_kv_heads(r, heads)?;
+    // MLA before head_dim: it supplies the V head size.
+    let mla = read_mla(r)?;
+    if mla.is_none() && !heads.is_multiple_of(kv) {
+        return Err(invalid(
+            "num_key_value_heads",
+            format!("{heads} query heads cannot be split evenly over {kv} KV heads"),
+        ));
+    }
+    let head_dim = read_head_dim(r, d, heads, mla)?;
+    let local = AttnGeometry { n_kv_heads: kv, head_dim, k_eq_v: false };
+    let global = read_global(r, heads, local)?;
+    Ok(Attention { layers, d_model: d, heads, local, global, mla })
+}
+
+fn read_kv_heads(r: &mut Reader<'_>, heads: u32) -> Result<u32, ImportError> {
+    Ok(match r.count(&["num_key_value_heads"])? {
+        Some(n) => positive_u32("num_key_value_heads", n, limits::MAX_HEADS)?,
+        None if r.boolean("multi_query") == Some(true) => 1,
+        None => {
+            r.assume(format!("num_key_value_heads: absent, so {heads} (one per query head, MHA)"));
+            heads
+        }
+    })
+}
+
+/// Multi-head latent attention, present when `kv_lora_rank` is.
+fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
+    let Some(rank) = r.count(&["kv_lora_rank"])? else {
+        return Ok(None);
+    };
+    let kv_lora_rank = positive_u32("kv_lora_rank", rank, limits::MAX_RANK)?;
+    let mut dim = |key: &str, default: u64| -> Result<u32, ImportError> {
+        to_u32(key, r.count_or_assume(&[key], default, format!("{key}: absent, so {default}"))?)
+    };
+    let qk_rope_head_dim = dim("qk_rope_head_dim", 64)?;
+    let qk_nope_head_dim = dim("qk_nope_head_dim", 128)?;
+    let v_head_dim = dim("v_head_dim", 128)?;
+    let q_lora_rank = match r.count(&["q_lora_rank"])? {
+        Some(q) => Some(positive_u32("q_lora_rank", q, limits::MAX_RANK)?),
+        None => {
+            r.assume("q_lora_rank: absent or null, so queries are projected directly");
+            None
+        }
+    };
+    Ok(Some(Mla { kv_lora_rank, qk_rope_head_dim, q_lora_rank, qk_nope_head_dim, v_head_dim }))
+}
+
+/// `head_dim`, else MLA's V head size, else hidden size / heads.
+fn read_head_dim(r: &mut Reader<'_>, d: u64, heads: u32, mla: Option<Mla>) -> Result<u32, ImportError> {
+    let head_dim = match (r.count(&["head_dim"])?, mla) {
+        (Some(h), _) => positive_u32("head_dim", h, limits::MAX_HEAD_DIM)?,
+        (None, Some(m)) => m.v_head_dim,
+        (None, None) => {
+            if !d.is_multiple_of(u64::from(heads)) {
+                return Err(invalid(
+                    "hidden_size",
+                    format!("{d} is not divisible by {heads} heads and no head_dim is given"),
+                ));
+            }
+            let hd = to_u32("head_dim", d / u64::from(heads))?;
+            r.assume(format!("head_dim: absent, so hidden_size / heads = {hd}"));
+            hd
+        }
+    };
+    let q_width = u64::from(heads) * u64::from(head_dim);
+    if mla.is_none() && q_width != d {
+        r.warn(format!("heads * head_dim = {q_width} differs from hidden_size {d} (allowed; Q/O are not square)"));
+    }
+    Ok(head_dim)
+}
+
+/// Gemma 4: the global layers' geometry, when they have their own head size or K=V. K=V applies
+/// to the global layers only, with their own KV head count.
+fn read_global(r: &mut Reader<'_>, heads: u32, local: AttnGeometry) -> Result<Option<AttnGeometry>, ImportError> {
+    let k_eq_v = r.boolean("attention_k_eq_v").unwrap_or(false);
+    let global_hd = r.count(&["global_head_dim"])?;
+    let global_kv = r.count(&["num_global_key_value_heads"])?;
+    if global_hd.is_none() && !k_eq_v {
+        return Ok(None);
+    }
+    let n_kv_heads = match (k_eq_v, global_kv) {
+        (true, Some(n)) => positive_u32("num_global_key_value_heads", n, limits::MAX_HEADS)?,
+        (false, Some(_)) => {
+            r.warn("num_global_key_value_heads is only used with attention_k_eq_v; ignored");
+            local.n_kv_heads
+        }
+        (_, None) => local.n_kv_heads,
+    };
+    if !heads.is_multiple_of(n_kv_heads) {
+        return Err(invalid(
+            "num_global_key_value_heads",
+            format!("{heads} query heads cannot be split evenly over {n_kv_heads}"),
+        ));
+    }
+    let head_dim = match global_hd {
+        Some(h) => positive_u32("global_head_dim", h, limits::MAX_HEAD_DIM)?,
+        None => local.head_dim,
+    };
+    Ok(Some(AttnGeometry { n_kv_heads, head_dim, k_eq_v }))
+}

@@ -1,0 +1,170 @@
+//! Reading fields: the text config first and the top level as fallback, every value read noted in
+//! the report, and numbers coerced and range-checked into clear [`ImportError`]s.
+
+use serde_json::{Map, Value};
+
+use super::report::{ImportError, ImportReport, invalid};
+
+/// Short JSON text of a value for the report (long arrays are abbreviated).
+pub(super) fn show(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 60 { format!("{}…", s.chars().take(57).collect::<String>()) } else { s }
+}
+
+/// A non-negative integer, accepting integral floats such as `4096.0`.
+fn as_count(v: &Value) -> Result<u64, String> {
+    if let Some(n) = v.as_u64() {
+        return Ok(n);
+    }
+    if v.as_i64().is_some_and(|n| n < 0) {
+        return Err(format!("{} is negative", show(v)));
+    }
+    if let Some(f) = v.as_f64() {
+        if f < 0.0 {
+            return Err(format!("{} is negative", show(v)));
+        }
+        if f.fract() == 0.0 && f <= 9.0e15 {
+            // Integral, non-negative and below 2^53: the conversion is exact.
+            return Ok(f as u64);
+        }
+        return Err(format!("{} is not a whole number in range", show(v)));
+    }
+    Err(format!("{} is not a number", show(v)))
+}
+
+pub(super) fn to_u32(field: &str, v: u64) -> Result<u32, ImportError> {
+    u32::try_from(v).map_err(|_| invalid(field, format!("{v} is far too large")))
+}
+
+pub(super) fn positive(field: &str, v: u64, max: u64) -> Result<u64, ImportError> {
+    if v == 0 {
+        return Err(invalid(field, "must be at least 1"));
+    }
+    if v > max {
+        return Err(invalid(field, format!("{v} is larger than the supported {max}")));
+    }
+    Ok(v)
+}
+
+/// [`positive`] for the fields the model holds as `u32` (layers, heads, dimensions, experts).
+pub(super) fn positive_u32(field: &str, v: u64, max: u32) -> Result<u32, ImportError> {
+    to_u32(field, positive(field, v, max.into())?)
+}
+
+/// A config being read, and the report of what was read from it.
+pub(super) struct Reader<'a> {
+    /// The language model's fields: `text_config` when there is one, else the top level.
+    main: &'a Map<String, Value>,
+    top: &'a Map<String, Value>,
+    nested: bool,
+    pub report: ImportReport,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of `value`; multimodal configs nest the language model under `text_config`.
+    pub fn new(value: &'a Value) -> Result<Self, ImportError> {
+        let top = value.as_object().ok_or(ImportError::NotAnObject)?;
+        let (main, nested) = match top.get("text_config") {
+            Some(Value::Object(t)) => (t, true),
+            Some(Value::Null) | None => (top, false),
+            Some(other) => {
+                return Err(invalid("text_config", format!("{} is not an object", show(other))));
+            }
+        };
+        Ok(Reader { main, top, nested, report: ImportReport::default() })
+    }
+
+    /// The top level, for the fields that describe the whole file rather than the language model.
+    pub fn top(&self) -> &'a Map<String, Value> {
+        self.top
+    }
+
+    /// The first of `keys` present and not null, text config first; with its path for the report.
+    pub fn find(&self, keys: &[&str]) -> Option<(String, &'a Value)> {
+        for key in keys {
+            if let Some(v) = self.main.get(*key).filter(|v| !v.is_null()) {
+                let path = if self.nested { format!("text_config.{key}") } else { (*key).to_string() };
+                return Some((path, v));
+            }
+            if self.nested
+                && let Some(v) = self.top.get(*key).filter(|v| !v.is_null())
+            {
+                return Some(((*key).to_string(), v));
+            }
+        }
+        None
+    }
+
+    pub fn note_used(&mut self, path: &str, v: &Value) {
+        self.report.used.push((path.to_string(), show(v)));
+    }
+
+    /// A required count: absent or invalid is an error.
+    pub fn required(&mut self, keys: &[&str], what: &'static str) -> Result<u64, ImportError> {
+        let (path, v) = self.find(keys).ok_or(ImportError::Missing(what))?;
+        let n = as_count(v).map_err(|r| invalid(&path, r))?;
+        self.note_used(&path, v);
+        Ok(n)
+    }
+
+    /// An optional count: absent gives `None`; invalid is an error (a present but wrong value is
+    /// never silently replaced).
+    pub fn count(&mut self, keys: &[&str]) -> Result<Option<u64>, ImportError> {
+        let Some((path, v)) = self.find(keys) else {
+            return Ok(None);
+        };
+        let n = as_count(v).map_err(|r| invalid(&path, r))?;
+        self.note_used(&path, v);
+        Ok(Some(n))
+    }
+
+    /// An optional count with a default: absent gives `default` and notes `assumption`.
+    pub fn count_or_assume(
+        &mut self,
+        keys: &[&str],
+        default: u64,
+        assumption: impl Into<String>,
+    ) -> Result<u64, ImportError> {
+        let n = self.count(keys)?;
+        Ok(n.unwrap_or_else(|| {
+            self.assume(assumption);
+            default
+        }))
+    }
+
+    pub fn boolean(&mut self, key: &str) -> Option<bool> {
+        self.typed(key, Value::as_bool, "true/false")
+    }
+
+    pub fn float(&mut self, key: &str) -> Option<f64> {
+        self.typed(key, Value::as_f64, "a number")
+    }
+
+    /// `key`'s value when `convert` accepts it; one it rejects is ignored with a warning.
+    fn typed<T>(&mut self, key: &str, convert: fn(&Value) -> Option<T>, expected: &str) -> Option<T> {
+        let (path, v) = self.find(&[key])?;
+        let converted = convert(v);
+        match converted {
+            Some(_) => self.note_used(&path, v),
+            None => self.warn(format!("{path} = {} is not {expected}; ignored", show(v))),
+        }
+        converted
+    }
+
+    pub fn text(&mut self, key: &str) -> Option<String> {
+        let (path, v) = self.find(&[key])?;
+        let s = v.as_str()?.chars().take(80).collect::<String>();
+        self.note_used(&path, v);
+        Some(s)
+    }
+
+    /// Note a value assumed for an absent field.
+    pub fn assume(&mut self, what: impl Into<String>) {
+        self.report.assumed.push(what.into());
+    }
+
+    /// Note a value present but ignored or doubtful.
+    pub fn warn(&mut self, what: impl Into<String>) {
+        self.report.warnings.push(what.into());
+    }
+}
