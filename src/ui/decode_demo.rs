@@ -306,14 +306,9 @@ fn PageGrid(layer: PagesView, dtype: DType) -> impl IntoView {
     }
 }
 
-/// The mask the kernel applies for a layer kind.
-fn attn_mask(kind: LayerKind) -> AttnMask {
-    let clamp = |w: u64| u32::try_from(w).unwrap_or(u32::MAX).max(1);
-    match kind {
-        LayerKind::Global => AttnMask::Causal,
-        LayerKind::Sliding { window_tokens } => AttnMask::Sliding { window: clamp(window_tokens) },
-        LayerKind::Chunked { chunk_tokens } => AttnMask::Chunked { chunk: clamp(chunk_tokens) },
-    }
+/// The mask the kernel applies for a layer kind (every demo layer stores a cache, so has attention).
+fn attn_mask(kind: LayerKind) -> Result<AttnMask, String> {
+    AttnMask::of_layer(kind).ok_or_else(|| format!("a {} layer has no attention to decode", kind.noun()))
 }
 
 /// Per layer type: its demo shape, the paged accounting, and one decode cache per request.
@@ -358,7 +353,7 @@ fn reference_diff(
     }
     let shape = AttentionShape { h_q: layer.h_q, h_kv: layer.h_kv, n_q: 1, n_kv: len as u32, d: layer.run_dim };
     let scale = 1.0 / (layer.run_dim as f32).sqrt();
-    let reference = reference_decode(q, &k, &v, shape, attn_mask(layer.kind), scale)?;
+    let reference = reference_decode(q, &k, &v, shape, attn_mask(layer.kind)?, scale)?;
     Ok(reference.o.iter().zip(gpu_o).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max))
 }
 
@@ -391,7 +386,7 @@ async fn step(
         let q = query(&lane.layer, slot, request, position);
         let scale = 1.0 / (lane.layer.run_dim as f32).sqrt();
         let started = browser::now_ms();
-        let out = engine.decode(cache, &q, lane.layer.h_q, attn_mask(lane.layer.kind), scale).await?;
+        let out = engine.decode(cache, &q, lane.layer.h_q, attn_mask(lane.layer.kind)?, scale).await?;
         snap.kernel_ms_total += browser::now_ms() - started;
         snap.kernel_steps += 1;
         if (position + 1).is_multiple_of(CHECK_EVERY_TOKENS) {
