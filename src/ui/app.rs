@@ -38,6 +38,8 @@ pub fn App() -> impl IntoView {
         model_source.track();
         state.with_untracked(AppState::resolved_model)
     });
+    // Views rendered inside others (the decode demo, inside the KV view) read it from here.
+    provide_context(model);
 
     let engine: EngineSignal = RwSignal::new_local(None);
     spawn_local(async move {
