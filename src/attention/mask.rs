@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::model::schedule::LayerKind;
+
 /// An attention mask. Positions are absolute token indices in the key/value sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mask {
@@ -17,6 +19,19 @@ pub enum Mask {
 }
 
 impl Mask {
+    /// The mask a layer of `kind` applies, the one conversion every caller uses. `None` means a layer
+    /// without attention (state-space and linear-attention layers, which a later import brings); every
+    /// kind today has attention. Windows and chunks past `u32::MAX` tokens are clamped to it: no
+    /// sequence is that long, so such a layer is causal in effect.
+    pub fn of_layer(kind: LayerKind) -> Option<Mask> {
+        let tokens = |w: u64| u32::try_from(w).unwrap_or(u32::MAX).max(1);
+        Some(match kind {
+            LayerKind::Global => Mask::Causal,
+            LayerKind::Sliding { window_tokens } => Mask::Sliding { window: tokens(window_tokens) },
+            LayerKind::Chunked { chunk_tokens } => Mask::Chunked { chunk: tokens(chunk_tokens) },
+        })
+    }
+
     /// Whether the query at absolute position `q_pos` may attend to the key at `k_pos`.
     pub fn visible(self, q_pos: u32, k_pos: u32) -> bool {
         let (lo, hi) = self.key_range(q_pos, u32::MAX);
@@ -183,6 +198,20 @@ mod tests {
         assert_eq!(Mask::Causal.key_range(10, 4), (0, 4));
         assert_eq!(Mask::Sliding { window: 3 }.key_range(10, 4), (8, 4)); // empty: lo >= hi
         assert_eq!(Mask::Full.key_range(0, 7), (0, 7));
+    }
+
+    #[test]
+    fn every_layer_kind_has_its_mask_and_huge_windows_clamp() {
+        assert_eq!(Mask::of_layer(LayerKind::Global), Some(Mask::Causal));
+        assert_eq!(Mask::of_layer(LayerKind::Sliding { window_tokens: 4096 }), Some(Mask::Sliding { window: 4096 }));
+        assert_eq!(Mask::of_layer(LayerKind::Chunked { chunk_tokens: 8192 }), Some(Mask::Chunked { chunk: 8192 }));
+        let huge = 1u64 << 40;
+        assert_eq!(
+            Mask::of_layer(LayerKind::Sliding { window_tokens: huge }),
+            Some(Mask::Sliding { window: u32::MAX })
+        );
+        assert_eq!(Mask::of_layer(LayerKind::Chunked { chunk_tokens: huge }), Some(Mask::Chunked { chunk: u32::MAX }));
+        assert_eq!(Mask::of_layer(LayerKind::Sliding { window_tokens: 0 }), Some(Mask::Sliding { window: 1 }));
     }
 
     #[test]

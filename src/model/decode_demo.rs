@@ -39,6 +39,11 @@ impl DemoLayer {
     pub fn is_narrowed(&self) -> bool {
         self.run_dim < self.model_dim
     }
+
+    /// The softmax scale of the heads the kernel runs: `1 / sqrt(run_dim)`.
+    pub fn scale(&self) -> f32 {
+        1.0 / (self.run_dim as f32).sqrt()
+    }
 }
 
 /// One [`DemoLayer`] per layer kind that stores a cache, in schedule order. MLA runs in its absorbed

@@ -45,6 +45,15 @@ pub fn format_bytes(bytes: u128) -> String {
     format!("{} ({})", format_bytes_decimal(bytes), format_bytes_binary(bytes))
 }
 
+/// Every byte, then both units: `1,073,741,824 bytes = 1.07 GB (1.00 GiB)`.
+pub fn bytes_text(bytes: u128) -> String {
+    if bytes < 1000 {
+        format!("{} bytes", format_thousands(bytes))
+    } else {
+        format!("{} bytes = {}", format_thousands(bytes), format_bytes(bytes))
+    }
+}
+
 /// Bytes in GB (10^9) as a float, for charts.
 pub fn bytes_to_gb(bytes: u128) -> f64 {
     as_f64(bytes) / as_f64(BYTES_PER_GB)
@@ -94,6 +103,12 @@ pub fn format_thousands(v: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_text_counts_every_byte_then_both_units() {
+        assert_eq!(bytes_text(999), "999 bytes");
+        assert_eq!(bytes_text(1 << 30), "1,073,741,824 bytes = 1.07 GB (1.00 GiB)");
+    }
 
     #[test]
     fn both_units_shown() {

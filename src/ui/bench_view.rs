@@ -12,11 +12,12 @@ use leptos::task::spawn_local;
 
 use super::browser;
 use super::engine_signal::EngineSignal;
-use crate::attention::mask::MaskKind;
 use crate::engine::Engine;
-use crate::gpu::bench::{self, BenchResult, DEFAULT_HEAD_DIMS, DEFAULT_WINDOW, Repetitions, SEQUENCE_LENGTHS};
-use crate::model::units::format_bytes;
+use crate::gpu::bench::{self, BenchResult, Repetitions};
 use crate::state::AppState;
+use crate::views::bench::controls::{self, SelectOption};
+use crate::views::bench::rows::RowCells;
+use crate::views::bench::status;
 
 /// Repetitions per case in the browser: fewer than natively, the page must stay responsive.
 const BROWSER_REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0 };
@@ -39,13 +40,13 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
         rows.set(Vec::new());
         spawn_local(async move {
             let Some((ctx, kernels)) = engine.gpu() else { return };
-            progress.try_set("Measuring this GPU's FMA throughput…".into());
+            progress.try_set(status::MEASURING_PEAK.into());
             let peak = match fma_gflops.try_get_untracked().flatten() {
                 Some(peak) => peak,
                 None => match bench::measure_fma_gflops(ctx, kernels, browser::now_ms).await {
                     Ok(peak) => peak,
                     Err(e) => {
-                        progress.try_set(format!("Could not measure the GPU: {e}"));
+                        progress.try_set(status::peak_failed_text(e));
                         running.try_set(false);
                         return;
                     }
@@ -56,30 +57,21 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                 if stop_requested.try_get_value() != Some(false) {
                     break;
                 }
-                progress.try_set(format!(
-                    "Case {} of {}: {} kernel, n = {}, {} heads, d = {}, {}…",
-                    i + 1,
-                    cases.len(),
-                    case.kernel.name(),
-                    case.shape.n_q,
-                    case.shape.h_q,
-                    case.shape.d,
-                    case.mask
-                ));
+                progress.try_set(status::case_text(i, cases.len(), case));
                 match bench::run_case(ctx, kernels, case, peak, BROWSER_REPS, browser::now_ms).await {
                     Ok(result) => {
                         rows.try_update(|r| r.push(result));
                     }
                     Err(e) => {
-                        progress.try_set(format!("Case {} failed: {e}", i + 1));
+                        progress.try_set(status::case_failed_text(i, e));
                         break;
                     }
                 }
             }
-            if stop_requested.try_get_value() == Some(true) {
-                progress.try_set("Stopped.".into());
-            } else if rows.try_with_untracked(|r| r.len()) == Some(cases.len()) {
-                progress.try_set(format!("Done: {} cases.", cases.len()));
+            let stopped = stop_requested.try_get_value() == Some(true);
+            let done = rows.try_with_untracked(Vec::len).unwrap_or(0);
+            if let Some(line) = status::finished_text(stopped, done, cases.len()) {
+                progress.try_set(line);
             }
             running.try_set(false);
         });
@@ -89,9 +81,7 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
     let auto_started = StoredValue::new(false);
     Effect::new(move |_| {
         let Some(engine) = engine.get() else { return };
-        let named = state.with_untracked(|s| {
-            s.input.seq_tokens.is_some() || s.bench.head_dim.is_some() || s.input.mask_given || s.input.window_given
-        });
+        let named = state.with_untracked(|s| s.bench.names_a_case(&s.input));
         if named && engine.is_gpu() && !auto_started.get_value() {
             auto_started.set_value(true);
             run(engine);
@@ -111,20 +101,10 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
             {move || engine.with(|e| match e.as_deref() {
                 None => view! { <p class="status">"Starting the GPU…"</p> }.into_any(),
                 Some(Engine::Cpu { reason }) => view! {
-                    <p class="status error" data-testid="bench-unavailable">
-                        "The benchmark times GPU kernels, and there is no WebGPU here (" {reason.clone()} ")."
-                    </p>
+                    <p class="status error" data-testid="bench-unavailable">{status::unavailable_text(reason)}</p>
                 }.into_any(),
                 Some(Engine::WebGpu { ctx, .. }) => view! {
-                    <p class="status" data-testid="bench-adapter">
-                        {format!("Adapter: {}. Timing: {}.", ctx.adapter,
-                            if ctx.timestamps { "GPU timestamp queries" } else { "wall clock around submit and readback" })}
-                        {ctx.adapter.is_cpu.then_some(
-                            " This is a CPU-emulated GPU: timings are not representative of real hardware. The tiled kernel is \
-                             timed in its unrolled form, the fastest here; compiling it takes seconds per head width (not \
-                             timed), which is why the explorer uses its loop form.",
-                        )}
-                    </p>
+                    <p class="status" data-testid="bench-adapter">{status::adapter_text(&ctx.adapter, ctx.timestamps)}</p>
                 }.into_any(),
             })}
             <BenchControls state=state/>
@@ -132,14 +112,14 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                 <button type="button" class="copy" data-testid="bench-run"
                     disabled=move || running.get() || !engine.with(|e| e.as_ref().is_some_and(|e| e.is_gpu()))
                     on:click=move |_| { if let Some(e) = engine.get_untracked() { run(e) } }>
-                    {move || format!("Run {} cases", case_count())}
+                    {move || status::run_label(case_count())}
                 </button>
                 <button type="button" class="dismiss" data-testid="bench-stop" disabled=move || !running.get()
                     on:click=move |_| stop_requested.set_value(true)>"Stop"</button>
                 <span class="status" data-testid="bench-progress">{move || progress.get()}</span>
             </div>
             {move || fma_gflops.get().map(|p| view! {
-                <p class="status" data-testid="bench-fma" data-value=p>{format!("Measured WGSL FMA throughput: {p:.1} GFLOP/s")}</p>
+                <p class="status" data-testid="bench-fma" data-value=p>{status::fma_text(p)}</p>
             })}
             <table class="bench-table">
                 <thead><tr>
@@ -156,89 +136,52 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
 
 #[component]
 fn BenchRow(result: BenchResult) -> impl IntoView {
-    let fmt_ms = |ms: Option<f64>| ms.map_or_else(|| "—".to_string(), |ms| format!("{ms:.2}"));
-    let mask = if result.window > 0 { format!("{} {}", result.mask, result.window) } else { result.mask.to_string() };
-    let fits = result.ms_median.is_some();
+    let cells = RowCells::of(&result);
     view! {
         <tr data-testid="bench-row" data-kernel=result.kernel data-n=result.n data-d=result.d data-mask=result.mask
-            data-fits=fits.to_string()
-            data-ms=result.ms_median.map(|m| m.to_string()).unwrap_or_default()
-            data-gflops=result.gflops.map(|g| g.to_string()).unwrap_or_default()>
+            data-fits=cells.fits_value data-ms=cells.ms_value data-gflops=cells.gflops_value>
             <td>{result.kernel}</td>
             <td>{result.n}</td>
-            <td>{format!("{} / {}", result.h_q, result.h_kv)}</td>
+            <td>{cells.heads}</td>
             <td>{result.d}</td>
-            <td>{mask}</td>
-            <td>{fmt_ms(result.ms_median)}</td>
-            <td>{fmt_ms(result.ms_min)}</td>
-            <td>{result.gflops.map_or_else(|| "—".into(), |g| format!("{g:.2}"))}</td>
-            <td>{result.fraction_of_peak().map_or_else(|| "—".into(), |f| format!("{:.0} %", f * 100.0))}</td>
-            <td>{match &result.note {
-                Some(note) => format!("{note} ({})", format_bytes(u128::from(result.peak_bytes))),
-                None => format_bytes(u128::from(result.peak_bytes)),
-            }}</td>
+            <td>{cells.mask}</td>
+            <td>{cells.median_ms}</td>
+            <td>{cells.min_ms}</td>
+            <td>{cells.gflops}</td>
+            <td>{cells.of_peak}</td>
+            <td>{cells.memory}</td>
         </tr>
     }
+}
+
+fn option_views(options: Vec<SelectOption>) -> impl IntoView {
+    options.into_iter().map(|o| view! { <option value=o.value selected=o.selected>{o.label}</option> }).collect_view()
 }
 
 /// Narrowing the case list: each choice rewrites the link.
 #[component]
 fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
-    let option =
-        |value: String, label: String, selected: bool| view! { <option value=value selected=selected>{label}</option> };
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default()>
             <label>"n"
-                <select data-testid="bench-n" on:change=move |ev| {
-                    let n = event_target_value(&ev).parse::<u32>().ok();
-                    state.update(|s| s.input.seq_tokens = n);
-                }>
-                    {move || {
-                        let current = state.with(|s| s.input.seq_tokens);
-                        let mut list: Vec<u32> = SEQUENCE_LENGTHS.to_vec();
-                        if let Some(n) = current.filter(|n| !list.contains(n)) { list.push(n) }
-                        std::iter::once(option("all".into(), "all".into(), current.is_none()))
-                            .chain(list.into_iter().map(|n| option(n.to_string(), n.to_string(), current == Some(n))))
-                            .collect_view()
-                    }}
+                <select data-testid="bench-n" on:change=move |ev| state.update(|s| controls::pick_n(&mut s.input, &event_target_value(&ev)))>
+                    {move || option_views(state.with(|s| controls::n_options(&s.input)))}
                 </select>
             </label>
             <label>"d"
-                <select data-testid="bench-d" on:change=move |ev| {
-                    let d = event_target_value(&ev).parse::<u32>().ok();
-                    state.update(|s| s.bench.head_dim = d);
-                }>
-                    {move || {
-                        let current = state.with(|s| s.bench.head_dim);
-                        std::iter::once(option("all".into(), "all".into(), current.is_none()))
-                            .chain(DEFAULT_HEAD_DIMS.into_iter().map(|d| option(d.to_string(), d.to_string(), current == Some(d))))
-                            .collect_view()
-                    }}
+                <select data-testid="bench-d" on:change=move |ev| state.update(|s| controls::pick_d(&mut s.bench, &event_target_value(&ev)))>
+                    {move || option_views(state.with(|s| controls::d_options(&s.bench)))}
                 </select>
             </label>
             <label>"mask"
-                <select data-testid="bench-mask" on:change=move |ev| {
-                    let kind = event_target_value(&ev).parse::<MaskKind>().ok();
-                    state.update(|s| match kind {
-                        Some(kind) => { s.input.mask = kind; s.input.mask_given = true; }
-                        None => s.input.mask_given = false,
-                    });
-                }>
-                    {move || {
-                        let current = state.with(|s| s.input.mask_given.then_some(s.input.mask));
-                        std::iter::once(option("all".into(), "full, causal, sliding".into(), current.is_none()))
-                            .chain(MaskKind::ALL.into_iter().map(|k| option(k.name().into(), k.name().into(), current == Some(k))))
-                            .collect_view()
-                    }}
+                <select data-testid="bench-mask" on:change=move |ev| state.update(|s| controls::pick_mask(&mut s.input, &event_target_value(&ev)))>
+                    {move || option_views(state.with(|s| controls::mask_options(&s.input)))}
                 </select>
             </label>
             <label>"window"
                 <input type="number" min="1" data-testid="bench-window"
-                    prop:value=move || state.with(|s| if s.input.window_given { s.input.window_tokens } else { DEFAULT_WINDOW })
-                    on:change=move |ev| {
-                        if let Ok(w) = event_target_value(&ev).trim().parse::<u32>()
-                            && w >= 1 { state.update(|s| { s.input.window_tokens = w; s.input.window_given = true; }) }
-                    }/>
+                    prop:value=move || state.with(|s| controls::window_tokens(&s.input))
+                    on:change=move |ev| state.maybe_update(|s| controls::pick_window(&mut s.input, &event_target_value(&ev)))/>
             </label>
         </form>
     }

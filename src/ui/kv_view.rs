@@ -27,7 +27,7 @@ pub fn KvView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView 
             <Breakdown state=state/>
             <Budget state=state/>
             <KvChart state=state marker=decode_marker/>
-            <DecodeDemo state=state engine=engine marker=decode_marker/>
+            <DecodeDemo state=state model=expect_context() engine=engine marker=decode_marker/>
         </section>
     }
 }

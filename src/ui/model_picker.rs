@@ -14,7 +14,8 @@ use crate::model::describe::model_facts;
 use crate::model::formulas::{attn_params_formula, per_token_formula, total_formula};
 use crate::model::params::attn_params;
 use crate::model::presets::{all_presets, preset_info};
-use crate::model::units::{format_bytes, format_params, format_thousands, format_tokens};
+pub use crate::model::units::bytes_text;
+use crate::model::units::{format_params, format_thousands, format_tokens};
 use crate::model::{
     DType, ImportReport, decode_model, encode_model, import_hf_config, kv_bytes_per_token, kv_total_bytes,
 };
@@ -311,15 +312,6 @@ fn figures(s: &AppState) -> Figures {
         layer_kind: kind.to_string(),
         attn_params: p.total(),
         attn_formula: attn_params_formula(&m, kind, &p),
-    }
-}
-
-/// `1,073,741,824 bytes = 1.07 GB (1.00 GiB)`.
-pub fn bytes_text(bytes: u128) -> String {
-    if bytes < 1000 {
-        format!("{} bytes", format_thousands(bytes))
-    } else {
-        format!("{} bytes = {}", format_thousands(bytes), format_bytes(bytes))
     }
 }
 

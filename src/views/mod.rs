@@ -4,11 +4,13 @@
 //! - [`link`]: the link's vocabulary (query strings, notices, the [`link::LinkParams`] contract).
 //! - [`model_choice`] and [`attention_input`]: parameter sets several views share.
 //! - [`heatmaps`]: the heatmap explorer: parameters, requests, GPU batches, head pictures and exports.
+//! - [`decode`]: the decode animation: its lanes, script, reference check, and what the panel shows.
 //! - [`kv`], [`compare`], [`bench`]: those views' parameters.
 
 pub mod attention_input;
 pub mod bench;
 pub mod compare;
+pub mod decode;
 pub mod heatmaps;
 pub mod kv;
 pub mod link;

@@ -76,15 +76,16 @@ impl Screen {
 }
 
 /// The mask the explorer applies: the link's when it names one, else the layer's own; cross-attention
-/// sees every key.
-pub fn effective_mask(input: &AttentionInput, explorer: &ExplorerParams, layout: &LayerLayout) -> Mask {
-    if explorer.src.is_some() {
+/// sees every key. `None` for a layer without attention, whatever the link names.
+pub fn effective_mask(input: &AttentionInput, explorer: &ExplorerParams, layout: &LayerLayout) -> Option<Mask> {
+    let own = Mask::of_layer(layout.kind)?;
+    Some(if explorer.src.is_some() {
         Mask::Full
     } else if input.mask_given || input.mask != MaskKind::Causal {
         input.mask()
     } else {
-        layout.mask()
-    }
+        own
+    })
 }
 
 /// What to compute for one layer of the model, or why there is nothing to compute.
@@ -103,8 +104,10 @@ pub fn build_request(
         return Err("Type a sentence to see its attention.".into());
     }
     let n_max = tokens.len().max(kv_tokens.as_ref().map_or(0, Vec::len)) as u32;
+    let mask = effective_mask(input, explorer, &layout)
+        .ok_or_else(|| format!("Layer {} has no attention to show.", layout.layer))?;
     Ok(Request {
-        mask: effective_mask(input, explorer, &layout),
+        mask,
         heads: explorer.heads.heads(layout.n_q_heads),
         pool: explorer.pool,
         thumb_cells: pooled_resolution(n_max, screen.thumb_px(), screen.device_pixel_ratio),
@@ -194,15 +197,15 @@ mod tests {
     fn the_mask_is_the_links_or_the_layers_and_cross_attention_sees_all() {
         let (input, explorer) = (AttentionInput::default(), ExplorerParams::default());
         // Gemma 3 27B: layer 0 is a local layer with a 1024-token window, layer 5 a global one.
-        assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 0)), Mask::Sliding { window: 1024 });
-        assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 5)), Mask::Causal);
+        assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 0)), Some(Mask::Sliding { window: 1024 }));
+        assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 5)), Some(Mask::Causal));
         let mut named = AttentionInput::default();
         named.set("mask", "causal").unwrap();
-        assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Mask::Causal);
+        assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Some(Mask::Causal));
         named.set("mask", "chunked").unwrap();
-        assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Mask::Chunked { chunk: 4 });
+        assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Some(Mask::Chunked { chunk: 4 }));
         let cross = ExplorerParams { src: Some("le chat".into()), ..Default::default() };
-        assert_eq!(effective_mask(&named, &cross, &layer("gemma-3-27b", 0)), Mask::Full);
+        assert_eq!(effective_mask(&named, &cross, &layer("gemma-3-27b", 0)), Some(Mask::Full));
     }
 
     #[test]

@@ -1,5 +1,11 @@
-//! The benchmark view's link parameters: `d` here, with `n`, `mask` and `window` read from the shared
-//! [`AttentionInput`]. A link that names any of them runs just the matching cases.
+//! The benchmark view's model. Here its link parameters: `d`, with `n`, `mask` and `window` read from
+//! the shared [`AttentionInput`]; a link that names any of them runs just the matching cases.
+//! [`controls`] holds the case filter's choices, [`rows`] the result table's cells, [`status`] every
+//! other line the view shows.
+
+pub mod controls;
+pub mod rows;
+pub mod status;
 
 use super::attention_input::AttentionInput;
 use super::link::{Accepted, LinkParams};
@@ -24,6 +30,11 @@ impl BenchParams {
             kernel: None,
             window: input.window_given.then_some(input.window_tokens),
         }
+    }
+
+    /// Whether the link names a case (`n`, `d`, `mask` or `window`): the view then runs it unasked.
+    pub fn names_a_case(&self, input: &AttentionInput) -> bool {
+        self.filter(input) != BenchFilter::default()
     }
 }
 
@@ -62,9 +73,12 @@ mod tests {
     fn only_what_the_link_names_narrows_the_cases() {
         let mut input = AttentionInput::default();
         assert_eq!(BenchParams::default().filter(&input), BenchFilter::default());
+        assert!(!BenchParams::default().names_a_case(&input));
+        assert!(BenchParams { head_dim: Some(64) }.names_a_case(&input));
         input.set("n", "256").unwrap();
         input.set("mask", "sliding").unwrap();
         input.set("window", "16").unwrap();
+        assert!(BenchParams::default().names_a_case(&input));
         let filter = BenchParams { head_dim: Some(64) }.filter(&input);
         assert_eq!(
             filter,

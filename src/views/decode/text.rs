@@ -1,0 +1,207 @@
+//! Every text the decode panel shows, and the cells of its page grids.
+
+use super::check::CHECK_EVERY_TOKENS;
+use super::snapshot::{PageView, PagesView, RunState, Snapshot};
+use crate::gpu::launch::MAX_HEAD_DIM;
+use crate::model::decode_demo::{PROMPT_TOKENS, demo_layers, run_tokens};
+use crate::model::paging::PAGE_TOKENS;
+use crate::model::units::{bytes_text, format_thousands};
+use crate::model::{LayerKind, Model};
+
+/// What the animation does with this model, and which of its windows are too long to recycle here.
+pub fn intro_text(model: &Model) -> String {
+    let run = run_tokens(model);
+    let intro = format!(
+        "Request A reads a {PROMPT_TOKENS}-token prompt and generates up to {run} tokens. When it has 88, request B arrives \
+         with the same prompt: it reuses A's full prompt pages instead of computing them again, recomputes the \
+         prompt's last partial page, then both generate in turns. Every token appends its K and V rows to a \
+         buffer kept on the GPU and runs the decode kernel over it, one layer of each type with the model's \
+         KV heads, head size and mask. The values are seeded noise (no trained weights are loaded); the shapes are real."
+    );
+    let long_windows: Vec<String> = demo_layers(model, MAX_HEAD_DIM)
+        .iter()
+        .filter_map(|l| match l.kind {
+            LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } if w + 96 > run => {
+                Some(format!(
+                    "its {} window of {} tokens is longer than this run, so no page is recycled here",
+                    l.kind.noun(),
+                    format_thousands(w.into())
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if long_windows.is_empty() { intro } else { format!("{intro} Note: {}.", long_windows.join("; ")) }
+}
+
+pub fn start_label(state: RunState) -> &'static str {
+    if state == RunState::Idle { "Start decoding" } else { "Restart" }
+}
+
+/// `running · request A: 12 of 256 tokens · Request B: not arrived yet`.
+pub fn status_text(snap: &Snapshot) -> String {
+    let b_line = match snap.b_tokens {
+        Some(b) => format!("Request B: {b} tokens ({} shared with A, not recomputed)", snap.shared_tokens),
+        None => "Request B: not arrived yet".to_string(),
+    };
+    format!("{} · request A: {} of {} tokens · {b_line}", snap.state.name(), snap.a_tokens, snap.run_tokens)
+}
+
+/// Request B's tokens for a script to read: 0 before it arrives.
+pub fn b_tokens_value(snap: &Snapshot) -> String {
+    snap.b_tokens.unwrap_or(0).to_string()
+}
+
+pub fn buffers_text(snap: &Snapshot) -> String {
+    format!(
+        "This demo's GPU buffers hold {} (f32, one layer per type, both requests). {} kernel launches, {:.2} ms each on average.",
+        bytes_text(snap.demo_buffer_bytes.into()),
+        snap.kernel_steps,
+        snap.average_kernel_ms()
+    )
+}
+
+pub fn check_text(max_diff: Option<f32>) -> String {
+    match max_diff {
+        Some(d) => format!(
+            "Checked against the f64 CPU reference every {CHECK_EVERY_TOKENS} tokens: largest difference {d:.2e}."
+        ),
+        None => {
+            format!("The kernel's output is checked against the f64 CPU reference every {CHECK_EVERY_TOKENS} tokens.")
+        }
+    }
+}
+
+/// The largest difference for a script to read: `none` before the first check.
+pub fn max_diff_value(max_diff: Option<f32>) -> String {
+    max_diff.map_or_else(|| "none".into(), |d| format!("{d:e}"))
+}
+
+/// `2 × sliding layers (window 1,024): 9 pages live, 2 shared, 40 recycled`.
+pub fn grid_heading(layer: &PagesView) -> String {
+    let title = match layer.kind {
+        LayerKind::Global => "global layers".to_string(),
+        LayerKind::Sliding { window_tokens } => {
+            format!("sliding layers (window {})", format_thousands(window_tokens.into()))
+        }
+        LayerKind::Chunked { chunk_tokens } => {
+            format!("chunked layers (chunk {})", format_thousands(chunk_tokens.into()))
+        }
+    };
+    format!(
+        "{} × {title}: {} pages live, {} shared, {} recycled",
+        layer.storing_layers, layer.live_pages, layer.shared_pages, layer.recycled_pages
+    )
+}
+
+pub fn grid_label(layer: &PagesView) -> String {
+    format!("{} pages of {PAGE_TOKENS} tokens", layer.pages.len())
+}
+
+/// Why the kernel runs fewer dims than the model's heads have, when it does.
+pub fn narrowed_text(layer: &PagesView) -> Option<String> {
+    layer.narrowed.map(|(model_dim, run_dim)| {
+        format!(" The kernel runs {run_dim} of the model's {model_dim} dims per head (its maximum).")
+    })
+}
+
+/// One page of a grid as drawn: its classes (owner, and `reused`), its fill and its tooltip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageCell {
+    pub class: String,
+    pub style: String,
+    pub title: String,
+}
+
+impl PageCell {
+    pub fn of(page: PageView) -> Self {
+        let owner = match page.owners {
+            0 => "free",
+            1 => "own-a",
+            2 => "own-b",
+            _ => "shared",
+        };
+        let PageView { filled_tokens: filled, reuses, .. } = page;
+        PageCell {
+            class: format!("page {owner}{}", if reuses > 0 { " reused" } else { "" }),
+            style: format!("--fill: {}%", filled * 100 / PAGE_TOKENS),
+            title: format!("{filled}/{PAGE_TOKENS} tokens, reused {reuses}×"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::presets::preset;
+
+    #[test]
+    fn the_intro_notes_windows_longer_than_the_run() {
+        let llama = intro_text(preset("llama-3-8b").unwrap());
+        assert!(llama.starts_with("Request A reads a 40-token prompt and generates up to 256 tokens."));
+        assert!(!llama.contains("Note:"));
+        let scout = intro_text(preset("llama-4-scout").unwrap());
+        assert!(scout.ends_with(
+            " Note: its chunked window of 8,192 tokens is longer than this run, so no page is recycled here."
+        ));
+    }
+
+    #[test]
+    fn counters_before_and_after_b_arrives() {
+        let mut snap = Snapshot::idle(256);
+        assert_eq!(start_label(snap.state), "Start decoding");
+        assert_eq!(status_text(&snap), "idle · request A: 0 of 256 tokens · Request B: not arrived yet");
+        assert_eq!(b_tokens_value(&snap), "0");
+        (snap.state, snap.a_tokens, snap.b_tokens, snap.shared_tokens) = (RunState::Running, 90, Some(34), 32);
+        assert_eq!(start_label(snap.state), "Restart");
+        assert_eq!(
+            status_text(&snap),
+            "running · request A: 90 of 256 tokens · Request B: 34 tokens (32 shared with A, not recomputed)"
+        );
+        assert_eq!(b_tokens_value(&snap), "34");
+        (snap.demo_buffer_bytes, snap.kernel_steps, snap.kernel_ms_total) = (2048, 4, 1.0);
+        assert_eq!(
+            buffers_text(&snap),
+            "This demo's GPU buffers hold 2,048 bytes = 2.05 KB (2.00 KiB) (f32, one layer per type, both requests). \
+             4 kernel launches, 0.25 ms each on average."
+        );
+    }
+
+    #[test]
+    fn the_check_reads_none_until_the_first_comparison() {
+        assert_eq!(max_diff_value(None), "none");
+        assert_eq!(max_diff_value(Some(1.5e-7)), "1.5e-7");
+        assert!(check_text(None).starts_with("The kernel's output is checked"));
+        assert_eq!(
+            check_text(Some(1.5e-7)),
+            "Checked against the f64 CPU reference every 64 tokens: largest difference 1.50e-7."
+        );
+    }
+
+    #[test]
+    fn grids_name_their_kind_and_draw_each_page() {
+        let layer = PagesView {
+            kind: LayerKind::Sliding { window_tokens: 1024 },
+            storing_layers: 52,
+            pages: vec![
+                PageView { owners: 3, filled_tokens: 16, reuses: 0 },
+                PageView { owners: 2, filled_tokens: 4, reuses: 1 },
+                PageView { owners: 0, filled_tokens: 16, reuses: 2 },
+            ],
+            live_pages: 2,
+            shared_pages: 1,
+            recycled_pages: 3,
+            narrowed: Some((512, 256)),
+        };
+        assert_eq!(grid_heading(&layer), "52 × sliding layers (window 1,024): 2 pages live, 1 shared, 3 recycled");
+        assert_eq!(grid_label(&layer), "3 pages of 16 tokens");
+        assert_eq!(
+            narrowed_text(&layer).as_deref(),
+            Some(" The kernel runs 256 of the model's 512 dims per head (its maximum).")
+        );
+        let cells: Vec<PageCell> = layer.pages.iter().copied().map(PageCell::of).collect();
+        let classes: Vec<&str> = cells.iter().map(|c| c.class.as_str()).collect();
+        assert_eq!(classes, ["page shared", "page own-b reused", "page free reused"]);
+        assert_eq!((cells[1].style.as_str(), cells[1].title.as_str()), ("--fill: 25%", "4/16 tokens, reused 1×"));
+    }
+}
