@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use super::chart::BarTrack;
-use super::model_picker::{KeyFigures, ModelPicker, bytes_text};
+use super::model_picker::{KeyFigures, ModelPicker};
 use crate::model::describe::variant_label;
 use crate::model::flops::{crossover_tokens, model_prefill_flops};
 use crate::model::params::attn_params_total;
@@ -16,6 +16,7 @@ use crate::model::{
     standard_variants,
 };
 use crate::state::AppState;
+use crate::views::model_figures::bytes_text;
 
 /// The variants shown: the link's list, or the standard set for the model.
 fn chosen_variants(s: &AppState, base: &Model) -> Vec<Variant> {
@@ -23,11 +24,11 @@ fn chosen_variants(s: &AppState, base: &Model) -> Vec<Variant> {
 }
 
 #[component]
-pub fn CompareView(state: RwSignal<AppState>) -> impl IntoView {
+pub fn CompareView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     view! {
         <section class="compare-view">
-            <ModelPicker state=state/>
-            <KeyFigures state=state/>
+            <ModelPicker state=state model=model/>
+            <KeyFigures state=state model=model/>
             <Knobs state=state/>
             <Bars state=state/>
             <DtypeMatrix state=state/>
