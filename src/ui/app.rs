@@ -34,10 +34,9 @@ pub fn App() -> impl IntoView {
     let active_view = Memo::new(move |_| state.with(|s| s.view));
     // The model is resolved once per change of `model` or `cfg`, and every view reads this one.
     let model_source = Memo::new(move |_| state.with(|s| (s.model.preset.clone(), s.model.cfg.clone())));
-    let model = Memo::new(move |_| {
-        model_source.track();
-        state.with_untracked(AppState::resolved_model)
-    });
+    // A read, not `track()`: `track()` only subscribes, so the lazy source memo would never run, never
+    // follow `state`, and the model would stay the first one.
+    let model = Memo::new(move |_| model_source.with(|_| state.with_untracked(AppState::resolved_model)));
 
     let engine: EngineSignal = RwSignal::new_local(None);
     spawn_local(async move {
