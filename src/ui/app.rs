@@ -76,8 +76,8 @@ pub fn App() -> impl IntoView {
         <main>
             {move || match active_view.get() {
                 View::Heatmaps => view! { <HeatmapsView state=state model=model engine=engine/> }.into_any(),
-                View::Kv => view! { <KvView state=state engine=engine/> }.into_any(),
-                View::Compare => view! { <CompareView state=state/> }.into_any(),
+                View::Kv => view! { <KvView state=state model=model engine=engine/> }.into_any(),
+                View::Compare => view! { <CompareView state=state model=model/> }.into_any(),
                 View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
                 other => view! { <PendingView view=other/> }.into_any(),
             }}

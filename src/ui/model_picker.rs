@@ -11,30 +11,25 @@ use wasm_bindgen::JsCast as _;
 
 use super::browser;
 use crate::model::describe::model_facts;
-use crate::model::formulas::{attn_params_formula, per_token_formula, total_formula};
-use crate::model::params::attn_params;
-use crate::model::presets::{all_presets, preset_info};
-pub use crate::model::units::bytes_text;
-use crate::model::units::{format_params, format_thousands, format_tokens};
-use crate::model::{
-    DType, ImportReport, decode_model, encode_model, import_hf_config, kv_bytes_per_token, kv_total_bytes,
-};
+use crate::model::presets::all_presets;
+use crate::model::{DType, ImportReport, Model};
 use crate::state::AppState;
 use crate::views::kv::MAX_CTX_TOKENS;
+// The decode demo (another view's file) still reads `bytes_text` from here.
+use crate::views::model_figures::{
+    ConfigSource, Figure, MAX_CONFIG_BYTES, config_source, ctx_choices, dtype_text, import_config, import_summary,
+    key_figures,
+};
 
-/// Largest paste or file read (a real config.json is a few KB; this keeps a stray drop harmless).
-const MAX_CONFIG_BYTES: usize = 1 << 20;
-/// One-click context lengths.
-const CTX_CHOICES: [u64; 6] = [4096, 8192, 32_768, 131_072, 1_048_576, 10_485_760];
 /// The select's value for a model that came from a paste or a link's `cfg=`.
 const CUSTOM: &str = "custom";
 
 /// Model, dtype, context, layer, copy-link, the import panel and the config values.
 #[component]
-pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
+pub fn ModelPicker(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let report = RwSignal::new(None::<Result<ImportReport, String>>);
     let copied = RwSignal::new(None::<bool>);
-    let n_layers = move || state.with(|s| s.resolved_model().n_layers());
+    let n_layers = move || model.with(Model::n_layers);
     let is_custom = move || state.with(|s| s.model.cfg.is_some());
 
     view! {
@@ -74,7 +69,7 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                         .into_iter()
                         .map(|d| view! {
                             <option value=d.url_name() selected=move || state.with(|s| s.kv.dtype == d)>
-                                {format!("{} ({} bits)", d.label(), d.bits())}
+                                {dtype_text(d)}
                             </option>
                         })
                         .collect_view()}
@@ -91,13 +86,13 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
                     }/>
             </label>
             <div class="chips" role="group" aria-label="Common context lengths">
-                {CTX_CHOICES
+                {ctx_choices()
                     .into_iter()
-                    .map(|n| view! {
+                    .map(|(n, label)| view! {
                         <button type="button" class="chip" data-testid="ctx-choice" data-value=n
                             class:active=move || state.with(|s| s.kv.ctx_tokens == n)
                             on:click=move |_| state.update(|s| s.kv.ctx_tokens = n)>
-                            {format_tokens(n)}
+                            {label}
                         </button>
                     })
                     .collect_view()}
@@ -124,26 +119,16 @@ pub fn ModelPicker(state: RwSignal<AppState>) -> impl IntoView {
         </form>
         <div class="model-panels">
             <ImportPanel state=state report=report/>
-            <ConfigValues state=state/>
+            <ConfigValues state=state model=model/>
         </div>
     }
 }
 
 /// Reads `text` as a config.json; on success the model goes into the link.
 fn import_text(state: RwSignal<AppState>, report: RwSignal<Option<Result<ImportReport, String>>>, text: &str) {
-    if text.len() > MAX_CONFIG_BYTES {
-        report.set(Some(Err(format!(
-            "that is {} bytes; a config.json is a few KB (at most {MAX_CONFIG_BYTES} bytes here)",
-            format_thousands(text.len() as u128)
-        ))));
-        return;
-    }
-    let outcome = import_hf_config(text).map_err(|e| e.to_string()).and_then(|imported| {
-        let code = encode_model(&imported.model);
-        // The link must read back; an irregular layer list too long for a URL is refused here.
-        decode_model(&code).map_err(|e| format!("the model cannot be put in a link ({e})"))?;
+    let outcome = import_config(text).map(|(code, imported)| {
         state.update(|s| s.choose_model(s.model.preset.clone(), Some(code)));
-        Ok(imported.report)
+        imported
     });
     report.set(Some(outcome));
 }
@@ -220,12 +205,10 @@ fn ImportPanel(state: RwSignal<AppState>, report: RwSignal<Option<Result<ImportR
 
 #[component]
 fn ImportReportView(report: ImportReport) -> impl IntoView {
-    let kind =
-        if report.model_type.is_empty() { "a model".to_string() } else { format!("a {} model", report.model_type) };
-    let n_used = report.used.len();
+    let summary = import_summary(&report);
     view! {
         <div class="import-report" data-testid="import-report" role="status">
-            <p class="ok">{format!("Imported {kind}: {n_used} fields used. The link now carries it.")}</p>
+            <p class="ok">{summary}</p>
             <h4>"Fields used"</h4>
             <ul class="fields" data-testid="import-used">
                 {report.used.into_iter().map(|(path, value)| view! { <li><code>{path}</code>" = "{value}</li> }).collect_view()}
@@ -252,99 +235,58 @@ fn ImportReportView(report: ImportReport) -> impl IntoView {
 
 /// The chosen model's config values, and for a preset the fields they come from and its notes.
 #[component]
-fn ConfigValues(state: RwSignal<AppState>) -> impl IntoView {
+fn ConfigValues(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
+    let source = Memo::new(move |_| state.with(|s| config_source(&s.model)));
     view! {
         <details class="panel facts">
             <summary>"Config values of this model"</summary>
-            {move || {
-                let (model, cfg, id) = state.with(|s| (s.resolved_model(), s.model.cfg.clone(), s.model.preset.clone()));
-                let source = match (&cfg, preset_info(&id)) {
-                    (Some(code), _) => view! {
-                        <p class="hint">"From the link's model code: " <code class="code" data-testid="cfg-code">{code.clone()}</code></p>
-                    }.into_any(),
-                    (None, Some(p)) => view! {
-                        <p class="hint">"Published config of " {p.display_name} ". Fields it uses: "
-                            <span data-testid="preset-fields">{p.fields.join(", ")}</span> "."</p>
-                        <p class="hint">{p.notes}</p>
-                    }.into_any(),
-                    (None, None) => ().into_any(),
-                };
-                view! {
-                    {source}
-                    <table class="facts-table" data-testid="config-values">
-                        <tbody>
-                            {model_facts(&model).into_iter().map(|(k, v)| view! { <tr><th scope="row">{k}</th><td>{v}</td></tr> }).collect_view()}
-                        </tbody>
-                    </table>
-                }
+            {move || match source.get() {
+                ConfigSource::LinkCode(code) => view! {
+                    <p class="hint">"From the link's model code: " <code class="code" data-testid="cfg-code">{code}</code></p>
+                }.into_any(),
+                ConfigSource::Preset { name, fields, notes } => view! {
+                    <p class="hint">"Published config of " {name} ". Fields it uses: "
+                        <span data-testid="preset-fields">{fields}</span> "."</p>
+                    <p class="hint">{notes}</p>
+                }.into_any(),
+                ConfigSource::Unknown => ().into_any(),
             }}
+            <table class="facts-table" data-testid="config-values">
+                <tbody>
+                    {move || model.with(model_facts).into_iter().map(|(k, v)| view! { <tr><th scope="row">{k}</th><td>{v}</td></tr> }).collect_view()}
+                </tbody>
+            </table>
         </details>
-    }
-}
-
-/// The exact figures of the contract, with the arithmetic written out.
-#[derive(Clone, Debug, PartialEq)]
-struct Figures {
-    per_token: Option<u128>,
-    per_token_formula: String,
-    total: Option<u128>,
-    total_formula: String,
-    ctx: u64,
-    dtype: DType,
-    layer: u32,
-    layer_kind: String,
-    attn_params: u128,
-    attn_formula: String,
-}
-
-fn figures(s: &AppState) -> Figures {
-    let m = s.resolved_model();
-    let kind = m.schedule.kind(s.model.layer as usize).unwrap_or(crate::model::LayerKind::Global);
-    let p = attn_params(&m, kind);
-    Figures {
-        per_token: kv_bytes_per_token(&m, s.kv.dtype).ok(),
-        per_token_formula: per_token_formula(&m, s.kv.dtype),
-        total: kv_total_bytes(&m, s.kv.ctx_tokens, s.kv.dtype).ok(),
-        total_formula: total_formula(&m, s.kv.ctx_tokens, s.kv.dtype),
-        ctx: s.kv.ctx_tokens,
-        dtype: s.kv.dtype,
-        layer: s.model.layer,
-        layer_kind: kind.to_string(),
-        attn_params: p.total(),
-        attn_formula: attn_params_formula(&m, kind, &p),
     }
 }
 
 /// `kv-bytes-per-token`, `kv-total-bytes` and `attn-params-per-layer`, each with its formula.
 #[component]
-pub fn KeyFigures(state: RwSignal<AppState>) -> impl IntoView {
-    let f = Memo::new(move |_| state.with(figures));
-    let value = |v: Option<u128>| v.map_or_else(|| "overflow".to_string(), |b| b.to_string());
-    let text = |v: Option<u128>| v.map_or_else(|| "too large to represent".to_string(), bytes_text);
+pub fn KeyFigures(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
+    let f = Memo::new(move |_| model.with(|m| state.with(|s| key_figures(m, &s.kv, s.model.layer))));
     view! {
         <section class="figures" aria-label="Key figures">
-            <div class="figure">
-                <h3>"KV cache per token"</h3>
-                <p class="big"><strong data-testid="kv-bytes-per-token" data-value=move || value(f.with(|f| f.per_token))>
-                    {move || text(f.with(|f| f.per_token))}
-                </strong></p>
-                <p class="formula" data-testid="kv-bytes-per-token-formula">{move || f.with(|f| f.per_token_formula.clone())}</p>
-            </div>
-            <div class="figure">
-                <h3>{move || f.with(|f| format!("Whole cache at {} tokens, {}", format_thousands(f.ctx.into()), f.dtype.label()))}</h3>
-                <p class="big"><strong data-testid="kv-total-bytes" data-value=move || value(f.with(|f| f.total))>
-                    {move || text(f.with(|f| f.total))}
-                </strong></p>
-                <p class="formula" data-testid="kv-total-bytes-formula">{move || f.with(|f| f.total_formula.clone())}</p>
-            </div>
-            <div class="figure">
-                <h3>{move || f.with(|f| format!("Attention weights of layer {} ({})", f.layer, f.layer_kind))}</h3>
-                <p class="big"><strong data-testid="attn-params-per-layer" data-value=move || f.with(|f| f.attn_params.to_string())>
-                    {move || f.with(|f| format!("{} parameters ({})", format_thousands(f.attn_params), format_params(f.attn_params)))}
-                </strong></p>
-                <p class="formula" data-testid="attn-params-formula">{move || f.with(|f| f.attn_formula.clone())}</p>
-            </div>
+            <FigureView figure=Signal::derive(move || f.with(|f| f.per_token.clone()))
+                testid="kv-bytes-per-token" formula_testid="kv-bytes-per-token-formula"/>
+            <FigureView figure=Signal::derive(move || f.with(|f| f.total.clone()))
+                testid="kv-total-bytes" formula_testid="kv-total-bytes-formula"/>
+            <FigureView figure=Signal::derive(move || f.with(|f| f.attn_params.clone()))
+                testid="attn-params-per-layer" formula_testid="attn-params-formula"/>
             <p class="units-note">"GB = 10^9 bytes, GiB = 2^30 bytes; every figure is computed exactly in integers, then rounded only for display."</p>
         </section>
+    }
+}
+
+/// One figure: heading, the exact value (text and `data-value`) and its formula.
+#[component]
+fn FigureView(figure: Signal<Figure>, testid: &'static str, formula_testid: &'static str) -> impl IntoView {
+    view! {
+        <div class="figure">
+            <h3>{move || figure.with(|f| f.heading.clone())}</h3>
+            <p class="big"><strong data-testid=testid data-value=move || figure.with(|f| f.value.clone())>
+                {move || figure.with(|f| f.text.clone())}
+            </strong></p>
+            <p class="formula" data-testid=formula_testid>{move || figure.with(|f| f.formula.clone())}</p>
+        </div>
     }
 }

@@ -5,13 +5,18 @@
 //! - [`model_choice`] and [`attention_input`]: parameter sets several views share.
 //! - [`heatmaps`]: the heatmap explorer: parameters, requests, GPU batches, head pictures and exports.
 //! - [`decode`]: the decode animation: its lanes, script, reference check, and what the panel shows.
-//! - [`kv`], [`compare`], [`bench`]: those views' parameters.
+//! - [`kv`], [`compare`]: those views' parameters, figures, tables and chart series; [`model_figures`]:
+//!   the model picker's contract figures, config source and import, which both show.
+//! - [`chart`]: the data and geometry of the hand-drawn SVG charts.
+//! - [`bench`]: the benchmark's parameters.
 
 pub mod attention_input;
 pub mod bench;
+pub mod chart;
 pub mod compare;
 pub mod decode;
 pub mod heatmaps;
 pub mod kv;
 pub mod link;
 pub mod model_choice;
+pub mod model_figures;

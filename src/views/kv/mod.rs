@@ -1,5 +1,10 @@
-//! The KV-cache view's link parameters (`ctx`, `dtype`, `axis`, `budget`, `weights`). The compare view
-//! reads the same context length and element type.
+//! The KV-cache view: its link parameters (`ctx`, `dtype`, `axis`, `budget`, `weights`; the compare
+//! view reads the same context length and element type), and what it shows for them: the
+//! per-layer-type [`breakdown`], the memory [`budget`] and the memory-against-context [`chart`].
+
+pub mod breakdown;
+pub mod budget;
+pub mod chart;
 
 use super::link::{Accepted, LinkParams};
 use crate::model::DType;
