@@ -53,6 +53,6 @@ mod tests {
     #[test]
     fn params_match_the_wgsl_layout() {
         // 12 u32-sized fields: a multiple of 16 bytes, as uniform buffers want.
-        assert_eq!(std::mem::size_of::<super::AttentionParams>(), 48);
+        assert_eq!(size_of::<super::AttentionParams>(), 48);
     }
 }

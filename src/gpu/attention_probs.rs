@@ -150,6 +150,6 @@ impl AttentionProbs {
 mod tests {
     #[test]
     fn params_are_16_byte_aligned() {
-        assert_eq!(std::mem::size_of::<super::ProbsParams>(), 64);
+        assert_eq!(size_of::<super::ProbsParams>(), 64);
     }
 }
