@@ -12,18 +12,7 @@ mod table;
 use std::sync::OnceLock;
 
 use super::config::Model;
-
-/// A preset: id (URL `model=`), display name, the model, and the config fields it is built from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Preset {
-    pub id: &'static str,
-    pub display_name: &'static str,
-    pub model: Model,
-    /// Hugging Face `config.json` fields (or paper quantities) the values come from.
-    pub fields: &'static [&'static str],
-    /// Simplifications and values we are unsure of.
-    pub notes: &'static str,
-}
+pub use row::Preset;
 
 /// Every preset id, in menu order.
 pub const PRESET_IDS: [&str; 15] = [

@@ -1,9 +1,20 @@
 //! The columns of the preset table and how a row becomes a [`Preset`]: the sizes every model has,
 //! then the shape it shares with its family (Llama-like, Llama 4, MLA, Gemma's local/global hybrid).
 
-use super::Preset;
 use crate::model::config::{AttnGeometry, Biases, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional};
 use crate::model::schedule::{LayerKind, Schedule};
+
+/// A preset: id (URL `model=`), display name, the model, and the config fields it is built from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preset {
+    pub id: &'static str,
+    pub display_name: &'static str,
+    pub model: Model,
+    /// Hugging Face `config.json` fields (or paper quantities) the values come from.
+    pub fields: &'static [&'static str],
+    /// Simplifications and values we are unsure of.
+    pub notes: &'static str,
+}
 
 /// One published model.
 pub(super) struct Row {
