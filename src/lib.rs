@@ -1,10 +1,13 @@
 //! Attention Lab: attention computed on the visitor's own GPU, explained.
 //!
-//! Data flows one way: URL -> [`state`] -> ([`model`] arithmetic, [`gpu`] kernels) -> `ui` views.
+//! Data flows one way: URL -> [`state`] -> [`views`] ([`model`] arithmetic, [`gpu`] jobs) -> `ui`.
+//! - [`state`]: the views' parameter sets composed, and the link they are read from and written to.
+//! - [`views`]: one native module per view: its parameters, derived figures and planned GPU jobs.
 //! - [`model`]: pure arithmetic of attention layouts (KV cache, parameters, FLOPs), presets, config import.
 //! - [`attention`]: masks, inputs (tokens, embeddings, projections) and the f64 CPU reference of every kernel.
 //! - [`gpu`]: device setup and one module per WGSL shader in `shaders/`, same name.
-//! - `ui` (wasm only): Leptos components; they ask `gpu` and `model` for results and never build pipelines.
+//! - `ui` (wasm only): Leptos components binding the view models to signals and DOM; they run the
+//!   views' jobs on the [`engine`] and never build pipelines or compute figures.
 
 pub mod attention;
 pub mod colormap;

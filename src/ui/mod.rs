@@ -1,5 +1,6 @@
-//! The Leptos user interface (browser only). Components read [`crate::state::AppState`] and ask the
-//! [`crate::engine::Engine`] for results; they never build GPU pipelines themselves.
+//! The Leptos user interface (browser only). Components bind [`crate::state::AppState`] and the view
+//! models of [`crate::views`] to signals and DOM, and run the views' jobs on the
+//! [`crate::engine::Engine`]; they never plan jobs, compute figures or build GPU pipelines.
 
 mod app;
 mod bench_view;
