@@ -4,7 +4,7 @@
 //! WebGPU gets (or `?backend=cpu`): the same numbers from the f64 reference, for small sizes only.
 
 use crate::attention::reference::{self, Forward};
-use crate::attention::{AttentionShape, Mask};
+use crate::attention::{AttentionProblem, AttentionShape, Mask};
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use std::str::FromStr;
 
@@ -182,7 +182,7 @@ impl Engine {
                 if q.len() != shape.q_len() {
                     return Err(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len()));
                 }
-                Ok(reference::forward(q, &k.concat(), &v.concat(), &shape, mask, scale))
+                Ok(reference::forward(&AttentionProblem::new(q, &k.concat(), &v.concat(), shape, mask, scale)))
             }
             (Engine::Cpu { .. }, DecodeCache::Gpu(_)) => Err("a GPU cache cannot be used by the CPU engine".into()),
         }
@@ -191,19 +191,9 @@ impl Engine {
 
 /// The f64 CPU reference of one decode step over `k`/`v` laid out `[h_kv, n_kv, d]`: what the views
 /// check the GPU's answer against.
-pub fn reference_decode(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    shape: AttentionShape,
-    mask: Mask,
-    scale: f32,
-) -> Result<Forward, String> {
-    shape.validate()?;
-    if q.len() != shape.q_len() || k.len() != shape.kv_len() || v.len() != shape.kv_len() {
-        return Err("the reference decode got inputs of the wrong length".into());
-    }
-    Ok(reference::forward(q, k, v, &shape, mask, scale))
+pub fn reference_decode(p: &AttentionProblem) -> Result<Forward, String> {
+    p.validate(true).map_err(|e| format!("the reference decode got inputs of the wrong length: {e}"))?;
+    Ok(reference::forward(p))
 }
 
 fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
@@ -247,24 +237,13 @@ impl Engine {
 
     /// The heatmap data of a batch of heads: every probability in one pass, or blocks pooled from each
     /// row's log-sum-exp. Heads wider than the kernels support fall back to the CPU reference.
-    pub async fn head_maps(
-        &self,
-        q: &[f32],
-        k: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
-        output: MapOutput,
-    ) -> Result<Vec<f32>, String> {
-        shape.validate()?;
+    pub async fn head_maps(&self, p: &AttentionProblem<'_>, output: MapOutput) -> Result<Vec<f32>, String> {
+        p.validate(false)?;
+        let shape = p.shape;
         match self {
             Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::MAX_HEAD_DIM => match output {
-                MapOutput::Exact => {
-                    kernels.whole_probabilities(ctx, q, k, shape, mask, scale).await.map_err(|e| e.to_string())
-                }
-                MapOutput::Pooled(map) => {
-                    kernels.pooled_heads(ctx, q, k, shape, mask, scale, map).await.map_err(|e| e.to_string())
-                }
+                MapOutput::Exact => kernels.whole_probabilities(ctx, p).await.map_err(|e| e.to_string()),
+                MapOutput::Pooled(map) => kernels.pooled_heads(ctx, p, map).await.map_err(|e| e.to_string()),
             },
             _ => {
                 check_cpu_size(shape).map_err(|e| match self {
@@ -275,13 +254,13 @@ impl Engine {
                     ),
                     Engine::Cpu { .. } => e,
                 })?;
-                let p = reference::probabilities(q, k, &shape, mask, scale);
+                let probs = reference::probabilities(p);
                 match output {
-                    MapOutput::Exact => Ok(p),
+                    MapOutput::Exact => Ok(probs),
                     // The reference takes queries as the last rows of the keys: whole maps only.
                     MapOutput::Pooled(map) if map.first == 0 && map.count == map.rows && map.n_q == shape.n_q => {
                         Ok(crate::attention::pooled::pool_probabilities(
-                            &p, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool,
+                            &probs, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool,
                         ))
                     }
                     MapOutput::Pooled(map) => Err(format!(

@@ -2,7 +2,7 @@
 //! uses (forward, then exact probabilities from the saved log-sum-exp), against the f64 reference.
 
 use attention_lab::attention::inputs::single_head_inputs;
-use attention_lab::attention::{AttentionShape, Mask, reference};
+use attention_lab::attention::{AttentionProblem, AttentionShape, Mask, reference};
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
 
 #[test]
@@ -18,21 +18,19 @@ fn demo_head_probabilities_match_the_reference_for_every_mask() {
     let shape = AttentionShape::square(1, n, inputs.d_head as u32);
     let scale = 1.0 / (inputs.d_head as f32).sqrt();
     for mask in [Mask::Causal, Mask::Full, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
-        let forward = pollster::block_on(kernels.forward(&ctx, &inputs.q, &inputs.k, &inputs.v, shape, mask, scale))
-            .expect("forward");
+        let forward = pollster::block_on(
+            kernels.forward(&ctx, &AttentionProblem::new(&inputs.q, &inputs.k, &inputs.v, shape, mask, scale)),
+        )
+        .expect("forward");
         let region = ProbRegion { row0: 0, rows: n, col0: 0, cols: n };
         let p = pollster::block_on(kernels.probabilities(
             &ctx,
-            &inputs.q,
-            &inputs.k,
+            &AttentionProblem::scores(&inputs.q, &inputs.k, shape, mask, scale),
             &forward.lse,
-            shape,
-            mask,
-            scale,
             region,
         ))
         .expect("probabilities");
-        let expected = reference::probabilities(&inputs.q, &inputs.k, &shape, mask, scale);
+        let expected = reference::probabilities(&AttentionProblem::scores(&inputs.q, &inputs.k, shape, mask, scale));
         let worst = p.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(worst < 1e-4, "{mask:?}: probabilities differ by {worst}");
     }

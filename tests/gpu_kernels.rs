@@ -7,7 +7,7 @@
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::pooled::{Pool, PooledMap, pool_probabilities};
-use attention_lab::attention::reference;
+use attention_lab::attention::{AttentionProblem, reference};
 use attention_lab::attention::{AttentionShape, Mask};
 use attention_lab::gpu::flash_io::FlashBuffers;
 use attention_lab::gpu::flash_tiles::FlashTiles;
@@ -134,8 +134,9 @@ fn check_forward_cases(ctx: &GpuContext, kernels: &Kernels, tiles: &str, pick: i
     for (n, c) in forward_cases().into_iter().enumerate().filter(|(n, c)| pick(*n, c.shape.d)) {
         let (q, k, v) = inputs(&c.shape, c.amp, 100 + n as u64);
         let scale = 1.0 / (c.shape.d as f32).sqrt();
-        let want = reference::forward(&q, &k, &v, &c.shape, c.mask, scale);
-        let got = pollster::block_on(kernels.forward(ctx, &q, &k, &v, c.shape, c.mask, scale)).expect("forward runs");
+        let want = reference::forward(&AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale));
+        let got = pollster::block_on(kernels.forward(ctx, &AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale)))
+            .expect("forward runs");
         let what = format!("{:?} {:?} amp {} tiles {tiles}", c.shape, c.mask, c.amp);
         assert!(got.o.iter().chain(&got.lse).all(|x| x.is_finite()), "{what}: non-finite output");
         assert_close(&format!("O of {what}"), &got.o, &want.o, 1e-4, 1e-3);
@@ -152,7 +153,7 @@ fn rows_without_visible_keys_give_zero_and_minus_infinity() {
     let shape = AttentionShape { h_q: 2, h_kv: 1, n_q: 10, n_kv: 4, d: 8 };
     let mask = Mask::Sliding { window: 1 };
     let (q, k, v) = inputs(&shape, 1.0, 7);
-    let want = reference::forward(&q, &k, &v, &shape, mask, 0.5);
+    let want = reference::forward(&AttentionProblem::new(&q, &k, &v, shape, mask, 0.5));
     assert_eq!(want.lse[9], f32::NEG_INFINITY);
     let buf = |label, data: &[f32]| ctx.storage_from(label, data).expect("upload");
     let (qb, kb, vb) = (buf("q", &q), buf("k", &k), buf("v", &v));
@@ -187,30 +188,45 @@ fn probabilities_match_the_reference() {
         let s = c.shape;
         let (q, k, v) = inputs(&s, c.amp, 500 + n as u64);
         let scale = 1.0 / (s.d as f32).sqrt();
-        let want = reference::probabilities(&q, &k, &s, c.mask, scale);
-        let fwd = pollster::block_on(kernels.forward(&ctx, &q, &k, &v, s, c.mask, scale)).expect("forward");
+        let want = reference::probabilities(&AttentionProblem::scores(&q, &k, s, c.mask, scale));
+        let fwd = pollster::block_on(kernels.forward(&ctx, &AttentionProblem::new(&q, &k, &v, s, c.mask, scale)))
+            .expect("forward");
         let what = format!("{s:?} {:?}", c.mask);
         // The row softmax: every probability in one pass, and the log-sum-exp alone, in every form
         // (on lavapipe: with subgroups, without, and as GPUs run it).
-        let want_lse = reference::forward(&q, &k, &v, &s, c.mask, scale).lse;
+        let want_lse = reference::forward(&AttentionProblem::new(&q, &k, &v, s, c.mask, scale)).lse;
         let adapters_form = kernels.rows.form();
         for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
             kernels.rows.set_form(form);
-            let got =
-                pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, c.mask, scale)).expect("whole rows");
+            let got = pollster::block_on(
+                kernels.whole_probabilities(&ctx, &AttentionProblem::scores(&q, &k, s, c.mask, scale)),
+            )
+            .expect("whole rows");
             assert_close(&format!("row softmax ({form:?}) P of {what}"), &got, &want, 1e-4, 0.0);
-            let got = pollster::block_on(kernels.log_sum_exp(&ctx, &q, &k, s, c.mask, scale)).expect("lse");
+            let got =
+                pollster::block_on(kernels.log_sum_exp(&ctx, &AttentionProblem::scores(&q, &k, s, c.mask, scale)))
+                    .expect("lse");
             assert_close(&format!("row softmax ({form:?}) lse of {what}"), &got, &want_lse, 1e-4, 1e-3);
         }
         kernels.rows.set_form(adapters_form);
         // The whole matrix, then an off-centre window.
         let all = ProbRegion { row0: 0, rows: s.n_q, col0: 0, cols: s.n_kv };
-        let got = pollster::block_on(kernels.probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, all))
-            .expect("probabilities");
+        let got = pollster::block_on(kernels.probabilities(
+            &ctx,
+            &AttentionProblem::scores(&q, &k, s, c.mask, scale),
+            &fwd.lse,
+            all,
+        ))
+        .expect("probabilities");
         assert_close(&format!("P of {what}"), &got, &want, 1e-4, 0.0);
         let win = ProbRegion { row0: 3, rows: s.n_q - 5, col0: 2, cols: s.n_kv - 3 };
-        let got =
-            pollster::block_on(kernels.probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, win)).expect("window");
+        let got = pollster::block_on(kernels.probabilities(
+            &ctx,
+            &AttentionProblem::scores(&q, &k, s, c.mask, scale),
+            &fwd.lse,
+            win,
+        ))
+        .expect("window");
         let want_win: Vec<f32> = (0..s.h_q)
             .flat_map(|h| (win.row0..win.row0 + win.rows).map(move |i| (h, i)))
             .flat_map(|(h, i)| {
@@ -224,16 +240,25 @@ fn probabilities_match_the_reference() {
         for (rows, cols) in [(7, 9), (s.n_q, s.n_kv), (s.n_q + 3, 4), (1, 1), (3, s.n_kv + 2)] {
             for pool in [Pool::Max, Pool::Mean] {
                 let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, rows, cols, pool);
-                let got = pollster::block_on(
-                    kernels.pooled_probabilities(&ctx, &q, &k, &fwd.lse, s, c.mask, scale, rows, cols, pool),
-                )
+                let got = pollster::block_on(kernels.pooled_probabilities(
+                    &ctx,
+                    &AttentionProblem::scores(&q, &k, s, c.mask, scale),
+                    &fwd.lse,
+                    rows,
+                    cols,
+                    pool,
+                ))
                 .expect("pooled");
                 assert_close(&format!("{pool:?} {rows}x{cols} of {what}"), &got, &want_pool, 1e-4, 0.0);
                 let map = PooledMap::whole(s.n_q, rows, cols, pool);
                 for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
                     kernels.rows.set_form(form);
-                    let got = pollster::block_on(kernels.pooled_heads(&ctx, &q, &k, s, c.mask, scale, map))
-                        .expect("pooled heads");
+                    let got = pollster::block_on(kernels.pooled_heads(
+                        &ctx,
+                        &AttentionProblem::scores(&q, &k, s, c.mask, scale),
+                        map,
+                    ))
+                    .expect("pooled heads");
                     assert_close(
                         &format!("{pool:?} {rows}x{cols} pooled heads ({form:?}) of {what}"),
                         &got,
@@ -256,9 +281,12 @@ fn probabilities_match_the_reference() {
                             })
                             .collect();
                         let shape = AttentionShape { n_q: q1 - q0, ..s };
-                        let got =
-                            pollster::block_on(kernels.pooled_heads(&ctx, &q_slice, &k, shape, c.mask, scale, slice))
-                                .expect("pooled slice");
+                        let got = pollster::block_on(kernels.pooled_heads(
+                            &ctx,
+                            &AttentionProblem::scores(&q_slice, &k, shape, c.mask, scale),
+                            slice,
+                        ))
+                        .expect("pooled slice");
                         for (h, part) in got.chunks(got.len() / s.h_q as usize).enumerate() {
                             by_head[h].extend_from_slice(part);
                         }
@@ -289,17 +317,15 @@ fn reused_buffers_never_show_an_earlier_jobs_values() {
         [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 6 }].into_iter().enumerate()
     {
         let (q, k, _) = inputs(&s, 1.0, 900 + n as u64);
-        let want = reference::probabilities(&q, &k, &s, mask, scale);
-        let got = pollster::block_on(kernels.whole_probabilities(&ctx, &q, &k, s, mask, scale)).expect("whole rows");
+        let want = reference::probabilities(&AttentionProblem::scores(&q, &k, s, mask, scale));
+        let got =
+            pollster::block_on(kernels.whole_probabilities(&ctx, &AttentionProblem::scores(&q, &k, s, mask, scale)))
+                .expect("whole rows");
         assert_close(&format!("P after earlier jobs, {mask:?}"), &got, &want, 1e-4, 0.0);
         let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, 9, 9, Pool::Mean);
         let got = pollster::block_on(kernels.pooled_heads(
             &ctx,
-            &q,
-            &k,
-            s,
-            mask,
-            scale,
+            &AttentionProblem::scores(&q, &k, s, mask, scale),
             PooledMap::whole(s.n_q, 9, 9, Pool::Mean),
         ))
         .expect("pooled heads");
@@ -325,9 +351,10 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
     {
         let (q, k, v) = inputs(&c.shape, c.amp, 900 + n as u64);
         let scale = 1.0 / (c.shape.d as f32).sqrt();
-        let want = reference::forward(&q, &k, &v, &c.shape, c.mask, scale);
+        let want = reference::forward(&AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale));
         let got =
-            pollster::block_on(kernels.naive_forward(&ctx, &q, &k, &v, c.shape, c.mask, scale)).expect("naive runs");
+            pollster::block_on(kernels.naive_forward(&ctx, &AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale)))
+                .expect("naive runs");
         let what = format!("naive {:?} {:?}", c.shape, c.mask);
         assert_close(&format!("O of {what}"), &got.o, &want.o, 1e-4, 1e-3);
         assert_close(&format!("lse of {what}"), &got.lse, &want.lse, 1e-4, 1e-3);
@@ -360,7 +387,8 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
             let prefix = |x: &[f32]| -> Vec<f32> {
                 (0..h_kv).flat_map(|h| x[(h * steps * d) as usize..][..((t + 1) * d) as usize].to_vec()).collect()
             };
-            let want = reference::forward(&q_t, &prefix(&k_all), &prefix(&v_all), &shape, mask, scale);
+            let want =
+                reference::forward(&AttentionProblem::new(&q_t, &prefix(&k_all), &prefix(&v_all), shape, mask, scale));
             assert_close(&format!("decode O, {mask:?}, step {t}"), &got.o, &want.o, 1e-4, 1e-3);
             assert_close(&format!("decode lse, {mask:?}, step {t}"), &got.lse, &want.lse, 1e-4, 1e-3);
         }

@@ -5,7 +5,7 @@
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::pooled::{Pool, PooledMap, pool_probabilities};
-use attention_lab::attention::{AttentionShape, Mask, reference};
+use attention_lab::attention::{AttentionProblem, AttentionShape, Mask, reference};
 use attention_lab::gpu::row_softmax::RowOutput;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion, launch};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
@@ -51,13 +51,16 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
             random(shape.kv_len(), seed + 2, 1.0),
         );
         let scale = 1.0 / (shape.d as f32).sqrt();
-        let expected = reference::forward(&q, &k, &v, &shape, mask, scale);
-        let got = kernels.forward(&ctx, &q, &k, &v, shape, mask, scale).await.expect("forward");
+        let expected = reference::forward(&AttentionProblem::new(&q, &k, &v, shape, mask, scale));
+        let got = kernels.forward(&ctx, &AttentionProblem::new(&q, &k, &v, shape, mask, scale)).await.expect("forward");
         let o_err = max_abs_diff(&got.o, &expected.o);
         assert!(o_err < 1e-3, "case {i} {mask:?} (unrolled: {unrolled}): output differs by {o_err}");
         let region = ProbRegion { row0: 0, rows: shape.n_q, col0: 0, cols: shape.n_kv };
-        let p = kernels.probabilities(&ctx, &q, &k, &got.lse, shape, mask, scale, region).await.expect("probabilities");
-        let want_p = reference::probabilities(&q, &k, &shape, mask, scale);
+        let p = kernels
+            .probabilities(&ctx, &AttentionProblem::scores(&q, &k, shape, mask, scale), &got.lse, region)
+            .await
+            .expect("probabilities");
+        let want_p = reference::probabilities(&AttentionProblem::scores(&q, &k, shape, mask, scale));
         let p_err = max_abs_diff(&p, &want_p);
         assert!(p_err < 1e-4, "case {i} {mask:?}: probabilities differ by {p_err}");
         // The explorer's kernels: the row softmax, whole and lse only, in the form a page starts with
@@ -67,10 +70,14 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
                 kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::Probabilities);
                 kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::LogSumExp);
             }
-            let p = kernels.whole_probabilities(&ctx, &q, &k, shape, mask, scale).await.expect("whole rows");
+            let p = kernels
+                .whole_probabilities(&ctx, &AttentionProblem::scores(&q, &k, shape, mask, scale))
+                .await
+                .expect("whole rows");
             let p_err = max_abs_diff(&p, &want_p);
             assert!(p_err < 1e-4, "case {i} {mask:?}: row softmax ({form}) probabilities differ by {p_err}");
-            let lse = kernels.log_sum_exp(&ctx, &q, &k, shape, mask, scale).await.expect("lse");
+            let lse =
+                kernels.log_sum_exp(&ctx, &AttentionProblem::scores(&q, &k, shape, mask, scale)).await.expect("lse");
             let lse_err = max_abs_diff(&lse, &expected.lse);
             assert!(lse_err < 1e-3, "case {i} {mask:?}: row softmax ({form}) lse differs by {lse_err}");
             // Pooled heads: each row's key blocks in the same pass, then pool_rows.
@@ -80,7 +87,11 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
                     kernels.rows.warm_up(&ctx, shape_padded(shape), RowOutput::Blocks { cols, pool });
                 }
                 let got = kernels
-                    .pooled_heads(&ctx, &q, &k, shape, mask, scale, PooledMap::whole(shape.n_q, rows, cols, pool))
+                    .pooled_heads(
+                        &ctx,
+                        &AttentionProblem::scores(&q, &k, shape, mask, scale),
+                        PooledMap::whole(shape.n_q, rows, cols, pool),
+                    )
                     .await
                     .expect("pooled heads");
                 let want = pool_probabilities(&want_p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool);

@@ -9,6 +9,7 @@ pub mod inputs;
 pub mod layer_inputs;
 pub mod mask;
 pub mod pooled;
+pub mod problem;
 pub mod reference;
 pub mod rope;
 pub mod shape;
@@ -17,4 +18,5 @@ pub mod tiles;
 pub mod tokens;
 
 pub use mask::Mask;
+pub use problem::AttentionProblem;
 pub use shape::AttentionShape;

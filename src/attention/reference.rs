@@ -2,7 +2,7 @@
 //!
 //! It also serves as the fallback when the browser has no WebGPU (small sizes only).
 
-use crate::attention::{AttentionShape, Mask};
+use crate::attention::AttentionProblem;
 
 /// The result of a forward pass: `o` is `[h_q, n_q, d]`, `lse` is `[h_q, n_q]` (natural log-sum-exp of the
 /// scaled, visible scores of each row).
@@ -16,15 +16,8 @@ pub struct Forward {
 }
 
 /// Scaled, masked scores of one query row against every key, as f64; masked keys are `None`.
-fn row_scores(
-    q: &[f32],
-    k: &[f32],
-    shape: &AttentionShape,
-    mask: Mask,
-    scale: f32,
-    h: u32,
-    i: u32,
-) -> Vec<Option<f64>> {
+fn row_scores(p: &AttentionProblem, h: u32, i: u32) -> Vec<Option<f64>> {
+    let AttentionProblem { q, k, shape, mask, scale, .. } = *p;
     let d = shape.d as usize;
     let kv_h = shape.kv_head(h) as usize;
     let q_row = &q[((h * shape.n_q + i) as usize) * d..][..d];
@@ -52,18 +45,19 @@ fn softmax_row(scores: &[Option<f64>]) -> (Vec<f64>, f64) {
 }
 
 /// Full attention forward: `O = softmax(scale * Q Kᵀ + mask) V` per query head, with GQA head sharing.
-pub fn forward(q: &[f32], k: &[f32], v: &[f32], shape: &AttentionShape, mask: Mask, scale: f32) -> Forward {
+pub fn forward(p: &AttentionProblem) -> Forward {
+    let (shape, v) = (&p.shape, p.v);
     let d = shape.d as usize;
     let mut o = vec![0.0f32; shape.q_len()];
     let mut lse = vec![0.0f32; (shape.h_q * shape.n_q) as usize];
     for h in 0..shape.h_q {
         let kv_h = shape.kv_head(h) as usize;
         for i in 0..shape.n_q {
-            let (p, row_lse) = softmax_row(&row_scores(q, k, shape, mask, scale, h, i));
+            let (probs, row_lse) = softmax_row(&row_scores(p, h, i));
             let row = (h * shape.n_q + i) as usize;
             lse[row] = row_lse as f32;
             for c in 0..d {
-                let acc: f64 = p
+                let acc: f64 = probs
                     .iter()
                     .enumerate()
                     .map(|(j, &pj)| pj * f64::from(v[(kv_h * shape.n_kv as usize + j) * d + c]))
@@ -76,12 +70,13 @@ pub fn forward(q: &[f32], k: &[f32], v: &[f32], shape: &AttentionShape, mask: Ma
 }
 
 /// Attention probabilities `P = softmax(scale * Q Kᵀ + mask)`, `[h_q, n_q, n_kv]`, masked entries 0.
-pub fn probabilities(q: &[f32], k: &[f32], shape: &AttentionShape, mask: Mask, scale: f32) -> Vec<f32> {
+pub fn probabilities(p: &AttentionProblem) -> Vec<f32> {
+    let shape = &p.shape;
     let mut out = Vec::with_capacity((shape.h_q * shape.n_q * shape.n_kv) as usize);
     for h in 0..shape.h_q {
         for i in 0..shape.n_q {
-            let (p, _) = softmax_row(&row_scores(q, k, shape, mask, scale, h, i));
-            out.extend(p.iter().map(|&x| x as f32));
+            let (probs, _) = softmax_row(&row_scores(p, h, i));
+            out.extend(probs.iter().map(|&x| x as f32));
         }
     }
     out
@@ -90,6 +85,7 @@ pub fn probabilities(q: &[f32], k: &[f32], shape: &AttentionShape, mask: Mask, s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::{AttentionShape, Mask};
 
     #[test]
     fn two_tokens_by_hand() {
@@ -97,13 +93,13 @@ mod tests {
         // Row 0 sees key 0 only: p = [1, 0], o = 10, lse = 1*1 = 1.
         // Row 1 scores 2*1 = 2 and 2*3 = 6: p1 = e^6 / (e^2 + e^6), o = 10 p0 + 20 p1.
         let shape = AttentionShape::square(1, 2, 1);
-        let f = forward(&[1.0, 2.0], &[1.0, 3.0], &[10.0, 20.0], &shape, Mask::Causal, 1.0);
+        let f = forward(&AttentionProblem::new(&[1.0, 2.0], &[1.0, 3.0], &[10.0, 20.0], shape, Mask::Causal, 1.0));
         let p1 = 6f64.exp() / (2f64.exp() + 6f64.exp());
         assert!((f.o[0] - 10.0).abs() < 1e-6);
         assert!((f64::from(f.o[1]) - (10.0 * (1.0 - p1) + 20.0 * p1)).abs() < 1e-4);
         assert!((f.lse[0] - 1.0).abs() < 1e-6);
         assert!((f64::from(f.lse[1]) - (2f64.exp() + 6f64.exp()).ln()).abs() < 1e-5);
-        let p = probabilities(&[1.0, 2.0], &[1.0, 3.0], &shape, Mask::Causal, 1.0);
+        let p = probabilities(&AttentionProblem::scores(&[1.0, 2.0], &[1.0, 3.0], shape, Mask::Causal, 1.0));
         assert_eq!(p[1], 0.0);
         assert!((f64::from(p[3]) - p1).abs() < 1e-6);
     }
@@ -114,7 +110,7 @@ mod tests {
         let q: Vec<f32> = (0..shape.q_len()).map(|x| ((x * 37 % 11) as f32 - 5.0) * 1e3).collect();
         let k: Vec<f32> = (0..shape.kv_len()).map(|x| ((x * 13 % 7) as f32 - 3.0) * 1e1).collect();
         for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
-            let p = probabilities(&q, &k, &shape, mask, 1.0);
+            let p = probabilities(&AttentionProblem::scores(&q, &k, shape, mask, 1.0));
             for row in p.chunks(9) {
                 assert!(row.iter().all(|x| x.is_finite()));
                 assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{mask:?}");

@@ -5,7 +5,7 @@
 //! by the decode cache, which keep buffers on the GPU between launches.
 
 use crate::attention::reference::Forward;
-use crate::attention::{AttentionShape, Mask};
+use crate::attention::{AttentionProblem, AttentionShape, Mask};
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
 use crate::gpu::flash_attention::FlashAttention;
@@ -93,18 +93,9 @@ impl Kernels {
 
     /// The naive three-pass baseline (same results as [`Kernels::forward`]); refuses, with the bytes it
     /// would need, when the n x n score matrix does not fit one binding.
-    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn naive_forward(
-        &self,
-        ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
-    ) -> Result<Forward, GpuError> {
-        let up = upload(ctx, q, k, Some(v), shape)?;
+    pub async fn naive_forward(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Forward, GpuError> {
+        let up = upload(ctx, p, true)?;
+        let AttentionProblem { shape, mask, scale, .. } = *p;
         let scores = ctx.storage_output("scores", crate::gpu::naive_attention::scores_bytes(&shape))?;
         let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
         let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
@@ -116,18 +107,9 @@ impl Kernels {
 
     /// Forward pass (O `[h_q, n_q, d]` and lse `[h_q, n_q]`) with the tiled online-softmax kernel.
     /// A row that sees no key gets O = 0 and lse = -inf, as in the CPU reference.
-    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
-    pub async fn forward(
-        &self,
-        ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
-    ) -> Result<Forward, GpuError> {
-        let up = upload(ctx, q, k, Some(v), shape)?;
+    pub async fn forward(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Forward, GpuError> {
+        let up = upload(ctx, p, true)?;
+        let AttentionProblem { shape, mask, scale, .. } = *p;
         let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
         let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
         let buffers = FlashBuffers { q: &up.q, k: &up.k, v: v_buf, o: &out.o, lse: &out.lse };
@@ -138,92 +120,62 @@ impl Kernels {
 
     /// Exact probabilities of a window of rows/cols for every query head, `[h_q, rows, cols]`, computed
     /// from Q, K and the lse of [`Kernels::forward`].
-    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
     pub async fn probabilities(
         &self,
         ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
+        p: &AttentionProblem<'_>,
         lse: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
         region: ProbRegion,
     ) -> Result<Vec<f32>, GpuError> {
         let inside = region.rows > 0
             && region.cols > 0
-            && u64::from(region.row0) + u64::from(region.rows) <= u64::from(shape.n_q)
-            && u64::from(region.col0) + u64::from(region.cols) <= u64::from(shape.n_kv);
+            && u64::from(region.row0) + u64::from(region.rows) <= u64::from(p.shape.n_q)
+            && u64::from(region.col0) + u64::from(region.cols) <= u64::from(p.shape.n_kv);
         if !inside {
             return Err(GpuError::InvalidInput(format!(
                 "region {region:?} is empty or outside {} x {} probabilities",
-                shape.n_q, shape.n_kv
+                p.shape.n_q, p.shape.n_kv
             )));
         }
         let output = ProbsOutput::Region { row0: region.row0, rows: region.rows, col0: region.col0, cols: region.cols };
-        self.run_probs(ctx, q, k, lse, shape, mask, scale, output).await
+        self.run_probs(ctx, p, lse, output).await
     }
 
     /// Pooled probabilities of whole heads at `out_rows x out_cols` (`[h_q, out_rows, out_cols]`; each
     /// cell = max or mean of P over its block), never materialising n x n.
-    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
     pub async fn pooled_probabilities(
         &self,
         ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
+        p: &AttentionProblem<'_>,
         lse: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
         out_rows: u32,
         out_cols: u32,
         pool: Pool,
     ) -> Result<Vec<f32>, GpuError> {
         check_pooled_size(out_rows, out_cols)?;
-        self.run_probs(ctx, q, k, lse, shape, mask, scale, ProbsOutput::Pooled { out_rows, out_cols, pool }).await
+        self.run_probs(ctx, p, lse, ProbsOutput::Pooled { out_rows, out_cols, pool }).await
     }
 
     /// Every probability of every query head, `[h_q, n_q, n_kv]`, in one pass (no forward pass first):
     /// for heads small enough to show whole.
-    pub async fn whole_probabilities(
-        &self,
-        ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
-    ) -> Result<Vec<f32>, GpuError> {
-        self.run_rows(ctx, q, k, shape, mask, scale, RowOutput::Probabilities).await
+    pub async fn whole_probabilities(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Vec<f32>, GpuError> {
+        self.run_rows(ctx, p, RowOutput::Probabilities).await
     }
 
     /// Each row's log-sum-exp, `[h_q, n_q]` (-inf for a row that sees no key): the forward pass's lse
     /// without its P·V half.
-    pub async fn log_sum_exp(
-        &self,
-        ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
-    ) -> Result<Vec<f32>, GpuError> {
-        self.run_rows(ctx, q, k, shape, mask, scale, RowOutput::LogSumExp).await
+    pub async fn log_sum_exp(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Vec<f32>, GpuError> {
+        self.run_rows(ctx, p, RowOutput::LogSumExp).await
     }
 
-    #[expect(clippy::too_many_arguments, reason = "internal helper of the two calls above")]
     async fn run_rows(
         &self,
         ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
+        p: &AttentionProblem<'_>,
         output: RowOutput,
     ) -> Result<Vec<f32>, GpuError> {
-        let up = upload(ctx, q, k, None, shape)?;
+        let up = upload(ctx, p, false)?;
+        let AttentionProblem { shape, mask, scale, .. } = *p;
         let len = output.len(&shape);
         let out = ctx.scratch_output("row softmax", len * 4)?;
         let dispatch = self.rows.prepare(
@@ -248,15 +200,10 @@ impl Kernels {
     /// With at most one column per key (what heatmaps ask for) the row softmax pools each row's keys
     /// in its single pass over Q·Kᵀ and `pool_rows` pools the rows; otherwise (whole maps only) the
     /// log-sum-exp pass runs first and `attention_probs` pools from it.
-    #[expect(clippy::too_many_arguments, reason = "mirrors the CPU reference's signature")]
     pub async fn pooled_heads(
         &self,
         ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
+        p: &AttentionProblem<'_>,
         map: PooledMap,
     ) -> Result<Vec<f32>, GpuError> {
         check_pooled_size(map.rows, map.cols)?;
@@ -264,16 +211,17 @@ impl Kernels {
         let whole = map.first == 0 && map.count == map.rows;
         if map.count == 0
             || map.first + map.count > map.rows
-            || q1 - q0 != shape.n_q
-            || map.n_q > shape.n_kv
-            || (!whole && map.cols > shape.n_kv)
+            || q1 - q0 != p.shape.n_q
+            || map.n_q > p.shape.n_kv
+            || (!whole && map.cols > p.shape.n_kv)
         {
             return Err(GpuError::InvalidInput(format!(
                 "{map:?} does not describe rows of {} queries against {} keys",
-                shape.n_q, shape.n_kv
+                p.shape.n_q, p.shape.n_kv
             )));
         }
-        let up = upload(ctx, q, k, None, shape)?;
+        let up = upload(ctx, p, false)?;
+        let AttentionProblem { shape, mask, scale, .. } = *p;
         let len = u64::from(shape.h_q) * u64::from(map.count) * u64::from(map.cols);
         let out = ctx.scratch_output("pooled probabilities", len * 4)?;
         let row_output = if map.cols <= shape.n_kv {
@@ -319,26 +267,22 @@ impl Kernels {
         Ok(p)
     }
 
-    #[expect(clippy::too_many_arguments, reason = "internal helper of the two calls above")]
     async fn run_probs(
         &self,
         ctx: &GpuContext,
-        q: &[f32],
-        k: &[f32],
+        p: &AttentionProblem<'_>,
         lse: &[f32],
-        shape: AttentionShape,
-        mask: Mask,
-        scale: f32,
         output: ProbsOutput,
     ) -> Result<Vec<f32>, GpuError> {
-        if lse.len() != (shape.h_q as usize) * (shape.n_q as usize) {
+        if lse.len() != (p.shape.h_q as usize) * (p.shape.n_q as usize) {
             return Err(GpuError::InvalidInput(format!(
                 "lse has {} values, expected h_q * n_q = {}",
                 lse.len(),
-                shape.h_q * shape.n_q
+                p.shape.h_q * p.shape.n_q
             )));
         }
-        let up = upload(ctx, q, k, None, shape)?;
+        let up = upload(ctx, p, false)?;
+        let AttentionProblem { shape, mask, scale, .. } = *p;
         let lse_buf = ctx.storage_from("lse", lse)?;
         let (rows, cols) = output.size();
         let out_len = u64::from(shape.h_q) * u64::from(rows) * u64::from(cols);
@@ -385,14 +329,9 @@ fn check_pooled_size(out_rows: u32, out_cols: u32) -> Result<(), GpuError> {
 }
 
 /// Checks lengths and shape, pads rows to a multiple of 4 floats and uploads.
-fn upload<'a>(
-    ctx: &'a GpuContext,
-    q: &[f32],
-    k: &[f32],
-    v: Option<&[f32]>,
-    shape: AttentionShape,
-) -> Result<Uploaded<'a>, GpuError> {
-    shape.validate().map_err(GpuError::InvalidInput)?;
+fn upload<'a>(ctx: &'a GpuContext, p: &AttentionProblem, with_v: bool) -> Result<Uploaded<'a>, GpuError> {
+    p.validate(with_v).map_err(GpuError::InvalidInput)?;
+    let shape = p.shape;
     if shape.d > launch::MAX_HEAD_DIM {
         return Err(GpuError::InvalidInput(format!(
             "head dimension {} is above the kernels' maximum of {}",
@@ -400,26 +339,13 @@ fn upload<'a>(
             launch::MAX_HEAD_DIM
         )));
     }
-    let lengths_ok =
-        q.len() == shape.q_len() && k.len() == shape.kv_len() && v.is_none_or(|v| v.len() == shape.kv_len());
-    if !lengths_ok {
-        return Err(GpuError::InvalidInput(format!(
-            "Q has {} values (expected {}), K has {} and V has {:?} (expected {})",
-            q.len(),
-            shape.q_len(),
-            k.len(),
-            v.map(<[f32]>::len),
-            shape.kv_len()
-        )));
-    }
     let d = shape.d as usize;
     let d_pad = launch::padded_dim(shape.d);
-    let padded = AttentionShape { d: d_pad, ..shape };
     let pad = |x| launch::pad_rows(x, d, d_pad as usize);
     Ok(Uploaded {
-        shape: padded,
-        q: ctx.scratch_from("q", &pad(q))?,
-        k: ctx.scratch_from("k", &pad(k))?,
-        v: v.map(|v| ctx.scratch_from("v", &pad(v))).transpose()?,
+        shape: AttentionShape { d: d_pad, ..shape },
+        q: ctx.scratch_from("q", &pad(p.q))?,
+        k: ctx.scratch_from("k", &pad(p.k))?,
+        v: with_v.then(|| ctx.scratch_from("v", &pad(p.v))).transpose()?,
     })
 }

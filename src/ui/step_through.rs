@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use super::heatmap::HeadMap;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
-use crate::attention::{AttentionShape, Mask, reference};
+use crate::attention::{AttentionProblem, AttentionShape, Mask, reference};
 use crate::views::heatmaps::step_through::{Steps, step_through};
 
 /// Tokens in the example.
@@ -64,9 +64,17 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
     let small_mask = if inputs.is_cross() { Mask::Full } else { mask };
     let (n_q, n_kv) = if inputs.is_cross() { (n_q, n_kv) } else { (n_q.min(n_kv), n_q.min(n_kv)) };
     let scale = 1.0 / (d as f32).sqrt();
-    let s: Steps = step_through(&q[..n_q * d], &k[..n_kv * d], &v[..n_kv * d], n_q, n_kv, d, small_mask, scale);
+    let s: Steps = step_through(&AttentionProblem::new(
+        &q[..n_q * d],
+        &k[..n_kv * d],
+        &v[..n_kv * d],
+        AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 },
+        small_mask,
+        scale,
+    ));
     let shape = AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 };
-    let reference_p = reference::probabilities(&q[..n_q * d], &k[..n_kv * d], &shape, small_mask, scale);
+    let reference_p =
+        reference::probabilities(&AttentionProblem::scores(&q[..n_q * d], &k[..n_kv * d], shape, small_mask, scale));
     let worst_ref = s.probs.iter().zip(&reference_p).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
     // Causal-type masks make the first rows of the full matrix identical to this small example.
     let gpu_check = gpu

@@ -2,7 +2,7 @@
 //! the same step, its K/V rows recomputed from their seeds.
 
 use super::lanes::{kv_rows, layer_mask};
-use crate::attention::AttentionShape;
+use crate::attention::{AttentionProblem, AttentionShape};
 use crate::engine::reference_decode;
 use crate::model::decode_demo::DemoLayer;
 
@@ -26,7 +26,7 @@ pub fn reference_diff(
 ) -> Result<f32, String> {
     let (k, v) = cached_kv(layer, slot, request, len_tokens);
     let shape = AttentionShape { h_q: layer.h_q, h_kv: layer.h_kv, n_q: 1, n_kv: len_tokens as u32, d: layer.run_dim };
-    let reference = reference_decode(q, &k, &v, shape, layer_mask(layer)?, layer.scale())?;
+    let reference = reference_decode(&AttentionProblem::new(q, &k, &v, shape, layer_mask(layer)?, layer.scale()))?;
     Ok(reference.o.iter().zip(kernel_o).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max))
 }
 
@@ -70,7 +70,7 @@ mod tests {
         // The answer to compare with: the reference's own output, from the same rows.
         let (k, v) = cached_kv(&LAYER, 0, 0, 5);
         let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 5, d: 8 };
-        let o = reference_decode(&q, &k, &v, shape, Mask::Causal, LAYER.scale()).unwrap().o;
+        let o = reference_decode(&AttentionProblem::new(&q, &k, &v, shape, Mask::Causal, LAYER.scale())).unwrap().o;
         assert_eq!(reference_diff(&LAYER, 0, 0, 5, &q, &o), Ok(0.0));
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::head_map::HeadMap;
 use super::jobs::{pieces, pooled_export_notice};
 use crate::attention::layer_inputs::LayerInputs;
-use crate::attention::{AttentionShape, Mask};
+use crate::attention::{AttentionProblem, AttentionShape, Mask};
 use crate::engine::{Engine, MapOutput};
 
 /// One batch's inputs: its query heads, their Q and K of the KV heads they read, `[heads, n, d]` each.
@@ -80,7 +80,8 @@ pub async fn head_values(
         let q = queries(&batch.q, shape, piece.row0, piece.rows);
         let piece_shape = AttentionShape { n_q: piece.rows.1 - piece.rows.0, ..shape };
         let started = (steer.now_ms)();
-        let out = engine.head_maps(&q, &batch.k, piece_shape, mask, scale, piece.output).await?;
+        let out =
+            engine.head_maps(&AttentionProblem::scores(&q, &batch.k, piece_shape, mask, scale), piece.output).await?;
         *kernel_ms += (steer.now_ms)() - started;
         let each = out.len() / heads;
         for (i, chunk) in out.chunks(each.max(1)).enumerate() {
@@ -209,7 +210,14 @@ mod tests {
         let scale = 1.0 / (d as f32).sqrt();
         for (i, &h) in [0u32, 1].iter().enumerate() {
             let k = inputs.k_head(inputs.layout.kv_head(h));
-            let expected = step_through(&inputs.q_head(h), &k, &vec![0.0; k.len()], 5, 2, d, Mask::Full, scale);
+            let expected = step_through(&AttentionProblem::new(
+                &inputs.q_head(h),
+                &k,
+                &vec![0.0; k.len()],
+                AttentionShape { h_q: 1, h_kv: 1, n_q: 5, n_kv: 2, d: d as u32 },
+                Mask::Full,
+                scale,
+            ));
             assert_eq!(values[i].len(), 10);
             for (got, want) in values[i].iter().zip(&expected.probs) {
                 assert!((f64::from(*got) - want).abs() < 1e-6, "head {h}: {got} vs {want}");

@@ -2,7 +2,7 @@
 //! scaled scores, the mask, the softmax and `O = P·V`. Every step is kept so the UI can show the
 //! numbers; the probabilities and outputs equal [`crate::attention::reference`] (tested below).
 
-use crate::attention::mask::Mask;
+use crate::attention::AttentionProblem;
 
 /// The numbers at each step for `n_q` queries and `n_kv` keys of width `d`.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,20 +23,12 @@ pub struct Steps {
     pub out: Vec<f64>,
 }
 
-/// Runs the steps. `q` is `[n_q, d]`, `k` and `v` `[n_kv, d]`; query `i` sits at position
-/// `n_kv - n_q + i`, as in [`crate::attention::AttentionShape`].
-#[expect(clippy::too_many_arguments, reason = "one head's inputs and shape; folded into one problem struct next")]
-pub fn step_through(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    n_q: usize,
-    n_kv: usize,
-    d: usize,
-    mask: Mask,
-    scale: f32,
-) -> Steps {
-    let scale = f64::from(scale);
+/// Runs the steps of one head (`p.shape`'s head counts are not read): `q` is `[n_q, d]`, `k` and `v`
+/// `[n_kv, d]`; query `i` sits at position `n_kv - n_q + i`, as in [`crate::attention::AttentionShape`].
+pub fn step_through(p: &AttentionProblem) -> Steps {
+    let AttentionProblem { q, k, v, mask, .. } = *p;
+    let (n_q, n_kv, d) = (p.shape.n_q as usize, p.shape.n_kv as usize, p.shape.d as usize);
+    let scale = f64::from(p.scale);
     let offset = n_kv.saturating_sub(n_q) as u32;
     let mut scores = Vec::with_capacity(n_q * n_kv);
     for i in 0..n_q {
@@ -80,13 +72,20 @@ pub fn step_through(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::AttentionShape;
     use crate::attention::reference;
+    use crate::attention::{AttentionShape, Mask};
 
     #[test]
     fn two_tokens_by_hand() {
         // d = 1: q = [1, 2], k = [1, 3], v = [10, 20], scale 0.5, causal.
-        let s = step_through(&[1.0, 2.0], &[1.0, 3.0], &[10.0, 20.0], 2, 2, 1, Mask::Causal, 0.5);
+        let s = step_through(&AttentionProblem::new(
+            &[1.0, 2.0],
+            &[1.0, 3.0],
+            &[10.0, 20.0],
+            AttentionShape { h_q: 1, h_kv: 1, n_q: 2, n_kv: 2, d: 1 },
+            Mask::Causal,
+            0.5,
+        ));
         assert_eq!(s.scores, vec![1.0, 3.0, 2.0, 6.0]);
         assert_eq!(s.scaled, vec![0.5, 1.5, 1.0, 3.0]);
         assert_eq!(s.masked[1], f64::NEG_INFINITY);
@@ -104,9 +103,10 @@ mod tests {
         let v: Vec<f32> = (0..n * d).map(|x| ((x * 7 % 13) as f32 - 6.0) / 3.0).collect();
         let shape = AttentionShape::square(1, n as u32, d as u32);
         for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
-            let s = step_through(&q, &k, &v, n, n, d, mask, 0.25);
-            let p = reference::probabilities(&q, &k, &shape, mask, 0.25);
-            let f = reference::forward(&q, &k, &v, &shape, mask, 0.25);
+            let problem = AttentionProblem::new(&q, &k, &v, shape, mask, 0.25);
+            let s = step_through(&problem);
+            let p = reference::probabilities(&problem);
+            let f = reference::forward(&problem);
             assert!(s.probs.iter().zip(&p).all(|(a, &b)| (a - f64::from(b)).abs() < 1e-6), "{mask:?}");
             assert!(s.out.iter().zip(&f.o).all(|(a, &b)| (a - f64::from(b)).abs() < 1e-5), "{mask:?}");
         }
