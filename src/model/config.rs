@@ -452,14 +452,8 @@ mod tests {
         };
         let moe_layers: Vec<u32> = (0..6).filter(|&l| maverick.is_moe_layer(l)).collect();
         assert_eq!(moe_layers, [1, 3, 5]);
-        let v3 = Moe {
-            n_routed_experts: 256,
-            n_active_experts: 8,
-            n_shared_experts: 1,
-            expert_ffn_size: 2048,
-            first_dense_layers: 3,
-            layer_step: 1,
-        };
+        // DeepSeek V3: 3 dense layers, then a routed MoE in every layer.
+        let v3 = crate::model::presets::preset("deepseek-v3").unwrap().moe.unwrap();
         assert_eq!((0..61).filter(|&l| v3.is_moe_layer(l)).count(), 58);
         assert!(!v3.is_moe_layer(2));
     }

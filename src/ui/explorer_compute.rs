@@ -70,7 +70,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
     // No yield before the first batch is on the GPU: what the page does with the inputs (and its
     // restyling for the new request) then runs while the GPU works.
     sinks.inputs.try_set(Some(inputs.clone()));
-    let maker = HeadMaker::new(inputs.clone(), req.mask);
+    let maker = HeadMaker::new(inputs.clone(), &req);
 
     let mut kernel_ms = 0.0;
     let mut draw_ms = 0.0;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::head_map::HeadMap;
 use super::jobs::{pieces, pooled_export_notice};
+use super::request::Request;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::{AttentionProblem, AttentionShape, Mask};
 use crate::engine::{Engine, MapOutput};
@@ -116,10 +117,11 @@ pub struct HeadMaker {
 }
 
 impl HeadMaker {
-    pub fn new(inputs: Arc<LayerInputs>, mask: Mask) -> Self {
-        let row_tokens = Arc::new(inputs.q_tokens().to_vec());
-        let col_tokens = if inputs.is_cross() { Arc::new(inputs.kv_tokens().to_vec()) } else { row_tokens.clone() };
-        Self { inputs, mask, row_tokens, col_tokens }
+    /// `req`'s tokens are shared with every map, not copied (a long head has 65,536 of them).
+    pub fn new(inputs: Arc<LayerInputs>, req: &Request) -> Self {
+        let row_tokens = req.tokens.clone();
+        let col_tokens = req.kv_tokens.clone().unwrap_or_else(|| row_tokens.clone());
+        Self { inputs, mask: req.mask, row_tokens, col_tokens }
     }
 
     /// Head `h`'s map from its values at `output`.
@@ -181,15 +183,24 @@ mod tests {
     use crate::attention::layer_inputs::LayerLayout;
     use crate::attention::pooled::{Pool, PooledMap};
     use crate::model::presets::preset;
+    use crate::views::attention_input::AttentionInput;
+    use crate::views::heatmaps::params::ExplorerParams;
+    use crate::views::heatmaps::request::{Screen, build_request};
     use crate::views::heatmaps::step_through::step_through;
 
-    fn words(text: &str) -> Vec<String> {
-        text.split(' ').map(String::from).collect()
+    /// "the cat sat on mats" attending to "le chat": 5 queries over 2 keys, Llama 3 8B layer 0.
+    fn cross_request() -> Request {
+        let input = AttentionInput { text: "the cat sat on mats".into(), ..Default::default() };
+        let explorer = ExplorerParams { src: Some("le chat".into()), ..Default::default() };
+        let layout = LayerLayout::of(preset("llama-3-8b").unwrap(), 0);
+        let screen = Screen { width_css_px: 1280.0, device_pixel_ratio: 1.0 };
+        build_request(&input, &explorer, layout, screen).unwrap()
     }
 
     fn cross_inputs() -> LayerInputs {
-        let layout = LayerLayout::of(preset("llama-3-8b").unwrap(), 0);
-        LayerInputs::new(layout, words("the cat sat on mats"), Some(words("le chat")), 7, true)
+        let req = cross_request();
+        let kv_tokens = req.kv_tokens.as_ref().map(|t| t.to_vec());
+        LayerInputs::new(req.layout.clone(), req.tokens.to_vec(), kv_tokens, req.seed, req.teach)
     }
 
     fn steer() -> Steering<'static> {
@@ -238,8 +249,7 @@ mod tests {
 
     #[test]
     fn maps_know_their_head_group_tokens_and_pooled_rows() {
-        let inputs = Arc::new(cross_inputs());
-        let maker = HeadMaker::new(inputs, Mask::Full);
+        let maker = HeadMaker::new(Arc::new(cross_inputs()), &cross_request());
         let exact = maker.make(5, vec![0.5; 10], MapOutput::Exact);
         // Llama 3 8B: 4 query heads per KV head, so head 5 reads KV head 1.
         assert_eq!((exact.kv_head, exact.rows, exact.cols, exact.q_offset), (1, 5, 2, 0));
