@@ -4,8 +4,9 @@
 //! WebGPU gets (or `?backend=cpu`): the same numbers from the f64 reference, for small sizes only.
 
 use crate::attention::reference::{self, Forward};
-use crate::attention::{AttentionProblem, AttentionShape, Mask};
+use crate::attention::{AttentionProblem, AttentionShape};
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
+use crate::model::Mask;
 use std::str::FromStr;
 
 /// Where attention is computed (URL `backend=`): decided once per page load.
@@ -182,7 +183,7 @@ impl Engine {
                 if q.len() != shape.q_len() {
                     return Err(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len()));
                 }
-                Ok(reference::forward(&AttentionProblem::new(q, &k.concat(), &v.concat(), shape, mask, scale)))
+                Ok(reference::flash_attention(&AttentionProblem::new(q, &k.concat(), &v.concat(), shape, mask, scale)))
             }
             (Engine::Cpu { .. }, DecodeCache::Gpu(_)) => Err("a GPU cache cannot be used by the CPU engine".into()),
         }
@@ -193,7 +194,7 @@ impl Engine {
 /// check the GPU's answer against.
 pub fn reference_decode(p: &AttentionProblem) -> Result<Forward, String> {
     p.validate(true).map_err(|e| format!("the reference decode got inputs of the wrong length: {e}"))?;
-    Ok(reference::forward(p))
+    Ok(reference::flash_attention(p))
 }
 
 fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
@@ -232,7 +233,7 @@ impl Engine {
 
     /// Whether heads this wide run on this engine's GPU (wider ones use the CPU reference, small sizes only).
     pub fn gpu_supports_dim(&self, d: u32) -> bool {
-        self.is_gpu() && d <= crate::gpu::launch::MAX_HEAD_DIM
+        self.is_gpu() && d <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM
     }
 
     /// The heatmap data of a batch of heads: every probability in one pass, or blocks pooled from each
@@ -241,7 +242,7 @@ impl Engine {
         p.validate(false)?;
         let shape = p.shape;
         match self {
-            Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::MAX_HEAD_DIM => match output {
+            Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM => match output {
                 MapOutput::Exact => kernels.whole_probabilities(ctx, p).await.map_err(|e| e.to_string()),
                 MapOutput::Pooled(map) => kernels.pooled_heads(ctx, p, map).await.map_err(|e| e.to_string()),
             },
@@ -250,18 +251,16 @@ impl Engine {
                     Engine::WebGpu { .. } => format!(
                         "heads of {} dims are wider than the GPU kernels' {} and too long for the CPU reference ({e})",
                         shape.d,
-                        crate::gpu::launch::MAX_HEAD_DIM
+                        crate::gpu::launch::KERNEL_MAX_HEAD_DIM
                     ),
                     Engine::Cpu { .. } => e,
                 })?;
-                let probs = reference::probabilities(p);
+                let probs = reference::row_softmax(p);
                 match output {
                     MapOutput::Exact => Ok(probs),
                     // The reference takes queries as the last rows of the keys: whole maps only.
                     MapOutput::Pooled(map) if map.first == 0 && map.count == map.rows && map.n_q == shape.n_q => {
-                        Ok(crate::attention::pooled::pool_probabilities(
-                            &probs, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool,
-                        ))
+                        Ok(reference::pool_rows(&probs, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool))
                     }
                     MapOutput::Pooled(map) => Err(format!(
                         "the CPU reference pools whole maps, not rows {}..{} of {}",

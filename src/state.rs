@@ -135,6 +135,26 @@ impl AppState {
         }
     }
 
+    /// A value typed or picked in a control, read exactly as the same key in a link. A value the link
+    /// would refuse or cut to a limit (or a layer the model does not have) leaves the state as it is
+    /// and comes back as the reason, for the control to show.
+    pub fn set_from_control(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let mut next = self.clone();
+        match next.set(key, value.trim()) {
+            Some(Ok(Accepted::Yes)) => {}
+            Some(Ok(Accepted::Adjusted(notice))) => return Err(notice.0),
+            Some(Err(why)) => return Err(why),
+            None => return Err(format!("unknown parameter \"{key}\"")),
+        }
+        if key == "layer"
+            && let Some(notice) = next.model.check_layer(&next.resolved_model())
+        {
+            return Err(notice.0);
+        }
+        *self = next;
+        Ok(())
+    }
+
     /// Switches to another model (a preset id, or a custom one in `cfg`): a layer, heads or a focus it
     /// does not have fall back quietly (the user chose the model; nothing in a link was wrong).
     pub fn choose_model(&mut self, preset: String, cfg: Option<String>) {
@@ -174,13 +194,13 @@ impl AppState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::mask::MaskKind;
     use crate::attention::pooled::Pool;
     use crate::attention::tokens::TokenMode;
     use crate::colormap::ColorScale;
+    use crate::model::MaskKind;
     use crate::model::plot::Axis;
     use crate::model::{DType, Variant};
-    use crate::views::heatmaps::params::HeadSelection;
+    use crate::views::heatmaps::params::{HeadSelection, MAX_TEXT_CHARS};
 
     #[test]
     fn empty_query_is_the_default_without_notices() {
@@ -324,5 +344,27 @@ mod tests {
         let cfg = crate::model::encoding::encode_model(&Model::simple(6, 512, 8));
         state.choose_model("mistral-7b".into(), Some(cfg));
         assert_eq!(state.resolved_model().n_layers(), 6);
+    }
+
+    #[test]
+    fn controls_set_values_as_links_do_and_refuse_what_links_refuse() {
+        let mut state = AppState::default();
+        assert_eq!(state.set_from_control("window", " 64 "), Ok(()));
+        assert_eq!((state.input.window_tokens, state.input.window_given), (64, true));
+        assert_eq!(state.set_from_control("ctx", "32768"), Ok(()));
+        assert_eq!(state.kv.ctx_tokens, 32_768);
+        assert_eq!(state.set_from_control("budget", "24"), Ok(()));
+        assert_eq!(state.kv.budget_bytes, 24_000_000_000);
+        let before = state.clone();
+        // Refused by the link's parser, cut to a limit, past the model's layers, or no such key:
+        // nothing changes and the reason comes back.
+        for (key, value) in [("window", "0"), ("ctx", "x"), ("budget", "-1"), ("layer", "32"), ("zzz", "1")] {
+            assert!(state.set_from_control(key, value).is_err(), "{key}={value}");
+            assert_eq!(state, before, "{key}={value}");
+        }
+        let long_text = "a".repeat(MAX_TEXT_CHARS + 1);
+        assert!(state.set_from_control("text", &long_text).is_err());
+        assert_eq!(state.set_from_control("layer", "31"), Ok(()));
+        assert_eq!(state.model.layer, 31);
     }
 }

@@ -2,8 +2,9 @@
 //! uses (forward, then exact probabilities from the saved log-sum-exp), against the f64 reference.
 
 use attention_lab::attention::inputs::single_head_inputs;
-use attention_lab::attention::{AttentionProblem, AttentionShape, Mask, reference};
+use attention_lab::attention::{AttentionProblem, AttentionShape, reference};
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
+use attention_lab::model::Mask;
 
 #[test]
 fn demo_head_probabilities_match_the_reference_for_every_mask() {
@@ -17,7 +18,7 @@ fn demo_head_probabilities_match_the_reference_for_every_mask() {
     let n = inputs.tokens.len() as u32;
     let shape = AttentionShape::square(1, n, inputs.d_head as u32);
     let scale = 1.0 / (inputs.d_head as f32).sqrt();
-    for mask in [Mask::Causal, Mask::Full, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
+    for mask in [Mask::Causal, Mask::Full, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 4 }] {
         let forward = pollster::block_on(
             kernels.forward(&ctx, &AttentionProblem::new(&inputs.q, &inputs.k, &inputs.v, shape, mask, scale)),
         )
@@ -30,7 +31,7 @@ fn demo_head_probabilities_match_the_reference_for_every_mask() {
             region,
         ))
         .expect("probabilities");
-        let expected = reference::probabilities(&AttentionProblem::scores(&inputs.q, &inputs.k, shape, mask, scale));
+        let expected = reference::row_softmax(&AttentionProblem::scores(&inputs.q, &inputs.k, shape, mask, scale));
         let worst = p.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(worst < 1e-4, "{mask:?}: probabilities differ by {worst}");
     }

@@ -5,15 +5,16 @@
 //! Each test opens one device and runs many cases on it: device creation is slow on software GPUs.
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
+use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
-use attention_lab::attention::pooled::{Pool, PooledMap, pool_probabilities};
+use attention_lab::attention::pooled::{Pool, PooledMap};
 use attention_lab::attention::{AttentionProblem, reference};
-use attention_lab::attention::{AttentionShape, Mask};
-use attention_lab::gpu::flash_io::FlashBuffers;
+use attention_lab::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use attention_lab::gpu::flash_tiles::FlashTiles;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::row_softmax::RowForm;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
+use attention_lab::model::Mask;
 
 fn device() -> Option<GpuContext> {
     match pollster::block_on(GpuContext::new()) {
@@ -71,35 +72,35 @@ fn forward_cases() -> Vec<Case> {
     for mask in [
         Mask::Full,
         Mask::Causal,
-        Mask::Sliding { window: 1 },
-        Mask::Sliding { window: 5 },
-        Mask::Sliding { window: 37 },
-        Mask::Sliding { window: 100 },
-        Mask::Chunked { chunk: 1 },
-        Mask::Chunked { chunk: 7 },
-        Mask::Chunked { chunk: 100 },
+        Mask::Sliding { window_tokens: 1 },
+        Mask::Sliding { window_tokens: 5 },
+        Mask::Sliding { window_tokens: 37 },
+        Mask::Sliding { window_tokens: 100 },
+        Mask::Chunked { chunk_tokens: 1 },
+        Mask::Chunked { chunk_tokens: 7 },
+        Mask::Chunked { chunk_tokens: 100 },
     ] {
         cases.push(case(2, 2, 37, 37, 32, mask));
     }
     // Queries as the last rows of a longer sequence, incl. one decode query.
-    for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 9 }, Mask::Chunked { chunk: 16 }] {
+    for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 9 }, Mask::Chunked { chunk_tokens: 16 }] {
         cases.push(case(2, 1, 20, 75, 64, mask));
         cases.push(case(4, 2, 1, 130, 64, mask));
     }
     // GQA group sizes 1, 2, 4, 8 (the last is MQA: one KV head).
     for h_kv in [8, 4, 2, 1] {
         cases.push(case(8, h_kv, 50, 50, 64, Mask::Causal));
-        cases.push(case(8, h_kv, 29, 61, 32, Mask::Sliding { window: 12 }));
+        cases.push(case(8, h_kv, 29, 61, 32, Mask::Sliding { window_tokens: 12 }));
     }
     // Wider heads, a long-ish sequence spanning several row tiles, and widths the kernels pad.
     cases.push(case(2, 1, 70, 70, 128, Mask::Causal));
-    cases.push(case(2, 2, 33, 33, 256, Mask::Chunked { chunk: 10 }));
-    cases.push(case(1, 1, 300, 300, 64, Mask::Sliding { window: 40 }));
+    cases.push(case(2, 2, 33, 33, 256, Mask::Chunked { chunk_tokens: 10 }));
+    cases.push(case(1, 1, 300, 300, 64, Mask::Sliding { window_tokens: 40 }));
     cases.push(case(1, 1, 300, 300, 32, Mask::Causal));
     cases.push(case(2, 2, 19, 19, 16, Mask::Causal));
     cases.push(case(1, 1, 11, 13, 6, Mask::Full));
     // Logits up to about 1e4 (|q|, |k| up to 30, d = 32 -> |q.k| up to 28800, scaled by 1/sqrt(32)).
-    for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }] {
+    for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }] {
         cases.push(Case { amp: 30.0, ..case(2, 1, 40, 40, 32, mask) });
     }
     cases
@@ -134,7 +135,7 @@ fn check_forward_cases(ctx: &GpuContext, kernels: &Kernels, tiles: &str, pick: i
     for (n, c) in forward_cases().into_iter().enumerate().filter(|(n, c)| pick(*n, c.shape.d)) {
         let (q, k, v) = inputs(&c.shape, c.amp, 100 + n as u64);
         let scale = 1.0 / (c.shape.d as f32).sqrt();
-        let want = reference::forward(&AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale));
+        let want = reference::flash_attention(&AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale));
         let got = pollster::block_on(kernels.forward(ctx, &AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale)))
             .expect("forward runs");
         let what = format!("{:?} {:?} amp {} tiles {tiles}", c.shape, c.mask, c.amp);
@@ -151,16 +152,19 @@ fn rows_without_visible_keys_give_zero_and_minus_infinity() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let shape = AttentionShape { h_q: 2, h_kv: 1, n_q: 10, n_kv: 4, d: 8 };
-    let mask = Mask::Sliding { window: 1 };
+    let mask = Mask::Sliding { window_tokens: 1 };
     let (q, k, v) = inputs(&shape, 1.0, 7);
-    let want = reference::forward(&AttentionProblem::new(&q, &k, &v, shape, mask, 0.5));
+    let want = reference::flash_attention(&AttentionProblem::new(&q, &k, &v, shape, mask, 0.5));
     assert_eq!(want.lse[9], f32::NEG_INFINITY);
     let buf = |label, data: &[f32]| ctx.storage_from(label, data).expect("upload");
     let (qb, kb, vb) = (buf("q", &q), buf("k", &k), buf("v", &v));
     let o = ctx.storage_output("o", (shape.q_len() * 4) as u64).expect("o");
     let lse = ctx.storage_output("lse", u64::from(shape.h_q * shape.n_q) * 4).expect("lse");
     let buffers = FlashBuffers { q: &qb, k: &kb, v: &vb, o: &o, lse: &lse };
-    let dispatch = kernels.flash.prepare(&ctx, &buffers, shape, shape.n_kv, mask, 0.5).expect("prepare");
+    let dispatch = kernels
+        .flash
+        .prepare(&ctx, &buffers, FlashLaunch { shape, kv_stride: shape.n_kv, mask, scale: 0.5 })
+        .expect("prepare");
     Dispatch::submit_all(&ctx, &[&dispatch]);
     let got_o: Vec<f32> = pollster::block_on(ctx.read_back(&o)).expect("read O");
     let got_lse: Vec<f32> = pollster::block_on(ctx.read_back(&lse)).expect("read lse");
@@ -175,26 +179,26 @@ fn probabilities_match_the_reference() {
     let kernels = Kernels::new(&ctx);
     let cases = [
         case(2, 2, 37, 37, 32, Mask::Causal),
-        case(4, 2, 45, 70, 64, Mask::Sliding { window: 9 }),
-        case(8, 1, 30, 30, 16, Mask::Chunked { chunk: 7 }),
+        case(4, 2, 45, 70, 64, Mask::Sliding { window_tokens: 9 }),
+        case(8, 1, 30, 30, 16, Mask::Chunked { chunk_tokens: 7 }),
         case(2, 1, 66, 66, 64, Mask::Full),
         Case { amp: 30.0, ..case(2, 1, 40, 40, 32, Mask::Causal) },
         // Head widths with 4 and 2 rows per invocation on CPU adapters, and one padded to a multiple of 4.
         case(8, 2, 50, 50, 128, Mask::Causal),
-        case(2, 1, 21, 21, 256, Mask::Sliding { window: 5 }),
+        case(2, 1, 21, 21, 256, Mask::Sliding { window_tokens: 5 }),
         case(3, 3, 17, 23, 30, Mask::Full),
     ];
     for (n, c) in cases.into_iter().enumerate() {
         let s = c.shape;
         let (q, k, v) = inputs(&s, c.amp, 500 + n as u64);
         let scale = 1.0 / (s.d as f32).sqrt();
-        let want = reference::probabilities(&AttentionProblem::scores(&q, &k, s, c.mask, scale));
+        let want = reference::row_softmax(&AttentionProblem::scores(&q, &k, s, c.mask, scale));
         let fwd = pollster::block_on(kernels.forward(&ctx, &AttentionProblem::new(&q, &k, &v, s, c.mask, scale)))
             .expect("forward");
         let what = format!("{s:?} {:?}", c.mask);
         // The row softmax: every probability in one pass, and the log-sum-exp alone, in every form
         // (on lavapipe: with subgroups, without, and as GPUs run it).
-        let want_lse = reference::forward(&AttentionProblem::new(&q, &k, &v, s, c.mask, scale)).lse;
+        let want_lse = reference::flash_attention(&AttentionProblem::new(&q, &k, &v, s, c.mask, scale)).lse;
         let adapters_form = kernels.rows.form();
         for form in [RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] {
             kernels.rows.set_form(form);
@@ -239,7 +243,7 @@ fn probabilities_match_the_reference() {
         // columns than keys (pooled_heads then takes the log-sum-exp path).
         for (rows, cols) in [(7, 9), (s.n_q, s.n_kv), (s.n_q + 3, 4), (1, 1), (3, s.n_kv + 2)] {
             for pool in [Pool::Max, Pool::Mean] {
-                let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, rows, cols, pool);
+                let want_pool = reference::pool_rows(&want, s.h_q, s.n_q, s.n_kv, rows, cols, pool);
                 let got = pollster::block_on(kernels.pooled_probabilities(
                     &ctx,
                     &AttentionProblem::scores(&q, &k, s, c.mask, scale),
@@ -313,16 +317,17 @@ fn reused_buffers_never_show_an_earlier_jobs_values() {
     let kernels = Kernels::new(&ctx);
     let s = AttentionShape { h_q: 4, h_kv: 2, n_q: 40, n_kv: 40, d: 32 };
     let scale = 1.0 / (s.d as f32).sqrt();
-    for (n, mask) in
-        [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 6 }].into_iter().enumerate()
+    for (n, mask) in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 6 }]
+        .into_iter()
+        .enumerate()
     {
         let (q, k, _) = inputs(&s, 1.0, 900 + n as u64);
-        let want = reference::probabilities(&AttentionProblem::scores(&q, &k, s, mask, scale));
+        let want = reference::row_softmax(&AttentionProblem::scores(&q, &k, s, mask, scale));
         let got =
             pollster::block_on(kernels.whole_probabilities(&ctx, &AttentionProblem::scores(&q, &k, s, mask, scale)))
                 .expect("whole rows");
         assert_close(&format!("P after earlier jobs, {mask:?}"), &got, &want, 1e-4, 0.0);
-        let want_pool = pool_probabilities(&want, s.h_q, s.n_q, s.n_kv, 9, 9, Pool::Mean);
+        let want_pool = reference::pool_rows(&want, s.h_q, s.n_q, s.n_kv, 9, 9, Pool::Mean);
         let got = pollster::block_on(kernels.pooled_heads(
             &ctx,
             &AttentionProblem::scores(&q, &k, s, mask, scale),
@@ -342,8 +347,8 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
     // The naive three-pass kernel.
     for (n, c) in [
         case(2, 2, 37, 37, 32, Mask::Causal),
-        case(4, 1, 20, 45, 64, Mask::Sliding { window: 6 }),
-        case(2, 1, 33, 33, 16, Mask::Chunked { chunk: 5 }),
+        case(4, 1, 20, 45, 64, Mask::Sliding { window_tokens: 6 }),
+        case(2, 1, 33, 33, 16, Mask::Chunked { chunk_tokens: 5 }),
         Case { amp: 30.0, ..case(2, 2, 30, 30, 32, Mask::Full) },
     ]
     .into_iter()
@@ -351,7 +356,7 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
     {
         let (q, k, v) = inputs(&c.shape, c.amp, 900 + n as u64);
         let scale = 1.0 / (c.shape.d as f32).sqrt();
-        let want = reference::forward(&AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale));
+        let want = reference::flash_attention(&AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale));
         let got =
             pollster::block_on(kernels.naive_forward(&ctx, &AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale)))
                 .expect("naive runs");
@@ -376,7 +381,7 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
         (0..heads).flat_map(|h| x[((h * steps + t) * d) as usize..][..d as usize].to_vec()).collect()
     };
     let scale = 0.3;
-    for mask in [Mask::Causal, Mask::Sliding { window: 8 }, Mask::Chunked { chunk: 16 }] {
+    for mask in [Mask::Causal, Mask::Sliding { window_tokens: 8 }, Mask::Chunked { chunk_tokens: 16 }] {
         let mut cache = attention_lab::gpu::KvCache::new(&ctx, h_kv, d, 64).expect("cache");
         for t in 0..steps {
             cache.append(&ctx, &token(&k_all, h_kv, t), &token(&v_all, h_kv, t)).expect("append");
@@ -387,8 +392,14 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
             let prefix = |x: &[f32]| -> Vec<f32> {
                 (0..h_kv).flat_map(|h| x[(h * steps * d) as usize..][..((t + 1) * d) as usize].to_vec()).collect()
             };
-            let want =
-                reference::forward(&AttentionProblem::new(&q_t, &prefix(&k_all), &prefix(&v_all), shape, mask, scale));
+            let want = reference::flash_attention(&AttentionProblem::new(
+                &q_t,
+                &prefix(&k_all),
+                &prefix(&v_all),
+                shape,
+                mask,
+                scale,
+            ));
             assert_close(&format!("decode O, {mask:?}, step {t}"), &got.o, &want.o, 1e-4, 1e-3);
             assert_close(&format!("decode lse, {mask:?}, step {t}"), &got.lse, &want.lse, 1e-4, 1e-3);
         }

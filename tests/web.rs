@@ -4,10 +4,11 @@
 #![cfg(target_arch = "wasm32")]
 
 use attention_lab::attention::inputs::SplitMix64;
-use attention_lab::attention::pooled::{Pool, PooledMap, pool_probabilities};
-use attention_lab::attention::{AttentionProblem, AttentionShape, Mask, reference};
+use attention_lab::attention::pooled::{Pool, PooledMap};
+use attention_lab::attention::{AttentionProblem, AttentionShape, reference};
 use attention_lab::gpu::row_softmax::RowOutput;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion, launch};
+use attention_lab::model::Mask;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -35,8 +36,8 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
     let kernels = Kernels::new(&ctx);
     let cases = [
         (AttentionShape { h_q: 2, h_kv: 2, n_q: 37, n_kv: 37, d: 32 }, Mask::Causal),
-        (AttentionShape { h_q: 4, h_kv: 1, n_q: 20, n_kv: 45, d: 64 }, Mask::Sliding { window: 7 }),
-        (AttentionShape { h_q: 4, h_kv: 2, n_q: 33, n_kv: 33, d: 64 }, Mask::Chunked { chunk: 8 }),
+        (AttentionShape { h_q: 4, h_kv: 1, n_q: 20, n_kv: 45, d: 64 }, Mask::Sliding { window_tokens: 7 }),
+        (AttentionShape { h_q: 4, h_kv: 2, n_q: 33, n_kv: 33, d: 64 }, Mask::Chunked { chunk_tokens: 8 }),
         (AttentionShape { h_q: 2, h_kv: 1, n_q: 1, n_kv: 70, d: 128 }, Mask::Full),
     ];
     // The page's loop form for every case, then the benchmark's unrolled form (the subgroup kernel,
@@ -51,7 +52,7 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
             random(shape.kv_len(), seed + 2, 1.0),
         );
         let scale = 1.0 / (shape.d as f32).sqrt();
-        let expected = reference::forward(&AttentionProblem::new(&q, &k, &v, shape, mask, scale));
+        let expected = reference::flash_attention(&AttentionProblem::new(&q, &k, &v, shape, mask, scale));
         let got = kernels.forward(&ctx, &AttentionProblem::new(&q, &k, &v, shape, mask, scale)).await.expect("forward");
         let o_err = max_abs_diff(&got.o, &expected.o);
         assert!(o_err < 1e-3, "case {i} {mask:?} (unrolled: {unrolled}): output differs by {o_err}");
@@ -60,7 +61,7 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
             .probabilities(&ctx, &AttentionProblem::scores(&q, &k, shape, mask, scale), &got.lse, region)
             .await
             .expect("probabilities");
-        let want_p = reference::probabilities(&AttentionProblem::scores(&q, &k, shape, mask, scale));
+        let want_p = reference::row_softmax(&AttentionProblem::scores(&q, &k, shape, mask, scale));
         let p_err = max_abs_diff(&p, &want_p);
         assert!(p_err < 1e-4, "case {i} {mask:?}: probabilities differ by {p_err}");
         // The explorer's kernels: the row softmax, whole and lse only, in the form a page starts with
@@ -94,7 +95,7 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
                     )
                     .await
                     .expect("pooled heads");
-                let want = pool_probabilities(&want_p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool);
+                let want = reference::pool_rows(&want_p, shape.h_q, shape.n_q, shape.n_kv, rows, cols, pool);
                 let err = max_abs_diff(&got, &want);
                 assert!(err < 1e-4, "case {i} {mask:?}: {pool:?}-pooled heads ({form}) differ by {err}");
             }

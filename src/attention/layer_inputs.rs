@@ -274,7 +274,7 @@ impl LayerInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::Mask;
+    use crate::model::Mask;
     use crate::model::presets::preset;
 
     fn toks(s: &str) -> Vec<String> {
@@ -286,7 +286,7 @@ mod tests {
         let gemma = preset("gemma-3-27b").unwrap();
         let l0 = LayerLayout::of(gemma, 0);
         assert_eq!((l0.n_q_heads, l0.n_kv_heads, l0.head_dim, l0.group_size()), (32, 16, 128, 2));
-        assert_eq!(Mask::of_layer(l0.kind), Some(Mask::Sliding { window: 1024 }));
+        assert_eq!(Mask::of_layer(l0.kind), Some(Mask::Sliding { window_tokens: 1024 }));
         assert_eq!(Mask::of_layer(LayerLayout::of(gemma, 5).kind), Some(Mask::Causal));
         let g4 = LayerLayout::of(preset("gemma-4-12b").unwrap(), 5);
         assert_eq!((g4.n_kv_heads, g4.head_dim, g4.k_eq_v), (1, 512, true));
@@ -294,7 +294,7 @@ mod tests {
             matches!(g4.positional, Positional::Rope { partial_rotary_factor, .. } if partial_rotary_factor == 0.25)
         );
         let scout = LayerLayout::of(preset("llama-4-scout").unwrap(), 0);
-        assert_eq!(Mask::of_layer(scout.kind), Some(Mask::Chunked { chunk: 8192 }));
+        assert_eq!(Mask::of_layer(scout.kind), Some(Mask::Chunked { chunk_tokens: 8192 }));
         assert_eq!(LayerLayout::of(preset("llama-4-scout").unwrap(), 3).positional, Positional::NoPe);
         let ds = LayerLayout::of(preset("deepseek-v3").unwrap(), 0);
         assert_eq!((ds.n_q_heads, ds.n_kv_heads, ds.head_dim, ds.mla), (128, 128, 192, true));

@@ -1,5 +1,5 @@
 //! The vocabulary of an attention problem and its CPU side, shared by the GPU kernels and the views:
-//! [`shape`] and [`mask`] (which keys a query sees, from positions), the f64 [`reference`] every GPU
+//! [`shape`] (with the mask of `model::mask`: which keys a query sees), the f64 [`reference`] every GPU
 //! kernel is checked against and [`pooled`] (the pooled heatmap's CPU twin), and the inputs:
 //! [`tokens`] (word, character and generated tokens), [`inputs`] (seeded embeddings and projections),
 //! [`rope`], [`teaching_heads`] (designed heads with known patterns), [`layer_inputs`] (every head of
@@ -7,7 +7,6 @@
 
 pub mod inputs;
 pub mod layer_inputs;
-pub mod mask;
 pub mod pooled;
 pub mod problem;
 pub mod reference;
@@ -17,6 +16,5 @@ pub mod teaching_heads;
 pub mod tiles;
 pub mod tokens;
 
-pub use mask::Mask;
 pub use problem::AttentionProblem;
 pub use shape::AttentionShape;

@@ -1,5 +1,6 @@
-//! CPU twin of the `pooled` entry point of `shaders/attention_probs.wgsl`: a whole head's probabilities
-//! shrunk to `out_rows x out_cols` blocks, each holding the max or the mean of P over the block.
+//! Pooled heatmaps: a whole head's probabilities shrunk to `rows x cols` blocks, each holding the max or
+//! the mean of P over the block (the `pooled` entry point of `shaders/attention_probs.wgsl` and
+//! `shaders/pool_rows.wgsl`; their CPU twin is [`reference::pool_rows`](super::reference::pool_rows)).
 
 /// How a block of probabilities becomes one heatmap cell.
 /// Keep in sync with `POOL_*` in `shaders/attention_probs.wgsl` and `shaders/pool_rows.wgsl`.
@@ -46,37 +47,6 @@ impl std::str::FromStr for Pool {
 pub fn block_range(b: u32, count: u32, n: u32) -> (u32, u32) {
     let start = |b: u32| (u64::from(b) * u64::from(n) / u64::from(count.max(1))) as u32;
     (start(b), start(b + 1).max(start(b) + 1))
-}
-
-/// Pools probabilities `p` (`[heads, n_q, n_kv]`) to `[heads, out_rows, out_cols]`.
-pub fn pool_probabilities(
-    p: &[f32],
-    heads: u32,
-    n_q: u32,
-    n_kv: u32,
-    out_rows: u32,
-    out_cols: u32,
-    pool: Pool,
-) -> Vec<f32> {
-    let mut out = Vec::with_capacity((heads * out_rows * out_cols) as usize);
-    for h in 0..heads {
-        let head = &p[(h * n_q * n_kv) as usize..][..(n_q * n_kv) as usize];
-        for r in 0..out_rows {
-            let (i_a, i_b) = block_range(r, out_rows, n_q);
-            for c in 0..out_cols {
-                let (j_a, j_b) = block_range(c, out_cols, n_kv);
-                let block = (i_a..i_b).flat_map(|i| (j_a..j_b).map(move |j| head[(i * n_kv + j) as usize]));
-                out.push(match pool {
-                    Pool::Max => block.fold(0.0f32, f32::max),
-                    Pool::Mean => {
-                        let sum: f64 = block.map(f64::from).sum();
-                        (sum / (f64::from(i_b - i_a) * f64::from(j_b - j_a))) as f32
-                    }
-                });
-            }
-        }
-    }
-    out
 }
 
 /// A pooled heatmap of a head with `n_q` queries, `rows x cols` cells, of which the output rows
@@ -147,14 +117,5 @@ mod tests {
         let up: Vec<_> = (0..6).map(|b| block_range(b, 6, 3).0).collect();
         assert_eq!(up, vec![0, 0, 1, 1, 2, 2]);
         assert!((0..6).all(|b| block_range(b, 6, 3).1 == block_range(b, 6, 3).0 + 1));
-    }
-
-    #[test]
-    fn pooling_by_hand() {
-        // One 2x4 head pooled to 1x2: blocks are columns {0,1} and {2,3}.
-        let p = [0.5, 0.5, 0.0, 0.0, 0.1, 0.2, 0.3, 0.4];
-        assert_eq!(pool_probabilities(&p, 1, 2, 4, 1, 2, Pool::Max), vec![0.5, 0.4]);
-        let mean = pool_probabilities(&p, 1, 2, 4, 1, 2, Pool::Mean);
-        assert!((mean[0] - 1.3 / 4.0).abs() < 1e-6 && (mean[1] - 0.7 / 4.0).abs() < 1e-6);
     }
 }

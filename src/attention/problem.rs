@@ -1,6 +1,7 @@
 //! One attention computation as the GPU kernels, the engine and the CPU reference all take it.
 
-use super::{AttentionShape, Mask};
+use super::AttentionShape;
+use crate::model::Mask;
 
 /// Q `[h_q, n_q, d]`, K and V `[h_kv, n_kv, d]` (row-major f32), their shape, the mask and the score
 /// scale. `v` is empty where only the scores' softmax is asked for (probabilities, log-sum-exp).

@@ -1,8 +1,18 @@
-//! The f64 CPU reference of attention: slow, obvious, and the yardstick for every GPU kernel.
+//! The CPU twins of the GPU kernels, in one place: f64, slow, obvious, and the yardstick every kernel
+//! is tested against. They also serve as the fallback when the browser has no WebGPU (small sizes only).
 //!
-//! It also serves as the fallback when the browser has no WebGPU (small sizes only).
+//! Each twin is named after the kernel it mirrors; kernels that compute the same thing by another
+//! route share it:
+//!
+//! | kernel (`shaders/*.wgsl`)                                          | CPU twin            |
+//! |-------------------------------------------------------------------|---------------------|
+//! | `flash_attention`, `flash_attention_subgroup`, `naive_attention`  | [`flash_attention`] |
+//! | `row_softmax`, `row_softmax_subgroup`, `attention_probs` (region) | [`row_softmax`]     |
+//! | `pool_rows`, `attention_probs` (pooled)                           | [`pool_rows`]       |
+//! | `fma_peak` (a throughput probe: nothing to mirror)                | none                |
 
 use crate::attention::AttentionProblem;
+use crate::attention::pooled::{Pool, block_range};
 
 /// The result of a forward pass: `o` is `[h_q, n_q, d]`, `lse` is `[h_q, n_q]` (natural log-sum-exp of the
 /// scaled, visible scores of each row).
@@ -44,8 +54,9 @@ fn softmax_row(scores: &[Option<f64>]) -> (Vec<f64>, f64) {
     (exps.iter().map(|e| e / sum).collect(), max + sum.ln())
 }
 
-/// Full attention forward: `O = softmax(scale * Q Kᵀ + mask) V` per query head, with GQA head sharing.
-pub fn forward(p: &AttentionProblem) -> Forward {
+/// Twin of `flash_attention.wgsl` (and of the kernels that compute the same output): the forward pass
+/// `O = softmax(scale * Q Kᵀ + mask) V` per query head, with GQA head sharing, and each row's log-sum-exp.
+pub fn flash_attention(p: &AttentionProblem) -> Forward {
     let (shape, v) = (&p.shape, p.v);
     let d = shape.d as usize;
     let mut o = vec![0.0f32; shape.q_len()];
@@ -69,8 +80,9 @@ pub fn forward(p: &AttentionProblem) -> Forward {
     Forward { o, lse }
 }
 
-/// Attention probabilities `P = softmax(scale * Q Kᵀ + mask)`, `[h_q, n_q, n_kv]`, masked entries 0.
-pub fn probabilities(p: &AttentionProblem) -> Vec<f32> {
+/// Twin of `row_softmax.wgsl` (and of `attention_probs.wgsl` over a region): the attention probabilities
+/// `P = softmax(scale * Q Kᵀ + mask)`, `[h_q, n_q, n_kv]`, masked entries 0.
+pub fn row_softmax(p: &AttentionProblem) -> Vec<f32> {
     let shape = &p.shape;
     let mut out = Vec::with_capacity((shape.h_q * shape.n_q * shape.n_kv) as usize);
     for h in 0..shape.h_q {
@@ -82,10 +94,35 @@ pub fn probabilities(p: &AttentionProblem) -> Vec<f32> {
     out
 }
 
+/// Twin of `pool_rows.wgsl` and the `pooled` entry of `attention_probs.wgsl`: probabilities `p`
+/// (`[heads, n_q, n_kv]`) pooled to `[heads, out_rows, out_cols]`.
+pub fn pool_rows(p: &[f32], heads: u32, n_q: u32, n_kv: u32, out_rows: u32, out_cols: u32, pool: Pool) -> Vec<f32> {
+    let mut out = Vec::with_capacity((heads * out_rows * out_cols) as usize);
+    for h in 0..heads {
+        let head = &p[(h * n_q * n_kv) as usize..][..(n_q * n_kv) as usize];
+        for r in 0..out_rows {
+            let (i_a, i_b) = block_range(r, out_rows, n_q);
+            for c in 0..out_cols {
+                let (j_a, j_b) = block_range(c, out_cols, n_kv);
+                let block = (i_a..i_b).flat_map(|i| (j_a..j_b).map(move |j| head[(i * n_kv + j) as usize]));
+                out.push(match pool {
+                    Pool::Max => block.fold(0.0f32, f32::max),
+                    Pool::Mean => {
+                        let sum: f64 = block.map(f64::from).sum();
+                        (sum / (f64::from(i_b - i_a) * f64::from(j_b - j_a))) as f32
+                    }
+                });
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::{AttentionShape, Mask};
+    use crate::attention::AttentionShape;
+    use crate::model::Mask;
 
     #[test]
     fn two_tokens_by_hand() {
@@ -93,13 +130,14 @@ mod tests {
         // Row 0 sees key 0 only: p = [1, 0], o = 10, lse = 1*1 = 1.
         // Row 1 scores 2*1 = 2 and 2*3 = 6: p1 = e^6 / (e^2 + e^6), o = 10 p0 + 20 p1.
         let shape = AttentionShape::square(1, 2, 1);
-        let f = forward(&AttentionProblem::new(&[1.0, 2.0], &[1.0, 3.0], &[10.0, 20.0], shape, Mask::Causal, 1.0));
+        let f =
+            flash_attention(&AttentionProblem::new(&[1.0, 2.0], &[1.0, 3.0], &[10.0, 20.0], shape, Mask::Causal, 1.0));
         let p1 = 6f64.exp() / (2f64.exp() + 6f64.exp());
         assert!((f.o[0] - 10.0).abs() < 1e-6);
         assert!((f64::from(f.o[1]) - (10.0 * (1.0 - p1) + 20.0 * p1)).abs() < 1e-4);
         assert!((f.lse[0] - 1.0).abs() < 1e-6);
         assert!((f64::from(f.lse[1]) - (2f64.exp() + 6f64.exp()).ln()).abs() < 1e-5);
-        let p = probabilities(&AttentionProblem::scores(&[1.0, 2.0], &[1.0, 3.0], shape, Mask::Causal, 1.0));
+        let p = row_softmax(&AttentionProblem::scores(&[1.0, 2.0], &[1.0, 3.0], shape, Mask::Causal, 1.0));
         assert_eq!(p[1], 0.0);
         assert!((f64::from(p[3]) - p1).abs() < 1e-6);
     }
@@ -109,8 +147,8 @@ mod tests {
         let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 5, n_kv: 9, d: 3 };
         let q: Vec<f32> = (0..shape.q_len()).map(|x| ((x * 37 % 11) as f32 - 5.0) * 1e3).collect();
         let k: Vec<f32> = (0..shape.kv_len()).map(|x| ((x * 13 % 7) as f32 - 3.0) * 1e1).collect();
-        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
-            let p = probabilities(&AttentionProblem::scores(&q, &k, shape, mask, 1.0));
+        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 4 }] {
+            let p = row_softmax(&AttentionProblem::scores(&q, &k, shape, mask, 1.0));
             for row in p.chunks(9) {
                 assert!(row.iter().all(|x| x.is_finite()));
                 assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{mask:?}");
@@ -125,5 +163,27 @@ mod tests {
         let (p, lse) = softmax_row(&[None, None]);
         assert_eq!(p, vec![0.0, 0.0]);
         assert_eq!(lse, f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn pooling_by_hand() {
+        // One 2x4 head pooled to 1x2: blocks are columns {0,1} and {2,3}.
+        let p = [0.5, 0.5, 0.0, 0.0, 0.1, 0.2, 0.3, 0.4];
+        assert_eq!(pool_rows(&p, 1, 2, 4, 1, 2, Pool::Max), vec![0.5, 0.4]);
+        let mean = pool_rows(&p, 1, 2, 4, 1, 2, Pool::Mean);
+        assert!((mean[0] - 1.3 / 4.0).abs() < 1e-6 && (mean[1] - 0.7 / 4.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn every_kernel_is_in_the_twin_table() {
+        let table = include_str!("reference.rs");
+        let shaders = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders")).unwrap();
+        for entry in shaders {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "wgsl") {
+                let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+                assert!(table.contains(&format!("`{name}`")), "{name}.wgsl has no row in the CPU twin table");
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 ///
 /// Queries are the *last* `n_q` positions of the `n_kv`-long sequence (prefill against a cache, decode),
 /// so query row `i` sits at absolute position `n_kv - n_q + i` for the mask. Cross-attention (queries from
-/// another text) uses [`crate::attention::Mask::Full`], where positions do not matter.
+/// another text) uses [`crate::model::Mask::Full`], where positions do not matter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionShape {
     pub h_q: u32,
@@ -58,7 +58,7 @@ impl AttentionShape {
     }
 
     /// Number of (query, key) pairs the mask lets through, summed over query heads.
-    pub fn attended_pairs(&self, mask: crate::attention::Mask) -> u64 {
+    pub fn attended_pairs(&self, mask: crate::model::Mask) -> u64 {
         let per_head: u64 = (0..self.n_q)
             .map(|i| {
                 let (lo, hi) = mask.key_range(self.q_offset() + i, self.n_kv);
@@ -72,7 +72,7 @@ impl AttentionShape {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::Mask;
+    use crate::model::Mask;
 
     #[test]
     fn groups_and_offsets() {
@@ -94,6 +94,6 @@ mod tests {
         assert_eq!(s.attended_pairs(Mask::Causal), 20);
         assert_eq!(s.attended_pairs(Mask::Full), 32);
         // window 2: 1+2+2+2 = 7 per head.
-        assert_eq!(s.attended_pairs(Mask::Sliding { window: 2 }), 14);
+        assert_eq!(s.attended_pairs(Mask::Sliding { window_tokens: 2 }), 14);
     }
 }

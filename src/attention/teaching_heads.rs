@@ -231,8 +231,9 @@ impl Designer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::reference::probabilities;
-    use crate::attention::{AttentionProblem, AttentionShape, Mask};
+    use crate::attention::reference::row_softmax;
+    use crate::attention::{AttentionProblem, AttentionShape};
+    use crate::model::Mask;
 
     fn toks(s: &str) -> Vec<String> {
         s.split(' ').map(String::from).collect()
@@ -244,7 +245,7 @@ mod tests {
         let q = des.queries(head, tokens, 0, n);
         let k = des.keys(tokens);
         let shape = AttentionShape::square(1, n as u32, d as u32);
-        probabilities(&AttentionProblem::scores(&q, &k, shape, mask, 1.0 / (d as f32).sqrt()))
+        row_softmax(&AttentionProblem::scores(&q, &k, shape, mask, 1.0 / (d as f32).sqrt()))
     }
 
     fn argmax(row: &[f32]) -> usize {

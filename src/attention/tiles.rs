@@ -7,7 +7,7 @@
 //! time; a key tile inside every row's range needs no per-element test ("interior"), the others test
 //! elements ("boundary"). Every key tile outside that loop is skipped without being loaded.
 
-use super::mask::Mask;
+use crate::model::Mask;
 
 /// One query tile and the key tiles the kernel visits for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,21 +39,6 @@ impl TilePlan {
     }
 }
 
-fn key_lo(mask: Mask, pos: u32) -> u32 {
-    match mask {
-        Mask::Sliding { window } => (pos + 1).max(window.max(1)) - window.max(1),
-        Mask::Chunked { chunk } => pos - pos % chunk.max(1),
-        Mask::Full | Mask::Causal => 0,
-    }
-}
-
-fn key_hi(mask: Mask, pos: u32, n_kv: u32) -> u32 {
-    match mask {
-        Mask::Full => n_kv,
-        _ => (pos + 1).min(n_kv),
-    }
-}
-
 /// The plan for `n_q` queries (the last rows of `n_kv` keys) in groups of `group` query heads per KV
 /// head, with `rows_per_tile` rows per workgroup and `keys_per_tile` keys per K/V tile.
 pub fn plan(n_q: u32, n_kv: u32, group: u32, mask: Mask, rows_per_tile: u32, keys_per_tile: u32) -> TilePlan {
@@ -69,8 +54,9 @@ pub fn plan(n_q: u32, n_kv: u32, group: u32, mask: Mask, rows_per_tile: u32, key
         let row_end = (row0 + br).min(rows_total);
         let (q_lo, q_last) = (row0 / g, (row_end - 1) / g);
         let (first_pos, last_pos) = (q_offset + q_lo, q_offset + q_last);
-        let (tile_lo, tile_hi) = (key_lo(mask, first_pos), key_hi(mask, last_pos, n_kv));
-        let (all_lo, all_hi) = (key_lo(mask, last_pos), key_hi(mask, first_pos, n_kv));
+        // Visible ranges only move right with the position: the tile's union spans the first row's
+        // low end to the last row's high end, and the keys every row sees the reverse.
+        let ((tile_lo, all_hi), (all_lo, tile_hi)) = (mask.key_range(first_pos, n_kv), mask.key_range(last_pos, n_kv));
         let mut key_tiles = Vec::new();
         let mut key0 = tile_lo;
         while key0 < tile_hi {
@@ -110,7 +96,7 @@ mod tests {
     fn sliding_window_skips_most_of_a_long_sequence() {
         // n = 1024, window 64, 64-row and 32-key tiles: each query tile visits keys from
         // (q_lo - 63) to q_hi: 127 keys, starting unaligned, so 4 key tiles of the 32 a dense kernel visits.
-        let p = plan(1024, 1024, 1, Mask::Sliding { window: 64 }, 64, 32);
+        let p = plan(1024, 1024, 1, Mask::Sliding { window_tokens: 64 }, 64, 32);
         assert_eq!(p.tiles[5].key_tiles.len(), 4);
         assert_eq!(p.tiles[5].key_tiles[0].0, 5 * 64 - 63);
         assert!(p.skipped_fraction() > 0.85);
@@ -118,7 +104,7 @@ mod tests {
 
     #[test]
     fn every_visible_pair_lies_in_a_visited_tile() {
-        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 5 }, Mask::Chunked { chunk: 7 }] {
+        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 5 }, Mask::Chunked { chunk_tokens: 7 }] {
             for (n_q, n_kv, g) in [(30, 30, 1), (30, 30, 4), (13, 40, 2), (1, 17, 3)] {
                 let p = plan(n_q, n_kv, g, mask, 16, 8);
                 let q_offset = n_kv - n_q;

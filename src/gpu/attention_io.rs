@@ -5,7 +5,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::attention::{AttentionShape, Mask};
+use crate::attention::AttentionShape;
+use crate::model::Mask;
 
 /// Uniform parameters of one launch.
 /// Keep in sync with `Params` in `shaders/include/attention_io.wgsl`.

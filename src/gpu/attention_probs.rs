@@ -3,10 +3,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::attention::AttentionShape;
 use crate::attention::pooled::Pool;
-use crate::attention::{AttentionShape, Mask};
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
+use crate::model::Mask;
 
 /// Keep in sync with `Params` in `shaders/attention_probs.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]

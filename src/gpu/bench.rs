@@ -6,14 +6,15 @@
 
 use serde::Serialize;
 
+use crate::attention::AttentionShape;
 use crate::attention::inputs::SplitMix64;
-use crate::attention::mask::MaskKind;
-use crate::attention::{AttentionShape, Mask};
-use crate::gpu::flash_io::FlashBuffers;
+use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{self, NaiveBuffers};
-use crate::gpu::row_softmax::{RowBuffers, RowOutput};
+use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
+use crate::model::Mask;
+use crate::model::MaskKind;
 
 /// Which implementation a case runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,14 +81,14 @@ pub const SEQUENCE_LENGTHS: [u32; 6] = [256, 1024, 2048, 4096, 8192, 16384];
 /// (h_q, h_kv): multi-head, and grouped-query with 4 query heads per KV head.
 pub const HEAD_LAYOUTS: [(u32, u32); 2] = [(8, 8), (32, 8)];
 /// Head widths the benchmark runs when the link names none.
-pub const DEFAULT_HEAD_DIMS: [u32; 2] = [64, 128];
+pub const BENCH_DEFAULT_HEAD_DIMS: [u32; 2] = [64, 128];
 pub const DEFAULT_WINDOW: u32 = 256;
 
 /// The case list: n x heads x d x mask x kernel, filtered. A filter's `n`/`d` outside the default
 /// lists still runs (one custom size).
 pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
     let lengths: Vec<u32> = filter.n.map_or(SEQUENCE_LENGTHS.to_vec(), |n| vec![n]);
-    let dims: Vec<u32> = filter.d.map_or(DEFAULT_HEAD_DIMS.to_vec(), |d| vec![d]);
+    let dims: Vec<u32> = filter.d.map_or(BENCH_DEFAULT_HEAD_DIMS.to_vec(), |d| vec![d]);
     let masks: Vec<MaskKind> =
         filter.mask.map_or(vec![MaskKind::Full, MaskKind::Causal, MaskKind::Sliding], |m| vec![m]);
     let window = filter.window.unwrap_or(DEFAULT_WINDOW);
@@ -99,7 +100,7 @@ pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
                     for kernel in BenchKernel::ALL {
                         if filter.kernel.is_none_or(|k| k == kernel) {
                             let shape = AttentionShape { h_q, h_kv, n_q: n, n_kv: n, d };
-                            out.push(BenchCase { kernel, shape, mask: kind.with_sizes(window, window) });
+                            out.push(BenchCase { kernel, shape, mask: kind.with_sizes(window.into(), window.into()) });
                         }
                     }
                 }
@@ -260,7 +261,11 @@ pub async fn run_case(
             // The fastest form for this adapter, whatever the page uses (compile time is not timed).
             let unrolled_before = kernels.flash.is_unrolled();
             kernels.flash.set_unrolled(true);
-            let prepared = kernels.flash.prepare(ctx, &buffers, padded, s.n_kv, case.mask, scale);
+            let prepared = kernels.flash.prepare(
+                ctx,
+                &buffers,
+                FlashLaunch { shape: padded, kv_stride: s.n_kv, mask: case.mask, scale },
+            );
             kernels.flash.set_unrolled(unrolled_before);
             vec![prepared?]
         }
@@ -273,15 +278,14 @@ pub async fn run_case(
             let out = ctx.storage_output("probabilities", probs_bytes)?;
             // The fastest form, not the quick-to-compile one a page may start with.
             kernels.rows.warm_up(ctx, padded, RowOutput::Probabilities);
-            vec![kernels.rows.prepare(
-                ctx,
-                &RowBuffers { q: &q, k: &k, out: &out },
-                padded,
-                padded.q_offset(),
-                case.mask,
+            let launch = RowLaunch {
+                shape: padded,
+                q_offset: padded.q_offset(),
+                mask: case.mask,
                 scale,
-                RowOutput::Probabilities,
-            )?]
+                output: RowOutput::Probabilities,
+            };
+            vec![kernels.rows.prepare(ctx, &RowBuffers { q: &q, k: &k, out: &out }, launch)?]
         }
     };
     let refs: Vec<&Dispatch> = dispatches.iter().collect();
@@ -386,7 +390,7 @@ mod tests {
         assert_eq!(one.len(), 2); // MHA and GQA
         assert!(one.iter().all(|c| c.shape.n_q == 2048 && c.mask == Mask::Causal && c.kernel == BenchKernel::Tiled));
         let sliding = cases(&BenchFilter { mask: Some(MaskKind::Sliding), ..Default::default() });
-        assert!(sliding.iter().all(|c| c.mask == Mask::Sliding { window: 256 }));
+        assert!(sliding.iter().all(|c| c.mask == Mask::Sliding { window_tokens: 256 }));
     }
 
     #[test]

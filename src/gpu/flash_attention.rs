@@ -1,9 +1,8 @@
 //! Owner of `shaders/flash_attention.wgsl`: the tiled online-softmax forward (O and log-sum-exp).
 
-use crate::attention::{AttentionShape, Mask};
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
-use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers};
+use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
 use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE};
 use crate::gpu::launch::{self, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
@@ -68,26 +67,23 @@ impl FlashAttention {
         }));
     }
 
-    /// Prepares one launch. `shape.d` must already be padded to a multiple of 4; K/V rows of KV head `h`
-    /// start at `h * kv_stride` (`kv_stride >= n_kv`, so a cache can grow in place).
+    /// Prepares one launch.
     pub fn prepare(
         &self,
         ctx: &GpuContext,
         buffers: &FlashBuffers<'_>,
-        shape: AttentionShape,
-        kv_stride: u32,
-        mask: Mask,
-        scale: f32,
+        launch: FlashLaunch,
     ) -> Result<Dispatch, GpuError> {
+        let FlashLaunch { shape, kv_stride, mask, scale } = launch;
         let d_pad = shape.d;
-        if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM || kv_stride < shape.n_kv {
+        if !d_pad.is_multiple_of(4) || d_pad > launch::KERNEL_MAX_HEAD_DIM || kv_stride < shape.n_kv {
             return Err(GpuError::LimitExceeded(format!(
                 "flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv"
             )));
         }
         // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
-            return subgroup.prepare(ctx, buffers, shape, kv_stride, mask, scale);
+            return subgroup.prepare(ctx, buffers, launch);
         }
         let mut tiles = self.tiles(d_pad);
         // Few rows (decode: one query per head) get a narrow workgroup instead of idle invocations.

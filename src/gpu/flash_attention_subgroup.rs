@@ -3,9 +3,8 @@
 //! Same buffers, parameters and results as `shaders/flash_attention.wgsl`, whose owner chooses this
 //! kernel where it pays (so this module imports only what both share, never its chooser).
 
-use crate::attention::{AttentionShape, Mask};
 use crate::gpu::attention_io::AttentionParams;
-use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers};
+use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
 use crate::gpu::flash_tiles::cpu_rows_per_invocation;
 use crate::gpu::launch::{self, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError, shader_text};
@@ -30,17 +29,14 @@ impl FlashSubgroup {
         Some(Self { layout, pipelines, subgroup_size, max_workgroups: ctx.limits.max_compute_workgroups_per_dimension })
     }
 
-    /// Prepares one launch. `shape.d` must be padded to a multiple of 4; K/V rows of KV head `h` start
-    /// at `h * kv_stride`.
+    /// Prepares one launch.
     pub fn prepare(
         &self,
         ctx: &GpuContext,
         buffers: &FlashBuffers<'_>,
-        shape: AttentionShape,
-        kv_stride: u32,
-        mask: Mask,
-        scale: f32,
+        launch: FlashLaunch,
     ) -> Result<Dispatch, GpuError> {
+        let FlashLaunch { shape, kv_stride, mask, scale } = launch;
         let d_pad = shape.d;
         let rows = cpu_rows_per_invocation(d_pad);
         // One subgroup per workgroup: the smallest row tile, so the key range around a causal

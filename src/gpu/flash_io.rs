@@ -1,7 +1,9 @@
 //! The Rust side of `shaders/include/flash_io.wgsl` (with `attention_io.wgsl` before it): the bindings
 //! and buffers of both forward kernels, `flash_attention` and `flash_attention_subgroup`.
 
+use crate::attention::AttentionShape;
 use crate::gpu::launch::Binding;
+use crate::model::Mask;
 
 /// params, Q, K (`attention_io.wgsl`), V, O, lse (`flash_io.wgsl`).
 pub const FLASH_BINDINGS: [Binding; 6] =
@@ -14,4 +16,14 @@ pub struct FlashBuffers<'a> {
     pub v: &'a wgpu::Buffer,
     pub o: &'a wgpu::Buffer,
     pub lse: &'a wgpu::Buffer,
+}
+
+/// One launch of either forward kernel. `shape.d` is padded to a multiple of 4; K/V rows of KV head
+/// `h` start at `h * kv_stride` (`kv_stride >= n_kv`, so a cache can grow in place).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlashLaunch {
+    pub shape: AttentionShape,
+    pub kv_stride: u32,
+    pub mask: Mask,
+    pub scale: f32,
 }

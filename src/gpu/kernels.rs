@@ -5,18 +5,19 @@
 //! by the decode cache, which keep buffers on the GPU between launches.
 
 use crate::attention::reference::Forward;
-use crate::attention::{AttentionProblem, AttentionShape, Mask};
+use crate::attention::{AttentionProblem, AttentionShape};
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
 use crate::gpu::flash_attention::FlashAttention;
-use crate::gpu::flash_io::FlashBuffers;
+use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
-use crate::gpu::row_softmax::{RowBuffers, RowOutput, RowSoftmax};
+use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput, RowSoftmax};
 use crate::gpu::{GpuContext, GpuError};
+use crate::model::Mask;
 
 pub use crate::attention::pooled::{Pool, PooledMap};
 
@@ -86,7 +87,11 @@ impl Kernels {
         let out = ForwardOutputs::new(ctx, u64::from(h_q), d_pad)?;
         let buffers = FlashBuffers { q: &q_buf, k: &cache.k, v: &cache.v, o: &out.o, lse: &out.lse };
         let padded = AttentionShape { d: d_pad, ..shape };
-        let dispatch = self.flash.prepare(ctx, &buffers, padded, cache.capacity_tokens(), mask, scale)?;
+        let dispatch = self.flash.prepare(
+            ctx,
+            &buffers,
+            FlashLaunch { shape: padded, kv_stride: cache.capacity_tokens(), mask, scale },
+        )?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         out.read(ctx, shape.d).await
     }
@@ -113,7 +118,8 @@ impl Kernels {
         let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
         let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
         let buffers = FlashBuffers { q: &up.q, k: &up.k, v: v_buf, o: &out.o, lse: &out.lse };
-        let dispatch = self.flash.prepare(ctx, &buffers, up.shape, shape.n_kv, mask, scale)?;
+        let dispatch =
+            self.flash.prepare(ctx, &buffers, FlashLaunch { shape: up.shape, kv_stride: shape.n_kv, mask, scale })?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         out.read(ctx, shape.d).await
     }
@@ -178,15 +184,8 @@ impl Kernels {
         let AttentionProblem { shape, mask, scale, .. } = *p;
         let len = output.len(&shape);
         let out = ctx.scratch_output("row softmax", len * 4)?;
-        let dispatch = self.rows.prepare(
-            ctx,
-            &RowBuffers { q: &up.q, k: &up.k, out: &out },
-            up.shape,
-            up.shape.q_offset(),
-            mask,
-            scale,
-            output,
-        )?;
+        let launch = RowLaunch { shape: up.shape, q_offset: up.shape.q_offset(), mask, scale, output };
+        let dispatch = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &out }, launch)?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         let mut values: Vec<f32> = ctx.read_back(&out).await?;
         values.truncate(len as usize);
@@ -231,15 +230,8 @@ impl Kernels {
         };
         let rows_out = ctx.scratch_output("row softmax", row_output.len(&shape) * 4)?;
         let q_offset = shape.n_kv - map.n_q + q0;
-        let rows_pass = self.rows.prepare(
-            ctx,
-            &RowBuffers { q: &up.q, k: &up.k, out: &rows_out },
-            up.shape,
-            q_offset,
-            mask,
-            scale,
-            row_output,
-        )?;
+        let launch = RowLaunch { shape: up.shape, q_offset, mask, scale, output: row_output };
+        let rows_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &rows_out }, launch)?;
         let pool_pass = match row_output {
             RowOutput::Blocks { .. } => self.pool_rows.prepare(
                 ctx,
@@ -332,11 +324,11 @@ fn check_pooled_size(out_rows: u32, out_cols: u32) -> Result<(), GpuError> {
 fn upload<'a>(ctx: &'a GpuContext, p: &AttentionProblem, with_v: bool) -> Result<Uploaded<'a>, GpuError> {
     p.validate(with_v).map_err(GpuError::InvalidInput)?;
     let shape = p.shape;
-    if shape.d > launch::MAX_HEAD_DIM {
+    if shape.d > launch::KERNEL_MAX_HEAD_DIM {
         return Err(GpuError::InvalidInput(format!(
             "head dimension {} is above the kernels' maximum of {}",
             shape.d,
-            launch::MAX_HEAD_DIM
+            launch::KERNEL_MAX_HEAD_DIM
         )));
     }
     let d = shape.d as usize;

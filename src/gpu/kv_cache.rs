@@ -20,7 +20,7 @@ pub struct KvCache {
 
 impl KvCache {
     pub fn new(ctx: &GpuContext, h_kv: u32, d: u32, capacity_tokens: u32) -> Result<Self, GpuError> {
-        if h_kv == 0 || d == 0 || d > launch::MAX_HEAD_DIM || capacity_tokens == 0 {
+        if h_kv == 0 || d == 0 || d > launch::KERNEL_MAX_HEAD_DIM || capacity_tokens == 0 {
             return Err(GpuError::InvalidInput(format!(
                 "a KV cache needs h_kv >= 1, 1 <= d <= 256 and capacity >= 1 (got {h_kv}, {d}, {capacity_tokens})"
             )));

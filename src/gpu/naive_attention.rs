@@ -3,9 +3,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::attention::{AttentionShape, Mask};
+use crate::attention::AttentionShape;
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
+use crate::model::Mask;
 
 /// Keep in sync with `Params` in `shaders/naive_attention.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]

@@ -2,12 +2,26 @@
 //! whole), each row's probabilities pooled over blocks of keys (long heads, with `pool_rows`), or each
 //! row's log-sum-exp alone; the forward pass without its P·V half.
 
+use crate::attention::AttentionShape;
 use crate::attention::pooled::Pool;
-use crate::attention::{AttentionShape, Mask};
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::row_softmax_subgroup::RowSoftmaxSubgroup;
 use crate::gpu::{GpuContext, GpuError};
+use crate::model::Mask;
+
+/// One launch: which rows against which keys, and what to write.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowLaunch {
+    /// `shape.d` padded to a multiple of 4.
+    pub shape: AttentionShape,
+    /// The position of query 0 among the keys: `shape.q_offset()` (queries are the last rows of the
+    /// keys) unless the queries are a slice of a longer sequence.
+    pub q_offset: u32,
+    pub mask: Mask,
+    pub scale: f32,
+    pub output: RowOutput,
+}
 
 /// What the kernel writes (the shader's `OUTPUT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,22 +183,11 @@ impl RowSoftmax {
         }
     }
 
-    /// Prepares one launch; `shape.d` must be padded to a multiple of 4.
-    /// `q_offset` is the position of query 0 among the keys: `shape.q_offset()` (queries are the last
-    /// rows of the keys) unless the queries are a slice of a longer sequence.
-    #[expect(clippy::too_many_arguments, reason = "a launch's shape, mask and output")]
-    pub fn prepare(
-        &self,
-        ctx: &GpuContext,
-        buffers: &RowBuffers<'_>,
-        shape: AttentionShape,
-        q_offset: u32,
-        mask: Mask,
-        scale: f32,
-        output: RowOutput,
-    ) -> Result<Dispatch, GpuError> {
+    /// Prepares one launch.
+    pub fn prepare(&self, ctx: &GpuContext, buffers: &RowBuffers<'_>, launch: RowLaunch) -> Result<Dispatch, GpuError> {
+        let RowLaunch { shape, q_offset, mask, scale, output } = launch;
         let d_pad = shape.d;
-        if !d_pad.is_multiple_of(4) || d_pad > launch::MAX_HEAD_DIM {
+        if !d_pad.is_multiple_of(4) || d_pad > launch::KERNEL_MAX_HEAD_DIM {
             return Err(GpuError::LimitExceeded(format!(
                 "the row softmax needs d a multiple of 4 up to 256 (got {d_pad})"
             )));

@@ -15,7 +15,9 @@ pub mod limits {
     pub const MAX_LAYERS: u32 = 4096;
     pub const MAX_D_MODEL: u64 = 1 << 20;
     pub const MAX_HEADS: u32 = 1 << 14;
-    pub const MAX_HEAD_DIM: u32 = 1 << 14;
+    /// The widest head a config may declare (the arithmetic's bound; the GPU kernels take at most
+    /// `gpu::launch::KERNEL_MAX_HEAD_DIM`, and wider heads run on the CPU).
+    pub const MAX_CONFIG_HEAD_DIM: u32 = 1 << 14;
     pub const MAX_RANK: u32 = 1 << 20;
     pub const MAX_FFN: u64 = 1 << 24;
     pub const MAX_VOCAB: u64 = 1 << 24;
@@ -271,16 +273,16 @@ impl Model {
             let field = if which == "attn" { "n_kv_heads" } else { "global n_kv_heads" };
             check(field, g.n_kv_heads.into(), 1, MAX_HEADS.into())?;
             let field = if which == "attn" { "head_dim" } else { "global head_dim" };
-            check(field, g.head_dim.into(), 1, MAX_HEAD_DIM.into())?;
+            check(field, g.head_dim.into(), 1, MAX_CONFIG_HEAD_DIM.into())?;
             if self.mla.is_none() && !self.n_q_heads.is_multiple_of(g.n_kv_heads) {
                 return Err(ConfigError::HeadsNotDivisible { q_heads: self.n_q_heads, kv_heads: g.n_kv_heads });
             }
         }
         if let Some(m) = self.mla {
             check("kv_lora_rank", m.kv_lora_rank.into(), 1, MAX_RANK.into())?;
-            check("qk_rope_head_dim", m.qk_rope_head_dim.into(), 0, MAX_HEAD_DIM.into())?;
-            check("qk_nope_head_dim", m.qk_nope_head_dim.into(), 0, MAX_HEAD_DIM.into())?;
-            check("v_head_dim", m.v_head_dim.into(), 1, MAX_HEAD_DIM.into())?;
+            check("qk_rope_head_dim", m.qk_rope_head_dim.into(), 0, MAX_CONFIG_HEAD_DIM.into())?;
+            check("qk_nope_head_dim", m.qk_nope_head_dim.into(), 0, MAX_CONFIG_HEAD_DIM.into())?;
+            check("v_head_dim", m.v_head_dim.into(), 1, MAX_CONFIG_HEAD_DIM.into())?;
             if let Some(q) = m.q_lora_rank {
                 check("q_lora_rank", q.into(), 1, MAX_RANK.into())?;
             }

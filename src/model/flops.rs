@@ -5,12 +5,13 @@
 //! Conventions: a multiply-add is 2 FLOPs. Projections cost `2 n W` for `W` projection weights
 //! (biases, norms, RoPE and softmax are not counted: they are O(n d) or O(pairs) and small).
 //! The core costs `2 d_qk P` for QK^T plus `2 d_v P` for PV per query head, where `P` is the exact
-//! number of attended (query, key) pairs of the mask ([`attended_pairs`]). MLA is counted in its
+//! number of attended (query, key) pairs of the mask ([`Mask::attended_pairs`]). MLA is counted in its
 //! plain form (K and V rebuilt per head: `d_qk = d_nope + d_rope`, `d_v = v_head_dim`).
 
 use super::config::Model;
+use super::mask::Mask;
 use super::params::{attn_params, ffn_active_params};
-use super::schedule::{LayerKind, Mask, attended_pairs};
+use super::schedule::LayerKind;
 
 /// FLOPs of one layer (or a sum of layers) for a prefill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,7 +38,7 @@ fn core_width(model: &Model, kind: LayerKind) -> u128 {
 
 /// Attention-core FLOPs (QK^T and PV) for a layer of `kind` under `mask`.
 pub fn attention_core_flops(model: &Model, kind: LayerKind, mask: Mask, n_tokens: u64) -> u128 {
-    2u128.saturating_mul(core_width(model, kind)).saturating_mul(attended_pairs(mask, n_tokens))
+    2u128.saturating_mul(core_width(model, kind)).saturating_mul(mask.attended_pairs(n_tokens))
 }
 
 /// Projection FLOPs of a layer of `kind`: `2 n W`.
@@ -51,7 +52,7 @@ pub fn layer_prefill_flops(model: &Model, layer: usize, n_tokens: u64) -> Option
     let layer_u32 = u32::try_from(layer).ok()?;
     Some(LayerFlops {
         projections: projection_flops(model, kind, n_tokens),
-        attention_core: attention_core_flops(model, kind, kind.mask(), n_tokens),
+        attention_core: Mask::of_layer(kind).map_or(0, |mask| attention_core_flops(model, kind, mask, n_tokens)),
         ffn: 2 * u128::from(n_tokens) * ffn_active_params(model, layer_u32),
     })
 }

@@ -2,7 +2,8 @@
 //!
 //! - [`dtype`]: element types with exact bit widths (`fp32 fp16 bf16 fp8 int4 int2`).
 //! - [`config`]: a model's attention geometry, schedule, FFN and embeddings; validation.
-//! - [`schedule`]: per-layer attention kinds (global, sliding, chunked), masks and attended pairs.
+//! - [`schedule`]: per-layer attention kinds (global, sliding, chunked); [`mask`]: the one mask type
+//!   (which keys a query sees; attended pairs), used by the arithmetic, the CPU reference and the kernels.
 //! - [`kv_cache`]: KV bytes per token, totals at a context, breakdowns, memory budgets.
 //! - [`params`]: attention parameters per layer and approximate model totals.
 //! - [`flops`]: prefill FLOPs and the attention-vs-projection crossover.
@@ -25,6 +26,7 @@ pub mod flops;
 pub mod formulas;
 pub mod hf_import;
 pub mod kv_cache;
+pub mod mask;
 pub mod paging;
 pub mod params;
 pub mod plot;
@@ -48,7 +50,8 @@ pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, impor
 pub use kv_cache::{
     ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes, max_context_tokens,
 };
+pub use mask::{Mask, MaskKind};
 pub use params::{AttnParams, ModelParams, attn_params, attn_params_total, model_params};
 pub use presets::{Preset, all_presets, preset, preset_info};
-pub use schedule::{LayerKind, Mask, Schedule, attended_pairs};
+pub use schedule::{LayerKind, Schedule};
 pub use variants::{Variant, VariantFigures, apply_variant, compare_variants, standard_variants};

@@ -1,11 +1,5 @@
-//! Layer schedules: which kind of attention each layer runs (global, sliding window, chunked),
-//! their counts, and the attended (query, key) pairs each mask implies.
-//!
-//! Mask conventions (0-based positions, query `q`, key `j`), shared with the CPU reference:
-//! - global causal: `j <= q`;
-//! - sliding window `W`: `0 <= q - j < W` (the query sees itself and the `W - 1` keys before it);
-//! - chunked `C`: `j <= q` and `j / C == q / C` (Llama 4's local layers: attention restarts at each
-//!   chunk boundary).
+//! Layer schedules: which kind of attention each layer runs (global, sliding window, chunked) and
+//! their counts. The mask each kind applies is [`Mask::of_layer`](super::mask::Mask::of_layer).
 
 use std::fmt;
 
@@ -59,15 +53,6 @@ impl LayerKind {
             _ => self.cached_tokens(n_tokens),
         }
     }
-
-    /// The causal mask this layer applies during prefill.
-    pub const fn mask(self) -> Mask {
-        match self {
-            LayerKind::Global => Mask::Causal,
-            LayerKind::Sliding { window_tokens } => Mask::Sliding { window_tokens },
-            LayerKind::Chunked { chunk_tokens } => Mask::Chunked { chunk_tokens },
-        }
-    }
 }
 
 const fn min_u64(a: u64, b: u64) -> u64 {
@@ -82,52 +67,6 @@ impl fmt::Display for LayerKind {
             LayerKind::Chunked { chunk_tokens } => write!(f, "chunked({chunk_tokens})"),
         }
     }
-}
-
-/// An attention mask over a square prefill of `n` tokens (used for FLOP counts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mask {
-    /// Bidirectional: every query sees every key (encoders).
-    Full,
-    Causal,
-    Sliding {
-        window_tokens: u64,
-    },
-    Chunked {
-        chunk_tokens: u64,
-    },
-}
-
-/// Number of (query, key) pairs the mask lets through for `n` tokens, exactly.
-///
-/// - full: `n^2`; causal: `n(n+1)/2`;
-/// - sliding `W`: query `q` sees `min(q+1, W)` keys, so `n(n+1)/2` while `n <= W`, then
-///   `W(W+1)/2 + (n-W)W`;
-/// - chunked `C`: `k = n / C` full chunks of `C(C+1)/2` each plus a partial chunk of `r = n mod C`:
-///   `k C(C+1)/2 + r(r+1)/2`.
-///
-/// A zero window or chunk attends nothing. Computed in `u128`: no overflow for any `u64` `n`.
-pub const fn attended_pairs(mask: Mask, n_tokens: u64) -> u128 {
-    let n = n_tokens as u128;
-    match mask {
-        Mask::Full => n * n,
-        Mask::Causal => triangle(n),
-        Mask::Sliding { window_tokens } => {
-            let w = window_tokens as u128;
-            if n <= w { triangle(n) } else { triangle(w) + (n - w) * w }
-        }
-        Mask::Chunked { chunk_tokens } => {
-            let c = chunk_tokens as u128;
-            if c == 0 {
-                return 0;
-            }
-            (n / c) * triangle(c) + triangle(n % c)
-        }
-    }
-}
-
-const fn triangle(n: u128) -> u128 {
-    n * (n + 1) / 2
 }
 
 /// The kind of every layer, in order. Its length is the model's layer count.
@@ -254,50 +193,6 @@ mod tests {
 
     const SW1024: LayerKind = LayerKind::Sliding { window_tokens: 1024 };
     const CH8192: LayerKind = LayerKind::Chunked { chunk_tokens: 8192 };
-
-    /// Brute-force pair count straight from the mask definitions in the module doc.
-    fn brute_pairs(mask: Mask, n: u64) -> u128 {
-        let mut count = 0u128;
-        for q in 0..n {
-            for j in 0..n {
-                let visible = match mask {
-                    Mask::Full => true,
-                    Mask::Causal => j <= q,
-                    Mask::Sliding { window_tokens } => j <= q && q - j < window_tokens,
-                    Mask::Chunked { chunk_tokens } => j <= q && j / chunk_tokens == q / chunk_tokens,
-                };
-                count += u128::from(visible);
-            }
-        }
-        count
-    }
-
-    #[test]
-    fn pair_counts_match_brute_force() {
-        for n in 0..40 {
-            for w in 1..12 {
-                for mask in
-                    [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: w }, Mask::Chunked { chunk_tokens: w }]
-                {
-                    assert_eq!(attended_pairs(mask, n), brute_pairs(mask, n), "{mask:?} n={n}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn pair_counts_by_hand() {
-        // causal n=4: 1+2+3+4 = 10
-        assert_eq!(attended_pairs(Mask::Causal, 4), 10);
-        // sliding W=3, n=6: 1+2+3+3+3+3 = 15 = 3*4/2 + 3*3
-        assert_eq!(attended_pairs(Mask::Sliding { window_tokens: 3 }, 6), 15);
-        // chunked C=4, n=10: chunks of 4,4,2 -> 10 + 10 + 3 = 23
-        assert_eq!(attended_pairs(Mask::Chunked { chunk_tokens: 4 }, 10), 23);
-        assert_eq!(attended_pairs(Mask::Chunked { chunk_tokens: 0 }, 10), 0);
-        // No overflow at the largest context.
-        assert!(attended_pairs(Mask::Full, u64::MAX) > 0);
-        assert!(attended_pairs(Mask::Causal, u64::MAX) > 0);
-    }
 
     #[test]
     fn cached_and_live_tokens() {

@@ -6,13 +6,14 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::browser;
-use crate::attention::mask::MaskKind;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
+use crate::model::MaskKind;
 use crate::model::Model;
 use crate::model::presets::all_presets;
 use crate::state::AppState;
+use crate::ui::params::set_param;
 use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS};
 
 /// Where the queries (and keys) come from.
@@ -96,7 +97,7 @@ pub fn ExplorerControls(
                 <input type="number" min="0" data-testid="layer-input"
                     prop:max=move || n_layers().saturating_sub(1)
                     prop:value=move || state.with(|s| s.model.layer)
-                    on:input=move |ev| { if let Some(l) = number(&ev).filter(|&l| l < n_layers()) { state.try_update(|s| s.model.layer = l); } }/>
+                    on:input=move |ev| { let _ = set_param(state, "layer", &event_target_value(&ev)); }/>
             </label>
             <label>
                 "Input"
@@ -141,7 +142,7 @@ pub fn ExplorerControls(
                 <label>
                     "Tokens"
                     <select data-testid="tok-select" on:change=move |ev| {
-                        if let Ok(t) = event_target_value(&ev).parse::<TokenMode>() { state.try_update(|s| s.explorer.tok = t); }
+                        let _ = set_param(state, "tok", &event_target_value(&ev));
                     }>
                         {TokenMode::ALL.into_iter().map(|t| view! {
                             <option value=t.name() selected=move || state.with(|s| s.explorer.tok == t)>{if t == TokenMode::Word { "words" } else { "characters" }}</option>
@@ -170,7 +171,7 @@ pub fn ExplorerControls(
                     "Window"
                     <input type="number" min="1" data-testid="window-input"
                         prop:value=move || state.with(|s| s.input.window_tokens)
-                        on:input=move |ev| { if let Some(w) = number(&ev).filter(|&w| w >= 1) { state.try_update(|s| { s.input.window_tokens = w; s.input.window_given = true; }); } }/>
+                        on:input=move |ev| { let _ = set_param(state, "window", &event_target_value(&ev)); }/>
                 </label>
             </Show>
             <Show when=move || mask_value() == "chunked">
@@ -178,14 +179,14 @@ pub fn ExplorerControls(
                     "Chunk"
                     <input type="number" min="1" data-testid="chunk-input"
                         prop:value=move || state.with(|s| s.input.chunk_tokens)
-                        on:input=move |ev| { if let Some(c) = number(&ev).filter(|&c| c >= 1) { state.try_update(|s| s.input.chunk_tokens = c); } }/>
+                        on:input=move |ev| { let _ = set_param(state, "chunk", &event_target_value(&ev)); }/>
                 </label>
             </Show>
             <label>
                 "Seed"
                 <input type="number" min="0" data-testid="seed-input"
                     prop:value=move || state.with(|s| s.input.seed.to_string())
-                    on:input=move |ev| { if let Ok(seed) = event_target_value(&ev).trim().parse::<u64>() { state.try_update(|s| s.input.seed = seed); } }/>
+                    on:input=move |ev| { let _ = set_param(state, "seed", &event_target_value(&ev)); }/>
             </label>
             <label>
                 "Heads"
@@ -208,7 +209,7 @@ pub fn ExplorerControls(
             <label>
                 "Pooling"
                 <select data-testid="pool-select" on:change=move |ev| {
-                    if let Ok(p) = event_target_value(&ev).parse::<Pool>() { state.try_update(|s| s.explorer.pool = p); }
+                    let _ = set_param(state, "pool", &event_target_value(&ev));
                 }>
                     {[Pool::Max, Pool::Mean].into_iter().map(|p| view! {
                         <option value=p.name() selected=move || state.with(|s| s.explorer.pool == p)>{p.name()}</option>
@@ -218,7 +219,7 @@ pub fn ExplorerControls(
             <label>
                 "Colour"
                 <select data-testid="scale-select" on:change=move |ev| {
-                    if let Ok(scale) = event_target_value(&ev).parse::<ColorScale>() { state.try_update(|s| s.explorer.scale = scale); }
+                    let _ = set_param(state, "scale", &event_target_value(&ev));
                 }>
                     {[ColorScale::Linear, ColorScale::Log].into_iter().map(|c| view! {
                         <option value=c.name() selected=move || state.with(|s| s.explorer.scale == c)>{c.name()}</option>

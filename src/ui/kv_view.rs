@@ -8,10 +8,11 @@ use super::chart::LineChart;
 use super::decode_demo::DecodeDemo;
 use super::engine_signal::EngineSignal;
 use super::model_picker::{KeyFigures, ModelPicker};
-use crate::model::budget::{format_gb, parse_gb};
+use crate::model::budget::format_gb;
 use crate::model::plot::Axis;
 use crate::model::{DType, Model};
 use crate::state::AppState;
+use crate::ui::params::set_param;
 use crate::views::kv::breakdown::{BreakdownRow, breakdown_table};
 use crate::views::kv::budget::{FitSummary, budget_choices, fit_summary, weights_option_text};
 use crate::views::kv::chart::{decode_marker, kv_chart};
@@ -105,13 +106,7 @@ fn Budget(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                         prop:value=move || budget_text.get()
                         on:change=move |ev| {
                             let text = event_target_value(&ev);
-                            match parse_gb(&text) {
-                                Ok(bytes) => {
-                                    budget_error.set(None);
-                                    state.update(|s| s.kv.budget_bytes = bytes);
-                                }
-                                Err(e) => budget_error.set(Some(e)),
-                            }
+                            budget_error.set(set_param(state, "budget", &text).err());
                             budget_text.set(text);
                         }/>
                 </label>
@@ -134,9 +129,7 @@ fn Budget(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                 <label>
                     "Weights"
                     <select data-testid="weights-select" on:change=move |ev| {
-                        let v = event_target_value(&ev);
-                        let weights = v.parse::<DType>().ok();
-                        state.update(|s| s.kv.weights = weights);
+                        let _ = set_param(state, "weights", &event_target_value(&ev));
                     }>
                         <option value="off" selected=move || state.with(|s| s.kv.weights.is_none())>"not counted (cache only)"</option>
                         {DType::ALL.into_iter().map(|d| view! {
@@ -179,7 +172,7 @@ fn KvChart(state: RwSignal<AppState>, model: Memo<Model>, marker: RwSignal<Optio
                 <label>
                     "Axes "
                     <select data-testid="axis-select" on:change=move |ev| {
-                        if let Ok(a) = event_target_value(&ev).parse::<Axis>() { state.update(|s| s.kv.axis = a) }
+                        let _ = set_param(state, "axis", &event_target_value(&ev));
                     }>
                         {Axis::ALL.into_iter().map(|a| view! {
                             <option value=a.name() selected=move || state.with(|s| s.kv.axis == a)>{a.name()}</option>

@@ -18,6 +18,7 @@ mod heatmaps_view;
 mod kv_view;
 mod layer_strip;
 mod model_picker;
+mod params;
 mod pending_view;
 mod step_through;
 

@@ -14,6 +14,7 @@ use crate::model::describe::model_facts;
 use crate::model::presets::all_presets;
 use crate::model::{DType, ImportReport, Model};
 use crate::state::AppState;
+use crate::ui::params::set_param;
 use crate::views::kv::MAX_CTX_TOKENS;
 // The decode demo (another view's file) still reads `bytes_text` from here.
 use crate::views::model_figures::{
@@ -61,9 +62,7 @@ pub fn ModelPicker(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVi
             <label>
                 "KV cache dtype"
                 <select data-testid="dtype-select" on:change=move |ev| {
-                    if let Ok(d) = event_target_value(&ev).parse::<DType>() {
-                        state.update(|s| s.kv.dtype = d);
-                    }
+                    let _ = set_param(state, "dtype", &event_target_value(&ev));
                 }>
                     {DType::ALL
                         .into_iter()
@@ -80,9 +79,7 @@ pub fn ModelPicker(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVi
                 <input type="number" min="1" max=MAX_CTX_TOKENS data-testid="ctx-input"
                     prop:value=move || state.with(|s| s.kv.ctx_tokens.to_string())
                     on:change=move |ev| {
-                        if let Ok(n) = event_target_value(&ev).trim().parse::<u64>() && (1..=MAX_CTX_TOKENS).contains(&n) {
-                            state.update(|s| s.kv.ctx_tokens = n);
-                        }
+                        let _ = set_param(state, "ctx", &event_target_value(&ev));
                     }/>
             </label>
             <div class="chips" role="group" aria-label="Common context lengths">
@@ -102,9 +99,7 @@ pub fn ModelPicker(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVi
                 <input type="number" min="0" data-testid="layer-input" max=move || n_layers().saturating_sub(1)
                     prop:value=move || state.with(|s| s.model.layer.to_string())
                     on:change=move |ev| {
-                        if let Ok(l) = event_target_value(&ev).trim().parse::<u32>() && l < n_layers() {
-                            state.update(|s| s.model.layer = l);
-                        }
+                        let _ = set_param(state, "layer", &event_target_value(&ev));
                     }/>
             </label>
             <button type="button" class="copy" data-testid="copy-link" on:click=move |_| {

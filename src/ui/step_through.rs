@@ -9,7 +9,8 @@ use leptos::prelude::*;
 use super::heatmap::HeadMap;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
-use crate::attention::{AttentionProblem, AttentionShape, Mask, reference};
+use crate::attention::{AttentionProblem, AttentionShape, reference};
+use crate::model::Mask;
 use crate::views::heatmaps::step_through::{Steps, step_through};
 
 /// Tokens in the example.
@@ -74,7 +75,7 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
     ));
     let shape = AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 };
     let reference_p =
-        reference::probabilities(&AttentionProblem::scores(&q[..n_q * d], &k[..n_kv * d], shape, small_mask, scale));
+        reference::row_softmax(&AttentionProblem::scores(&q[..n_q * d], &k[..n_kv * d], shape, small_mask, scale));
     let worst_ref = s.probs.iter().zip(&reference_p).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
     // Causal-type masks make the first rows of the full matrix identical to this small example.
     let gpu_check = gpu

@@ -5,8 +5,8 @@
 //! cases, so whether the link named `mask` or `window` is kept even when it names the default.
 
 use super::link::{Accepted, LinkParams, Notice, parse_bounded};
-use crate::attention::Mask;
-use crate::attention::mask::MaskKind;
+use crate::model::Mask;
+use crate::model::MaskKind;
 use crate::views::heatmaps::params::MAX_TEXT_CHARS;
 
 pub const DEFAULT_TEXT: &str = "The cat sat on the mat because the cat was tired.";
@@ -48,7 +48,7 @@ impl Default for AttentionInput {
 impl AttentionInput {
     /// The mask with its size parameter.
     pub fn mask(&self) -> Mask {
-        self.mask.with_sizes(self.window_tokens, self.chunk_tokens)
+        self.mask.with_sizes(self.window_tokens.into(), self.chunk_tokens.into())
     }
 }
 
@@ -141,10 +141,10 @@ mod tests {
         let mut input = AttentionInput::default();
         input.set("mask", "sliding").unwrap();
         input.set("window", "3").unwrap();
-        assert_eq!(input.mask(), Mask::Sliding { window: 3 });
+        assert_eq!(input.mask(), Mask::Sliding { window_tokens: 3 });
         input.set("mask", "chunked").unwrap();
         input.set("chunk", "5").unwrap();
-        assert_eq!(input.mask(), Mask::Chunked { chunk: 5 });
+        assert_eq!(input.mask(), Mask::Chunked { chunk_tokens: 5 });
     }
 
     #[test]

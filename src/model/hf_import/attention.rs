@@ -73,7 +73,7 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
 /// `head_dim`, else MLA's V head size, else hidden size / heads.
 fn read_head_dim(r: &mut Reader<'_>, d: u64, heads: u32, mla: Option<Mla>) -> Result<u32, ImportError> {
     let head_dim = match (r.count(&["head_dim"])?, mla) {
-        (Some(h), _) => positive_u32("head_dim", h, limits::MAX_HEAD_DIM)?,
+        (Some(h), _) => positive_u32("head_dim", h, limits::MAX_CONFIG_HEAD_DIM)?,
         (None, Some(m)) => m.v_head_dim,
         (None, None) => {
             if !d.is_multiple_of(u64::from(heads)) {
@@ -118,7 +118,7 @@ fn read_global(r: &mut Reader<'_>, heads: u32, local: AttnGeometry) -> Result<Op
         ));
     }
     let head_dim = match global_hd {
-        Some(h) => positive_u32("global_head_dim", h, limits::MAX_HEAD_DIM)?,
+        Some(h) => positive_u32("global_head_dim", h, limits::MAX_CONFIG_HEAD_DIM)?,
         None => local.head_dim,
     };
     Ok(Some(AttnGeometry { n_kv_heads, head_dim, k_eq_v }))

@@ -2,8 +2,8 @@
 //! parameters. An option's value `all` (or anything else that does not parse) lifts that filter.
 
 use super::BenchParams;
-use crate::attention::mask::MaskKind;
-use crate::gpu::bench::{DEFAULT_HEAD_DIMS, DEFAULT_WINDOW, SEQUENCE_LENGTHS};
+use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, DEFAULT_WINDOW, SEQUENCE_LENGTHS};
+use crate::model::MaskKind;
 use crate::views::attention_input::AttentionInput;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub fn n_options(input: &AttentionInput) -> Vec<SelectOption> {
 }
 
 pub fn d_options(params: &BenchParams) -> Vec<SelectOption> {
-    options("all", params.head_dim, DEFAULT_HEAD_DIMS, |d| d.to_string())
+    options("all", params.head_dim, BENCH_DEFAULT_HEAD_DIMS, |d| d.to_string())
 }
 
 pub fn mask_options(input: &AttentionInput) -> Vec<SelectOption> {

@@ -12,7 +12,7 @@ use super::link::{Accepted, LinkParams};
 use crate::gpu::bench::BenchFilter;
 
 /// Head widths a link may ask the benchmark for: those the GPU kernels are built for.
-pub const LINK_HEAD_DIMS: [u32; 4] = [32, 64, 128, 256];
+pub const BENCH_LINK_HEAD_DIMS: [u32; 4] = [32, 64, 128, 256];
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BenchParams {
@@ -43,7 +43,7 @@ impl LinkParams for BenchParams {
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match (key, value.parse::<u32>()) {
-            ("d", Ok(d)) if LINK_HEAD_DIMS.contains(&d) => self.head_dim = Some(d),
+            ("d", Ok(d)) if BENCH_LINK_HEAD_DIMS.contains(&d) => self.head_dim = Some(d),
             ("d", _) => return Err(format!("\"{value}\" is not a supported head dimension (32, 64, 128 or 256)")),
             _ => return Err(format!("unknown parameter {key}")),
         }
@@ -58,7 +58,7 @@ impl LinkParams for BenchParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::mask::MaskKind;
+    use crate::model::MaskKind;
     use crate::views::link::round_trip;
 
     #[test]

@@ -63,8 +63,9 @@ pub fn finished_text(stopped: bool, rows: usize, cases: usize) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::{AttentionShape, Mask};
+    use crate::attention::AttentionShape;
     use crate::gpu::bench::BenchKernel;
+    use crate::model::Mask;
 
     fn adapter(is_cpu: bool) -> AdapterSummary {
         AdapterSummary { name: String::new(), backend: "vulkan".into(), device_type: "Cpu".into(), is_cpu }
@@ -89,7 +90,7 @@ mod tests {
         let case = BenchCase {
             kernel: BenchKernel::Naive,
             shape: AttentionShape { h_q: 32, h_kv: 8, n_q: 1024, n_kv: 1024, d: 64 },
-            mask: Mask::Sliding { window: 256 },
+            mask: Mask::Sliding { window_tokens: 256 },
         };
         assert_eq!(
             case_text(2, 6, &case),

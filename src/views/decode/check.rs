@@ -49,8 +49,8 @@ fn cached_kv(layer: &DemoLayer, slot: u32, request: u32, len_tokens: u64) -> (Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::Mask;
     use crate::model::LayerKind;
+    use crate::model::Mask;
     use crate::views::decode::lanes::query;
 
     const LAYER: DemoLayer =

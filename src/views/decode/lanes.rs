@@ -1,9 +1,9 @@
 //! One lane per layer kind that stores a cache: its demo shape, the paged accounting, and one engine
 //! decode cache per request; and the K/V rows and query each token brings, recomputable at any time.
 
-use crate::attention::Mask;
 use crate::engine::{DecodeCache, Engine};
-use crate::gpu::launch::MAX_HEAD_DIM;
+use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
+use crate::model::Mask;
 use crate::model::Model;
 use crate::model::decode_demo::{DemoLayer, Tensor, demo_layers, token_values, value_stream};
 use crate::model::paging::PagedCache;
@@ -35,7 +35,7 @@ impl Lane {
 /// One lane per layer kind that stores a cache, in schedule order, each with request A started and a
 /// buffer of `capacity_tokens` for it.
 pub fn open_lanes(engine: &Engine, model: &Model, capacity_tokens: u32) -> Result<Vec<Lane>, String> {
-    demo_layers(model, MAX_HEAD_DIM)
+    demo_layers(model, KERNEL_MAX_HEAD_DIM)
         .into_iter()
         .map(|layer| {
             let cache = engine.decode_cache(layer.h_kv, layer.run_dim, capacity_tokens)?;

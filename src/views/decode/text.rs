@@ -2,7 +2,7 @@
 
 use super::check::CHECK_EVERY_TOKENS;
 use super::snapshot::{PageView, PagesView, RunState, Snapshot};
-use crate::gpu::launch::MAX_HEAD_DIM;
+use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::decode_demo::{PROMPT_TOKENS, demo_layers, run_tokens};
 use crate::model::paging::PAGE_TOKENS;
 use crate::model::units::{bytes_text, format_thousands};
@@ -18,7 +18,7 @@ pub fn intro_text(model: &Model) -> String {
          buffer kept on the GPU and runs the decode kernel over it, one layer of each type with the model's \
          KV heads, head size and mask. The values are seeded noise (no trained weights are loaded); the shapes are real."
     );
-    let long_windows: Vec<String> = demo_layers(model, MAX_HEAD_DIM)
+    let long_windows: Vec<String> = demo_layers(model, KERNEL_MAX_HEAD_DIM)
         .iter()
         .filter_map(|l| match l.kind {
             LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } if w + 96 > run => {

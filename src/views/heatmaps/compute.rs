@@ -12,8 +12,9 @@ use super::head_map::HeadMap;
 use super::jobs::{pieces, pooled_export_notice};
 use super::request::Request;
 use crate::attention::layer_inputs::LayerInputs;
-use crate::attention::{AttentionProblem, AttentionShape, Mask};
+use crate::attention::{AttentionProblem, AttentionShape};
 use crate::engine::{Engine, MapOutput};
+use crate::model::Mask;
 
 /// One batch's inputs: its query heads, their Q and K of the KV heads they read, `[heads, n, d]` each.
 pub struct BatchInputs {

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::attention::Mask;
 use crate::attention::pooled::{Pool, block_range};
 use crate::attention::teaching_heads::TeachingHead;
 use crate::attention::tokens::display_token;
 use crate::colormap::{ColorScale, Painter};
+use crate::model::Mask;
 
 /// The probabilities of one query head: every cell (`pooled == None`, `rows = n_q`, `cols = n_kv`) or
 /// `rows x cols` blocks of the `n_q x n_kv` matrix pooled by max or mean.

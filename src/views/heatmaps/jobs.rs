@@ -5,9 +5,10 @@
 //! per engine call and checks [`JobClock::is_current`] before each, so a newer request takes over at
 //! the next piece (a batch, or a slice of a long head).
 
+use crate::attention::AttentionShape;
 use crate::attention::pooled::PooledMap;
-use crate::attention::{AttentionShape, Mask};
 use crate::engine::MapOutput;
+use crate::model::Mask;
 use crate::views::heatmaps::request::Request;
 
 /// Multiply-adds of `Q·Kᵀ` per engine call: about 60 ms of a 9 GFLOP/s software GPU, far less on a real one.

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::attention::Mask;
 use crate::attention::layer_inputs::LayerLayout;
-use crate::attention::mask::MaskKind;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::{generated_tokens, tokenize};
+use crate::model::Mask;
+use crate::model::MaskKind;
 use crate::model::Model;
 use crate::views::attention_input::AttentionInput;
 use crate::views::heatmaps::params::{ExplorerParams, MAX_GENERATED};
@@ -197,13 +197,19 @@ mod tests {
     fn the_mask_is_the_links_or_the_layers_and_cross_attention_sees_all() {
         let (input, explorer) = (AttentionInput::default(), ExplorerParams::default());
         // Gemma 3 27B: layer 0 is a local layer with a 1024-token window, layer 5 a global one.
-        assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 0)), Some(Mask::Sliding { window: 1024 }));
+        assert_eq!(
+            effective_mask(&input, &explorer, &layer("gemma-3-27b", 0)),
+            Some(Mask::Sliding { window_tokens: 1024 })
+        );
         assert_eq!(effective_mask(&input, &explorer, &layer("gemma-3-27b", 5)), Some(Mask::Causal));
         let mut named = AttentionInput::default();
         named.set("mask", "causal").unwrap();
         assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Some(Mask::Causal));
         named.set("mask", "chunked").unwrap();
-        assert_eq!(effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)), Some(Mask::Chunked { chunk: 4 }));
+        assert_eq!(
+            effective_mask(&named, &explorer, &layer("gemma-3-27b", 0)),
+            Some(Mask::Chunked { chunk_tokens: 4 })
+        );
         let cross = ExplorerParams { src: Some("le chat".into()), ..Default::default() };
         assert_eq!(effective_mask(&named, &cross, &layer("gemma-3-27b", 0)), Some(Mask::Full));
     }

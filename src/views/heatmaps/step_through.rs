@@ -72,8 +72,9 @@ pub fn step_through(p: &AttentionProblem) -> Steps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::AttentionShape;
     use crate::attention::reference;
-    use crate::attention::{AttentionShape, Mask};
+    use crate::model::Mask;
 
     #[test]
     fn two_tokens_by_hand() {
@@ -102,11 +103,11 @@ mod tests {
         let k: Vec<f32> = (0..n * d).map(|x| ((x * 17 % 19) as f32 - 9.0) / 5.0).collect();
         let v: Vec<f32> = (0..n * d).map(|x| ((x * 7 % 13) as f32 - 6.0) / 3.0).collect();
         let shape = AttentionShape::square(1, n as u32, d as u32);
-        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window: 3 }, Mask::Chunked { chunk: 4 }] {
+        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 4 }] {
             let problem = AttentionProblem::new(&q, &k, &v, shape, mask, 0.25);
             let s = step_through(&problem);
-            let p = reference::probabilities(&problem);
-            let f = reference::forward(&problem);
+            let p = reference::row_softmax(&problem);
+            let f = reference::flash_attention(&problem);
             assert!(s.probs.iter().zip(&p).all(|(a, &b)| (a - f64::from(b)).abs() < 1e-6), "{mask:?}");
             assert!(s.out.iter().zip(&f.o).all(|(a, &b)| (a - f64::from(b)).abs() < 1e-5), "{mask:?}");
         }
