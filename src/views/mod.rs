@@ -17,6 +17,7 @@ pub mod compare;
 pub mod decode;
 pub mod heatmaps;
 pub mod kv;
+pub mod lesson;
 pub mod link;
 pub mod model_choice;
 pub mod model_figures;

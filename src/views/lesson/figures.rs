@@ -1,0 +1,220 @@
+//! Live figures: the numbers a lesson's text names as `{placeholder}`, computed by the model
+//! arithmetic for the step's configuration (and the reader's changes), so text and code cannot drift.
+
+use crate::attention::layer_inputs::LayerLayout;
+use crate::model::kv_cache::ContextFit;
+use crate::model::units::{bytes_text, format_thousands};
+use crate::model::variants::mha_baseline;
+use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
+use crate::state::AppState;
+use crate::views::heatmaps::request::{Screen, build_request};
+
+/// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// The exact value: an integer, or a number with at most four decimals.
+    pub exact: String,
+    pub value: f64,
+    pub text: String,
+}
+
+/// What a figure counts, which decides how it is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Count,
+    Bytes,
+    Tokens,
+    Flops,
+    /// A ratio, written with two decimals and "×".
+    Times,
+    /// A plain number, written with four decimals.
+    Number,
+}
+
+/// Every placeholder a lesson may use: its name, what it means, and its unit.
+pub const FIGURES: [(&str, &str); 22] = [
+    ("n_layers", "layers of the model"),
+    ("n_q_heads", "query heads per layer"),
+    ("n_kv_heads", "KV heads per layer (of the non-global layers when they differ)"),
+    ("head_dim", "width of one head"),
+    ("group_size", "query heads that share one KV head"),
+    ("d_model", "width of the residual stream"),
+    ("dtype_bytes", "bytes per cached element at the chosen dtype (may be fractional)"),
+    ("kv_bytes_per_token", "KV-cache bytes one token adds, all layers"),
+    ("kv_total_bytes", "KV-cache bytes at the chosen context"),
+    ("ctx_tokens", "the chosen context length"),
+    ("mha_kv_bytes_per_token", "bytes per token if every layer were plain MHA (one KV head per query head)"),
+    ("kv_saving_factor", "MHA's bytes per token divided by this model's"),
+    ("budget_bytes", "the GPU memory budget"),
+    ("max_context_tokens", "the longest context whose cache fits the budget"),
+    ("global_layers", "layers with global attention"),
+    ("windowed_layers", "layers with sliding-window or chunked attention"),
+    ("model_window_tokens", "the window of the model's sliding layers"),
+    ("prefill_flops", "FLOPs of a prefill of the chosen context, all layers"),
+    ("token_count", "tokens in the explorer's text"),
+    ("attended_pairs", "query-key pairs the explorer's mask lets through, per head"),
+    ("softmax_scale", "1/√d, the factor the scores are multiplied by"),
+    ("window_tokens", "the explorer's sliding window"),
+];
+
+/// Whether `name` is a known placeholder.
+pub fn is_known(name: &str) -> bool {
+    FIGURES.iter().any(|(n, _)| *n == name)
+}
+
+/// The figure `name` for this state and its resolved model; `None` for an unknown name or a figure
+/// that does not apply (no sliding layer, sizes past what can be represented).
+pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+    let kv = &state.kv;
+    let (unit, value): (Unit, u128) = match name {
+        "n_layers" => (Unit::Count, model.n_layers().into()),
+        "n_q_heads" => (Unit::Count, model.n_q_heads.into()),
+        "n_kv_heads" => (Unit::Count, model.attn.n_kv_heads.into()),
+        "head_dim" => (Unit::Count, model.attn.head_dim.into()),
+        "group_size" => (Unit::Count, (model.n_q_heads / model.attn.n_kv_heads.max(1)).into()),
+        "d_model" => (Unit::Count, model.d_model.into()),
+        "dtype_bytes" => return Some(number(f64::from(kv.dtype.bits()) / 8.0, Unit::Number)),
+        "kv_bytes_per_token" => (Unit::Bytes, kv_bytes_per_token(model, kv.dtype).ok()?),
+        "kv_total_bytes" => (Unit::Bytes, kv_total_bytes(model, kv.ctx_tokens, kv.dtype).ok()?),
+        "ctx_tokens" => (Unit::Tokens, kv.ctx_tokens.into()),
+        "mha_kv_bytes_per_token" => (Unit::Bytes, kv_bytes_per_token(&mha_baseline(model), kv.dtype).ok()?),
+        "kv_saving_factor" => {
+            let mha = kv_bytes_per_token(&mha_baseline(model), kv.dtype).ok()?;
+            let own = kv_bytes_per_token(model, kv.dtype).ok().filter(|&b| b > 0)?;
+            return Some(number(mha as f64 / own as f64, Unit::Times));
+        }
+        "budget_bytes" => (Unit::Bytes, kv.budget_bytes.into()),
+        "max_context_tokens" => match max_context_tokens(model, kv.dtype, kv.budget_bytes.into(), kv.weights) {
+            ContextFit::Tokens(n) => (Unit::Tokens, n.into()),
+            _ => return None,
+        },
+        "global_layers" => (Unit::Count, count_layers(model, LayerKind::is_global).into()),
+        "windowed_layers" => (Unit::Count, count_layers(model, |k| !k.is_global()).into()),
+        "model_window_tokens" => (Unit::Tokens, model_window(model)?.into()),
+        "prefill_flops" => (Unit::Flops, model_prefill_flops(model, kv.ctx_tokens).total()),
+        "token_count" => (Unit::Tokens, explorer_request(state, model)?.0.into()),
+        "attended_pairs" => {
+            let (n, mask) = explorer_request(state, model)?;
+            (Unit::Count, mask.attended_pairs(n.into()))
+        }
+        "softmax_scale" => return Some(number(1.0 / f64::from(model.attn.head_dim.max(1)).sqrt(), Unit::Number)),
+        "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
+        _ => return None,
+    };
+    Some(whole(value, unit))
+}
+
+fn count_layers(model: &Model, keep: impl Fn(LayerKind) -> bool) -> u32 {
+    model.schedule.layers().iter().filter(|&&k| keep(k)).count() as u32
+}
+
+fn model_window(model: &Model) -> Option<u64> {
+    model.schedule.layers().iter().find_map(|k| match *k {
+        LayerKind::Sliding { window_tokens } => Some(window_tokens),
+        _ => None,
+    })
+}
+
+/// The explorer's token count and mask for the chosen layer, as the heatmaps view computes them.
+fn explorer_request(state: &AppState, model: &Model) -> Option<(u32, crate::model::Mask)> {
+    let layout = LayerLayout::of(model, state.model.layer);
+    let screen = Screen { width_css_px: 1024.0, device_pixel_ratio: 1.0 };
+    let request = build_request(&state.input, &state.explorer, layout, screen).ok()?;
+    Some((request.n_q(), request.mask))
+}
+
+fn whole(value: u128, unit: Unit) -> Figure {
+    let text = match unit {
+        Unit::Bytes => bytes_text(value),
+        Unit::Tokens => format!("{} tokens", format_thousands(value)),
+        Unit::Flops => format!("{} FLOPs ({:.3e})", format_thousands(value), value as f64),
+        _ => format_thousands(value),
+    };
+    Figure { exact: value.to_string(), value: value as f64, text }
+}
+
+fn number(value: f64, unit: Unit) -> Figure {
+    let exact = format!("{value:.4}").trim_end_matches('0').trim_end_matches('.').to_string();
+    let text = match unit {
+        Unit::Times => format!("{value:.2}×"),
+        _ => exact.clone(),
+    };
+    Figure { exact, value, text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(query: &str) -> (AppState, Model) {
+        let (state, notices) = AppState::from_query(query);
+        assert!(notices.is_empty(), "{notices:?}");
+        let model = state.resolved_model();
+        (state, model)
+    }
+
+    fn exact(name: &str, query: &str) -> String {
+        let (state, model) = at(query);
+        figure(name, &state, &model).unwrap_or_else(|| panic!("{name} at {query}")).exact
+    }
+
+    #[test]
+    fn llama_3_8b_by_hand() {
+        let q = "model=llama-3-8b&ctx=8192&dtype=fp16";
+        // 32 layers, 32 query heads over 8 KV heads of 128: 2 (K, V) x 32 x 8 x 128 x 2 bytes = 131,072.
+        assert_eq!(exact("kv_bytes_per_token", q), "131072");
+        assert_eq!(exact("kv_total_bytes", q), (131_072u64 * 8192).to_string());
+        assert_eq!(exact("mha_kv_bytes_per_token", q), (2u64 * 32 * 32 * 128 * 2).to_string());
+        assert_eq!(exact("kv_saving_factor", q), "4");
+        assert_eq!(exact("group_size", q), "4");
+        assert_eq!(exact("dtype_bytes", q), "2");
+        assert_eq!(exact("dtype_bytes", "model=llama-3-8b&dtype=int4"), "0.5");
+        assert_eq!(exact("softmax_scale", q), "0.0884"); // 1/sqrt(128) = 0.08839
+        assert_eq!(exact("global_layers", q), "32");
+        assert_eq!(exact("windowed_layers", q), "0");
+        let (state, model) = at(q);
+        assert_eq!(figure("model_window_tokens", &state, &model), None, "no sliding layer");
+        assert_eq!(
+            figure("kv_bytes_per_token", &state, &model).unwrap().text,
+            "131,072 bytes = 131.07 KB (128.00 KiB)"
+        );
+    }
+
+    #[test]
+    fn budget_and_longest_context_by_hand() {
+        // 24 GB for the cache alone: floor(24e9 / 131072) = 183,105 tokens.
+        let q = "model=llama-3-8b&budget=24";
+        assert_eq!(exact("budget_bytes", q), "24000000000");
+        assert_eq!(exact("max_context_tokens", q), "183105");
+    }
+
+    #[test]
+    fn gemma_3_layers_and_window() {
+        // Gemma 3 27B: 62 layers, every sixth global (10 global, 52 sliding with a 1024-token window).
+        let q = "model=gemma-3-27b";
+        assert_eq!(exact("n_layers", q), "62");
+        assert_eq!(exact("global_layers", q), "10");
+        assert_eq!(exact("windowed_layers", q), "52");
+        assert_eq!(exact("model_window_tokens", q), "1024");
+    }
+
+    #[test]
+    fn explorer_tokens_and_pairs() {
+        // "a b c d e" is five word tokens; causal pairs 1+2+3+4+5 = 15; a window of 2: 1+2+2+2+2 = 9.
+        assert_eq!(exact("token_count", "text=a b c d e"), "5");
+        assert_eq!(exact("attended_pairs", "text=a b c d e"), "15");
+        assert_eq!(exact("attended_pairs", "text=a b c d e&mask=sliding&window=2"), "9");
+        assert_eq!(exact("attended_pairs", "text=a b c d e&mask=full"), "25");
+        assert_eq!(exact("window_tokens", "mask=sliding&window=2"), "2");
+    }
+
+    #[test]
+    fn every_listed_figure_is_computed_and_unknown_names_are_not() {
+        let (state, model) = at("model=gemma-3-27b");
+        for (name, _) in FIGURES {
+            assert!(figure(name, &state, &model).is_some(), "{name}");
+        }
+        assert_eq!(figure("kv_total_bytez", &state, &model), None);
+        assert!(!is_known("kv_total_bytez"));
+    }
+}
