@@ -14,6 +14,7 @@ use crate::views::bench::BenchParams;
 use crate::views::compare::CompareParams;
 use crate::views::heatmaps::params::ExplorerParams;
 use crate::views::kv::KvParams;
+use crate::views::lesson::params::LessonParams;
 pub use crate::views::link::Notice;
 use crate::views::link::{Accepted, LinkParams, encode_component, parse_query};
 use crate::views::model_choice::ModelChoice;
@@ -63,8 +64,11 @@ impl FromStr for View {
     }
 }
 
-/// Everything a link can say, one parameter set per owner. Parameters of views that have not landed
-/// yet (`lesson`, `step`) are kept verbatim so links made for them survive a round trip.
+/// Everything a link can say, one parameter set per owner.
+///
+/// In the lessons view a link `view=lesson&lesson=ID&step=N` opens that step as written: the state is
+/// the step's own parameters, with any other key of the link on top. Once the reader has changed
+/// something, the link says `edited=on` and carries the whole state instead.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AppState {
     pub view: View,
@@ -81,41 +85,71 @@ pub struct AppState {
     pub compare: CompareParams,
     /// `d`.
     pub bench: BenchParams,
-    /// Other known parameters (`lesson`, `step`), as given.
-    pub passthrough: Vec<(String, String)>,
+    /// `lesson`, `step`.
+    pub lesson: LessonParams,
     /// `debug=panic`: the page panics on purpose, to prove the error panel (never written back).
     pub panic_test: bool,
 }
 
-/// Parameters later views own; kept as given so their links round-trip.
-const PASSTHROUGH_KEYS: [&str; 2] = ["lesson", "step"];
-
 /// The order in which a link's parameters are written (what links written so far look like).
-const WRITE_ORDER: [&str; 27] = [
+const WRITE_ORDER: [&str; 30] = [
     "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
     "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
-    "steps",
+    "steps", "lesson", "step", "edited",
 ];
+
+/// Set in a lessons link once the reader has changed the step: the link holds the whole state.
+const EDITED: (&str, &str) = ("edited", "on");
 
 impl AppState {
     /// Parses a query string (with or without the leading `?`). Never fails.
     pub fn from_query(query: &str) -> (Self, Vec<Notice>) {
+        let pairs = parse_query(query);
         let mut state = Self::default();
         let mut notices = Vec::new();
-        for (key, value) in parse_query(query) {
-            match state.set(&key, &value) {
+        for (key, value) in &pairs {
+            match state.set(key, value) {
                 Some(Ok(Accepted::Yes)) => {}
                 Some(Ok(Accepted::Adjusted(notice))) => notices.push(notice),
                 Some(Err(why)) => notices.push(Notice(format!("Ignored {key}: {why}; using the default."))),
-                None if PASSTHROUGH_KEYS.contains(&key.as_str()) => state.passthrough.push((key, value)),
+                None if (key.as_str(), value.as_str()) == EDITED => {}
                 None if key == "debug" && value == "panic" => state.panic_test = true,
                 None => notices.push(Notice(format!("Ignored unknown parameter \"{key}\"."))),
+            }
+        }
+        if state.view == View::Lesson {
+            notices.extend(state.lesson.check());
+            let edited = pairs.iter().any(|(k, v)| (k.as_str(), v.as_str()) == EDITED);
+            if let (false, Some((lesson, step))) = (edited, state.lesson.current()) {
+                // The step as written, then the link's own keys on top (their notices are said above).
+                let mut at_step = Self::at_step(&lesson.id, step);
+                for (key, value) in pairs.iter().filter(|(k, _)| !["view", "lesson", "step"].contains(&k.as_str())) {
+                    at_step.set(key, value);
+                }
+                at_step.panic_test = state.panic_test;
+                state = at_step;
             }
         }
         let model = state.resolved_model();
         notices.extend(state.model.check_layer(&model));
         notices.extend(state.explorer.check_heads(model.n_q_heads));
         (state, notices)
+    }
+
+    /// Step `step` (from 1) of lesson `id` as written: the step's parameters on the defaults.
+    pub fn at_step(id: &str, step: u32) -> Self {
+        let lesson = LessonParams::at(id, step);
+        let Some((found, step)) = lesson.current() else { return Self { view: View::Lesson, ..Self::default() } };
+        let mut state = Self::default();
+        for (key, value) in &found.steps[step as usize - 1].params {
+            state.set(key, value);
+        }
+        let model = state.resolved_model();
+        state.model.check_layer(&model);
+        state.explorer.check_heads(model.n_q_heads);
+        state.view = View::Lesson;
+        state.lesson = LessonParams::at(id, step);
+        state
     }
 
     /// Hands one key to the parameter set that owns it; `None` when none does.
@@ -131,7 +165,8 @@ impl AppState {
                 .or_else(|| to(&mut self.explorer, key, value))
                 .or_else(|| to(&mut self.kv, key, value))
                 .or_else(|| to(&mut self.compare, key, value))
-                .or_else(|| to(&mut self.bench, key, value)),
+                .or_else(|| to(&mut self.bench, key, value))
+                .or_else(|| to(&mut self.lesson, key, value)),
         }
     }
 
@@ -170,11 +205,19 @@ impl AppState {
         self.model.resolve()
     }
 
-    /// The query string for this state (no leading `?`), listing only what differs from the defaults.
+    /// The query string for this state (no leading `?`), listing only what differs from the defaults;
+    /// in a lesson, nothing but the lesson and step while the step is as written.
     pub fn to_query(&self) -> String {
         let mut pairs: Vec<(&str, String)> = Vec::new();
         if self.view != View::default() {
             pairs.push(("view", self.view.id().into()));
+        }
+        if let (View::Lesson, Some((lesson, step))) = (self.view, self.lesson.current()) {
+            if *self == Self::at_step(&lesson.id, step) {
+                pairs.extend(self.lesson.pairs());
+                return join_pairs(&pairs);
+            }
+            pairs.push((EDITED.0, EDITED.1.into()));
         }
         if self.backend != BackendChoice::default() {
             pairs.push(("backend", self.backend.id().into()));
@@ -185,10 +228,14 @@ impl AppState {
         pairs.extend(self.kv.pairs());
         pairs.extend(self.compare.pairs());
         pairs.extend(self.bench.pairs());
+        pairs.extend(self.lesson.pairs());
         pairs.sort_by_key(|(key, _)| WRITE_ORDER.iter().position(|k| k == key));
-        pairs.extend(self.passthrough.iter().map(|(k, v)| (k.as_str(), v.clone())));
-        pairs.iter().map(|(k, v)| format!("{k}={}", encode_component(v))).collect::<Vec<_>>().join("&")
+        join_pairs(&pairs)
     }
+}
+
+fn join_pairs(pairs: &[(&str, String)]) -> String {
+    pairs.iter().map(|(k, v)| format!("{k}={}", encode_component(v))).collect::<Vec<_>>().join("&")
 }
 
 #[cfg(test)]
@@ -212,13 +259,14 @@ mod tests {
     #[test]
     fn every_key_has_one_owner_and_a_place_in_the_written_order() {
         let owned: Vec<&str> = [
-            &["view", "backend"][..],
+            &["view", "backend", EDITED.0][..],
             ModelChoice::KEYS,
             AttentionInput::KEYS,
             ExplorerParams::KEYS,
             KvParams::KEYS,
             CompareParams::KEYS,
             BenchParams::KEYS,
+            LessonParams::KEYS,
         ]
         .concat();
         let mut sorted = owned.clone();
@@ -272,7 +320,7 @@ mod tests {
                 ]),
             },
             bench: BenchParams { head_dim: Some(128) },
-            passthrough: vec![("lesson".into(), "kv-cache".into()), ("step".into(), "2".into())],
+            lesson: LessonParams::at("kv-cache", 2),
             panic_test: false,
         };
         let query = state.to_query();
@@ -323,12 +371,40 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_passthrough_keys() {
+    fn unknown_keys_and_lesson_keys_outside_the_lessons() {
         let (state, notices) = AppState::from_query("step=2&lesson=kv&debug=panic&debug=x");
-        assert_eq!(state.passthrough, vec![("step".into(), "2".into()), ("lesson".into(), "kv".into())]);
+        assert_eq!(state.lesson, LessonParams { lesson: Some("kv".into()), step: Some(2) });
         assert!(state.panic_test);
         assert_eq!(notices, vec![Notice("Ignored unknown parameter \"debug\".".into())]);
-        assert_eq!(state.to_query(), "step=2&lesson=kv");
+        assert_eq!(state.to_query(), "lesson=kv&step=2");
+    }
+
+    #[test]
+    fn a_lesson_step_opens_as_written_and_the_readers_changes_travel_whole() {
+        let (state, notices) = AppState::from_query("view=lesson&lesson=kv-cache&step=2");
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(state, AppState::at_step("kv-cache", 2));
+        assert_eq!((state.model.preset.as_str(), state.kv.ctx_tokens), ("llama-3-8b", 131_072));
+        assert_eq!(state.to_query(), "view=lesson&lesson=kv-cache&step=2");
+        // A key on top of the step, as a hand-written link may say.
+        let (tweaked, _) = AppState::from_query("view=lesson&lesson=kv-cache&step=2&dtype=fp8");
+        assert_eq!((tweaked.kv.ctx_tokens, tweaked.kv.dtype), (131_072, DType::Fp8));
+        // The reader sets the step's context back to the default: the link says so, whole.
+        let mut changed = state.clone();
+        changed.kv.ctx_tokens = KvParams::default().ctx_tokens;
+        let query = changed.to_query();
+        assert!(query.contains("edited=on"), "{query}");
+        assert_eq!(AppState::from_query(&query).0, changed);
+    }
+
+    #[test]
+    fn unknown_lessons_show_the_index_and_steps_past_the_end_the_last() {
+        let (state, notices) = AppState::from_query("view=lesson&lesson=nope&step=3");
+        assert_eq!((state.view, state.lesson.clone()), (View::Lesson, LessonParams::default()));
+        assert_eq!(notices.len(), 1);
+        let (state, notices) = AppState::from_query("view=lesson&lesson=kv-cache&step=42");
+        assert_eq!(state, AppState::at_step("kv-cache", 4));
+        assert_eq!(notices.len(), 1);
     }
 
     #[test]

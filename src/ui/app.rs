@@ -11,7 +11,7 @@ use super::compare_view::CompareView;
 use super::engine_signal::EngineSignal;
 use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
-use super::pending_view::PendingView;
+use super::lesson_view::LessonView;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
 use crate::views::model_choice::ModelChoice;
@@ -27,8 +27,22 @@ pub fn App() -> impl IntoView {
     let state = RwSignal::new(initial);
     let notices = RwSignal::new(notices);
 
-    // State -> URL, replacing the entry so typing never floods history or scrolls the page.
-    Effect::new(move |_| browser::replace_query(&state.with(AppState::to_query)));
+    // State -> URL. A change of lesson step is a new history entry (back returns to the step before);
+    // anything else replaces the entry, so typing never floods history. Back and forward read the
+    // entry's link again; the step they land on is then the one written, so nothing is pushed.
+    let shown_step = StoredValue::new(state.with_untracked(lesson_place));
+    Effect::new(move |_| {
+        let (query, place) = state.with(|s| (s.to_query(), lesson_place(s)));
+        let push = shown_step.get_value() != place;
+        shown_step.set_value(place);
+        browser::write_query(&query, push);
+    });
+    let _popstate = window_event_listener(leptos::ev::popstate, move |_| {
+        let (entry, entry_notices) = AppState::from_query(&browser::location_search());
+        shown_step.set_value(lesson_place(&entry));
+        notices.set(entry_notices);
+        state.set(entry);
+    });
 
     // The view is rebuilt only when the view itself changes, not on every state change (which would
     // throw away each view's local state: an import report, a running decode animation, focus).
@@ -79,7 +93,7 @@ pub fn App() -> impl IntoView {
                 View::Kv => view! { <KvView state=state model=model engine=engine/> }.into_any(),
                 View::Compare => view! { <CompareView state=state model=model/> }.into_any(),
                 View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
-                other => view! { <PendingView view=other/> }.into_any(),
+                View::Lesson => view! { <LessonView state=state model=model engine=engine/> }.into_any(),
             }}
         </main>
         <footer class="foot">
@@ -89,6 +103,11 @@ pub fn App() -> impl IntoView {
             <span class="offline">"Runs entirely in your browser; nothing is sent anywhere."</span>
         </footer>
     }
+}
+
+/// The lesson step a state shows, if it is in the lessons view: a change of it is a history entry.
+fn lesson_place(state: &AppState) -> Option<(Option<String>, Option<u32>)> {
+    (state.view == View::Lesson).then(|| (state.lesson.lesson.clone(), state.lesson.step))
 }
 
 /// Messages about parameters in the link that were ignored or corrected.

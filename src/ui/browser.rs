@@ -9,14 +9,19 @@ pub fn location_search() -> String {
     web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default()
 }
 
-/// Rewrites the address bar to `?query` without a new history entry and without scrolling.
-pub fn replace_query(query: &str) {
+/// Writes `?query` to the address bar without scrolling: as a new history entry when `push` (a lesson
+/// step changed, so back returns to the previous step), else replacing the current one.
+pub fn write_query(query: &str, push: bool) {
     let Some(window) = web_sys::window() else { return };
     let path = window.location().pathname().unwrap_or_else(|_| "/".into());
     let url = if query.is_empty() { path } else { format!("{path}?{query}") };
-    if let Ok(history) = window.history()
-        && let Err(e) = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url))
-    {
+    let Ok(history) = window.history() else { return };
+    let written = if push {
+        history.push_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url))
+    } else {
+        history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url))
+    };
+    if let Err(e) = written {
         web_sys::console::warn_1(&e);
     }
 }

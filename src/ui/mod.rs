@@ -17,9 +17,9 @@ mod heatmap;
 mod heatmaps_view;
 mod kv_view;
 mod layer_strip;
+mod lesson_view;
 mod model_picker;
 mod params;
-mod pending_view;
 mod step_through;
 
 /// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.

@@ -142,18 +142,6 @@ describe("heatmap view", () => {
     await context.close();
   });
 
-  test("views that have not landed say so plainly", async () => {
-    const app = await AppPage.open(session);
-    for (const view of ["lesson"]) {
-      await app.page.locator(`[data-testid="view-tab"][data-view="${view}"]`).click();
-      await app.waitForParam("view", view);
-      assert.match(await app.page.getByTestId("pending-view").innerText(), /Not built yet/);
-    }
-    await app.page.locator('[data-testid="view-tab"][data-view="heatmaps"]').click();
-    await app.heatmap();
-    await app.close();
-  });
-
   test("writes the README screenshot", async () => {
     const app = await AppPage.open(session, "?text=" + encodeURIComponent("The cat sat on the mat because the cat was tired."));
     await app.waitForEngine();

@@ -8,6 +8,7 @@ pub mod check;
 pub mod figures;
 pub mod format;
 pub mod markup;
+pub mod params;
 
 use std::sync::OnceLock;
 

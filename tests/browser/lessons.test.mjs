@@ -1,0 +1,150 @@
+// The lessons as a reader uses them: the index, next/previous and the arrow keys through every step,
+// deep links, a check answered wrongly then rightly, back/forward and reload. Figures named below
+// are computed by hand here, never read from the app.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+const LESSONS = { masks: 4, "kv-cache": 4, gqa: 4 };
+
+async function shownStep(app) {
+  const step = app.page.getByTestId("lesson-step");
+  await step.waitFor({ timeout: 30_000 });
+  return { lesson: await step.getAttribute("data-lesson"), step: Number(await step.getAttribute("data-step")) };
+}
+
+async function waitForStep(app, lesson, step) {
+  await app.page.waitForFunction(([l, s]) => {
+    const el = document.querySelector('[data-testid="lesson-step"]');
+    return el?.getAttribute("data-lesson") === l && el?.getAttribute("data-step") === String(s);
+  }, [lesson, step], { timeout: 30_000 });
+}
+
+/** Every live figure of the step: name -> exact value (each must have one). */
+async function figures(app) {
+  const out = {};
+  for (const el of await app.page.getByTestId("live-figure").all()) {
+    const name = await el.getAttribute("data-figure");
+    const value = await el.getAttribute("data-value");
+    assert.ok(value !== null && value !== "" && Number.isFinite(Number(value)), `${name} has no value`);
+    out[name] = value;
+  }
+  return out;
+}
+
+describe("Lessons", () => {
+  test("the index lists every lesson and a card opens its first step", async () => {
+    const app = await AppPage.open(session, "?view=lesson");
+    const links = app.page.getByTestId("lesson-link");
+    await links.first().waitFor();
+    const ids = await links.evaluateAll((els) => els.map((e) => e.getAttribute("data-lesson")));
+    assert.deepEqual(ids, Object.keys(LESSONS));
+    await app.page.locator('[data-testid="lesson-link"][data-lesson="kv-cache"]').click();
+    await waitForStep(app, "kv-cache", 1);
+    await app.waitForParam("step", "1");
+    assert.equal(await app.query(), "?view=lesson&lesson=kv-cache&step=1");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("next walks every step of every lesson, each with all its figures computed", async () => {
+    for (const [lesson, steps] of Object.entries(LESSONS)) {
+      const app = await AppPage.open(session, `?view=lesson&lesson=${lesson}&step=1`);
+      for (let step = 1; step <= steps; step++) {
+        await waitForStep(app, lesson, step);
+        await figures(app);
+        if (step < steps) await app.page.getByTestId("lesson-next").click();
+      }
+      assert.equal(await app.page.getByTestId("lesson-next").isDisabled(), true);
+      app.assertNoConsoleErrors();
+      await app.close();
+    }
+  });
+
+  test("figures equal the hand computation, by deep link", async () => {
+    // Llama 3 8B: 2 (K, V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 131,072 bytes per token.
+    let app = await AppPage.open(session, "?view=lesson&lesson=kv-cache&step=1");
+    await waitForStep(app, "kv-cache", 1);
+    let f = await figures(app);
+    assert.equal(f.kv_bytes_per_token, String(2 * 32 * 8 * 128 * 2));
+    assert.equal(f.n_layers, "32");
+    await app.close();
+    // 24 GB for the cache: floor(24e9 / 131072) = 183,105 tokens.
+    app = await AppPage.open(session, "?view=lesson&lesson=kv-cache&step=4");
+    await waitForStep(app, "kv-cache", 4);
+    f = await figures(app);
+    assert.equal(f.max_context_tokens, String(Math.floor(24e9 / 131072)));
+    await app.close();
+    // "The cat sat on the mat": 6 tokens; causal pairs 1+...+6 = 21; a window of 3: 1+2+3+3+3+3 = 15.
+    app = await AppPage.open(session, "?view=lesson&lesson=masks&step=1");
+    await waitForStep(app, "masks", 1);
+    f = await figures(app);
+    assert.equal(f.attended_pairs, "21");
+    await app.page.getByTestId("lesson-next").click();
+    await waitForStep(app, "masks", 2);
+    f = await figures(app);
+    assert.equal(f.attended_pairs, "15");
+    await app.close();
+  });
+
+  test("arrow keys turn the pages, but not while typing", async () => {
+    const app = await AppPage.open(session, "?view=lesson&lesson=gqa&step=1");
+    await waitForStep(app, "gqa", 1);
+    await app.page.keyboard.press("ArrowRight");
+    await waitForStep(app, "gqa", 2);
+    await app.page.keyboard.press("ArrowLeft");
+    await waitForStep(app, "gqa", 1);
+    await app.page.getByTestId("ctx-input").focus();
+    await app.page.keyboard.press("ArrowRight");
+    assert.deepEqual(await shownStep(app), { lesson: "gqa", step: 1 });
+    await app.close();
+  });
+
+  test("a check answered wrongly gets a hint, then rightly", async () => {
+    const app = await AppPage.open(session, "?view=lesson&lesson=kv-cache&step=1");
+    await waitForStep(app, "kv-cache", 1);
+    const check = app.page.getByTestId("lesson-check");
+    const result = check.getByTestId("check-result");
+    await check.getByTestId("check-input").fill("65536");
+    await check.getByTestId("check-submit").click();
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="check-result"]')?.dataset.verdict === "wrong");
+    assert.match(await result.innerText(), /Too low .*Multiply/);
+    await check.getByTestId("check-input").fill("131,072");
+    await check.getByTestId("check-submit").click();
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="check-result"]')?.dataset.verdict === "right");
+    assert.match(await check.innerText(), /Answer: 131,072 bytes/);
+    await app.close();
+  });
+
+  test("back, forward and reload restore the step and the reader's changes", async () => {
+    const app = await AppPage.open(session, "?view=lesson&lesson=kv-cache&step=1");
+    await waitForStep(app, "kv-cache", 1);
+    await app.page.getByTestId("lesson-next").click();
+    await waitForStep(app, "kv-cache", 2);
+    await app.page.goBack();
+    await waitForStep(app, "kv-cache", 1);
+    await app.page.goForward();
+    await waitForStep(app, "kv-cache", 2);
+    // A control change stays in this step's entry, and a reload keeps it.
+    await app.page.getByTestId("dtype-select").selectOption("fp8");
+    await app.waitForParam("edited", "on");
+    await app.page.reload();
+    await waitForStep(app, "kv-cache", 2);
+    assert.equal(await app.page.getByTestId("dtype-select").inputValue(), "fp8");
+    await app.page.getByTestId("lesson-reset").click();
+    await app.page.waitForFunction(() => location.search === "?view=lesson&lesson=kv-cache&step=2");
+    await app.close();
+  });
+
+  test("an unknown lesson shows the index with a notice", async () => {
+    const app = await AppPage.open(session, "?view=lesson&lesson=no-such-thing&step=3");
+    await app.page.getByTestId("lesson-index").waitFor();
+    assert.match(await app.page.getByTestId("url-notices").innerText(), /no lesson "no-such-thing"/);
+    await app.close();
+  });
+});
