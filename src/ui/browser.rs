@@ -26,6 +26,18 @@ pub fn write_query(query: &str, push: bool) {
     }
 }
 
+/// A value kept in the browser's storage for this site; `None` when there is none or storage is off.
+pub fn stored(key: &str) -> Option<String> {
+    web_sys::window()?.local_storage().ok()??.get_item(key).ok()?
+}
+
+/// Keeps `value` under `key` in the browser's storage (silently not, where storage is off or full).
+pub fn store(key: &str, value: &str) {
+    if let Some(storage) = web_sys::window().and_then(|w| w.local_storage().ok().flatten()) {
+        let _ = storage.set_item(key, value);
+    }
+}
+
 /// The full address of the current page, as a user would copy it.
 pub fn current_href() -> String {
     web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default()

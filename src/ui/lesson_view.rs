@@ -5,6 +5,7 @@ use leptos::prelude::*;
 use wasm_bindgen::JsCast as _;
 
 use super::bench_view::BenchView;
+use super::browser;
 use super::compare_view::CompareView;
 use super::engine_signal::EngineSignal;
 use super::heatmaps_view::HeatmapsView;
@@ -14,11 +15,19 @@ use crate::state::{AppState, View};
 use crate::views::lesson::check::{Answer, Check, Expected, Verdict};
 use crate::views::lesson::figures::figure;
 use crate::views::lesson::markup::{Element, Node};
+use crate::views::lesson::progress::Progress;
 use crate::views::lesson::{Lesson, catalogue};
 
 #[component]
 pub fn LessonView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
     let place = Memo::new(move |_| state.with(|s| s.lesson.current()));
+    let progress = RwSignal::new(Progress::parse(&browser::stored(PROGRESS_KEY).unwrap_or_default()));
+    Effect::new(move |_| {
+        if let Some((lesson, step)) = place.get() {
+            progress.update(|p| p.mark(&lesson.id, step));
+            browser::store(PROGRESS_KEY, &progress.with_untracked(Progress::to_text));
+        }
+    });
     let go = move |lesson: &Lesson, step: u32| {
         if (1..=lesson.steps.len() as u32).contains(&step) {
             state.set(AppState::at_step(&lesson.id, step));
@@ -43,15 +52,18 @@ pub fn LessonView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineS
         }
     });
     move || match place.get() {
-        None => view! { <LessonIndex state=state/> }.into_any(),
+        None => view! { <LessonIndex state=state progress=progress/> }.into_any(),
         Some((lesson, step)) => {
             view! { <LessonStep state=state model=model engine=engine lesson=lesson step=step/> }.into_any()
         }
     }
 }
 
+/// Where the steps seen are kept in the browser.
+const PROGRESS_KEY: &str = "attention-lab.lesson-progress";
+
 #[component]
-fn LessonIndex(state: RwSignal<AppState>) -> impl IntoView {
+fn LessonIndex(state: RwSignal<AppState>, progress: RwSignal<Progress>) -> impl IntoView {
     view! {
         <section class="lessons" data-testid="lesson-index">
             <h2>"Lessons"</h2>
@@ -59,18 +71,29 @@ fn LessonIndex(state: RwSignal<AppState>) -> impl IntoView {
             <ul class="lesson-cards">
                 {catalogue().iter().map(|lesson| {
                     let id = lesson.id.clone();
+                    let steps = lesson.steps.len() as u32;
+                    let seen = {
+                        let id = id.clone();
+                        Signal::derive(move || progress.with(|p| p.seen(&id, steps)))
+                    };
                     view! {
                         <li class="lesson-card">
                             <button type="button" data-testid="lesson-link" data-lesson=lesson.id.clone()
                                 on:click=move |_| state.set(AppState::at_step(&id, 1))>
                                 <strong>{lesson.title.clone()}</strong>
                                 <span>{lesson.goal.clone()}</span>
-                                <small>{format!("{} steps", lesson.steps.len())}</small>
+                                <small data-testid="lesson-progress" data-seen=seen>
+                                    {move || format!("{steps} steps · {} seen", seen.get())}
+                                </small>
                             </button>
                         </li>
                     }
                 }).collect_view()}
             </ul>
+            <button type="button" data-testid="lesson-progress-clear" on:click=move |_| {
+                progress.set(Progress::default());
+                browser::store(PROGRESS_KEY, "");
+            }>"Forget which steps I have seen"</button>
         </section>
     }
 }

@@ -141,6 +141,27 @@ describe("Lessons", () => {
     await app.close();
   });
 
+  test("progress survives a reload and can be cleared", async () => {
+    const app = await AppPage.open(session, "?view=lesson&lesson=gqa&step=1");
+    await waitForStep(app, "gqa", 1);
+    await app.page.getByTestId("lesson-next").click();
+    await waitForStep(app, "gqa", 2);
+    await app.page.getByTestId("lesson-index-link").click();
+    const seen = () => app.page.locator('[data-testid="lesson-link"][data-lesson="gqa"] [data-testid="lesson-progress"]');
+    await seen().waitFor();
+    assert.equal(await seen().getAttribute("data-seen"), "2");
+    await app.page.reload();
+    await seen().waitFor();
+    assert.equal(await seen().getAttribute("data-seen"), "2");
+    assert.match(await seen().innerText(), /4 steps · 2 seen/);
+    await app.page.getByTestId("lesson-progress-clear").click();
+    await app.page.waitForFunction(() => document.querySelector('[data-lesson="gqa"] [data-testid="lesson-progress"]')?.dataset.seen === "0");
+    await app.page.reload();
+    await seen().waitFor();
+    assert.equal(await seen().getAttribute("data-seen"), "0");
+    await app.close();
+  });
+
   test("an unknown lesson shows the index with a notice", async () => {
     const app = await AppPage.open(session, "?view=lesson&lesson=no-such-thing&step=3");
     await app.page.getByTestId("lesson-index").waitFor();

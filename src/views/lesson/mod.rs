@@ -9,6 +9,7 @@ pub mod figures;
 pub mod format;
 pub mod markup;
 pub mod params;
+pub mod progress;
 
 use std::sync::OnceLock;
 
