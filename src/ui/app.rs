@@ -37,12 +37,13 @@ pub fn App() -> impl IntoView {
         shown_step.set_value(place);
         browser::write_query(&query, push);
     });
-    let _popstate = window_event_listener(leptos::ev::popstate, move |_| {
+    let popstate = window_event_listener(leptos::ev::popstate, move |_| {
         let (entry, entry_notices) = AppState::from_query(&browser::location_search());
         shown_step.set_value(lesson_place(&entry));
         notices.set(entry_notices);
         state.set(entry);
     });
+    on_cleanup(move || popstate.remove());
 
     // The view is rebuilt only when the view itself changes, not on every state change (which would
     // throw away each view's local state: an import report, a running decode animation, focus).

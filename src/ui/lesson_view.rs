@@ -35,8 +35,8 @@ pub fn LessonView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineS
     };
     // Arrow keys turn the pages, except where arrows already mean something: form controls and the
     // enlarged head.
-    let _keys = window_event_listener(leptos::ev::keydown, move |ev| {
-        let Some((lesson, step)) = place.get_untracked() else { return };
+    let keys = window_event_listener(leptos::ev::keydown, move |ev| {
+        let Some((lesson, step)) = place.try_get_untracked().flatten() else { return };
         let target = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok());
         let busy = target.is_some_and(|t| {
             matches!(t.tag_name().as_str(), "INPUT" | "SELECT" | "TEXTAREA" | "BUTTON")
@@ -51,6 +51,8 @@ pub fn LessonView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineS
             _ => {}
         }
     });
+    // The view comes and goes with the tab: its listener must go with it.
+    on_cleanup(move || keys.remove());
     move || match place.get() {
         None => view! { <LessonIndex state=state progress=progress/> }.into_any(),
         Some((lesson, step)) => {

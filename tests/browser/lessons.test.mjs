@@ -102,6 +102,14 @@ describe("Lessons", () => {
     await app.page.getByTestId("ctx-input").focus();
     await app.page.keyboard.press("ArrowRight");
     assert.deepEqual(await shownStep(app), { lesson: "gqa", step: 1 });
+    // Leaving the lessons and coming back leaves one listener, not a stale one.
+    await app.page.locator('[data-testid="view-tab"][data-view="kv"]').click();
+    await app.page.keyboard.press("ArrowRight");
+    await app.page.locator('[data-testid="view-tab"][data-view="lesson"]').click();
+    await app.page.locator("body").click({ position: { x: 5, y: 5 } });
+    await app.page.keyboard.press("ArrowRight");
+    await waitForStep(app, "gqa", 2);
+    app.assertNoConsoleErrors();
     await app.close();
   });
 
@@ -160,6 +168,21 @@ describe("Lessons", () => {
     await seen().waitFor();
     assert.equal(await seen().getAttribute("data-seen"), "0");
     await app.close();
+  });
+
+  test("hostile lesson links leave the page working", async () => {
+    for (const query of [
+      "?view=lesson&lesson=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E&step=-5",
+      "?view=lesson&lesson=kv-cache&step=99999999999999999999999",
+      "?view=lesson&lesson=kv-cache&step=2&edited=on&ctx=1e99&budget=-1&text=%3Cscript%3Ex%3C%2Fscript%3E",
+      "?view=lesson&lesson=masks&step=1&text=" + "a%20".repeat(3000) + "&window=0",
+    ]) {
+      const app = await AppPage.open(session, query);
+      await app.page.locator('[data-testid="lesson-step"], [data-testid="lesson-index"]').first().waitFor({ timeout: 30_000 });
+      assert.equal(await app.page.locator("img[src=x]").count(), 0, query);
+      assert.equal(await app.page.getByText("Something went wrong").count(), 0, query);
+      await app.close();
+    }
   });
 
   test("an unknown lesson shows the index with a notice", async () => {
