@@ -12,6 +12,7 @@ use super::engine_signal::EngineSignal;
 use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
 use super::lesson_view::LessonView;
+use super::view_lessons::ViewLessons;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
 use crate::views::model_choice::ModelChoice;
@@ -89,6 +90,10 @@ pub fn App() -> impl IntoView {
         <Notices notices=notices/>
         <CpuBanner engine=engine/>
         <main>
+            {move || {
+                let view = active_view.get();
+                (view != View::Lesson).then(|| view! { <ViewLessons state=state view=view/> })
+            }}
             {move || match active_view.get() {
                 View::Heatmaps => view! { <HeatmapsView state=state model=model engine=engine/> }.into_any(),
                 View::Kv => view! { <KvView state=state model=model engine=engine/> }.into_any(),

@@ -16,7 +16,7 @@ use crate::views::lesson::check::{Answer, Check, Expected, Verdict};
 use crate::views::lesson::figures::figure;
 use crate::views::lesson::markup::{Element, Node};
 use crate::views::lesson::progress::Progress;
-use crate::views::lesson::{Lesson, catalogue};
+use crate::views::lesson::{Lesson, catalogue, highlight};
 
 #[component]
 pub fn LessonView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
@@ -118,7 +118,9 @@ fn LessonStep(
         View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
         _ => view! { <KvView state=state model=model engine=engine/> }.into_any(),
     };
+    let highlight_style = highlight::style_text(written.highlight.as_deref());
     view! {
+        <style data-testid="lesson-highlight">{highlight_style}</style>
         <section class="lesson" data-testid="lesson-step" data-lesson=lesson.id.clone() data-step=step>
             <nav class="lesson-nav" aria-label="Lesson steps">
                 <button type="button" data-testid="lesson-index-link" on:click=move |_| state.update(|s| s.lesson = Default::default())>
@@ -272,7 +274,7 @@ fn CheckBox(check: Check, state: RwSignal<AppState>, model: Memo<Model>) -> impl
             </p>
             <button type="button" class="reveal" data-testid="check-reveal" on:click=move |_| revealed.set(true)
                 hidden=move || revealed.get()>"Show the answer"</button>
-            <div class="check-answer-shown" hidden=move || !revealed.get()>
+            <div class="check-answer-shown" data-testid="check-answer" hidden=move || !revealed.get()>
                 <p><strong>"Answer: "</strong>{answer_text}</p>
                 <p>{explain}</p>
             </div>

@@ -21,6 +21,7 @@ mod lesson_view;
 mod model_picker;
 mod params;
 mod step_through;
+mod view_lessons;
 
 /// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.
 pub fn start() {

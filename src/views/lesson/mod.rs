@@ -7,9 +7,11 @@
 pub mod check;
 pub mod figures;
 pub mod format;
+pub mod highlight;
 pub mod markup;
 pub mod params;
 pub mod progress;
+pub mod walk;
 
 use std::sync::OnceLock;
 
@@ -34,18 +36,25 @@ pub fn lesson(id: &str) -> Option<&'static Lesson> {
     catalogue().iter().find(|l| l.id == id)
 }
 
+/// The lessons that use the view `view_id`, each with the first of its steps that shows it, in course
+/// order: every view links back to the lessons that explain it.
+pub fn lessons_showing(view_id: &str) -> Vec<(&'static Lesson, u32)> {
+    catalogue()
+        .iter()
+        .filter_map(|lesson| {
+            let step = lesson.steps.iter().position(|s| s.view == view_id)?;
+            Some((lesson, step as u32 + 1))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Model;
     use crate::state::{AppState, View};
-    use crate::views::link::encode_component;
-
-    /// The state a step sets: its link parameters, read as a link would read them.
-    fn step_state(step: &Step) -> (AppState, Vec<String>) {
-        let query: Vec<String> = step.params.iter().map(|(k, v)| format!("{k}={}", encode_component(v))).collect();
-        let (state, notices) = AppState::from_query(&query.join("&"));
-        (state, notices.into_iter().map(|n| n.0).collect())
-    }
+    use highlight::Highlight;
+    use walk::{figure_names, step_state};
 
     #[test]
     fn every_lesson_file_parses_and_sets_only_valid_parameters_and_known_figures() {
@@ -60,15 +69,29 @@ mod tests {
                 let (state, notices) = step_state(step);
                 assert!(notices.is_empty(), "{at}: {notices:?}");
                 let model = state.resolved_model();
-                let mut names = markup::figure_names(&step.body);
-                names.extend(step.check.iter().filter_map(|c| c.figure().map(String::from)));
-                names.extend(step.check.iter().flat_map(|c| markup::figure_names(&c.explain_nodes())));
-                for name in names {
+                for name in figure_names(step) {
                     assert!(figures::is_known(&name), "{at}: unknown figure {{{name}}}");
                     assert!(figures::figure(&name, &state, &model).is_some(), "{at}: {{{name}}} has no value here");
                 }
+                if let Some(text) = &step.highlight {
+                    let list = Highlight::parse_list(text).unwrap_or_else(|e| panic!("{at}: highlight: {e}"));
+                    list.iter().for_each(|h| assert_highlight_in_view(*h, view, &state, &model, &at));
+                }
             }
         }
+    }
+
+    /// A highlight names something the step's view shows: a head, row or layer that exists.
+    fn assert_highlight_in_view(h: Highlight, view: View, state: &AppState, model: &Model, at: &str) {
+        let tokens = || figures::figure("token_count", state, model).map_or(0, |f| f.value as u32);
+        let fits = match h {
+            Highlight::Head(n) => view == View::Heatmaps && n < model.n_q_heads,
+            Highlight::Row(n) => view == View::Heatmaps && n < tokens(),
+            Highlight::Layer(n) => view == View::Heatmaps && n < model.n_layers(),
+            Highlight::Line(_) => view == View::Kv,
+            Highlight::Element(_) => true,
+        };
+        assert!(fits, "{at}: highlight {h} is not in this step's view");
     }
 
     #[test]
@@ -79,5 +102,20 @@ mod tests {
             assert_eq!(ids.iter().filter(|&&id| id == lesson.id).count(), 1, "{}", lesson.id);
         }
         assert!(lesson("kv-cache").is_some_and(|l| l.steps.len() >= 2), "links to kv-cache step 2 exist");
+    }
+
+    #[test]
+    fn each_view_links_back_to_the_lessons_that_show_it() {
+        let ids = |view: &str| lessons_showing(view).iter().map(|(l, s)| format!("{}/{s}", l.id)).collect::<Vec<_>>();
+        let kv = ids("kv");
+        assert!(kv.contains(&"kv-cache/1".to_string()) && kv.contains(&"gqa/1".to_string()), "{kv:?}");
+        assert!(ids("compare").contains(&"gqa/4".to_string()));
+        assert!(ids("heatmaps").contains(&"masks/1".to_string()));
+        for view in ["heatmaps", "kv", "compare", "bench"] {
+            for (lesson, step) in lessons_showing(view) {
+                assert_eq!(lesson.steps[step as usize - 1].view, view);
+            }
+        }
+        assert!(lessons_showing("lesson").is_empty());
     }
 }
