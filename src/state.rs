@@ -200,6 +200,13 @@ impl AppState {
         self.explorer.check_heads(model.n_q_heads);
     }
 
+    /// The link a crashed page offers instead of its own: the same view with default settings (the
+    /// settings of the link are what may have crashed it).
+    pub fn restart_query(search: &str) -> String {
+        let view = parse_query(search).into_iter().find(|(k, _)| k == "view").and_then(|(_, v)| v.parse().ok());
+        Self { view: view.unwrap_or_default(), ..Self::default() }.to_query()
+    }
+
     /// The model the views show: the custom `cfg` if there is one, else the preset.
     pub fn resolved_model(&self) -> Model {
         self.model.resolve()
@@ -241,6 +248,14 @@ fn join_pairs(pairs: &[(&str, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crashed_page_offers_its_view_with_default_settings() {
+        assert_eq!(AppState::restart_query("?view=bench&n=131072&d=128&mask=sliding&window=1"), "view=bench");
+        assert_eq!(AppState::restart_query("?cfg=L1.d16384.h1&n=65536"), "");
+        assert_eq!(AppState::restart_query("?view=lesson&lesson=kv-cache&step=2&edited=on"), "view=lesson");
+        assert_eq!(AppState::restart_query("?view=%3Cscript%3E"), "");
+    }
     use crate::attention::pooled::Pool;
     use crate::attention::tokens::TokenMode;
     use crate::colormap::ColorScale;

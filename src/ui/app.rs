@@ -1,6 +1,7 @@
 //! The page: header with the view switcher, URL notices, the active view, and the adapter line.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -16,6 +17,7 @@ use super::view_lessons::ViewLessons;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
 use crate::views::model_choice::ModelChoice;
+use crate::views::url_writes::{UrlWrite, UrlWrites};
 
 #[component]
 pub fn App() -> impl IntoView {
@@ -31,12 +33,27 @@ pub fn App() -> impl IntoView {
     // State -> URL. A change of lesson step is a new history entry (back returns to the step before);
     // anything else replaces the entry, so typing never floods history. Back and forward read the
     // entry's link again; the step they land on is then the one written, so nothing is pushed.
+    // Replacements are throttled (typing changes the state on every key; see `UrlWrites`).
     let shown_step = StoredValue::new(state.with_untracked(lesson_place));
+    let writes = StoredValue::new(UrlWrites::default());
+    let latest_query = StoredValue::new(String::new());
     Effect::new(move |_| {
         let (query, place) = state.with(|s| (s.to_query(), lesson_place(s)));
         let push = shown_step.get_value() != place;
         shown_step.set_value(place);
-        browser::write_query(&query, push);
+        latest_query.set_value(query.clone());
+        match writes.try_update_value(|w| w.on_change(browser::now_ms(), push)) {
+            Some(UrlWrite::Now) => browser::write_query(&query, push),
+            Some(UrlWrite::Later { after_ms, scheduled: false }) => set_timeout(
+                move || {
+                    if writes.try_update_value(|w| w.on_timer(browser::now_ms())) == Some(true) {
+                        latest_query.with_value(|q| browser::write_query(q, false));
+                    }
+                },
+                Duration::from_millis(after_ms.ceil() as u64),
+            ),
+            _ => {}
+        }
     });
     let popstate = window_event_listener(leptos::ev::popstate, move |_| {
         let (entry, entry_notices) = AppState::from_query(&browser::location_search());

@@ -2,6 +2,7 @@
 
 use wasm_bindgen::JsCast as _;
 
+use crate::state::AppState;
 use crate::views::heatmaps::request::Screen;
 
 /// The current query string, with its leading `?` (empty when there is none).
@@ -77,8 +78,9 @@ pub fn show_panic_panel(message: &str) {
     panel.set_attribute("data-testid", "panic-panel").ok();
     let lines = [
         ("h2", "Something went wrong inside Attention Lab".to_string()),
-        ("p", "The page hit an internal error and stopped. Your link is intact: reloading usually helps. If it happens again, please report the message below.".to_string()),
+        ("p", "The page hit an internal error and stopped. The link below may be what caused it, so the button opens the same view with default settings instead. If it happens again, please report the message and the link.".to_string()),
         ("pre", message.to_string()),
+        ("pre", current_href()),
     ];
     for (tag, text) in lines {
         if let Ok(el) = document.create_element(tag) {
@@ -87,8 +89,11 @@ pub fn show_panic_panel(message: &str) {
         }
     }
     if let Ok(link) = document.create_element("a") {
-        link.set_text_content(Some("Reload this page"));
-        link.set_attribute("href", &current_href()).ok();
+        let path = web_sys::window().and_then(|w| w.location().pathname().ok()).unwrap_or_else(|| "/".into());
+        let query = AppState::restart_query(&location_search());
+        link.set_text_content(Some("Open this view with default settings"));
+        link.set_attribute("href", &if query.is_empty() { path } else { format!("{path}?{query}") }).ok();
+        link.set_attribute("data-testid", "panic-restart").ok();
         panel.append_child(&link).ok();
     }
     body.append_child(&panel).ok();

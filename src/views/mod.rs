@@ -9,6 +9,7 @@
 //!   the model picker's contract figures, config source and import, which both show.
 //! - [`chart`]: the data and geometry of the hand-drawn SVG charts.
 //! - [`bench`]: the benchmark's parameters.
+//! - [`url_writes`]: how often the link is rewritten while the reader types.
 
 pub mod attention_input;
 pub mod bench;
@@ -21,3 +22,4 @@ pub mod lesson;
 pub mod link;
 pub mod model_choice;
 pub mod model_figures;
+pub mod url_writes;

@@ -132,13 +132,42 @@ describe("heatmap view", () => {
     await app.close();
   });
 
+  test("typing rewrites the link a few times a second, and the last text always lands", async () => {
+    const context = await session.browser.newContext();
+    await context.addInitScript(() => {
+      window.__replaceCalls = 0;
+      const replace = history.replaceState.bind(history);
+      history.replaceState = (...args) => { window.__replaceCalls += 1; return replace(...args); };
+    });
+    const page = await context.newPage();
+    const app = new AppPage(page, session.baseUrl);
+    await page.goto(session.baseUrl + "?text=x");
+    await app.heatmap();
+    const before = await page.evaluate(() => window.__replaceCalls);
+    const typed = "the quick brown fox jumps over the lazy dog again";
+    const started = Date.now();
+    await app.typeText(typed);
+    const seconds = (Date.now() - started) / 1000;
+    await app.waitForParam("text", typed);
+    const writes = await page.evaluate(() => window.__replaceCalls) - before;
+    // At most four a second (one every 250 ms), plus the first and the last.
+    assert.ok(writes <= Math.ceil(seconds * 4) + 2, `${writes} link writes for ${typed.length} keys in ${seconds} s`);
+    assert.ok(writes < typed.length / 2, `${writes} link writes for ${typed.length} keys`);
+    await context.close();
+  });
+
   test("a panic shows a readable error panel instead of a dead page", async () => {
     const context = await session.browser.newContext();
     const page = await context.newPage();
-    await page.goto(session.baseUrl + "?debug=panic");
+    await page.goto(session.baseUrl + "?view=kv&ctx=4096&debug=panic");
     const panel = page.getByTestId("panic-panel");
     await panel.waitFor({ timeout: 60_000 });
     assert.match(await panel.innerText(), /Something went wrong[\s\S]*deliberate panic/);
+    // The way out is the same view with default settings, not the link that crashed.
+    await page.getByTestId("panic-restart").click();
+    await page.getByTestId("view-tab").first().waitFor({ timeout: 60_000 });
+    assert.equal(new URL(page.url()).search, "?view=kv");
+    assert.equal(await page.getByTestId("panic-panel").count(), 0);
     await context.close();
   });
 
