@@ -15,6 +15,7 @@ use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::Mask;
 use crate::model::MaskKind;
+use crate::model::job_budget;
 
 /// Which implementation a case runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +235,11 @@ pub async fn run_case(
         peak_bytes: peak_bytes(case),
         note: None,
     };
+    let limit = job_budget::job_limit(Some(ctx.limits.max_buffer_size));
+    if let Err(over) = job_budget::check(peak_bytes(case), limit) {
+        result.note = Some(format!("skipped: {}", over.text("this case")));
+        return Ok(result);
+    }
     if case.kernel == BenchKernel::Naive
         && let Err(bytes) = naive_attention::fits(ctx, &s)
     {
@@ -391,6 +397,15 @@ mod tests {
         assert!(one.iter().all(|c| c.shape.n_q == 2048 && c.mask == Mask::Causal && c.kernel == BenchKernel::Tiled));
         let sliding = cases(&BenchFilter { mask: Some(MaskKind::Sliding), ..Default::default() });
         assert!(sliding.iter().all(|c| c.mask == Mask::Sliding { window_tokens: 256 }));
+    }
+
+    #[test]
+    fn the_default_tiled_cases_fit_the_job_budget_and_a_huge_link_does_not() {
+        for case in cases(&BenchFilter::default()).iter().filter(|c| c.kernel == BenchKernel::Tiled) {
+            assert!(job_budget::check(peak_bytes(case), job_budget::JOB_BYTES).is_ok(), "{case:?}");
+        }
+        let huge = cases(&BenchFilter { n: Some(131_072), d: Some(128), ..Default::default() });
+        assert!(huge.iter().all(|c| job_budget::check(peak_bytes(c), job_budget::JOB_BYTES).is_err()));
     }
 
     #[test]

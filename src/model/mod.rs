@@ -10,7 +10,8 @@
 //! - [`variants`]: one base model re-expressed as MHA, GQA, MQA, MLA, sliding, hybrid, K=V, shared.
 //! - [`presets`]: published models by id; [`hf_import`]: Hugging Face `config.json` import;
 //!   [`encoding`]: the compact URL form (`cfg=`).
-//! - [`units`]: GB / GiB and parameter-count formatting.
+//! - [`units`]: GB / GiB and parameter-count formatting; [`job_budget`]: the memory one job of the
+//!   page may use, checked before it allocates.
 //! - For the KV and compare views: [`curves`] (memory against context), [`budget`] (what fits a
 //!   GPU), [`formulas`] (the arithmetic written out), [`describe`] (config facts), [`plot`] (chart
 //!   scales), [`paging`] and [`decode_demo`] (the decode animation's pages and script).
@@ -25,6 +26,7 @@ pub mod encoding;
 pub mod flops;
 pub mod formulas;
 pub mod hf_import;
+pub mod job_budget;
 pub mod kv_cache;
 pub mod mask;
 pub mod paging;

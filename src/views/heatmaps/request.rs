@@ -9,6 +9,8 @@ use crate::attention::tokens::{generated_tokens, tokenize};
 use crate::model::Mask;
 use crate::model::MaskKind;
 use crate::model::Model;
+use crate::model::job_budget::{self, JOB_BYTES, product};
+use crate::model::units::format_thousands;
 use crate::views::attention_input::AttentionInput;
 use crate::views::heatmaps::params::{ExplorerParams, MAX_GENERATED};
 
@@ -106,6 +108,8 @@ pub fn build_request(
     let n_max = tokens.len().max(kv_tokens.as_ref().map_or(0, Vec::len)) as u32;
     let mask = effective_mask(input, explorer, &layout)
         .ok_or_else(|| format!("Layer {} has no attention to show.", layout.layer))?;
+    let n_kv = kv_tokens.as_ref().map_or(tokens.len(), Vec::len) as u64;
+    check_host_bytes(tokens.len() as u64, n_kv, &layout)?;
     Ok(Request {
         mask,
         heads: explorer.heads.heads(layout.n_q_heads),
@@ -118,6 +122,27 @@ pub fn build_request(
         kv_tokens: kv_tokens.map(Arc::new),
         seed: input.seed,
         teach: explorer.teach,
+    })
+}
+
+/// Host bytes the explorer holds for one layer of `n_q` queries over `n_kv` keys, an upper bound:
+/// each side's RoPE angles and designed rows (two `[n, d]` tables), one batch of a KV group (its query
+/// heads, K and V, `[n, d]` each), and the token embeddings (at most 256 bytes a token).
+pub fn host_bytes(n_q: u64, n_kv: u64, layout: &LayerLayout) -> u64 {
+    let d = u64::from(layout.head_dim);
+    let group = u64::from(layout.group_size().max(1));
+    let tables = product(&[2, n_q.saturating_add(n_kv), d, 4]);
+    let batch = product(&[group.saturating_mul(n_q).saturating_add(2 * n_kv), d, 4]);
+    tables.saturating_add(batch).saturating_add(product(&[n_q.saturating_add(n_kv), 256]))
+}
+
+/// Refuses a layer whose inputs would not fit the job budget, saying how many tokens would.
+fn check_host_bytes(n_q: u64, n_kv: u64, layout: &LayerLayout) -> Result<(), String> {
+    let bytes = host_bytes(n_q, n_kv, layout);
+    job_budget::check(bytes, JOB_BYTES).map_err(|over| {
+        let fit = JOB_BYTES / host_bytes(1, 1, layout).max(1);
+        let what = format!("{} tokens through heads {} wide", format_thousands(n_q.max(n_kv).into()), layout.head_dim);
+        format!("{}. Up to about {} tokens fit at this width.", over.text(&what), format_thousands(fit.into()))
     })
 }
 
@@ -212,6 +237,24 @@ mod tests {
         );
         let cross = ExplorerParams { src: Some("le chat".into()), ..Default::default() };
         assert_eq!(effective_mask(&named, &cross, &layer("gemma-3-27b", 0)), Some(Mask::Full));
+    }
+
+    #[test]
+    fn inputs_past_the_job_budget_are_refused_before_anything_is_built() {
+        // Llama 3 8B at 65,536 tokens (d 128, groups of 4): RoPE and designed tables 2 x 131,072 x 128 x 4
+        // = 134,217,728; a batch (4 x 65,536 + 2 x 65,536) x 128 x 4 = 201,326,592; embeddings
+        // 131,072 x 256 = 33,554,432; in all 369,098,752 bytes, within 1 GiB.
+        let llama = layer("llama-3-8b", 0);
+        assert_eq!(host_bytes(65_536, 65_536, &llama), 369_098_752);
+        let mut input = AttentionInput::default();
+        input.set("n", "65536").unwrap();
+        assert!(build_request(&input, &ExplorerParams::default(), llama.clone(), WIDE).is_ok());
+        // One head 16,384 wide: per query and key 2 x 2 x 16,384 x 4 + 3 x 16,384 x 4 + 2 x 256 = 459,264
+        // bytes, so 2^30 / 459,264 = 2,337 tokens fit; 65,536 would need 30 GB.
+        let wide = LayerLayout { head_dim: 16_384, n_q_heads: 1, n_kv_heads: 1, ..llama };
+        let why = build_request(&input, &ExplorerParams::default(), wide, WIDE).unwrap_err();
+        assert!(why.starts_with("65,536 tokens through heads 16384 wide would need 30.10 GB"), "{why}");
+        assert!(why.ends_with("Up to about 2,337 tokens fit at this width."), "{why}");
     }
 
     #[test]

@@ -1,0 +1,45 @@
+// Links are input from strangers. Each link below once killed or froze the page; now the page stays
+// alive and answering, says what it refused and why, and the rest of the app keeps working.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+/** The page answers a script within `ms` and shows no crash panel. */
+async function assertAlive(app, what, ms = 5_000) {
+  const answer = await Promise.race([
+    app.page.evaluate(() => "alive"),
+    new Promise((resolve) => setTimeout(() => resolve("frozen"), ms)),
+  ]);
+  assert.equal(answer, "alive", `${what}: the page does not answer`);
+  assert.equal(await app.page.getByTestId("panic-panel").count(), 0, `${what}: the page crashed`);
+}
+
+describe("Hostile links", () => {
+  test("a head too wide for the page's memory is refused with the length that fits", async () => {
+    const app = await AppPage.open(session, "?cfg=L1.d16384.h1&n=65536");
+    const status = app.page.getByTestId("heatmap-error");
+    await status.waitFor({ timeout: 60_000 });
+    assert.match(await status.innerText(), /would need 30\.10 GB .* more than the 1\.07 GB .*Up to about 2,337 tokens fit/);
+    await assertAlive(app, "wide head");
+    // The rest of the app still works: a length that fits computes.
+    await app.page.getByTestId("n-input").fill("16");
+    await app.page.getByTestId("n-input").press("Enter");
+    await app.heatmap(16);
+    assert.deepEqual(app.consoleErrors.filter((e) => /unreachable|panicked/.test(e)), []);
+    await app.close();
+  });
+
+  test("a benchmark case past the job budget is skipped before anything is allocated", async () => {
+    const app = await AppPage.open(session, "?view=bench&n=131072&d=128&mask=sliding&window=1");
+    const row = app.page.getByTestId("bench-row").first();
+    await row.waitFor({ timeout: 120_000 });
+    assert.match(await row.innerText(), /skipped: this case would need .* more than the 1\.07 GB/);
+    await assertAlive(app, "bench");
+    await app.close();
+  });
+});
