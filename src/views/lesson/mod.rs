@@ -20,6 +20,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("03-masks.md", include_str!("../../../lessons/03-masks.md")),
     ("06-kv-cache.md", include_str!("../../../lessons/06-kv-cache.md")),
     ("07-gqa.md", include_str!("../../../lessons/07-gqa.md")),
+    ("11-flash-tiles.md", include_str!("../../../lessons/11-flash-tiles.md")),
 ];
 
 /// Every lesson that parses, in course order (a native test proves they all do).
