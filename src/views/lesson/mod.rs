@@ -21,6 +21,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("06-kv-cache.md", include_str!("../../../lessons/06-kv-cache.md")),
     ("07-gqa.md", include_str!("../../../lessons/07-gqa.md")),
     ("11-flash-tiles.md", include_str!("../../../lessons/11-flash-tiles.md")),
+    ("14-paged.md", include_str!("../../../lessons/14-paged.md")),
 ];
 
 /// Every lesson that parses, in course order (a native test proves they all do).
