@@ -90,6 +90,7 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("bench_head_flops", "FLOPs of one head of the case: 4·d per pair"),
     ("bench_mha_heads", "query heads of the benchmark's multi-head case"),
     ("bench_gqa_heads", "query heads of the benchmark's grouped-query case"),
+    ("bench_kv_heads", "KV heads of both benchmark cases"),
     ("bench_mha_flops", "FLOPs of the multi-head case"),
     ("bench_gqa_flops", "FLOPs of the grouped-query case"),
     ("bench_naive_scores_bytes", "the score matrix the naive kernel stores for the multi-head case"),

@@ -9,7 +9,7 @@ use crate::model::Model;
 use crate::state::AppState;
 
 pub(super) fn figure(name: &str, state: &AppState, _model: &Model) -> Option<Figure> {
-    let [(mha_heads, _), (gqa_heads, _)] = HEAD_LAYOUTS;
+    let [(mha_heads, kv_heads), (gqa_heads, _)] = HEAD_LAYOUTS;
     let listed = cases(&state.bench.filter(&state.input));
     // The first tiled case the link's filter lists with `h_q` query heads.
     let case = |h_q: u32| listed.iter().copied().find(|c| c.kernel == BenchKernel::Tiled && c.shape.h_q == h_q);
@@ -32,6 +32,7 @@ pub(super) fn figure(name: &str, state: &AppState, _model: &Model) -> Option<Fig
         }
         "bench_mha_heads" => (Unit::Count, mha_heads.into()),
         "bench_gqa_heads" => (Unit::Count, gqa_heads.into()),
+        "bench_kv_heads" => (Unit::Count, kv_heads.into()),
         "bench_mha_flops" => (Unit::Flops, case(mha_heads)?.flops()),
         "bench_gqa_flops" => (Unit::Flops, case(gqa_heads)?.flops()),
         "bench_naive_scores_bytes" => (Unit::Bytes, scores_bytes(&case(mha_heads)?.shape)),
@@ -57,6 +58,7 @@ mod tests {
             ("bench_head_flops", "16777216"),
             ("bench_mha_heads", "8"),
             ("bench_gqa_heads", "32"),
+            ("bench_kv_heads", "8"),
             ("bench_mha_flops", "134217728"),
             ("bench_gqa_flops", "536870912"),
             ("bench_naive_scores_bytes", "2097152"),
