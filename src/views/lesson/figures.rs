@@ -1,39 +1,19 @@
 //! Live figures: the numbers a lesson's text names as `{placeholder}`, computed by the model
 //! arithmetic for the step's configuration (and the reader's changes), so text and code cannot drift.
 
-use crate::attention::layer_inputs::LayerLayout;
 use crate::model::kv_cache::ContextFit;
-use crate::model::units::{bytes_text, format_thousands};
 use crate::model::variants::mha_baseline;
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
 use crate::state::AppState;
-use crate::views::heatmaps::request::{Request, Screen, build_request};
+use sources::{explorer, model_window};
+pub use written::Figure;
+use written::{Unit, number, whole};
 
 mod bench;
 mod paging;
+mod sources;
 mod tiles;
-
-/// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// The exact value: an integer, or a number with at most four decimals.
-    pub exact: String,
-    pub value: f64,
-    pub text: String,
-}
-
-/// What a figure counts, which decides how it is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unit {
-    Count,
-    Bytes,
-    Tokens,
-    Flops,
-    /// A ratio, written with two decimals and "×".
-    Times,
-    /// A plain number, written with four decimals.
-    Number,
-}
+mod written;
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
 pub const FIGURES: &[(&str, &str)] = &[
@@ -147,13 +127,6 @@ fn count_layers(model: &Model, keep: impl Fn(LayerKind) -> bool) -> u32 {
     model.schedule.layers().iter().filter(|&&k| keep(k)).count() as u32
 }
 
-fn model_window(model: &Model) -> Option<u64> {
-    model.schedule.layers().iter().find_map(|k| match *k {
-        LayerKind::Sliding { window_tokens } => Some(window_tokens),
-        _ => None,
-    })
-}
-
 /// The figures of one topic each, in their own files.
 fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
     tiles::figure(name, state, model)
@@ -165,32 +138,6 @@ fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
 fn explorer_request(state: &AppState, model: &Model) -> Option<(u32, crate::model::Mask)> {
     let request = explorer(state, model)?;
     Some((request.n_q(), request.mask))
-}
-
-/// What the heatmaps view computes for the chosen layer (the screen only sets the pooled resolution).
-fn explorer(state: &AppState, model: &Model) -> Option<Request> {
-    let layout = LayerLayout::of(model, state.model.layer);
-    let screen = Screen { width_css_px: 1024.0, device_pixel_ratio: 1.0 };
-    build_request(&state.input, &state.explorer, layout, screen).ok()
-}
-
-fn whole(value: u128, unit: Unit) -> Figure {
-    let text = match unit {
-        Unit::Bytes => bytes_text(value),
-        Unit::Tokens => format!("{} tokens", format_thousands(value)),
-        Unit::Flops => format!("{} FLOPs ({:.3e})", format_thousands(value), value as f64),
-        _ => format_thousands(value),
-    };
-    Figure { exact: value.to_string(), value: value as f64, text }
-}
-
-fn number(value: f64, unit: Unit) -> Figure {
-    let exact = format!("{value:.4}").trim_end_matches('0').trim_end_matches('.').to_string();
-    let text = match unit {
-        Unit::Times => format!("{value:.2}×"),
-        _ => exact.clone(),
-    };
-    Figure { exact, value, text }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Figures of the benchmark's case (`n`, `d` and the mask of the link): the pairs and FLOPs it counts,
 //! by the code that turns its timings into GFLOP/s, and the score matrix only the naive kernel stores.
 
-use super::{Figure, Unit, number, whole};
+use super::written::{Figure, Unit, number, whole};
 use crate::attention::AttentionShape;
 use crate::gpu::bench::{BenchCase, BenchKernel, HEAD_LAYOUTS, cases};
 use crate::gpu::naive_attention::scores_bytes;

@@ -2,7 +2,8 @@
 //! [`PAGE_TOKENS`] tokens, what the last partly filled page and a contiguous reservation leave unused,
 //! and what the decode demo's shared prompt saves (the arithmetic of `model::paging` and the demo).
 
-use super::{Figure, Unit, model_window, whole};
+use super::sources::model_window;
+use super::written::{Figure, Unit, whole};
 use crate::model::decode_demo::{PROMPT_TOKENS, shared_prompt_tokens};
 use crate::model::paging::{PAGE_TOKENS, most_live_pages, pages_for};
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes};

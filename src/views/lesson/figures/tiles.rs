@@ -1,7 +1,8 @@
 //! Figures of the tiled kernel's grid over the explorer's head: the tile a GPU uses and the tiles its
 //! mask lets it skip, counted by the function the heatmap's tile overlay draws with.
 
-use super::{Figure, Unit, explorer, whole};
+use super::sources::explorer;
+use super::written::{Figure, Unit, whole};
 use crate::gpu::naive_attention::scores_bytes;
 use crate::model::Model;
 use crate::state::AppState;
