@@ -174,12 +174,16 @@ mod tests {
         assert!((e3 / t[1].sum - s.probs[2]).abs() < 1e-15);
     }
 
+    /// Q, K and V of `n` tokens of width `d`: small values of both signs, no two rows alike.
+    fn inputs(n: usize, d: usize) -> [Vec<f32>; 3] {
+        [(37, 23, 11.0, 7.0), (17, 19, 9.0, 5.0), (7, 13, 6.0, 3.0)]
+            .map(|(a, m, mid, div)| (0..n * d).map(|x| ((x * a % m) as f32 - mid) / div).collect())
+    }
+
     #[test]
     fn online_equals_the_whole_row_for_every_mask_and_tile_size() {
         let (n, d) = (6usize, 4usize);
-        let q: Vec<f32> = (0..n * d).map(|x| ((x * 37 % 23) as f32 - 11.0) / 5.0).collect();
-        let k: Vec<f32> = (0..n * d).map(|x| ((x * 17 % 19) as f32 - 9.0) / 4.0).collect();
-        let v: Vec<f32> = (0..n * d).map(|x| ((x * 7 % 13) as f32 - 6.0) / 3.0).collect();
+        let [q, k, v] = inputs(n, d);
         let shape = AttentionShape::square(1, n as u32, d as u32);
         for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 2 }, Mask::Chunked { chunk_tokens: 4 }] {
             let s = step_through(&AttentionProblem::new(&q, &k, &v, shape, mask, 0.5));
@@ -204,9 +208,7 @@ mod tests {
     #[test]
     fn equals_the_cpu_reference() {
         let (n, d) = (7usize, 16usize);
-        let q: Vec<f32> = (0..n * d).map(|x| ((x * 37 % 23) as f32 - 11.0) / 7.0).collect();
-        let k: Vec<f32> = (0..n * d).map(|x| ((x * 17 % 19) as f32 - 9.0) / 5.0).collect();
-        let v: Vec<f32> = (0..n * d).map(|x| ((x * 7 % 13) as f32 - 6.0) / 3.0).collect();
+        let [q, k, v] = inputs(n, d);
         let shape = AttentionShape::square(1, n as u32, d as u32);
         for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 4 }] {
             let problem = AttentionProblem::new(&q, &k, &v, shape, mask, 0.25);
