@@ -138,9 +138,8 @@ impl OnlineTable {
         let row = s.n_q.saturating_sub(1);
         let tiles = online_row(s, v, row, 0, EXAMPLE_KEYS_PER_TILE);
         let rows = tiles.iter().map(|t| format!("keys {}–{}", t.first_key, t.end_key - 1)).collect();
-        let values =
-            tiles.iter().flat_map(|t: &OnlineStep| [t.tile_max, t.max, t.rescale, t.sum, t.out]).collect::<Vec<_>>();
-        let online_out = tiles.last().map_or(0.0, |t| if t.sum > 0.0 { t.out / t.sum } else { 0.0 });
+        let values = tiles.iter().flat_map(|t| [t.tile_max, t.max, t.rescale, t.sum, t.out]).collect::<Vec<_>>();
+        let online_out = tiles.last().map_or(0.0, OnlineStep::output);
         let label = row_labels.get(row).cloned().unwrap_or_default();
         Self {
             title: format!("6. Row {label} online, {EXAMPLE_KEYS_PER_TILE} keys at a time"),

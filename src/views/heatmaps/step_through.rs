@@ -93,6 +93,13 @@ pub struct OnlineStep {
     pub out: f64,
 }
 
+impl OnlineStep {
+    /// The output column had this tile been the last: `out / sum` (0 while no key was visible).
+    pub fn output(&self) -> f64 {
+        if self.sum > 0.0 { self.out / self.sum } else { 0.0 }
+    }
+}
+
 /// Row `row` of `steps` computed online over `keys_per_tile` keys at a time, for column `col` of the
 /// output (`v` is `[n_kv, d]`). After the last tile, `out / sum` is that column of O, and each
 /// probability is `exp(s - max) / sum`: the softmax, without the row's scores ever stored together.
@@ -170,7 +177,7 @@ mod tests {
         assert!((t[1].rescale - e2).abs() < 1e-15);
         assert!((t[1].sum - (e2 * e2 + e2 + e3 + 1.0)).abs() < 1e-15);
         // And o / l is the softmax-weighted average, as computed whole; key 2's probability e^(2-5) / l.
-        assert!((t[1].out / t[1].sum - s.out[0]).abs() < 1e-12);
+        assert!((t[1].output() - s.out[0]).abs() < 1e-12);
         assert!((e3 / t[1].sum - s.probs[2]).abs() < 1e-15);
     }
 
@@ -190,7 +197,7 @@ mod tests {
             for (row, keys, col) in (0..n).flat_map(|r| (1..=n).map(move |t| (r, t, r % d))) {
                 let tiles = online_row(&s, &v, row, col, keys);
                 let last = tiles.last().unwrap();
-                assert!((last.out / last.sum - s.out[row * d + col]).abs() < 1e-12, "{mask:?} row {row} tile {keys}");
+                assert!((last.output() - s.out[row * d + col]).abs() < 1e-12, "{mask:?} row {row} tile {keys}");
                 for j in 0..n {
                     let p = if s.masked[row * n + j] == f64::NEG_INFINITY {
                         0.0
