@@ -219,13 +219,12 @@ pub enum MapOutput {
 }
 
 impl Engine {
-    /// Tile sizes of the tiled forward kernel for heads of width `d` (rows per workgroup, keys per
-    /// tile), as its launch picks them for `rows_total` (query, head) rows; `None` on the CPU tier.
+    /// Tile sizes of the tiled forward kernel for heads of width `d` ((query, head) rows per
+    /// workgroup, keys per tile), as its launch picks them for `rows_total` rows; `None` on the CPU tier.
     pub fn flash_tiles(&self, d: u32, rows_total: u32) -> Option<(u32, u32)> {
         match self {
             Engine::WebGpu { kernels, .. } => {
-                let t = kernels.flash.tiles(crate::gpu::launch::padded_dim(d));
-                Some((t.rows_per_workgroup.min(rows_total.next_power_of_two().max(8)), t.keys_per_tile))
+                Some(kernels.flash.launch_tiles(crate::gpu::launch::padded_dim(d), rows_total))
             }
             Engine::Cpu { .. } => None,
         }

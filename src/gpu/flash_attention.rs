@@ -56,6 +56,16 @@ impl FlashAttention {
         self.forced.get().unwrap_or_else(|| FlashTiles::choose(&self.limits, self.is_cpu, d_pad))
     }
 
+    /// The tile a launch of `rows_total` (query, head) rows of `d_pad`-wide heads works on: (rows,
+    /// keys), whichever of the two kernels [`FlashAttention::prepare`] picks.
+    pub fn launch_tiles(&self, d_pad: u32, rows_total: u32) -> (u32, u32) {
+        if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
+            return subgroup.tile(d_pad);
+        }
+        let tiles = self.tiles(d_pad).for_rows(d_pad, rows_total);
+        (tiles.rows_per_tile(d_pad), tiles.keys_per_tile)
+    }
+
     /// Forces tile sizes (for tuning with the benchmark); `None` goes back to the adapter's choice.
     /// Sizes beyond the shader's limits or this device's are clamped.
     pub fn force_tiles(&self, tiles: Option<FlashTiles>) {
@@ -85,11 +95,8 @@ impl FlashAttention {
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
             return subgroup.prepare(ctx, buffers, launch);
         }
-        let mut tiles = self.tiles(d_pad);
-        // Few rows (decode: one query per head) get a narrow workgroup instead of idle invocations.
         let rows_total = shape.n_q * shape.group_size();
-        let invocations_needed = rows_total.div_ceil(tiles.rows_per_invocation(d_pad));
-        tiles.rows_per_workgroup = tiles.rows_per_workgroup.min(invocations_needed.next_power_of_two().max(8));
+        let tiles = self.tiles(d_pad).for_rows(d_pad, rows_total);
         let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
         let params = ctx.uniform_from(
             "flash_attention params",

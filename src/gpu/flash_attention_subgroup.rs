@@ -29,6 +29,12 @@ impl FlashSubgroup {
         Some(Self { layout, pipelines, subgroup_size, max_workgroups: ctx.limits.max_compute_workgroups_per_dimension })
     }
 
+    /// The tile one workgroup works on: (rows, keys): one subgroup of invocations with several rows
+    /// each, and one key per lane at every step.
+    pub fn tile(&self, d_pad: u32) -> (u32, u32) {
+        (self.subgroup_size * cpu_rows_per_invocation(d_pad), self.subgroup_size)
+    }
+
     /// Prepares one launch.
     pub fn prepare(
         &self,
@@ -43,7 +49,7 @@ impl FlashSubgroup {
         // diagonal or a sliding window stays tight.
         let invocations = self.subgroup_size;
         let rows_total = shape.n_q * shape.group_size();
-        let tiles_per_kv_head = rows_total.div_ceil(invocations * rows);
+        let tiles_per_kv_head = rows_total.div_ceil(self.tile(d_pad).0);
         let params = ctx.uniform_from(
             "flash_attention_subgroup params",
             &AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head),

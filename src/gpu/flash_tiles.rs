@@ -45,6 +45,22 @@ impl FlashTiles {
         Self { rows_per_workgroup: 64.min(max_rows), keys_per_tile: keys, stage_kv }
     }
 
+    /// The tiles of every WebGPU GPU: [`FlashTiles::choose`] caps workgroup memory at the web's
+    /// portable 16 KiB and rows at 64, both within what the WebGPU spec requires of every adapter, so
+    /// only CPU-emulated adapters pick differently. What the lessons count tiles with, and what the
+    /// tile overlay draws when the page computes on the CPU.
+    pub fn web_gpu(d_pad: u32) -> Self {
+        Self::choose(&wgpu::Limits::defaults(), false, d_pad)
+    }
+
+    /// These tiles as one launch of `rows_total` (query, head) rows uses them: few rows (decode, one
+    /// query per head) get a narrow workgroup instead of idle invocations.
+    pub fn for_rows(self, d_pad: u32, rows_total: u32) -> Self {
+        let invocations_needed = rows_total.div_ceil(self.rows_per_invocation(d_pad));
+        let narrow = invocations_needed.checked_next_power_of_two().unwrap_or(u32::MAX).max(8);
+        Self { rows_per_workgroup: self.rows_per_workgroup.min(narrow), ..self }
+    }
+
     /// Query rows each invocation owns (the shader's `R`): 1 with staged tiles (GPUs, where registers
     /// are scarce and workgroup memory cheap), several when K/V are read directly (CPU adapters, where
     /// an invocation's query rows and accumulators live in the stack and a load is costly).
@@ -119,5 +135,22 @@ mod tests {
         assert_eq!(cpu.rows_per_tile(64), 64);
         assert_eq!(FlashTiles::choose(&web, true, 256).rows_per_invocation(256), 2);
         assert_eq!(FlashTiles::choose(&web, false, 256).rows_per_invocation(256), 1);
+    }
+
+    #[test]
+    fn a_web_gpu_and_a_launch_of_few_rows() {
+        // Every WebGPU GPU: 64 rows; K and V tiles of 32 keys x 64 floats x 4 bytes = 16 KiB at d = 64,
+        // 16 keys at d = 128 (2 x 16 x 128 x 4 = 16 KiB).
+        assert_eq!(FlashTiles::web_gpu(64), FlashTiles { rows_per_workgroup: 64, keys_per_tile: 32, stage_kv: true });
+        assert_eq!(FlashTiles::web_gpu(128).keys_per_tile, 16);
+        // 256 rows fill 64-row workgroups; 12 rows (12 decode heads) need 16 invocations; 3 rows get 8.
+        let gpu = FlashTiles::web_gpu(64);
+        assert_eq!(gpu.for_rows(64, 256).rows_per_tile(64), 64);
+        assert_eq!(gpu.for_rows(64, 12).rows_per_tile(64), 16);
+        assert_eq!(gpu.for_rows(64, 3).rows_per_tile(64), 8);
+        // A CPU adapter: 8 invocations of 8 rows at d = 64, so a workgroup covers 64 rows, not 8.
+        let cpu = FlashTiles::choose(&wgpu::Limits::defaults(), true, 64).for_rows(64, 256);
+        assert_eq!((cpu.rows_per_workgroup, cpu.rows_per_tile(64)), (8, 64));
+        assert_eq!(gpu.for_rows(64, u32::MAX).rows_per_workgroup, 64, "no overflow");
     }
 }

@@ -9,6 +9,7 @@
 //! masks and buffer sizes are the model's.
 
 use super::config::Model;
+use super::paging::PagedCache;
 use super::schedule::LayerKind;
 
 /// Tokens of the shared prompt (2 full pages of 16 and a partial one, so the tail is recomputed).
@@ -94,6 +95,24 @@ pub fn run_tokens(model: &Model) -> u64 {
         .max()
         .unwrap_or(0);
     (largest + 96).clamp(MIN_RUN_TOKENS, MAX_RUN_TOKENS)
+}
+
+/// Prompt tokens request B takes over from A when it arrives (A then has [`B_JOINS_AFTER`] tokens):
+/// A's full prompt pages, as far as every layer kind still holds them; the same pages the running
+/// demo shares.
+pub fn shared_prompt_tokens(model: &Model) -> u64 {
+    let kinds = demo_layers(model, u32::MAX).into_iter().map(|l| l.kind);
+    kinds
+        .map(|kind| {
+            let mut cache = PagedCache::new(kind);
+            let a = cache.add_sequence();
+            for _ in 0..B_JOINS_AFTER {
+                cache.append(a);
+            }
+            cache.shareable_tokens(a, PROMPT_TOKENS)
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 /// The next thing the animation does.
@@ -194,6 +213,17 @@ mod tests {
         assert_eq!(run_tokens(&model("mistral-7b")), 4096 + 96);
         // Llama 4's 8,192-token chunks are longer than any demo run.
         assert_eq!(run_tokens(&model("llama-4-scout")), MIN_RUN_TOKENS);
+    }
+
+    #[test]
+    fn the_prompt_pages_b_shares() {
+        // 40-token prompt: 2 full pages of 16 = 32 tokens; Gemma's 1,024-token windows still hold them
+        // when B arrives at 88 tokens.
+        assert_eq!(shared_prompt_tokens(&model("llama-3-8b")), 32);
+        assert_eq!(shared_prompt_tokens(&model("gemma-3-27b")), 32);
+        // A 64-token window: at 88 tokens A keeps 24..88, and has dropped page 0 (tokens 0..16).
+        let small = crate::model::encoding::decode_model("L4.d256.h4.kv2.pat1w64-1g").unwrap();
+        assert_eq!(shared_prompt_tokens(&small), 0);
     }
 
     #[test]

@@ -13,6 +13,21 @@ use super::schedule::LayerKind;
 /// Tokens per page (vLLM's default block size).
 pub const PAGE_TOKENS: u64 = 16;
 
+/// Pages holding `tokens` tokens, the last one maybe partly filled.
+pub fn pages_for(tokens: u64) -> u64 {
+    tokens.div_ceil(PAGE_TOKENS)
+}
+
+/// The most pages one request ever holds in a sliding layer: its window's tokens rarely start on a
+/// page boundary, so they can touch `ceil((W + 15) / 16)` pages (one more than `W / 16` when the
+/// window is a whole number of pages). `None` for other kinds (a global layer keeps growing).
+pub fn most_live_pages(kind: LayerKind) -> Option<u64> {
+    match kind {
+        LayerKind::Sliding { window_tokens } => Some(pages_for(window_tokens.saturating_add(PAGE_TOKENS - 1))),
+        _ => None,
+    }
+}
+
 /// One physical page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Page {
@@ -205,6 +220,26 @@ mod tests {
             assert!(c.live_pages() <= 3);
         }
         assert_eq!(c.pages.len(), 3);
+    }
+
+    #[test]
+    fn the_most_pages_a_window_holds_as_pages_are_really_dropped() {
+        // W = 32: tokens 1..=32 of a 48-token run span pages 0..=2, 3 pages = ceil((32 + 15) / 16).
+        assert_eq!(most_live_pages(LayerKind::Sliding { window_tokens: 32 }), Some(3));
+        assert_eq!(most_live_pages(LayerKind::Sliding { window_tokens: 1024 }), Some(65));
+        assert_eq!(most_live_pages(LayerKind::Global), None);
+        assert_eq!((pages_for(0), pages_for(16), pages_for(17), pages_for(1000)), (0, 1, 2, 63));
+        for window_tokens in 1..=70u64 {
+            let kind = LayerKind::Sliding { window_tokens };
+            let mut c = PagedCache::new(kind);
+            let a = c.add_sequence();
+            let mut most = 0;
+            for _ in 0..window_tokens + 40 {
+                c.append(a);
+                most = most.max(c.live_pages() as u64);
+            }
+            assert_eq!(Some(most), most_live_pages(kind), "window {window_tokens}");
+        }
     }
 
     #[test]

@@ -10,10 +10,10 @@ use super::engine_signal::EngineSignal;
 use super::heatmap::{HeadMap, Heatmap, Shared};
 use super::step_through::StepThrough;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
-use crate::attention::tiles;
 use crate::colormap::ColorScale;
 use crate::state::AppState;
 use crate::views::heatmaps::request::Request;
+use crate::views::heatmaps::tile_grid::{self, TileGrid};
 
 /// One head, large: labels when they fit, the tile grid, the step-through, export and navigation.
 #[component]
@@ -85,29 +85,22 @@ pub fn FocusPanel(
     }
 }
 
-/// The kernel's tile plan for this map (with a typical tile choice on the CPU tier).
-fn tile_plan(map: &HeadMap, engine: &EngineSignal, layout: &LayerLayout) -> (tiles::TilePlan, u32, u32, bool) {
+/// The kernel's tile grid for this map, with this adapter's tiles (a GPU's on the CPU tier).
+fn grid_for(map: &HeadMap, engine: &EngineSignal, layout: &LayerLayout) -> TileGrid {
     let group = layout.group_size();
-    let (br, bc, real) =
-        match engine.with_untracked(|e| e.as_ref().and_then(|e| e.flash_tiles(layout.head_dim, map.n_q * group))) {
-            Some((br, bc)) => (br, bc, true),
-            None => (64, 32, false),
-        };
-    (tiles::plan(map.n_q, map.n_kv, group, map.mask, br, bc), br, bc, real)
+    let adapter = engine.with_untracked(|e| e.as_ref().and_then(|e| e.flash_tiles(layout.head_dim, map.n_q * group)));
+    tile_grid::tile_grid(map.n_q, map.n_kv, layout, map.mask, adapter)
 }
 
 #[component]
 fn TileStats(map: Arc<HeadMap>, engine: EngineSignal, layout: LayerLayout) -> impl IntoView {
-    let group = layout.group_size();
-    let (plan, br, bc, real) = tile_plan(&map, &engine, &layout);
-    let skipped = plan.skipped_fraction();
+    let grid = grid_for(&map, &engine, &layout);
+    let plan = &grid.plan;
     view! {
-        <p class="hint tile-stats" data-testid="tile-stats" data-skipped=format!("{skipped:.6}") data-visited=plan.visited_key_tiles data-dense=plan.dense_key_tiles>
-            {format!(
-                "Tiled kernel: {br} (query, head) rows × {bc} keys per tile{}, {group} head(s) per KV group. It visits {} of {} key tiles ({} interior, no per-element mask test): the mask lets it skip {:.1}% of the work. Dim areas are skipped; orange tiles test each element.",
-                if real { "" } else { " (a typical choice: this page computes on the CPU)" },
-                plan.visited_key_tiles, plan.dense_key_tiles, plan.interior_key_tiles, skipped * 100.0
-            )}
+        <p class="hint tile-stats" data-testid="tile-stats" data-skipped=format!("{:.6}", plan.skipped_fraction())
+            data-visited=plan.visited_key_tiles data-dense=plan.dense_key_tiles
+            data-rows=grid.rows_per_tile data-keys=grid.keys_per_tile>
+            {grid.stats_text()}
         </p>
     }
 }
@@ -118,7 +111,7 @@ fn TileOverlay(map: Arc<HeadMap>, engine: EngineSignal, size: f64, layout: Layer
     let longest = map.rows.max(map.cols).max(1) as f64;
     let (w, h) = (size * map.cols as f64 / longest, size * map.rows as f64 / longest);
     let dpr = browser::screen().device_pixel_ratio;
-    let (plan, _, _, _) = tile_plan(&map, &engine, &layout);
+    let plan = grid_for(&map, &engine, &layout).plan;
     let (n_q, n_kv) = (map.n_q as f64, map.n_kv as f64);
     Effect::new(move |_| {
         let Some(Some(canvas)) = canvas_ref.try_get() else { return };

@@ -1,5 +1,6 @@
 //! The focused head's arithmetic on a small example, step by step: `Q·Kᵀ`, the scale, the mask, the
-//! softmax and `·V`, with the numbers at each step, checked against the CPU reference (and, where the
+//! softmax and `·V`, then the last row again as the tiled kernel computes it (online, a tile of keys at
+//! a time), with the numbers at each step, checked against the CPU reference (and, where the
 //! example is the top-left corner of the GPU's matrix, against the GPU's probabilities).
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
 use crate::attention::{AttentionProblem, AttentionShape, reference};
 use crate::model::Mask;
-use crate::views::heatmaps::step_through::{Steps, step_through};
+use crate::views::heatmaps::step_through::{EXAMPLE_KEYS_PER_TILE, OnlineStep, Steps, online_row, step_through};
 
 /// Tokens in the example.
 pub const STEP_TOKENS: usize = 6;
@@ -94,6 +95,7 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
     let cols: Vec<String> =
         inputs.kv_tokens()[..n_kv].iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
     let out_cols: Vec<String> = (0..d.min(OUT_COLS)).map(|c| format!("o{c}")).collect();
+    let online = OnlineTable::of(&s, &v[..n_kv * d], &rows);
     let probs_attr = s.probs.iter().map(|p| (*p as f32).to_string()).collect::<Vec<_>>().join(",");
     view! {
         <details class="panel step-through" data-testid="step-through" data-rows=n_q data-cols=n_kv data-probs=probs_attr
@@ -109,10 +111,58 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
             {table(&format!("3. Mask ({small_mask})"), "masked", &rows, &cols, &s.masked, n_kv)}
             {table("4. Softmax of each row: the attention probabilities", "softmax", &rows, &cols, &s.probs, n_kv)}
             {table(&format!("5. O = P·V (first {} of {d} columns)", d.min(OUT_COLS)), "output", &rows, &out_cols, &s.out, d)}
+            {online.view()}
             <p class="hint" data-testid="step-check">
                 {format!("CPU reference: largest difference in the probabilities {worst_ref:.1e}.")}
                 {gpu_check.map(|w| format!(" The heatmap's probabilities (computed by the kernel) differ by at most {w:.1e}."))}
             </p>
         </details>
+    }
+}
+
+/// Step 6: the last query row again, computed the way the tiled kernel does, a tile of keys at a time.
+struct OnlineTable {
+    title: String,
+    rows: Vec<String>,
+    values: Vec<f64>,
+    /// The last row's first output column, online (`o / l`), and as step 5 computed it.
+    online_out: f64,
+    whole_out: f64,
+}
+
+const ONLINE_COLUMNS: [&str; 5] =
+    ["tile max", "running max m", "rescale exp(m_old − m_new)", "running sum l", "o0 before ÷ l"];
+
+impl OnlineTable {
+    fn of(s: &Steps, v: &[f32], row_labels: &[String]) -> Self {
+        let row = s.n_q.saturating_sub(1);
+        let tiles = online_row(s, v, row, 0, EXAMPLE_KEYS_PER_TILE);
+        let rows = tiles.iter().map(|t| format!("keys {}–{}", t.first_key, t.end_key - 1)).collect();
+        let values = tiles.iter().flat_map(|t| [t.tile_max, t.max, t.rescale, t.sum, t.out]).collect::<Vec<_>>();
+        let online_out = tiles.last().map_or(0.0, OnlineStep::output);
+        let label = row_labels.get(row).cloned().unwrap_or_default();
+        Self {
+            title: format!("6. Row {label} online, {EXAMPLE_KEYS_PER_TILE} keys at a time"),
+            rows,
+            values,
+            online_out,
+            whole_out: s.out.get(row * s.d).copied().unwrap_or(0.0),
+        }
+    }
+
+    fn view(self) -> impl IntoView {
+        let cols: Vec<String> = ONLINE_COLUMNS.iter().map(|c| c.to_string()).collect();
+        view! {
+            <div data-testid="step-online" data-out=self.online_out.to_string() data-whole-out=self.whole_out.to_string()>
+                {table(&self.title, "online", &self.rows, &cols, &self.values, ONLINE_COLUMNS.len())}
+                <p class="hint">
+                    "The tiled kernel never holds a whole row of scores: it keeps a running max m, a running sum l of "
+                    "exp(s − m) and an output o not yet divided by l. When a tile raises the max, l and o are first "
+                    "multiplied by exp(m_old − m_new), so every term is again relative to the new max. After the last "
+                    "tile, o0 / l = " {fmt(self.online_out)} ", the first column of O in step 5 ("
+                    {fmt(self.whole_out)} ")."
+                </p>
+            </div>
+        }
     }
 }

@@ -185,6 +185,25 @@ mod tests {
     }
 
     #[test]
+    fn what_b_shares_when_it_arrives_is_what_the_lessons_compute() {
+        use crate::model::decode_demo::shared_prompt_tokens;
+        use crate::model::kv_bytes_per_token;
+        let engine = Engine::Cpu { reason: "native test".into() };
+        for id in ["llama-3-8b", "gemma-3-27b"] {
+            let model = preset(id).unwrap();
+            let mut run = DecodeRun::start(&engine, model, DType::Fp16);
+            while run.snapshot().b_tokens.is_none() {
+                ready(run.advance(&engine, || 0.0));
+            }
+            let snap = run.refreshed();
+            // Llama 3 8B: 32 tokens x 131,072 B; the same arithmetic for Gemma's two layer kinds.
+            let shared = shared_prompt_tokens(model);
+            assert_eq!(snap.shared_tokens, shared, "{id}");
+            assert_eq!(snap.saved_bytes, u128::from(shared) * kv_bytes_per_token(model, DType::Fp16).unwrap(), "{id}");
+        }
+    }
+
+    #[test]
     fn windowed_layers_recycle_their_pages() {
         let model = decode_model("L4.d256.h4.kv2.pat1w64-1g").unwrap();
         let snap = run_to_the_end(&model);

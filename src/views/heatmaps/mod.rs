@@ -8,3 +8,4 @@ pub mod npy;
 pub mod params;
 pub mod request;
 pub mod step_through;
+pub mod tile_grid;

@@ -69,6 +69,64 @@ pub fn step_through(p: &AttentionProblem) -> Steps {
     Steps { n_q, n_kv, d, scale, scores, scaled, masked, probs, out }
 }
 
+/// Keys per tile in the step-through's online example: 2, so six keys take three tiles (the kernel's
+/// own tiles hold 8 to 32 keys).
+pub const EXAMPLE_KEYS_PER_TILE: usize = 2;
+
+/// One tile of keys folded into a query row's running state, the way the tiled kernel does it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OnlineStep {
+    /// Keys `first..end` of the tile.
+    pub first_key: usize,
+    pub end_key: usize,
+    /// Largest masked score in the tile (`-inf` when the mask hides all of it).
+    pub tile_max: f64,
+    /// Running max `m` after the tile.
+    pub max: f64,
+    /// `exp(m_old - m_new)`: what the sum and the output so far are multiplied by, so every term is
+    /// relative to the new max (0 at the first tile: there is nothing yet; 1 when the max stays).
+    pub rescale: f64,
+    /// Running sum `l` of `exp(s - m)` after the tile.
+    pub sum: f64,
+    /// Running output, not yet divided by `l`: `sum of exp(s - m) * v` over the keys so far, for one
+    /// column of V.
+    pub out: f64,
+}
+
+impl OnlineStep {
+    /// The output column had this tile been the last: `out / sum` (0 while no key was visible).
+    pub fn output(&self) -> f64 {
+        if self.sum > 0.0 { self.out / self.sum } else { 0.0 }
+    }
+}
+
+/// Row `row` of `steps` computed online over `keys_per_tile` keys at a time, for column `col` of the
+/// output (`v` is `[n_kv, d]`). After the last tile, `out / sum` is that column of O, and each
+/// probability is `exp(s - max) / sum`: the softmax, without the row's scores ever stored together.
+pub fn online_row(steps: &Steps, v: &[f32], row: usize, col: usize, keys_per_tile: usize) -> Vec<OnlineStep> {
+    let (n_kv, d) = (steps.n_kv, steps.d);
+    let Some(scores) = steps.masked.get(row * n_kv..(row + 1) * n_kv) else { return Vec::new() };
+    let (mut max, mut sum, mut out) = (f64::NEG_INFINITY, 0.0, 0.0);
+    let mut tiles = Vec::new();
+    for first_key in (0..n_kv).step_by(keys_per_tile.max(1)) {
+        let end_key = (first_key + keys_per_tile.max(1)).min(n_kv);
+        let tile = &scores[first_key..end_key];
+        let tile_max = tile.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        // A wholly masked tile adds nothing and leaves the state alone (exp(-inf - -inf) would be NaN).
+        let rescale = if tile_max == f64::NEG_INFINITY { 1.0 } else { (max - max.max(tile_max)).exp() };
+        max = max.max(tile_max);
+        sum *= rescale;
+        out *= rescale;
+        for (j, &s) in tile.iter().enumerate().filter(|(_, s)| **s > f64::NEG_INFINITY) {
+            let weight = (s - max).exp();
+            sum += weight;
+            out += weight * v.get((first_key + j) * d + col).copied().map_or(0.0, f64::from);
+        }
+        tiles.push(OnlineStep { first_key, end_key, tile_max, max, rescale, sum, out });
+    }
+    tiles
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,11 +155,67 @@ mod tests {
     }
 
     #[test]
+    fn online_by_hand() {
+        // One query, d = 1, scale 1, full: scores [1, 3, 2, 5], v = [10, 20, 30, 40], two keys a tile.
+        let s = step_through(&AttentionProblem::new(
+            &[1.0],
+            &[1.0, 3.0, 2.0, 5.0],
+            &[10.0, 20.0, 30.0, 40.0],
+            AttentionShape { h_q: 1, h_kv: 1, n_q: 1, n_kv: 4, d: 1 },
+            Mask::Full,
+            1.0,
+        ));
+        let t = online_row(&s, &[10.0, 20.0, 30.0, 40.0], 0, 0, 2);
+        assert_eq!(t.len(), 2);
+        // Tile 1: m = 3, nothing to rescale yet (0), l = e^-2 + 1, o = 10 e^-2 + 20.
+        let (e2, e3) = ((-2f64).exp(), (-3f64).exp());
+        assert_eq!((t[0].first_key, t[0].end_key, t[0].tile_max, t[0].max, t[0].rescale), (0, 2, 3.0, 3.0, 0.0));
+        assert!((t[0].sum - (e2 + 1.0)).abs() < 1e-15 && (t[0].out - (10.0 * e2 + 20.0)).abs() < 1e-12);
+        // Tile 2: the max rises to 5, so l and o so far are multiplied by e^(3-5) = e^-2, then
+        // e^(2-5) + e^0 is added: l = e^-4 + e^-2 + e^-3 + 1.
+        assert_eq!((t[1].tile_max, t[1].max), (5.0, 5.0));
+        assert!((t[1].rescale - e2).abs() < 1e-15);
+        assert!((t[1].sum - (e2 * e2 + e2 + e3 + 1.0)).abs() < 1e-15);
+        // And o / l is the softmax-weighted average, as computed whole; key 2's probability e^(2-5) / l.
+        assert!((t[1].output() - s.out[0]).abs() < 1e-12);
+        assert!((e3 / t[1].sum - s.probs[2]).abs() < 1e-15);
+    }
+
+    /// Q, K and V of `n` tokens of width `d`: small values of both signs, no two rows alike.
+    fn inputs(n: usize, d: usize) -> [Vec<f32>; 3] {
+        [(37, 23, 11.0, 7.0), (17, 19, 9.0, 5.0), (7, 13, 6.0, 3.0)]
+            .map(|(a, m, mid, div)| (0..n * d).map(|x| ((x * a % m) as f32 - mid) / div).collect())
+    }
+
+    #[test]
+    fn online_equals_the_whole_row_for_every_mask_and_tile_size() {
+        let (n, d) = (6usize, 4usize);
+        let [q, k, v] = inputs(n, d);
+        let shape = AttentionShape::square(1, n as u32, d as u32);
+        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 2 }, Mask::Chunked { chunk_tokens: 4 }] {
+            let s = step_through(&AttentionProblem::new(&q, &k, &v, shape, mask, 0.5));
+            for (row, keys, col) in (0..n).flat_map(|r| (1..=n).map(move |t| (r, t, r % d))) {
+                let tiles = online_row(&s, &v, row, col, keys);
+                let last = tiles.last().unwrap();
+                assert!((last.output() - s.out[row * d + col]).abs() < 1e-12, "{mask:?} row {row} tile {keys}");
+                for j in 0..n {
+                    let p = if s.masked[row * n + j] == f64::NEG_INFINITY {
+                        0.0
+                    } else {
+                        (s.masked[row * n + j] - last.max).exp() / last.sum
+                    };
+                    assert!((p - s.probs[row * n + j]).abs() < 1e-12);
+                }
+                // Masked tiles (the start of a sliding row) leave the state as it was: no NaN.
+                assert!(tiles.iter().all(|t| t.sum.is_finite() && t.out.is_finite()));
+            }
+        }
+    }
+
+    #[test]
     fn equals_the_cpu_reference() {
         let (n, d) = (7usize, 16usize);
-        let q: Vec<f32> = (0..n * d).map(|x| ((x * 37 % 23) as f32 - 11.0) / 7.0).collect();
-        let k: Vec<f32> = (0..n * d).map(|x| ((x * 17 % 19) as f32 - 9.0) / 5.0).collect();
-        let v: Vec<f32> = (0..n * d).map(|x| ((x * 7 % 13) as f32 - 6.0) / 3.0).collect();
+        let [q, k, v] = inputs(n, d);
         let shape = AttentionShape::square(1, n as u32, d as u32);
         for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 4 }] {
             let problem = AttentionProblem::new(&q, &k, &v, shape, mask, 0.25);

@@ -1,35 +1,19 @@
 //! Live figures: the numbers a lesson's text names as `{placeholder}`, computed by the model
 //! arithmetic for the step's configuration (and the reader's changes), so text and code cannot drift.
 
-use crate::attention::layer_inputs::LayerLayout;
 use crate::model::kv_cache::ContextFit;
-use crate::model::units::{bytes_text, format_thousands};
 use crate::model::variants::mha_baseline;
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
 use crate::state::AppState;
-use crate::views::heatmaps::request::{Screen, build_request};
+use sources::{explorer, model_window};
+pub use written::Figure;
+use written::{Unit, number, whole};
 
-/// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// The exact value: an integer, or a number with at most four decimals.
-    pub exact: String,
-    pub value: f64,
-    pub text: String,
-}
-
-/// What a figure counts, which decides how it is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unit {
-    Count,
-    Bytes,
-    Tokens,
-    Flops,
-    /// A ratio, written with two decimals and "×".
-    Times,
-    /// A plain number, written with four decimals.
-    Number,
-}
+mod bench;
+mod paging;
+mod sources;
+mod tiles;
+mod written;
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
 pub const FIGURES: &[(&str, &str)] = &[
@@ -55,6 +39,41 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("attended_pairs", "query-key pairs the explorer's mask lets through, per head"),
     ("softmax_scale", "1/√d, the factor the scores are multiplied by"),
     ("window_tokens", "the explorer's sliding window"),
+    ("tile_rows", "(query, head) rows per tile of the tiled kernel on a GPU, for the explorer's head"),
+    ("tile_keys", "keys per tile of the tiled kernel on a GPU"),
+    ("tile_kv_bytes", "workgroup memory of one K and one V tile on a GPU"),
+    ("head_scores_bytes", "one head's whole score matrix in f32, as the naive kernel stores it"),
+    ("query_tiles", "tiles of query rows per KV head in the explorer's head"),
+    ("key_tile_columns", "tiles of keys across the explorer's head"),
+    ("tiles_in_grid", "tiles a mask-blind kernel would visit for the explorer's head"),
+    ("tiles_visited", "tiles the tiled kernel visits under the explorer's mask"),
+    ("tiles_skipped", "tiles the mask lets the kernel skip without loading them"),
+    ("tiles_interior", "visited tiles every row sees whole (no per-element mask test)"),
+    ("tiles_edge", "visited tiles the kernel tests element by element (partly masked)"),
+    ("page_tokens", "tokens per page of a paged KV cache"),
+    ("page_bytes", "bytes of one page's tokens over all layers"),
+    ("ctx_pages", "pages a request of the chosen context fills in a layer that keeps every token"),
+    ("last_page_free_tokens", "unused token slots in that request's last page"),
+    ("paged_waste_bytes", "bytes those unused slots reserve, all layers"),
+    ("model_max_tokens", "the model's longest context (max_position_embeddings)"),
+    ("contiguous_bytes", "a cache reserved for the longest context, as one contiguous allocation"),
+    ("contiguous_waste_bytes", "what that reservation holds beyond the chosen context"),
+    ("prompt_tokens", "the decode demo's shared prompt"),
+    ("prefix_shared_tokens", "prompt tokens request B takes over from A's full pages"),
+    ("prefix_recomputed_tokens", "prompt tokens B computes again (the partly filled page)"),
+    ("prefix_saved_bytes", "bytes the shared prompt pages store once instead of twice"),
+    ("window_max_pages", "the most pages a sliding layer holds for one request"),
+    ("bench_tokens", "n of the benchmark's case"),
+    ("bench_head_dim", "d of the benchmark's case"),
+    ("bench_pairs", "query-key pairs one head of the benchmark's case scores"),
+    ("bench_mask_fraction", "those pairs as a fraction of all n × n"),
+    ("bench_head_flops", "FLOPs of one head of the case: 4·d per pair"),
+    ("bench_mha_heads", "query heads of the benchmark's multi-head case"),
+    ("bench_gqa_heads", "query heads of the benchmark's grouped-query case"),
+    ("bench_kv_heads", "KV heads of both benchmark cases"),
+    ("bench_mha_flops", "FLOPs of the multi-head case"),
+    ("bench_gqa_flops", "FLOPs of the grouped-query case"),
+    ("bench_naive_scores_bytes", "the score matrix the naive kernel stores for the multi-head case"),
 ];
 
 /// Whether `name` is a known placeholder.
@@ -99,7 +118,7 @@ pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
         }
         "softmax_scale" => return Some(number(1.0 / f64::from(model.attn.head_dim.max(1)).sqrt(), Unit::Number)),
         "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
-        _ => return None,
+        _ => return topic_figure(name, state, model),
     };
     Some(whole(value, unit))
 }
@@ -108,52 +127,31 @@ fn count_layers(model: &Model, keep: impl Fn(LayerKind) -> bool) -> u32 {
     model.schedule.layers().iter().filter(|&&k| keep(k)).count() as u32
 }
 
-fn model_window(model: &Model) -> Option<u64> {
-    model.schedule.layers().iter().find_map(|k| match *k {
-        LayerKind::Sliding { window_tokens } => Some(window_tokens),
-        _ => None,
-    })
+/// The figures of one topic each, in their own files.
+fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+    tiles::figure(name, state, model)
+        .or_else(|| paging::figure(name, state, model))
+        .or_else(|| bench::figure(name, state, model))
 }
 
 /// The explorer's token count and mask for the chosen layer, as the heatmaps view computes them.
 fn explorer_request(state: &AppState, model: &Model) -> Option<(u32, crate::model::Mask)> {
-    let layout = LayerLayout::of(model, state.model.layer);
-    let screen = Screen { width_css_px: 1024.0, device_pixel_ratio: 1.0 };
-    let request = build_request(&state.input, &state.explorer, layout, screen).ok()?;
+    let request = explorer(state, model)?;
     Some((request.n_q(), request.mask))
-}
-
-fn whole(value: u128, unit: Unit) -> Figure {
-    let text = match unit {
-        Unit::Bytes => bytes_text(value),
-        Unit::Tokens => format!("{} tokens", format_thousands(value)),
-        Unit::Flops => format!("{} FLOPs ({:.3e})", format_thousands(value), value as f64),
-        _ => format_thousands(value),
-    };
-    Figure { exact: value.to_string(), value: value as f64, text }
-}
-
-fn number(value: f64, unit: Unit) -> Figure {
-    let exact = format!("{value:.4}").trim_end_matches('0').trim_end_matches('.').to_string();
-    let text = match unit {
-        Unit::Times => format!("{value:.2}×"),
-        _ => exact.clone(),
-    };
-    Figure { exact, value, text }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn at(query: &str) -> (AppState, Model) {
+    pub(super) fn at(query: &str) -> (AppState, Model) {
         let (state, notices) = AppState::from_query(query);
         assert!(notices.is_empty(), "{notices:?}");
         let model = state.resolved_model();
         (state, model)
     }
 
-    fn exact(name: &str, query: &str) -> String {
+    pub(super) fn exact(name: &str, query: &str) -> String {
         let (state, model) = at(query);
         figure(name, &state, &model).unwrap_or_else(|| panic!("{name} at {query}")).exact
     }

@@ -22,6 +22,9 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("03-masks.md", include_str!("../../../lessons/03-masks.md")),
     ("06-kv-cache.md", include_str!("../../../lessons/06-kv-cache.md")),
     ("07-gqa.md", include_str!("../../../lessons/07-gqa.md")),
+    ("11-flash-tiles.md", include_str!("../../../lessons/11-flash-tiles.md")),
+    ("14-paged.md", include_str!("../../../lessons/14-paged.md")),
+    ("15-benchmark.md", include_str!("../../../lessons/15-benchmark.md")),
 ];
 
 /// Every lesson that parses, in course order (a native test proves they all do).
