@@ -37,6 +37,13 @@ async function waitForStep(app, lesson, step) {
   }, [lesson, step], { timeout: 30_000 });
 }
 
+/** Presses a key with the reader's attention on the lesson text (a step that opens the enlarged head
+ * focuses its panel, whose arrows step through heads). */
+async function pressOnLesson(app, key) {
+  await app.page.getByTestId("lesson-step").locator("h2").click();
+  await app.page.keyboard.press(key);
+}
+
 /** The step as the page shows it matches the plan: view link, highlight, every live figure. */
 async function assertStep(app, lesson, planned) {
   const at = `${lesson} step ${planned.step}`;
@@ -92,10 +99,10 @@ describe("Lesson walk", () => {
       const app = await AppPage.open(session, `?view=lesson&lesson=${lesson.id}&step=1`);
       for (const planned of lesson.steps) {
         await assertStep(app, lesson.id, planned);
-        if (planned.step < lesson.steps.length) await app.page.keyboard.press("ArrowRight");
+        if (planned.step < lesson.steps.length) await pressOnLesson(app, "ArrowRight");
       }
       for (let step = lesson.steps.length - 1; step >= 1; step--) {
-        await app.page.keyboard.press("ArrowLeft");
+        await pressOnLesson(app, "ArrowLeft");
         await waitForStep(app, lesson.id, step);
       }
       app.assertNoConsoleErrors();
