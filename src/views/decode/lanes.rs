@@ -6,6 +6,7 @@ use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::Mask;
 use crate::model::Model;
 use crate::model::decode_demo::{DemoLayer, Tensor, demo_layers, token_values, value_stream};
+use crate::model::job_budget::product;
 use crate::model::paging::PagedCache;
 
 /// Request A (index 0) appends from the start; request B (index 1) arrives later sharing its prompt.
@@ -30,6 +31,15 @@ impl Lane {
         self.paged.append(request as usize);
         Ok(cache)
     }
+}
+
+/// Bytes of the K/V buffers a run of `capacity_tokens` allocates: two requests, every lane, K and V
+/// in f32 (checked against the job budget before any is allocated).
+pub fn buffers_bytes(model: &Model, capacity_tokens: u32) -> u64 {
+    demo_layers(model, KERNEL_MAX_HEAD_DIM)
+        .iter()
+        .map(|l| product(&[2, 2, l.h_kv.into(), l.run_dim.into(), capacity_tokens.into(), 4]))
+        .fold(0, u64::saturating_add)
 }
 
 /// One lane per layer kind that stores a cache, in schedule order, each with request A started and a

@@ -4,10 +4,11 @@
 //! show is here.
 
 use super::check::{is_checked, reference_diff};
-use super::lanes::{Lane, kv_rows, layer_mask, open_lanes, query};
+use super::lanes::{Lane, buffers_bytes, kv_rows, layer_mask, open_lanes, query};
 use super::snapshot::{PagesView, RunState, Snapshot};
 use crate::engine::{DecodeCache, Engine};
 use crate::model::decode_demo::{Action, PROMPT_TOKENS, next_action, run_tokens};
+use crate::model::job_budget::{self, JOB_BYTES};
 use crate::model::kv_cache::kv_bytes_per_token_per_layer;
 use crate::model::{DType, Model, kv_total_bytes};
 
@@ -31,6 +32,11 @@ impl DecodeRun {
         let capacity_tokens = u32::try_from(run).unwrap_or(u32::MAX);
         let mut snap = Snapshot::idle(run);
         snap.state = RunState::Running;
+        if let Err(over) = job_budget::check(buffers_bytes(model, capacity_tokens), JOB_BYTES) {
+            snap.state = RunState::Failed;
+            snap.message = format!("Not started: {}.", over.text("The K/V buffers of this run"));
+            return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), capacity_tokens, snap };
+        }
         let lanes = open_lanes(engine, model, capacity_tokens).unwrap_or_else(|e| {
             snap.state = RunState::Failed;
             snap.message = format!("Could not allocate the K/V buffer: {e}");
@@ -182,6 +188,23 @@ mod tests {
         assert_eq!(snap.max_diff, Some(0.0));
         // 8 KV heads * 128 dims * 2 (K, V) * 4 B * 512 tokens.
         assert_eq!(snap.demo_buffer_bytes, 8 * 128 * 2 * 4 * 512);
+    }
+
+    #[test]
+    fn a_run_whose_buffers_pass_the_job_budget_is_refused_before_allocating() {
+        // Llama 3 8B: 2 requests x (K, V) x 8 KV heads x 128 dims x 256 tokens x 4 B = 4 MiB.
+        assert_eq!(buffers_bytes(preset("llama-3-8b").unwrap(), 256), 2 * 2 * 8 * 128 * 256 * 4);
+        // 4,096 KV heads of 256 over 256 tokens: 2 x 2 x 4,096 x 256 x 256 x 4 = 4 GiB, over 1 GiB.
+        let mut wide = preset("llama-3-8b").unwrap().clone();
+        (wide.n_q_heads, wide.attn.n_kv_heads, wide.attn.head_dim) = (4096, 4096, 256);
+        let engine = Engine::Cpu { reason: "native test".into() };
+        let run = DecodeRun::start(&engine, &wide, DType::Fp16);
+        assert_eq!(run.snapshot().state, RunState::Failed);
+        assert!(
+            run.snapshot().message.starts_with("Not started: The K/V buffers of this run would need 4.29 GB"),
+            "{}",
+            run.snapshot().message
+        );
     }
 
     #[test]
