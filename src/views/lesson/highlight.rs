@@ -9,8 +9,10 @@ use std::fmt;
 pub const CHART_LINES: [&str; 4] = ["total", "budget", "ctx", "fit"];
 
 /// Panels (by `data-testid`) that a step can point at.
-pub const ELEMENTS: [&str; 16] = [
+pub const ELEMENTS: [&str; 18] = [
     "step-through",
+    "step-online",
+    "decode-panel",
     "tile-stats",
     "tile-overlay",
     "layer-strip",
