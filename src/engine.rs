@@ -7,6 +7,7 @@ use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
+use crate::model::units::format_thousands;
 use std::str::FromStr;
 
 /// Where attention is computed (URL `backend=`): decided once per page load.
@@ -41,6 +42,9 @@ impl FromStr for BackendChoice {
 
 /// Largest number of (query, key) score pairs the CPU tier computes (it is a teaching fallback).
 pub const CPU_MAX_SCORE_PAIRS: u64 = 4_000_000;
+/// Largest number of multiply-adds one CPU call may take (pairs times head width): what the pair bound
+/// allows at the kernels' widest head, so heads wider than the kernels cannot hold the page for longer.
+pub const CPU_MAX_WORK: u64 = CPU_MAX_SCORE_PAIRS * crate::gpu::launch::KERNEL_MAX_HEAD_DIM as u64;
 
 #[expect(clippy::large_enum_variant, reason = "one engine per page, never moved once started")]
 pub enum Engine {
@@ -198,11 +202,21 @@ pub fn reference_decode(p: &AttentionProblem) -> Result<Forward, String> {
 }
 
 fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
-    let pairs = u64::from(shape.h_q) * u64::from(shape.n_q) * u64::from(shape.n_kv);
+    let pairs = u64::from(shape.h_q).saturating_mul(u64::from(shape.n_q)).saturating_mul(u64::from(shape.n_kv));
     if pairs > CPU_MAX_SCORE_PAIRS {
         return Err(format!(
             "{pairs} query-key pairs is too much for the CPU fallback (at most {CPU_MAX_SCORE_PAIRS}); \
              a browser with WebGPU computes this on the GPU"
+        ));
+    }
+    let work = pairs.saturating_mul(u64::from(shape.d));
+    if work > CPU_MAX_WORK {
+        return Err(format!(
+            "{} multiply-adds ({pairs} query-key pairs of {}-wide heads) is too much for the CPU fallback (at most {}); \
+             fewer tokens fit",
+            format_thousands(work.into()),
+            shape.d,
+            format_thousands(CPU_MAX_WORK.into())
         ));
     }
     Ok(())
@@ -270,5 +284,25 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_fallback_bounds_pairs_and_the_work_wide_heads_bring() {
+        let shape = |n: u32, d: u32| AttentionShape { h_q: 1, h_kv: 1, n_q: n, n_kv: n, d };
+        // 2,000^2 = 4,000,000 pairs at d 256: 1,024,000,000 multiply-adds, the most allowed.
+        assert!(check_cpu_size(shape(2000, 256)).is_ok());
+        assert!(check_cpu_size(shape(2001, 8)).unwrap_err().contains("4004001 query-key pairs"));
+        // One head 16,384 wide: 250^2 x 16,384 = 1,024,000,000 fits, 251^2 x 16,384 = 1,032,208,384 does not.
+        assert!(check_cpu_size(shape(250, 16_384)).is_ok());
+        let why = check_cpu_size(shape(251, 16_384)).unwrap_err();
+        assert!(why.starts_with("1,032,208,384 multiply-adds (63001 query-key pairs of 16384-wide heads)"), "{why}");
+        assert!(
+            check_cpu_size(AttentionShape { h_q: u32::MAX, h_kv: 1, n_q: u32::MAX, n_kv: u32::MAX, d: 1 }).is_err()
+        );
     }
 }

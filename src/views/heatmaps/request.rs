@@ -6,6 +6,8 @@ use std::sync::Arc;
 use crate::attention::layer_inputs::LayerLayout;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::{generated_tokens, tokenize};
+use crate::engine::CPU_MAX_WORK;
+use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::Mask;
 use crate::model::MaskKind;
 use crate::model::Model;
@@ -109,7 +111,7 @@ pub fn build_request(
     let mask = effective_mask(input, explorer, &layout)
         .ok_or_else(|| format!("Layer {} has no attention to show.", layout.layer))?;
     let n_kv = kv_tokens.as_ref().map_or(tokens.len(), Vec::len) as u64;
-    check_host_bytes(tokens.len() as u64, n_kv, &layout)?;
+    check_job_size(tokens.len() as u64, n_kv, &layout)?;
     Ok(Request {
         mask,
         heads: explorer.heads.heads(layout.n_q_heads),
@@ -136,14 +138,27 @@ pub fn host_bytes(n_q: u64, n_kv: u64, layout: &LayerLayout) -> u64 {
     tables.saturating_add(batch).saturating_add(product(&[n_q.saturating_add(n_kv), 256]))
 }
 
-/// Refuses a layer whose inputs would not fit the job budget, saying how many tokens would.
-fn check_host_bytes(n_q: u64, n_kv: u64, layout: &LayerLayout) -> Result<(), String> {
-    let bytes = host_bytes(n_q, n_kv, layout);
-    job_budget::check(bytes, JOB_BYTES).map_err(|over| {
-        let fit = JOB_BYTES / host_bytes(1, 1, layout).max(1);
-        let what = format!("{} tokens through heads {} wide", format_thousands(n_q.max(n_kv).into()), layout.head_dim);
-        format!("{}. Up to about {} tokens fit at this width.", over.text(&what), format_thousands(fit.into()))
-    })
+/// Refuses a layer whose inputs would not fit the job budget, or whose heads (wider than the GPU
+/// kernels, so computed by the CPU reference) would take more work than the CPU fallback allows,
+/// saying how many tokens would fit.
+fn check_job_size(n_q: u64, n_kv: u64, layout: &LayerLayout) -> Result<(), String> {
+    let d = u64::from(layout.head_dim);
+    let on_cpu = layout.head_dim > KERNEL_MAX_HEAD_DIM;
+    let memory_fit = JOB_BYTES / host_bytes(1, 1, layout).max(1);
+    let cpu_fit = if on_cpu { (CPU_MAX_WORK / d.max(1)).isqrt() } else { u64::MAX };
+    let fit = format!("Up to about {} tokens fit at this width.", format_thousands(memory_fit.min(cpu_fit).into()));
+    let what = format!("{} tokens through heads {} wide", format_thousands(n_q.max(n_kv).into()), layout.head_dim);
+    if let Err(over) = job_budget::check(host_bytes(n_q, n_kv, layout), JOB_BYTES) {
+        return Err(format!("{}. {fit}", over.text(&what)));
+    }
+    if on_cpu && product(&[n_q, n_kv, d]) > CPU_MAX_WORK {
+        return Err(format!(
+            "{what}: wider than the GPU kernels' {KERNEL_MAX_HEAD_DIM}, so the CPU reference computes them, at most {} \
+             multiply-adds a head. {fit}",
+            format_thousands(CPU_MAX_WORK.into())
+        ));
+    }
+    Ok(())
 }
 
 pub fn layout_line(model: &Model, layout: &LayerLayout, mask: Mask) -> String {
@@ -250,11 +265,18 @@ mod tests {
         input.set("n", "65536").unwrap();
         assert!(build_request(&input, &ExplorerParams::default(), llama.clone(), WIDE).is_ok());
         // One head 16,384 wide: per query and key 2 x 2 x 16,384 x 4 + 3 x 16,384 x 4 + 2 x 256 = 459,264
-        // bytes, so 2^30 / 459,264 = 2,337 tokens fit; 65,536 would need 30 GB.
+        // bytes, so 2^30 / 459,264 = 2,337 tokens fit in memory; 65,536 would need 30 GB. The CPU
+        // reference computes such heads, at most 1,024,000,000 multiply-adds a head: 250 tokens
+        // (250^2 x 16,384 = 1,024,000,000).
         let wide = LayerLayout { head_dim: 16_384, n_q_heads: 1, n_kv_heads: 1, ..llama };
-        let why = build_request(&input, &ExplorerParams::default(), wide, WIDE).unwrap_err();
+        let why = build_request(&input, &ExplorerParams::default(), wide.clone(), WIDE).unwrap_err();
         assert!(why.starts_with("65,536 tokens through heads 16384 wide would need 30.10 GB"), "{why}");
-        assert!(why.ends_with("Up to about 2,337 tokens fit at this width."), "{why}");
+        assert!(why.ends_with("Up to about 250 tokens fit at this width."), "{why}");
+        input.set("n", "251").unwrap();
+        let why = build_request(&input, &ExplorerParams::default(), wide.clone(), WIDE).unwrap_err();
+        assert!(why.starts_with("251 tokens through heads 16384 wide: wider than the GPU kernels' 256"), "{why}");
+        input.set("n", "250").unwrap();
+        assert!(build_request(&input, &ExplorerParams::default(), wide, WIDE).is_ok());
     }
 
     #[test]
