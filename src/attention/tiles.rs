@@ -22,6 +22,8 @@ pub struct QueryTile {
 /// The kernel's plan for one head under a mask, and what it skips.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TilePlan {
+    /// Every query tile with its key tiles, when they are few enough to list ([`MAX_LISTED_TILES`]);
+    /// else empty (the counts below are exact either way).
     pub tiles: Vec<QueryTile>,
     /// Key tiles a mask-blind kernel would visit: `ceil(n_kv / keys_per_tile)` per query tile.
     pub dense_key_tiles: u64,
@@ -39,38 +41,56 @@ impl TilePlan {
     }
 }
 
+/// Key tiles a plan lists one by one (for drawing); past this it only counts them, so a long head
+/// costs neither memory nor a canvas of millions of rectangles.
+pub const MAX_LISTED_TILES: u64 = 16_384;
+
 /// The plan for `n_q` queries (the last rows of `n_kv` keys) in groups of `group` query heads per KV
 /// head, with `rows_per_tile` rows per workgroup and `keys_per_tile` keys per K/V tile.
 pub fn plan(n_q: u32, n_kv: u32, group: u32, mask: Mask, rows_per_tile: u32, keys_per_tile: u32) -> TilePlan {
-    let g = group.max(1);
-    let br = rows_per_tile.max(1);
-    let bc = keys_per_tile.max(1);
-    let q_offset = n_kv.saturating_sub(n_q);
-    let rows_total = n_q * g;
+    plan_listing(n_q, n_kv, group, mask, (rows_per_tile, keys_per_tile), MAX_LISTED_TILES)
+}
+
+/// [`plan`], listing the tiles only while they number at most `max_listed` (`tiles` is empty past it).
+fn plan_listing(n_q: u32, n_kv: u32, group: u32, mask: Mask, (br, bc): (u32, u32), max_listed: u64) -> TilePlan {
+    let (g, br, bc) = (u64::from(group.max(1)), u64::from(br.max(1)), u64::from(bc.max(1)));
+    let q_offset = u64::from(n_kv.saturating_sub(n_q));
+    let rows_total = u64::from(n_q) * g;
     let mut tiles = Vec::new();
-    let (mut visited, mut interior_count) = (0u64, 0u64);
+    let (mut visited, mut interior_count, mut query_tiles) = (0u64, 0u64, 0u64);
     let mut row0 = 0;
     while row0 < rows_total {
         let row_end = (row0 + br).min(rows_total);
         let (q_lo, q_last) = (row0 / g, (row_end - 1) / g);
-        let (first_pos, last_pos) = (q_offset + q_lo, q_offset + q_last);
+        let (first_pos, last_pos) = ((q_offset + q_lo) as u32, (q_offset + q_last) as u32);
         // Visible ranges only move right with the position: the tile's union spans the first row's
         // low end to the last row's high end, and the keys every row sees the reverse.
         let ((tile_lo, all_hi), (all_lo, tile_hi)) = (mask.key_range(first_pos, n_kv), mask.key_range(last_pos, n_kv));
-        let mut key_tiles = Vec::new();
-        let mut key0 = tile_lo;
-        while key0 < tile_hi {
-            let interior = key0 >= all_lo && key0 + bc <= all_hi;
-            key_tiles.push((key0, (key0 + bc).min(n_kv), interior));
-            visited += 1;
-            interior_count += u64::from(interior);
-            key0 += bc;
+        let (tile_lo, tile_hi, all_lo, all_hi) =
+            (u64::from(tile_lo), u64::from(tile_hi), u64::from(all_lo), u64::from(all_hi));
+        let count = tile_hi.saturating_sub(tile_lo).div_ceil(bc);
+        // Key tile k starts at tile_lo + k·bc; it is interior when it lies within all_lo..all_hi.
+        let first_inside = all_lo.saturating_sub(tile_lo).div_ceil(bc);
+        let past_inside = if all_hi >= tile_lo + bc { (all_hi - tile_lo - bc) / bc + 1 } else { 0 };
+        interior_count += past_inside.min(count).saturating_sub(first_inside);
+        visited += count;
+        query_tiles += 1;
+        if visited <= max_listed {
+            let key_tiles = (0..count)
+                .map(|k| tile_lo + k * bc)
+                .map(|key0| {
+                    (key0 as u32, (key0 + bc).min(u64::from(n_kv)) as u32, key0 >= all_lo && key0 + bc <= all_hi)
+                })
+                .collect();
+            // When BR is not a multiple of G, neighbouring tiles share a query; each keeps its own range.
+            tiles.push(QueryTile { q_lo: q_lo as u32, q_hi: q_last as u32 + 1, key_tiles });
         }
-        // When BR is not a multiple of G, neighbouring tiles share a query; each keeps its own range.
-        tiles.push(QueryTile { q_lo, q_hi: q_last + 1, key_tiles });
         row0 = row_end;
     }
-    let dense = tiles.len() as u64 * u64::from(n_kv.div_ceil(bc));
+    if visited > max_listed {
+        tiles.clear();
+    }
+    let dense = query_tiles * u64::from(n_kv).div_ceil(bc);
     TilePlan { tiles, dense_key_tiles: dense, visited_key_tiles: visited, interior_key_tiles: interior_count }
 }
 
@@ -90,6 +110,33 @@ mod tests {
         assert!((p.skipped_fraction() - 0.25).abs() < 1e-12);
         // Full attention skips nothing.
         assert_eq!(plan(8, 8, 1, Mask::Full, 4, 4).skipped_fraction(), 0.0);
+    }
+
+    #[test]
+    fn counting_without_listing_gives_the_same_counts() {
+        let counts = |p: &TilePlan| (p.dense_key_tiles, p.visited_key_tiles, p.interior_key_tiles);
+        for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 5 }, Mask::Chunked { chunk_tokens: 7 }] {
+            for (n_q, n_kv, g, br, bc) in
+                [(30, 30, 1, 16, 8), (30, 30, 4, 16, 8), (13, 40, 2, 8, 4), (100, 100, 3, 64, 32)]
+            {
+                let listed = plan_listing(n_q, n_kv, g, mask, (br, bc), u64::MAX);
+                let counted = plan_listing(n_q, n_kv, g, mask, (br, bc), 0);
+                assert_eq!(counts(&listed), counts(&counted), "{mask:?} {n_q}x{n_kv} g{g}");
+                assert!(counted.tiles.is_empty());
+                let tiles_listed: u64 = listed.tiles.iter().map(|t| t.key_tiles.len() as u64).sum();
+                let interior_listed = listed.tiles.iter().flat_map(|t| &t.key_tiles).filter(|k| k.2).count() as u64;
+                assert_eq!((tiles_listed, interior_listed), (listed.visited_key_tiles, listed.interior_key_tiles));
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_head_is_counted_not_listed() {
+        // 65,536 causal queries in 8-row, 8-key tiles: 8,192 query tiles, 8,192 x 8,193 / 2 visited.
+        let p = plan(65_536, 65_536, 1, Mask::Causal, 8, 8);
+        assert!(p.tiles.is_empty());
+        assert_eq!(p.visited_key_tiles, 8_192 * 8_193 / 2);
+        assert_eq!(p.dense_key_tiles, 8_192 * 8_192);
     }
 
     #[test]

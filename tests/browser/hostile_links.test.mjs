@@ -42,4 +42,15 @@ describe("Hostile links", () => {
     await assertAlive(app, "bench");
     await app.close();
   });
+  test("the tile overlay of a 65,536-token head counts its tiles instead of drawing them all", async () => {
+    // A narrow window keeps the head quick to compute on a software GPU; its tiles still number tens of
+    // thousands (the whole causal grid would be millions).
+    const app = await AppPage.open(session, "?n=65536&mask=sliding&window=16&heads=0&focus=0&tiles=on");
+    const stats = app.page.getByTestId("tile-stats");
+    await stats.waitFor({ timeout: 120_000 });
+    assert.match(await stats.innerText(), /Too many tiles to draw at this length; the counts are exact/);
+    assert.ok(Number(await stats.getAttribute("data-visited")) > 16_384);
+    await assertAlive(app, "tiles");
+    await app.close();
+  });
 });

@@ -38,7 +38,7 @@ impl TileGrid {
         format!(
             "Tiled kernel: {} (query, head) rows × {} keys per tile{}, {} head(s) per KV group. It visits {} of {} \
              key tiles ({} interior, no per-element mask test): the mask lets it skip {:.1}% of the work. Dim \
-             areas are skipped; orange tiles test each element.",
+             areas are skipped; orange tiles test each element.{}",
             self.rows_per_tile,
             self.keys_per_tile,
             if self.adapter_tiles { "" } else { " (what a GPU picks: this page computes on the CPU)" },
@@ -46,7 +46,12 @@ impl TileGrid {
             p.visited_key_tiles,
             p.dense_key_tiles,
             p.interior_key_tiles,
-            p.skipped_fraction() * 100.0
+            p.skipped_fraction() * 100.0,
+            if p.tiles.is_empty() && p.visited_key_tiles > 0 {
+                " Too many tiles to draw at this length; the counts are exact."
+            } else {
+                ""
+            }
         )
     }
 }
