@@ -10,6 +10,7 @@ pub use written::Figure;
 use written::{Unit, number, whole};
 
 mod bench;
+mod memory;
 mod paging;
 mod sources;
 mod tiles;
@@ -74,6 +75,16 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("bench_mha_flops", "FLOPs of the multi-head case"),
     ("bench_gqa_flops", "FLOPs of the grouped-query case"),
     ("bench_naive_scores_bytes", "the score matrix the naive kernel stores for the multi-head case"),
+    ("weights_bytes", "the model's weights at the budget's weight dtype"),
+    ("cache_room_bytes", "what the budget leaves for the cache once the weights are in"),
+    ("model_bytes_at_ctx", "weights (when counted) plus the cache at the chosen context"),
+    ("mla_latent_dims", "MLA: width of the latent each token caches per layer (kv_lora_rank)"),
+    ("mla_rope_dims", "MLA: width of the shared RoPE key each token caches per layer"),
+    ("mla_cached_dims", "MLA: numbers each token caches per layer (latent plus RoPE key)"),
+    ("mha_cached_dims", "numbers per token per layer plain MHA would cache (K and V of every query head)"),
+    ("storing_layers", "layers that store their own K/V cache"),
+    ("sharing_layers", "layers that read an earlier layer's cache instead of storing one"),
+    ("k_eq_v_layers", "layers whose one tensor serves as both K and V"),
 ];
 
 /// Whether `name` is a known placeholder.
@@ -132,6 +143,7 @@ fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
     tiles::figure(name, state, model)
         .or_else(|| paging::figure(name, state, model))
         .or_else(|| bench::figure(name, state, model))
+        .or_else(|| memory::figure(name, state, model))
 }
 
 /// The explorer's token count and mask for the chosen layer, as the heatmaps view computes them.
@@ -208,10 +220,13 @@ mod tests {
 
     #[test]
     fn every_listed_figure_is_computed_and_unknown_names_are_not() {
-        let (state, model) = at("model=gemma-3-27b");
+        // Some figures apply only to some models (MLA) or settings (weights in the budget).
+        let states = ["model=gemma-3-27b", "model=deepseek-v3&weights=fp8&budget=1000"].map(at);
         for (name, _) in FIGURES.iter() {
-            assert!(figure(name, &state, &model).is_some(), "{name}");
+            assert!(states.iter().any(|(state, model)| figure(name, state, model).is_some()), "{name}");
         }
+        let (state, model) = &states[0];
+        let (state, model) = (state.clone(), model.clone());
         assert_eq!(figure("kv_total_bytez", &state, &model), None);
         assert!(!is_known("kv_total_bytez"));
     }

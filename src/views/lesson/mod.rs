@@ -22,7 +22,10 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("03-masks.md", include_str!("../../../lessons/03-masks.md")),
     ("06-kv-cache.md", include_str!("../../../lessons/06-kv-cache.md")),
     ("07-gqa.md", include_str!("../../../lessons/07-gqa.md")),
+    ("08-mla.md", include_str!("../../../lessons/08-mla.md")),
+    ("10-kv-sharing.md", include_str!("../../../lessons/10-kv-sharing.md")),
     ("11-flash-tiles.md", include_str!("../../../lessons/11-flash-tiles.md")),
+    ("13-will-it-fit.md", include_str!("../../../lessons/13-will-it-fit.md")),
     ("14-paged.md", include_str!("../../../lessons/14-paged.md")),
     ("15-benchmark.md", include_str!("../../../lessons/15-benchmark.md")),
 ];

@@ -1,0 +1,98 @@
+//! Figures of where the cache's memory goes for the KV view's model: the weights against the budget,
+//! MLA's latent cache, and the layers that store their own cache or share one (K = V, cross-layer).
+
+use super::written::{Figure, Unit, whole};
+use crate::model::kv_cache::weights_bytes;
+use crate::model::{Model, kv_total_bytes};
+use crate::state::AppState;
+
+pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+    let kv = &state.kv;
+    let weights = || match kv.weights {
+        Some(dtype) => weights_bytes(model, dtype).ok(),
+        None => Some(0),
+    };
+    let layers = 0..model.n_layers() as usize;
+    let (unit, value): (Unit, u128) = match name {
+        "weights_bytes" => (Unit::Bytes, kv.weights.and_then(|d| weights_bytes(model, d).ok())?),
+        "cache_room_bytes" => (Unit::Bytes, u128::from(kv.budget_bytes).checked_sub(weights()?)?),
+        "model_bytes_at_ctx" => {
+            (Unit::Bytes, weights()?.checked_add(kv_total_bytes(model, kv.ctx_tokens, kv.dtype).ok()?)?)
+        }
+        "mla_latent_dims" => (Unit::Count, model.mla?.kv_lora_rank.into()),
+        "mla_rope_dims" => (Unit::Count, model.mla?.qk_rope_head_dim.into()),
+        "mla_cached_dims" => (Unit::Count, (model.mla?.kv_lora_rank + model.mla?.qk_rope_head_dim).into()),
+        "mha_cached_dims" => (Unit::Count, (2 * u128::from(model.n_q_heads) * u128::from(model.attn.head_dim))),
+        "storing_layers" => (Unit::Count, layers.filter(|&l| model.stores_kv(l)).count() as u128),
+        "sharing_layers" => (Unit::Count, layers.filter(|&l| !model.stores_kv(l)).count() as u128),
+        "k_eq_v_layers" => {
+            let k_eq_v = |l: usize| model.schedule.kind(l).is_some_and(|k| model.geometry(k).k_eq_v);
+            (Unit::Count, layers.filter(|&l| k_eq_v(l)).count() as u128)
+        }
+        _ => return None,
+    };
+    Some(whole(value, unit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exact(name: &str, query: &str) -> String {
+        let (state, notices) = AppState::from_query(query);
+        assert!(notices.is_empty(), "{notices:?}");
+        figure(name, &state, &state.resolved_model()).unwrap_or_else(|| panic!("{name} at {query}")).exact
+    }
+
+    #[test]
+    fn weights_and_the_room_they_leave_by_hand() {
+        // Llama 3 8B has 8,030,261,248 parameters: 16,060,522,496 bytes in bf16. A 24 GB budget leaves
+        // 24e9 - 16,060,522,496 = 7,939,477,504 bytes for the cache: floor(/ 131,072) = 60,573 tokens.
+        let q = "model=llama-3-8b&budget=24&weights=bf16";
+        assert_eq!(exact("weights_bytes", q), "16060522496");
+        assert_eq!(exact("cache_room_bytes", q), "7939477504");
+        assert_eq!(
+            super::super::figure(
+                "max_context_tokens",
+                &AppState::from_query(q).0,
+                &AppState::from_query(q).0.resolved_model()
+            )
+            .unwrap()
+            .exact,
+            "60573"
+        );
+        // At 8,192 tokens: the weights plus 8,192 x 131,072 bytes of cache.
+        assert_eq!(
+            exact("model_bytes_at_ctx", "model=llama-3-8b&weights=bf16&ctx=8192"),
+            (16_060_522_496u64 + 8192 * 131_072).to_string()
+        );
+        let (state, _) = AppState::from_query("model=llama-3-8b");
+        assert_eq!(figure("weights_bytes", &state, &state.resolved_model()), None, "no weights in the budget");
+    }
+
+    #[test]
+    fn mla_caches_a_latent_and_one_rope_key_by_hand() {
+        // DeepSeek-V3: kv_lora_rank 512 + qk_rope_head_dim 64 = 576 numbers per token per layer, where
+        // MHA over its 128 heads of 128 would cache 2 x 128 x 128 = 32,768.
+        let q = "model=deepseek-v3";
+        assert_eq!(exact("mla_latent_dims", q), "512");
+        assert_eq!(exact("mla_rope_dims", q), "64");
+        assert_eq!(exact("mla_cached_dims", q), "576");
+        assert_eq!(exact("mha_cached_dims", q), "32768");
+        let (state, _) = AppState::from_query("model=llama-3-8b");
+        assert_eq!(figure("mla_latent_dims", &state, &state.resolved_model()), None);
+    }
+
+    #[test]
+    fn shared_and_k_eq_v_layers_by_hand() {
+        // Gemma 4 E4B: 42 layers, the last 18 reuse an earlier layer's cache, so 24 store their own.
+        assert_eq!(
+            (exact("storing_layers", "model=gemma-4-e4b"), exact("sharing_layers", "model=gemma-4-e4b")),
+            ("24".into(), "18".into())
+        );
+        // Gemma 4 12B: 48 layers, every sixth global (5, 11, ..., 47): 8 global layers, each with K = V.
+        assert_eq!(exact("k_eq_v_layers", "model=gemma-4-12b"), "8");
+        assert_eq!(exact("k_eq_v_layers", "model=gemma-4-e4b"), "0");
+        assert_eq!(exact("sharing_layers", "model=llama-3-8b"), "0");
+    }
+}
