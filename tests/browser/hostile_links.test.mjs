@@ -53,4 +53,12 @@ describe("Hostile links", () => {
     await assertAlive(app, "tiles");
     await app.close();
   });
+  test("cross-attention of 65,536 queries over one key is refused instead of 65,536 round trips", async () => {
+    const app = await AppPage.open(session, "?n=65536&src=x");
+    const error = app.page.getByTestId("heatmap-error");
+    await error.waitFor({ timeout: 60_000 });
+    assert.match(await error.innerText(), /65,536 queries over 1 key would take more than 64/);
+    await assertAlive(app, "cross-attention");
+    await app.close();
+  });
 });

@@ -16,6 +16,10 @@ use crate::model::units::format_thousands;
 use crate::views::attention_input::AttentionInput;
 use crate::views::heatmaps::params::{ExplorerParams, MAX_GENERATED};
 
+/// Cross-attention runs queries in chunks of at most the keys' length (the kernels place queries as
+/// the last rows of the keys), one engine call each: at most this many chunks.
+pub const MAX_QUERIES_PER_KEY: u64 = 64;
+
 /// Heads at most this long (queries and keys) are drawn cell by cell with exact probabilities;
 /// longer ones are pooled on the GPU to the size they take on screen.
 pub const EXACT_MAX_N: u32 = 256;
@@ -112,6 +116,15 @@ pub fn build_request(
         .ok_or_else(|| format!("Layer {} has no attention to show.", layout.layer))?;
     let n_kv = kv_tokens.as_ref().map_or(tokens.len(), Vec::len) as u64;
     check_job_size(tokens.len() as u64, n_kv, &layout)?;
+    if tokens.len() as u64 > MAX_QUERIES_PER_KEY * n_kv {
+        return Err(format!(
+            "Cross-attention computes queries in chunks no longer than the key text, and {} queries over {} key{} \
+             would take more than {MAX_QUERIES_PER_KEY} of them: shorten the text or lengthen the key text.",
+            format_thousands(tokens.len() as u128),
+            format_thousands(n_kv.into()),
+            if n_kv == 1 { "" } else { "s" }
+        ));
+    }
     Ok(Request {
         mask,
         heads: explorer.heads.heads(layout.n_q_heads),
@@ -277,6 +290,18 @@ mod tests {
         assert!(why.starts_with("251 tokens through heads 16384 wide: wider than the GPU kernels' 256"), "{why}");
         input.set("n", "250").unwrap();
         assert!(build_request(&input, &ExplorerParams::default(), wide, WIDE).is_ok());
+    }
+
+    #[test]
+    fn cross_attention_with_far_more_queries_than_keys_is_refused() {
+        // 65,536 generated queries over one key would be 65,536 engine calls; 64 x 1 is the most.
+        let mut input = AttentionInput::default();
+        input.set("n", "64").unwrap();
+        let cross = ExplorerParams { src: Some("x".into()), ..Default::default() };
+        assert!(build_request(&input, &cross, layer("llama-3-8b", 0), WIDE).is_ok());
+        input.set("n", "65").unwrap();
+        let why = build_request(&input, &cross, layer("llama-3-8b", 0), WIDE).unwrap_err();
+        assert!(why.contains("65 queries over 1 key would take more than 64"), "{why}");
     }
 
     #[test]
