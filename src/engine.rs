@@ -67,6 +67,23 @@ impl Engine {
         }
     }
 
+    /// Why this engine's GPU can no longer be trusted, if it cannot: the device was lost, or it reported
+    /// an error outside any job's scope (out of memory, for one). Its work fails from then on, and only a
+    /// new device helps.
+    pub fn broken(&self) -> Option<String> {
+        match self {
+            Engine::WebGpu { ctx, .. } => ctx.check_fault().err().map(|e| e.to_string()),
+            Engine::Cpu { .. } => None,
+        }
+    }
+
+    /// Destroys the GPU device (a test hook: the page must recover as from a driver reset).
+    pub fn lose_device(&self) {
+        if let Engine::WebGpu { ctx, .. } = self {
+            ctx.lose_device();
+        }
+    }
+
     /// Whether results come from the GPU.
     pub fn is_gpu(&self) -> bool {
         matches!(self, Engine::WebGpu { .. })

@@ -89,6 +89,8 @@ pub struct AppState {
     pub lesson: LessonParams,
     /// `debug=panic`: the page panics on purpose, to prove the error panel (never written back).
     pub panic_test: bool,
+    /// `debug=hooks`: the page offers test hooks on `window` (losing the GPU device; never written back).
+    pub test_hooks: bool,
 }
 
 /// The order in which a link's parameters are written (what links written so far look like).
@@ -114,6 +116,7 @@ impl AppState {
                 Some(Err(why)) => notices.push(Notice(format!("Ignored {key}: {why}; using the default."))),
                 None if (key.as_str(), value.as_str()) == EDITED => {}
                 None if key == "debug" && value == "panic" => state.panic_test = true,
+                None if key == "debug" && value == "hooks" => state.test_hooks = true,
                 None => notices.push(Notice(format!("Ignored unknown parameter \"{key}\"."))),
             }
         }
@@ -126,7 +129,7 @@ impl AppState {
                 for (key, value) in pairs.iter().filter(|(k, _)| !["view", "lesson", "step"].contains(&k.as_str())) {
                     at_step.set(key, value);
                 }
-                at_step.panic_test = state.panic_test;
+                (at_step.panic_test, at_step.test_hooks) = (state.panic_test, state.test_hooks);
                 state = at_step;
             }
         }
@@ -337,6 +340,7 @@ mod tests {
             bench: BenchParams { head_dim: Some(128) },
             lesson: LessonParams::at("kv-cache", 2),
             panic_test: false,
+            test_hooks: false,
         };
         let query = state.to_query();
         assert!(!query.contains(' ') && !query.contains('<'));
@@ -387,9 +391,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_lesson_keys_outside_the_lessons() {
-        let (state, notices) = AppState::from_query("step=2&lesson=kv&debug=panic&debug=x");
+        let (state, notices) = AppState::from_query("step=2&lesson=kv&debug=panic&debug=x&debug=hooks");
         assert_eq!(state.lesson, LessonParams { lesson: Some("kv".into()), step: Some(2) });
-        assert!(state.panic_test);
+        assert!(state.panic_test && state.test_hooks);
         assert_eq!(notices, vec![Notice("Ignored unknown parameter \"debug\".".into())]);
         assert_eq!(state.to_query(), "lesson=kv&step=2");
     }

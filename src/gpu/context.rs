@@ -183,7 +183,7 @@ impl GpuContext {
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&on_error, e.to_string())));
         let on_lost = fault.clone();
         device.set_device_lost_callback(move |reason, message| {
-            record(&on_lost, format!("the device was lost ({reason:?}: {message}); reload the page to start it again"))
+            record(&on_lost, format!("the device was lost ({reason:?}: {message})"))
         });
         // wgpu cannot see subgroups on the web; web_subgroups asked the browser for them instead.
         #[cfg(target_arch = "wasm32")]
@@ -301,6 +301,11 @@ impl GpuContext {
         // Only an unmapped staging buffer is reusable: one abandoned mid-map is dropped instead.
         self.give_back(staging);
         Ok(data)
+    }
+
+    /// Destroys the device, as a driver reset would: the test hook for recovering from a lost GPU.
+    pub fn lose_device(&self) {
+        self.device.destroy();
     }
 
     /// The device's recorded fault, if any, as an error.

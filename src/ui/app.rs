@@ -10,6 +10,7 @@ use super::bench_view::BenchView;
 use super::browser;
 use super::compare_view::CompareView;
 use super::engine_signal::EngineSignal;
+use super::gpu_watch;
 use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
 use super::lesson_view::LessonView;
@@ -26,7 +27,7 @@ pub fn App() -> impl IntoView {
         // `?debug=panic` proves the error panel works (the browser tests use it).
         panic!("deliberate panic requested by debug=panic");
     }
-    let backend = initial.backend;
+    let (backend, test_hooks) = (initial.backend, initial.test_hooks);
     let state = RwSignal::new(initial);
     let notices = RwSignal::new(notices);
 
@@ -76,6 +77,10 @@ pub fn App() -> impl IntoView {
         let started = Engine::start(backend).await;
         engine.set(Some(Rc::new(started)));
     });
+    gpu_watch::watch_for_lost_gpu(engine, notices, backend);
+    if test_hooks {
+        gpu_watch::install_test_hooks(engine);
+    }
 
     view! {
         <header class="top">

@@ -9,6 +9,7 @@
 //!   the model picker's contract figures, config source and import, which both show.
 //! - [`chart`]: the data and geometry of the hand-drawn SVG charts.
 //! - [`bench`]: the benchmark's parameters.
+//! - [`gpu_recovery`]: new devices after a lost GPU, then the CPU reference.
 //! - [`url_writes`]: how often the link is rewritten while the reader types.
 
 pub mod attention_input;
@@ -16,6 +17,7 @@ pub mod bench;
 pub mod chart;
 pub mod compare;
 pub mod decode;
+pub mod gpu_recovery;
 pub mod heatmaps;
 pub mod kv;
 pub mod lesson;

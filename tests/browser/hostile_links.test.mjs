@@ -61,4 +61,22 @@ describe("Hostile links", () => {
     await assertAlive(app, "cross-attention");
     await app.close();
   });
+  test("a lost GPU device is replaced by a new one and the view computes again", async () => {
+    const app = await AppPage.open(session, "?debug=hooks&text=" + encodeURIComponent("one two three"));
+    await app.heatmap(3);
+    await app.waitForEngine();
+    assert.match(await app.adapterLine(), /WebGPU/);
+    await app.page.evaluate(() => window.attentionLabLoseGpu());
+    const notices = app.page.getByTestId("url-notices");
+    await app.page.waitForFunction(
+      () => /device was lost.*attempt 1 of 3/s.test(document.querySelector('[data-testid="url-notices"]')?.textContent ?? ""),
+      null, { timeout: 60_000 });
+    assert.match(await notices.innerText(), /a new device was started/);
+    // The new device computes: a longer text gets its heatmap.
+    await app.typeText("one two three four");
+    await app.heatmap(4);
+    assert.match(await app.adapterLine(), /WebGPU/);
+    await assertAlive(app, "after the lost device");
+    await app.close();
+  });
 });
