@@ -79,4 +79,28 @@ describe("Hostile links", () => {
     await assertAlive(app, "after the lost device");
     await app.close();
   });
+  test("a sweep of hostile values in every view: alive, told why, nothing injected", async () => {
+    const script = encodeURIComponent('<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>');
+    const long = "0-3,".repeat(2000);
+    const links = [
+      `?n=-5&d=0&window=-1&chunk=99999999999999999999&seed=abc&heads=${long}`,
+      `?text=${script}&src=${script}&heads=999999&focus=4294967296&pool=%00&tok=%F0%9F%92%A5`,
+      `?view=kv&ctx=1e309&budget=-3&weights=fp1&dtype=fp7&axis=sideways&cfg=${script}`,
+      `?view=kv&cfg=L99999999.d99999999.h99999999`,
+      `?view=compare&variants=${"gqa9999999,".repeat(200)}&model=${script}`,
+      `?view=bench&n=4294967296&d=100000&mask=${script}&window=0`,
+      `?view=lesson&lesson=${script}&step=NaN`,
+      `?layer=-1&model=gemma-3-27b&layer=99999&mask=chunked&chunk=0`,
+      `?${"x=1&".repeat(3000)}`,
+    ];
+    for (const query of links) {
+      const app = await AppPage.open(session, query);
+      await app.page.locator('[data-testid="url-notices"], [data-testid="heatmap-error"]').first().waitFor({ timeout: 60_000 });
+      await assertAlive(app, query.slice(0, 60));
+      assert.equal(await app.page.evaluate(() => window.__pwned), undefined, query.slice(0, 60));
+      assert.equal(await app.page.locator("main img, main script").count(), 0, query.slice(0, 60));
+      assert.deepEqual(app.consoleErrors.filter((e) => /unreachable|panicked|RuntimeError/.test(e)), [], query.slice(0, 60));
+      await app.close();
+    }
+  });
 });
