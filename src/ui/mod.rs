@@ -13,6 +13,7 @@ mod explorer_compute;
 mod explorer_controls;
 mod export;
 mod focus_panel;
+mod head_mix;
 mod heatmap;
 mod heatmaps_view;
 mod kv_view;

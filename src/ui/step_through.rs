@@ -9,12 +9,11 @@ use leptos::prelude::*;
 use super::heatmap::HeadMap;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
-use crate::attention::{AttentionProblem, AttentionShape, reference};
+use crate::attention::{AttentionProblem, reference};
 use crate::model::Mask;
-use crate::views::heatmaps::step_through::{Steps, step_through};
+use crate::views::heatmaps::entropy::{RowEntropy, SWEEP_KEYS, SWEEP_ROWS, entropy_sweep};
+use crate::views::heatmaps::step_through::{Example, Steps};
 
-/// Tokens in the example.
-pub const STEP_TOKENS: usize = 6;
 /// Columns of O shown.
 const OUT_COLS: usize = 6;
 
@@ -54,28 +53,12 @@ fn table(
 /// when it holds exact probabilities.
 #[component]
 pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<Arc<HeadMap>>) -> impl IntoView {
-    let d = inputs.layout.head_dim as usize;
-    let g = inputs.layout.kv_head(head);
-    let n_q = inputs.q_tokens().len().min(STEP_TOKENS);
-    let n_kv = inputs.kv_tokens().len().min(STEP_TOKENS);
-    let q = inputs.q_head(head)[..n_q * d].to_vec();
-    let (k, v) = inputs.kv_head(g);
-    let (k, v) = (k[..n_kv * d].to_vec(), v[..n_kv * d].to_vec());
-    // Self-attention on the first tokens: queries sit at positions 0.. like the keys.
-    let small_mask = if inputs.is_cross() { Mask::Full } else { mask };
-    let (n_q, n_kv) = if inputs.is_cross() { (n_q, n_kv) } else { (n_q.min(n_kv), n_q.min(n_kv)) };
-    let scale = 1.0 / (d as f32).sqrt();
-    let s: Steps = step_through(&AttentionProblem::new(
-        &q[..n_q * d],
-        &k[..n_kv * d],
-        &v[..n_kv * d],
-        AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 },
-        small_mask,
-        scale,
-    ));
-    let shape = AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 };
+    let example = Example::of(&inputs, head, mask);
+    let s: Steps = example.steps();
+    let (n_q, n_kv, d, scale) = (s.n_q, s.n_kv, s.d, example.scale);
+    let small_mask = example.mask;
     let reference_p =
-        reference::row_softmax(&AttentionProblem::scores(&q[..n_q * d], &k[..n_kv * d], shape, small_mask, scale));
+        reference::row_softmax(&AttentionProblem::scores(&example.q, &example.k, example.shape, small_mask, scale));
     let worst_ref = s.probs.iter().zip(&reference_p).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
     // Causal-type masks make the first rows of the full matrix identical to this small example.
     let gpu_check = gpu
@@ -90,11 +73,13 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
             worst
         });
     let rows: Vec<String> =
-        inputs.q_tokens()[..n_q].iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
+        example.q_tokens.iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
     let cols: Vec<String> =
-        inputs.kv_tokens()[..n_kv].iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
+        example.kv_tokens.iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
     let out_cols: Vec<String> = (0..d.min(OUT_COLS)).map(|c| format!("o{c}")).collect();
     let probs_attr = s.probs.iter().map(|p| (*p as f32).to_string()).collect::<Vec<_>>().join(",");
+    let entropies: Vec<(String, RowEntropy)> =
+        rows.iter().enumerate().filter_map(|(i, r)| RowEntropy::of(&s, i).map(|e| (r.clone(), e))).collect();
     view! {
         <details class="panel step-through" data-testid="step-through" data-rows=n_q data-cols=n_kv data-probs=probs_attr
             data-max-diff-reference=worst_ref data-max-diff-gpu=gpu_check.map(|w| w.to_string()) open>
@@ -113,6 +98,76 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
                 {format!("CPU reference: largest difference in the probabilities {worst_ref:.1e}.")}
                 {gpu_check.map(|w| format!(" The heatmap's probabilities (computed by the kernel) differ by at most {w:.1e}."))}
             </p>
+            <RowEntropyTable rows=entropies d=d/>
+            <EntropySweep/>
         </details>
+    }
+}
+
+/// How spread each row's softmax is, with the 1/√d scale and without it.
+#[component]
+fn RowEntropyTable(rows: Vec<(String, RowEntropy)>, d: usize) -> impl IntoView {
+    let body = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, e))| {
+            view! {
+                <tr data-testid="row-entropy" data-row=i data-scaled=e.scaled_bits data-unscaled=e.unscaled_bits data-max=e.max_bits>
+                    <th scope="row">{label}</th>
+                    <td class="num">{e.visible_keys}</td>
+                    <td class="num">{format!("{:.3}", e.scaled_bits)}</td>
+                    <td class="num">{format!("{:.3}", e.unscaled_bits)}</td>
+                    <td class="num">{format!("{:.3}", e.max_bits)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="step" data-step="entropy">
+            <h4>"6. How spread each row is: its entropy, in bits"</h4>
+            <p class="hint">
+                {format!("0 bits: one key takes all the weight; log2(k) bits: k visible keys share it evenly. \
+                    \"Unscaled\" is the softmax of the raw scores, without the 1/√{d}: the sharper row attention would use without the scale.")}
+            </p>
+            <div class="table-scroll"><table class="data steps-table">
+                <thead><tr><th scope="col">"query"</th><th scope="col">"visible keys"</th><th scope="col">"scaled"</th>
+                    <th scope="col">"unscaled"</th><th scope="col">"max, log2(keys)"</th></tr></thead>
+                <tbody>{body}</tbody>
+            </table></div>
+        </div>
+    }
+}
+
+/// The synthetic sweep: raw scores spread as √d, and what that does to a row with and without the scale.
+#[component]
+fn EntropySweep() -> impl IntoView {
+    let body = entropy_sweep()
+        .iter()
+        .map(|p| {
+            view! {
+                <tr data-testid="entropy-sweep-row" data-d=p.d data-spread=p.measured_spread data-scaled=p.scaled_bits data-unscaled=p.unscaled_bits>
+                    <th scope="row">{p.d}</th>
+                    <td class="num">{format!("{:.2}", p.expected_spread)}</td>
+                    <td class="num">{format!("{:.2}", p.measured_spread)}</td>
+                    <td class="num">{format!("{:.2}", p.scaled_bits)}</td>
+                    <td class="num">{format!("{:.2}", p.unscaled_bits)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="step" data-step="sweep" data-testid="entropy-sweep">
+            <h4>"7. Why 1/√d: wider heads, synthetic rows"</h4>
+            <p class="hint">
+                {format!("Synthetic, not this head: seeded random q and k whose entries have variance 1, {SWEEP_ROWS} rows of \
+                    {SWEEP_KEYS} keys per width (at most {:.0} bits). A raw score q·k sums d products, so its spread grows as √d; \
+                    scaled by 1/√d it stays near 1.", (SWEEP_KEYS as f64).log2())}
+            </p>
+            <div class="table-scroll"><table class="data steps-table">
+                <thead><tr><th scope="col">"d"</th><th scope="col">"√d"</th><th scope="col">"spread of q·k"</th>
+                    <th scope="col">"bits, scaled"</th><th scope="col">"bits, unscaled"</th></tr></thead>
+                <tbody>{body}</tbody>
+            </table></div>
+        </div>
     }
 }

@@ -1,5 +1,9 @@
 //! Live figures: the numbers a lesson's text names as `{placeholder}`, computed by the model
 //! arithmetic for the step's configuration (and the reader's changes), so text and code cannot drift.
+//! The explorer's own numbers (one head step by step, the √d scale, how W_O mixes the heads) live in
+//! [`explorer`].
+
+mod explorer;
 
 use crate::attention::layer_inputs::LayerLayout;
 use crate::model::kv_cache::ContextFit;
@@ -7,7 +11,7 @@ use crate::model::units::{bytes_text, format_thousands};
 use crate::model::variants::mha_baseline;
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
 use crate::state::AppState;
-use crate::views::heatmaps::request::{Screen, build_request};
+use crate::views::heatmaps::request::{Request, Screen, build_request};
 
 /// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +33,8 @@ enum Unit {
     Times,
     /// A plain number, written with four decimals.
     Number,
+    /// A percentage (the value is in percent), written with one decimal and "%".
+    Percent,
 }
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
@@ -55,6 +61,24 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("attended_pairs", "query-key pairs the explorer's mask lets through, per head"),
     ("softmax_scale", "1/√d, the factor the scores are multiplied by"),
     ("window_tokens", "the explorer's sliding window"),
+    ("key_count", "tokens the explorer's queries read: the `src` text under cross-attention, else the text"),
+    ("step_row", "the step-through's last query row, which the step figures read (from 0)"),
+    ("step_visible_keys", "keys that row may see under the mask"),
+    ("step_top_key", "the key that row gives the largest probability (from 0)"),
+    ("step_top_score", "that key's raw score q·k"),
+    ("step_top_scaled", "that score times 1/√d"),
+    ("step_top_prob", "that key's attention probability"),
+    ("row_entropy_scaled", "entropy of that row's probabilities (scores times 1/√d), in bits"),
+    ("row_entropy_unscaled", "entropy of the softmax of that row's raw scores (no 1/√d), in bits"),
+    ("entropy_max", "the largest entropy that row could have, log2 of its visible keys, in bits"),
+    (
+        "random_score_spread",
+        "√d: the spread of q·k for random q, k with unit-variance entries, at the layer's head width",
+    ),
+    ("concat_width", "width of the concatenated head outputs that W_O reads: query heads × head width"),
+    ("mix_row", "the query token the head-mixing panel reads (`mix`, else the last token; from 0)"),
+    ("mix_top_head", "the head that adds the largest vector to that token's attention output"),
+    ("mix_top_share", "that head's share of the heads' summed vector norms, in percent"),
 ];
 
 /// Whether `name` is a known placeholder.
@@ -92,14 +116,19 @@ pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
         "windowed_layers" => (Unit::Count, count_layers(model, |k| !k.is_global()).into()),
         "model_window_tokens" => (Unit::Tokens, model_window(model)?.into()),
         "prefill_flops" => (Unit::Flops, model_prefill_flops(model, kv.ctx_tokens).total()),
-        "token_count" => (Unit::Tokens, explorer_request(state, model)?.0.into()),
+        "token_count" => (Unit::Tokens, explorer_request(state, model)?.n_q().into()),
+        "key_count" => (Unit::Tokens, explorer_request(state, model)?.n_kv().into()),
         "attended_pairs" => {
-            let (n, mask) = explorer_request(state, model)?;
-            (Unit::Count, mask.attended_pairs(n.into()))
+            let request = explorer_request(state, model)?;
+            match request.kv_tokens {
+                // Cross-attention: every query reads every key of the other text.
+                Some(_) => (Unit::Count, u128::from(request.n_q()) * u128::from(request.n_kv())),
+                None => (Unit::Count, request.mask.attended_pairs(request.n_q().into())),
+            }
         }
         "softmax_scale" => return Some(number(1.0 / f64::from(model.attn.head_dim.max(1)).sqrt(), Unit::Number)),
         "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
-        _ => return None,
+        _ => return explorer::figure(name, state, model),
     };
     Some(whole(value, unit))
 }
@@ -115,12 +144,11 @@ fn model_window(model: &Model) -> Option<u64> {
     })
 }
 
-/// The explorer's token count and mask for the chosen layer, as the heatmaps view computes them.
-fn explorer_request(state: &AppState, model: &Model) -> Option<(u32, crate::model::Mask)> {
+/// What the heatmaps view computes for the chosen layer (tokens, mask, heads).
+fn explorer_request(state: &AppState, model: &Model) -> Option<Request> {
     let layout = LayerLayout::of(model, state.model.layer);
     let screen = Screen { width_css_px: 1024.0, device_pixel_ratio: 1.0 };
-    let request = build_request(&state.input, &state.explorer, layout, screen).ok()?;
-    Some((request.n_q(), request.mask))
+    build_request(&state.input, &state.explorer, layout, screen).ok()
 }
 
 fn whole(value: u128, unit: Unit) -> Figure {
@@ -137,6 +165,7 @@ fn number(value: f64, unit: Unit) -> Figure {
     let exact = format!("{value:.4}").trim_end_matches('0').trim_end_matches('.').to_string();
     let text = match unit {
         Unit::Times => format!("{value:.2}×"),
+        Unit::Percent => format!("{value:.1}%"),
         _ => exact.clone(),
     };
     Figure { exact, value, text }
