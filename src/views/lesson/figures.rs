@@ -59,8 +59,9 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("prefill_flops", "FLOPs of a prefill of the chosen context, all layers"),
     ("token_count", "tokens in the explorer's text"),
     ("attended_pairs", "query-key pairs the explorer's mask lets through, per head"),
-    ("softmax_scale", "1/√d, the factor the scores are multiplied by"),
+    ("softmax_scale", "1/√d, the factor the scores are multiplied by (d: the head width of the chosen layer)"),
     ("window_tokens", "the explorer's sliding window"),
+    ("layer_head_dim", "width of one head in the explorer's layer (a model's global and local layers may differ)"),
     ("key_count", "tokens the explorer's queries read: the `src` text under cross-attention, else the text"),
     ("step_row", "the step-through's last query row, which the step figures read (from 0)"),
     ("step_visible_keys", "keys that row may see under the mask"),
@@ -126,7 +127,10 @@ pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
                 None => (Unit::Count, request.mask.attended_pairs(request.n_q().into())),
             }
         }
-        "softmax_scale" => return Some(number(1.0 / f64::from(model.attn.head_dim.max(1)).sqrt(), Unit::Number)),
+        "softmax_scale" => {
+            let d = LayerLayout::of(model, state.model.layer).head_dim;
+            return Some(number(1.0 / f64::from(d.max(1)).sqrt(), Unit::Number));
+        }
         "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
         _ => return explorer::figure(name, state, model),
     };
@@ -199,6 +203,9 @@ mod tests {
         assert_eq!(exact("dtype_bytes", q), "2");
         assert_eq!(exact("dtype_bytes", "model=llama-3-8b&dtype=int4"), "0.5");
         assert_eq!(exact("softmax_scale", q), "0.0884"); // 1/sqrt(128) = 0.08839
+        // Gemma 4 E4B's global layers (layer 5) have heads of 512: 1/sqrt(512) = 0.04419; its local ones 256.
+        assert_eq!(exact("softmax_scale", "model=gemma-4-e4b&layer=5"), "0.0442");
+        assert_eq!(exact("softmax_scale", "model=gemma-4-e4b&layer=0"), "0.0625");
         assert_eq!(exact("global_layers", q), "32");
         assert_eq!(exact("windowed_layers", q), "0");
         let (state, model) = at(q);

@@ -17,7 +17,10 @@ pub use format::{Lesson, Step};
 
 /// The lesson files, in course order.
 const LESSON_FILES: &[(&str, &str)] = &[
+    ("01-one-head.md", include_str!("../../../lessons/01-one-head.md")),
+    ("02-scaling.md", include_str!("../../../lessons/02-scaling.md")),
     ("03-masks.md", include_str!("../../../lessons/03-masks.md")),
+    ("04-many-heads.md", include_str!("../../../lessons/04-many-heads.md")),
     ("06-kv-cache.md", include_str!("../../../lessons/06-kv-cache.md")),
     ("07-gqa.md", include_str!("../../../lessons/07-gqa.md")),
 ];
@@ -79,5 +82,12 @@ mod tests {
             assert_eq!(ids.iter().filter(|&&id| id == lesson.id).count(), 1, "{}", lesson.id);
         }
         assert!(lesson("kv-cache").is_some_and(|l| l.steps.len() >= 2), "links to kv-cache step 2 exist");
+    }
+
+    #[test]
+    fn every_lesson_has_three_to_six_steps() {
+        for lesson in catalogue() {
+            assert!((3..=6).contains(&lesson.steps.len()), "{} has {} steps", lesson.id, lesson.steps.len());
+        }
     }
 }

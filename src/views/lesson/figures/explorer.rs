@@ -17,6 +17,7 @@ use crate::views::heatmaps::step_through::Example;
 pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
     let layout = || LayerLayout::of(model, state.model.layer);
     match name {
+        "layer_head_dim" => Some(whole(layout().head_dim.into(), Unit::Count)),
         "random_score_spread" => Some(number(f64::from(layout().head_dim).sqrt(), Unit::Number)),
         "concat_width" => {
             let l = layout();
@@ -96,6 +97,10 @@ mod tests {
         // Llama 3 8B: head width 128, √128 = 11.3137; 32 query heads × 128 = 4,096 (its d_model).
         assert_eq!(value("random_score_spread", "model=llama-3-8b"), 128f64.sqrt());
         assert_eq!(value("concat_width", "model=llama-3-8b"), 4096.0);
+        // Gemma 4 E4B: local layers (0) have heads of 256, global ones (5) of 512: √512 = 22.6274.
+        assert_eq!(value("layer_head_dim", "model=gemma-4-e4b&layer=0"), 256.0);
+        assert_eq!(value("layer_head_dim", "model=gemma-4-e4b&layer=5"), 512.0);
+        assert_eq!(value("random_score_spread", "model=gemma-4-e4b&layer=5"), 512f64.sqrt());
         // GPT-2 small: 12 heads of 64, √64 = 8 exactly; 12 × 64 = 768.
         assert_eq!(value("random_score_spread", "model=gpt2-small"), 8.0);
         assert_eq!(value("concat_width", "model=gpt2-small"), 768.0);
