@@ -1,41 +1,19 @@
 //! Live figures: the numbers a lesson's text names as `{placeholder}`, computed by the model
 //! arithmetic for the step's configuration (and the reader's changes), so text and code cannot drift.
 //! The explorer's own numbers (one head step by step, the √d scale, how W_O mixes the heads) live in
-//! [`explorer`].
+//! [`explorer`]; how a figure is written, in [`format`].
 
 mod explorer;
+mod format;
+
+pub use format::Figure;
+use format::{Unit, number, whole};
 
 use crate::attention::layer_inputs::LayerLayout;
 use crate::model::kv_cache::ContextFit;
-use crate::model::units::{bytes_text, format_thousands};
 use crate::model::variants::mha_baseline;
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
 use crate::state::AppState;
-use crate::views::heatmaps::request::{Request, Screen, build_request};
-
-/// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// The exact value: an integer, or a number with at most four decimals.
-    pub exact: String,
-    pub value: f64,
-    pub text: String,
-}
-
-/// What a figure counts, which decides how it is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unit {
-    Count,
-    Bytes,
-    Tokens,
-    Flops,
-    /// A ratio, written with two decimals and "×".
-    Times,
-    /// A plain number, written with four decimals.
-    Number,
-    /// A percentage (the value is in percent), written with one decimal and "%".
-    Percent,
-}
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
 pub const FIGURES: &[(&str, &str)] = &[
@@ -117,10 +95,10 @@ pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
         "windowed_layers" => (Unit::Count, count_layers(model, |k| !k.is_global()).into()),
         "model_window_tokens" => (Unit::Tokens, model_window(model)?.into()),
         "prefill_flops" => (Unit::Flops, model_prefill_flops(model, kv.ctx_tokens).total()),
-        "token_count" => (Unit::Tokens, explorer_request(state, model)?.n_q().into()),
-        "key_count" => (Unit::Tokens, explorer_request(state, model)?.n_kv().into()),
+        "token_count" => (Unit::Tokens, explorer::request(state, model)?.n_q().into()),
+        "key_count" => (Unit::Tokens, explorer::request(state, model)?.n_kv().into()),
         "attended_pairs" => {
-            let request = explorer_request(state, model)?;
+            let request = explorer::request(state, model)?;
             match request.kv_tokens {
                 // Cross-attention: every query reads every key of the other text.
                 Some(_) => (Unit::Count, u128::from(request.n_q()) * u128::from(request.n_kv())),
@@ -146,33 +124,6 @@ fn model_window(model: &Model) -> Option<u64> {
         LayerKind::Sliding { window_tokens } => Some(window_tokens),
         _ => None,
     })
-}
-
-/// What the heatmaps view computes for the chosen layer (tokens, mask, heads).
-fn explorer_request(state: &AppState, model: &Model) -> Option<Request> {
-    let layout = LayerLayout::of(model, state.model.layer);
-    let screen = Screen { width_css_px: 1024.0, device_pixel_ratio: 1.0 };
-    build_request(&state.input, &state.explorer, layout, screen).ok()
-}
-
-fn whole(value: u128, unit: Unit) -> Figure {
-    let text = match unit {
-        Unit::Bytes => bytes_text(value),
-        Unit::Tokens => format!("{} tokens", format_thousands(value)),
-        Unit::Flops => format!("{} FLOPs ({:.3e})", format_thousands(value), value as f64),
-        _ => format_thousands(value),
-    };
-    Figure { exact: value.to_string(), value: value as f64, text }
-}
-
-fn number(value: f64, unit: Unit) -> Figure {
-    let exact = format!("{value:.4}").trim_end_matches('0').trim_end_matches('.').to_string();
-    let text = match unit {
-        Unit::Times => format!("{value:.2}×"),
-        Unit::Percent => format!("{value:.1}%"),
-        _ => exact.clone(),
-    };
-    Figure { exact, value, text }
 }
 
 #[cfg(test)]

@@ -3,14 +3,14 @@
 //! ([`RowEntropy`]), and how W_O mixes the layer's heads ([`head_mix`]). They exist for inputs the
 //! explorer draws cell by cell (at most `EXACT_MAX_N` tokens), which is what lessons show.
 
-use super::{Figure, Unit, explorer_request, number, whole};
+use super::format::{Figure, Unit, number, whole};
 use crate::attention::layer_inputs::LayerLayout;
 use crate::model::Model;
 use crate::state::AppState;
 use crate::views::heatmaps::entropy::RowEntropy;
 use crate::views::heatmaps::head_mix::{head_mix, mix_row};
 use crate::views::heatmaps::params::MixRow;
-use crate::views::heatmaps::request::Request;
+use crate::views::heatmaps::request::{Request, Screen, build_request};
 use crate::views::heatmaps::step_through::Example;
 
 /// The explorer figure `name`, or `None` for a name that is not one of them or inputs too long.
@@ -28,9 +28,16 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
     }
 }
 
+/// What the heatmaps view computes for the chosen layer (tokens, mask, heads).
+pub(super) fn request(state: &AppState, model: &Model) -> Option<Request> {
+    let layout = LayerLayout::of(model, state.model.layer);
+    let screen = Screen { width_css_px: 1024.0, device_pixel_ratio: 1.0 };
+    build_request(&state.input, &state.explorer, layout, screen).ok()
+}
+
 /// The explorer's request when it is drawn cell by cell (short enough to rebuild its inputs).
 fn small_request(state: &AppState, model: &Model) -> Option<Request> {
-    explorer_request(state, model).filter(Request::exact)
+    request(state, model).filter(Request::exact)
 }
 
 /// The head the step-through shows: the enlarged one, else the first head on display.
