@@ -41,12 +41,35 @@ fn table(
             view! { <tr><th scope="row">{r.clone()}</th>{cells}</tr> }
         })
         .collect_view();
+    let head = view! { <th></th>{head} };
+    titled_table(what, title.to_string(), None, head, body)
+}
+
+/// One numbered step: its title, an optional note, and a table with a header row and a body.
+fn titled_table<H: IntoView + 'static, B: IntoView + 'static>(
+    what: &'static str,
+    title: String,
+    hint: Option<String>,
+    head: H,
+    body: B,
+) -> impl IntoView + use<H, B> {
     view! {
         <div class="step" data-step=what>
-            <h4>{title.to_string()}</h4>
-            <div class="table-scroll"><table class="data steps-table"><thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table></div>
+            <h4>{title}</h4>
+            {hint.map(|h| view! { <p class="hint">{h}</p> })}
+            <div class="table-scroll"><table class="data steps-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>
         </div>
     }
+}
+
+/// Table cells of numbers with `decimals` decimals.
+fn number_cells(values: &[f64], decimals: usize) -> impl IntoView + use<> {
+    values.iter().map(|v| view! { <td class="num">{format!("{v:.decimals$}")}</td> }).collect_view()
+}
+
+/// Column headers from their names.
+fn headers(names: &[&'static str]) -> impl IntoView + use<> {
+    names.iter().map(|&n| view! { <th scope="col">{n}</th> }).collect_view()
 }
 
 /// The step-through panel for query head `head` of `inputs` under `mask`; `gpu` is the head's map
@@ -115,27 +138,17 @@ fn RowEntropyTable(rows: Vec<(String, RowEntropy)>, d: usize) -> impl IntoView {
                 <tr data-testid="row-entropy" data-row=i data-scaled=e.scaled_bits data-unscaled=e.unscaled_bits data-max=e.max_bits>
                     <th scope="row">{label}</th>
                     <td class="num">{e.visible_keys}</td>
-                    <td class="num">{format!("{:.3}", e.scaled_bits)}</td>
-                    <td class="num">{format!("{:.3}", e.unscaled_bits)}</td>
-                    <td class="num">{format!("{:.3}", e.max_bits)}</td>
+                    {number_cells(&[e.scaled_bits, e.unscaled_bits, e.max_bits], 3)}
                 </tr>
             }
         })
         .collect_view();
-    view! {
-        <div class="step" data-step="entropy">
-            <h4>"6. How spread each row is: its entropy, in bits"</h4>
-            <p class="hint">
-                {format!("0 bits: one key takes all the weight; log2(k) bits: k visible keys share it evenly. \
-                    \"Unscaled\" is the softmax of the raw scores, without the 1/√{d}: the sharper row attention would use without the scale.")}
-            </p>
-            <div class="table-scroll"><table class="data steps-table">
-                <thead><tr><th scope="col">"query"</th><th scope="col">"visible keys"</th><th scope="col">"scaled"</th>
-                    <th scope="col">"unscaled"</th><th scope="col">"max, log2(keys)"</th></tr></thead>
-                <tbody>{body}</tbody>
-            </table></div>
-        </div>
-    }
+    let hint = format!(
+        "0 bits: one key takes all the weight; log2(k) bits: k visible keys share it evenly. \"Unscaled\" is the \
+         softmax of the raw scores, without the 1/√{d}: the sharper row attention would use without the scale."
+    );
+    let head = headers(&["query", "visible keys", "scaled", "unscaled", "max, log2(keys)"]);
+    titled_table("entropy", "6. How spread each row is: its entropy, in bits".into(), Some(hint), head, body)
 }
 
 /// The synthetic sweep: raw scores spread as √d, and what that does to a row with and without the scale.
@@ -147,27 +160,21 @@ fn EntropySweep() -> impl IntoView {
             view! {
                 <tr data-testid="entropy-sweep-row" data-d=p.d data-spread=p.measured_spread data-scaled=p.scaled_bits data-unscaled=p.unscaled_bits>
                     <th scope="row">{p.d}</th>
-                    <td class="num">{format!("{:.2}", p.expected_spread)}</td>
-                    <td class="num">{format!("{:.2}", p.measured_spread)}</td>
-                    <td class="num">{format!("{:.2}", p.scaled_bits)}</td>
-                    <td class="num">{format!("{:.2}", p.unscaled_bits)}</td>
+                    {number_cells(&[p.expected_spread, p.measured_spread, p.scaled_bits, p.unscaled_bits], 2)}
                 </tr>
             }
         })
         .collect_view();
+    let hint = format!(
+        "Synthetic, not this head: seeded random q and k whose entries have variance 1, {SWEEP_ROWS} rows of \
+         {SWEEP_KEYS} keys per width (at most {:.0} bits). A raw score q·k sums d products, so its spread grows as \
+         √d; scaled by 1/√d it stays near 1.",
+        (SWEEP_KEYS as f64).log2()
+    );
+    let head = headers(&["d", "√d", "spread of q·k", "bits, scaled", "bits, unscaled"]);
     view! {
-        <div class="step" data-step="sweep" data-testid="entropy-sweep">
-            <h4>"7. Why 1/√d: wider heads, synthetic rows"</h4>
-            <p class="hint">
-                {format!("Synthetic, not this head: seeded random q and k whose entries have variance 1, {SWEEP_ROWS} rows of \
-                    {SWEEP_KEYS} keys per width (at most {:.0} bits). A raw score q·k sums d products, so its spread grows as √d; \
-                    scaled by 1/√d it stays near 1.", (SWEEP_KEYS as f64).log2())}
-            </p>
-            <div class="table-scroll"><table class="data steps-table">
-                <thead><tr><th scope="col">"d"</th><th scope="col">"√d"</th><th scope="col">"spread of q·k"</th>
-                    <th scope="col">"bits, scaled"</th><th scope="col">"bits, unscaled"</th></tr></thead>
-                <tbody>{body}</tbody>
-            </table></div>
+        <div data-testid="entropy-sweep">
+            {titled_table("sweep", "7. Why 1/√d: wider heads, synthetic rows".into(), Some(hint), head, body)}
         </div>
     }
 }
