@@ -14,7 +14,9 @@ use crate::attention::inputs::SplitMix64;
 
 /// Entropy of a row of probabilities in bits; zero probabilities add nothing (`0 · log 0 = 0`).
 pub fn entropy_bits(probs: &[f64]) -> f64 {
-    -probs.iter().filter(|&&p| p > 0.0).map(|&p| p * p.log2()).sum::<f64>()
+    let bits = -probs.iter().filter(|&&p| p > 0.0).map(|&p| p * p.log2()).sum::<f64>();
+    // A single key gives -(1 · log2 1) = -0.0, which would print as "-0.000".
+    if bits > 0.0 { bits } else { 0.0 }
 }
 
 /// One query row of the step-through: how many keys it sees and how spread its softmax is.
@@ -119,6 +121,7 @@ mod tests {
         assert_eq!(entropy_bits(&[0.5, 0.5]), 1.0);
         assert_eq!(entropy_bits(&[0.25; 4]), 2.0);
         assert_eq!(entropy_bits(&[1.0, 0.0, 0.0]), 0.0);
+        assert!(entropy_bits(&[1.0]).is_sign_positive(), "no negative zero to print");
         // (1/2, 1/4, 1/4): 1/2 · 1 + 2 · 1/4 · 2 = 1.5 bits.
         assert_eq!(entropy_bits(&[0.5, 0.25, 0.25]), 1.5);
     }
