@@ -153,6 +153,46 @@ mod tests {
     }
 
     #[test]
+    fn the_example_is_the_top_left_corner_of_the_whole_head() {
+        use crate::attention::inputs::word_tokens;
+        use crate::attention::layer_inputs::LayerLayout;
+        use crate::model::presets::preset;
+        // Ten tokens, causal: the example keeps 6 x 6, and its probabilities are the first six rows
+        // and columns of the full 10 x 10 head (later keys are hidden from the first six queries).
+        let layout = LayerLayout::of(preset("gpt2-small").unwrap(), 0);
+        let tokens = word_tokens("a b c d e f g h i j");
+        let inputs = LayerInputs::new(layout, tokens, None, 3, false);
+        let example = Example::of(&inputs, 2, Mask::Causal);
+        assert_eq!((example.shape.n_q, example.shape.n_kv, example.scale), (6, 6, 0.125));
+        let s = example.steps();
+        let (k, _) = inputs.kv_head(2);
+        let q = inputs.q_head(2);
+        let whole = reference::row_softmax(&AttentionProblem::scores(
+            &q,
+            &k,
+            AttentionShape::square(1, 10, 64),
+            Mask::Causal,
+            0.125,
+        ));
+        for i in 0..6 {
+            for j in 0..6 {
+                assert!((s.probs[i * 6 + j] - f64::from(whole[i * 10 + j])).abs() < 1e-6, "({i}, {j})");
+            }
+        }
+        // Cross-attention: queries and keys each cut to six, every key visible.
+        let cross = LayerInputs::new(
+            LayerLayout::of(preset("gpt2-small").unwrap(), 0),
+            word_tokens("one two three"),
+            Some(word_tokens("un deux trois quatre cinq six sept huit")),
+            3,
+            false,
+        );
+        let example = Example::of(&cross, 0, Mask::Causal);
+        assert_eq!((example.shape.n_q, example.shape.n_kv, example.mask), (3, 6, Mask::Full));
+        assert_eq!(example.kv_tokens.last().map(String::as_str), Some("six"));
+    }
+
+    #[test]
     fn equals_the_cpu_reference() {
         let (n, d) = (7usize, 16usize);
         let q: Vec<f32> = (0..n * d).map(|x| ((x * 37 % 23) as f32 - 11.0) / 7.0).collect();
