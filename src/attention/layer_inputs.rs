@@ -4,7 +4,8 @@
 //! sliding window, chunked), K=V where the model shares them, and its positional scheme (sinusoidal or
 //! learned positions added to the embeddings, RoPE with the layer's theta and partial rotary fraction,
 //! or none). The embeddings (width [`D_MODEL`]) and the projections are seeded random numbers, and the
-//! first query heads can be designed teaching heads ([`super::teaching_heads`]).
+//! first query heads can be designed teaching heads ([`super::teaching_heads`]). The output projection
+//! W_O, `[n_q_heads · d, D_MODEL]`, is seeded the same way, one block of `d` rows per query head.
 
 use std::collections::HashMap;
 
@@ -92,6 +93,7 @@ impl LayerLayout {
 const STREAM_Q: u64 = 1;
 const STREAM_K: u64 = 2;
 const STREAM_V: u64 = 3;
+const STREAM_O: u64 = 4;
 
 fn weight_seed(seed: u64, layer: u32, stream: u64, head: u32) -> u64 {
     seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -259,6 +261,13 @@ impl LayerInputs {
             )
         };
         (k, v)
+    }
+
+    /// Query head `h`'s block of the output projection: rows `h·d .. (h+1)·d` of W_O, `[d, D_MODEL]`.
+    /// Seeded random like the other projections (no head is designed to write anything in particular).
+    pub fn w_o_block(&self, h: u32) -> Vec<f32> {
+        let d = self.layout.head_dim as usize;
+        projection(d, D_MODEL, weight_seed(self.seed, self.layout.layer, STREAM_O, h))
     }
 
     /// Q of the given query heads, concatenated `[heads.len(), n_q, d]`.

@@ -59,13 +59,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
     sinks.progress.try_set(progress);
 
     let inputs_started = browser::now_ms();
-    let inputs = Arc::new(LayerInputs::new(
-        req.layout.clone(),
-        req.tokens.as_ref().clone(),
-        req.kv_tokens.as_ref().map(|t| t.as_ref().clone()),
-        req.seed,
-        req.teach,
-    ));
+    let inputs = Arc::new(req.inputs());
     let mut inputs_ms = browser::now_ms() - inputs_started;
     // No yield before the first batch is on the GPU: what the page does with the inputs (and its
     // restyling for the new request) then runs while the GPU works.

@@ -14,7 +14,7 @@ use crate::model::Model;
 use crate::model::presets::all_presets;
 use crate::state::AppState;
 use crate::ui::params::set_param;
-use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS};
+use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS, MixRow};
 
 /// Where the queries (and keys) come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,6 +236,9 @@ pub fn ExplorerControls(
                 <label class="check"><input type="checkbox" data-testid="steps-toggle"
                     prop:checked=move || state.with(|s| s.explorer.steps)
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.steps = on); }/>"step-through"</label>
+                <label class="check"><input type="checkbox" data-testid="mix-toggle"
+                    prop:checked=move || state.with(|s| s.explorer.mix.is_some())
+                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.mix = on.then_some(MixRow::Last)); }/>"head mixing (W_O)"</label>
             </fieldset>
             <div class="actions">
                 <button type="button" class="copy" data-testid="copy-link" on:click=move |_| {

@@ -11,7 +11,7 @@ use super::heatmap::{HeadMap, Heatmap, Shared};
 use super::step_through::StepThrough;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::colormap::ColorScale;
-use crate::state::AppState;
+use crate::state::{AppState, View};
 use crate::views::heatmaps::request::Request;
 use crate::views::heatmaps::tile_grid::{self, TileGrid};
 
@@ -30,7 +30,11 @@ pub fn FocusPanel(
     let close_ref = NodeRef::<leptos::html::Button>::new();
     Effect::new(move |_| {
         if let Some(Some(b)) = close_ref.try_get() {
-            b.focus().ok();
+            // A lesson step opens the panel with the step, below its text: taking the focus must not
+            // scroll the text away. Opened from the grid, the page scrolls to the panel as before.
+            let options = web_sys::FocusOptions::new();
+            options.set_prevent_scroll(state.with_untracked(|s| s.view == View::Lesson));
+            b.focus_with_options(&options).ok();
         }
     });
     let heads = move || {

@@ -14,6 +14,7 @@ use super::explorer_compute::{self, HeadSlot, Sinks};
 use super::explorer_controls::ExplorerControls;
 use super::export;
 use super::focus_panel::FocusPanel;
+use super::head_mix::HeadMixPanel;
 use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
 use super::layer_strip::LayerStrip;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
@@ -249,6 +250,9 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             {move || export_note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
             {move || state.with(|s| s.explorer.focus).map(|f| view! {
                 <FocusPanel state=state head=f map=Signal::derive(focused_map) inputs=sinks.inputs engine=engine request=request scale=scale on_export=on_export_head/>
+            })}
+            {move || state.with(|s| s.explorer.mix.is_some()).then(|| view! {
+                <HeadMixPanel state=state inputs=sinks.inputs request=request/>
             })}
             <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>
             <div class="kv-groups">

@@ -14,6 +14,7 @@ mod explorer_controls;
 mod export;
 mod focus_panel;
 mod gpu_watch;
+mod head_mix;
 mod heatmap;
 mod heatmaps_view;
 mod kv_view;

@@ -10,12 +10,11 @@ use leptos::prelude::*;
 use super::heatmap::HeadMap;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
-use crate::attention::{AttentionProblem, AttentionShape, reference};
+use crate::attention::{AttentionProblem, reference};
 use crate::model::Mask;
-use crate::views::heatmaps::step_through::{EXAMPLE_KEYS_PER_TILE, OnlineStep, Steps, online_row, step_through};
+use crate::views::heatmaps::entropy::{RowEntropy, SWEEP_KEYS, SWEEP_ROWS, entropy_sweep};
+use crate::views::heatmaps::step_through::{EXAMPLE_KEYS_PER_TILE, Example, OnlineStep, Steps, online_row};
 
-/// Tokens in the example.
-pub const STEP_TOKENS: usize = 6;
 /// Columns of O shown.
 const OUT_COLS: usize = 6;
 
@@ -43,40 +42,47 @@ fn table(
             view! { <tr><th scope="row">{r.clone()}</th>{cells}</tr> }
         })
         .collect_view();
+    let head = view! { <th></th>{head} };
+    titled_table(what, title.to_string(), None, head, body)
+}
+
+/// One numbered step: its title, an optional note, and a table with a header row and a body.
+fn titled_table<H: IntoView + 'static, B: IntoView + 'static>(
+    what: &'static str,
+    title: String,
+    hint: Option<String>,
+    head: H,
+    body: B,
+) -> impl IntoView + use<H, B> {
     view! {
         <div class="step" data-step=what>
-            <h4>{title.to_string()}</h4>
-            <div class="table-scroll"><table class="data steps-table"><thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table></div>
+            <h4>{title}</h4>
+            {hint.map(|h| view! { <p class="hint">{h}</p> })}
+            <div class="table-scroll"><table class="data steps-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>
         </div>
     }
+}
+
+/// Table cells of numbers with `decimals` decimals.
+fn number_cells(values: &[f64], decimals: usize) -> impl IntoView + use<> {
+    values.iter().map(|v| view! { <td class="num">{format!("{v:.decimals$}")}</td> }).collect_view()
+}
+
+/// Column headers from their names.
+fn headers(names: &[&'static str]) -> impl IntoView + use<> {
+    names.iter().map(|&n| view! { <th scope="col">{n}</th> }).collect_view()
 }
 
 /// The step-through panel for query head `head` of `inputs` under `mask`; `gpu` is the head's map
 /// when it holds exact probabilities.
 #[component]
 pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<Arc<HeadMap>>) -> impl IntoView {
-    let d = inputs.layout.head_dim as usize;
-    let g = inputs.layout.kv_head(head);
-    let n_q = inputs.q_tokens().len().min(STEP_TOKENS);
-    let n_kv = inputs.kv_tokens().len().min(STEP_TOKENS);
-    let q = inputs.q_head(head)[..n_q * d].to_vec();
-    let (k, v) = inputs.kv_head(g);
-    let (k, v) = (k[..n_kv * d].to_vec(), v[..n_kv * d].to_vec());
-    // Self-attention on the first tokens: queries sit at positions 0.. like the keys.
-    let small_mask = if inputs.is_cross() { Mask::Full } else { mask };
-    let (n_q, n_kv) = if inputs.is_cross() { (n_q, n_kv) } else { (n_q.min(n_kv), n_q.min(n_kv)) };
-    let scale = 1.0 / (d as f32).sqrt();
-    let s: Steps = step_through(&AttentionProblem::new(
-        &q[..n_q * d],
-        &k[..n_kv * d],
-        &v[..n_kv * d],
-        AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 },
-        small_mask,
-        scale,
-    ));
-    let shape = AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 };
+    let example = Example::of(&inputs, head, mask);
+    let s: Steps = example.steps();
+    let (n_q, n_kv, d, scale) = (s.n_q, s.n_kv, s.d, example.scale);
+    let small_mask = example.mask;
     let reference_p =
-        reference::row_softmax(&AttentionProblem::scores(&q[..n_q * d], &k[..n_kv * d], shape, small_mask, scale));
+        reference::row_softmax(&AttentionProblem::scores(&example.q, &example.k, example.shape, small_mask, scale));
     let worst_ref = s.probs.iter().zip(&reference_p).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
     // Causal-type masks make the first rows of the full matrix identical to this small example.
     let gpu_check = gpu
@@ -91,12 +97,14 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
             worst
         });
     let rows: Vec<String> =
-        inputs.q_tokens()[..n_q].iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
+        example.q_tokens.iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
     let cols: Vec<String> =
-        inputs.kv_tokens()[..n_kv].iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
+        example.kv_tokens.iter().enumerate().map(|(j, t)| format!("{j} {}", display_token(t))).collect();
     let out_cols: Vec<String> = (0..d.min(OUT_COLS)).map(|c| format!("o{c}")).collect();
-    let online = OnlineTable::of(&s, &v[..n_kv * d], &rows);
+    let online = OnlineTable::of(&s, &example.v, &rows);
     let probs_attr = s.probs.iter().map(|p| (*p as f32).to_string()).collect::<Vec<_>>().join(",");
+    let entropies: Vec<(String, RowEntropy)> =
+        rows.iter().enumerate().filter_map(|(i, r)| RowEntropy::of(&s, i).map(|e| (r.clone(), e))).collect();
     view! {
         <details class="panel step-through" data-testid="step-through" data-rows=n_q data-cols=n_kv data-probs=probs_attr
             data-max-diff-reference=worst_ref data-max-diff-gpu=gpu_check.map(|w| w.to_string()) open>
@@ -116,6 +124,8 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
                 {format!("CPU reference: largest difference in the probabilities {worst_ref:.1e}.")}
                 {gpu_check.map(|w| format!(" The heatmap's probabilities (computed by the kernel) differ by at most {w:.1e}."))}
             </p>
+            <RowEntropyTable rows=entropies d=d/>
+            <EntropySweep/>
         </details>
     }
 }
@@ -164,5 +174,57 @@ impl OnlineTable {
                 </p>
             </div>
         }
+    }
+}
+
+/// How spread each row's softmax is, with the 1/√d scale and without it.
+#[component]
+fn RowEntropyTable(rows: Vec<(String, RowEntropy)>, d: usize) -> impl IntoView {
+    let body = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, e))| {
+            view! {
+                <tr data-testid="row-entropy" data-row=i data-scaled=e.scaled_bits data-unscaled=e.unscaled_bits data-max=e.max_bits>
+                    <th scope="row">{label}</th>
+                    <td class="num">{e.visible_keys}</td>
+                    {number_cells(&[e.scaled_bits, e.unscaled_bits, e.max_bits], 3)}
+                </tr>
+            }
+        })
+        .collect_view();
+    let hint = format!(
+        "0 bits: one key takes all the weight; log2(k) bits: k visible keys share it evenly. \"Unscaled\" is the \
+         softmax of the raw scores, without the 1/√{d}: the sharper row attention would use without the scale."
+    );
+    let head = headers(&["query", "visible keys", "scaled", "unscaled", "max, log2(keys)"]);
+    titled_table("entropy", "7. How spread each row is: its entropy, in bits".into(), Some(hint), head, body)
+}
+
+/// The synthetic sweep: raw scores spread as √d, and what that does to a row with and without the scale.
+#[component]
+fn EntropySweep() -> impl IntoView {
+    let body = entropy_sweep()
+        .iter()
+        .map(|p| {
+            view! {
+                <tr data-testid="entropy-sweep-row" data-d=p.d data-spread=p.measured_spread data-scaled=p.scaled_bits data-unscaled=p.unscaled_bits>
+                    <th scope="row">{p.d}</th>
+                    {number_cells(&[p.expected_spread, p.measured_spread, p.scaled_bits, p.unscaled_bits], 2)}
+                </tr>
+            }
+        })
+        .collect_view();
+    let hint = format!(
+        "Synthetic, not this head: seeded random q and k whose entries have variance 1, {SWEEP_ROWS} rows of \
+         {SWEEP_KEYS} keys per width (at most {:.0} bits). A raw score q·k sums d products, so its spread grows as \
+         √d; scaled by 1/√d it stays near 1.",
+        (SWEEP_KEYS as f64).log2()
+    );
+    let head = headers(&["d", "√d", "spread of q·k", "bits, scaled", "bits, unscaled"]);
+    view! {
+        <div data-testid="entropy-sweep">
+            {titled_table("sweep", "8. Why 1/√d: wider heads, synthetic rows".into(), Some(hint), head, body)}
+        </div>
     }
 }

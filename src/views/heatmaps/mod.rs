@@ -2,7 +2,9 @@
 //! how that work is cut up for the GPU, and what each head's picture shows.
 
 pub mod compute;
+pub mod entropy;
 pub mod head_map;
+pub mod head_mix;
 pub mod jobs;
 pub mod npy;
 pub mod params;

@@ -4,7 +4,8 @@
 //! `char`), `src` (a second text: cross-attention, queries from `text`, keys and values from `src`),
 //! `heads` (`all` or a list such as `0-3,8`), `pool` (`max` | `mean`), `focus` (the enlarged head),
 //! `teach` (`on` | `off`: designed teaching heads), `tiles` (`on`: the kernel's tile grid), `steps`
-//! (`on`: the step-through).
+//! (`on`: the step-through), `mix` (`last` or a query token from 0: the panel of what each head adds
+//! to that token's output through W_O).
 
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
@@ -107,6 +108,39 @@ impl HeadSelection {
     }
 }
 
+/// The query token the head-mixing panel reads (URL `mix`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MixRow {
+    /// The last token of the text, whatever its length.
+    Last,
+    /// Token `n`, from 0 (the last one when the text is shorter).
+    Token(u32),
+}
+
+impl MixRow {
+    /// The token asked for; `None` is the last.
+    pub fn token(self) -> Option<u32> {
+        match self {
+            MixRow::Last => None,
+            MixRow::Token(t) => Some(t),
+        }
+    }
+
+    pub fn to_param(self) -> String {
+        self.token().map_or_else(|| "last".into(), |t| t.to_string())
+    }
+}
+
+impl std::str::FromStr for MixRow {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "last" => Ok(MixRow::Last),
+            _ => s.parse().map(MixRow::Token).map_err(|_| format!("\"{s}\" is not a token number or last")),
+        }
+    }
+}
+
 /// The explorer's part of the app state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExplorerParams {
@@ -121,6 +155,8 @@ pub struct ExplorerParams {
     pub teach: bool,
     pub tiles: bool,
     pub steps: bool,
+    /// The query token whose output the head-mixing panel breaks down (shown when set).
+    pub mix: Option<MixRow>,
 }
 
 impl Default for ExplorerParams {
@@ -135,6 +171,7 @@ impl Default for ExplorerParams {
             teach: true,
             tiles: false,
             steps: false,
+            mix: None,
         }
     }
 }
@@ -157,7 +194,8 @@ impl ExplorerParams {
 }
 
 impl LinkParams for ExplorerParams {
-    const KEYS: &'static [&'static str] = &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps"];
+    const KEYS: &'static [&'static str] =
+        &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "mix"];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
@@ -172,6 +210,7 @@ impl LinkParams for ExplorerParams {
             "teach" => self.teach = parse_on_off(value)?,
             "tiles" => self.tiles = parse_on_off(value)?,
             "steps" => self.steps = parse_on_off(value)?,
+            "mix" => self.mix = Some(value.parse()?),
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -206,6 +245,9 @@ impl LinkParams for ExplorerParams {
         }
         if self.steps != d.steps {
             out.push(("steps", on_off(self.steps)));
+        }
+        if let Some(row) = self.mix {
+            out.push(("mix", row.to_param()));
         }
         out
     }
@@ -249,11 +291,18 @@ mod tests {
             teach: false,
             tiles: true,
             steps: true,
+            mix: Some(MixRow::Token(3)),
         };
         assert_eq!(crate::views::link::round_trip(&p), p);
         assert!(ExplorerParams::default().pairs().is_empty());
         let mut d = ExplorerParams::default();
-        assert!(d.set("focus", "x").is_err() && d.set("tiles", "maybe").is_err() && d.set("pool", "sum").is_err());
+        assert!(
+            d.set("focus", "x").is_err()
+                && d.set("tiles", "maybe").is_err()
+                && d.set("pool", "sum").is_err()
+                && d.set("mix", "-1").is_err()
+                && d.set("mix", "first").is_err()
+        );
         assert_eq!(d, ExplorerParams::default());
     }
 

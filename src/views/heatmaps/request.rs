@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::attention::layer_inputs::LayerLayout;
+use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::{generated_tokens, tokenize};
 use crate::engine::CPU_MAX_WORK;
@@ -60,6 +60,17 @@ impl Request {
     /// Small enough to draw every cell.
     pub fn exact(&self) -> bool {
         self.n_q() <= EXACT_MAX_N && self.n_kv() <= EXACT_MAX_N
+    }
+
+    /// Every head's inputs for this request: the layer's layout, the tokens, the seeded weights.
+    pub fn inputs(&self) -> LayerInputs {
+        LayerInputs::new(
+            self.layout.clone(),
+            self.tokens.as_ref().clone(),
+            self.kv_tokens.as_ref().map(|t| t.as_ref().clone()),
+            self.seed,
+            self.teach,
+        )
     }
 }
 

@@ -1,8 +1,64 @@
 //! Attention of one head written out step by step, in f64, for a small example: `S = Q·Kᵀ`, the
 //! scaled scores, the mask, the softmax and `O = P·V`. Every step is kept so the UI can show the
 //! numbers; the probabilities and outputs equal [`crate::attention::reference`] (tested below).
+//! [`Example`] cuts the example out of the explorer's inputs, for the page and the lessons' figures alike.
 
-use crate::attention::AttentionProblem;
+use crate::attention::layer_inputs::LayerInputs;
+use crate::attention::{AttentionProblem, AttentionShape};
+use crate::model::Mask;
+
+/// Tokens in the step-through's example: few enough to read every number.
+pub const STEP_TOKENS: usize = 6;
+
+/// The step-through's example for one query head: the first [`STEP_TOKENS`] queries and keys of the
+/// explorer's inputs. In self-attention queries and keys both start at position 0, so a causal-type
+/// mask cuts the same top-left corner of the full matrix; cross-attention sees every key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Example {
+    pub head: u32,
+    pub q_tokens: Vec<String>,
+    pub kv_tokens: Vec<String>,
+    pub mask: Mask,
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub shape: AttentionShape,
+    /// `1/√d`, as the kernels apply it.
+    pub scale: f32,
+}
+
+impl Example {
+    /// The example of query head `head` under `mask` (the explorer's mask for the layer).
+    pub fn of(inputs: &LayerInputs, head: u32, mask: Mask) -> Self {
+        let d = inputs.layout.head_dim as usize;
+        let cross = inputs.is_cross();
+        let (mut n_q, mut n_kv) = (inputs.q_tokens().len().min(STEP_TOKENS), inputs.kv_tokens().len().min(STEP_TOKENS));
+        if !cross {
+            n_q = n_q.min(n_kv);
+            n_kv = n_q;
+        }
+        let (k, v) = inputs.kv_head(inputs.layout.kv_head(head));
+        Self {
+            head,
+            q_tokens: inputs.q_tokens()[..n_q].to_vec(),
+            kv_tokens: inputs.kv_tokens()[..n_kv].to_vec(),
+            mask: if cross { Mask::Full } else { mask },
+            q: inputs.q_head(head)[..n_q * d].to_vec(),
+            k: k[..n_kv * d].to_vec(),
+            v: v[..n_kv * d].to_vec(),
+            shape: AttentionShape { h_q: 1, h_kv: 1, n_q: n_q as u32, n_kv: n_kv as u32, d: d as u32 },
+            scale: 1.0 / (d as f32).sqrt(),
+        }
+    }
+
+    pub fn problem(&self) -> AttentionProblem<'_> {
+        AttentionProblem::new(&self.q, &self.k, &self.v, self.shape, self.mask, self.scale)
+    }
+
+    pub fn steps(&self) -> Steps {
+        step_through(&self.problem())
+    }
+}
 
 /// The numbers at each step for `n_q` queries and `n_kv` keys of width `d`.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,17 +100,7 @@ pub fn step_through(p: &AttentionProblem) -> Steps {
         .enumerate()
         .map(|(x, &s)| if mask.visible(offset + (x / n_kv) as u32, (x % n_kv) as u32) { s } else { f64::NEG_INFINITY })
         .collect();
-    let mut probs = vec![0.0; n_q * n_kv];
-    for (row, out_row) in masked.chunks(n_kv.max(1)).zip(probs.chunks_mut(n_kv.max(1))) {
-        let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if max == f64::NEG_INFINITY {
-            continue;
-        }
-        let sum: f64 = row.iter().map(|s| (s - max).exp()).sum();
-        for (p, s) in out_row.iter_mut().zip(row) {
-            *p = (s - max).exp() / sum;
-        }
-    }
+    let probs: Vec<f64> = masked.chunks(n_kv.max(1)).flat_map(softmax).collect();
     let mut out = vec![0.0; n_q * d];
     for i in 0..n_q {
         for j in 0..n_kv {
@@ -127,12 +173,22 @@ pub fn online_row(steps: &Steps, v: &[f32], row: usize, col: usize, keys_per_til
     tiles
 }
 
+/// Softmax of one row of scores; `-inf` entries are masked and get 0. A row with no visible entry is
+/// all 0 (nothing to attend to), never NaN.
+pub fn softmax(row: &[f64]) -> Vec<f64> {
+    let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if max == f64::NEG_INFINITY {
+        return vec![0.0; row.len()];
+    }
+    let exps: Vec<f64> = row.iter().map(|s| (s - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.iter().map(|e| e / sum).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::AttentionShape;
     use crate::attention::reference;
-    use crate::model::Mask;
 
     #[test]
     fn two_tokens_by_hand() {
@@ -210,6 +266,46 @@ mod tests {
                 assert!(tiles.iter().all(|t| t.sum.is_finite() && t.out.is_finite()));
             }
         }
+    }
+
+    #[test]
+    fn the_example_is_the_top_left_corner_of_the_whole_head() {
+        use crate::attention::inputs::word_tokens;
+        use crate::attention::layer_inputs::LayerLayout;
+        use crate::model::presets::preset;
+        // Ten tokens, causal: the example keeps 6 x 6, and its probabilities are the first six rows
+        // and columns of the full 10 x 10 head (later keys are hidden from the first six queries).
+        let layout = LayerLayout::of(preset("gpt2-small").unwrap(), 0);
+        let tokens = word_tokens("a b c d e f g h i j");
+        let inputs = LayerInputs::new(layout, tokens, None, 3, false);
+        let example = Example::of(&inputs, 2, Mask::Causal);
+        assert_eq!((example.shape.n_q, example.shape.n_kv, example.scale), (6, 6, 0.125));
+        let s = example.steps();
+        let (k, _) = inputs.kv_head(2);
+        let q = inputs.q_head(2);
+        let whole = reference::row_softmax(&AttentionProblem::scores(
+            &q,
+            &k,
+            AttentionShape::square(1, 10, 64),
+            Mask::Causal,
+            0.125,
+        ));
+        for i in 0..6 {
+            for j in 0..6 {
+                assert!((s.probs[i * 6 + j] - f64::from(whole[i * 10 + j])).abs() < 1e-6, "({i}, {j})");
+            }
+        }
+        // Cross-attention: queries and keys each cut to six, every key visible.
+        let cross = LayerInputs::new(
+            LayerLayout::of(preset("gpt2-small").unwrap(), 0),
+            word_tokens("one two three"),
+            Some(word_tokens("un deux trois quatre cinq six sept huit")),
+            3,
+            false,
+        );
+        let example = Example::of(&cross, 0, Mask::Causal);
+        assert_eq!((example.shape.n_q, example.shape.n_kv, example.mask), (3, 6, Mask::Full));
+        assert_eq!(example.kv_tokens.last().map(String::as_str), Some("six"));
     }
 
     #[test]

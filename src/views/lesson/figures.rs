@@ -1,12 +1,20 @@
 //! Live figures: the numbers a lesson's text names as `{placeholder}`, computed by the model
 //! arithmetic for the step's configuration (and the reader's changes), so text and code cannot drift.
+//! The explorer's own numbers (one head step by step, the √d scale, how W_O mixes the heads) live in
+//! [`explorer`]; how a figure is written, in [`format`].
 
+mod explorer;
+mod written;
+
+pub use written::Figure;
+
+use crate::attention::layer_inputs::LayerLayout;
 use crate::model::kv_cache::ContextFit;
 use crate::model::variants::mha_baseline;
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
 use crate::state::AppState;
-use sources::{explorer, model_window};
-pub use written::Figure;
+use sources::model_window;
+
 use written::{Unit, number, whole};
 
 mod bench;
@@ -14,7 +22,6 @@ mod memory;
 mod paging;
 mod sources;
 mod tiles;
-mod written;
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
 pub const FIGURES: &[(&str, &str)] = &[
@@ -38,7 +45,7 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("prefill_flops", "FLOPs of a prefill of the chosen context, all layers"),
     ("token_count", "tokens in the explorer's text"),
     ("attended_pairs", "query-key pairs the explorer's mask lets through, per head"),
-    ("softmax_scale", "1/√d, the factor the scores are multiplied by"),
+    ("softmax_scale", "1/√d, the factor the scores are multiplied by (d: the head width of the chosen layer)"),
     ("window_tokens", "the explorer's sliding window"),
     ("tile_rows", "(query, head) rows per tile of the tiled kernel on a GPU, for the explorer's head"),
     ("tile_keys", "keys per tile of the tiled kernel on a GPU"),
@@ -85,6 +92,25 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("storing_layers", "layers that store their own K/V cache"),
     ("sharing_layers", "layers that read an earlier layer's cache instead of storing one"),
     ("k_eq_v_layers", "layers whose one tensor serves as both K and V"),
+    ("layer_head_dim", "width of one head in the explorer's layer (a model's global and local layers may differ)"),
+    ("key_count", "tokens the explorer's queries read: the `src` text under cross-attention, else the text"),
+    ("step_row", "the step-through's last query row, which the step figures read (from 0)"),
+    ("step_visible_keys", "keys that row may see under the mask"),
+    ("step_top_key", "the key that row gives the largest probability (from 0)"),
+    ("step_top_score", "that key's raw score q·k"),
+    ("step_top_scaled", "that score times 1/√d"),
+    ("step_top_prob", "that key's attention probability"),
+    ("row_entropy_scaled", "entropy of that row's probabilities (scores times 1/√d), in bits"),
+    ("row_entropy_unscaled", "entropy of the softmax of that row's raw scores (no 1/√d), in bits"),
+    ("entropy_max", "the largest entropy that row could have, log2 of its visible keys, in bits"),
+    (
+        "random_score_spread",
+        "√d: the spread of q·k for random q, k with unit-variance entries, at the layer's head width",
+    ),
+    ("concat_width", "width of the concatenated head outputs that W_O reads: query heads × head width"),
+    ("mix_row", "the query token the head-mixing panel reads (`mix`, else the last token; from 0)"),
+    ("mix_top_head", "the head that adds the largest vector to that token's attention output"),
+    ("mix_top_share", "that head's share of the heads' summed vector norms, in percent"),
 ];
 
 /// Whether `name` is a known placeholder.
@@ -122,12 +148,20 @@ pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
         "windowed_layers" => (Unit::Count, count_layers(model, |k| !k.is_global()).into()),
         "model_window_tokens" => (Unit::Tokens, model_window(model)?.into()),
         "prefill_flops" => (Unit::Flops, model_prefill_flops(model, kv.ctx_tokens).total()),
-        "token_count" => (Unit::Tokens, explorer_request(state, model)?.0.into()),
+        "token_count" => (Unit::Tokens, sources::explorer(state, model)?.n_q().into()),
+        "key_count" => (Unit::Tokens, sources::explorer(state, model)?.n_kv().into()),
         "attended_pairs" => {
-            let (n, mask) = explorer_request(state, model)?;
-            (Unit::Count, mask.attended_pairs(n.into()))
+            let request = sources::explorer(state, model)?;
+            match request.kv_tokens {
+                // Cross-attention: every query reads every key of the other text.
+                Some(_) => (Unit::Count, u128::from(request.n_q()) * u128::from(request.n_kv())),
+                None => (Unit::Count, request.mask.attended_pairs(request.n_q().into())),
+            }
         }
-        "softmax_scale" => return Some(number(1.0 / f64::from(model.attn.head_dim.max(1)).sqrt(), Unit::Number)),
+        "softmax_scale" => {
+            let d = LayerLayout::of(model, state.model.layer).head_dim;
+            return Some(number(1.0 / f64::from(d.max(1)).sqrt(), Unit::Number));
+        }
         "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
         _ => return topic_figure(name, state, model),
     };
@@ -140,16 +174,11 @@ fn count_layers(model: &Model, keep: impl Fn(LayerKind) -> bool) -> u32 {
 
 /// The figures of one topic each, in their own files.
 fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
-    tiles::figure(name, state, model)
+    explorer::figure(name, state, model)
+        .or_else(|| tiles::figure(name, state, model))
         .or_else(|| paging::figure(name, state, model))
         .or_else(|| bench::figure(name, state, model))
         .or_else(|| memory::figure(name, state, model))
-}
-
-/// The explorer's token count and mask for the chosen layer, as the heatmaps view computes them.
-fn explorer_request(state: &AppState, model: &Model) -> Option<(u32, crate::model::Mask)> {
-    let request = explorer(state, model)?;
-    Some((request.n_q(), request.mask))
 }
 
 #[cfg(test)]
@@ -180,6 +209,9 @@ mod tests {
         assert_eq!(exact("dtype_bytes", q), "2");
         assert_eq!(exact("dtype_bytes", "model=llama-3-8b&dtype=int4"), "0.5");
         assert_eq!(exact("softmax_scale", q), "0.0884"); // 1/sqrt(128) = 0.08839
+        // Gemma 4 E4B's global layers (layer 5) have heads of 512: 1/sqrt(512) = 0.04419; its local ones 256.
+        assert_eq!(exact("softmax_scale", "model=gemma-4-e4b&layer=5"), "0.0442");
+        assert_eq!(exact("softmax_scale", "model=gemma-4-e4b&layer=0"), "0.0625");
         assert_eq!(exact("global_layers", q), "32");
         assert_eq!(exact("windowed_layers", q), "0");
         let (state, model) = at(q);

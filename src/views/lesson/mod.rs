@@ -19,7 +19,10 @@ pub use format::{Lesson, Step};
 
 /// The lesson files, in course order.
 const LESSON_FILES: &[(&str, &str)] = &[
+    ("01-one-head.md", include_str!("../../../lessons/01-one-head.md")),
+    ("02-scaling.md", include_str!("../../../lessons/02-scaling.md")),
     ("03-masks.md", include_str!("../../../lessons/03-masks.md")),
+    ("04-many-heads.md", include_str!("../../../lessons/04-many-heads.md")),
     ("06-kv-cache.md", include_str!("../../../lessons/06-kv-cache.md")),
     ("07-gqa.md", include_str!("../../../lessons/07-gqa.md")),
     ("08-mla.md", include_str!("../../../lessons/08-mla.md")),
@@ -123,5 +126,12 @@ mod tests {
             }
         }
         assert!(lessons_showing("lesson").is_empty());
+    }
+
+    #[test]
+    fn every_lesson_has_three_to_six_steps() {
+        for lesson in catalogue() {
+            assert!((3..=6).contains(&lesson.steps.len()), "{} has {} steps", lesson.id, lesson.steps.len());
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! How a figure is written: its exact value (for `data-value` and the checks) and its text, by unit.
+//! How a figure is written: its exact value (for `data-value` and the checks) and its text.
 
 use crate::model::units::{bytes_text, format_thousands};
 
@@ -22,9 +22,10 @@ pub(super) enum Unit {
     Times,
     /// A plain number, written with four decimals.
     Number,
+    /// A percentage (the value is in percent), written with one decimal and "%".
+    Percent,
 }
 
-/// A whole number of `unit`: bytes in three scales, tokens and FLOPs named, counts with separators.
 pub(super) fn whole(value: u128, unit: Unit) -> Figure {
     let text = match unit {
         Unit::Bytes => bytes_text(value),
@@ -35,11 +36,11 @@ pub(super) fn whole(value: u128, unit: Unit) -> Figure {
     Figure { exact: value.to_string(), value: value as f64, text }
 }
 
-/// A fractional value, exact to four decimals; a ratio written with "×".
 pub(super) fn number(value: f64, unit: Unit) -> Figure {
     let exact = format!("{value:.4}").trim_end_matches('0').trim_end_matches('.').to_string();
     let text = match unit {
         Unit::Times => format!("{value:.2}×"),
+        Unit::Percent => format!("{value:.1}%"),
         _ => exact.clone(),
     };
     Figure { exact, value, text }
