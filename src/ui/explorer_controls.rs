@@ -236,6 +236,9 @@ pub fn ExplorerControls(
                 <label class="check"><input type="checkbox" data-testid="steps-toggle"
                     prop:checked=move || state.with(|s| s.explorer.steps)
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.steps = on); }/>"step-through"</label>
+                <label class="check"><input type="checkbox" data-testid="rope-toggle"
+                    prop:checked=move || state.with(|s| s.explorer.rope)
+                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.rope = on); }/>"RoPE frequencies"</label>
             </fieldset>
             <div class="actions">
                 <button type="button" class="copy" data-testid="copy-link" on:click=move |_| {

@@ -20,6 +20,7 @@ mod layer_strip;
 mod lesson_view;
 mod model_picker;
 mod params;
+mod rope_panel;
 mod step_through;
 
 /// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.

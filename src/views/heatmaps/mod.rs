@@ -6,5 +6,7 @@ pub mod head_map;
 pub mod jobs;
 pub mod npy;
 pub mod params;
+pub mod reach;
 pub mod request;
+pub mod rope;
 pub mod step_through;

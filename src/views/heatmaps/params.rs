@@ -4,7 +4,7 @@
 //! `char`), `src` (a second text: cross-attention, queries from `text`, keys and values from `src`),
 //! `heads` (`all` or a list such as `0-3,8`), `pool` (`max` | `mean`), `focus` (the enlarged head),
 //! `teach` (`on` | `off`: designed teaching heads), `tiles` (`on`: the kernel's tile grid), `steps`
-//! (`on`: the step-through).
+//! (`on`: the step-through), `rope` (`on`: the layer's RoPE wavelengths, [`super::rope`]).
 
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
@@ -121,6 +121,8 @@ pub struct ExplorerParams {
     pub teach: bool,
     pub tiles: bool,
     pub steps: bool,
+    /// The RoPE panel (URL `rope=on`).
+    pub rope: bool,
 }
 
 impl Default for ExplorerParams {
@@ -135,6 +137,7 @@ impl Default for ExplorerParams {
             teach: true,
             tiles: false,
             steps: false,
+            rope: false,
         }
     }
 }
@@ -157,7 +160,8 @@ impl ExplorerParams {
 }
 
 impl LinkParams for ExplorerParams {
-    const KEYS: &'static [&'static str] = &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps"];
+    const KEYS: &'static [&'static str] =
+        &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "rope"];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
@@ -172,6 +176,7 @@ impl LinkParams for ExplorerParams {
             "teach" => self.teach = parse_on_off(value)?,
             "tiles" => self.tiles = parse_on_off(value)?,
             "steps" => self.steps = parse_on_off(value)?,
+            "rope" => self.rope = parse_on_off(value)?,
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -206,6 +211,9 @@ impl LinkParams for ExplorerParams {
         }
         if self.steps != d.steps {
             out.push(("steps", on_off(self.steps)));
+        }
+        if self.rope != d.rope {
+            out.push(("rope", on_off(self.rope)));
         }
         out
     }
@@ -249,11 +257,14 @@ mod tests {
             teach: false,
             tiles: true,
             steps: true,
+            rope: true,
         };
         assert_eq!(crate::views::link::round_trip(&p), p);
+        assert!(p.pairs().contains(&("rope", "on".to_string())));
         assert!(ExplorerParams::default().pairs().is_empty());
         let mut d = ExplorerParams::default();
         assert!(d.set("focus", "x").is_err() && d.set("tiles", "maybe").is_err() && d.set("pool", "sum").is_err());
+        assert!(d.set("rope", "yes").is_err());
         assert_eq!(d, ExplorerParams::default());
     }
 
