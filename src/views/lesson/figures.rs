@@ -9,6 +9,9 @@ use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_con
 use crate::state::AppState;
 use crate::views::heatmaps::request::{Screen, build_request};
 
+mod positions;
+mod sharing;
+
 /// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figure {
@@ -55,6 +58,35 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("attended_pairs", "query-key pairs the explorer's mask lets through, per head"),
     ("softmax_scale", "1/√d, the factor the scores are multiplied by"),
     ("window_tokens", "the explorer's sliding window"),
+    ("chosen_layer", "the chosen layer (counted from 0)"),
+    ("layer_head_dim", "width of one head of the chosen layer (Gemma 4's global layers are wider)"),
+    ("layer_kv_heads", "KV heads of the chosen layer (Gemma 4's global layers have their own count)"),
+    ("max_positions", "the model's longest context (max_position_embeddings)"),
+    ("rope_theta", "RoPE base θ of the chosen layer"),
+    ("rotary_dims", "dimensions of each head of the chosen layer that RoPE rotates"),
+    ("rotary_pairs", "rotating pairs of dimensions of the chosen layer (half its rotary dims)"),
+    ("rope_linear_factor", "the chosen layer's linear RoPE scaling: positions are divided by it (1: none)"),
+    ("rope_shortest_wavelength", "tokens per full turn of the chosen layer's fastest rotating pair"),
+    ("rope_longest_wavelength", "tokens per full turn of the chosen layer's slowest rotating pair"),
+    ("stacked_layers", "layers from the first to the chosen one"),
+    (
+        "stacked_reach_tokens",
+        "how far back information can reach a token through layers 0 to the chosen one (none with a global layer among them)",
+    ),
+    (
+        "all_global_kv_total_bytes",
+        "KV-cache bytes at the chosen context if every layer attended globally (each keeping its own KV heads and width)",
+    ),
+    ("window_saving_factor", "the all-global cache divided by this model's, at the chosen context"),
+    ("k_eq_v_layers", "layers whose keys and values are one tensor (K = V)"),
+    ("separate_kv_bytes_per_token", "bytes per token if every layer kept K and V as separate tensors"),
+    ("separate_kv_total_bytes", "KV-cache bytes at the chosen context with K and V separate in every layer"),
+    ("keqv_saved_bytes", "KV-cache bytes at the chosen context that K = V saves"),
+    ("kv_sharing_layers", "layers that read another layer's KV cache instead of storing their own"),
+    ("kv_storing_layers", "layers that compute and store their own KV cache"),
+    ("unshared_kv_bytes_per_token", "bytes per token if every layer stored its own cache"),
+    ("unshared_kv_total_bytes", "KV-cache bytes at the chosen context if every layer stored its own cache"),
+    ("sharing_saving_factor", "the unshared cache divided by this model's, at the chosen context"),
 ];
 
 /// Whether `name` is a known placeholder.
@@ -99,7 +131,7 @@ pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
         }
         "softmax_scale" => return Some(number(1.0 / f64::from(model.attn.head_dim.max(1)).sqrt(), Unit::Number)),
         "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
-        _ => return None,
+        _ => return positions::figure(name, state, model).or_else(|| sharing::figure(name, state, model)),
     };
     Some(whole(value, unit))
 }
@@ -153,9 +185,14 @@ mod tests {
         (state, model)
     }
 
-    fn exact(name: &str, query: &str) -> String {
+    pub(super) fn exact(name: &str, query: &str) -> String {
         let (state, model) = at(query);
         figure(name, &state, &model).unwrap_or_else(|| panic!("{name} at {query}")).exact
+    }
+
+    pub(super) fn text(name: &str, query: &str) -> String {
+        let (state, model) = at(query);
+        figure(name, &state, &model).unwrap_or_else(|| panic!("{name} at {query}")).text
     }
 
     #[test]
