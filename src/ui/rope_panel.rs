@@ -34,6 +34,10 @@ pub fn RopePanel(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>) 
                 "only on how far apart the two tokens are. Fast pairs (left) tell neighbours apart; slow pairs "
                 "(right) change little across the whole context."
             </p>
+            <p class="hint">
+                "Drawn from the config's θ, rotary fraction and linear or proportional scaling. Other RoPE scalings "
+                "(llama3, YaRN) are not modelled; the model's notes in the KV view say where they apply."
+            </p>
         </section>
     }
 }

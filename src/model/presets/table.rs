@@ -111,7 +111,8 @@ pub(super) const ROWS: [Row; 15] = [
         shape: Shape::Llama4 { rope_theta: 500_000.0, chunk_tokens: 8192, moe: llama4_moe(128, 2) },
         fields: LLAMA4_FIELDS,
         notes: "Every 4th layer is a global NoPE layer, the others chunked (8192) with RoPE. MoE on odd layers \
-                (interleave step 2), dense SwiGLU 16384 elsewhere; the shared expert is taken to be 8192 wide.",
+                (interleave step 2), dense SwiGLU 16384 elsewhere; the shared expert is taken to be 8192 wide. \
+                The RoPE layers' llama3 scaling (rope_scaling) is not modelled: the RoPE panel draws them unscaled.",
     },
     Row {
         id: "llama-4-scout",
@@ -122,7 +123,8 @@ pub(super) const ROWS: [Row; 15] = [
         shape: Shape::Llama4 { rope_theta: 500_000.0, chunk_tokens: 8192, moe: llama4_moe(16, 1) },
         fields: LLAMA4_FIELDS,
         notes: "Every 4th layer is a global NoPE layer, the others chunked (8192) with RoPE; MoE in every layer \
-                with one shared expert taken to be 8192 wide.",
+                with one shared expert taken to be 8192 wide. The RoPE layers' llama3 scaling (rope_scaling) is \
+                not modelled: the RoPE panel draws them unscaled.",
     },
     Row {
         id: "mistral-7b",
@@ -226,7 +228,8 @@ pub(super) const ROWS: [Row; 15] = [
             },
         },
         fields: DEEPSEEK_FIELDS,
-        notes: "RoPE scaling (YaRN) is not modelled; it changes no figure here.",
+        notes: "RoPE scaling (YaRN) is not modelled: it changes no memory or compute figure, and the RoPE panel \
+                draws the decoupled RoPE key unscaled.",
     },
     Row {
         id: "deepseek-v3",
@@ -247,6 +250,7 @@ pub(super) const ROWS: [Row; 15] = [
             },
         },
         fields: DEEPSEEK_FIELDS,
-        notes: "The multi-token-prediction module (about 14B parameters) is not counted.",
+        notes: "The multi-token-prediction module (about 14B parameters) is not counted. RoPE scaling (YaRN) is \
+                not modelled: the RoPE panel draws the decoupled RoPE key unscaled.",
     },
 ];

@@ -3,7 +3,6 @@
 
 use crate::attention::layer_inputs::LayerLayout;
 use crate::model::kv_cache::ContextFit;
-use crate::model::units::{bytes_text, format_thousands};
 use crate::model::variants::mha_baseline;
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
 use crate::state::AppState;
@@ -11,28 +10,10 @@ use crate::views::heatmaps::request::{Screen, build_request};
 
 mod positions;
 mod sharing;
+mod value;
 
-/// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// The exact value: an integer, or a number with at most four decimals.
-    pub exact: String,
-    pub value: f64,
-    pub text: String,
-}
-
-/// What a figure counts, which decides how it is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unit {
-    Count,
-    Bytes,
-    Tokens,
-    Flops,
-    /// A ratio, written with two decimals and "×".
-    Times,
-    /// A plain number, written with four decimals.
-    Number,
-}
+pub use value::Figure;
+use value::{Unit, number, whole};
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
 pub const FIGURES: &[(&str, &str)] = &[
@@ -64,6 +45,7 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("max_positions", "the model's longest context (max_position_embeddings)"),
     ("rope_theta", "RoPE base θ of the chosen layer"),
     ("rotary_dims", "dimensions of each head of the chosen layer that RoPE rotates"),
+    ("rotary_fraction", "share of each head of the chosen layer that RoPE rotates (partial_rotary_factor)"),
     ("rotary_pairs", "rotating pairs of dimensions of the chosen layer (half its rotary dims)"),
     ("rope_linear_factor", "the chosen layer's linear RoPE scaling: positions are divided by it (1: none)"),
     ("rope_shortest_wavelength", "tokens per full turn of the chosen layer's fastest rotating pair"),
@@ -153,25 +135,6 @@ fn explorer_request(state: &AppState, model: &Model) -> Option<(u32, crate::mode
     let screen = Screen { width_css_px: 1024.0, device_pixel_ratio: 1.0 };
     let request = build_request(&state.input, &state.explorer, layout, screen).ok()?;
     Some((request.n_q(), request.mask))
-}
-
-fn whole(value: u128, unit: Unit) -> Figure {
-    let text = match unit {
-        Unit::Bytes => bytes_text(value),
-        Unit::Tokens => format!("{} tokens", format_thousands(value)),
-        Unit::Flops => format!("{} FLOPs ({:.3e})", format_thousands(value), value as f64),
-        _ => format_thousands(value),
-    };
-    Figure { exact: value.to_string(), value: value as f64, text }
-}
-
-fn number(value: f64, unit: Unit) -> Figure {
-    let exact = format!("{value:.4}").trim_end_matches('0').trim_end_matches('.').to_string();
-    let text = match unit {
-        Unit::Times => format!("{value:.2}×"),
-        _ => exact.clone(),
-    };
-    Figure { exact, value, text }
 }
 
 #[cfg(test)]

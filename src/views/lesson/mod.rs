@@ -18,8 +18,11 @@ pub use format::{Lesson, Step};
 /// The lesson files, in course order.
 const LESSON_FILES: &[(&str, &str)] = &[
     ("03-masks.md", include_str!("../../../lessons/03-masks.md")),
+    ("05-rope.md", include_str!("../../../lessons/05-rope.md")),
     ("06-kv-cache.md", include_str!("../../../lessons/06-kv-cache.md")),
     ("07-gqa.md", include_str!("../../../lessons/07-gqa.md")),
+    ("09-sliding-hybrid.md", include_str!("../../../lessons/09-sliding-hybrid.md")),
+    ("10-kv-sharing.md", include_str!("../../../lessons/10-kv-sharing.md")),
 ];
 
 /// Every lesson that parses, in course order (a native test proves they all do).

@@ -1,7 +1,7 @@
 //! Figures of the chosen layer and of positions: its head geometry, its RoPE (theta, rotating
 //! dimensions, scaling, wavelengths), the model's context limit, and the reach of the layers up to it.
 
-use super::{Figure, Unit, number, whole};
+use super::value::{Figure, Unit, number, whole};
 use crate::model::Model;
 use crate::model::reach::{Reach, stacked_reach};
 use crate::state::AppState;
@@ -21,6 +21,7 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
             Figure { text: theta_text(theta), ..number(theta, Unit::Number) }
         }
         "rotary_dims" => whole(rope()?.rotary.rotary_dims() as u128, Unit::Count),
+        "rotary_fraction" => number(rope()?.partial_rotary_factor, Unit::Number),
         "rotary_pairs" => whole(rope()?.rotary.inv_freq.len() as u128, Unit::Count),
         "rope_linear_factor" => number(rope()?.linear_factor, Unit::Number),
         "rope_shortest_wavelength" => wavelength(rope()?.shortest_wavelength()),
@@ -75,6 +76,7 @@ mod tests {
         // slowest 2π × 1e6^(126/512) = 2π × 29.9614 = 188.2532 tokens.
         let g4 = "model=gemma-4-12b&layer=5";
         assert_eq!((exact("layer_head_dim", g4), exact("rotary_dims", g4)), ("512".into(), "128".into()));
+        assert_eq!(exact("rotary_fraction", g4), "0.25");
         assert_eq!(exact("rope_longest_wavelength", g4), "188.2532");
         assert_eq!(exact("layer_head_dim", "model=gemma-4-12b&layer=0"), "256");
         // Its global layers have one KV head, its sliding ones 8; 262,144 positions (config.json).

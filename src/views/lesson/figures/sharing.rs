@@ -1,7 +1,7 @@
 //! Figures of what the hybrid schedules and the sharing of keys and values save: the cache with every
 //! layer global, with K and V kept apart, and with every layer storing its own cache, beside the model's.
 
-use super::{Figure, Unit, number, whole};
+use super::value::{Figure, Unit, number, whole};
 use crate::model::kv_cache::kv_unwindowed_bytes;
 use crate::model::{CrossLayerSharing, Model, kv_bytes_per_token, kv_total_bytes};
 use crate::state::AppState;
