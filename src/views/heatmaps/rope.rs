@@ -8,6 +8,7 @@ use crate::model::plot::{Axis, Scale, short_tokens_label};
 use crate::model::units::format_thousands;
 use crate::model::{LayerKind, Model, Positional};
 use crate::views::chart::{LineChartData, RefLine, Series};
+use crate::views::kv::breakdown::kind_name;
 
 /// The positional figures of one layer that uses RoPE.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,7 +98,7 @@ pub struct RopePanel {
 
 pub fn rope_panel(model: &Model, layer: u32) -> RopePanel {
     let layout = LayerLayout::of(model, layer);
-    let heading = format!("Positions in layer {} ({})", layout.layer, layout.kind);
+    let heading = format!("Positions in layer {} ({})", layout.layer, kind_name(layout.kind));
     let Some(f) = rope_figures(model, layer) else {
         let summary = match layout.positional {
             Positional::NoPe => "No positional encoding (NoPE): no dimension of the head rotates. Order reaches \
@@ -265,6 +266,7 @@ mod tests {
         // The sliding layer's chart marks its window.
         let chart = rope_panel(g, 0).chart.unwrap();
         assert!(chart.h_lines.iter().any(|l| l.value == 1024.0 && l.label == "window 1K"), "{:?}", chart.h_lines);
+        assert_eq!(rope_panel(g, 0).heading, "Positions in layer 0 (sliding, window 1,024)");
     }
 
     #[test]

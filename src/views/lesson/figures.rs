@@ -141,7 +141,7 @@ fn explorer_request(state: &AppState, model: &Model) -> Option<(u32, crate::mode
 mod tests {
     use super::*;
 
-    fn at(query: &str) -> (AppState, Model) {
+    pub(super) fn at(query: &str) -> (AppState, Model) {
         let (state, notices) = AppState::from_query(query);
         assert!(notices.is_empty(), "{notices:?}");
         let model = state.resolved_model();

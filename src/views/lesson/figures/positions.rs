@@ -44,8 +44,7 @@ fn wavelength(tokens: f64) -> Figure {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::exact;
-    use super::super::tests::text;
+    use super::super::tests::{exact, text};
 
     #[test]
     fn rope_of_llama_3_8b_by_hand() {
@@ -100,11 +99,7 @@ mod tests {
     #[test]
     fn figures_that_do_not_apply_are_none() {
         use super::super::figure;
-        let at = |q: &str| {
-            let (state, _) = crate::state::AppState::from_query(q);
-            let model = state.resolved_model();
-            (state, model)
-        };
+        use super::super::tests::at;
         // Gemma 3's layer 5 is global: the reach is everything, not a number.
         let (state, model) = at("model=gemma-3-27b&layer=5");
         assert_eq!(figure("stacked_reach_tokens", &state, &model), None);
