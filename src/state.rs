@@ -77,7 +77,7 @@ pub struct AppState {
     pub model: ModelChoice,
     /// `text`, `mask`, `window`, `chunk`, `seed`, `n`: shared by the heatmaps and the benchmark.
     pub input: AttentionInput,
-    /// `scale`, `tok`, `src`, `heads`, `pool`, `focus`, `teach`, `tiles`, `steps`, `mix`.
+    /// `scale`, `tok`, `src`, `heads`, `pool`, `focus`, `teach`, `tiles`, `steps`, `mix`, `rope`.
     pub explorer: ExplorerParams,
     /// `ctx`, `dtype`, `axis`, `budget`, `weights` (the compare view reads `ctx` and `dtype` too).
     pub kv: KvParams,
@@ -94,10 +94,10 @@ pub struct AppState {
 }
 
 /// The order in which a link's parameters are written (what links written so far look like).
-const WRITE_ORDER: [&str; 31] = [
+const WRITE_ORDER: [&str; 32] = [
     "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
     "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
-    "steps", "mix", "lesson", "step", "edited",
+    "steps", "mix", "lesson", "step", "edited", "rope",
 ];
 
 /// Set in a lessons link once the reader has changed the step: the link holds the whole state.
@@ -323,6 +323,7 @@ mod tests {
                 tiles: true,
                 steps: true,
                 mix: Some(MixRow::Last),
+                rope: true,
             },
             kv: KvParams {
                 ctx_tokens: 131_072,

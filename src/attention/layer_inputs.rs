@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use super::inputs::{add_sinusoidal_positions, embed, projection};
 use super::rope::RopeTable;
 use super::teaching_heads::{Designer, TeachingHead};
+use crate::model::describe::positional_words;
 use crate::model::{LayerKind, Model, Positional};
 
 /// Width of the synthetic embeddings (small: the head width is the model's, projections are seeded).
@@ -49,7 +50,13 @@ impl LayerLayout {
                     Positional::Rope { theta, .. } => theta,
                     _ => 10_000.0,
                 };
-                (model.n_q_heads, d, Positional::Rope { theta, partial_rotary_factor: fraction })
+                let rope = Positional::Rope {
+                    theta,
+                    partial_rotary_factor: fraction,
+                    proportional: false,
+                    linear_factor: 1.0,
+                };
+                (model.n_q_heads, d, rope)
             }
             None => (geometry.n_kv_heads, geometry.head_dim, positional),
         };
@@ -80,10 +87,7 @@ impl LayerLayout {
         match self.positional {
             Positional::Sinusoidal => "sinusoidal positions added to the embeddings".into(),
             Positional::Learned { .. } => "learned positions (a sinusoidal table stands in for the trained one)".into(),
-            Positional::Rope { theta, partial_rotary_factor } if partial_rotary_factor < 1.0 => {
-                format!("RoPE θ = {theta} on {:.0}% of each head's dims", partial_rotary_factor * 100.0)
-            }
-            Positional::Rope { theta, .. } => format!("RoPE θ = {theta}"),
+            p @ Positional::Rope { .. } => positional_words(p),
             Positional::NoPe => "no positional encoding (NoPE)".into(),
         }
     }
@@ -137,9 +141,7 @@ impl Side {
                     .collect();
                 let x = embed(&distinct, D_MODEL, seed);
                 let rope = match layout.positional {
-                    Positional::Rope { theta, partial_rotary_factor } => {
-                        Some(RopeTable::new(n, d, theta, partial_rotary_factor))
-                    }
+                    p @ Positional::Rope { .. } => Some(RopeTable::new(n, d, p)),
                     _ => None,
                 };
                 Self { tokens, x, ids: Some(ids), rope }
@@ -337,7 +339,7 @@ mod tests {
         let d = 128;
         let w: Vec<f32> = projection(D_MODEL, d, weight_seed(3, 0, STREAM_Q, 5)).iter().map(|x| x * Q_GAIN).collect();
         let mut direct = super::super::inputs::matmul(&embed(&tokens, D_MODEL, 3), &w, D_MODEL, d);
-        RopeTable::new(6, d, 500_000.0, 1.0).rotate_rows(&mut direct, d, 0);
+        RopeTable::new(6, d, Positional::rope(500_000.0)).rotate_rows(&mut direct, d, 0);
         assert_eq!(inputs.q_head(5), direct);
     }
 

@@ -1,19 +1,20 @@
 //! Rotary position embeddings (RoPE), as the Hugging Face Llama/Gemma code applies them.
 //!
-//! Of a head's `d` dimensions, the first `r = 2 * floor(d * fraction / 2)` rotate (the partial rotary
-//! fraction: 1 for Llama, 0.25 for Gemma 4's global layers); the rest pass through. Rotating pairs are
-//! `(j, j + r/2)` for `j < r/2` ("rotate half"), and pair `j` turns by `pos * theta^(-2j / r)` radians.
-//! So `q_m · k_n` depends on positions only through `m - n`.
+//! A head of `d` dimensions rotates `p = floor(d * fraction / 2)` pairs of dimensions (the partial
+//! rotary fraction: 1 for Llama, 0.25 for Gemma 4's global layers); the rest pass through. Pair `j`
+//! turns by `pos * w_j / factor` radians (`factor`: linear position scaling, 1 unless a config scales).
+//! Two layouts exist:
+//! - standard: the first `r = 2p` dimensions form a RoPE of their own, pairs `(j, j + p)` ("rotate
+//!   half") with `w_j = theta^(-2j / r)`;
+//! - proportional (transformers' `proportional`, Gemma 4): a RoPE over the whole head, pairs
+//!   `(j, j + d/2)` with `w_j = theta^(-2j / d)`, of which only the `p` fastest turn.
+//!
+//! Either way `q_m · k_n` depends on positions only through `m - n`: each pair of `q` turns by
+//! `m w_j`, of `k` by `n w_j`, and the dot product of two rotated pairs sees only the difference.
 
-/// The rotation angles of every position, computed once per (length, head width, theta, fraction).
-#[derive(Clone, Debug, PartialEq)]
-pub struct RopeTable {
-    /// Rotating dimensions `r` (even, `<= d`).
-    pub rotary_dims: usize,
-    /// `cos` and `sin` of `pos * inv_freq[j]`, `[n, r/2]` each.
-    cos: Vec<f32>,
-    sin: Vec<f32>,
-}
+use std::f64::consts::TAU;
+
+use crate::model::Positional;
 
 /// Rotating dimensions for a head of `d` with the given fraction: `2 * floor(d * fraction / 2)`.
 pub fn rotary_dims(d: usize, fraction: f64) -> usize {
@@ -25,6 +26,53 @@ pub fn rotary_dims(d: usize, fraction: f64) -> usize {
 pub fn inverse_frequencies(rotary_dims: usize, theta: f64) -> Vec<f64> {
     let half = rotary_dims / 2;
     (0..half).map(|j| theta.powf(-(2.0 * j as f64) / rotary_dims as f64)).collect()
+}
+
+/// How one head turns: which dimensions pair up and how fast each pair rotates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rotary {
+    /// The head's width `d`.
+    pub head_dim: usize,
+    /// Pair `j` is dimensions `(j, j + offset)`: `p` (standard) or `d/2` (proportional).
+    pub offset: usize,
+    /// Radians per position of each rotating pair `j < p`, fastest first (scaling applied).
+    pub inv_freq: Vec<f64>,
+}
+
+impl Rotary {
+    /// The rotation of a head of `d` under `positional`; `None` when it is not RoPE.
+    pub fn of(d: usize, positional: Positional) -> Option<Rotary> {
+        let Positional::Rope { theta, partial_rotary_factor, proportional, linear_factor } = positional else {
+            return None;
+        };
+        let pairs = rotary_dims(d, partial_rotary_factor) / 2;
+        let (offset, span) = if proportional { (d / 2, d - d % 2) } else { (pairs, 2 * pairs) };
+        let factor = if linear_factor > 0.0 && linear_factor.is_finite() { linear_factor } else { 1.0 };
+        let inv_freq = (0..pairs).map(|j| theta.powf(-(2.0 * j as f64) / span as f64) / factor).collect();
+        Some(Rotary { head_dim: d, offset, inv_freq })
+    }
+
+    /// Dimensions that rotate (two per pair).
+    pub fn rotary_dims(&self) -> usize {
+        2 * self.inv_freq.len()
+    }
+
+    /// Tokens for one full turn of each rotating pair, `2π / w_j`, shortest first.
+    pub fn wavelengths(&self) -> Vec<f64> {
+        self.inv_freq.iter().map(|w| TAU / w).collect()
+    }
+}
+
+/// The rotation angles of every position, computed once per (length, head width, positional scheme).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeTable {
+    /// Rotating dimensions `r` (even, `<= d`).
+    pub rotary_dims: usize,
+    /// Pair `j` is dimensions `(j, j + offset)`.
+    offset: usize,
+    /// `cos` and `sin` of `pos * inv_freq[j]`, `[n, r/2]` each.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
 }
 
 /// `sin` and `cos` of `pos * w` for positions `0..n` and each frequency `w` of `freqs`, `[n, freqs.len()]`
@@ -50,12 +98,13 @@ pub fn angle_table(n: usize, freqs: &[f64]) -> (Vec<f64>, Vec<f64>) {
 }
 
 impl RopeTable {
-    /// Angles for positions `0..n` ([`angle_table`]).
-    pub fn new(n: usize, d: usize, theta: f64, fraction: f64) -> Self {
-        let r = rotary_dims(d, fraction);
-        let (sin, cos) = angle_table(n, &inverse_frequencies(r, theta));
+    /// Angles for positions `0..n` ([`angle_table`]) of a head of `d` under `positional` (no
+    /// rotation when it is not RoPE).
+    pub fn new(n: usize, d: usize, positional: Positional) -> Self {
+        let rotary = Rotary::of(d, positional).unwrap_or(Rotary { head_dim: d, offset: 0, inv_freq: Vec::new() });
+        let (sin, cos) = angle_table(n, &rotary.inv_freq);
         let narrow = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect();
-        Self { rotary_dims: r, cos: narrow(cos), sin: narrow(sin) }
+        Self { rotary_dims: rotary.rotary_dims(), offset: rotary.offset, cos: narrow(cos), sin: narrow(sin) }
     }
 
     /// Positions covered.
@@ -74,10 +123,11 @@ impl RopeTable {
             return;
         }
         let (c, s) = (&self.cos[pos * half..][..half], &self.sin[pos * half..][..half]);
+        let off = self.offset;
         for j in 0..half {
-            let (a, b) = (x[j], x[j + half]);
+            let (a, b) = (x[j], x[j + off]);
             x[j] = a * c[j] - b * s[j];
-            x[j + half] = b * c[j] + a * s[j];
+            x[j + off] = b * c[j] + a * s[j];
         }
     }
 
@@ -92,6 +142,10 @@ impl RopeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rope(theta: f64, fraction: f64) -> Positional {
+        Positional::Rope { theta, partial_rotary_factor: fraction, proportional: false, linear_factor: 1.0 }
+    }
 
     #[test]
     fn angle_table_matches_direct_evaluation() {
@@ -121,7 +175,7 @@ mod tests {
     #[test]
     fn rotation_by_hand() {
         // d = 4, theta 100, full rotation: pairs (0,2) turn by pos*1, (1,3) by pos*0.1.
-        let t = RopeTable::new(3, 4, 100.0, 1.0);
+        let t = RopeTable::new(3, 4, rope(100.0, 1.0));
         let mut x = [1.0, 1.0, 0.0, 0.0];
         t.rotate(&mut x, 2);
         assert!((x[0] - 2f32.cos()).abs() < 1e-6 && (x[2] - 2f32.sin()).abs() < 1e-6);
@@ -134,7 +188,7 @@ mod tests {
 
     #[test]
     fn partial_rotation_leaves_the_tail_and_keeps_norms() {
-        let t = RopeTable::new(10, 8, 10_000.0, 0.5);
+        let t = RopeTable::new(10, 8, rope(10_000.0, 0.5));
         let mut x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
         let norm = |v: &[f32]| v.iter().map(|a| a * a).sum::<f32>();
         let before = norm(&x);
@@ -145,7 +199,7 @@ mod tests {
 
     #[test]
     fn scores_depend_on_relative_position_only_and_recurrence_is_exact() {
-        let t = RopeTable::new(5000, 16, 10_000.0, 1.0);
+        let t = RopeTable::new(5000, 16, rope(10_000.0, 1.0));
         let q0: Vec<f32> = (0..16).map(|i| (i as f32 * 0.37).sin()).collect();
         let k0: Vec<f32> = (0..16).map(|i| (i as f32 * 0.91).cos()).collect();
         let dot_at = |m: usize, n: usize| {
@@ -163,5 +217,45 @@ mod tests {
                 assert!((t.cos[pos * half + j] as f64 - (pos as f64 * inv_j).cos()).abs() < 1e-6);
             }
         }
+    }
+
+    #[test]
+    fn proportional_rotation_turns_the_fastest_pairs_of_the_whole_head() {
+        // Gemma 4's global layers: d = 512, fraction 0.25, theta 1e6, proportional. transformers:
+        // rope_angles = int(0.25 * 512 // 2) = 64 pairs at 1e6^(-2j/512); pair j is dims (j, j + 256).
+        let p = Positional::Rope { theta: 1e6, partial_rotary_factor: 0.25, proportional: true, linear_factor: 1.0 };
+        let r = Rotary::of(512, p).unwrap();
+        assert_eq!((r.rotary_dims(), r.offset, r.inv_freq.len()), (128, 256, 64));
+        // j = 63: 1e6^(-126/512) = 10^(-6 * 0.24609375) = 10^-1.4765625 = 0.0333793...
+        assert!((r.inv_freq[63] - 10f64.powf(-1.4765625)).abs() < 1e-15);
+        // The standard layout would spread the same 64 pairs over 1e6^(-2j/128) instead.
+        let standard = Rotary::of(512, rope(1e6, 0.25)).unwrap();
+        assert_eq!(standard.offset, 64);
+        assert!((standard.inv_freq[63] - 1e6f64.powf(-126.0 / 128.0)).abs() < 1e-18);
+        // Rotating at position 3 moves dims 0..64 and 256..320 only.
+        let t = RopeTable::new(4, 512, p);
+        let mut x: Vec<f32> = (0..512).map(|i| 1.0 + i as f32 * 0.01).collect();
+        let before = x.clone();
+        t.rotate(&mut x, 3);
+        let moved: Vec<usize> = (0..512).filter(|&i| x[i] != before[i]).collect();
+        let expected: Vec<usize> = (0..64).chain(256..320).collect();
+        assert_eq!(moved, expected);
+        // Pair 0 turns by 3 radians: (x0, x256) -> (x0 cos 3 - x256 sin 3, x256 cos 3 + x0 sin 3).
+        let (a, b) = (before[0], before[256]);
+        assert!((x[0] - (a * 3f32.cos() - b * 3f32.sin())).abs() < 1e-5);
+        assert!((x[256] - (b * 3f32.cos() + a * 3f32.sin())).abs() < 1e-5);
+    }
+
+    #[test]
+    fn linear_scaling_stretches_every_wavelength() {
+        // Gemma 3's global layers: theta 1e6, factor 8, d = 128. Pair 0 turns 1/8 radian per token, so
+        // its wavelength is 8 * 2π = 50.27 tokens; without scaling 2π.
+        let scaled =
+            Positional::Rope { theta: 1e6, partial_rotary_factor: 1.0, proportional: false, linear_factor: 8.0 };
+        let w = Rotary::of(128, scaled).unwrap().wavelengths();
+        let plain = Rotary::of(128, rope(1e6, 1.0)).unwrap().wavelengths();
+        assert!((w[0] - 8.0 * TAU).abs() < 1e-12 && (plain[0] - TAU).abs() < 1e-12);
+        assert!(w.iter().zip(&plain).all(|(a, b)| (a / b - 8.0).abs() < 1e-12));
+        assert_eq!(Rotary::of(128, Positional::NoPe), None);
     }
 }

@@ -24,6 +24,8 @@ pub mod limits {
     pub const MAX_EXPERTS: u32 = 1 << 14;
     pub const MAX_WINDOW_TOKENS: u64 = 1 << 40;
     pub const MAX_POSITIONS: u64 = 1 << 40;
+    /// Largest linear RoPE scaling factor (published ones are at most a few dozen).
+    pub const MAX_ROPE_FACTOR: f64 = 1e6;
 }
 
 /// K/V geometry of the layers of one type.
@@ -100,10 +102,28 @@ pub enum Positional {
     Sinusoidal,
     /// A learned table of `max_positions` vectors (GPT-2).
     Learned { max_positions: u64 },
-    /// Rotary embeddings on Q and K; `partial_rotary_factor` of each head's dimensions rotate.
-    Rope { theta: f64, partial_rotary_factor: f64 },
+    /// Rotary embeddings on Q and K ([`crate::attention::rope`] computes the angles).
+    Rope {
+        theta: f64,
+        /// Share of each head's dimensions that rotate, in (0, 1].
+        partial_rotary_factor: f64,
+        /// Transformers' `proportional` RoPE (Gemma 4's global layers): the rotating pairs keep the
+        /// fastest frequencies of a RoPE over the whole head (exponents `2j/d`) and the slower pairs
+        /// stand still. Otherwise the rotating dimensions form a RoPE of their own (exponents `2j/r`).
+        proportional: bool,
+        /// Linear position scaling: positions are divided by it, so every wavelength grows by it (1:
+        /// none; Gemma 3's global layers: 8).
+        linear_factor: f64,
+    },
     /// No positional signal in this layer (Llama 4's global layers).
     NoPe,
+}
+
+impl Positional {
+    /// Plain RoPE of base `theta` over every dimension of the head, unscaled.
+    pub const fn rope(theta: f64) -> Positional {
+        Positional::Rope { theta, partial_rotary_factor: 1.0, proportional: false, linear_factor: 1.0 }
+    }
 }
 
 /// Layers that reuse another layer's cache store nothing of their own.
@@ -329,9 +349,15 @@ impl Model {
         check("max_position_embeddings", self.max_position_embeddings.into(), 0, MAX_POSITIONS.into())?;
         for p in [Some(self.positional), self.global_positional].into_iter().flatten() {
             match p {
-                Positional::Rope { theta, partial_rotary_factor } => {
+                Positional::Rope { theta, partial_rotary_factor, linear_factor, .. } => {
                     if !(theta.is_finite() && theta > 0.0) {
                         return Err(ConfigError::Invalid(format!("rope theta {theta} must be positive")));
+                    }
+                    if !(linear_factor > 0.0 && linear_factor <= MAX_ROPE_FACTOR) {
+                        return Err(ConfigError::Invalid(format!(
+                            "rope scaling factor {linear_factor} must be positive and at most {}",
+                            MAX_ROPE_FACTOR
+                        )));
                     }
                     if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) {
                         return Err(ConfigError::Invalid(format!(
@@ -367,7 +393,7 @@ impl Model {
             moe: None,
             vocab_size: 32_000,
             tie_embeddings: false,
-            positional: Positional::Rope { theta: 10_000.0, partial_rotary_factor: 1.0 },
+            positional: Positional::rope(10_000.0),
             global_positional: None,
             biases: Biases::default(),
             norm: NormKind::RmsNorm,
@@ -408,11 +434,18 @@ mod tests {
         m.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: 4 };
         assert!(matches!(m.validate(), Err(ConfigError::BadSharing(_))));
         let mut m = Model::simple(4, 64, 8);
-        m.positional = Positional::Rope { theta: f64::NAN, partial_rotary_factor: 1.0 };
+        m.positional = Positional::rope(f64::NAN);
         assert!(m.validate().is_err());
         let mut m = Model::simple(4, 64, 8);
-        m.positional = Positional::Rope { theta: 1e4, partial_rotary_factor: 0.0 };
+        m.positional =
+            Positional::Rope { theta: 1e4, partial_rotary_factor: 0.0, proportional: false, linear_factor: 1.0 };
         assert!(m.validate().is_err());
+        for bad in [0.0, -2.0, f64::INFINITY, 1e7] {
+            let mut m = Model::simple(4, 64, 8);
+            m.positional =
+                Positional::Rope { theta: 1e4, partial_rotary_factor: 1.0, proportional: false, linear_factor: bad };
+            assert!(m.validate().is_err(), "{bad}");
+        }
         let m = Model::simple(4, limits::MAX_D_MODEL + 1, 8);
         assert!(m.validate().is_err());
         // Error messages are words, not debug dumps.

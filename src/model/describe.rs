@@ -68,18 +68,38 @@ pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
     }
     out.push(("vocab_size", format_thousands(model.vocab_size.into())));
     out.push(("tie_word_embeddings", model.tie_embeddings.to_string()));
-    let pos = match model.positional {
-        Positional::Sinusoidal => "sinusoidal".to_string(),
-        Positional::Learned { max_positions } => format!("learned ({max_positions})"),
-        Positional::Rope { theta, partial_rotary_factor } if partial_rotary_factor < 1.0 => {
-            format!("RoPE θ = {theta} on {partial_rotary_factor} of each head")
+    let pos = match model.global_positional {
+        Some(g) if g != model.positional => {
+            format!("{}; global layers: {}", positional_words(model.positional), positional_words(g))
         }
-        Positional::Rope { theta, .. } => format!("RoPE θ = {theta}"),
-        Positional::NoPe => "none".to_string(),
+        _ => positional_words(model.positional),
     };
     out.push(("positions", pos));
     out.push(("max_position_embeddings", format_thousands(model.max_position_embeddings.into())));
     out
+}
+
+/// A positional scheme in words: `RoPE θ = 1000000 on 25% of each head (proportional)`.
+pub fn positional_words(p: Positional) -> String {
+    match p {
+        Positional::Sinusoidal => "sinusoidal".to_string(),
+        Positional::Learned { max_positions } => format!("learned ({max_positions})"),
+        Positional::Rope { theta, partial_rotary_factor, proportional, linear_factor } => {
+            let mut s = format!("RoPE θ = {theta}");
+            if partial_rotary_factor < 1.0 {
+                let percent = format!("{:.1}", partial_rotary_factor * 100.0);
+                s.push_str(&format!(" on {}% of each head", percent.trim_end_matches('0').trim_end_matches('.')));
+            }
+            if proportional {
+                s.push_str(" (proportional)");
+            }
+            if linear_factor != 1.0 {
+                s.push_str(&format!(", positions ÷ {linear_factor}"));
+            }
+            s
+        }
+        Positional::NoPe => "none".to_string(),
+    }
 }
 
 /// A variant in words, for a row of the comparison.

@@ -15,12 +15,12 @@
 //! | `fs14336` `fg` `fm` | FFN size: SwiGLU / GeGLU / plain MLP | `fs` and `4d` |
 //! | `moe256-8-1-2048-3-1` | experts, active, shared, expert size, first dense layers, step | none |
 //! | `v32000` `tie` | vocabulary, tied embeddings | 32000, untied |
-//! | `rope10000p250` `sin` `learned1024` `nope` | positions (`p`: rotary fraction in thousandths) | `rope10000` |
+//! | `rope10000p250hx8000` `sin` `learned1024` `nope` | positions (`p`: rotary fraction in thousandths; `h`: proportional, over the whole head; `x`: linear scaling factor in thousandths) | `rope10000` |
 //! | `grope1000000p250` `gnope` | global layers' positions | as above |
 //! | `bqkv` `bo` `bffn` `ln` `np4` `qkn` `ple256` `ctx4096` | biases, LayerNorm, norms per layer, QK-norm, per-layer inputs, max positions | off, RMSNorm, 2, off, 0, 4096 |
 //!
-//! RoPE theta is written as an integer (rounded) and the rotary fraction in thousandths; every
-//! other field round-trips exactly.
+//! RoPE theta is written as an integer (rounded), the rotary fraction and the scaling factor in
+//! thousandths; every other field round-trips exactly.
 
 use std::fmt;
 
@@ -64,6 +64,12 @@ fn permille(f: f64) -> u64 {
     if (0.0..=1000.0).contains(&v) { v as u64 } else { 1000 }
 }
 
+/// A RoPE scaling factor in thousandths (1000: none).
+fn thousandths(f: f64) -> u64 {
+    let v = (f * 1000.0).round();
+    if (1.0..=super::config::limits::MAX_ROPE_FACTOR * 1000.0).contains(&v) { v as u64 } else { 1000 }
+}
+
 fn theta_int(t: f64) -> u64 {
     let v = t.round();
     if (1.0..=1e18).contains(&v) { v as u64 } else { 10_000 }
@@ -71,13 +77,20 @@ fn theta_int(t: f64) -> u64 {
 
 fn positional_token(prefix: &str, p: Positional) -> String {
     match p {
-        Positional::Rope { theta, partial_rotary_factor } => {
+        Positional::Rope { theta, partial_rotary_factor, proportional, linear_factor } => {
+            let mut token = format!("{prefix}rope{}", theta_int(theta));
             let pm = permille(partial_rotary_factor);
-            if pm == 1000 {
-                format!("{prefix}rope{}", theta_int(theta))
-            } else {
-                format!("{prefix}rope{}p{pm}", theta_int(theta))
+            if pm != 1000 {
+                token.push_str(&format!("p{pm}"));
             }
+            if proportional {
+                token.push('h');
+            }
+            let factor = thousandths(linear_factor);
+            if factor != 1000 {
+                token.push_str(&format!("x{factor}"));
+            }
+            token
         }
         Positional::Sinusoidal => format!("{prefix}sin"),
         Positional::Learned { max_positions } => format!("{prefix}learned{max_positions}"),
@@ -207,21 +220,42 @@ fn parse_positional(token: &str, rest_after_name: &str, name: &str) -> Result<Po
         "sin" if rest_after_name.is_empty() => Ok(Positional::Sinusoidal),
         "nope" if rest_after_name.is_empty() => Ok(Positional::NoPe),
         "learned" => Ok(Positional::Learned { max_positions: number(token, rest_after_name)? }),
-        "rope" => {
-            let (theta, pm) = match rest_after_name.split_once('p') {
-                Some((t, p)) => (number::<u64>(token, t)?, number::<u64>(token, p)?),
-                None => (number::<u64>(token, rest_after_name)?, 1000),
-            };
-            if theta == 0 || pm == 0 || pm > 1000 {
-                return Err(EncodingError::BadValue(token.into()));
-            }
-            // theta is written as an integer; f64 is what RoPE uses (exact below 2^53).
-            let theta = theta as f64;
-            let fraction = pm as f64 / 1000.0;
-            Ok(Positional::Rope { theta, partial_rotary_factor: fraction })
-        }
+        "rope" => parse_rope(token, rest_after_name),
         _ => Err(EncodingError::BadValue(token.into())),
     }
+}
+
+/// `<theta>[p<fraction in thousandths>][h][x<factor in thousandths>]`.
+fn parse_rope(token: &str, value: &str) -> Result<Positional, EncodingError> {
+    let bad = || EncodingError::BadValue(token.into());
+    let (theta, rest) = value.split_at(value.bytes().take_while(u8::is_ascii_digit).count());
+    let theta = number::<u64>(token, theta)?;
+    let (pm, rest) = match rest.strip_prefix('p') {
+        Some(r) => {
+            let (digits, rest) = r.split_at(r.bytes().take_while(u8::is_ascii_digit).count());
+            (number::<u64>(token, digits)?, rest)
+        }
+        None => (1000, rest),
+    };
+    let (proportional, rest) = match rest.strip_prefix('h') {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let factor = match rest.strip_prefix('x') {
+        Some(digits) => number::<u64>(token, digits)?,
+        None if rest.is_empty() => 1000,
+        None => return Err(bad()),
+    };
+    if theta == 0 || pm == 0 || pm > 1000 || factor == 0 {
+        return Err(bad());
+    }
+    // theta is written as an integer; f64 is what RoPE uses (exact below 2^53).
+    Ok(Positional::Rope {
+        theta: theta as f64,
+        partial_rotary_factor: pm as f64 / 1000.0,
+        proportional,
+        linear_factor: factor as f64 / 1000.0,
+    })
 }
 
 fn parse_runs(token: &str, s: &str) -> Result<Vec<(u32, LayerKind)>, EncodingError> {
@@ -407,6 +441,18 @@ mod tests {
         assert_eq!(encode_model(&m), "L32.d4096.h32.kv8.hd128.fs14336.v128256.rope500000.ctx8192");
         let g = crate::model::presets::preset("gemma-3-27b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
         assert!(encode_model(&g).contains(".pat5w1024-1g."));
+        // Gemma 3's global layers scale positions by 8; Gemma 4's rotate a quarter, proportionally.
+        assert!(encode_model(&g).ends_with(".rope10000.grope1000000x8000.np4.qkn.ctx131072"), "{}", encode_model(&g));
+        let g4 = crate::model::presets::preset("gemma-4-12b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
+        assert!(encode_model(&g4).contains(".grope1000000p250h."), "{}", encode_model(&g4));
+        let m = decode_model("L2.d64.h4.rope500p500hx2500").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            m.positional,
+            Positional::Rope { theta: 500.0, partial_rotary_factor: 0.5, proportional: true, linear_factor: 2.5 }
+        );
+        for bad in ["L2.d64.h4.rope500h5", "L2.d64.h4.rope500x0", "L2.d64.h4.rope500xx", "L2.d64.h4.rope500hp5"] {
+            assert!(decode_model(bad).is_err(), "{bad}");
+        }
         // Minimal code: defaults fill the rest.
         let m = decode_model("L2.d64.h4").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((m.attn.n_kv_heads, m.attn.head_dim, m.ffn_size), (4, 16, 256));

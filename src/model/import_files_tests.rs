@@ -70,6 +70,24 @@ fn report_lists_fields_and_assumptions() {
 }
 
 #[test]
+fn rope_types_are_read_or_named() {
+    // Gemma 3: rope_scaling {linear, 8} belongs to the global layers (rope_theta), not the local ones.
+    let g3 = import("gemma-3-27b.json").model;
+    assert_eq!(g3.positional, Positional::rope(10_000.0));
+    assert_eq!(
+        g3.global_positional,
+        Some(Positional::Rope { theta: 1e6, partial_rotary_factor: 1.0, proportional: false, linear_factor: 8.0 })
+    );
+    // Gemma 4: the full-attention layers' "proportional" type.
+    let g4 = import("gemma-4-12b.json").model;
+    assert!(matches!(g4.global_positional, Some(Positional::Rope { proportional: true, .. })));
+    // Llama 4's llama3 scaling is not modelled, and the report says so.
+    let scout = import("llama-4-scout.json");
+    assert!(scout.report.warnings.iter().any(|w| w.contains("\"llama3\" is not modelled")), "{:?}", scout.report);
+    assert_eq!(scout.model.positional, Positional::rope(500_000.0));
+}
+
+#[test]
 fn qwen2_has_qkv_bias_and_ignores_disabled_window() {
     let imp = import("qwen2-7b.json");
     let m = &imp.model;

@@ -66,6 +66,12 @@ pub fn kv_total_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128
     cache_bytes(model, dtype, |kind| kind.cached_tokens(n_tokens))
 }
 
+/// Whole-model cache at `n_tokens` if no layer had a window or chunk: every layer that stores a cache
+/// keeps all `n` tokens, with its own geometry (the "all global" comparison of a hybrid schedule).
+pub fn kv_unwindowed_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128, SizeOverflow> {
+    cache_bytes(model, dtype, |_| n_tokens)
+}
+
 /// Whole-model cache at `n_tokens` counting only live tokens (chunked layers drop back at each
 /// chunk boundary; see [`LayerKind::live_tokens`]). Equal to [`kv_total_bytes`] without chunked layers.
 pub fn kv_live_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128, SizeOverflow> {
@@ -296,6 +302,24 @@ mod tests {
         assert_eq!(b.rows[1].bytes, 268_435_456);
         assert_eq!(b.total_bytes, 83_886_080 + 268_435_456);
         assert_eq!(b.rows.iter().map(|r| r.bytes).sum::<u128>(), b.total_bytes);
+    }
+
+    #[test]
+    fn unwindowed_keeps_every_token_in_every_storing_layer() {
+        // 2 sliding layers (window 4) and 1 global, 1 KV head of 8, K and V, FP16: 32 B per token and
+        // layer. At 10 tokens: windowed 2 × 32 × 4 + 32 × 10 = 576 B; unwindowed 3 × 32 × 10 = 960 B.
+        let mut m = Model::simple(3, 8, 1);
+        m.schedule = Schedule::from_layers(vec![
+            LayerKind::Sliding { window_tokens: 4 },
+            LayerKind::Sliding { window_tokens: 4 },
+            LayerKind::Global,
+        ]);
+        assert_eq!(kv_total_bytes(&m, 10, DType::Fp16), Ok(576));
+        assert_eq!(kv_unwindowed_bytes(&m, 10, DType::Fp16), Ok(960));
+        // A layer that reuses a cache stores nothing either way: 2 × 32 × 10 = 640 B.
+        m.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: 1 };
+        m.schedule = Schedule::uniform(3, LayerKind::Sliding { window_tokens: 4 });
+        assert_eq!(kv_unwindowed_bytes(&m, 10, DType::Fp16), Ok(640));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`variants`]: one base model re-expressed as MHA, GQA, MQA, MLA, sliding, hybrid, K=V, shared.
 //! - [`presets`]: published models by id; [`hf_import`]: Hugging Face `config.json` import;
 //!   [`encoding`]: the compact URL form (`cfg=`).
+//! - [`reach`]: how far back information travels through stacked sliding, chunked and global layers.
 //! - [`units`]: GB / GiB and parameter-count formatting; [`job_budget`]: the memory one job of the
 //!   page may use, checked before it allocates.
 //! - For the KV and compare views: [`curves`] (memory against context), [`budget`] (what fits a
@@ -33,6 +34,7 @@ pub mod paging;
 pub mod params;
 pub mod plot;
 pub mod presets;
+pub mod reach;
 pub mod schedule;
 pub mod units;
 pub mod variants;

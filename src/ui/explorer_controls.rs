@@ -239,6 +239,9 @@ pub fn ExplorerControls(
                 <label class="check"><input type="checkbox" data-testid="mix-toggle"
                     prop:checked=move || state.with(|s| s.explorer.mix.is_some())
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.mix = on.then_some(MixRow::Last)); }/>"head mixing (W_O)"</label>
+                <label class="check"><input type="checkbox" data-testid="rope-toggle"
+                    prop:checked=move || state.with(|s| s.explorer.rope)
+                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.rope = on); }/>"RoPE frequencies"</label>
             </fieldset>
             <div class="actions">
                 <button type="button" class="copy" data-testid="copy-link" on:click=move |_| {

@@ -17,6 +17,7 @@ use super::focus_panel::FocusPanel;
 use super::head_mix::HeadMixPanel;
 use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
 use super::layer_strip::LayerStrip;
+use super::rope_panel::RopePanel;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::model::Model;
 use crate::state::AppState;
@@ -237,6 +238,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                     _ => String::new(),
                 })}
             </p>
+            {move || state.with(|s| s.explorer.rope).then(|| view! { <RopePanel state=state model=model/> })}
             {move || state.with(|s| s.input.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
                 <p class="status warning" data-testid="n-capped" role="status">{note}</p>
             })}

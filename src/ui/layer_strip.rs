@@ -1,11 +1,12 @@
 //! Every layer of the model as a strip of cells coloured by its attention type (global, sliding
-//! window, chunked), with the repeating pattern in words ("5 sliding : 1 global"). Click a layer to
-//! show its heads.
+//! window, chunked), with the repeating pattern in words ("5 sliding : 1 global") and how far back
+//! information reaches through the layers up to the chosen one. Click a layer to show its heads.
 
 use leptos::prelude::*;
 
 use crate::model::{LayerKind, Model};
 use crate::state::AppState;
+use crate::views::heatmaps::reach::reach_line;
 
 fn kind_text(kind: LayerKind) -> String {
     match kind {
@@ -29,6 +30,10 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
             format!("{} layers: {} ({counts})", m.n_layers(), m.schedule.summary())
         })
     };
+    let reach = Memo::new(move |_| {
+        let layer = state.with(|s| s.model.layer);
+        model.with(|m| reach_line(m, layer))
+    });
     view! {
         <div class="layer-strip" data-testid="layer-strip">
             <p class="hint" data-testid="layer-summary">{summary}</p>
@@ -56,6 +61,9 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
                     }).collect_view()
                 })}
             </div>
+            <p class="reach-line" data-testid="stacked-reach" data-value=move || reach.with(|r| r.value())>
+                {move || reach.with(|r| r.text.clone())}
+            </p>
             <div class="layer-legend" aria-hidden="true">
                 <span><i class="layer-cell global"></i>"global"</span>
                 <span><i class="layer-cell sliding"></i>"sliding window"</span>

@@ -22,6 +22,7 @@ mod layer_strip;
 mod lesson_view;
 mod model_picker;
 mod params;
+mod rope_panel;
 mod step_through;
 mod view_lessons;
 

@@ -1,12 +1,16 @@
-//! Positions: GPT-2's learned table, or RoPE (theta and partial rotary factor, from
+//! Positions: GPT-2's learned table, or RoPE (theta, partial rotary factor and scaling, from
 //! `rope_parameters` or the flat fields), with the global layers' own RoPE (Gemma 3/4) or none
 //! (Llama 4's NoPE layers).
+//!
+//! Of the RoPE types, `default`, `linear` (positions divided by `factor`: Gemma 3's global layers)
+//! and `proportional` (Gemma 4's global layers, see [`crate::attention::rope`]) are modelled; the
+//! others (`llama3`, `yarn`, `dynamic`, ...) are read as plain RoPE with a warning.
 
 use serde_json::{Map, Value};
 
 use super::family::Family;
-use super::reader::Reader;
-use crate::model::config::Positional;
+use super::reader::{Reader, show};
+use crate::model::config::{Positional, limits};
 
 pub(super) struct Positions {
     /// Every layer's scheme, or the non-global layers' when `global` is set.
@@ -23,47 +27,97 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family, max_positions: u64, glob
     Positions { local, global: if global_nope { Some(Positional::NoPe) } else { global } }
 }
 
-fn rope(theta: f64, partial_rotary_factor: f64) -> Positional {
-    Positional::Rope { theta, partial_rotary_factor }
+/// What a `rope_type` (and its `factor`) adds to theta and the partial rotary factor.
+#[derive(Clone, Copy)]
+struct Scaling {
+    proportional: bool,
+    linear_factor: f64,
 }
 
-/// Theta and partial rotary factor of one `rope_parameters` object.
-fn rope_from(obj: &Map<String, Value>) -> Option<(f64, f64)> {
+const UNSCALED: Scaling = Scaling { proportional: false, linear_factor: 1.0 };
+
+fn rope(theta: f64, partial_rotary_factor: f64, s: Scaling) -> Positional {
+    Positional::Rope { theta, partial_rotary_factor, proportional: s.proportional, linear_factor: s.linear_factor }
+}
+
+/// The scaling an object with `rope_type` (or the older `type`) and `factor` asks for.
+fn scaling_of(r: &mut Reader<'_>, path: &str, obj: &Map<String, Value>) -> Scaling {
+    let kind = obj.get("rope_type").or_else(|| obj.get("type")).and_then(Value::as_str).unwrap_or("default");
+    let factor = match obj.get("factor") {
+        None | Some(Value::Null) => 1.0,
+        Some(v) => match v.as_f64() {
+            Some(f) if f > 0.0 && f <= limits::MAX_ROPE_FACTOR => f,
+            _ => {
+                r.warn(format!("{path}.factor = {} is not a usable scaling factor; ignored", show(v)));
+                1.0
+            }
+        },
+    };
+    match kind {
+        "default" => UNSCALED,
+        "linear" => Scaling { proportional: false, linear_factor: factor },
+        "proportional" => Scaling { proportional: true, linear_factor: factor },
+        other => {
+            let other: String = other.chars().take(40).collect();
+            r.warn(format!("{path}: RoPE type \"{other}\" is not modelled; its layers are drawn with plain RoPE"));
+            UNSCALED
+        }
+    }
+}
+
+/// Theta, partial rotary factor and scaling of one `rope_parameters` object.
+fn rope_from(r: &mut Reader<'_>, path: &str, obj: &Map<String, Value>) -> Option<(f64, f64, Scaling)> {
     let theta = obj.get("rope_theta").and_then(Value::as_f64)?;
     let partial = obj.get("partial_rotary_factor").and_then(Value::as_f64).unwrap_or(1.0);
-    Some((theta, partial))
+    Some((theta, partial, scaling_of(r, path, obj)))
 }
 
 /// transformers v5 style: `rope_parameters`, possibly split by layer type (Gemma 4).
 fn read_rope_parameters(r: &mut Reader<'_>) -> Option<(Positional, Option<Positional>)> {
     let (path, v) = r.find(&["rope_parameters"])?;
     let obj = v.as_object()?;
-    let by_type = |kind: &str| obj.get(kind).and_then(Value::as_object).and_then(rope_from);
-    let found = match (by_type("sliding_attention"), by_type("full_attention")) {
-        (Some((lt, lp)), Some((gt, gp))) => (rope(lt, lp), Some(rope(gt, gp))),
-        (None, Some((gt, gp))) => (rope(gt, gp), None),
+    let by_type = |r: &mut Reader<'_>, kind: &str| {
+        let inner = obj.get(kind).and_then(Value::as_object)?;
+        rope_from(r, &format!("{path}.{kind}"), inner).map(|(t, p, s)| rope(t, p, s))
+    };
+    let found = match (by_type(r, "sliding_attention"), by_type(r, "full_attention")) {
+        (Some(local), Some(global)) => (local, Some(global)),
+        (None, Some(global)) => (global, None),
         _ => {
-            let (theta, partial) = rope_from(obj)?;
+            let (theta, partial, scaling) = rope_from(r, &path, obj)?;
             r.note_used(&path, v);
             // A flat partial_rotary_factor beside the object wins over the object's.
             let partial = r.float("partial_rotary_factor").unwrap_or(partial);
-            return Some((rope(theta, partial), None));
+            return Some((rope(theta, partial, scaling), None));
         }
     };
     r.note_used(&path, v);
     Some(found)
 }
 
-/// `rope_theta` and `partial_rotary_factor`; Gemma 3 gives its local layers `rope_local_base_freq`
-/// and its global layers `rope_theta`.
+/// `rope_theta`, `partial_rotary_factor` and `rope_scaling`; Gemma 3 gives its local layers
+/// `rope_local_base_freq` and its global layers `rope_theta` with the scaling.
 fn read_flat_rope(r: &mut Reader<'_>) -> (Positional, Option<Positional>) {
     let partial = r.float("partial_rotary_factor").unwrap_or(1.0);
     let theta = r.float("rope_theta").unwrap_or_else(|| {
         r.assume("rope_theta: absent, so 10000");
         10_000.0
     });
+    let scaling = match r.find(&["rope_scaling"]) {
+        Some((path, v)) => match v.as_object() {
+            Some(obj) => {
+                r.note_used(&path, v);
+                scaling_of(r, &path, obj)
+            }
+            None => {
+                r.warn(format!("{path} = {} is not an object; ignored", show(v)));
+                UNSCALED
+            }
+        },
+        None => UNSCALED,
+    };
     match r.float("rope_local_base_freq") {
-        Some(local) => (rope(local, partial), Some(rope(theta, partial))),
-        None => (rope(theta, partial), None),
+        Some(local) => (rope(local, partial, UNSCALED), Some(rope(theta, partial, scaling))),
+        None => (rope(theta, partial, scaling), None),
     }
 }

@@ -73,6 +73,7 @@ pub(super) const GEMMA3_FIELDS: &[&str] = &[
     "text_config.intermediate_size",
     "text_config.rope_theta",
     "text_config.rope_local_base_freq",
+    "text_config.rope_scaling",
     "text_config.vocab_size",
 ];
 

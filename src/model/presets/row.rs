@@ -163,7 +163,7 @@ impl Gemma {
 
 /// Full rotary embeddings of base `theta`.
 pub(super) const fn rope(theta: f64) -> Positional {
-    Positional::Rope { theta, partial_rotary_factor: 1.0 }
+    Positional::rope(theta)
 }
 
 /// `kv` KV heads of `head_dim`, K and V separate.

@@ -4,7 +4,7 @@ use super::fields::{
     DEEPSEEK_FIELDS, GEMMA3_FIELDS, GEMMA4_FIELDS, GPT2_FIELDS, LLAMA_FIELDS, LLAMA4_FIELDS, MISTRAL_FIELDS,
     QWEN3_FIELDS, TRANSFORMER_FIELDS,
 };
-use super::row::{Gemma, Row, Shape, Size, gqa, rope};
+use super::row::{Gemma, Row, Shape, Size, gqa};
 use crate::model::config::{AttnGeometry, CrossLayerSharing, Mla, Moe, Positional};
 use crate::model::schedule::LayerKind;
 
@@ -30,7 +30,15 @@ const fn llama4_moe(n_routed_experts: u32, layer_step: u32) -> Moe {
 const DEEPSEEK_MLA: Mla =
     Mla { kv_lora_rank: 512, qk_rope_head_dim: 64, q_lora_rank: Some(1536), qk_nope_head_dim: 128, v_head_dim: 128 };
 
-const GEMMA4_GLOBAL_ROPE: Positional = Positional::Rope { theta: 1_000_000.0, partial_rotary_factor: 0.25 };
+/// Gemma 4's global layers: transformers' `proportional` RoPE over the 512-dim head, of which a quarter
+/// (the 64 fastest pairs) turns.
+const GEMMA4_GLOBAL_ROPE: Positional =
+    Positional::Rope { theta: 1_000_000.0, partial_rotary_factor: 0.25, proportional: true, linear_factor: 1.0 };
+
+/// Gemma 3's global layers: theta 1e6 with linear scaling by 8 (`rope_scaling`), which the local
+/// layers do not have.
+const GEMMA3_GLOBAL_ROPE: Positional =
+    Positional::Rope { theta: 1_000_000.0, partial_rotary_factor: 1.0, proportional: false, linear_factor: 8.0 };
 
 pub(super) const ROWS: [Row; 15] = [
     Row {
@@ -103,7 +111,8 @@ pub(super) const ROWS: [Row; 15] = [
         shape: Shape::Llama4 { rope_theta: 500_000.0, chunk_tokens: 8192, moe: llama4_moe(128, 2) },
         fields: LLAMA4_FIELDS,
         notes: "Every 4th layer is a global NoPE layer, the others chunked (8192) with RoPE. MoE on odd layers \
-                (interleave step 2), dense SwiGLU 16384 elsewhere; the shared expert is taken to be 8192 wide.",
+                (interleave step 2), dense SwiGLU 16384 elsewhere; the shared expert is taken to be 8192 wide. \
+                The RoPE layers' llama3 scaling (rope_scaling) is not modelled: the RoPE panel draws them unscaled.",
     },
     Row {
         id: "llama-4-scout",
@@ -114,7 +123,8 @@ pub(super) const ROWS: [Row; 15] = [
         shape: Shape::Llama4 { rope_theta: 500_000.0, chunk_tokens: 8192, moe: llama4_moe(16, 1) },
         fields: LLAMA4_FIELDS,
         notes: "Every 4th layer is a global NoPE layer, the others chunked (8192) with RoPE; MoE in every layer \
-                with one shared expert taken to be 8192 wide.",
+                with one shared expert taken to be 8192 wide. The RoPE layers' llama3 scaling (rope_scaling) is \
+                not modelled: the RoPE panel draws them unscaled.",
     },
     Row {
         id: "mistral-7b",
@@ -147,14 +157,15 @@ pub(super) const ROWS: [Row; 15] = [
             window: 1024,
             last_global: false,
             local_rope_theta: 10_000.0,
-            global_rope: rope(1_000_000.0),
+            global_rope: GEMMA3_GLOBAL_ROPE,
             global_attn: None,
             cross_layer: CrossLayerSharing::None,
             per_layer_input_dim: 0,
         }),
         fields: GEMMA3_FIELDS,
         notes: "62 layers in a 5 sliding : 1 global pattern give 52 sliding and 10 global layers. The global \
-                layers' RoPE scaling (factor 8) does not change any figure here.",
+                layers' RoPE is scaled linearly by 8 (rope_scaling), which stretches their wavelengths and \
+                changes no memory or compute figure.",
     },
     Row {
         id: "gemma-4-12b",
@@ -217,7 +228,8 @@ pub(super) const ROWS: [Row; 15] = [
             },
         },
         fields: DEEPSEEK_FIELDS,
-        notes: "RoPE scaling (YaRN) is not modelled; it changes no figure here.",
+        notes: "RoPE scaling (YaRN) is not modelled: it changes no memory or compute figure, and the RoPE panel \
+                draws the decoupled RoPE key unscaled.",
     },
     Row {
         id: "deepseek-v3",
@@ -238,6 +250,7 @@ pub(super) const ROWS: [Row; 15] = [
             },
         },
         fields: DEEPSEEK_FIELDS,
-        notes: "The multi-token-prediction module (about 14B parameters) is not counted.",
+        notes: "The multi-token-prediction module (about 14B parameters) is not counted. RoPE scaling (YaRN) is \
+                not modelled: the RoPE panel draws the decoupled RoPE key unscaled.",
     },
 ];

@@ -8,6 +8,8 @@ pub mod head_mix;
 pub mod jobs;
 pub mod npy;
 pub mod params;
+pub mod reach;
 pub mod request;
+pub mod rope;
 pub mod step_through;
 pub mod tile_grid;

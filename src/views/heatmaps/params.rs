@@ -5,7 +5,8 @@
 //! `heads` (`all` or a list such as `0-3,8`), `pool` (`max` | `mean`), `focus` (the enlarged head),
 //! `teach` (`on` | `off`: designed teaching heads), `tiles` (`on`: the kernel's tile grid), `steps`
 //! (`on`: the step-through), `mix` (`last` or a query token from 0: the panel of what each head adds
-//! to that token's output through W_O).
+//! to that token's output through W_O), `rope` (`on`: the layer's RoPE wavelengths,
+//! [`super::rope`]).
 
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
@@ -157,6 +158,8 @@ pub struct ExplorerParams {
     pub steps: bool,
     /// The query token whose output the head-mixing panel breaks down (shown when set).
     pub mix: Option<MixRow>,
+    /// The RoPE panel (URL `rope=on`).
+    pub rope: bool,
 }
 
 impl Default for ExplorerParams {
@@ -172,6 +175,7 @@ impl Default for ExplorerParams {
             tiles: false,
             steps: false,
             mix: None,
+            rope: false,
         }
     }
 }
@@ -195,7 +199,7 @@ impl ExplorerParams {
 
 impl LinkParams for ExplorerParams {
     const KEYS: &'static [&'static str] =
-        &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "mix"];
+        &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "mix", "rope"];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
@@ -211,6 +215,7 @@ impl LinkParams for ExplorerParams {
             "tiles" => self.tiles = parse_on_off(value)?,
             "steps" => self.steps = parse_on_off(value)?,
             "mix" => self.mix = Some(value.parse()?),
+            "rope" => self.rope = parse_on_off(value)?,
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -248,6 +253,9 @@ impl LinkParams for ExplorerParams {
         }
         if let Some(row) = self.mix {
             out.push(("mix", row.to_param()));
+        }
+        if self.rope != d.rope {
+            out.push(("rope", on_off(self.rope)));
         }
         out
     }
@@ -292,8 +300,10 @@ mod tests {
             tiles: true,
             steps: true,
             mix: Some(MixRow::Token(3)),
+            rope: true,
         };
         assert_eq!(crate::views::link::round_trip(&p), p);
+        assert!(p.pairs().contains(&("rope", "on".to_string())));
         assert!(ExplorerParams::default().pairs().is_empty());
         let mut d = ExplorerParams::default();
         assert!(
@@ -303,6 +313,7 @@ mod tests {
                 && d.set("mix", "-1").is_err()
                 && d.set("mix", "first").is_err()
         );
+        assert!(d.set("rope", "yes").is_err());
         assert_eq!(d, ExplorerParams::default());
     }
 

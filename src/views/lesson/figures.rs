@@ -20,6 +20,8 @@ use written::{Unit, number, whole};
 mod bench;
 mod memory;
 mod paging;
+mod positions;
+mod sharing;
 mod sources;
 mod tiles;
 
@@ -89,9 +91,6 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("mla_rope_dims", "MLA: width of the shared RoPE key each token caches per layer"),
     ("mla_cached_dims", "MLA: numbers each token caches per layer (latent plus RoPE key)"),
     ("mha_cached_dims", "numbers per token per layer plain MHA would cache (K and V of every query head)"),
-    ("storing_layers", "layers that store their own K/V cache"),
-    ("sharing_layers", "layers that read an earlier layer's cache instead of storing one"),
-    ("k_eq_v_layers", "layers whose one tensor serves as both K and V"),
     ("layer_head_dim", "width of one head in the explorer's layer (a model's global and local layers may differ)"),
     ("key_count", "tokens the explorer's queries read: the `src` text under cross-attention, else the text"),
     ("step_row", "the step-through's last query row, which the step figures read (from 0)"),
@@ -111,6 +110,35 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("mix_row", "the query token the head-mixing panel reads (`mix`, else the last token; from 0)"),
     ("mix_top_head", "the head that adds the largest vector to that token's attention output"),
     ("mix_top_share", "that head's share of the heads' summed vector norms, in percent"),
+    ("chosen_layer", "the chosen layer (counted from 0)"),
+    ("layer_kv_heads", "KV heads of the chosen layer (Gemma 4's global layers have their own count)"),
+    ("max_positions", "the model's longest context (max_position_embeddings)"),
+    ("rope_theta", "RoPE base θ of the chosen layer"),
+    ("rotary_dims", "dimensions of each head of the chosen layer that RoPE rotates"),
+    ("rotary_fraction", "share of each head of the chosen layer that RoPE rotates (partial_rotary_factor)"),
+    ("rotary_pairs", "rotating pairs of dimensions of the chosen layer (half its rotary dims)"),
+    ("rope_linear_factor", "the chosen layer's linear RoPE scaling: positions are divided by it (1: none)"),
+    ("rope_shortest_wavelength", "tokens per full turn of the chosen layer's fastest rotating pair"),
+    ("rope_longest_wavelength", "tokens per full turn of the chosen layer's slowest rotating pair"),
+    ("stacked_layers", "layers from the first to the chosen one"),
+    (
+        "stacked_reach_tokens",
+        "how far back information can reach a token through layers 0 to the chosen one (none with a global layer among them)",
+    ),
+    (
+        "all_global_kv_total_bytes",
+        "KV-cache bytes at the chosen context if every layer attended globally (each keeping its own KV heads and width)",
+    ),
+    ("window_saving_factor", "the all-global cache divided by this model's, at the chosen context"),
+    ("k_eq_v_layers", "layers whose keys and values are one tensor (K = V)"),
+    ("separate_kv_bytes_per_token", "bytes per token if every layer kept K and V as separate tensors"),
+    ("separate_kv_total_bytes", "KV-cache bytes at the chosen context with K and V separate in every layer"),
+    ("keqv_saved_bytes", "KV-cache bytes at the chosen context that K = V saves"),
+    ("kv_sharing_layers", "layers that read another layer's KV cache instead of storing their own"),
+    ("kv_storing_layers", "layers that compute and store their own KV cache"),
+    ("unshared_kv_bytes_per_token", "bytes per token if every layer stored its own cache"),
+    ("unshared_kv_total_bytes", "KV-cache bytes at the chosen context if every layer stored its own cache"),
+    ("sharing_saving_factor", "the unshared cache divided by this model's, at the chosen context"),
 ];
 
 /// Whether `name` is a known placeholder.
@@ -179,6 +207,8 @@ fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
         .or_else(|| paging::figure(name, state, model))
         .or_else(|| bench::figure(name, state, model))
         .or_else(|| memory::figure(name, state, model))
+        .or_else(|| positions::figure(name, state, model))
+        .or_else(|| sharing::figure(name, state, model))
 }
 
 #[cfg(test)]
@@ -195,6 +225,11 @@ mod tests {
     pub(super) fn exact(name: &str, query: &str) -> String {
         let (state, model) = at(query);
         figure(name, &state, &model).unwrap_or_else(|| panic!("{name} at {query}")).exact
+    }
+
+    pub(super) fn text(name: &str, query: &str) -> String {
+        let (state, model) = at(query);
+        figure(name, &state, &model).unwrap_or_else(|| panic!("{name} at {query}")).text
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Figures of where the cache's memory goes for the KV view's model: the weights against the budget,
-//! MLA's latent cache, and the layers that store their own cache or share one (K = V, cross-layer).
+//! and MLA's latent cache.
 
 use super::written::{Figure, Unit, whole};
 use crate::model::kv_cache::weights_bytes;
@@ -12,7 +12,6 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
         Some(dtype) => weights_bytes(model, dtype).ok(),
         None => Some(0),
     };
-    let layers = 0..model.n_layers() as usize;
     let (unit, value): (Unit, u128) = match name {
         "weights_bytes" => (Unit::Bytes, kv.weights.and_then(|d| weights_bytes(model, d).ok())?),
         "cache_room_bytes" => (Unit::Bytes, u128::from(kv.budget_bytes).checked_sub(weights()?)?),
@@ -23,12 +22,6 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
         "mla_rope_dims" => (Unit::Count, model.mla?.qk_rope_head_dim.into()),
         "mla_cached_dims" => (Unit::Count, (model.mla?.kv_lora_rank + model.mla?.qk_rope_head_dim).into()),
         "mha_cached_dims" => (Unit::Count, (2 * u128::from(model.n_q_heads) * u128::from(model.attn.head_dim))),
-        "storing_layers" => (Unit::Count, layers.filter(|&l| model.stores_kv(l)).count() as u128),
-        "sharing_layers" => (Unit::Count, layers.filter(|&l| !model.stores_kv(l)).count() as u128),
-        "k_eq_v_layers" => {
-            let k_eq_v = |l: usize| model.schedule.kind(l).is_some_and(|k| model.geometry(k).k_eq_v);
-            (Unit::Count, layers.filter(|&l| k_eq_v(l)).count() as u128)
-        }
         _ => return None,
     };
     Some(whole(value, unit))
@@ -81,18 +74,5 @@ mod tests {
         assert_eq!(exact("mha_cached_dims", q), "32768");
         let (state, _) = AppState::from_query("model=llama-3-8b");
         assert_eq!(figure("mla_latent_dims", &state, &state.resolved_model()), None);
-    }
-
-    #[test]
-    fn shared_and_k_eq_v_layers_by_hand() {
-        // Gemma 4 E4B: 42 layers, the last 18 reuse an earlier layer's cache, so 24 store their own.
-        assert_eq!(
-            (exact("storing_layers", "model=gemma-4-e4b"), exact("sharing_layers", "model=gemma-4-e4b")),
-            ("24".into(), "18".into())
-        );
-        // Gemma 4 12B: 48 layers, every sixth global (5, 11, ..., 47): 8 global layers, each with K = V.
-        assert_eq!(exact("k_eq_v_layers", "model=gemma-4-12b"), "8");
-        assert_eq!(exact("k_eq_v_layers", "model=gemma-4-e4b"), "0");
-        assert_eq!(exact("sharing_layers", "model=llama-3-8b"), "0");
     }
 }
