@@ -110,6 +110,7 @@ describe("heatmap explorer", () => {
 
     // Hovering a pooled cell names the query and key ranges and the block's value.
     const canvas = app.page.locator('[data-testid="head-heatmap"][data-head="1"] canvas.hm-canvas');
+    await canvas.scrollIntoViewIfNeeded(); // the maps may start below the fold, as for a reader
     const box = await canvas.boundingBox();
     await app.page.mouse.move(box.x + 0.4, box.y + box.height - 2);
     assert.match(await app.page.getByTestId("heatmap-tooltip").innerText(), /queries \d+–\d+ → keys 0–\d+: max p = (0\.9|1\.0)/);

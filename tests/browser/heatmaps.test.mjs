@@ -51,6 +51,7 @@ describe("heatmap view", () => {
     const app = await AppPage.open(session, "?text=one%20two%20three");
     const map = await app.heatmap(3);
     const canvas = app.page.locator('[data-testid="head-heatmap"][data-head="0"] canvas.hm-canvas');
+    await canvas.scrollIntoViewIfNeeded(); // the maps may start below the fold, as for a reader
     const box = await canvas.boundingBox();
     // Row 2 ("three"), column 1 ("two"): the centre of that cell.
     await app.page.mouse.move(box.x + box.width * (1.5 / 3), box.y + box.height * (2.5 / 3));
