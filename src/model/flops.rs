@@ -1,12 +1,19 @@
 //! FLOPs of a prefill of `n` tokens, per layer: Q/K/V/O projections, the attention core (QK^T and
-//! PV) with masks counted exactly, and the FFN; plus the crossover context where the attention core
-//! costs as much as the projections.
+//! PV) with masks counted exactly, and the FFN; the same for one decoded token against a cache; plus
+//! the crossover context where the attention core costs as much as the projections.
 //!
 //! Conventions: a multiply-add is 2 FLOPs. Projections cost `2 n W` for `W` projection weights
 //! (biases, norms, RoPE and softmax are not counted: they are O(n d) or O(pairs) and small).
 //! The core costs `2 d_qk P` for QK^T plus `2 d_v P` for PV per query head, where `P` is the exact
-//! number of attended (query, key) pairs of the mask ([`Mask::attended_pairs`]). MLA is counted in its
-//! plain form (K and V rebuilt per head: `d_qk = d_nope + d_rope`, `d_v = v_head_dim`).
+//! number of attended (query, key) pairs of the mask ([`Mask::attended_pairs`]). A prefill counts MLA
+//! in its plain form (K and V rebuilt per head: `d_qk = d_nope + d_rope`, `d_v = v_head_dim`).
+//!
+//! Decoding one token at context `t` (the cache then holds `t` tokens, the new one included) is the
+//! last row of a prefill of `t`: the projections and the FFN cost `2 W` for the token alone, and the
+//! core reads the keys that row sees ([`LayerKind::live_tokens`]: at most the window in a sliding
+//! layer). MLA decodes in its absorbed form: the up-projections are folded into the query and the
+//! output, so each head scores the cached latent and RoPE key directly (`d_qk = r_kv + d_rope`) and
+//! sums latents (`d_v = r_kv`); the folded weights are the same `W`, applied once per token.
 
 use super::config::Model;
 use super::mask::Mask;
@@ -36,6 +43,17 @@ fn core_width(model: &Model, kind: LayerKind) -> u128 {
     }
 }
 
+/// `h * (d_qk + d_v)` of a decode step: as [`core_width`], but MLA reads its latent in absorbed form.
+fn decode_core_width(model: &Model, kind: LayerKind) -> u128 {
+    match model.mla {
+        Some(m) => {
+            let r_kv = u128::from(m.kv_lora_rank);
+            u128::from(model.n_q_heads) * (2 * r_kv + u128::from(m.qk_rope_head_dim))
+        }
+        None => core_width(model, kind),
+    }
+}
+
 /// Attention-core FLOPs (QK^T and PV) for a layer of `kind` under `mask`.
 pub fn attention_core_flops(model: &Model, kind: LayerKind, mask: Mask, n_tokens: u64) -> u128 {
     2u128.saturating_mul(core_width(model, kind)).saturating_mul(mask.attended_pairs(n_tokens))
@@ -59,15 +77,51 @@ pub fn layer_prefill_flops(model: &Model, layer: usize, n_tokens: u64) -> Option
 
 /// Prefill FLOPs summed over all layers (embedding lookup and the LM head are not included).
 pub fn model_prefill_flops(model: &Model, n_tokens: u64) -> LayerFlops {
+    sum_layers(model, |layer| layer_prefill_flops(model, layer, n_tokens))
+}
+
+fn sum_layers(model: &Model, of_layer: impl Fn(usize) -> Option<LayerFlops>) -> LayerFlops {
     let mut sum = LayerFlops::default();
     for layer in 0..model.schedule.len() {
-        if let Some(f) = layer_prefill_flops(model, layer, n_tokens) {
+        if let Some(f) = of_layer(layer) {
             sum.projections = sum.projections.saturating_add(f.projections);
             sum.attention_core = sum.attention_core.saturating_add(f.attention_core);
             sum.ffn = sum.ffn.saturating_add(f.ffn);
         }
     }
     sum
+}
+
+/// FLOPs of layer `layer` to decode one token at context `context_tokens`; `None` past the last layer.
+pub fn layer_decode_flops(model: &Model, layer: usize, context_tokens: u64) -> Option<LayerFlops> {
+    let kind = model.schedule.kind(layer)?;
+    let layer_u32 = u32::try_from(layer).ok()?;
+    let keys = Mask::of_layer(kind).map_or(0, |_| kind.live_tokens(context_tokens));
+    Some(LayerFlops {
+        projections: projection_flops(model, kind, 1),
+        attention_core: 2u128.saturating_mul(decode_core_width(model, kind)).saturating_mul(keys.into()),
+        ffn: 2 * ffn_active_params(model, layer_u32),
+    })
+}
+
+/// FLOPs to decode one token at context `context_tokens`, summed over all layers (as for a prefill,
+/// the embedding lookup and the LM head are not included).
+pub fn model_decode_flops(model: &Model, context_tokens: u64) -> LayerFlops {
+    sum_layers(model, |layer| layer_decode_flops(model, layer, context_tokens))
+}
+
+/// MLA: FLOPs of one layer to rebuild the per-head K (no-RoPE part) and V of all `context_tokens`
+/// cached tokens from their latents, what a decoder that expanded the cache would pay for each new
+/// token; `None` without MLA. The absorbed form pays [`mla_absorbed_flops`] instead.
+pub fn mla_expand_flops(model: &Model, context_tokens: u64) -> Option<u128> {
+    mla_absorbed_flops(model).map(|f| f.saturating_mul(context_tokens.into()))
+}
+
+/// MLA: FLOPs of one layer's up-projection weights (latent to per-head K and V) folded into the
+/// decoded token's query and output: each weight multiplied once per token, whatever the context.
+pub fn mla_absorbed_flops(model: &Model) -> Option<u128> {
+    model.mla?;
+    Some(2 * attn_params(model, LayerKind::Global).mla_kv_up)
 }
 
 /// Smallest context `n >= 1` at which a layer of `kind` under `mask` spends at least as many FLOPs
@@ -114,7 +168,8 @@ pub fn crossover_tokens(model: &Model, kind: LayerKind, mask: Mask) -> Option<u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::config::FfnKind;
+    use crate::model::config::{FfnKind, Mla};
+    use crate::model::schedule::Schedule;
 
     fn brute_crossover(model: &Model, kind: LayerKind, mask: Mask, limit: u64) -> Option<u64> {
         (1..=limit).find(|&n| attention_core_flops(model, kind, mask, n) >= projection_flops(model, kind, n))
@@ -173,6 +228,74 @@ mod tests {
         assert_eq!(f.ffn, 2_061_584_302_080);
         assert_eq!(layer_prefill_flops(&m, 1, 4096), None);
         assert_eq!(model_prefill_flops(&m, 4096), f);
+    }
+
+    /// Two layers of d = 64, 4 query heads of 16 over 2 KV heads, SwiGLU 256: a global layer, then a
+    /// sliding one with a window of 4.
+    fn small_hybrid() -> Model {
+        let mut m = Model::simple(2, 64, 4);
+        m.attn.n_kv_heads = 2;
+        m.ffn_size = 256;
+        m.schedule = Schedule::periodic(2, &[(1, LayerKind::Global), (1, LayerKind::Sliding { window_tokens: 4 })]);
+        m
+    }
+
+    #[test]
+    fn decode_of_one_token_by_hand() {
+        let m = small_hybrid();
+        let f = model_decode_flops(&m, 10);
+        // Attention weights per layer: Q 64 × 64 + K 64 × 32 + V 64 × 32 + O 64 × 64 = 12,288;
+        // 2 FLOPs each, 2 layers: 49,152.
+        assert_eq!(f.projections, 49_152);
+        // Core per key: 2 × 4 heads × (16 + 16) = 256 FLOPs. The global layer reads all 10 keys
+        // (2,560), the sliding one its window of 4 (1,024): 3,584.
+        assert_eq!(f.attention_core, 3_584);
+        // FFN: 2 × 3 × 64 × 256 = 98,304 per layer, 196,608 for both.
+        assert_eq!(f.ffn, 196_608);
+        assert_eq!(f.total(), 249_344);
+        assert_eq!(layer_decode_flops(&m, 2, 10), None);
+    }
+
+    #[test]
+    fn decode_is_the_last_row_of_a_prefill() {
+        // Decoding token t costs what a prefill of t adds to a prefill of t - 1, mask by mask.
+        let mut m = small_hybrid();
+        for schedule in [
+            Schedule::periodic(2, &[(1, LayerKind::Global), (1, LayerKind::Sliding { window_tokens: 4 })]),
+            Schedule::uniform(2, LayerKind::Chunked { chunk_tokens: 3 }),
+        ] {
+            m.schedule = schedule;
+            for t in 1..20u64 {
+                let (now, before) = (model_prefill_flops(&m, t), model_prefill_flops(&m, t - 1));
+                let step = model_decode_flops(&m, t);
+                assert_eq!(step.projections, now.projections - before.projections, "t {t}");
+                assert_eq!(step.attention_core, now.attention_core - before.attention_core, "t {t}");
+                assert_eq!(step.ffn, now.ffn - before.ffn, "t {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn mla_decodes_in_absorbed_form() {
+        let mut m = Model::simple(1, 7168, 128);
+        m.mla = Some(Mla {
+            kv_lora_rank: 512,
+            qk_rope_head_dim: 64,
+            q_lora_rank: Some(1536),
+            qk_nope_head_dim: 128,
+            v_head_dim: 128,
+        });
+        let f = model_decode_flops(&m, 1000);
+        // Each head scores 1,000 cached latents and RoPE keys (512 + 64) and sums latents (512):
+        // 2 × 128 × (512 + 64 + 512) × 1,000 = 278,528,000.
+        assert_eq!(f.attention_core, 278_528_000);
+        // Weights: Q 7168 × 1536 + 1536 × 128 × 192 = 48,758,784; KV down 7168 × 576 = 4,128,768;
+        // KV up 512 × 128 × 256 = 16,777,216; O 128 × 128 × 7168 = 117,440,512; sum 187,105,280.
+        assert_eq!(f.projections, 2 * 187_105_280);
+        // The up-projections once per token: 2 × 16,777,216; expanding 1,000 cached latents: 1,000×.
+        assert_eq!(mla_absorbed_flops(&m), Some(33_554_432));
+        assert_eq!(mla_expand_flops(&m, 1000), Some(33_554_432_000));
+        assert_eq!(mla_absorbed_flops(&Model::simple(1, 64, 4)), None);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   (which keys a query sees; attended pairs), used by the arithmetic, the CPU reference and the kernels.
 //! - [`kv_cache`]: KV bytes per token, totals at a context, breakdowns, memory budgets.
 //! - [`params`]: attention parameters per layer and approximate model totals.
-//! - [`flops`]: prefill FLOPs and the attention-vs-projection crossover.
+//! - [`flops`]: prefill and decode FLOPs and the attention-vs-projection crossover; [`intensity`]:
+//!   the bytes a prefill or a decode step moves, and FLOPs per byte.
 //! - [`variants`]: one base model re-expressed as MHA, GQA, MQA, MLA, sliding, hybrid, K=V, shared.
 //! - [`presets`]: published models by id; [`hf_import`]: Hugging Face `config.json` import;
 //!   [`encoding`]: the compact URL form (`cfg=`).
@@ -27,6 +28,7 @@ pub mod encoding;
 pub mod flops;
 pub mod formulas;
 pub mod hf_import;
+pub mod intensity;
 pub mod job_budget;
 pub mod kv_cache;
 pub mod mask;
@@ -49,7 +51,9 @@ pub use config::{
 };
 pub use dtype::DType;
 pub use encoding::{EncodingError, decode_model, encode_model};
-pub use flops::{LayerFlops, crossover_tokens, layer_prefill_flops, model_prefill_flops};
+pub use flops::{
+    LayerFlops, crossover_tokens, layer_decode_flops, layer_prefill_flops, model_decode_flops, model_prefill_flops,
+};
 pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, import_hf_value};
 pub use kv_cache::{
     ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes, max_context_tokens,
