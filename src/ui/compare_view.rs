@@ -1,6 +1,7 @@
 //! The compare view: the chosen model re-expressed as each KV-saving variant, with exact bytes and
 //! the ratio to MHA at the chosen context and dtype, the same at every dtype, the attention
-//! parameters each variant keeps or saves, and where the prefill FLOPs go. What each panel shows is
+//! parameters each variant keeps or saves, where the prefill FLOPs go, and what one decoded token
+//! costs in FLOPs and bytes beside the prefill. What each panel shows is
 //! derived in [`crate::views::compare`]; this file only lays it out.
 
 use leptos::prelude::*;
@@ -10,6 +11,7 @@ use super::model_picker::{KeyFigures, ModelPicker};
 use crate::model::Model;
 use crate::state::AppState;
 use crate::views::compare::bars::{BarRow, bars, bars_heading};
+use crate::views::compare::decode::{DecodeRow, decode_heading, decode_rows};
 use crate::views::compare::dtype_matrix::{DtypeRow, dtype_headings, dtype_matrix, matrix_heading};
 use crate::views::compare::flops::{FlopRow, crossover_line, flop_rows, flops_heading};
 use crate::views::compare::knobs::{Knob, Knobs, gqa_choices};
@@ -26,6 +28,7 @@ pub fn CompareView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVi
             <DtypeMatrix state=state model=model/>
             <ParamDeltas state=state model=model/>
             <Flops state=state model=model/>
+            <Decode state=state model=model/>
         </section>
     }
 }
@@ -243,6 +246,57 @@ fn FlopRowView(row: FlopRow) -> impl IntoView {
             <td class="num">{row.core_text}</td>
             <td class="num">{row.ffn_text}</td>
             <td class="num">{row.total_text}<BarTrack fraction=row.fraction class="variant"/></td>
+        </tr>
+    }
+}
+
+/// One decoded token beside the prefill: its FLOPs, the bytes it reads, FLOPs per byte of both.
+#[component]
+fn Decode(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
+    let rows = Memo::new(move |_| model.with(|m| state.with(|s| decode_rows(m, &s.compare, &s.kv))));
+    view! {
+        <section class="panel">
+            <h3>{move || state.with(|s| decode_heading(&s.kv))}</h3>
+            {move || rows.get().map(|rows| view! {
+                <div class="table-scroll">
+                    <table class="data">
+                        <thead><tr>
+                            <th scope="col">"Variant"</th><th scope="col">"Projections"</th>
+                            <th scope="col">"Attention core"</th><th scope="col">"FFN (active)"</th>
+                            <th scope="col">"Weights read"</th><th scope="col">"KV cache read"</th>
+                            <th scope="col">"FLOPs per byte, decode"</th><th scope="col">"FLOPs per byte, prefill"</th>
+                        </tr></thead>
+                        <tbody>{rows.into_iter().map(|row| view! { <DecodeRowView row=row/> }).collect_view()}</tbody>
+                    </table>
+                </div>
+            })}
+            <p class="explain">
+                "A decoded token multiplies every weight it uses once (2 FLOPs per weight) and reads every cached "
+                "key and value its query sees: all of them in a global layer, at most the window in a sliding one. "
+                "A prefill of the same context reads the weights once for all its tokens and writes the cache once, "
+                "so it does far more work per byte. MLA decodes in its absorbed form: each head reads the latent "
+                "directly. Activations, embeddings and the LM head are left out."
+            </p>
+        </section>
+    }
+}
+
+#[component]
+fn DecodeRowView(row: DecodeRow) -> impl IntoView {
+    let d = row.decode;
+    view! {
+        <tr data-testid="decode-row" data-variant=row.variant_id data-projections=d.flops.projections.to_string()
+            data-core=d.flops.attention_core.to_string() data-ffn=d.flops.ffn.to_string()
+            data-weight-bytes=d.weight_bytes.to_string() data-kv-bytes=d.kv_bytes.to_string()
+            data-decode-intensity=d.intensity().to_string() data-prefill-intensity=row.prefill_intensity.to_string()>
+            <th scope="row">{row.label}</th>
+            <td class="num">{row.projections_text}</td>
+            <td class="num">{row.core_text}</td>
+            <td class="num">{row.ffn_text}</td>
+            <td class="num">{row.weights_text}</td>
+            <td class="num">{row.kv_text}</td>
+            <td class="num">{row.decode_intensity_text}</td>
+            <td class="num">{row.prefill_intensity_text}</td>
         </tr>
     }
 }

@@ -32,22 +32,24 @@ pub fn flop_rows(base: &Model, params: &CompareParams, ctx_tokens: u64) -> Vec<F
     let largest = figures.iter().map(|(_, f)| f.total()).max().unwrap_or(1).max(1) as f64;
     let row = |(variant, flops): (Variant, LayerFlops)| {
         let total = flops.total();
-        let part = |x: u128| {
-            let share = if total == 0 { 0.0 } else { x as f64 / total as f64 * 100.0 };
-            format!("{} ({share:.0}%)", sci(x))
-        };
         FlopRow {
             variant_id: variant.to_string(),
             label: variant_label(variant, base),
-            projections_text: part(flops.projections),
-            core_text: part(flops.attention_core),
-            ffn_text: part(flops.ffn),
+            projections_text: share_text(flops.projections, total),
+            core_text: share_text(flops.attention_core, total),
+            ffn_text: share_text(flops.ffn, total),
             total_text: sci(total),
             fraction: total as f64 / largest,
             flops,
         }
     };
     figures.into_iter().map(row).collect()
+}
+
+/// `1.689e15 (61%)`: a part of `total` and its share.
+pub fn share_text(part: u128, total: u128) -> String {
+    let share = if total == 0 { 0.0 } else { part as f64 / total as f64 * 100.0 };
+    format!("{} ({share:.0}%)", sci(part))
 }
 
 /// `1.234e15` style above a million, exact with separators below; the exact integer goes into the

@@ -1,8 +1,10 @@
 //! The compare view: its link parameter (`variants`, which variants of the base model it lists), the
 //! list logic behind the variant [`knobs`], and what it shows: the cache [`bars`], the
-//! [`dtype_matrix`], the attention [`param_deltas`] and the prefill [`flops`].
+//! [`dtype_matrix`], the attention [`param_deltas`], the prefill [`flops`] and, beside it, one
+//! [`decode`] step.
 
 pub mod bars;
+pub mod decode;
 pub mod dtype_matrix;
 pub mod flops;
 pub mod knobs;
