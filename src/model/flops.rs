@@ -166,9 +166,10 @@ pub fn crossover_tokens(model: &Model, kind: LayerKind, mask: Mask) -> Option<u6
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use crate::model::config::{FfnKind, Mla};
+    use crate::model::config::FfnKind;
+    use crate::model::presets::preset;
     use crate::model::schedule::Schedule;
 
     fn brute_crossover(model: &Model, kind: LayerKind, mask: Mask, limit: u64) -> Option<u64> {
@@ -232,7 +233,7 @@ mod tests {
 
     /// Two layers of d = 64, 4 query heads of 16 over 2 KV heads, SwiGLU 256: a global layer, then a
     /// sliding one with a window of 4.
-    fn small_hybrid() -> Model {
+    pub(in crate::model) fn small_hybrid() -> Model {
         let mut m = Model::simple(2, 64, 4);
         m.attn.n_kv_heads = 2;
         m.ffn_size = 256;
@@ -277,14 +278,9 @@ mod tests {
 
     #[test]
     fn mla_decodes_in_absorbed_form() {
+        // DeepSeek-V3's latent sizes on one layer: rank 512, RoPE 64, Q rank 1536, 128 heads of 128.
         let mut m = Model::simple(1, 7168, 128);
-        m.mla = Some(Mla {
-            kv_lora_rank: 512,
-            qk_rope_head_dim: 64,
-            q_lora_rank: Some(1536),
-            qk_nope_head_dim: 128,
-            v_head_dim: 128,
-        });
+        m.mla = preset("deepseek-v3").and_then(|p| p.mla);
         let f = model_decode_flops(&m, 1000);
         // Each head scores 1,000 cached latents and RoPE keys (512 + 64) and sums latents (512):
         // 2 × 128 × (512 + 64 + 512) × 1,000 = 278,528,000.

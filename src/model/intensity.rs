@@ -87,21 +87,14 @@ fn bits(elements: u128, dtype: DType) -> Result<u128, SizeOverflow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::config::{CrossLayerSharing, Mla};
-    use crate::model::schedule::{LayerKind, Schedule};
-
-    /// Two layers of d = 64, 4 query heads of 16 over 2 KV heads, SwiGLU 256: a global layer, then a
-    /// sliding one with a window of 4.
-    fn small_hybrid() -> Model {
-        let mut m = Model::simple(2, 64, 4);
-        m.attn.n_kv_heads = 2;
-        m.ffn_size = 256;
-        m.schedule = Schedule::periodic(2, &[(1, LayerKind::Global), (1, LayerKind::Sliding { window_tokens: 4 })]);
-        m
-    }
+    use crate::model::config::CrossLayerSharing;
+    use crate::model::flops::tests::small_hybrid;
+    use crate::model::presets::preset;
 
     #[test]
     fn decode_bytes_and_intensity_by_hand() {
+        // Two layers of d = 64, 4 query heads of 16 over 2 KV heads, SwiGLU 256: a global layer, then
+        // a sliding one with a window of 4.
         let m = small_hybrid();
         let d = decode_traffic(&m, 10, DType::Fp16).unwrap();
         // Weights per layer: attention 12,288 + FFN 3 × 64 × 256 = 49,152, so 61,440; 2 layers at
@@ -158,13 +151,7 @@ mod tests {
     #[test]
     fn mla_reads_its_latent_once_per_layer() {
         let mut m = Model::simple(61, 7168, 128);
-        m.mla = Some(Mla {
-            kv_lora_rank: 512,
-            qk_rope_head_dim: 64,
-            q_lora_rank: Some(1536),
-            qk_nope_head_dim: 128,
-            v_head_dim: 128,
-        });
+        m.mla = preset("deepseek-v3").and_then(|p| p.mla);
         // 61 layers × 1,000 tokens × (512 + 64) × 2 bytes = 70,272,000, whatever the 128 heads.
         assert_eq!(kv_read_bytes(&m, 1000, DType::Fp16), Ok(70_272_000));
         assert_eq!(decode_traffic(&m, 0, DType::Fp16).unwrap().kv_bytes, 0);
