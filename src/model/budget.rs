@@ -86,6 +86,12 @@ impl BudgetFit {
     pub fn ctx_fits(&self) -> bool {
         self.used_at_ctx_bytes <= self.budget_bytes
     }
+
+    /// How many sequences of the chosen context fit side by side in the room left for the cache
+    /// (a server's batch); `None` when a sequence's cache is empty.
+    pub fn sequences_at_ctx(&self) -> Option<u128> {
+        self.kv_room_bytes.checked_div(self.kv_at_ctx_bytes)
+    }
 }
 
 /// The budget arithmetic for `model` with a `kv_dtype` cache at `ctx_tokens`; weights count when
@@ -149,11 +155,14 @@ mod tests {
         // (80e9 - 16,060,522,496) / 131,072 = 487,819.0... -> 487,819 tokens.
         assert_eq!(w.fit, ContextFit::Tokens(487_819));
         assert_eq!(w.used_at_ctx_bytes, 16_060_522_496 + (1 << 30));
+        // 63,939,477,504 B of room / 2^30 B per sequence of 8,192 tokens = 59.55 -> 59 sequences.
+        assert_eq!(w.sequences_at_ctx(), Some(59));
         // A budget smaller than the weights.
         let tiny =
             budget_fit(&m, DType::Fp16, 8192, 10_000_000_000, Some(DType::Bf16)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tiny.fit, ContextFit::WeightsDoNotFit);
         assert_eq!(tiny.kv_room_bytes, 0);
+        assert_eq!(tiny.sequences_at_ctx(), Some(0));
         assert!(!tiny.ctx_fits());
     }
 }

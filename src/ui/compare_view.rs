@@ -255,7 +255,7 @@ fn FlopRowView(row: FlopRow) -> impl IntoView {
 fn Decode(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let rows = Memo::new(move |_| model.with(|m| state.with(|s| decode_rows(m, &s.compare, &s.kv))));
     view! {
-        <section class="panel">
+        <section class="panel" data-testid="decode-cost">
             <h3>{move || state.with(|s| decode_heading(&s.kv))}</h3>
             {move || rows.get().map(|rows| view! {
                 <div class="table-scroll">

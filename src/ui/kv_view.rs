@@ -156,6 +156,7 @@ fn FitSummaryView(summary: FitSummary) -> impl IntoView {
         <p class="big"><strong data-testid="budget-fit" data-value=s.fit_value data-room=s.kv_room_bytes.to_string()>{s.headline}</strong></p>
         <p data-testid="budget-weights" data-value=s.weights_bytes.to_string()>{s.weights_line}</p>
         <p data-testid="budget-at-ctx" data-fits=s.ctx_fits.to_string()>{s.at_ctx} " The chosen context " <strong>{s.verdict}</strong> "."</p>
+        <p data-testid="budget-sequences" data-value=s.sequences_value>{s.sequences_line}</p>
         <p class="hint">"Activations, the runtime's workspace and fragmentation also take memory; real deployments keep a margin. Quantisation scales are not counted."</p>
     }
 }

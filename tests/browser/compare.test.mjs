@@ -137,4 +137,43 @@ describe("compare view", () => {
     app.assertNoConsoleErrors();
     await app.close();
   });
+  test("one decoded token beside the prefill: its FLOPs, the bytes it reads, FLOPs per byte", async () => {
+    const app = await AppPage.open(session, "?view=compare&model=llama-3-8b&ctx=131072&dtype=fp16&variants=published,mha,sw4096");
+    const n = 131072n;
+    const row = async (v) => app.page.locator(`[data-testid="decode-row"][data-variant="${v}"]`).evaluate((e) => ({ ...e.dataset }));
+    // Llama 3 8B, one layer: attention Q, O 4096 x 4096 and K, V 4096 x 1024 = 41,943,040 weights;
+    // SwiGLU 3 x 4096 x 14,336 = 176,160,768. Two FLOPs per weight for the one token, 32 layers.
+    await app.page.waitForSelector('[data-testid="decode-row"][data-variant="published"]', { timeout: 15_000 });
+    const gqa = await row("published");
+    assert.equal(gqa.projections, String(2n * 41943040n * 32n));
+    assert.equal(gqa.ffn, String(2n * 176160768n * 32n));
+    // The core: the query of each of 32 heads scores every cached key and sums every value (128 + 128).
+    assert.equal(gqa.core, String(2n * 32n * 256n * n * 32n));
+    // Bytes: every weight once in FP16; the cache of 8 KV heads x 128 x 2 (K, V) x 2 B x 32 layers per token.
+    const weightBytes = (41943040n + 176160768n) * 32n * 2n;
+    const kvBytes = 8n * 128n * 2n * 2n * 32n * n;
+    assert.equal(gqa.weightBytes, String(weightBytes));
+    assert.equal(gqa.kvBytes, String(kvBytes));
+    const flops = 2n * 41943040n * 32n + 2n * 176160768n * 32n + 2n * 32n * 256n * n * 32n;
+    assert.ok(Math.abs(Number(gqa.decodeIntensity) - Number(flops) / Number(weightBytes + kvBytes)) < 1e-9);
+    // The prefill reads the same bytes for far more work: above 200,000 FLOPs per byte here.
+    assert.ok(Number(gqa.prefillIntensity) > 200_000, gqa.prefillIntensity);
+    // MHA keeps the core's FLOPs (they count query heads) but reads four times the cache.
+    const mha = await row("mha");
+    assert.equal(mha.core, gqa.core);
+    assert.equal(mha.kvBytes, String(4n * kvBytes));
+    assert.equal(mha.projections, String(2n * 4n * 4096n * 4096n * 32n));
+    // A window of 4,096 on every (MHA) layer caps what one token reads, whatever the context.
+    const sw = await row("sw4096");
+    assert.equal(sw.kvBytes, String(32n * 128n * 2n * 2n * 32n * 4096n));
+    assert.equal(sw.core, String(2n * 32n * 256n * 4096n * 32n));
+    // The table shows the shares and bytes as text, and follows the context.
+    const text = await app.page.getByTestId("decode-cost").innerText();
+    assert.match(text, /One decoded token at 131,072 tokens of context/);
+    assert.match(text, /17\.18 GB/);
+    await app.page.goto(app.page.url().replace("ctx=131072", "ctx=4096"));
+    await app.page.waitForSelector(`[data-testid="decode-row"][data-variant="published"][data-kv-bytes="${8n * 128n * 2n * 2n * 32n * 4096n}"]`);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
 });

@@ -49,6 +49,9 @@ pub struct FitSummary {
     pub at_ctx: String,
     pub ctx_fits: bool,
     pub verdict: &'static str,
+    /// `budget-sequences`' `data-value`: sequences of the chosen context that fit at once.
+    pub sequences_value: String,
+    pub sequences_line: String,
 }
 
 /// The summary for `model` and the link's parameters; `None` when a size passes `u128`.
@@ -73,7 +76,23 @@ pub fn fit_summary(model: &Model, kv: &KvParams) -> Option<FitSummary> {
         at_ctx: at_ctx_line(&fit, kv),
         ctx_fits: fit.ctx_fits(),
         verdict: if fit.ctx_fits() { "fits" } else { "does not fit" },
+        sequences_value: fit.sequences_at_ctx().map_or_else(|| "unbounded".into(), |n| n.to_string()),
+        sequences_line: sequences_line(&fit, kv),
     })
+}
+
+/// `Room for 59 sequences of 8,192 tokens at once, 1.07 GB (1.00 GiB) of cache each.`
+fn sequences_line(fit: &BudgetFit, kv: &KvParams) -> String {
+    let ctx = format_thousands(kv.ctx_tokens.into());
+    match fit.sequences_at_ctx() {
+        None => format!("A sequence of {ctx} tokens caches nothing here."),
+        Some(n) => format!(
+            "Room for {} {} of {ctx} tokens at once, {} of cache each.",
+            format_thousands(n),
+            if n == 1 { "sequence" } else { "sequences" },
+            format_bytes(fit.kv_at_ctx_bytes)
+        ),
+    }
 }
 
 /// (`data-value`, headline) of the longest context that fits.
@@ -146,6 +165,12 @@ mod tests {
         // 2^30 B of 80 × 10^9 B = 1.34%.
         assert_eq!(s.at_ctx, "At 8,192 tokens: 1.07 GB (1.00 GiB) cache of 80.00 GB (74.51 GiB), 1.3%.");
         assert_eq!((s.ctx_fits, s.verdict), (true, "fits"));
+        // 80 × 10^9 B / 2^30 B per sequence of 8,192 tokens = 74.5 -> 74.
+        assert_eq!(s.sequences_value, "74");
+        assert_eq!(
+            s.sequences_line,
+            "Room for 74 sequences of 8,192 tokens at once, 1.07 GB (1.00 GiB) of cache each."
+        );
     }
 
     #[test]
@@ -163,6 +188,7 @@ mod tests {
         let kv = KvParams { budget_bytes: 1_000_000_000, weights: Some(DType::Bf16), ..Default::default() };
         let s = summary("llama-3-8b", kv);
         assert_eq!((s.fit_value.as_str(), s.verdict), ("none", "does not fit"));
+        assert_eq!(s.sequences_line, "Room for 0 sequences of 8,192 tokens at once, 1.07 GB (1.00 GiB) of cache each.");
         assert_eq!(s.headline, "The weights alone do not fit: no context fits.");
     }
 

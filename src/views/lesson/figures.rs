@@ -18,6 +18,7 @@ use sources::model_window;
 use written::{Unit, number, whole};
 
 mod bench;
+mod cost;
 mod memory;
 mod paging;
 mod positions;
@@ -139,6 +140,21 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("unshared_kv_bytes_per_token", "bytes per token if every layer stored its own cache"),
     ("unshared_kv_total_bytes", "KV-cache bytes at the chosen context if every layer stored its own cache"),
     ("sharing_saving_factor", "the unshared cache divided by this model's, at the chosen context"),
+    ("sequences_at_ctx", "sequences of the chosen context whose caches fit the room the weights leave, at once"),
+    ("attn_weights_per_layer", "attention matrix weights (Q, K, V, O) of the chosen layer"),
+    ("core_crossover_tokens", "context from which a global causal layer's core costs as much as its projections"),
+    ("prefill_projection_flops", "FLOPs of a prefill's Q, K, V, O projections at the chosen context, all layers"),
+    ("prefill_core_flops", "FLOPs of a prefill's attention core (QKᵀ and PV) at the chosen context, all layers"),
+    ("prefill_bytes", "bytes a prefill moves at least: every weight read once, the cache written once"),
+    ("prefill_intensity", "FLOPs per byte of a prefill of the chosen context"),
+    ("decode_projection_flops", "FLOPs of one decoded token's projections, all layers"),
+    ("decode_core_flops", "FLOPs of one decoded token's attention core at the chosen context, all layers"),
+    ("decode_flops_per_token", "FLOPs of one decoded token at the chosen context (projections, core, FFN)"),
+    ("decode_weight_bytes", "bytes of the weights one decoded token reads"),
+    ("decode_kv_read_bytes", "bytes of KV cache one decoded token reads at the chosen context"),
+    ("decode_bytes_per_token", "bytes one decoded token reads: weights and KV cache"),
+    ("decode_intensity", "FLOPs per byte of one decoded token"),
+    ("decode_core_intensity", "FLOPs of the decode attention core per byte of cache it reads"),
 ];
 
 /// Whether `name` is a known placeholder.
@@ -209,6 +225,7 @@ fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
         .or_else(|| memory::figure(name, state, model))
         .or_else(|| positions::figure(name, state, model))
         .or_else(|| sharing::figure(name, state, model))
+        .or_else(|| cost::figure(name, state, model))
 }
 
 #[cfg(test)]

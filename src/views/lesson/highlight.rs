@@ -5,29 +5,33 @@
 
 use std::fmt;
 
+use crate::state::View;
+
 /// Lines of the KV chart that a step can point at (their class in the chart).
 pub const CHART_LINES: [&str; 4] = ["total", "budget", "ctx", "fit"];
 
-/// Panels (by `data-testid`) that a step can point at.
-pub const ELEMENTS: [&str; 18] = [
-    "step-through",
-    "step-online",
-    "decode-panel",
-    "tile-stats",
-    "tile-overlay",
-    "layer-strip",
-    "layer-summary",
-    "budget-fit",
-    "budget-at-ctx",
-    "kv-breakdown-row",
-    "kv-group",
-    "gqa-groups",
-    "flops-row",
-    "params-row",
-    "variant-row",
-    "dtype-cell",
-    "page-grid",
-    "bench-row",
+/// Panels (by `data-testid`) that a step can point at, and the view that shows each.
+pub const ELEMENTS: [(&str, View); 20] = [
+    ("step-through", View::Heatmaps),
+    ("step-online", View::Heatmaps),
+    ("decode-panel", View::Kv),
+    ("tile-stats", View::Heatmaps),
+    ("tile-overlay", View::Heatmaps),
+    ("layer-strip", View::Heatmaps),
+    ("layer-summary", View::Heatmaps),
+    ("budget-fit", View::Kv),
+    ("budget-at-ctx", View::Kv),
+    ("budget-sequences", View::Kv),
+    ("kv-breakdown-row", View::Kv),
+    ("kv-group", View::Heatmaps),
+    ("gqa-groups", View::Compare),
+    ("flops-row", View::Compare),
+    ("decode-cost", View::Compare),
+    ("params-row", View::Compare),
+    ("variant-row", View::Compare),
+    ("dtype-cell", View::Compare),
+    ("page-grid", View::Kv),
+    ("bench-row", View::Bench),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +60,8 @@ impl Highlight {
             Ok(n) if n <= MAX_INDEX => Ok(n),
             _ => Err(format!("\"{arg}\" is not a number from 0 to {MAX_INDEX}")),
         };
-        let listed = |list: &[&'static str]| {
+        let listed = |list: &mut dyn Iterator<Item = &'static str>| {
+            let list: Vec<&'static str> = list.collect();
             list.iter()
                 .copied()
                 .find(|&name| name == arg)
@@ -66,8 +71,8 @@ impl Highlight {
             "head" => index().map(Highlight::Head),
             "row" => index().map(Highlight::Row),
             "layer" => index().map(Highlight::Layer),
-            "line" => listed(&CHART_LINES).map(Highlight::Line),
-            "element" => listed(&ELEMENTS).map(Highlight::Element),
+            "line" => listed(&mut CHART_LINES.into_iter()).map(Highlight::Line),
+            "element" => listed(&mut ELEMENTS.iter().map(|(name, _)| *name)).map(Highlight::Element),
             _ => Err(format!("\"{what}\" is not head, row, layer, line or element")),
         }
     }
@@ -108,6 +113,11 @@ impl fmt::Display for Highlight {
             Highlight::Element(name) => write!(f, "element {name}"),
         }
     }
+}
+
+/// The view that shows panel `name`, if it is one of [`ELEMENTS`].
+pub fn element_view(name: &str) -> Option<View> {
+    ELEMENTS.iter().find(|(element, _)| *element == name).map(|(_, view)| *view)
 }
 
 /// The style text for a step's highlights (empty when there are none or they do not parse).

@@ -30,6 +30,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("09-sliding-hybrid.md", include_str!("../../../lessons/09-sliding-hybrid.md")),
     ("10-kv-sharing.md", include_str!("../../../lessons/10-kv-sharing.md")),
     ("11-flash-tiles.md", include_str!("../../../lessons/11-flash-tiles.md")),
+    ("12-flops-bytes.md", include_str!("../../../lessons/12-flops-bytes.md")),
     ("13-will-it-fit.md", include_str!("../../../lessons/13-will-it-fit.md")),
     ("14-paged.md", include_str!("../../../lessons/14-paged.md")),
     ("15-benchmark.md", include_str!("../../../lessons/15-benchmark.md")),
@@ -100,7 +101,7 @@ mod tests {
             Highlight::Row(n) => view == View::Heatmaps && n < tokens(),
             Highlight::Layer(n) => view == View::Heatmaps && n < model.n_layers(),
             Highlight::Line(_) => view == View::Kv,
-            Highlight::Element(_) => true,
+            Highlight::Element(name) => highlight::element_view(name) == Some(view),
         };
         assert!(fits, "{at}: highlight {h} is not in this step's view");
     }

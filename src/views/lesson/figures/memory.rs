@@ -2,6 +2,7 @@
 //! and MLA's latent cache.
 
 use super::written::{Figure, Unit, whole};
+use crate::model::budget::budget_fit;
 use crate::model::kv_cache::weights_bytes;
 use crate::model::{Model, kv_total_bytes};
 use crate::state::AppState;
@@ -17,6 +18,10 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
         "cache_room_bytes" => (Unit::Bytes, u128::from(kv.budget_bytes).checked_sub(weights()?)?),
         "model_bytes_at_ctx" => {
             (Unit::Bytes, weights()?.checked_add(kv_total_bytes(model, kv.ctx_tokens, kv.dtype).ok()?)?)
+        }
+        "sequences_at_ctx" => {
+            let fit = budget_fit(model, kv.dtype, kv.ctx_tokens, kv.budget_bytes, kv.weights).ok()?;
+            (Unit::Count, fit.sequences_at_ctx()?)
         }
         "mla_latent_dims" => (Unit::Count, model.mla?.kv_lora_rank.into()),
         "mla_rope_dims" => (Unit::Count, model.mla?.qk_rope_head_dim.into()),
@@ -61,6 +66,16 @@ mod tests {
         );
         let (state, _) = AppState::from_query("model=llama-3-8b");
         assert_eq!(figure("weights_bytes", &state, &state.resolved_model()), None, "no weights in the budget");
+    }
+
+    #[test]
+    fn sequences_that_fit_side_by_side_by_hand() {
+        // A sequence of 8,192 tokens caches 8,192 x 131,072 = 2^30 bytes in FP16, half that in FP8.
+        // 7,939,477,504 / 2^30 = 7.39 -> 7; in FP8, / 2^29 = 14.79 -> 14.
+        assert_eq!(exact("sequences_at_ctx", "model=llama-3-8b&budget=24&weights=bf16&ctx=8192"), "7");
+        assert_eq!(exact("sequences_at_ctx", "model=llama-3-8b&budget=24&weights=bf16&ctx=8192&dtype=fp8"), "14");
+        // Without the weights the whole budget is room: 24 x 10^9 / 2^30 = 22.35 -> 22.
+        assert_eq!(exact("sequences_at_ctx", "model=llama-3-8b&budget=24&ctx=8192"), "22");
     }
 
     #[test]

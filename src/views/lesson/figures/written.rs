@@ -1,6 +1,7 @@
 //! How a figure is written: its exact value (for `data-value` and the checks) and its text.
 
 use crate::model::units::{bytes_text, format_thousands};
+use crate::views::compare::decode::intensity_text;
 
 /// A computed figure: the exact value (for `data-value` and the checks) and how the text shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +25,8 @@ pub(super) enum Unit {
     Number,
     /// A percentage (the value is in percent), written with one decimal and "%".
     Percent,
+    /// Arithmetic intensity, written as the compare view writes it.
+    FlopsPerByte,
 }
 
 pub(super) fn whole(value: u128, unit: Unit) -> Figure {
@@ -41,6 +44,7 @@ pub(super) fn number(value: f64, unit: Unit) -> Figure {
     let text = match unit {
         Unit::Times => format!("{value:.2}×"),
         Unit::Percent => format!("{value:.1}%"),
+        Unit::FlopsPerByte => format!("{} FLOPs per byte", intensity_text(value)),
         _ => exact.clone(),
     };
     Figure { exact, value, text }
