@@ -45,6 +45,9 @@ pub const CPU_MAX_SCORE_PAIRS: u64 = 4_000_000;
 /// Largest number of multiply-adds one CPU call may take (pairs times head width): what the pair bound
 /// allows at the kernels' widest head, so heads wider than the kernels cannot hold the page for longer.
 pub const CPU_MAX_WORK: u64 = CPU_MAX_SCORE_PAIRS * crate::gpu::launch::KERNEL_MAX_HEAD_DIM as u64;
+/// Multiply-adds of CPU-reference work between two yields to the browser's event loop: a few ms of
+/// wasm, so input and rendering go on while a large fallback job runs (a job may take seconds).
+pub const CPU_SLICE_WORK: u64 = 2_000_000;
 
 #[expect(clippy::large_enum_variant, reason = "one engine per page, never moved once started")]
 pub enum Engine {
@@ -204,7 +207,8 @@ impl Engine {
                 if q.len() != shape.q_len() {
                     return Err(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len()));
                 }
-                Ok(reference::flash_attention(&AttentionProblem::new(q, &k.concat(), &v.concat(), shape, mask, scale)))
+                let (k, v) = (k.concat(), v.concat());
+                Ok(cpu_flash_attention(&AttentionProblem::new(q, &k, &v, shape, mask, scale)).await)
             }
             (Engine::Cpu { .. }, DecodeCache::Gpu(_)) => Err("a GPU cache cannot be used by the CPU engine".into()),
         }
@@ -216,6 +220,55 @@ impl Engine {
 pub fn reference_decode(p: &AttentionProblem) -> Result<Forward, String> {
     p.validate(true).map_err(|e| format!("the reference decode got inputs of the wrong length: {e}"))?;
     Ok(reference::flash_attention(p))
+}
+
+/// [`reference::flash_attention`] computed row by row, yielding to the event loop between slices.
+async fn cpu_flash_attention(p: &AttentionProblem<'_>) -> Forward {
+    let mut out = Forward::zeroed(p);
+    cpu_rows(p.shape, |h, i| reference::flash_attention_row(p, h, i, &mut out)).await;
+    out
+}
+
+/// [`reference::row_softmax`] computed row by row, yielding to the event loop between slices.
+async fn cpu_row_softmax(p: &AttentionProblem<'_>) -> Vec<f32> {
+    let mut out = Vec::with_capacity(p.shape.h_q as usize * p.shape.n_q as usize * p.shape.n_kv as usize);
+    cpu_rows(p.shape, |h, i| reference::row_softmax_row(p, h, i, &mut out)).await;
+    out
+}
+
+/// Calls `row(h, i)` for every query row of every head of `shape`, in slices of about
+/// [`CPU_SLICE_WORK`] multiply-adds with a yield to the event loop after each.
+async fn cpu_rows(shape: AttentionShape, mut row: impl FnMut(u32, u32)) {
+    let per_slice = rows_per_slice(shape);
+    let mut in_slice = 0;
+    for h in 0..shape.h_q {
+        for i in 0..shape.n_q {
+            row(h, i);
+            in_slice += 1;
+            if in_slice == per_slice {
+                in_slice = 0;
+                yield_to_event_loop().await;
+            }
+        }
+    }
+}
+
+/// Query rows per slice: rows of `n_kv` keys `d` wide in [`CPU_SLICE_WORK`], at least one.
+fn rows_per_slice(shape: AttentionShape) -> u64 {
+    (CPU_SLICE_WORK / (u64::from(shape.n_kv) * u64::from(shape.d)).max(1)).max(1)
+}
+
+/// Lets the browser run other tasks (input, rendering) before continuing; natively, nothing to wait for.
+pub async fn yield_to_event_loop() {
+    #[cfg(target_arch = "wasm32")]
+    {
+        let promise = js_sys::Promise::new(&mut |resolve, _| {
+            if let Some(w) = web_sys::window() {
+                let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
+            }
+        });
+        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+    }
 }
 
 fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
@@ -285,7 +338,7 @@ impl Engine {
                     ),
                     Engine::Cpu { .. } => e,
                 })?;
-                let probs = reference::row_softmax(p);
+                let probs = cpu_row_softmax(p).await;
                 match output {
                     MapOutput::Exact => Ok(probs),
                     // The reference takes queries as the last rows of the keys: whole maps only.
@@ -307,6 +360,26 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_slices_hold_a_few_million_multiply_adds_and_at_least_a_row() {
+        let shape = |n: u32, d: u32| AttentionShape { h_q: 1, h_kv: 1, n_q: n, n_kv: n, d };
+        // 2,000,000 / (1,000 keys x 64) = 31.25 -> 31 rows; a row of 250 keys 16,384 wide is 4,096,000.
+        assert_eq!(rows_per_slice(shape(1000, 64)), 31);
+        assert_eq!(rows_per_slice(shape(250, 16_384)), 1);
+        assert_eq!(rows_per_slice(shape(0, 0)), CPU_SLICE_WORK);
+    }
+
+    #[test]
+    fn sliced_cpu_results_equal_the_reference_in_one_go() {
+        // 3 query heads over 1 KV head, 700 tokens of 64: 44,800 multiply-adds a row, 44 rows a slice.
+        let shape = AttentionShape { h_q: 3, h_kv: 1, n_q: 700, n_kv: 700, d: 64 };
+        let values = |n: usize, seed: f32| (0..n).map(|x| ((x as f32 * seed).sin() * 0.5)).collect::<Vec<f32>>();
+        let (q, k, v) = (values(shape.q_len(), 0.37), values(700 * 64, 0.11), values(700 * 64, 0.23));
+        let p = AttentionProblem::new(&q, &k, &v, shape, Mask::Causal, 0.125);
+        assert_eq!(pollster::block_on(cpu_row_softmax(&p)), reference::row_softmax(&p));
+        assert_eq!(pollster::block_on(cpu_flash_attention(&p)), reference::flash_attention(&p));
+    }
 
     #[test]
     fn the_cpu_fallback_bounds_pairs_and_the_work_wide_heads_bring() {

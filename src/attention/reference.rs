@@ -57,27 +57,36 @@ fn softmax_row(scores: &[Option<f64>]) -> (Vec<f64>, f64) {
 /// Twin of `flash_attention.wgsl` (and of the kernels that compute the same output): the forward pass
 /// `O = softmax(scale * Q Kᵀ + mask) V` per query head, with GQA head sharing, and each row's log-sum-exp.
 pub fn flash_attention(p: &AttentionProblem) -> Forward {
-    let (shape, v) = (&p.shape, p.v);
-    let d = shape.d as usize;
-    let mut o = vec![0.0f32; shape.q_len()];
-    let mut lse = vec![0.0f32; (shape.h_q * shape.n_q) as usize];
-    for h in 0..shape.h_q {
-        let kv_h = shape.kv_head(h) as usize;
-        for i in 0..shape.n_q {
-            let (probs, row_lse) = softmax_row(&row_scores(p, h, i));
-            let row = (h * shape.n_q + i) as usize;
-            lse[row] = row_lse as f32;
-            for c in 0..d {
-                let acc: f64 = probs
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &pj)| pj * f64::from(v[(kv_h * shape.n_kv as usize + j) * d + c]))
-                    .sum();
-                o[row * d + c] = acc as f32;
-            }
+    let mut out = Forward::zeroed(p);
+    for h in 0..p.shape.h_q {
+        for i in 0..p.shape.n_q {
+            flash_attention_row(p, h, i, &mut out);
         }
     }
-    Forward { o, lse }
+    out
+}
+
+impl Forward {
+    /// An output of the right size for `p`, every row still zero (rows are filled one at a time).
+    pub fn zeroed(p: &AttentionProblem) -> Forward {
+        Forward { o: vec![0.0; p.shape.q_len()], lse: vec![0.0; (p.shape.h_q * p.shape.n_q) as usize] }
+    }
+}
+
+/// Row `i` of head `h` of [`flash_attention`], written into `out` (so a caller can compute the rows
+/// in slices and let the page breathe between them).
+pub fn flash_attention_row(p: &AttentionProblem, h: u32, i: u32, out: &mut Forward) {
+    let (shape, v) = (&p.shape, p.v);
+    let d = shape.d as usize;
+    let kv_h = shape.kv_head(h) as usize;
+    let (probs, row_lse) = softmax_row(&row_scores(p, h, i));
+    let row = (h * shape.n_q + i) as usize;
+    out.lse[row] = row_lse as f32;
+    for c in 0..d {
+        let acc: f64 =
+            probs.iter().enumerate().map(|(j, &pj)| pj * f64::from(v[(kv_h * shape.n_kv as usize + j) * d + c])).sum();
+        out.o[row * d + c] = acc as f32;
+    }
 }
 
 /// Twin of `row_softmax.wgsl` (and of `attention_probs.wgsl` over a region): the attention probabilities
@@ -87,11 +96,16 @@ pub fn row_softmax(p: &AttentionProblem) -> Vec<f32> {
     let mut out = Vec::with_capacity((shape.h_q * shape.n_q * shape.n_kv) as usize);
     for h in 0..shape.h_q {
         for i in 0..shape.n_q {
-            let (probs, _) = softmax_row(&row_scores(p, h, i));
-            out.extend(probs.iter().map(|&x| x as f32));
+            row_softmax_row(p, h, i, &mut out);
         }
     }
     out
+}
+
+/// Row `i` of head `h` of [`row_softmax`], appended to `out`.
+pub fn row_softmax_row(p: &AttentionProblem, h: u32, i: u32, out: &mut Vec<f32>) {
+    let (probs, _) = softmax_row(&row_scores(p, h, i));
+    out.extend(probs.iter().map(|&x| x as f32));
 }
 
 /// Twin of `pool_rows.wgsl` and the `pooled` entry of `attention_probs.wgsl`: probabilities `p`

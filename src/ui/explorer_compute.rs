@@ -11,7 +11,7 @@ use leptos::prelude::*;
 use super::browser;
 use super::heatmap::Shared;
 use crate::attention::layer_inputs::LayerInputs;
-use crate::engine::{Engine, MapOutput};
+use crate::engine::{Engine, MapOutput, yield_to_event_loop};
 use crate::views::heatmaps::compute::{
     BatchInputs, HeadMaker, KCache, Steering, batch_inputs, head_values, overlapped,
 };
@@ -30,16 +30,6 @@ pub struct Sinks {
     pub progress: RwSignal<Progress>,
     pub inputs: RwSignal<Option<Arc<LayerInputs>>>,
     pub jobs: StoredValue<JobClock>,
-}
-
-/// Lets the browser run other tasks (input, rendering) before continuing.
-pub async fn yield_now() {
-    let promise = js_sys::Promise::new(&mut |resolve, _| {
-        if let Some(w) = web_sys::window() {
-            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
-        }
-    });
-    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
 /// Runs the tasks already queued (effects of the signals just set) before continuing.
@@ -139,7 +129,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
                     micro_yield().await;
                     if browser::now_ms() - slice_start > SLICE_MS {
                         draw_ms += browser::now_ms() - draw_started;
-                        yield_now().await;
+                        yield_to_event_loop().await;
                         slice_start = browser::now_ms();
                         draw_started = slice_start;
                     }
@@ -176,7 +166,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
         return;
     }
     sinks.focused.try_set(focus_map.into_inner().map(Shared));
-    yield_now().await;
+    yield_to_event_loop().await;
     if !live() {
         return;
     }
