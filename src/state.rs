@@ -419,6 +419,13 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_cross_attention_source_says_so() {
+        let (state, notices) = AppState::from_query(&format!("src={}", "é".repeat(MAX_TEXT_CHARS + 1)));
+        assert_eq!(state.explorer.src.as_ref().map(|s| s.chars().count()), Some(MAX_TEXT_CHARS));
+        assert_eq!(notices, vec![Notice("The source text had 2001 characters; only the first 2000 are used.".into())]);
+    }
+
+    #[test]
     fn unknown_lessons_show_the_index_and_steps_past_the_end_the_last() {
         let (state, notices) = AppState::from_query("view=lesson&lesson=nope&step=3");
         assert_eq!((state.view, state.lesson.clone()), (View::Lesson, LessonParams::default()));

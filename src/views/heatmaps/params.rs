@@ -216,7 +216,15 @@ impl LinkParams for ExplorerParams {
         match key {
             "scale" => self.scale = value.parse()?,
             "tok" => self.tok = value.parse()?,
-            "src" => self.src = Some(value.chars().take(MAX_TEXT_CHARS).collect()),
+            "src" => {
+                self.src = Some(value.chars().take(MAX_TEXT_CHARS).collect());
+                let chars = value.chars().count();
+                if chars > MAX_TEXT_CHARS {
+                    return Ok(Accepted::Adjusted(Notice(format!(
+                        "The source text had {chars} characters; only the first {MAX_TEXT_CHARS} are used."
+                    ))));
+                }
+            }
             "heads" => self.heads = HeadSelection::parse(value)?,
             "pool" => self.pool = value.parse()?,
             "focus" => {
