@@ -223,7 +223,9 @@ impl AppState {
             pairs.push(("view", self.view.id().into()));
         }
         if let (View::Lesson, Some((lesson, step))) = (self.view, self.lesson.current()) {
-            if *self == Self::at_step(&lesson.id, step) {
+            // The debug switches are never written, so they do not make a step "edited" either.
+            let as_written = Self { panic_test: false, test_hooks: false, ..self.clone() };
+            if as_written == Self::at_step(&lesson.id, step) {
                 pairs.extend(self.lesson.pairs());
                 return join_pairs(&pairs);
             }
@@ -416,6 +418,17 @@ mod tests {
         let query = changed.to_query();
         assert!(query.contains("edited=on"), "{query}");
         assert_eq!(AppState::from_query(&query).0, changed);
+    }
+
+    #[test]
+    fn a_lesson_link_with_a_debug_switch_is_written_as_the_step() {
+        // `debug=panic` is read but never written: the step is still as written, and its link is
+        // the step's, not `edited=on` with the whole state (which would read back differently).
+        let (state, notices) = AppState::from_query("view=lesson&lesson=kv-cache&step=2&debug=panic");
+        assert!(notices.is_empty() && state.panic_test, "{notices:?}");
+        let written = state.to_query();
+        assert_eq!(written, "view=lesson&lesson=kv-cache&step=2");
+        assert_eq!(AppState::from_query(&written).0.to_query(), written);
     }
 
     #[test]
