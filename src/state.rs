@@ -16,7 +16,7 @@ use crate::views::heatmaps::params::ExplorerParams;
 use crate::views::kv::KvParams;
 use crate::views::lesson::params::LessonParams;
 pub use crate::views::link::Notice;
-use crate::views::link::{Accepted, LinkParams, encode_component, parse_query};
+use crate::views::link::{Accepted, LinkParams, MAX_LINK_PAIRS, encode_component, parse_query, parse_query_capped};
 use crate::views::model_choice::ModelChoice;
 
 /// The top-level views (URL `view=`).
@@ -106,9 +106,15 @@ const EDITED: (&str, &str) = ("edited", "on");
 impl AppState {
     /// Parses a query string (with or without the leading `?`). Never fails.
     pub fn from_query(query: &str) -> (Self, Vec<Notice>) {
-        let pairs = parse_query(query);
+        let (pairs, pairs_in_link) = parse_query_capped(query);
         let mut state = Self::default();
         let mut notices = Vec::new();
+        if pairs_in_link > MAX_LINK_PAIRS {
+            notices.push(Notice(format!(
+                "The link has {} parameters; only the first {MAX_LINK_PAIRS} are read.",
+                crate::model::units::format_thousands(pairs_in_link as u128)
+            )));
+        }
         for (key, value) in &pairs {
             match state.set(key, value) {
                 Some(Ok(Accepted::Yes)) => {}
@@ -429,6 +435,19 @@ mod tests {
         let written = state.to_query();
         assert_eq!(written, "view=lesson&lesson=kv-cache&step=2");
         assert_eq!(AppState::from_query(&written).0.to_query(), written);
+    }
+
+    #[test]
+    fn only_the_first_pairs_of_a_long_link_are_read_and_the_page_says_so() {
+        let link = format!("{}&text=late", vec!["focus=1"; MAX_LINK_PAIRS].join("&"));
+        let (state, notices) = AppState::from_query(&link);
+        assert_eq!(state.input.text, AppState::default().input.text);
+        assert_eq!(state.explorer.focus, Some(1));
+        assert_eq!(notices, vec![Notice("The link has 101 parameters; only the first 100 are read.".into())]);
+        // Pairs past the limit are counted, not decoded or stored.
+        let (_, notices) = AppState::from_query(&"zzz=1&".repeat(1_000_000));
+        assert_eq!(notices.len(), MAX_LINK_PAIRS + 1);
+        assert!(notices[0].0.contains("1,000,000 parameters"), "{notices:?}");
     }
 
     #[test]
