@@ -402,7 +402,8 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
         Some(unit) => Schedule::periodic(layers, &unit),
         None => Schedule::uniform(layers, LayerKind::Global),
     };
-    m.ffn_size = ffn_size.unwrap_or(4 * d);
+    // `d` is any 20-digit number here (validate() bounds it next): no overflow on the way.
+    m.ffn_size = ffn_size.unwrap_or(d.saturating_mul(4));
     if let Some(p) = positional {
         m.positional = p;
     }
@@ -490,6 +491,9 @@ mod tests {
             assert!(decode_model(c).is_err(), "{c:?} should fail");
         }
         assert!(matches!(decode_model(&"L1.".repeat(1000)), Err(EncodingError::TooLong(_))));
+        // Widths near u64::MAX: the default FFN size (4d) is refused, not overflowed.
+        assert!(matches!(decode_model("L1.d18446744073709551615.h1.hd8"), Err(EncodingError::Invalid(_))));
+        assert!(matches!(decode_model("L1.d4611686018427387904.h1.hd8"), Err(EncodingError::Invalid(_))));
         assert!(decode_model("L32.d4096.h32.zz9").err().is_some_and(|e| e.to_string().contains("zz9")));
     }
 }
