@@ -143,7 +143,13 @@ pub fn split_figures(text: &str) -> Vec<Node> {
     let mut rest = text;
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
-        let name_len = after.find('}').filter(|&len| is_figure_name(&after[..len]));
+        // A name is at most MAX_FIGURE_NAME bytes: look no further for its `}` (searching the whole
+        // rest after every `{` is quadratic in a text of unclosed braces).
+        let name_len = after
+            .bytes()
+            .take(MAX_FIGURE_NAME + 1)
+            .position(|b| b == b'}')
+            .filter(|&len| is_figure_name(&after[..len]));
         match name_len {
             Some(len) => {
                 if open > 0 {
@@ -164,9 +170,12 @@ pub fn split_figures(text: &str) -> Vec<Node> {
     merge_text(out)
 }
 
+/// Longest figure name, in bytes.
+const MAX_FIGURE_NAME: usize = 40;
+
 fn is_figure_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= 40
+        && name.len() <= MAX_FIGURE_NAME
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
@@ -249,6 +258,13 @@ mod tests {
         assert_eq!(split_figures("a {B} {} {x y} {ok}"), vec![text("a {B} {} {x y} "), Node::Figure("ok".into())]);
         assert_eq!(split_figures("{"), vec![text("{")]);
         assert_eq!(split_figures("}{a}"), vec![text("}"), Node::Figure("a".into())]);
+        // The longest name is a figure, one byte longer is text.
+        let (longest, too_long) = ("n".repeat(MAX_FIGURE_NAME), "n".repeat(MAX_FIGURE_NAME + 1));
+        assert_eq!(split_figures(&format!("{{{longest}}}")), vec![Node::Figure(longest)]);
+        assert_eq!(split_figures(&format!("{{{too_long}}}")), vec![text(&format!("{{{too_long}}}"))]);
+        // 400,000 unclosed braces before a figure: each looks a name's length ahead, not to the end.
+        let braces = "{".repeat(400_000);
+        assert_eq!(split_figures(&format!("{braces}{{a}}")), vec![text(&braces), Node::Figure("a".into())]);
     }
 
     #[test]
