@@ -62,6 +62,9 @@ pub fn parse(markdown: &str) -> Vec<Node> {
     builder.stack.pop().map(|(_, nodes)| nodes).unwrap_or_default()
 }
 
+/// Deepest nesting of elements kept (quotes in lists in quotes...); lessons use a handful.
+const MAX_NESTING: usize = 32;
+
 struct Builder {
     stack: Vec<(Element, Vec<Node>)>,
 }
@@ -69,6 +72,9 @@ struct Builder {
 impl Builder {
     fn event(&mut self, event: Event<'_>) {
         match event {
+            // Past MAX_NESTING an element keeps its children only: the tree's depth stays bounded,
+            // so walking, rendering and dropping it cannot overflow the stack (300,000 `>` did).
+            Event::Start(_) if self.stack.len() > MAX_NESTING => self.stack.push((Element::Span, Vec::new())),
             Event::Start(tag) => self.stack.push((element_of(tag), Vec::new())),
             Event::End(_) => self.close(),
             Event::Text(text) if self.in_code_block() => self.push(Node::Text(text.into_string())),
@@ -265,6 +271,18 @@ mod tests {
         // 400,000 unclosed braces before a figure: each looks a name's length ahead, not to the end.
         let braces = "{".repeat(400_000);
         assert_eq!(split_figures(&format!("{braces}{{a}}")), vec![text(&braces), Node::Figure("a".into())]);
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_deeper_elements_keep_only_their_text() {
+        fn depth(nodes: &[Node]) -> usize {
+            nodes.iter().map(|n| if let Node::Element(_, c) = n { 1 + depth(c) } else { 0 }).max().unwrap_or(0)
+        }
+        let nodes = parse(&format!("{}deep", ">".repeat(300_000)));
+        assert!(depth(&nodes) <= MAX_NESTING + 1, "{}", depth(&nodes));
+        assert_eq!(plain_text(&nodes), "deep");
+        let nodes = parse("> > quoted *twice*");
+        assert_eq!(depth(&nodes), 4, "{nodes:?}");
     }
 
     #[test]
