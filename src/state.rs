@@ -94,7 +94,7 @@ pub struct AppState {
 }
 
 /// The order in which a link's parameters are written (what links written so far look like).
-const WRITE_ORDER: [&str; 32] = [
+pub const WRITE_ORDER: [&str; 32] = [
     "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
     "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
     "steps", "mix", "lesson", "step", "edited", "rope",
