@@ -16,7 +16,7 @@ use crate::views::heatmaps::params::ExplorerParams;
 use crate::views::kv::KvParams;
 use crate::views::lesson::params::LessonParams;
 pub use crate::views::link::Notice;
-use crate::views::link::{Accepted, LinkParams, encode_component, parse_query};
+use crate::views::link::{Accepted, LinkParams, MAX_LINK_PAIRS, encode_component, parse_query, parse_query_capped};
 use crate::views::model_choice::ModelChoice;
 
 /// The top-level views (URL `view=`).
@@ -94,7 +94,7 @@ pub struct AppState {
 }
 
 /// The order in which a link's parameters are written (what links written so far look like).
-const WRITE_ORDER: [&str; 32] = [
+pub const WRITE_ORDER: [&str; 32] = [
     "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
     "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
     "steps", "mix", "lesson", "step", "edited", "rope",
@@ -106,9 +106,15 @@ const EDITED: (&str, &str) = ("edited", "on");
 impl AppState {
     /// Parses a query string (with or without the leading `?`). Never fails.
     pub fn from_query(query: &str) -> (Self, Vec<Notice>) {
-        let pairs = parse_query(query);
+        let (pairs, pairs_in_link) = parse_query_capped(query);
         let mut state = Self::default();
         let mut notices = Vec::new();
+        if pairs_in_link > MAX_LINK_PAIRS {
+            notices.push(Notice(format!(
+                "The link has {} parameters; only the first {MAX_LINK_PAIRS} are read.",
+                crate::model::units::format_thousands(pairs_in_link as u128)
+            )));
+        }
         for (key, value) in &pairs {
             match state.set(key, value) {
                 Some(Ok(Accepted::Yes)) => {}
@@ -223,7 +229,9 @@ impl AppState {
             pairs.push(("view", self.view.id().into()));
         }
         if let (View::Lesson, Some((lesson, step))) = (self.view, self.lesson.current()) {
-            if *self == Self::at_step(&lesson.id, step) {
+            // The debug switches are never written, so they do not make a step "edited" either.
+            let as_written = Self { panic_test: false, test_hooks: false, ..self.clone() };
+            if as_written == Self::at_step(&lesson.id, step) {
                 pairs.extend(self.lesson.pairs());
                 return join_pairs(&pairs);
             }
@@ -416,6 +424,37 @@ mod tests {
         let query = changed.to_query();
         assert!(query.contains("edited=on"), "{query}");
         assert_eq!(AppState::from_query(&query).0, changed);
+    }
+
+    #[test]
+    fn a_lesson_link_with_a_debug_switch_is_written_as_the_step() {
+        // `debug=panic` is read but never written: the step is still as written, and its link is
+        // the step's, not `edited=on` with the whole state (which would read back differently).
+        let (state, notices) = AppState::from_query("view=lesson&lesson=kv-cache&step=2&debug=panic");
+        assert!(notices.is_empty() && state.panic_test, "{notices:?}");
+        let written = state.to_query();
+        assert_eq!(written, "view=lesson&lesson=kv-cache&step=2");
+        assert_eq!(AppState::from_query(&written).0.to_query(), written);
+    }
+
+    #[test]
+    fn only_the_first_pairs_of_a_long_link_are_read_and_the_page_says_so() {
+        let link = format!("{}&text=late", vec!["focus=1"; MAX_LINK_PAIRS].join("&"));
+        let (state, notices) = AppState::from_query(&link);
+        assert_eq!(state.input.text, AppState::default().input.text);
+        assert_eq!(state.explorer.focus, Some(1));
+        assert_eq!(notices, vec![Notice("The link has 101 parameters; only the first 100 are read.".into())]);
+        // Pairs past the limit are counted, not decoded or stored.
+        let (_, notices) = AppState::from_query(&"zzz=1&".repeat(1_000_000));
+        assert_eq!(notices.len(), MAX_LINK_PAIRS + 1);
+        assert!(notices[0].0.contains("1,000,000 parameters"), "{notices:?}");
+    }
+
+    #[test]
+    fn a_cut_cross_attention_source_says_so() {
+        let (state, notices) = AppState::from_query(&format!("src={}", "é".repeat(MAX_TEXT_CHARS + 1)));
+        assert_eq!(state.explorer.src.as_ref().map(|s| s.chars().count()), Some(MAX_TEXT_CHARS));
+        assert_eq!(notices, vec![Notice("The source text had 2001 characters; only the first 2000 are used.".into())]);
     }
 
     #[test]

@@ -19,8 +19,8 @@
 //! | `grope1000000p250` `gnope` | global layers' positions | as above |
 //! | `bqkv` `bo` `bffn` `ln` `np4` `qkn` `ple256` `ctx4096` | biases, LayerNorm, norms per layer, QK-norm, per-layer inputs, max positions | off, RMSNorm, 2, off, 0, 4096 |
 //!
-//! RoPE theta is written as an integer (rounded), the rotary fraction and the scaling factor in
-//! thousandths; every other field round-trips exactly.
+//! RoPE theta is written as an integer (rounded into `1..=10^18`), the rotary fraction and the
+//! scaling factor in thousandths (at least 1); every other field round-trips exactly.
 
 use std::fmt;
 
@@ -58,21 +58,32 @@ impl fmt::Display for EncodingError {
 
 impl std::error::Error for EncodingError {}
 
+/// Largest RoPE theta a code carries (written as an integer; imported configs may say more).
+pub const MAX_CODE_THETA: u64 = 1_000_000_000_000_000_000;
+
+/// `v` rounded into `min..=max` (NaN: `fallback`). The decoder refuses zero fractions, factors and
+/// thetas, so a valid model whose value rounds to 0 (an imported rotary fraction of 0.0001) is written
+/// as the smallest value a code can hold rather than as a code that no longer reads back.
+fn clamped(v: f64, min: u64, max: u64, fallback: u64) -> u64 {
+    if v.is_nan() {
+        return fallback;
+    }
+    // Clamped to a range of integers below 2^63 first, so `as` cannot truncate.
+    v.round().clamp(min as f64, max as f64) as u64
+}
+
+/// The rotary fraction in thousandths, in `1..=1000`.
 fn permille(f: f64) -> u64 {
-    let v = (f * 1000.0).round();
-    // Display-only conversions below are range-checked first, so `as` cannot truncate.
-    if (0.0..=1000.0).contains(&v) { v as u64 } else { 1000 }
+    clamped(f * 1000.0, 1, 1000, 1000)
 }
 
 /// A RoPE scaling factor in thousandths (1000: none).
 fn thousandths(f: f64) -> u64 {
-    let v = (f * 1000.0).round();
-    if (1.0..=super::config::limits::MAX_ROPE_FACTOR * 1000.0).contains(&v) { v as u64 } else { 1000 }
+    clamped(f * 1000.0, 1, super::config::limits::MAX_ROPE_FACTOR as u64 * 1000, 1000)
 }
 
 fn theta_int(t: f64) -> u64 {
-    let v = t.round();
-    if (1.0..=1e18).contains(&v) { v as u64 } else { 10_000 }
+    clamped(t, 1, MAX_CODE_THETA, 10_000)
 }
 
 fn positional_token(prefix: &str, p: Positional) -> String {
@@ -246,7 +257,8 @@ fn parse_rope(token: &str, value: &str) -> Result<Positional, EncodingError> {
         None if rest.is_empty() => 1000,
         None => return Err(bad()),
     };
-    if theta == 0 || pm == 0 || pm > 1000 || factor == 0 {
+    // Above MAX_CODE_THETA the encoder would write another number: refused, so codes are fixed points.
+    if theta == 0 || theta > MAX_CODE_THETA || pm == 0 || pm > 1000 || factor == 0 {
         return Err(bad());
     }
     // theta is written as an integer; f64 is what RoPE uses (exact below 2^53).
@@ -402,7 +414,8 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
         Some(unit) => Schedule::periodic(layers, &unit),
         None => Schedule::uniform(layers, LayerKind::Global),
     };
-    m.ffn_size = ffn_size.unwrap_or(4 * d);
+    // `d` is any 20-digit number here (validate() bounds it next): no overflow on the way.
+    m.ffn_size = ffn_size.unwrap_or(d.saturating_mul(4));
     if let Some(p) = positional {
         m.positional = p;
     }
@@ -459,6 +472,26 @@ mod tests {
     }
 
     #[test]
+    fn rope_values_outside_the_code_are_written_as_the_nearest_it_holds() {
+        // Valid models (an imported config may say this), whose values round to 0 or pass the
+        // largest theta: written as the nearest code value, and that code reads back.
+        let mut m = Model::simple(2, 64, 4);
+        m.positional =
+            Positional::Rope { theta: 0.3, partial_rotary_factor: 0.0001, proportional: false, linear_factor: 0.0002 };
+        assert_eq!(m.validate(), Ok(()));
+        let code = encode_model(&m);
+        assert!(code.contains(".rope1p1x1."), "{code}");
+        let mut big = m.clone();
+        big.positional = Positional::rope(1e300);
+        let big_code = encode_model(&big);
+        assert!(big_code.contains(".rope1000000000000000000."), "{big_code}");
+        for c in [code, big_code] {
+            let back = decode_model(&c).unwrap_or_else(|e| panic!("{c}: {e}"));
+            assert_eq!(encode_model(&back), c);
+        }
+    }
+
+    #[test]
     fn garbage_is_rejected() {
         let cases = [
             "",
@@ -490,6 +523,12 @@ mod tests {
             assert!(decode_model(c).is_err(), "{c:?} should fail");
         }
         assert!(matches!(decode_model(&"L1.".repeat(1000)), Err(EncodingError::TooLong(_))));
+        // Widths near u64::MAX: the default FFN size (4d) is refused, not overflowed.
+        assert!(matches!(decode_model("L1.d18446744073709551615.h1.hd8"), Err(EncodingError::Invalid(_))));
+        assert!(matches!(decode_model("L1.d4611686018427387904.h1.hd8"), Err(EncodingError::Invalid(_))));
+        // A theta the encoder could not write back.
+        assert!(decode_model("L1.d8.h1.rope1000000000000000000").is_ok());
+        assert!(decode_model("L1.d8.h1.rope1000000000000000001").is_err());
         assert!(decode_model("L32.d4096.h32.zz9").err().is_some_and(|e| e.to_string().contains("zz9")));
     }
 }

@@ -146,9 +146,26 @@ impl Schedule {
     }
 
     /// Smallest `p` with `layers[i] == layers[i % p]` for every `i` (the repeating unit).
+    ///
+    /// Linear time: `n` minus the longest proper border of the whole list (a prefix that is also a
+    /// suffix), from the KMP prefix function. Trying each `p` in turn is quadratic, and the summary
+    /// and the link code ask for the period on every redraw of a model of up to 4,096 layers.
     pub fn period(&self) -> usize {
-        let n = self.layers.len();
-        (1..=n).find(|&p| (0..n).all(|i| self.layers[i] == self.layers[i % p])).unwrap_or(n)
+        let layers = &self.layers;
+        let Some(last) = layers.len().checked_sub(1) else { return 0 };
+        // border[i]: length of the longest proper border of layers[..=i].
+        let mut border = vec![0usize; layers.len()];
+        for i in 1..layers.len() {
+            let mut k = border[i - 1];
+            while k > 0 && layers[i] != layers[k] {
+                k = border[k - 1];
+            }
+            if layers[i] == layers[k] {
+                k += 1;
+            }
+            border[i] = k;
+        }
+        layers.len() - border[last]
     }
 
     /// The repeating unit as `(count, kind)` runs; `Schedule::periodic(len, &unit)` rebuilds `self`.
@@ -241,6 +258,24 @@ mod tests {
         assert_eq!(s.kind(9), Some(LayerKind::Global));
         assert_eq!(s.summary(), "8 sliding : 2 global");
         assert_eq!(Schedule::from_layers(s.layers().to_vec()), s);
+    }
+
+    #[test]
+    fn periods_by_hand_and_of_the_longest_schedules() {
+        let (g, w) = (LayerKind::Global, SW1024);
+        let period = |layers: &[LayerKind]| Schedule::from_layers(layers.to_vec()).period();
+        assert_eq!(period(&[]), 0);
+        assert_eq!(period(&[g]), 1);
+        // A partial last unit still repeats: w w g w w has period 3.
+        assert_eq!(period(&[w, w, g, w, w]), 3);
+        assert_eq!(period(&[w, g, w, w, g, w]), 3);
+        assert_eq!(period(&[w, w, w, g]), 4);
+        assert_eq!(period(&[g, w, g, g, w, g, w]), 5);
+        // 4,095 sliding layers and a last global one (the quadratic worst case): no shorter unit.
+        let mut layers = vec![w; 4095];
+        layers.push(g);
+        assert_eq!(period(&layers), 4096);
+        assert_eq!(Schedule::periodic(4096, &[(2, w), (1, CH8192)]).period(), 3);
     }
 
     #[test]

@@ -34,17 +34,27 @@ pub trait LinkParams: Default {
     fn pairs(&self) -> Vec<(&'static str, String)>;
 }
 
+/// Most `key=value` pairs a link is read for (the app writes at most one per key, a few dozen).
+pub const MAX_LINK_PAIRS: usize = 100;
+
 /// Splits `a=1&b=two%20words` into decoded pairs. Malformed escapes are kept literally.
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
-    query
-        .trim_start_matches('?')
-        .split('&')
-        .filter(|part| !part.is_empty())
-        .map(|part| {
-            let (k, v) = part.split_once('=').unwrap_or((part, ""));
-            (decode_component(k), decode_component(v))
-        })
-        .collect()
+    query_parts(query).map(decode_pair).collect()
+}
+
+/// [`parse_query`] for the first [`MAX_LINK_PAIRS`] pairs, with the number of pairs in the whole
+/// link: the others are counted, never decoded or stored.
+pub fn parse_query_capped(query: &str) -> (Vec<(String, String)>, usize) {
+    (query_parts(query).take(MAX_LINK_PAIRS).map(decode_pair).collect(), query_parts(query).count())
+}
+
+fn query_parts(query: &str) -> impl Iterator<Item = &str> {
+    query.trim_start_matches('?').split('&').filter(|part| !part.is_empty())
+}
+
+fn decode_pair(part: &str) -> (String, String) {
+    let (k, v) = part.split_once('=').unwrap_or((part, ""));
+    (decode_component(k), decode_component(v))
 }
 
 /// Percent-decodes a query component (`+` is a space). Invalid escapes and invalid UTF-8 never fail:
@@ -148,6 +158,14 @@ mod tests {
                 (String::new(), "x".into())
             ]
         );
+    }
+
+    #[test]
+    fn long_queries_are_read_up_to_the_pair_limit() {
+        let query = format!("?{}", "a=1&".repeat(MAX_LINK_PAIRS + 5));
+        let (pairs, total) = parse_query_capped(&query);
+        assert_eq!((pairs.len(), total), (MAX_LINK_PAIRS, MAX_LINK_PAIRS + 5));
+        assert_eq!(parse_query_capped("?a=1&&b"), (parse_query("a=1&b"), 2));
     }
 
     #[test]

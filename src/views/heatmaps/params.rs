@@ -34,6 +34,9 @@ fn thousands(n: u32) -> String {
     crate::model::units::format_thousands(n.into())
 }
 
+/// Head numbers a list may name are below this (the model limit on query heads).
+const MAX_HEADS: u32 = crate::model::config::limits::MAX_HEADS;
+
 /// Which query heads are shown.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum HeadSelection {
@@ -49,7 +52,7 @@ impl HeadSelection {
         if s == "all" {
             return Ok(HeadSelection::All);
         }
-        let mut out = Vec::new();
+        let mut ranges = Vec::new();
         for part in s.split(',').filter(|p| !p.is_empty()) {
             let bad = || format!("\"{part}\" is not a head number or range like 0-3");
             let (a, b) = match part.split_once('-') {
@@ -59,17 +62,25 @@ impl HeadSelection {
                     (x, x)
                 }
             };
-            if a > b || b >= 1 << 14 {
+            if a > b || b >= MAX_HEADS {
                 return Err(bad());
             }
-            out.extend(a..=b);
+            ranges.push((a, b));
         }
-        if out.is_empty() {
+        if ranges.is_empty() {
             return Err("no heads listed".into());
         }
-        out.sort_unstable();
-        out.dedup();
-        Ok(HeadSelection::List(out))
+        // Merged before they are expanded: a link repeating `0-16383` a thousand times lists each
+        // head once, in one pass, instead of materialising every repeat first.
+        ranges.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
+        for (a, b) in ranges {
+            match merged.last_mut() {
+                Some((_, end)) if a <= end.saturating_add(1) => *end = (*end).max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        Ok(HeadSelection::List(merged.into_iter().flat_map(|(a, b)| a..=b).collect()))
     }
 
     /// `all`, or ranges joined by commas.
@@ -205,7 +216,15 @@ impl LinkParams for ExplorerParams {
         match key {
             "scale" => self.scale = value.parse()?,
             "tok" => self.tok = value.parse()?,
-            "src" => self.src = Some(value.chars().take(MAX_TEXT_CHARS).collect()),
+            "src" => {
+                self.src = Some(value.chars().take(MAX_TEXT_CHARS).collect());
+                let chars = value.chars().count();
+                if chars > MAX_TEXT_CHARS {
+                    return Ok(Accepted::Adjusted(Notice(format!(
+                        "The source text had {chars} characters; only the first {MAX_TEXT_CHARS} are used."
+                    ))));
+                }
+            }
             "heads" => self.heads = HeadSelection::parse(value)?,
             "pool" => self.pool = value.parse()?,
             "focus" => {
@@ -285,6 +304,17 @@ mod tests {
         for bad in ["", "x", "3-1", "1-", "99999"] {
             assert!(HeadSelection::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn repeated_and_overlapping_ranges_are_merged_before_expansion() {
+        // 5,000 copies of the widest range: one list of 16,384 heads, not 82 million entries.
+        let text = vec!["0-16383"; 5000].join(",");
+        assert_eq!(HeadSelection::parse(&text).unwrap().heads(u32::MAX).len(), 1 << 14);
+        let s = HeadSelection::parse("7,2-4,3-5,6,9-9,0").unwrap();
+        assert_eq!(s, HeadSelection::List(vec![0, 2, 3, 4, 5, 6, 7, 9]));
+        assert_eq!(s.to_param(), "0,2-7,9");
+        assert!(HeadSelection::parse("0-16384").is_err() && HeadSelection::parse("0-4294967295").is_err());
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub fn parse(markdown: &str) -> Vec<Node> {
     builder.stack.pop().map(|(_, nodes)| nodes).unwrap_or_default()
 }
 
+/// Deepest nesting of elements kept (quotes in lists in quotes...); lessons use a handful.
+const MAX_NESTING: usize = 32;
+
 struct Builder {
     stack: Vec<(Element, Vec<Node>)>,
 }
@@ -69,6 +72,9 @@ struct Builder {
 impl Builder {
     fn event(&mut self, event: Event<'_>) {
         match event {
+            // Past MAX_NESTING an element keeps its children only: the tree's depth stays bounded,
+            // so walking, rendering and dropping it cannot overflow the stack (300,000 `>` did).
+            Event::Start(_) if self.stack.len() > MAX_NESTING => self.stack.push((Element::Span, Vec::new())),
             Event::Start(tag) => self.stack.push((element_of(tag), Vec::new())),
             Event::End(_) => self.close(),
             Event::Text(text) if self.in_code_block() => self.push(Node::Text(text.into_string())),
@@ -143,7 +149,13 @@ pub fn split_figures(text: &str) -> Vec<Node> {
     let mut rest = text;
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
-        let name_len = after.find('}').filter(|&len| is_figure_name(&after[..len]));
+        // A name is at most MAX_FIGURE_NAME bytes: look no further for its `}` (searching the whole
+        // rest after every `{` is quadratic in a text of unclosed braces).
+        let name_len = after
+            .bytes()
+            .take(MAX_FIGURE_NAME + 1)
+            .position(|b| b == b'}')
+            .filter(|&len| is_figure_name(&after[..len]));
         match name_len {
             Some(len) => {
                 if open > 0 {
@@ -164,9 +176,12 @@ pub fn split_figures(text: &str) -> Vec<Node> {
     merge_text(out)
 }
 
+/// Longest figure name, in bytes.
+const MAX_FIGURE_NAME: usize = 40;
+
 fn is_figure_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= 40
+        && name.len() <= MAX_FIGURE_NAME
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
@@ -249,6 +264,25 @@ mod tests {
         assert_eq!(split_figures("a {B} {} {x y} {ok}"), vec![text("a {B} {} {x y} "), Node::Figure("ok".into())]);
         assert_eq!(split_figures("{"), vec![text("{")]);
         assert_eq!(split_figures("}{a}"), vec![text("}"), Node::Figure("a".into())]);
+        // The longest name is a figure, one byte longer is text.
+        let (longest, too_long) = ("n".repeat(MAX_FIGURE_NAME), "n".repeat(MAX_FIGURE_NAME + 1));
+        assert_eq!(split_figures(&format!("{{{longest}}}")), vec![Node::Figure(longest)]);
+        assert_eq!(split_figures(&format!("{{{too_long}}}")), vec![text(&format!("{{{too_long}}}"))]);
+        // 400,000 unclosed braces before a figure: each looks a name's length ahead, not to the end.
+        let braces = "{".repeat(400_000);
+        assert_eq!(split_figures(&format!("{braces}{{a}}")), vec![text(&braces), Node::Figure("a".into())]);
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_deeper_elements_keep_only_their_text() {
+        fn depth(nodes: &[Node]) -> usize {
+            nodes.iter().map(|n| if let Node::Element(_, c) = n { 1 + depth(c) } else { 0 }).max().unwrap_or(0)
+        }
+        let nodes = parse(&format!("{}deep", ">".repeat(300_000)));
+        assert!(depth(&nodes) <= MAX_NESTING + 1, "{}", depth(&nodes));
+        assert_eq!(plain_text(&nodes), "deep");
+        let nodes = parse("> > quoted *twice*");
+        assert_eq!(depth(&nodes), 4, "{nodes:?}");
     }
 
     #[test]
