@@ -5,7 +5,8 @@
 //! documented limits. A state read from a link must write a link that reads back to the same state,
 //! and that link must be a fixed point (written again, byte for byte the same).
 //!
-//! Case counts are tuned so the whole file runs in a few seconds unoptimised; raise `FUZZ_CASES`
+//! The query parser, the `cfg` decoder and the config importer get 10,000 cases each,
+//! the rest fewer; the file runs in seconds unoptimised. Raise `FUZZ_CASES`
 //! (a multiplier) for a longer hunt: `FUZZ_CASES=50 cargo test --test fuzz`.
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -131,7 +132,7 @@ fn as_written(state: &AppState) -> AppState {
 }
 
 proptest! {
-    #![proptest_config(config(1024))]
+    #![proptest_config(config(10_000))]
 
     /// Any string at all as the query (also unencoded and with stray `%`, `&`, `=`, `?`).
     #[test]
@@ -288,7 +289,7 @@ fn assert_code_round_trips(model: &Model) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(config(2048))]
+    #![proptest_config(config(10_000))]
 
     /// The compact model code (`cfg=`): never a panic, and whatever decodes re-encodes exactly.
     #[test]
@@ -414,7 +415,7 @@ fn hostile_config() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(config(2048))]
+    #![proptest_config(config(10_000))]
 
     /// Hugging Face `config.json` import: any JSON, and real configs with hostile numbers, import or
     /// fail with an error; an imported model is valid and its link code round-trips.
