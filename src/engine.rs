@@ -87,6 +87,14 @@ impl Engine {
         }
     }
 
+    /// Makes the GPU's next job fail as if it ran out of memory (a test hook: the job must be refused
+    /// with a notice, and the device kept).
+    pub fn simulate_out_of_memory(&self) {
+        if let Engine::WebGpu { ctx, .. } = self {
+            ctx.simulate_out_of_memory();
+        }
+    }
+
     /// Whether results come from the GPU.
     pub fn is_gpu(&self) -> bool {
         matches!(self, Engine::WebGpu { .. })
@@ -374,7 +382,7 @@ mod tests {
     fn sliced_cpu_results_equal_the_reference_in_one_go() {
         // 3 query heads over 1 KV head, 700 tokens of 64: 44,800 multiply-adds a row, 44 rows a slice.
         let shape = AttentionShape { h_q: 3, h_kv: 1, n_q: 700, n_kv: 700, d: 64 };
-        let values = |n: usize, seed: f32| (0..n).map(|x| ((x as f32 * seed).sin() * 0.5)).collect::<Vec<f32>>();
+        let values = |n: usize, seed: f32| (0..n).map(|x| (x as f32 * seed).sin() * 0.5).collect::<Vec<f32>>();
         let (q, k, v) = (values(shape.q_len(), 0.37), values(700 * 64, 0.11), values(700 * 64, 0.23));
         let p = AttentionProblem::new(&q, &k, &v, shape, Mask::Causal, 0.125);
         assert_eq!(pollster::block_on(cpu_row_softmax(&p)), reference::row_softmax(&p));

@@ -13,7 +13,7 @@ use attention_lab::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use attention_lab::gpu::flash_tiles::FlashTiles;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::row_softmax::RowForm;
-use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
+use attention_lab::gpu::{GpuContext, GpuError, Kernels, ProbRegion};
 use attention_lab::model::Mask;
 
 fn device() -> Option<GpuContext> {
@@ -337,6 +337,27 @@ fn reused_buffers_never_show_an_earlier_jobs_values() {
         assert_close(&format!("pooled after earlier jobs, {mask:?}"), &got, &want_pool, 1e-4, 0.0);
         assert!(ctx.spare_bytes() > 0, "finished jobs give their buffers back");
     }
+    close(ctx);
+}
+
+#[test]
+fn a_job_that_runs_out_of_memory_fails_alone_and_the_next_one_computes() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let s = AttentionShape { h_q: 2, h_kv: 1, n_q: 24, n_kv: 24, d: 16 };
+    let (q, k, _) = inputs(&s, 1.0, 77);
+    let problem = AttentionProblem::scores(&q, &k, s, Mask::Causal, 0.25);
+    pollster::block_on(kernels.whole_probabilities(&ctx, &problem)).expect("a first job");
+    assert!(ctx.spare_bytes() > 0);
+    // The device reports an allocation failure (recorded as its error handler records a real one).
+    ctx.simulate_out_of_memory();
+    let failed = pollster::block_on(kernels.whole_probabilities(&ctx, &problem)).expect_err("the job must fail");
+    assert!(matches!(failed, GpuError::OutOfMemory(_)), "{failed}");
+    assert!(failed.to_string().contains("ran out of memory"), "{failed}");
+    assert_eq!(ctx.spare_bytes(), 0, "what the pool held is freed");
+    assert!(ctx.check_fault().is_ok(), "the device itself is still good");
+    let again = pollster::block_on(kernels.whole_probabilities(&ctx, &problem)).expect("the next job computes");
+    assert_close("P after an out-of-memory job", &again, &reference::row_softmax(&problem), 1e-4, 0.0);
     close(ctx);
 }
 

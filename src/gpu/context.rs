@@ -26,6 +26,9 @@ pub enum GpuError {
     InvalidInput(String),
     /// The device reported an error (an invalid pipeline or dispatch) or was lost; results are void.
     Device(String),
+    /// The GPU could not allocate a job's buffers. The job's results are void, but the device is
+    /// still good: the job is dropped (freeing what it held) and smaller ones can run.
+    OutOfMemory(String),
 }
 
 impl fmt::Display for GpuError {
@@ -37,6 +40,11 @@ impl fmt::Display for GpuError {
             GpuError::Readback(why) => write!(f, "reading results back from the GPU failed: {why}"),
             GpuError::Device(why) => write!(f, "the GPU reported an error: {why}"),
             GpuError::InvalidInput(why) => write!(f, "invalid request: {why}"),
+            GpuError::OutOfMemory(why) => write!(
+                f,
+                "the GPU ran out of memory for this job ({why}); it was stopped and its buffers freed: \
+                 fewer tokens or heads need less, and other tabs or programs may be holding GPU memory"
+            ),
         }
     }
 }
@@ -78,8 +86,30 @@ pub struct GpuContext {
     /// The first error the device reported outside any error scope, or its loss. Once set, every
     /// readback fails with it: results computed by an invalid pipeline must never be shown as real.
     fault: Arc<Mutex<Option<String>>>,
+    /// An allocation the device could not make since the last readback: it voids the job that asked
+    /// (see [`GpuContext::take_out_of_memory`]), not the device.
+    out_of_memory: Arc<Mutex<Option<String>>>,
     /// Buffers finished jobs gave back, lent again to the next job of the same size and use.
     spares: Mutex<Spares>,
+}
+
+/// Keeps the first message in `slot` (the first error explains the rest).
+fn record_first(slot: &Mutex<Option<String>>, message: String) {
+    if let Ok(mut slot) = slot.lock() {
+        slot.get_or_insert(message);
+    }
+}
+
+/// Files an error the device reported outside any scope: an allocation failure voids the job that
+/// asked (`out_of_memory`), anything else the device (`fault`).
+fn route_uncaptured(e: &wgpu::Error, fault: &Mutex<Option<String>>, out_of_memory: &Mutex<Option<String>>) {
+    match e {
+        wgpu::Error::OutOfMemory { .. } => record_first(out_of_memory, e.to_string()),
+        // The job that ran out of memory then uses a buffer that was never made, and the device says
+        // so: those errors are the job's, and it fails with the out-of-memory error.
+        _ if out_of_memory.lock().is_ok_and(|slot| slot.is_some()) => {}
+        _ => record_first(fault, e.to_string()),
+    }
 }
 
 /// Every storage buffer can be written by the queue and copied out for readback.
@@ -97,6 +127,9 @@ struct Spares {
     /// Oldest first.
     buffers: VecDeque<wgpu::Buffer>,
     bytes: u64,
+    /// Set when a job ran out of memory: the buffers it gives back as it unwinds (one of them may
+    /// never have been made) are dropped, until the next job takes one.
+    drop_returns: bool,
 }
 
 /// A buffer lent by the context for one job; it goes back to the context's spares when dropped. Its
@@ -174,23 +207,29 @@ impl GpuContext {
             is_cpu: info.device_type == wgpu::DeviceType::Cpu,
         };
         let fault = Arc::new(Mutex::new(None::<String>));
-        let record = |fault: &Arc<Mutex<Option<String>>>, message: String| {
-            if let Ok(mut slot) = fault.lock() {
-                slot.get_or_insert(message);
-            }
-        };
-        let on_error = fault.clone();
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&on_error, e.to_string())));
+        let out_of_memory = Arc::new(Mutex::new(None::<String>));
+        let (on_error, on_oom) = (fault.clone(), out_of_memory.clone());
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| route_uncaptured(&e, &on_error, &on_oom)));
         let on_lost = fault.clone();
         device.set_device_lost_callback(move |reason, message| {
-            record(&on_lost, format!("the device was lost ({reason:?}: {message})"))
+            record_first(&on_lost, format!("the device was lost ({reason:?}: {message})"))
         });
         // wgpu cannot see subgroups on the web; web_subgroups asked the browser for them instead.
         #[cfg(target_arch = "wasm32")]
         let subgroups = crate::gpu::web_subgroups::granted();
         let fixed_size = info.subgroup_min_size == info.subgroup_max_size && info.subgroup_min_size.is_power_of_two();
         let subgroup_size = (subgroups && fixed_size).then_some(info.subgroup_min_size);
-        Ok(Self { device, queue, limits, adapter, timestamps, subgroup_size, fault, spares: Mutex::default() })
+        Ok(Self {
+            device,
+            queue,
+            limits,
+            adapter,
+            timestamps,
+            subgroup_size,
+            fault,
+            out_of_memory,
+            spares: Mutex::default(),
+        })
     }
 
     /// A read-only storage buffer holding `data`.
@@ -220,6 +259,7 @@ impl GpuContext {
     /// A spare buffer of exactly `size` bytes and `usage`, or a new one.
     fn take(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
         if let Ok(mut spares) = self.spares.lock()
+            && !std::mem::take(&mut spares.drop_returns)
             && let Some(i) = spares.buffers.iter().position(|b| b.size() == size && b.usage() == usage)
         {
             spares.bytes -= size;
@@ -239,6 +279,9 @@ impl GpuContext {
     /// next job's writes are queued after this job's work.
     fn give_back(&self, buffer: wgpu::Buffer) {
         let Ok(mut spares) = self.spares.lock() else { return };
+        if spares.drop_returns {
+            return;
+        }
         spares.bytes += buffer.size();
         spares.buffers.push_back(buffer);
         while spares.bytes > MAX_SPARE_BYTES {
@@ -308,6 +351,24 @@ impl GpuContext {
         self.device.destroy();
     }
 
+    /// The allocation failure recorded since the last readback, if any, as an error; clears it and
+    /// frees the spare buffers, so the next job starts with what memory there is.
+    pub fn take_out_of_memory(&self) -> Result<(), GpuError> {
+        let Some(why) = self.out_of_memory.lock().ok().and_then(|mut slot| slot.take()) else { return Ok(()) };
+        if let Ok(mut spares) = self.spares.lock() {
+            *spares = Spares { drop_returns: true, ..Spares::default() };
+        }
+        Err(GpuError::OutOfMemory(why))
+    }
+
+    /// Records an allocation failure as the device would report one (a test hook: the next job must
+    /// fail with it, and the one after that compute as usual).
+    pub fn simulate_out_of_memory(&self) {
+        if let Ok(mut slot) = self.out_of_memory.lock() {
+            slot.get_or_insert_with(|| "simulated by a test hook".into());
+        }
+    }
+
     /// The device's recorded fault, if any, as an error.
     pub fn check_fault(&self) -> Result<(), GpuError> {
         match self.fault.lock().ok().and_then(|f| f.clone()) {
@@ -329,6 +390,14 @@ impl GpuContext {
 
     /// Maps a `MAP_READ` buffer and returns its contents.
     pub async fn map_and_read<T: bytemuck::Pod>(&self, staging: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
+        let data = self.map_and_copy(staging).await;
+        // A job that ran out of memory reads back garbage or nothing at all: either way it failed.
+        self.take_out_of_memory()?;
+        self.check_fault()?;
+        data
+    }
+
+    async fn map_and_copy<T: bytemuck::Pod>(&self, staging: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
         let slice = staging.slice(..);
         let (tx, rx) = futures_channel::oneshot::channel();
         slice.map_async(wgpu::MapMode::Read, move |result| {
@@ -344,7 +413,33 @@ impl GpuContext {
             bytemuck::cast_slice::<u8, T>(&view).to_vec()
         };
         staging.unmap();
-        self.check_fault()?;
         Ok(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(out_of_memory: bool) -> wgpu::Error {
+        let source = Box::new(std::io::Error::other("test"));
+        if out_of_memory {
+            wgpu::Error::OutOfMemory { source }
+        } else {
+            wgpu::Error::Validation { source, description: "a binding uses an invalid buffer".into() }
+        }
+    }
+
+    #[test]
+    fn out_of_memory_voids_the_job_and_what_follows_it_not_the_device() {
+        let (fault, oom) = (Mutex::new(None), Mutex::new(None));
+        route_uncaptured(&error(true), &fault, &oom);
+        route_uncaptured(&error(false), &fault, &oom);
+        assert!(oom.lock().unwrap().is_some());
+        assert_eq!(*fault.lock().unwrap(), None, "the validation error follows the failed allocation");
+        // Once the job has failed with it (the slot is taken), a validation error faults the device.
+        oom.lock().unwrap().take();
+        route_uncaptured(&error(false), &fault, &oom);
+        assert!(fault.lock().unwrap().as_deref().is_some_and(|m| m.contains("invalid buffer")));
     }
 }

@@ -42,15 +42,21 @@ pub fn watch_for_lost_gpu(engine: EngineSignal, notices: RwSignal<Vec<Notice>>, 
     }
 }
 
-/// `debug=hooks`: `window.attentionLabLoseGpu()` destroys the device, as a driver reset would, so a
-/// browser test can check the page recovers.
+/// `debug=hooks`: `window.attentionLabLoseGpu()` destroys the device, as a driver reset would, and
+/// `window.attentionLabGpuOutOfMemory()` makes the next GPU job fail as out of memory, so browser tests
+/// can check the page recovers from each.
 pub fn install_test_hooks(engine: EngineSignal) {
-    let lose = Closure::<dyn Fn()>::new(move || {
-        engine.with_untracked(|e| e.as_ref().map(|e| e.lose_device()));
+    install_hook("attentionLabLoseGpu", move || engine.with_untracked(|e| e.as_ref().map(|e| e.lose_device())));
+    install_hook("attentionLabGpuOutOfMemory", move || {
+        engine.with_untracked(|e| e.as_ref().map(|e| e.simulate_out_of_memory()))
     });
+}
+
+fn install_hook(name: &str, hook: impl Fn() -> Option<()> + 'static) {
+    let hook = Closure::<dyn Fn()>::new(move || _ = hook());
     if let Some(window) = web_sys::window() {
-        let _ = js_sys::Reflect::set(&window, &"attentionLabLoseGpu".into(), lose.as_ref().unchecked_ref());
+        let _ = js_sys::Reflect::set(&window, &name.into(), hook.as_ref().unchecked_ref());
     }
     // The hook lives as long as the page.
-    lose.forget();
+    hook.forget();
 }

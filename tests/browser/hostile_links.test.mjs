@@ -108,6 +108,24 @@ describe("Hostile links", () => {
     await assertAlive(app, "after the lost device");
     await app.close();
   });
+  test("a job the GPU has no memory for is refused with a notice; the device is kept and the next job computes", async () => {
+    const app = await AppPage.open(session, "?debug=hooks&text=" + encodeURIComponent("one two three"));
+    await app.heatmap(3);
+    await app.waitForEngine();
+    // The hook makes the next job fail as the device reports an allocation it could not make.
+    await app.page.evaluate(() => window.attentionLabGpuOutOfMemory());
+    await app.typeText("one two three four");
+    const error = app.page.getByTestId("heatmap-error").filter({ hasText: "memory" });
+    await error.waitFor({ timeout: 60_000 });
+    assert.match(await error.innerText(), /ran out of memory for this job .*its buffers freed: fewer tokens or heads need less/s);
+    // Not a lost device: no restart, the same WebGPU adapter computes the next change.
+    await app.typeText("one two three four five");
+    await app.heatmap(5);
+    assert.match(await app.adapterLine(), /WebGPU/);
+    assert.doesNotMatch(await app.page.getByTestId("url-notices").innerText().catch(() => ""), /a new device was started/);
+    await assertAlive(app, "after running out of memory");
+    await app.close();
+  });
   test("a sweep of hostile values in every view: alive, told why, nothing injected", async () => {
     const script = encodeURIComponent('<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>');
     const long = "0-3,".repeat(2000);
