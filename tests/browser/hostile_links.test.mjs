@@ -61,6 +61,21 @@ describe("Hostile links", () => {
     await assertAlive(app, "cross-attention");
     await app.close();
   });
+  test("a decode demo whose K/V buffers pass the job budget is not started, with the bytes it needs", async () => {
+    // 4,096 KV heads of 128: both requests' K and V for 256 tokens in f32 are 2 x 2 x 4,096 x 128 x 256
+    // x 4 bytes = 2,147,483,648 = 2.15 GB, more than the 1.07 GB (1 GiB) a job may take.
+    const app = await AppPage.open(session, "?view=kv&cfg=L1.d524288.h4096.kv4096.hd128");
+    await app.waitForEngine();
+    await app.page.getByTestId("decode-start").click();
+    await app.page.waitForSelector('[data-testid="decode-status"][data-state="failed"]', { timeout: 30_000 });
+    assert.match(await app.page.getByTestId("decode-error").innerText(), /Not started: The K\/V buffers of this run would need 2\.15 GB/);
+    await assertAlive(app, "decode demo");
+    // The rest of the view still answers: the budget panel follows a new budget.
+    await app.page.getByTestId("budget-input").fill("141");
+    await app.page.getByTestId("budget-input").press("Enter");
+    await app.waitForParam("budget", "141");
+    await app.close();
+  });
   test("a CPU-reference job of over a second computes in slices: the page keeps answering", async () => {
     // One head of 2,000 tokens on the CPU tier: 4 million pairs of a 128-wide head in one call, about
     // a second of work on this machine, which used to run as one task. The long-task observer records every task
