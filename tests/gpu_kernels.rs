@@ -9,6 +9,7 @@ use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::pooled::{Pool, PooledMap};
 use attention_lab::attention::{AttentionProblem, reference};
+use attention_lab::gpu::bench::{BenchCase, BenchKernel, Repetitions, run_case};
 use attention_lab::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use attention_lab::gpu::flash_tiles::FlashTiles;
 use attention_lab::gpu::launch::Dispatch;
@@ -358,6 +359,17 @@ fn a_job_that_runs_out_of_memory_fails_alone_and_the_next_one_computes() {
     assert!(ctx.check_fault().is_ok(), "the device itself is still good");
     let again = pollster::block_on(kernels.whole_probabilities(&ctx, &problem)).expect("the next job computes");
     assert_close("P after an out-of-memory job", &again, &reference::row_softmax(&problem), 1e-4, 0.0);
+    // A benchmark case times its submissions without reading results back: it must not print times
+    // for work the device could not allocate.
+    let case = BenchCase { kernel: BenchKernel::Tiled, shape: s, mask: Mask::Causal };
+    let reps = Repetitions { max: 2, budget_ms: 100.0 };
+    let now_ms = || std::time::UNIX_EPOCH.elapsed().map_or(0.0, |t| t.as_secs_f64() * 1e3);
+    ctx.simulate_out_of_memory();
+    let timed = pollster::block_on(run_case(&ctx, &kernels, &case, 1.0, reps, now_ms));
+    assert!(matches!(timed, Err(GpuError::OutOfMemory(_))), "{timed:?}");
+    assert!(
+        pollster::block_on(run_case(&ctx, &kernels, &case, 1.0, reps, now_ms)).is_ok_and(|r| r.ms_median.is_some())
+    );
     close(ctx);
 }
 

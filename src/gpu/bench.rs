@@ -317,7 +317,7 @@ async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() -> f
         wait_for_gpu(ctx).await?;
         let ms = now_ms() - t0;
         // Without timestamps nothing reads a result back, so a failed submission would still be timed.
-        ctx.check_fault()?;
+        ctx.check_job()?;
         return Ok(ms);
     }
     let queries = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
@@ -356,7 +356,6 @@ async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() -> f
     encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, 16);
     ctx.queue.submit([encoder.finish()]);
     let ticks: Vec<u64> = ctx.map_and_read(&staging).await?;
-    ctx.check_fault()?;
     let ns = ticks[1].saturating_sub(ticks[0]) as f64 * f64::from(ctx.queue.get_timestamp_period());
     Ok(ns / 1e6)
 }

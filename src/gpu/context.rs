@@ -369,6 +369,13 @@ impl GpuContext {
         }
     }
 
+    /// Whether the job that just finished may be believed: not if it ran out of memory (that error is
+    /// its own, and taken), nor if the device is faulted.
+    pub fn check_job(&self) -> Result<(), GpuError> {
+        self.take_out_of_memory()?;
+        self.check_fault()
+    }
+
     /// The device's recorded fault, if any, as an error.
     pub fn check_fault(&self) -> Result<(), GpuError> {
         match self.fault.lock().ok().and_then(|f| f.clone()) {
@@ -392,8 +399,7 @@ impl GpuContext {
     pub async fn map_and_read<T: bytemuck::Pod>(&self, staging: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
         let data = self.map_and_copy(staging).await;
         // A job that ran out of memory reads back garbage or nothing at all: either way it failed.
-        self.take_out_of_memory()?;
-        self.check_fault()?;
+        self.check_job()?;
         data
     }
 
