@@ -81,20 +81,31 @@ pub struct RopeTable {
 /// a sine is a slow software routine).
 pub fn angle_table(n: usize, freqs: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let k = freqs.len();
-    let (mut sin, mut cos) = (vec![0.0f64; n * k], vec![0.0f64; n * k]);
-    for (j, &w) in freqs.iter().enumerate() {
-        let (step_s, step_c) = w.sin_cos();
-        let (mut s, mut c) = (0.0f64, 1.0f64);
-        for pos in 0..n {
-            if pos % 64 == 0 {
-                (s, c) = (pos as f64 * w).sin_cos();
+    let (mut sin, mut cos) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
+    for_each_angle(n, freqs, |s, c| {
+        sin.push(s);
+        cos.push(c);
+    });
+    (sin, cos)
+}
+
+/// Calls `emit(sin, cos)` for every position `0..n` and, within it, every frequency of `freqs`, in
+/// the order of an `[n, freqs.len()]` table. Position by position, so the tables are written in
+/// order (a frequency-major walk wrote them with a stride and took four times as long).
+fn for_each_angle(n: usize, freqs: &[f64], mut emit: impl FnMut(f64, f64)) {
+    let steps: Vec<(f64, f64)> = freqs.iter().map(|w| w.sin_cos()).collect();
+    let mut now: Vec<(f64, f64)> = vec![(0.0, 1.0); freqs.len()];
+    for pos in 0..n {
+        let exact = pos % 64 == 0;
+        for ((state, &(step_s, step_c)), &w) in now.iter_mut().zip(&steps).zip(freqs) {
+            if exact {
+                *state = (pos as f64 * w).sin_cos();
             }
-            sin[pos * k + j] = s;
-            cos[pos * k + j] = c;
-            (s, c) = (s * step_c + c * step_s, c * step_c - s * step_s);
+            let (s, c) = *state;
+            emit(s, c);
+            *state = (s * step_c + c * step_s, c * step_c - s * step_s);
         }
     }
-    (sin, cos)
 }
 
 impl RopeTable {
@@ -102,9 +113,14 @@ impl RopeTable {
     /// rotation when it is not RoPE).
     pub fn new(n: usize, d: usize, positional: Positional) -> Self {
         let rotary = Rotary::of(d, positional).unwrap_or(Rotary { head_dim: d, offset: 0, inv_freq: Vec::new() });
-        let (sin, cos) = angle_table(n, &rotary.inv_freq);
-        let narrow = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect();
-        Self { rotary_dims: rotary.rotary_dims(), offset: rotary.offset, cos: narrow(cos), sin: narrow(sin) }
+        let k = rotary.inv_freq.len();
+        let (mut sin, mut cos) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
+        // Written as f32 at once: no f64 tables twice the size to narrow afterwards.
+        for_each_angle(n, &rotary.inv_freq, |s, c| {
+            sin.push(s as f32);
+            cos.push(c as f32);
+        });
+        Self { rotary_dims: rotary.rotary_dims(), offset: rotary.offset, cos, sin }
     }
 
     /// Positions covered.
