@@ -8,6 +8,7 @@
 //! W_O, `[n_q_heads · d, D_MODEL]`, is seeded the same way, one block of `d` rows per query head.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use super::inputs::{add_sinusoidal_positions, embed, projection};
 use super::rope::RopeTable;
@@ -114,13 +115,13 @@ struct Side {
     /// (`ids[i]` indexes its row), so projections cost the vocabulary, not the length.
     x: Vec<f32>,
     ids: Option<Vec<u32>>,
-    rope: Option<RopeTable>,
+    /// The layer's RoPE, applied to each piece of rows as it is made (a table for 65,536 positions
+    /// took long to build and 32 MB to hold).
+    rope: Option<Positional>,
 }
 
 impl Side {
     fn new(tokens: Vec<String>, layout: &LayerLayout, seed: u64) -> Self {
-        let n = tokens.len();
-        let d = layout.head_dim as usize;
         match layout.positional {
             Positional::Sinusoidal | Positional::Learned { .. } => {
                 let mut x = embed(&tokens, D_MODEL, seed);
@@ -140,32 +141,92 @@ impl Side {
                     })
                     .collect();
                 let x = embed(&distinct, D_MODEL, seed);
-                let rope = match layout.positional {
-                    p @ Positional::Rope { .. } => Some(RopeTable::new(n, d, p)),
-                    _ => None,
-                };
+                let rope = matches!(layout.positional, Positional::Rope { .. }).then_some(layout.positional);
                 Self { tokens, x, ids: Some(ids), rope }
             }
         }
     }
 
-    /// `x · w` for every position, `[n, d]`, rotated when the layer uses RoPE.
-    fn project(&self, w: &[f32], d: usize, rotate: bool) -> Vec<f32> {
-        let rows = super::inputs::matmul(&self.x, w, D_MODEL, d);
+    /// `x · w` for what `x` holds (distinct tokens, or positions): the head's rows before they are
+    /// laid out by position and rotated ([`Side::rows`]).
+    fn project(&self, w: &[f32], d: usize) -> Vec<f32> {
+        super::inputs::matmul(&self.x, w, D_MODEL, d)
+    }
+
+    /// Rows `range` of a head, `[range, d]`, from its `projected` rows, rotated when `rotate` and the
+    /// layer uses RoPE.
+    fn rows(&self, projected: &[f32], d: usize, rotate: bool, range: Range<usize>) -> Vec<f32> {
         let mut out = match &self.ids {
-            None => rows,
+            None => projected[range.start * d..range.end * d].to_vec(),
             Some(ids) => {
-                let mut out = Vec::with_capacity(ids.len() * d);
-                for &id in ids {
-                    out.extend_from_slice(&rows[id as usize * d..][..d]);
+                let mut out = Vec::with_capacity(range.len() * d);
+                for &id in &ids[range.clone()] {
+                    out.extend_from_slice(&projected[id as usize * d..][..d]);
                 }
                 out
             }
         };
-        if rotate && let Some(rope) = &self.rope {
-            rope.rotate_rows(&mut out, d, 0);
+        if rotate && let Some(positional) = self.rope {
+            RopeTable::for_positions(range.clone(), d, positional).rotate_rows(&mut out, d, range.start);
         }
         out
+    }
+}
+
+/// One head's Q, K or V, made a piece of rows at a time ([`HeadRows::rows`]), so a long input can be
+/// built between other work.
+pub struct HeadRows<'a> {
+    inputs: &'a LayerInputs,
+    make: MadeBy,
+}
+
+enum MadeBy {
+    DesignedQueries(TeachingHead),
+    DesignedKeys,
+    /// Seeded weights: the side's projected rows, laid out and (for Q and K) rotated by position.
+    Projection {
+        keys: bool,
+        projected: Vec<f32>,
+        rotate: bool,
+    },
+}
+
+impl HeadRows<'_> {
+    /// Rows (tokens) of the head.
+    pub fn len(&self) -> usize {
+        match self.make {
+            MadeBy::DesignedQueries(_) => self.inputs.queries.tokens.len(),
+            MadeBy::DesignedKeys => self.inputs.kv_side().tokens.len(),
+            MadeBy::Projection { keys, .. } => self.side(keys).tokens.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rows `range`, `[range, d]`.
+    pub fn rows(&self, range: Range<usize>) -> Vec<f32> {
+        let inputs = self.inputs;
+        let d = inputs.layout.head_dim as usize;
+        match (&self.make, &inputs.designer) {
+            (MadeBy::DesignedQueries(kind), Some(des)) => {
+                des.queries(*kind, &inputs.queries.tokens[range.clone()], range.start, inputs.kv_tokens().len())
+            }
+            (MadeBy::DesignedKeys, Some(des)) => des.keys_rows(&inputs.kv_side().tokens, range),
+            (MadeBy::Projection { keys, projected, rotate }, _) => self.side(*keys).rows(projected, d, *rotate, range),
+            // Designed rows exist only with a designer.
+            (_, None) => vec![0.0; range.len() * d],
+        }
+    }
+
+    /// Every row, `[len, d]`.
+    pub fn all(&self) -> Vec<f32> {
+        self.rows(0..self.len())
+    }
+
+    fn side(&self, keys: bool) -> &Side {
+        if keys { self.inputs.kv_side() } else { &self.inputs.queries }
     }
 }
 
@@ -228,25 +289,40 @@ impl LayerInputs {
 
     /// Query head `h`, `[n_q, d]`.
     pub fn q_head(&self, h: u32) -> Vec<f32> {
-        let d = self.layout.head_dim as usize;
-        if let (Some(kind), Some(des)) = (self.teaching_head(h), &self.designer) {
-            return des.queries(kind, &self.queries.tokens, 0, self.kv_tokens().len());
-        }
-        let w: Vec<f32> = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_Q, h))
-            .iter()
-            .map(|x| x * Q_GAIN)
-            .collect();
-        self.queries.project(&w, d, true)
+        self.q_rows(h).all()
+    }
+
+    /// Query head `h`, to be made a piece of rows at a time.
+    pub fn q_rows(&self, h: u32) -> HeadRows<'_> {
+        let make = match self.teaching_head(h) {
+            Some(kind) if self.designer.is_some() => MadeBy::DesignedQueries(kind),
+            _ => {
+                let d = self.layout.head_dim as usize;
+                let w: Vec<f32> = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_Q, h))
+                    .iter()
+                    .map(|x| x * Q_GAIN)
+                    .collect();
+                MadeBy::Projection { keys: false, projected: self.queries.project(&w, d), rotate: true }
+            }
+        };
+        HeadRows { inputs: self, make }
     }
 
     /// K of KV head `g`, `[n_kv, d]` (all a heatmap needs).
     pub fn k_head(&self, g: u32) -> Vec<f32> {
-        let d = self.layout.head_dim as usize;
-        let side = self.kv_side();
-        match (&self.designer, self.designed_kv(g)) {
-            (Some(des), true) => des.keys(&side.tokens),
-            _ => side.project(&projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_K, g)), d, true),
-        }
+        self.k_rows(g).all()
+    }
+
+    /// K of KV head `g`, to be made a piece of rows at a time.
+    pub fn k_rows(&self, g: u32) -> HeadRows<'_> {
+        let make = if self.designer.is_some() && self.designed_kv(g) {
+            MadeBy::DesignedKeys
+        } else {
+            let d = self.layout.head_dim as usize;
+            let w = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_K, g));
+            MadeBy::Projection { keys: true, projected: self.kv_side().project(&w, d), rotate: true }
+        };
+        HeadRows { inputs: self, make }
     }
 
     /// KV head `g`: K and V, `[n_kv, d]` each (V is K where the layer shares them).
@@ -256,11 +332,9 @@ impl LayerInputs {
             k.clone()
         } else {
             let d = self.layout.head_dim as usize;
-            self.kv_side().project(
-                &projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_V, g)),
-                d,
-                false,
-            )
+            let w = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_V, g));
+            let make = MadeBy::Projection { keys: true, projected: self.kv_side().project(&w, d), rotate: false };
+            HeadRows { inputs: self, make }.all()
         };
         (k, v)
     }
@@ -270,15 +344,6 @@ impl LayerInputs {
     pub fn w_o_block(&self, h: u32) -> Vec<f32> {
         let d = self.layout.head_dim as usize;
         projection(d, D_MODEL, weight_seed(self.seed, self.layout.layer, STREAM_O, h))
-    }
-
-    /// Q of the given query heads, concatenated `[heads.len(), n_q, d]`.
-    pub fn q_heads(&self, heads: &[u32]) -> Vec<f32> {
-        let mut q = Vec::with_capacity(heads.len() * self.queries.tokens.len() * self.layout.head_dim as usize);
-        for &h in heads {
-            q.extend_from_slice(&self.q_head(h));
-        }
-        q
     }
 }
 
@@ -341,6 +406,22 @@ mod tests {
         let mut direct = super::super::inputs::matmul(&embed(&tokens, D_MODEL, 3), &w, D_MODEL, d);
         RopeTable::new(6, d, Positional::rope(500_000.0)).rotate_rows(&mut direct, d, 0);
         assert_eq!(inputs.q_head(5), direct);
+    }
+
+    #[test]
+    fn heads_made_in_pieces_of_rows_equal_heads_made_whole() {
+        let text: Vec<String> = (0..200).map(|i| format!("w{}", i % 13)).collect();
+        for model in ["llama-3-8b", "gpt2-small", "gemma-4-12b"] {
+            let layout = LayerLayout::of(preset(model).unwrap(), 0);
+            let inputs = LayerInputs::new(layout, text.clone(), None, 5, true);
+            // Head 0 is designed (queries and the keys of its KV head); head 9 and KV head 1 are not.
+            for head in [inputs.q_rows(0), inputs.q_rows(9), inputs.k_rows(0), inputs.k_rows(1)] {
+                let pieces: Vec<f32> =
+                    [0..64, 64..128, 128..192, 192..200].into_iter().flat_map(|r| head.rows(r)).collect();
+                assert_eq!(pieces, head.all(), "{model}");
+                assert_eq!(head.len(), 200);
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! `m w_j`, of `k` by `n w_j`, and the dot product of two rotated pairs sees only the difference.
 
 use std::f64::consts::TAU;
+use std::ops::Range;
 
 use crate::model::Positional;
 
@@ -70,6 +71,8 @@ pub struct RopeTable {
     pub rotary_dims: usize,
     /// Pair `j` is dimensions `(j, j + offset)`.
     offset: usize,
+    /// The first position the table covers.
+    first: usize,
     /// `cos` and `sin` of `pos * inv_freq[j]`, `[n, r/2]` each.
     cos: Vec<f32>,
     sin: Vec<f32>,
@@ -82,21 +85,51 @@ pub struct RopeTable {
 pub fn angle_table(n: usize, freqs: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let k = freqs.len();
     let (mut sin, mut cos) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
-    for_each_angle(n, freqs, |s, c| {
+    for_each_angle(0..n, freqs, |s, c| {
         sin.push(s);
         cos.push(c);
     });
     (sin, cos)
 }
 
-/// Calls `emit(sin, cos)` for every position `0..n` and, within it, every frequency of `freqs`, in
-/// the order of an `[n, freqs.len()]` table. Position by position, so the tables are written in
+/// `sin` and `cos` of `pos * w` for the positions of a range and each frequency `w` ([`angle_table`]
+/// for a piece of the positions).
+pub struct AngleRows {
+    first: usize,
+    freqs: usize,
+    sin: Vec<f64>,
+    cos: Vec<f64>,
+}
+
+impl AngleRows {
+    pub fn new(positions: Range<usize>, freqs: &[f64]) -> Self {
+        let first = positions.start;
+        let (mut sin, mut cos) = (Vec::new(), Vec::new());
+        for_each_angle(positions, freqs, |s, c| {
+            sin.push(s);
+            cos.push(c);
+        });
+        Self { first, freqs: freqs.len(), sin, cos }
+    }
+
+    /// `(sin, cos)` of frequency `m` at `pos`, if the range covers it.
+    pub fn at(&self, pos: i64, m: usize) -> Option<(f64, f64)> {
+        let row = usize::try_from(pos).ok()?.checked_sub(self.first)?;
+        let i = row * self.freqs + m;
+        Some((*self.sin.get(i)?, *self.cos.get(i)?))
+    }
+}
+
+/// Calls `emit(sin, cos)` for every position of `positions` and, within it, every frequency of
+/// `freqs`, in the order of a `[positions, freqs.len()]` table. Exact at the first position and every
+/// 64th, so a table in pieces that start at multiples of 64 equals the table in one piece. Position by position, so the tables are written in
 /// order (a frequency-major walk wrote them with a stride and took four times as long).
-fn for_each_angle(n: usize, freqs: &[f64], mut emit: impl FnMut(f64, f64)) {
+fn for_each_angle(positions: Range<usize>, freqs: &[f64], mut emit: impl FnMut(f64, f64)) {
     let steps: Vec<(f64, f64)> = freqs.iter().map(|w| w.sin_cos()).collect();
     let mut now: Vec<(f64, f64)> = vec![(0.0, 1.0); freqs.len()];
-    for pos in 0..n {
-        let exact = pos % 64 == 0;
+    let first = positions.start;
+    for pos in positions {
+        let exact = pos % 64 == 0 || pos == first;
         for ((state, &(step_s, step_c)), &w) in now.iter_mut().zip(&steps).zip(freqs) {
             if exact {
                 *state = (pos as f64 * w).sin_cos();
@@ -112,15 +145,21 @@ impl RopeTable {
     /// Angles for positions `0..n` ([`angle_table`]) of a head of `d` under `positional` (no
     /// rotation when it is not RoPE).
     pub fn new(n: usize, d: usize, positional: Positional) -> Self {
+        Self::for_positions(0..n, d, positional)
+    }
+
+    /// As [`RopeTable::new`], for positions `positions` only (rows of a long input, a piece at a time).
+    pub fn for_positions(positions: Range<usize>, d: usize, positional: Positional) -> Self {
         let rotary = Rotary::of(d, positional).unwrap_or(Rotary { head_dim: d, offset: 0, inv_freq: Vec::new() });
-        let k = rotary.inv_freq.len();
-        let (mut sin, mut cos) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
+        let size = positions.len() * rotary.inv_freq.len();
+        let first = positions.start;
+        let (mut sin, mut cos) = (Vec::with_capacity(size), Vec::with_capacity(size));
         // Written as f32 at once: no f64 tables twice the size to narrow afterwards.
-        for_each_angle(n, &rotary.inv_freq, |s, c| {
+        for_each_angle(positions, &rotary.inv_freq, |s, c| {
             sin.push(s as f32);
             cos.push(c as f32);
         });
-        Self { rotary_dims: rotary.rotary_dims(), offset: rotary.offset, cos, sin }
+        Self { rotary_dims: rotary.rotary_dims(), offset: rotary.offset, first, cos, sin }
     }
 
     /// Positions covered.
@@ -132,13 +171,14 @@ impl RopeTable {
         self.len() == 0
     }
 
-    /// Rotates row `x` (one head's `d` values) as the token at `pos`.
+    /// Rotates row `x` (one head's `d` values) as the token at `pos` (a position the table covers).
     pub fn rotate(&self, x: &mut [f32], pos: usize) {
         let half = self.rotary_dims / 2;
         if half == 0 {
             return;
         }
-        let (c, s) = (&self.cos[pos * half..][..half], &self.sin[pos * half..][..half]);
+        let at = (pos - self.first) * half;
+        let (c, s) = (&self.cos[at..][..half], &self.sin[at..][..half]);
         let off = self.offset;
         for j in 0..half {
             let (a, b) = (x[j], x[j + off]);
@@ -161,6 +201,21 @@ mod tests {
 
     fn rope(theta: f64, fraction: f64) -> Positional {
         Positional::Rope { theta, partial_rotary_factor: fraction, proportional: false, linear_factor: 1.0 }
+    }
+
+    #[test]
+    fn a_table_in_pieces_of_64_positions_equals_the_whole() {
+        let whole = RopeTable::new(300, 128, rope(500_000.0, 1.0));
+        let mut rows: Vec<f32> = (0..300 * 128).map(|i| (i as f32 * 0.013).sin()).collect();
+        let mut pieces = rows.clone();
+        whole.rotate_rows(&mut rows, 128, 0);
+        for start in (0..300).step_by(128) {
+            let end = (start + 128).min(300);
+            let piece = RopeTable::for_positions(start..end, 128, rope(500_000.0, 1.0));
+            assert_eq!(piece.len(), end - start);
+            piece.rotate_rows(&mut pieces[start * 128..end * 128], 128, start);
+        }
+        assert_eq!(rows, pieces);
     }
 
     #[test]

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 
 use super::inputs::{SplitMix64, token_hash};
-use super::rope::angle_table;
+use super::rope::AngleRows;
 
 /// The designed heads, in the order they take query heads 0, 1, 2...
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,8 +119,6 @@ pub struct Designer {
     pub d: usize,
     pub blocks: Blocks,
     freqs: Vec<f64>,
-    /// `sin` and `cos` of `pos * freq` for every position of the input ([`angle_table`]).
-    angles: (Vec<f64>, Vec<f64>),
     /// Token -> its unit vector in the token block.
     token_vecs: HashMap<String, Vec<f32>>,
 }
@@ -154,27 +152,28 @@ impl Designer {
             })
             .collect();
         let freqs = frequencies(blocks.freqs);
-        let angles = angle_table(q_tokens.len().max(kv_tokens.len()), &freqs);
-        Self { d, blocks, freqs, angles, token_vecs }
+        Self { d, blocks, freqs, token_vecs }
     }
 
     fn tok_vec(&self, t: &str) -> &[f32] {
         self.token_vecs.get(t).map_or(&[], Vec::as_slice)
     }
 
+    /// The angles rows `range` read (the previous-token head reads the position before each), from a
+    /// multiple of 64 so every piece of rows reads the values the whole input would.
+    fn angles_for(&self, range: &std::ops::Range<usize>) -> AngleRows {
+        let first = range.start.saturating_sub(1) / 64 * 64;
+        AngleRows::new(first..range.end, &self.freqs)
+    }
+
     /// Writes `scale * u(pos)` into the positional block of `row`, keeping only frequencies `<= max_freq`
     /// (renormalised over them).
-    fn put_pos(&self, row: &mut [f32], pos: i64, scale: f64, max_freq: f64) {
+    fn put_pos(&self, row: &mut [f32], angles: &AngleRows, pos: i64, scale: f64, max_freq: f64) {
         let used = self.freqs.iter().filter(|&&w| w <= max_freq).count().max(1) as f64;
         let norm = scale / used.sqrt();
-        let k = self.freqs.len();
-        let tabled = usize::try_from(pos).ok().filter(|&p| (p + 1) * k <= self.angles.0.len());
         for (m, &w) in self.freqs.iter().enumerate() {
             if w <= max_freq {
-                let (s, c) = match tabled {
-                    Some(p) => (self.angles.0[p * k + m], self.angles.1[p * k + m]),
-                    None => (pos as f64 * w).sin_cos(),
-                };
+                let (s, c) = angles.at(pos, m).unwrap_or_else(|| (pos as f64 * w).sin_cos());
                 row[self.blocks.pos0() + 2 * m] = (c * norm) as f32;
                 row[self.blocks.pos0() + 2 * m + 1] = (s * norm) as f32;
             }
@@ -183,12 +182,18 @@ impl Designer {
 
     /// Designed keys `[n_kv, d]` for key tokens at positions `0..n_kv`.
     pub fn keys(&self, kv_tokens: &[String]) -> Vec<f32> {
+        self.keys_rows(kv_tokens, 0..kv_tokens.len())
+    }
+
+    /// Rows `range` of [`Designer::keys`], `[range, d]` (each key also carries the token before it).
+    pub fn keys_rows(&self, kv_tokens: &[String], range: std::ops::Range<usize>) -> Vec<f32> {
         let d = self.d;
         let b = self.blocks;
-        let mut k = vec![0.0f32; kv_tokens.len() * d];
-        for (j, row) in k.chunks_mut(d).enumerate() {
+        let mut k = vec![0.0f32; range.len() * d];
+        let angles = self.angles_for(&range);
+        for (j, row) in range.zip(k.chunks_mut(d)) {
             row[0] = if j == 0 { 1.0 } else { 0.0 };
-            self.put_pos(row, j as i64, 1.0, f64::INFINITY);
+            self.put_pos(row, &angles, j as i64, 1.0, f64::INFINITY);
             row[b.tok0()..b.tok0() + b.tok].copy_from_slice(self.tok_vec(&kv_tokens[j]));
             if j > 0 {
                 row[b.prev0()..b.prev0() + b.tok].copy_from_slice(self.tok_vec(&kv_tokens[j - 1]));
@@ -204,13 +209,14 @@ impl Designer {
         let b = self.blocks;
         let unscale = (d as f64).sqrt();
         let mut q = vec![0.0f32; q_tokens.len() * d];
+        let angles = self.angles_for(&(pos0..pos0 + q_tokens.len()));
         let all = self.freqs.clone();
         let slow: Vec<f64> = all.iter().copied().filter(|&w| w <= LOCAL_MAX_FREQ).collect();
         for (i, row) in q.chunks_mut(d).enumerate() {
             let pos = (pos0 + i) as i64;
             match head {
                 TeachingHead::PreviousToken => {
-                    self.put_pos(row, pos - 1, unscale * MARGIN / drop_one(&all), f64::INFINITY)
+                    self.put_pos(row, &angles, pos - 1, unscale * MARGIN / drop_one(&all), f64::INFINITY)
                 }
                 TeachingHead::FirstTokenSink => row[0] = (unscale * (MARGIN + (n_kv.max(1) as f64).ln())) as f32,
                 TeachingHead::SameToken | TeachingHead::Induction => {
@@ -220,7 +226,9 @@ impl Designer {
                         *dst = beta * v;
                     }
                 }
-                TeachingHead::Local => self.put_pos(row, pos, unscale * 0.15 / drop_one(&slow), LOCAL_MAX_FREQ),
+                TeachingHead::Local => {
+                    self.put_pos(row, &angles, pos, unscale * 0.15 / drop_one(&slow), LOCAL_MAX_FREQ)
+                }
                 TeachingHead::Diffuse => {}
             }
         }

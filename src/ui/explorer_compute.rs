@@ -90,7 +90,10 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
     // the one before.
     let mut k_cache = KCache::new();
     let t_first = browser::now_ms();
-    let mut prepared = plan.batches.first().map(|heads| batch_inputs(&inputs, heads, &mut k_cache));
+    let mut prepared = match plan.batches.first() {
+        Some(heads) => Some(batch_inputs(&inputs, heads, &mut k_cache).await),
+        None => None,
+    };
     inputs_ms += browser::now_ms() - t_first;
 
     // A batch's results, when another batch follows, are handed to their heatmaps while the GPU
@@ -103,13 +106,17 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
         }
         let Some(current) = prepared.take() else { return };
         let following = plan.batches.get(i + 1);
-        let (result, (next, shown_ms)) = overlapped(compute(&current, output, &mut kernel_ms), || {
+        let (result, (next, shown_ms)) = overlapped(compute(&current, output, &mut kernel_ms), async {
             let started = browser::now_ms();
             for (&h, vals) in unshown.take().into_iter().flat_map(|(heads, values)| heads.iter().zip(values)) {
                 hand_over(h, vals, output);
             }
             let shown_ms = browser::now_ms() - started;
-            (following.map(|heads| batch_inputs(&inputs, heads, &mut k_cache)), shown_ms)
+            let next = match following {
+                Some(heads) => Some(batch_inputs(&inputs, heads, &mut k_cache).await),
+                None => None,
+            };
+            (next, shown_ms)
         })
         .await;
         draw_ms += shown_ms;
@@ -155,7 +162,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
         && focus_map.borrow().is_none()
     {
         let t_inputs = browser::now_ms();
-        let batch = batch_inputs(&inputs, &[f], &mut k_cache);
+        let batch = batch_inputs(&inputs, &[f], &mut k_cache).await;
         inputs_ms += browser::now_ms() - t_inputs;
         match compute(&batch, plan.large_output, &mut kernel_ms).await {
             Ok(mut values) => *focus_map.borrow_mut() = Some(maker.make(f, values.remove(0), plan.large_output)),

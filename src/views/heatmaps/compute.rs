@@ -6,14 +6,15 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use super::head_map::HeadMap;
 use super::jobs::{pieces, pooled_export_notice};
 use super::request::Request;
-use crate::attention::layer_inputs::LayerInputs;
+use crate::attention::layer_inputs::{HeadRows, LayerInputs};
 use crate::attention::{AttentionProblem, AttentionShape};
-use crate::engine::{Engine, MapOutput};
+use crate::engine::{Engine, MapOutput, yield_to_event_loop};
 use crate::model::Mask;
 
 /// One batch's inputs: its query heads, their Q and K of the KV heads they read, `[heads, n, d]` each.
@@ -27,15 +28,61 @@ pub struct BatchInputs {
 /// K of each KV head, computed once per job: consecutive batches of one KV group share it.
 pub type KCache = HashMap<u32, Vec<f32>>;
 
-/// Builds a batch's Q and K on the CPU (the projections, positions and designed heads).
-pub fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -> BatchInputs {
+/// Elements (rows times head width) of Q or K built between two yields to the event loop: a few ms
+/// of wasm, so a batch of long inputs (65,536 tokens) never holds the page for long.
+const INPUT_PIECE_ELEMENTS: usize = 1 << 21;
+
+/// Builds a batch's Q and K on the CPU (the projections, positions and designed heads), a piece of
+/// rows at a time with a yield to the event loop between pieces.
+pub async fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -> BatchInputs {
+    let d = inputs.layout.head_dim;
     let mut kv_heads: Vec<u32> = heads.iter().map(|&h| inputs.layout.kv_head(h)).collect();
     kv_heads.dedup();
     let mut k = Vec::new();
     for &g in &kv_heads {
-        k.extend_from_slice(k_cache.entry(g).or_insert_with(|| inputs.k_head(g)));
+        match k_cache.entry(g) {
+            Entry::Occupied(cached) => copy_in_pieces(&mut k, cached.get()).await,
+            Entry::Vacant(slot) => {
+                let mut rows = Vec::new();
+                in_pieces(&inputs.k_rows(g), d, &mut rows).await;
+                k.extend_from_slice(slot.insert(rows));
+            }
+        }
     }
-    BatchInputs { heads: heads.to_vec(), q: inputs.q_heads(heads), k, h_kv: kv_heads.len() as u32 }
+    let mut q = Vec::new();
+    for &h in heads {
+        in_pieces(&inputs.q_rows(h), d, &mut q).await;
+    }
+    BatchInputs { heads: heads.to_vec(), q, k, h_kv: kv_heads.len() as u32 }
+}
+
+/// Appends every row of `head` to `out`, [`rows_per_piece`] rows at a time.
+async fn in_pieces(head: &HeadRows<'_>, d: u32, out: &mut Vec<f32>) {
+    let (len, step) = (head.len(), rows_per_piece(d));
+    out.reserve(len * d as usize);
+    for start in (0..len).step_by(step) {
+        if start > 0 {
+            yield_to_event_loop().await;
+        }
+        out.extend(head.rows(start..(start + step).min(len)));
+    }
+}
+
+/// Appends `values` to `out`, [`INPUT_PIECE_ELEMENTS`] at a time (a K of 65,536 rows is 32 MB).
+async fn copy_in_pieces(out: &mut Vec<f32>, values: &[f32]) {
+    out.reserve(values.len());
+    for (i, piece) in values.chunks(INPUT_PIECE_ELEMENTS).enumerate() {
+        if i > 0 {
+            yield_to_event_loop().await;
+        }
+        out.extend_from_slice(piece);
+    }
+}
+
+/// Rows in [`INPUT_PIECE_ELEMENTS`] at head width `d`, a multiple of 64 (RoPE tables in pieces that
+/// start at multiples of 64 equal the whole table).
+fn rows_per_piece(d: u32) -> usize {
+    (INPUT_PIECE_ELEMENTS / d.max(1) as usize).next_multiple_of(64).max(64)
 }
 
 /// How a running batch hears from its caller: whether to go on, where to report the fraction done,
@@ -48,10 +95,10 @@ pub struct Steering<'a> {
 
 /// Starts `gpu_work` (its synchronous part, uploads and submission, runs at the first poll), runs
 /// `cpu_work` while the GPU computes, then finishes `gpu_work`.
-pub async fn overlapped<F: Future, T>(gpu_work: F, cpu_work: impl FnOnce() -> T) -> (F::Output, T) {
+pub async fn overlapped<F: Future, C: Future>(gpu_work: F, cpu_work: C) -> (F::Output, C::Output) {
     let mut gpu_work = std::pin::pin!(gpu_work);
     let first = std::future::poll_fn(|cx| std::task::Poll::Ready(gpu_work.as_mut().poll(cx))).await;
-    let cpu = cpu_work();
+    let cpu = cpu_work.await;
     let out = match first {
         std::task::Poll::Ready(out) => out,
         std::task::Poll::Pending => gpu_work.await,
@@ -171,7 +218,7 @@ pub async fn map_for_export(
     if !same_input {
         return Err("The view changed while exporting; export again once it has finished.".into());
     }
-    let batch = batch_inputs(inputs, &[map.head], &mut KCache::new());
+    let batch = batch_inputs(inputs, &[map.head], &mut KCache::new()).await;
     let steer = Steering { keep_going: &|| true, progress: &|_| {}, now_ms };
     let mut values = head_values(engine, inputs, &batch, map.mask, MapOutput::Exact, &mut 0.0, &steer).await?;
     let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
@@ -214,7 +261,7 @@ mod tests {
         // are each query's softmax over both keys, as the step-through computes it in one piece.
         let engine = Engine::Cpu { reason: "test".into() };
         let inputs = cross_inputs();
-        let batch = batch_inputs(&inputs, &[0, 1], &mut KCache::new());
+        let batch = pollster::block_on(batch_inputs(&inputs, &[0, 1], &mut KCache::new()));
         let values =
             pollster::block_on(head_values(&engine, &inputs, &batch, Mask::Full, MapOutput::Exact, &mut 0.0, &steer()))
                 .unwrap();
@@ -241,7 +288,7 @@ mod tests {
     fn a_stopped_batch_returns_what_it_has() {
         let engine = Engine::Cpu { reason: "test".into() };
         let inputs = cross_inputs();
-        let batch = batch_inputs(&inputs, &[2], &mut KCache::new());
+        let batch = pollster::block_on(batch_inputs(&inputs, &[2], &mut KCache::new()));
         let stop = Steering { keep_going: &|| false, ..steer() };
         let values =
             pollster::block_on(head_values(&engine, &inputs, &batch, Mask::Full, MapOutput::Exact, &mut 0.0, &stop));

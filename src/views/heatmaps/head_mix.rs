@@ -161,7 +161,7 @@ mod tests {
             let row = 3;
             let m = head_mix(&inputs, mask, row).unwrap();
             // The whole layer through the CPU reference, then row 3 of concat(O) · W_O.
-            let q = inputs.q_heads(&(0..h_q).collect::<Vec<_>>());
+            let q: Vec<f32> = (0..h_q).flat_map(|h| inputs.q_head(h)).collect();
             let (mut k, mut v) = (Vec::new(), Vec::new());
             for g in 0..layout.n_kv_heads {
                 let (kg, vg) = inputs.kv_head(g);
