@@ -5,6 +5,7 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::event_loop::yield_now;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
 use crate::model::units::format_thousands;
@@ -255,7 +256,7 @@ async fn cpu_rows(shape: AttentionShape, mut row: impl FnMut(u32, u32)) {
             in_slice += 1;
             if in_slice == per_slice {
                 in_slice = 0;
-                yield_to_event_loop().await;
+                yield_now().await;
             }
         }
     }
@@ -264,19 +265,6 @@ async fn cpu_rows(shape: AttentionShape, mut row: impl FnMut(u32, u32)) {
 /// Query rows per slice: rows of `n_kv` keys `d` wide in [`CPU_SLICE_WORK`], at least one.
 fn rows_per_slice(shape: AttentionShape) -> u64 {
     (CPU_SLICE_WORK / (u64::from(shape.n_kv) * u64::from(shape.d)).max(1)).max(1)
-}
-
-/// Lets the browser run other tasks (input, rendering) before continuing; natively, nothing to wait for.
-pub async fn yield_to_event_loop() {
-    #[cfg(target_arch = "wasm32")]
-    {
-        let promise = js_sys::Promise::new(&mut |resolve, _| {
-            if let Some(w) = web_sys::window() {
-                let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
-            }
-        });
-        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
-    }
 }
 
 fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {

@@ -342,6 +342,23 @@ fn reused_buffers_never_show_an_earlier_jobs_values() {
 }
 
 #[test]
+fn inputs_larger_than_one_upload_piece_arrive_whole() {
+    // Q, K and V of 20,000 tokens of 128 are 10.24 MB each: two 8 MiB writes apiece. A window of 4
+    // keeps the work small; every row is checked against the reference.
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let s = AttentionShape { h_q: 1, h_kv: 1, n_q: 20_000, n_kv: 20_000, d: 128 };
+    let mask = Mask::Sliding { window_tokens: 4 };
+    let (q, k, v) = inputs(&s, 1.0, 4242);
+    let p = AttentionProblem::new(&q, &k, &v, s, mask, 1.0 / (s.d as f32).sqrt());
+    let got = pollster::block_on(kernels.forward(&ctx, &p)).expect("forward");
+    let want = reference::flash_attention(&p);
+    assert_close("O over piecewise uploads", &got.o, &want.o, 1e-4, 1e-3);
+    assert_close("lse over piecewise uploads", &got.lse, &want.lse, 1e-4, 1e-3);
+    close(ctx);
+}
+
+#[test]
 fn a_job_that_runs_out_of_memory_fails_alone_and_the_next_one_computes() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);

@@ -112,6 +112,9 @@ fn route_uncaptured(e: &wgpu::Error, fault: &Mutex<Option<String>>, out_of_memor
     }
 }
 
+/// Bytes of one write of [`GpuContext::scratch_from`] (a multiple of 4, as writes must be).
+const UPLOAD_PIECE_BYTES: usize = 8 << 20;
+
 /// Every storage buffer can be written by the queue and copied out for readback.
 const STORAGE_USAGE: wgpu::BufferUsages =
     wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_DST).union(wgpu::BufferUsages::COPY_SRC);
@@ -295,14 +298,20 @@ impl GpuContext {
         self.spares.lock().map_or(0, |s| s.bytes)
     }
 
-    /// As [`GpuContext::storage_from`], in a lent buffer.
-    pub fn scratch_from<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<Scratch<'_>, GpuError> {
+    /// As [`GpuContext::storage_from`], in a lent buffer, written [`UPLOAD_PIECE_BYTES`] at a time with
+    /// a yield to the event loop between pieces: in a browser each write is a copy on the page's
+    /// thread, and the Q or K of a long input is tens of MB.
+    pub async fn scratch_from<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<Scratch<'_>, GpuError> {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.check_binding_size(label, bytes.len() as u64)?;
         let contents: &[u8] = if bytes.is_empty() { &[0; 4] } else { bytes };
-        // Labelled by kind, not role: a spare serves any role next time.
         let buffer = self.take("scratch", contents.len() as u64, STORAGE_USAGE);
-        self.queue.write_buffer(&buffer, 0, contents);
+        for (i, piece) in contents.chunks(UPLOAD_PIECE_BYTES).enumerate() {
+            if i > 0 {
+                crate::event_loop::yield_now().await;
+            }
+            self.queue.write_buffer(&buffer, (i * UPLOAD_PIECE_BYTES) as u64, piece);
+        }
         Ok(Scratch { ctx: self, buffer: Some(buffer) })
     }
 

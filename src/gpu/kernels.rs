@@ -99,7 +99,7 @@ impl Kernels {
     /// The naive three-pass baseline (same results as [`Kernels::forward`]); refuses, with the bytes it
     /// would need, when the n x n score matrix does not fit one binding.
     pub async fn naive_forward(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Forward, GpuError> {
-        let up = upload(ctx, p, true)?;
+        let up = upload(ctx, p, true).await?;
         let AttentionProblem { shape, mask, scale, .. } = *p;
         let scores = ctx.storage_output("scores", crate::gpu::naive_attention::scores_bytes(&shape))?;
         let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
@@ -113,7 +113,7 @@ impl Kernels {
     /// Forward pass (O `[h_q, n_q, d]` and lse `[h_q, n_q]`) with the tiled online-softmax kernel.
     /// A row that sees no key gets O = 0 and lse = -inf, as in the CPU reference.
     pub async fn forward(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Forward, GpuError> {
-        let up = upload(ctx, p, true)?;
+        let up = upload(ctx, p, true).await?;
         let AttentionProblem { shape, mask, scale, .. } = *p;
         let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
         let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
@@ -180,7 +180,7 @@ impl Kernels {
         p: &AttentionProblem<'_>,
         output: RowOutput,
     ) -> Result<Vec<f32>, GpuError> {
-        let up = upload(ctx, p, false)?;
+        let up = upload(ctx, p, false).await?;
         let AttentionProblem { shape, mask, scale, .. } = *p;
         let len = output.len(&shape);
         let out = ctx.scratch_output("row softmax", len * 4)?;
@@ -219,7 +219,7 @@ impl Kernels {
                 p.shape.n_q, p.shape.n_kv
             )));
         }
-        let up = upload(ctx, p, false)?;
+        let up = upload(ctx, p, false).await?;
         let AttentionProblem { shape, mask, scale, .. } = *p;
         let len = u64::from(shape.h_q) * u64::from(map.count) * u64::from(map.cols);
         let out = ctx.scratch_output("pooled probabilities", len * 4)?;
@@ -273,7 +273,7 @@ impl Kernels {
                 p.shape.h_q * p.shape.n_q
             )));
         }
-        let up = upload(ctx, p, false)?;
+        let up = upload(ctx, p, false).await?;
         let AttentionProblem { shape, mask, scale, .. } = *p;
         let lse_buf = ctx.storage_from("lse", lse)?;
         let (rows, cols) = output.size();
@@ -321,7 +321,7 @@ fn check_pooled_size(out_rows: u32, out_cols: u32) -> Result<(), GpuError> {
 }
 
 /// Checks lengths and shape, pads rows to a multiple of 4 floats and uploads.
-fn upload<'a>(ctx: &'a GpuContext, p: &AttentionProblem, with_v: bool) -> Result<Uploaded<'a>, GpuError> {
+async fn upload<'a>(ctx: &'a GpuContext, p: &AttentionProblem<'_>, with_v: bool) -> Result<Uploaded<'a>, GpuError> {
     p.validate(with_v).map_err(GpuError::InvalidInput)?;
     let shape = p.shape;
     if shape.d > launch::KERNEL_MAX_HEAD_DIM {
@@ -334,10 +334,8 @@ fn upload<'a>(ctx: &'a GpuContext, p: &AttentionProblem, with_v: bool) -> Result
     let d = shape.d as usize;
     let d_pad = launch::padded_dim(shape.d);
     let pad = |x| launch::pad_rows(x, d, d_pad as usize);
-    Ok(Uploaded {
-        shape: AttentionShape { d: d_pad, ..shape },
-        q: ctx.scratch_from("q", &pad(p.q))?,
-        k: ctx.scratch_from("k", &pad(p.k))?,
-        v: with_v.then(|| ctx.scratch_from("v", &pad(p.v))).transpose()?,
-    })
+    let q = ctx.scratch_from("q", &pad(p.q)).await?;
+    let k = ctx.scratch_from("k", &pad(p.k)).await?;
+    let v = if with_v { Some(ctx.scratch_from("v", &pad(p.v)).await?) } else { None };
+    Ok(Uploaded { shape: AttentionShape { d: d_pad, ..shape }, q, k, v })
 }

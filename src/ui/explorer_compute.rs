@@ -11,7 +11,8 @@ use leptos::prelude::*;
 use super::browser;
 use super::heatmap::Shared;
 use crate::attention::layer_inputs::LayerInputs;
-use crate::engine::{Engine, MapOutput, yield_to_event_loop};
+use crate::engine::{Engine, MapOutput};
+use crate::event_loop::yield_now;
 use crate::views::heatmaps::compute::{
     BatchInputs, HeadMaker, KCache, Steering, batch_inputs, head_values, overlapped,
 };
@@ -136,7 +137,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
                     micro_yield().await;
                     if browser::now_ms() - slice_start > SLICE_MS {
                         draw_ms += browser::now_ms() - draw_started;
-                        yield_to_event_loop().await;
+                        yield_now().await;
                         slice_start = browser::now_ms();
                         draw_started = slice_start;
                     }
@@ -173,7 +174,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
         return;
     }
     sinks.focused.try_set(focus_map.into_inner().map(Shared));
-    yield_to_event_loop().await;
+    yield_now().await;
     if !live() {
         return;
     }

@@ -14,7 +14,8 @@ use super::jobs::{pieces, pooled_export_notice};
 use super::request::Request;
 use crate::attention::layer_inputs::{HeadRows, LayerInputs};
 use crate::attention::{AttentionProblem, AttentionShape};
-use crate::engine::{Engine, MapOutput, yield_to_event_loop};
+use crate::engine::{Engine, MapOutput};
+use crate::event_loop::yield_now;
 use crate::model::Mask;
 
 /// One batch's inputs: its query heads, their Q and K of the KV heads they read, `[heads, n, d]` each.
@@ -62,7 +63,7 @@ async fn in_pieces(head: &HeadRows<'_>, d: u32, out: &mut Vec<f32>) {
     out.reserve(len * d as usize);
     for start in (0..len).step_by(step) {
         if start > 0 {
-            yield_to_event_loop().await;
+            yield_now().await;
         }
         out.extend(head.rows(start..(start + step).min(len)));
     }
@@ -73,7 +74,7 @@ async fn copy_in_pieces(out: &mut Vec<f32>, values: &[f32]) {
     out.reserve(values.len());
     for (i, piece) in values.chunks(INPUT_PIECE_ELEMENTS).enumerate() {
         if i > 0 {
-            yield_to_event_loop().await;
+            yield_now().await;
         }
         out.extend_from_slice(piece);
     }
