@@ -74,6 +74,11 @@ impl<'a> Reader<'a> {
         Ok(Reader { main, top, nested, report: ImportReport::default() })
     }
 
+    /// Whether the language model is nested under `text_config` (a multimodal wrapper).
+    pub fn reads_text_config(&self) -> bool {
+        self.nested
+    }
+
     /// The top level, for the fields that describe the whole file rather than the language model.
     pub fn top(&self) -> &'a Map<String, Value> {
         self.top
@@ -156,6 +161,43 @@ impl<'a> Reader<'a> {
         let s = v.as_str()?.chars().take(80).collect::<String>();
         self.note_used(&path, v);
         Some(s)
+    }
+
+    /// An optional count inside an object field, such as MPT's `attn_config.kv_n_heads`.
+    pub fn nested_count(&mut self, parent: &str, key: &str) -> Result<Option<u64>, ImportError> {
+        let Some((path, obj)) = self.find(&[parent]) else {
+            return Ok(None);
+        };
+        let Some(v) = obj.get(key).filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let path = format!("{path}.{key}");
+        let n = as_count(v).map_err(|r| invalid(&path, r))?;
+        self.note_used(&path, v);
+        Ok(Some(n))
+    }
+
+    /// Text inside an object field, such as MPT's `attn_config.attn_type`.
+    pub fn nested_text(&mut self, parent: &str, key: &str) -> Option<String> {
+        let (path, obj) = self.find(&[parent])?;
+        let v = obj.get(key)?;
+        let s = v.as_str()?.chars().take(80).collect::<String>();
+        self.note_used(&format!("{path}.{key}"), v);
+        Some(s)
+    }
+
+    /// A boolean inside an object field, such as MPT's `attn_config.alibi`.
+    pub fn nested_boolean(&mut self, parent: &str, key: &str) -> Option<bool> {
+        let (path, obj) = self.find(&[parent])?;
+        let v = obj.get(key)?;
+        let b = v.as_bool()?;
+        self.note_used(&format!("{path}.{key}"), v);
+        Some(b)
+    }
+
+    /// Note how a field that could be read more than one way was read, and why.
+    pub fn read_as(&mut self, what: impl Into<String>) {
+        self.report.readings.push(what.into());
     }
 
     /// Note a value assumed for an absent field.
