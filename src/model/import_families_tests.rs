@@ -249,3 +249,21 @@ fn unknown_family_with_standard_fields_imports() {
     let e = import_hf_value(&json!({"model_type": "someday", "hidden_size": 256, "num_attention_heads": 8}));
     assert_eq!(e.err(), Some(ImportError::Missing("num_hidden_layers")));
 }
+
+#[test]
+fn llava_relies_on_the_llama_defaults() {
+    // Llava 1.5 nests a text_config with no sizes at all: transformers fills in LlamaConfig's.
+    let imp = import("llava-1.5-7b.json");
+    let m = &imp.model;
+    assert_eq!((m.n_layers(), m.d_model, m.n_q_heads, m.attn), (32, 4096, 32, kv(32, 128)));
+    assert_eq!((m.ffn_size, m.vocab_size, m.max_position_embeddings), (11_008, 32_064, 4096));
+    // 32 layers * 32 KV heads * 2 * 128 * 2 bytes = 524,288 per token; * 4096 = 2,147,483,648 (2 GiB)
+    assert_eq!(kv_bytes_per_token(m, Fp16), Ok(524_288));
+    assert_eq!(kv_total_bytes(m, 4096, Fp16), Ok(2_147_483_648));
+    assert!(
+        said(&imp, "text_config.num_hidden_layers: absent, so 32 (transformers' llama default)"),
+        "{:?}",
+        imp.report
+    );
+    assert!(said(&imp, "\"llava\" wrapper"), "{:?}", imp.report);
+}

@@ -1,7 +1,9 @@
 //! Reading fields: the text config first and the top level as fallback, every value read noted in
 //! the report, and numbers coerced and range-checked into clear [`ImportError`]s.
 
-use serde_json::{Map, Value};
+use std::sync::LazyLock;
+
+use serde_json::{Map, Value, json};
 
 use super::report::{ImportError, ImportReport, invalid};
 
@@ -51,12 +53,35 @@ pub(super) fn positive_u32(field: &str, v: u64, max: u32) -> Result<u32, ImportE
     to_u32(field, positive(field, v, max.into())?)
 }
 
+/// The sizes transformers gives a Llama or Mistral text model by default. Llava files nest their
+/// language model with only the fields that differ from these, so they rely on them.
+fn text_defaults(model_type: &str) -> Option<&'static Map<String, Value>> {
+    fn object(v: Value) -> Map<String, Value> {
+        if let Value::Object(m) = v { m } else { Map::new() }
+    }
+    static LLAMA: LazyLock<Map<String, Value>> = LazyLock::new(|| {
+        object(json!({"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                      "num_attention_heads": 32}))
+    });
+    static MISTRAL: LazyLock<Map<String, Value>> = LazyLock::new(|| {
+        object(json!({"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                      "num_attention_heads": 32, "num_key_value_heads": 8}))
+    });
+    match model_type {
+        "llama" => Some(&LLAMA),
+        "mistral" => Some(&MISTRAL),
+        _ => None,
+    }
+}
+
 /// A config being read, and the report of what was read from it.
 pub(super) struct Reader<'a> {
     /// The language model's fields: `text_config` when there is one, else the top level.
     main: &'a Map<String, Value>,
     top: &'a Map<String, Value>,
     nested: bool,
+    /// transformers' defaults for a nested text model's absent sizes, and its `model_type`.
+    defaults: Option<(&'static Map<String, Value>, String)>,
     pub report: ImportReport,
 }
 
@@ -71,7 +96,15 @@ impl<'a> Reader<'a> {
                 return Err(invalid("text_config", format!("{} is not an object", show(other))));
             }
         };
-        Ok(Reader { main, top, nested, report: ImportReport::default() })
+        let mut report = ImportReport::default();
+        let model_type = main.get("model_type").and_then(Value::as_str).unwrap_or_default();
+        let defaults = text_defaults(model_type).filter(|_| nested).map(|d| (d, model_type.to_string()));
+        if let Some((d, kind)) = &defaults {
+            for (key, v) in d.iter().filter(|(key, _)| !main.contains_key(*key) && !top.contains_key(*key)) {
+                report.assumed.push(format!("text_config.{key}: absent, so {v} (transformers' {kind} default)"));
+            }
+        }
+        Ok(Reader { main, top, nested, defaults, report })
     }
 
     /// Whether the language model is nested under `text_config` (a multimodal wrapper).
@@ -97,7 +130,8 @@ impl<'a> Reader<'a> {
                 return Some(((*key).to_string(), v));
             }
         }
-        None
+        let (defaults, kind) = self.defaults.as_ref()?;
+        keys.iter().find_map(|key| defaults.get(*key).map(|v| (format!("text_config.{key} ({kind} default)"), v)))
     }
 
     pub fn note_used(&mut self, path: &str, v: &Value) {
