@@ -8,12 +8,12 @@ use super::params::{attn_params, model_params};
 use super::presets::preset;
 use super::schedule::LayerKind;
 
-fn read(name: &str) -> String {
+pub(super) fn read(name: &str) -> String {
     let path = format!("{}/tests/data/configs/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn import(name: &str) -> Imported {
+pub(super) fn import(name: &str) -> Imported {
     import_hf_config(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
@@ -34,7 +34,10 @@ fn assert_matches_preset(name: &str, id: &str) {
 #[test]
 fn real_configs_reproduce_presets() {
     for (file, id) in [
+        ("llama-2-7b.json", "llama-2-7b"),
+        ("llama-2-70b.json", "llama-2-70b"),
         ("llama-3-8b.json", "llama-3-8b"),
+        ("llama-3-70b.json", "llama-3-70b"),
         ("mistral-7b-v0.1.json", "mistral-7b"),
         ("qwen3-8b.json", "qwen3-8b"),
         ("gemma-3-27b.json", "gemma-3-27b"),

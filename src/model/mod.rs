@@ -44,6 +44,8 @@ pub mod variants;
 #[cfg(test)]
 mod figures_tests;
 #[cfg(test)]
+mod import_families_tests;
+#[cfg(test)]
 mod import_files_tests;
 
 pub use config::{

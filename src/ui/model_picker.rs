@@ -208,6 +208,12 @@ fn ImportReportView(report: ImportReport) -> impl IntoView {
             <ul class="fields" data-testid="import-used">
                 {report.used.into_iter().map(|(path, value)| view! { <li><code>{path}</code>" = "{value}</li> }).collect_view()}
             </ul>
+            {(!report.readings.is_empty()).then(|| view! {
+                <h4>"Read as (the file allows more than one reading)"</h4>
+                <ul data-testid="import-readings">
+                    {report.readings.clone().into_iter().map(|w| view! { <li>{w}</li> }).collect_view()}
+                </ul>
+            })}
             <h4>"Assumed (absent from the file)"</h4>
             <ul data-testid="import-assumed">
                 {if report.assumed.is_empty() {

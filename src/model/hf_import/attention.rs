@@ -1,6 +1,8 @@
 //! The stack's sizes and attention geometry: layers, hidden size, query and KV heads, head
 //! dimension, MLA (DeepSeek) and the global layers' own geometry (Gemma 4).
 
+use super::family::Family;
+use super::kv_heads;
 use super::reader::{Reader, positive, positive_u32, to_u32};
 use super::report::{ImportError, invalid};
 use crate::model::config::{AttnGeometry, Mla, limits};
@@ -15,14 +17,14 @@ pub(super) struct Attention {
     pub mla: Option<Mla>,
 }
 
-pub(super) fn read(r: &mut Reader<'_>) -> Result<Attention, ImportError> {
-    let layers = r.required(&["num_hidden_layers", "n_layer", "num_layers"], "num_hidden_layers")?;
+pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Attention, ImportError> {
+    let layers = r.required(&["num_hidden_layers", "n_layer", "num_layers", "n_layers"], "num_hidden_layers")?;
     let layers = positive_u32("num_hidden_layers", layers, limits::MAX_LAYERS)?;
     let d = r.required(&["hidden_size", "n_embd", "d_model"], "hidden_size")?;
     let d = positive("hidden_size", d, limits::MAX_D_MODEL)?;
-    let heads = r.required(&["num_attention_heads", "n_head"], "num_attention_heads")?;
+    let heads = r.required(&["num_attention_heads", "n_head", "n_heads"], "num_attention_heads")?;
     let heads = positive_u32("num_attention_heads", heads, limits::MAX_HEADS)?;
-    let kv = read_kv_heads(r, heads)?;
+    let kv = kv_heads::read(r, family, heads)?;
     // MLA before head_dim: it supplies the V head size.
     let mla = read_mla(r)?;
     if mla.is_none() && !heads.is_multiple_of(kv) {
@@ -35,17 +37,6 @@ pub(super) fn read(r: &mut Reader<'_>) -> Result<Attention, ImportError> {
     let local = AttnGeometry { n_kv_heads: kv, head_dim, k_eq_v: false };
     let global = read_global(r, heads, local)?;
     Ok(Attention { layers, d_model: d, heads, local, global, mla })
-}
-
-fn read_kv_heads(r: &mut Reader<'_>, heads: u32) -> Result<u32, ImportError> {
-    Ok(match r.count(&["num_key_value_heads"])? {
-        Some(n) => positive_u32("num_key_value_heads", n, limits::MAX_HEADS)?,
-        None if r.boolean("multi_query") == Some(true) => 1,
-        None => {
-            r.assume(format!("num_key_value_heads: absent, so {heads} (one per query head, MHA)"));
-            heads
-        }
-    })
 }
 
 /// Multi-head latent attention, present when `kv_lora_rank` is.
@@ -70,9 +61,9 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
     Ok(Some(Mla { kv_lora_rank, qk_rope_head_dim, q_lora_rank, qk_nope_head_dim, v_head_dim }))
 }
 
-/// `head_dim`, else MLA's V head size, else hidden size / heads.
+/// `head_dim` (ChatGLM: `kv_channels`), else MLA's V head size, else hidden size / heads.
 fn read_head_dim(r: &mut Reader<'_>, d: u64, heads: u32, mla: Option<Mla>) -> Result<u32, ImportError> {
-    let head_dim = match (r.count(&["head_dim"])?, mla) {
+    let head_dim = match (r.count(&["head_dim", "kv_channels"])?, mla) {
         (Some(h), _) => positive_u32("head_dim", h, limits::MAX_CONFIG_HEAD_DIM)?,
         (None, Some(m)) => m.v_head_dim,
         (None, None) => {

@@ -52,6 +52,52 @@ impl Family {
         self.is("qwen")
     }
 
+    /// Falcon, including the older `RefinedWeb` (40B) and `RefinedWebModel` (7B) files.
+    pub fn is_falcon(&self) -> bool {
+        self.is("falcon") || self.is("refinedweb")
+    }
+
+    /// The older Falcon 40B file: always the new decoder architecture, with no field saying so.
+    pub fn is_refined_web_40b(&self) -> bool {
+        self.lower == "refinedweb"
+    }
+
+    /// ChatGLM 2/3 and the GLM-4 files written for its code (not transformers' own `glm`).
+    pub fn is_chatglm(&self) -> bool {
+        self.is("chatglm")
+    }
+
+    pub fn is_cohere(&self) -> bool {
+        self.is("cohere")
+    }
+
+    pub fn is_bloom(&self) -> bool {
+        self.is("bloom")
+    }
+
+    pub fn is_mpt(&self) -> bool {
+        self.is("mpt")
+    }
+
+    /// Phi-1 and Phi-2 (`phi`), not Phi-3/4 (`phi3`), which are Llama-like.
+    fn is_phi_1_2(&self) -> bool {
+        self.lower == "phi"
+    }
+
+    /// GPT-2-era layouts: a two-matrix MLP (no gate) whatever the activation.
+    pub fn plain_mlp(&self) -> bool {
+        self.gpt2
+            || self.is_falcon()
+            || self.is_mpt()
+            || self.is_phi_1_2()
+            || ["gpt_neox", "starcoder2", "bloom", "gpt_bigcode"].iter().any(|p| self.is(p))
+    }
+
+    /// Biases on every linear layer, with no field to say so (GPT-2, GPT-NeoX, Phi-1/2).
+    pub fn biases_everywhere(&self) -> bool {
+        self.gpt2 || self.is("gpt_neox") || self.is_phi_1_2()
+    }
+
     /// The model's name: the file's `_name_or_path`, else its `model_type`.
     pub fn model_name(&self, r: &Reader<'_>) -> String {
         r.top()
@@ -66,7 +112,12 @@ impl Family {
 
     /// Whether embeddings are tied when `tie_word_embeddings` is absent.
     pub fn ties_by_default(&self) -> bool {
-        self.gpt2 || self.is_gemma()
+        self.gpt2 || self.is_gemma() || self.is_cohere() || self.is_falcon() || self.is_mpt()
+    }
+
+    /// The context length when the file states none: Falcon's config class says 2048.
+    pub fn default_max_positions(&self) -> u64 {
+        if self.is_falcon() { 2048 } else { 4096 }
     }
 
     /// Whether Q, K and V carry biases even without `attention_bias` (GPT-2, Qwen2).
@@ -74,17 +125,28 @@ impl Family {
         self.gpt2 || self.is("qwen2")
     }
 
+    /// LayerNorm for the GPT-2-era families, Cohere and OLMo 1; RMSNorm for the Llama-like ones
+    /// (ChatGLM states which in its `rmsnorm` field, read in `block`).
     pub fn norm(&self) -> NormKind {
-        if self.gpt2 { NormKind::LayerNorm } else { NormKind::RmsNorm }
+        let layer_norm = self.plain_mlp() || self.is_cohere() || self.lower == "olmo";
+        if layer_norm { NormKind::LayerNorm } else { NormKind::RmsNorm }
     }
 
     /// Gemma 2 and later add post-norms to the two pre-norms; plain `gemma` (and `gemma_…`) does not.
+    /// Phi-1/2 and Cohere run attention and FFN in parallel from one norm. (Falcon states its
+    /// layout in fields, read in `block`.)
     pub fn norms_per_layer(&self) -> u32 {
-        if self.is_gemma() && !self.is("gemma_") && self.lower != "gemma" { 4 } else { 2 }
+        if self.is_gemma() && !self.is("gemma_") && self.lower != "gemma" {
+            4
+        } else if self.is_phi_1_2() || self.is_cohere() {
+            1
+        } else {
+            2
+        }
     }
 
-    /// Learned RMS norms on Q and K.
+    /// Learned norms on Q and K (Cohere and Phi say so in fields, read in `block`).
     pub fn qk_norm(&self) -> bool {
-        self.is("qwen3") || self.is("gemma3") || self.is("gemma4")
+        self.is("qwen3") || self.is("gemma3") || self.is("gemma4") || self.is("olmo2")
     }
 }

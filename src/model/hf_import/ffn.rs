@@ -2,7 +2,7 @@
 
 use super::family::Family;
 use super::reader::Reader;
-use super::report::ImportError;
+use super::report::{ImportError, invalid};
 use crate::model::config::FfnKind;
 
 pub(super) struct Ffn {
@@ -13,22 +13,31 @@ pub(super) struct Ffn {
 
 pub(super) fn read(r: &mut Reader<'_>, family: &Family, d_model: u64) -> Result<Ffn, ImportError> {
     let kind = read_kind(r, family);
-    let size = r.count_or_assume(
-        &["intermediate_size_mlp", "intermediate_size", "n_inner", "ffn_dim"],
-        4 * d_model,
-        format!("intermediate_size: absent, so 4 * hidden_size = {}", 4 * d_model),
-    )?;
+    let named = r.count(&["intermediate_size_mlp", "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"])?;
+    let size = match named {
+        Some(size) => size,
+        // MPT gives the width as a multiple of d_model.
+        None => match r.count(&["expansion_ratio"])? {
+            Some(ratio) => ratio
+                .checked_mul(d_model)
+                .ok_or_else(|| invalid("expansion_ratio", format!("{ratio} * {d_model} is far too large")))?,
+            None => {
+                r.assume(format!("intermediate_size: absent, so 4 * hidden_size = {}", 4 * d_model));
+                4 * d_model
+            }
+        },
+    };
     Ok(Ffn { kind, size })
 }
 
-/// ReLU or GPT-2: a plain MLP; GELU: GeGLU; otherwise SwiGLU.
+/// ReLU or a GPT-2-era family: a plain MLP; GELU: GeGLU; otherwise SwiGLU.
 fn read_kind(r: &mut Reader<'_>, family: &Family) -> FfnKind {
     let act = r
         .text("hidden_activation")
         .or_else(|| r.text("hidden_act"))
         .or_else(|| r.text("activation_function"))
         .unwrap_or_default();
-    if family.is_gpt2() || act.contains("relu") {
+    if family.plain_mlp() || act.contains("relu") {
         FfnKind::Mlp
     } else if act.contains("gelu") {
         FfnKind::GeGlu

@@ -1,15 +1,17 @@
 //! Import of a Hugging Face `config.json` (Llama 2/3/4, Mistral, Qwen2/3, Gemma 2/3/4, DeepSeek V2/V3,
-//! GPT-2, and anything close to them). Works on a `serde_json::Value` and never panics: malformed
+//! GPT-2, Falcon, ChatGLM/GLM-4, MPT, GPT-NeoX/Pythia, Phi-1/2/3/4, StarCoder2, Cohere, OLMo 1/2, and
+//! anything close to them). Works on a `serde_json::Value` and never panics: malformed
 //! JSON, wrong types, zeros, negative or huge numbers and heads that do not divide are clear errors;
 //! missing optional fields are filled with a stated assumption.
 //!
 //! Multimodal configs nest the language model under `text_config`; it is read first and the top
 //! level is the fallback. The [`ImportReport`] lists every field used (with its value), every
-//! assumption and every warning, so the UI can show exactly what the figures rest on.
+//! assumption, every warning and how an ambiguous file was read (Falcon's `multi_query` beside
+//! `num_kv_heads`, say), so the UI can show exactly what the figures rest on.
 //!
 //! One module per section of a config, read in this order (the report lists fields in it):
 //! `family` (model type and the conventions no field states), `attention` (sizes, heads, head
-//! dimension, MLA, global geometry), `schedule` (layer kinds, KV sharing), `ffn`, `moe`,
+//! dimension, MLA, global geometry) with `kv_heads` (each family's names for the KV head count), `schedule` (layer kinds, KV sharing), `ffn`, `moe`,
 //! `embeddings`, `positions`, `block` (biases, norms). `reader` finds and checks fields, `report`
 //! holds what an import returns. A new family's field names go in the section that reads them, its
 //! unwritten conventions in `family`.
@@ -19,6 +21,7 @@ mod block;
 mod embeddings;
 mod family;
 mod ffn;
+mod kv_heads;
 mod moe;
 mod positions;
 mod reader;
@@ -51,7 +54,14 @@ pub fn import_hf_config(json: &str) -> Result<Imported, ImportError> {
 pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     let mut r = Reader::new(value)?;
     let family = Family::read(&mut r);
-    let attention = attention::read(&mut r)?;
+    if r.reads_text_config() {
+        let wrapper = r.top().get("model_type").map(reader::show).unwrap_or_else(|| "multimodal".into());
+        r.read_as(format!(
+            "the language model was read from text_config (the file is a {wrapper} wrapper); \
+             fields it lacks are taken from the top level"
+        ));
+    }
+    let attention = attention::read(&mut r, &family)?;
     let layout = schedule::read(&mut r, &family, attention.layers)?;
     let ffn = ffn::read(&mut r, &family, attention.d_model)?;
     let moe = moe::read(&mut r, &family)?;

@@ -1,6 +1,7 @@
-//! Positions: GPT-2's learned table, or RoPE (theta, partial rotary factor and scaling, from
-//! `rope_parameters` or the flat fields), with the global layers' own RoPE (Gemma 3/4) or none
-//! (Llama 4's NoPE layers).
+//! Positions: GPT-2's (and MPT's) learned table, ALiBi (not modelled yet: no positions, with a
+//! warning), or RoPE (theta, partial rotary factor and scaling, from `rope_parameters`, the flat
+//! fields, GPT-NeoX's `rotary_*` or ChatGLM's `rope_ratio`), with the global layers' own RoPE
+//! (Gemma 3/4) or none (Llama 4's NoPE layers).
 //!
 //! Of the RoPE types, `default`, `linear` (positions divided by `factor`: Gemma 3's global layers)
 //! and `proportional` (Gemma 4's global layers, see [`crate::attention::rope`]) are modelled; the
@@ -21,10 +22,54 @@ pub(super) struct Positions {
 pub(super) fn read(r: &mut Reader<'_>, family: &Family, max_positions: u64, global_nope: bool) -> Positions {
     let (local, global) = if family.is_gpt2() {
         (Positional::Learned { max_positions: max_positions.max(1) }, None)
+    } else if let Some(alibi) = read_alibi(r, family) {
+        (alibi, None)
+    } else if family.is_mpt() {
+        // MPT without ALiBi learns a position table (`learned_pos_emb`, on by default).
+        (Positional::Learned { max_positions: max_positions.max(1) }, None)
+    } else if family.is_chatglm() {
+        (chatglm_rope(r), None)
     } else {
         read_rope_parameters(r).unwrap_or_else(|| read_flat_rope(r))
     };
     Positions { local, global: if global_nope { Some(Positional::NoPe) } else { global } }
+}
+
+/// ALiBi (MPT's `attn_config.alibi`, Falcon's `alibi`, BLOOM): a bias on the scores, no
+/// positions in Q or K.
+fn read_alibi(r: &mut Reader<'_>, family: &Family) -> Option<Positional> {
+    let alibi = if family.is_mpt() {
+        r.nested_boolean("attn_config", "alibi").unwrap_or_else(|| {
+            r.assume("attn_config.alibi: absent, so true (MPT's default)");
+            true
+        })
+    } else {
+        r.boolean("alibi") == Some(true) || family.is_bloom()
+    };
+    alibi.then(|| {
+        r.warn(
+            "ALiBi (a linear bias on the scores by distance) is not modelled: the layers are drawn with no positions",
+        );
+        Positional::NoPe
+    })
+}
+
+/// ChatGLM 2/3 and GLM-4 rotate half of each head (their 2D RoPE layout) with base
+/// 10000 * `rope_ratio`.
+fn chatglm_rope(r: &mut Reader<'_>) -> Positional {
+    let theta = match r.float("rope_ratio") {
+        Some(ratio) if ratio > 0.0 => {
+            let theta = 10_000.0 * ratio;
+            r.read_as(format!("rope_ratio = {ratio}, so RoPE theta = 10000 * {ratio} = {theta}"));
+            theta
+        }
+        _ => {
+            r.assume("rope_ratio: absent, so RoPE theta 10000");
+            10_000.0
+        }
+    };
+    r.assume("partial rotary factor: ChatGLM rotates half of each head (0.5)");
+    Positional::Rope { theta, partial_rotary_factor: 0.5, proportional: false, linear_factor: 1.0 }
 }
 
 /// What a `rope_type` (and its `factor`) adds to theta and the partial rotary factor.
@@ -95,11 +140,12 @@ fn read_rope_parameters(r: &mut Reader<'_>) -> Option<(Positional, Option<Positi
     Some(found)
 }
 
-/// `rope_theta`, `partial_rotary_factor` and `rope_scaling`; Gemma 3 gives its local layers
+/// `rope_theta`, `partial_rotary_factor` and `rope_scaling` (or GPT-NeoX's names); Gemma 3 gives its local layers
 /// `rope_local_base_freq` and its global layers `rope_theta` with the scaling.
 fn read_flat_rope(r: &mut Reader<'_>) -> (Positional, Option<Positional>) {
-    let partial = r.float("partial_rotary_factor").unwrap_or(1.0);
-    let theta = r.float("rope_theta").unwrap_or_else(|| {
+    // GPT-NeoX and Pythia name them `rotary_pct` and `rotary_emb_base`.
+    let partial = r.float("partial_rotary_factor").or_else(|| r.float("rotary_pct")).unwrap_or(1.0);
+    let theta = r.float("rope_theta").or_else(|| r.float("rotary_emb_base")).unwrap_or_else(|| {
         r.assume("rope_theta: absent, so 10000");
         10_000.0
     });

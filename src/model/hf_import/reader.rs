@@ -1,7 +1,9 @@
 //! Reading fields: the text config first and the top level as fallback, every value read noted in
 //! the report, and numbers coerced and range-checked into clear [`ImportError`]s.
 
-use serde_json::{Map, Value};
+use std::sync::LazyLock;
+
+use serde_json::{Map, Value, json};
 
 use super::report::{ImportError, ImportReport, invalid};
 
@@ -51,12 +53,35 @@ pub(super) fn positive_u32(field: &str, v: u64, max: u32) -> Result<u32, ImportE
     to_u32(field, positive(field, v, max.into())?)
 }
 
+/// The sizes transformers gives a Llama or Mistral text model by default. Llava files nest their
+/// language model with only the fields that differ from these, so they rely on them.
+fn text_defaults(model_type: &str) -> Option<&'static Map<String, Value>> {
+    fn object(v: Value) -> Map<String, Value> {
+        if let Value::Object(m) = v { m } else { Map::new() }
+    }
+    static LLAMA: LazyLock<Map<String, Value>> = LazyLock::new(|| {
+        object(json!({"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                      "num_attention_heads": 32}))
+    });
+    static MISTRAL: LazyLock<Map<String, Value>> = LazyLock::new(|| {
+        object(json!({"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                      "num_attention_heads": 32, "num_key_value_heads": 8}))
+    });
+    match model_type {
+        "llama" => Some(&LLAMA),
+        "mistral" => Some(&MISTRAL),
+        _ => None,
+    }
+}
+
 /// A config being read, and the report of what was read from it.
 pub(super) struct Reader<'a> {
     /// The language model's fields: `text_config` when there is one, else the top level.
     main: &'a Map<String, Value>,
     top: &'a Map<String, Value>,
     nested: bool,
+    /// transformers' defaults for a nested text model's absent sizes, and its `model_type`.
+    defaults: Option<(&'static Map<String, Value>, String)>,
     pub report: ImportReport,
 }
 
@@ -71,7 +96,20 @@ impl<'a> Reader<'a> {
                 return Err(invalid("text_config", format!("{} is not an object", show(other))));
             }
         };
-        Ok(Reader { main, top, nested, report: ImportReport::default() })
+        let mut report = ImportReport::default();
+        let model_type = main.get("model_type").and_then(Value::as_str).unwrap_or_default();
+        let defaults = text_defaults(model_type).filter(|_| nested).map(|d| (d, model_type.to_string()));
+        if let Some((d, kind)) = &defaults {
+            for (key, v) in d.iter().filter(|(key, _)| !main.contains_key(*key) && !top.contains_key(*key)) {
+                report.assumed.push(format!("text_config.{key}: absent, so {v} (transformers' {kind} default)"));
+            }
+        }
+        Ok(Reader { main, top, nested, defaults, report })
+    }
+
+    /// Whether the language model is nested under `text_config` (a multimodal wrapper).
+    pub fn reads_text_config(&self) -> bool {
+        self.nested
     }
 
     /// The top level, for the fields that describe the whole file rather than the language model.
@@ -92,7 +130,8 @@ impl<'a> Reader<'a> {
                 return Some(((*key).to_string(), v));
             }
         }
-        None
+        let (defaults, kind) = self.defaults.as_ref()?;
+        keys.iter().find_map(|key| defaults.get(*key).map(|v| (format!("text_config.{key} ({kind} default)"), v)))
     }
 
     pub fn note_used(&mut self, path: &str, v: &Value) {
@@ -156,6 +195,43 @@ impl<'a> Reader<'a> {
         let s = v.as_str()?.chars().take(80).collect::<String>();
         self.note_used(&path, v);
         Some(s)
+    }
+
+    /// An optional count inside an object field, such as MPT's `attn_config.kv_n_heads`.
+    pub fn nested_count(&mut self, parent: &str, key: &str) -> Result<Option<u64>, ImportError> {
+        let Some((path, obj)) = self.find(&[parent]) else {
+            return Ok(None);
+        };
+        let Some(v) = obj.get(key).filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let path = format!("{path}.{key}");
+        let n = as_count(v).map_err(|r| invalid(&path, r))?;
+        self.note_used(&path, v);
+        Ok(Some(n))
+    }
+
+    /// Text inside an object field, such as MPT's `attn_config.attn_type`.
+    pub fn nested_text(&mut self, parent: &str, key: &str) -> Option<String> {
+        let (path, obj) = self.find(&[parent])?;
+        let v = obj.get(key)?;
+        let s = v.as_str()?.chars().take(80).collect::<String>();
+        self.note_used(&format!("{path}.{key}"), v);
+        Some(s)
+    }
+
+    /// A boolean inside an object field, such as MPT's `attn_config.alibi`.
+    pub fn nested_boolean(&mut self, parent: &str, key: &str) -> Option<bool> {
+        let (path, obj) = self.find(&[parent])?;
+        let v = obj.get(key)?;
+        let b = v.as_bool()?;
+        self.note_used(&format!("{path}.{key}"), v);
+        Some(b)
+    }
+
+    /// Note how a field that could be read more than one way was read, and why.
+    pub fn read_as(&mut self, what: impl Into<String>) {
+        self.report.readings.push(what.into());
     }
 
     /// Note a value assumed for an absent field.

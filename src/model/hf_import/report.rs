@@ -15,6 +15,9 @@ pub struct ImportReport {
     pub assumed: Vec<String>,
     /// Values present but ignored or doubtful.
     pub warnings: Vec<String>,
+    /// How a file that could be read more than one way was read, and why: which of two fields
+    /// won, or that the language model came from `text_config`.
+    pub readings: Vec<String>,
 }
 
 /// A model and the report of how it was read.
