@@ -32,6 +32,8 @@ fn falcon_7b_is_multi_query() {
     assert_eq!(m.max_position_embeddings, 2048);
     assert_eq!(kv_total_bytes(m, 2048, Fp16), Ok(16_777_216));
     assert!(said(&imp, "multi_query is true"), "{:?}", imp.report);
+    // The published file also lists num_kv_heads = 71, which Falcon ignores without the new architecture.
+    assert!(said(&imp, "num_kv_heads = 71 ignored"), "{:?}", imp.report);
     // A plain 4x GELU MLP, one LayerNorm per (parallel) block, no biases, tied embeddings.
     assert_eq!((m.ffn_kind, m.ffn_size, m.norm, m.norms_per_layer), (FfnKind::Mlp, 18_176, NormKind::LayerNorm, 1));
     assert!(m.tie_embeddings && !m.biases.qkv);
