@@ -137,6 +137,24 @@ describe("KV view", () => {
     await app.close();
   });
 
+  test("families with their own field names import exactly: Falcon 40B grouped, ChatGLM 3 with two KV groups", async () => {
+    const app = await AppPage.open(session, "?view=kv&ctx=2048");
+    // Falcon 40B keeps multi_query: true beside num_kv_heads: 8; the new decoder architecture uses the 8.
+    await paste(app, config("falcon-40b.json"));
+    await app.page.getByTestId("import-report").waitFor();
+    assert.match(await app.page.getByTestId("import-readings").innerText(), /8 KV heads from num_kv_heads, not 1 from multi_query/);
+    // 60 layers * 8 KV heads * 2 (K, V) * 64 dims * 2 B = 122,880 B per token; at 2,048 tokens 251,658,240.
+    assert.equal((await figure(app, "kv-bytes-per-token", 122880)).value, "122880");
+    assert.equal((await figure(app, "kv-total-bytes", 251658240)).value, "251658240");
+    // ChatGLM 3 6B: 28 layers, multi_query_group_num 2 of kv_channels 128: 28 * 2 * 2 * 128 * 2 B = 28,672.
+    // The import box is still open: a second file goes into the same field.
+    await app.page.getByTestId("config-input").fill(config("chatglm3-6b.json"));
+    await app.page.getByTestId("config-import").click();
+    assert.equal((await figure(app, "kv-bytes-per-token", 28672)).value, "28672");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("a pasted config.json is imported, reported, and shareable by link", async () => {
     const app = await AppPage.open(session, "?view=kv&ctx=8192");
     await paste(app, config("qwen2-7b.json"));
