@@ -225,7 +225,7 @@ proptest! {
 fn code_token() -> impl Strategy<Value = String> {
     let names = [
         "L", "d", "h", "kv", "hd", "keqv", "gkv", "ghd", "gkeqv", "xl", "xg", "fs", "fg", "fm", "v", "tie", "sin",
-        "nope", "learned", "gnope", "gsin", "bqkv", "bo", "bffn", "ln", "np", "qkn", "ple", "ctx",
+        "nope", "alibi", "learned", "gnope", "galibi", "gsin", "bqkv", "bo", "bffn", "ln", "np", "qkn", "ple", "ctx",
     ];
     let simple = (prop::sample::select(names.to_vec()), prop_oneof![Just(String::new()), number_text()])
         .prop_map(|(n, v)| format!("{n}{v}"));

@@ -3,7 +3,7 @@
 //! The layout is the model's: query heads, KV heads, head width, the layer's mask (global causal,
 //! sliding window, chunked), K=V where the model shares them, and its positional scheme (sinusoidal or
 //! learned positions added to the embeddings, RoPE with the layer's theta and partial rotary fraction,
-//! or none). The embeddings (width [`D_MODEL`]) and the projections are seeded random numbers, and the
+//! or none; an ALiBi layer adds nothing to Q or K and its score bias is not drawn). The embeddings (width [`D_MODEL`]) and the projections are seeded random numbers, and the
 //! first query heads can be designed teaching heads ([`super::teaching_heads`]). The output projection
 //! W_O, `[n_q_heads · d, D_MODEL]`, is seeded the same way, one block of `d` rows per query head.
 
@@ -83,16 +83,23 @@ impl LayerLayout {
         h / self.group_size().max(1)
     }
 
-    /// A short description of the positional scheme.
+    /// A short description of the positional scheme, saying where the heatmaps differ from the model.
     pub fn positional_text(&self) -> String {
         match self.positional {
             Positional::Sinusoidal => "sinusoidal positions added to the embeddings".into(),
             Positional::Learned { .. } => "learned positions (a sinusoidal table stands in for the trained one)".into(),
             p @ Positional::Rope { .. } => positional_words(p),
             Positional::NoPe => "no positional encoding (NoPE)".into(),
+            Positional::Alibi => ALIBI_TEXT.into(),
         }
     }
 }
+
+/// An ALiBi layer in words. The kernels take no bias input, so its heads are drawn like NoPE heads:
+/// the text says so, lest a reader take the heatmaps for ALiBi's distance-decayed patterns.
+const ALIBI_TEXT: &str = "ALiBi in the model (a bias on the scores that grows linearly with the query-key distance, \
+                          nothing added to Q or K); the heatmaps here are computed without that bias \
+                          (synthetic seeded weights, no bias term)";
 
 /// Stream ids that keep every weight matrix's seed distinct.
 const STREAM_Q: u64 = 1;
@@ -128,7 +135,8 @@ impl Side {
                 add_sinusoidal_positions(&mut x, D_MODEL);
                 Self { tokens, x, ids: None, rope: None }
             }
-            Positional::Rope { .. } | Positional::NoPe => {
+            // ALiBi adds nothing to Q or K (its bias acts on the scores, which the kernels do not take).
+            Positional::Rope { .. } | Positional::NoPe | Positional::Alibi => {
                 let mut index: HashMap<&str, u32> = HashMap::new();
                 let mut distinct: Vec<String> = Vec::new();
                 let ids = tokens
@@ -393,6 +401,25 @@ mod tests {
         assert_ne!(a.q_head(9), c.q_head(9));
         assert_eq!(a.teaching_head(0), Some(TeachingHead::PreviousToken));
         assert_eq!(a.teaching_head(6), None);
+    }
+
+    #[test]
+    fn an_alibi_layer_adds_no_position_and_says_its_bias_is_not_drawn() {
+        let mut model = Model::simple(2, 256, 4);
+        model.positional = Positional::Alibi;
+        let alibi = LayerLayout::of(&model, 1);
+        model.positional = Positional::NoPe;
+        let nope = LayerLayout::of(&model, 1);
+        let tokens = toks("a b a");
+        let a = LayerInputs::new(alibi.clone(), tokens.clone(), None, 5, false);
+        let n = LayerInputs::new(nope, tokens, None, 5, false);
+        // Nothing added to Q or K: the same token gives the same row wherever it stands, as with NoPE.
+        let q = a.q_head(1);
+        assert_eq!(q[..64], q[2 * 64..3 * 64]);
+        assert_eq!(q, n.q_head(1));
+        assert_eq!(a.kv_head(0), n.kv_head(0));
+        let text = alibi.positional_text();
+        assert!(text.starts_with("ALiBi") && text.contains("computed without that bias"), "{text}");
     }
 
     #[test]

@@ -117,6 +117,9 @@ pub enum Positional {
     },
     /// No positional signal in this layer (Llama 4's global layers).
     NoPe,
+    /// ALiBi (BLOOM, MPT, some Falcons): nothing is added to Q or K; each head adds to its scores a
+    /// fixed bias proportional to the query-key distance (a per-head slope). No parameters.
+    Alibi,
 }
 
 impl Positional {
@@ -368,7 +371,7 @@ impl Model {
                 Positional::Learned { max_positions } => {
                     check("learned positions", max_positions.into(), 1, MAX_POSITIONS.into())?
                 }
-                Positional::Sinusoidal | Positional::NoPe => {}
+                Positional::Sinusoidal | Positional::NoPe | Positional::Alibi => {}
             }
         }
         Ok(())

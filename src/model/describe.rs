@@ -99,6 +99,7 @@ pub fn positional_words(p: Positional) -> String {
             s
         }
         Positional::NoPe => "none".to_string(),
+        Positional::Alibi => "ALiBi (linear biases on the scores by distance; no position added to Q or K)".to_string(),
     }
 }
 
@@ -137,6 +138,13 @@ mod tests {
         assert_eq!(get("layer schedule").as_deref(), Some("5 sliding : 1 global"));
         let d = preset("deepseek-v3").cloned().unwrap_or_else(|| Model::simple(1, 64, 4));
         assert!(model_facts(&d).iter().any(|(n, v)| *n == "kv_lora_rank" && v == "512"));
+        let mut alibi = Model::simple(2, 64, 4);
+        alibi.positional = Positional::Alibi;
+        let get_alibi = model_facts(&alibi).into_iter().find(|(n, _)| *n == "positions").map(|(_, v)| v);
+        assert_eq!(
+            get_alibi.as_deref(),
+            Some("ALiBi (linear biases on the scores by distance; no position added to Q or K)")
+        );
         assert_eq!(variant_label(Variant::Gqa { groups: 8 }, &m), "GQA, 8 KV heads (4 query heads each)");
         assert_eq!(
             variant_label(Variant::Hybrid { local_per_global: 5, window_tokens: 1024 }, &m),

@@ -15,8 +15,8 @@
 //! | `fs14336` `fg` `fm` | FFN size: SwiGLU / GeGLU / plain MLP | `fs` and `4d` |
 //! | `moe256-8-1-2048-3-1` | experts, active, shared, expert size, first dense layers, step | none |
 //! | `v32000` `tie` | vocabulary, tied embeddings | 32000, untied |
-//! | `rope10000p250hx8000` `sin` `learned1024` `nope` | positions (`p`: rotary fraction in thousandths; `h`: proportional, over the whole head; `x`: linear scaling factor in thousandths) | `rope10000` |
-//! | `grope1000000p250` `gnope` | global layers' positions | as above |
+//! | `rope10000p250hx8000` `sin` `learned1024` `nope` `alibi` | positions (`p`: rotary fraction in thousandths; `h`: proportional, over the whole head; `x`: linear scaling factor in thousandths; `alibi`: ALiBi's distance bias on the scores) | `rope10000` |
+//! | `grope1000000p250` `gnope` `galibi` | global layers' positions | as above |
 //! | `bqkv` `bo` `bffn` `ln` `np4` `qkn` `ple256` `ctx4096` | biases, LayerNorm, norms per layer, QK-norm, per-layer inputs, max positions | off, RMSNorm, 2, off, 0, 4096 |
 //!
 //! RoPE theta is written as an integer (rounded into `1..=10^18`), the rotary fraction and the
@@ -106,6 +106,7 @@ fn positional_token(prefix: &str, p: Positional) -> String {
         Positional::Sinusoidal => format!("{prefix}sin"),
         Positional::Learned { max_positions } => format!("{prefix}learned{max_positions}"),
         Positional::NoPe => format!("{prefix}nope"),
+        Positional::Alibi => format!("{prefix}alibi"),
     }
 }
 
@@ -230,6 +231,7 @@ fn parse_positional(token: &str, rest_after_name: &str, name: &str) -> Result<Po
     match name {
         "sin" if rest_after_name.is_empty() => Ok(Positional::Sinusoidal),
         "nope" if rest_after_name.is_empty() => Ok(Positional::NoPe),
+        "alibi" if rest_after_name.is_empty() => Ok(Positional::Alibi),
         "learned" => Ok(Positional::Learned { max_positions: number(token, rest_after_name)? }),
         "rope" => parse_rope(token, rest_after_name),
         _ => Err(EncodingError::BadValue(token.into())),
@@ -360,13 +362,14 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
             }
             "v" => m.vocab_size = number(token, value)?,
             "tie" if value.is_empty() => m.tie_embeddings = true,
-            "sin" | "nope" | "learned" | "rope" => {
+            "sin" | "nope" | "alibi" | "learned" | "rope" => {
                 if positional.is_some() {
                     return Err(EncodingError::Duplicate(token.chars().take(40).collect()));
                 }
                 positional = Some(parse_positional(token, value, name)?);
             }
             "gnope" if value.is_empty() => m.global_positional = Some(Positional::NoPe),
+            "galibi" if value.is_empty() => m.global_positional = Some(Positional::Alibi),
             "gsin" if value.is_empty() => m.global_positional = Some(Positional::Sinusoidal),
             "grope" => m.global_positional = Some(parse_positional(token, value, "rope")?),
             "bqkv" if value.is_empty() => m.biases.qkv = true,
@@ -469,6 +472,29 @@ mod tests {
         // Minimal code: defaults fill the rest.
         let m = decode_model("L2.d64.h4").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((m.attn.n_kv_heads, m.attn.head_dim, m.ffn_size), (4, 16, 256));
+    }
+
+    #[test]
+    fn alibi_round_trips_in_both_slots() {
+        let mut m = Model::simple(2, 64, 4);
+        m.positional = Positional::Alibi;
+        let code = encode_model(&m);
+        assert_eq!(code, "L2.d64.h4.kv4.hd16.fs256.v32000.alibi.ctx4096");
+        let back = decode_model(&code).unwrap_or_else(|e| panic!("{code}: {e}"));
+        assert!(same_shape(&m, &back));
+        assert_eq!(encode_model(&back), code);
+        // Global layers with ALiBi beside RoPE elsewhere (no real model does; the code can say it).
+        let mut g = Model::simple(6, 64, 4);
+        g.schedule = Schedule::periodic(6, &[(2, LayerKind::Sliding { window_tokens: 128 }), (1, LayerKind::Global)]);
+        g.global_positional = Some(Positional::Alibi);
+        let code = encode_model(&g);
+        assert!(code.contains(".rope10000.galibi."), "{code}");
+        let back = decode_model(&code).unwrap_or_else(|e| panic!("{code}: {e}"));
+        assert!(same_shape(&g, &back));
+        assert_eq!(encode_model(&back), code);
+        for bad in ["L2.d64.h4.alibi8", "L2.d64.h4.galibi1", "L2.d64.h4.alibi.nope", "L2.d64.h4.alibi.alibi"] {
+            assert!(decode_model(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Import of the dense-attention families beyond Llama (Falcon, ChatGLM/GLM-4, MPT, GPT-NeoX,
+//! Import of the dense-attention families beyond Llama (Falcon, ChatGLM/GLM-4, MPT, BLOOM, GPT-NeoX,
 //! Phi, StarCoder2, Cohere, OLMo, a multimodal wrapper) from real `config.json` files in
 //! `tests/data/configs/`, each with its KV cache worked out by hand beside the assertion.
 
@@ -103,7 +103,68 @@ fn mpt_reads_its_own_names() {
     // expansion_ratio 4 * d_model 4096; no_bias; ALiBi rather than learned positions.
     assert_eq!((m.ffn_kind, m.ffn_size), (FfnKind::Mlp, 16_384));
     assert!(!m.biases.qkv && !m.biases.o && !m.biases.ffn && m.tie_embeddings);
+    assert_eq!(m.positional, Positional::Alibi);
     assert!(said(&imp, "ALiBi"), "{:?}", imp.report);
+    // Without ALiBi, MPT learns a table of max_seq_len positions.
+    let learned = mpt_with(json!({"alibi": false})).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(learned.model.positional, Positional::Learned { max_positions: 2048 });
+}
+
+#[test]
+fn bloom_reads_its_own_names_and_uses_alibi() {
+    let imp = import("bloom-560m.json");
+    let m = &imp.model;
+    // n_layer, hidden_size, n_head; head dim 1024 / 16 = 64, one KV head per query head.
+    assert_eq!((m.n_layers(), m.d_model, m.n_q_heads, m.attn), (24, 1024, 16, kv(16, 64)));
+    // 24 layers * 16 KV heads * 2 (K, V) * 64 * 2 bytes = 98,304 per token
+    assert_eq!(kv_bytes_per_token(m, Fp16), Ok(98_304));
+    // No context length in the file: BLOOM's 2048-token training length; 98,304 * 2048 = 201,326,592
+    assert_eq!(m.max_position_embeddings, 2048);
+    assert_eq!(kv_total_bytes(m, 2048, Fp16), Ok(201_326_592));
+    assert_eq!(m.positional, Positional::Alibi);
+    assert!(said(&imp, "BLOOM always uses ALiBi"), "{:?}", imp.report);
+    // A 4x GELU MLP, LayerNorm, biases on every linear, tied embeddings.
+    assert_eq!((m.ffn_kind, m.ffn_size, m.norm, m.vocab_size), (FfnKind::Mlp, 4096, NormKind::LayerNorm, 250_880));
+    assert!(m.biases.qkv && m.biases.o && m.biases.ffn && m.tie_embeddings);
+    // embeddings 250,880 * 1024 = 256,901,120
+    // per layer: attention 4 * 1024^2 + 4 * 1024 = 4,198,400; MLP 2 * 1024 * 4096 + 4096 + 1024 =
+    //   8,393,728; two LayerNorms 2 * 2048 = 4,096; together 12,596,224, * 24 = 302,309,376
+    // final LayerNorm 2,048: total 559,212,544, the published 559,214,592 less the 2,048 of the
+    // LayerNorm after the embeddings, which the report says is not counted.
+    assert_eq!(super::params::model_params(m).total(), 559_212_544);
+    assert!(said(&imp, "LayerNorm after the word embeddings"), "{:?}", imp.report);
+}
+
+#[test]
+fn bloom_n_embed_overrides_hidden_size() {
+    let mut v: Value = serde_json::from_str(&read("bloom-560m.json")).unwrap_or_else(|e| panic!("{e}"));
+    // Older BLOOM files say n_embed and num_attention_heads (BloomConfig maps both).
+    if let Some(o) = v.as_object_mut() {
+        o.remove("hidden_size");
+        o.remove("n_head");
+        o.insert("n_embed".into(), json!(1024));
+        o.insert("num_attention_heads".into(), json!(16));
+    }
+    let older = import_hf_value(&v).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(older.model, import("bloom-560m.json").model);
+    // Both present: n_embed wins, as in BloomConfig. 24 * 16 * 2 * 128 * 2 bytes = 196,608 per token
+    v["hidden_size"] = json!(999);
+    v["n_embed"] = json!(2048);
+    let both = import_hf_value(&v).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((both.model.d_model, both.model.attn.head_dim), (2048, 128));
+    assert_eq!(kv_bytes_per_token(&both.model, Fp16), Ok(196_608));
+}
+
+#[test]
+fn falcon_with_alibi_is_alibi_and_without_is_rope() {
+    let mut v: Value = serde_json::from_str(&read("falcon-7b.json")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(import_hf_value(&v).map(|i| i.model.positional), Ok(Positional::Rope { .. })));
+    v["alibi"] = json!(true);
+    let imp = import_hf_value(&v).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(imp.model.positional, Positional::Alibi);
+    assert!(said(&imp, "positions: ALiBi"), "{:?}", imp.report);
+    // The cache is unchanged: ALiBi stores nothing. 32 layers * 1 KV head * 2 * 64 * 2 bytes = 8,192
+    assert_eq!(kv_bytes_per_token(&imp.model, Fp16), Ok(8_192));
 }
 
 /// MPT-7B's file with its attention switched, as llm-foundry spells the other two types.

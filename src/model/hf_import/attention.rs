@@ -20,7 +20,10 @@ pub(super) struct Attention {
 pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Attention, ImportError> {
     let layers = r.required(&["num_hidden_layers", "n_layer", "num_layers", "n_layers"], "num_hidden_layers")?;
     let layers = positive_u32("num_hidden_layers", layers, limits::MAX_LAYERS)?;
-    let d = r.required(&["hidden_size", "n_embd", "d_model"], "hidden_size")?;
+    // BLOOM's config class lets an `n_embed` (older BLOOM files) override `hidden_size`.
+    let d_names: &[&str] =
+        if family.is_bloom() { &["n_embed", "hidden_size"] } else { &["hidden_size", "n_embd", "d_model"] };
+    let d = r.required(d_names, "hidden_size")?;
     let d = positive("hidden_size", d, limits::MAX_D_MODEL)?;
     let heads = r.required(&["num_attention_heads", "n_head", "n_heads"], "num_attention_heads")?;
     let heads = positive_u32("num_attention_heads", heads, limits::MAX_HEADS)?;

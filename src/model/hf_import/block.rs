@@ -28,6 +28,9 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Block, ImportE
         || (family.is_cohere() && r.boolean("use_qk_norm") == Some(true))
         || r.boolean("qk_layernorm") == Some(true)
         || r.nested_boolean("attn_config", "qk_ln") == Some(true);
+    if family.is_bloom() {
+        r.warn("BLOOM's LayerNorm after the word embeddings (2 * hidden_size parameters) is not counted");
+    }
     Ok(Block {
         biases: read_biases(r, family),
         norm,

@@ -93,9 +93,9 @@ impl Family {
             || ["gpt_neox", "starcoder2", "bloom", "gpt_bigcode"].iter().any(|p| self.is(p))
     }
 
-    /// Biases on every linear layer, with no field to say so (GPT-2, GPT-NeoX, Phi-1/2).
+    /// Biases on every linear layer, with no field to say so (GPT-2, GPT-NeoX, Phi-1/2, BLOOM).
     pub fn biases_everywhere(&self) -> bool {
-        self.gpt2 || self.is("gpt_neox") || self.is_phi_1_2()
+        self.gpt2 || self.is("gpt_neox") || self.is_phi_1_2() || self.is_bloom()
     }
 
     /// The model's name: the file's `_name_or_path`, else its `model_type`.
@@ -112,12 +112,13 @@ impl Family {
 
     /// Whether embeddings are tied when `tie_word_embeddings` is absent.
     pub fn ties_by_default(&self) -> bool {
-        self.gpt2 || self.is_gemma() || self.is_cohere() || self.is_falcon() || self.is_mpt()
+        self.gpt2 || self.is_gemma() || self.is_cohere() || self.is_falcon() || self.is_mpt() || self.is_bloom()
     }
 
-    /// The context length when the file states none: Falcon's config class says 2048.
+    /// The context length when the file states none: Falcon's config class says 2048; BLOOM's
+    /// states none (ALiBi needs no table) and the models were trained on 2048-token sequences.
     pub fn default_max_positions(&self) -> u64 {
-        if self.is_falcon() { 2048 } else { 4096 }
+        if self.is_falcon() || self.is_bloom() { 2048 } else { 4096 }
     }
 
     /// Whether Q, K and V carry biases even without `attention_bias` (GPT-2, Qwen2).

@@ -1,7 +1,7 @@
-//! Positions: GPT-2's (and MPT's) learned table, ALiBi (not modelled yet: no positions, with a
-//! warning), or RoPE (theta, partial rotary factor and scaling, from `rope_parameters`, the flat
-//! fields, GPT-NeoX's `rotary_*` or ChatGLM's `rope_ratio`), with the global layers' own RoPE
-//! (Gemma 3/4) or none (Llama 4's NoPE layers).
+//! Positions: GPT-2's (and MPT's) learned table, ALiBi (MPT, BLOOM, Falcon with `alibi`), or RoPE
+//! (theta, partial rotary factor and scaling, from `rope_parameters`, the flat fields, GPT-NeoX's
+//! `rotary_*` or ChatGLM's `rope_ratio`), with the global layers' own RoPE (Gemma 3/4) or none
+//! (Llama 4's NoPE layers).
 //!
 //! Of the RoPE types, `default`, `linear` (positions divided by `factor`: Gemma 3's global layers)
 //! and `proportional` (Gemma 4's global layers, see [`crate::attention::rope`]) are modelled; the
@@ -35,22 +35,23 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family, max_positions: u64, glob
     Positions { local, global: if global_nope { Some(Positional::NoPe) } else { global } }
 }
 
-/// ALiBi (MPT's `attn_config.alibi`, Falcon's `alibi`, BLOOM): a bias on the scores, no
-/// positions in Q or K.
+/// ALiBi (MPT's `attn_config.alibi`, Falcon's `alibi`, BLOOM always): a bias on the scores by
+/// distance, no positions in Q or K, no parameters and nothing in the cache.
 fn read_alibi(r: &mut Reader<'_>, family: &Family) -> Option<Positional> {
     let alibi = if family.is_mpt() {
         r.nested_boolean("attn_config", "alibi").unwrap_or_else(|| {
             r.assume("attn_config.alibi: absent, so true (MPT's default)");
             true
         })
+    } else if family.is_bloom() {
+        r.read_as("BLOOM always uses ALiBi (no field says so)");
+        true
     } else {
-        r.boolean("alibi") == Some(true) || family.is_bloom()
+        r.boolean("alibi") == Some(true)
     };
     alibi.then(|| {
-        r.warn(
-            "ALiBi (a linear bias on the scores by distance) is not modelled: the layers are drawn with no positions",
-        );
-        Positional::NoPe
+        r.read_as("positions: ALiBi (a linear bias on the scores by query-key distance; nothing added to Q or K)");
+        Positional::Alibi
     })
 }
 

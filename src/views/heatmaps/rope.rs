@@ -104,6 +104,12 @@ pub fn rope_panel(model: &Model, layer: u32) -> RopePanel {
             Positional::NoPe => "No positional encoding (NoPE): no dimension of the head rotates. Order reaches \
                                  this layer only through the causal mask and what earlier layers wrote."
                 .into(),
+            Positional::Alibi => "ALiBi, not RoPE: no dimension of the head rotates and nothing is added to Q or K. \
+                                  Each head instead adds to its scores a bias that falls linearly with the \
+                                  query-key distance, at a slope of its own. The heatmaps here are computed \
+                                  without that bias (synthetic seeded weights, no bias term), so they show \
+                                  none of the distance decay ALiBi gives."
+                .into(),
             Positional::Rope { .. } => "RoPE, but the rotary fraction leaves no whole pair to rotate.".into(),
             _ => format!(
                 "Positions are added to the embeddings ({}) before the first layer: the heads do not rotate.",
@@ -298,6 +304,13 @@ mod tests {
         assert_eq!(panel.heading, "Positions in layer 3 (global)");
         assert!(rope_figures(scout, 2).is_some());
         assert!(rope_panel(preset("gpt2-small").unwrap(), 0).summary.starts_with("Positions are added"));
+        // An ALiBi layer: the panel names ALiBi, not RoPE, and says the heatmaps lack its bias.
+        let mut alibi = Model::simple(4, 256, 4);
+        alibi.positional = Positional::Alibi;
+        assert!(rope_figures(&alibi, 1).is_none());
+        let panel = rope_panel(&alibi, 1);
+        assert!(panel.summary.starts_with("ALiBi, not RoPE") && panel.chart.is_none(), "{}", panel.summary);
+        assert!(panel.summary.contains("computed without that bias"), "{}", panel.summary);
         // DeepSeek-V3: the 64-dim decoupled RoPE key of each 192-dim head, θ = 10,000.
         let ds = rope_figures(preset("deepseek-v3").unwrap(), 0).unwrap();
         assert_eq!((ds.rotary.rotary_dims(), ds.rotary.head_dim), (64, 192));
