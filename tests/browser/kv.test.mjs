@@ -137,7 +137,7 @@ describe("KV view", () => {
     await app.close();
   });
 
-  test("families with their own field names import exactly: Falcon 40B grouped, ChatGLM 3 with two KV groups", async () => {
+  test("families with their own field names import exactly: Falcon 40B grouped, ChatGLM 3 with two KV groups, MPT with ALiBi", async () => {
     const app = await AppPage.open(session, "?view=kv&ctx=2048");
     // Falcon 40B keeps multi_query: true beside num_kv_heads: 8; the new decoder architecture uses the 8.
     await paste(app, config("falcon-40b.json"));
@@ -151,6 +151,19 @@ describe("KV view", () => {
     await app.page.getByTestId("config-input").fill(config("chatglm3-6b.json"));
     await app.page.getByTestId("config-import").click();
     assert.equal((await figure(app, "kv-bytes-per-token", 28672)).value, "28672");
+    // MPT 7B: ALiBi, read as such; its cache is MHA's, 32 layers * 32 heads * 2 * 128 * 2 B = 524,288.
+    await app.page.getByTestId("config-input").fill(config("mpt-7b.json"));
+    await app.page.getByTestId("config-import").click();
+    assert.equal((await figure(app, "kv-bytes-per-token", 524288)).value, "524288");
+    assert.match(await app.page.getByTestId("import-report").innerText(), /alibi/i);
+    // Its heatmaps say they are drawn without ALiBi's bias, and the positions panel says it is not RoPE.
+    await app.page.waitForFunction(() => new URL(location.href).searchParams.get("cfg")?.includes("alibi"));
+    const heatmaps = new URL(app.page.url());
+    heatmaps.searchParams.set("view", "heatmaps");
+    heatmaps.searchParams.set("rope", "on");
+    await app.page.goto(heatmaps.toString());
+    assert.match(await app.page.getByTestId("layer-layout").innerText(), /ALiBi in the model .*computed without that bias/);
+    assert.match(await app.page.getByTestId("rope-panel").innerText(), /ALiBi, not RoPE/);
     app.assertNoConsoleErrors();
     await app.close();
   });
