@@ -31,10 +31,10 @@ pub type KCache = HashMap<u32, Vec<f32>>;
 
 /// Elements (rows times head width) of Q or K built between two yields to the event loop: a few ms
 /// of wasm, so a batch of long inputs (65,536 tokens) never holds the page for long.
-const INPUT_PIECE_ELEMENTS: usize = 1 << 21;
+const INPUT_PIECE_ELEMENTS: usize = 1 << 20;
 
 /// Builds a batch's Q and K on the CPU (the projections, positions and designed heads), a piece of
-/// rows at a time with a yield to the event loop between pieces.
+/// rows at a time with a yield to the event loop before each piece.
 pub async fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -> BatchInputs {
     let d = inputs.layout.head_dim;
     let mut kv_heads: Vec<u32> = heads.iter().map(|&h| inputs.layout.kv_head(h)).collect();
@@ -46,36 +46,34 @@ pub async fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCa
             Entry::Vacant(slot) => {
                 let mut rows = Vec::new();
                 in_pieces(&inputs.k_rows(g), d, &mut rows).await;
-                k.extend_from_slice(slot.insert(rows));
+                copy_in_pieces(&mut k, slot.insert(rows)).await;
             }
         }
     }
-    let mut q = Vec::new();
+    let mut q = Vec::with_capacity(heads.len() * inputs.q_tokens().len() * d as usize);
     for &h in heads {
         in_pieces(&inputs.q_rows(h), d, &mut q).await;
     }
     BatchInputs { heads: heads.to_vec(), q, k, h_kv: kv_heads.len() as u32 }
 }
 
-/// Appends every row of `head` to `out`, [`rows_per_piece`] rows at a time.
+/// Appends every row of `head` to `out`, [`rows_per_piece`] rows at a time, each after a yield (a
+/// batch of heads one piece long each must not run as one task).
 async fn in_pieces(head: &HeadRows<'_>, d: u32, out: &mut Vec<f32>) {
     let (len, step) = (head.len(), rows_per_piece(d));
     out.reserve(len * d as usize);
     for start in (0..len).step_by(step) {
-        if start > 0 {
-            yield_now().await;
-        }
+        yield_now().await;
         out.extend(head.rows(start..(start + step).min(len)));
     }
 }
 
-/// Appends `values` to `out`, [`INPUT_PIECE_ELEMENTS`] at a time (a K of 65,536 rows is 32 MB).
+/// Appends `values` to `out`, [`INPUT_PIECE_ELEMENTS`] at a time, each after a yield (a K of 65,536
+/// rows is 32 MB).
 async fn copy_in_pieces(out: &mut Vec<f32>, values: &[f32]) {
     out.reserve(values.len());
-    for (i, piece) in values.chunks(INPUT_PIECE_ELEMENTS).enumerate() {
-        if i > 0 {
-            yield_now().await;
-        }
+    for piece in values.chunks(INPUT_PIECE_ELEMENTS) {
+        yield_now().await;
         out.extend_from_slice(piece);
     }
 }
