@@ -5,7 +5,7 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionProblem, AttentionShape};
-use crate::event_loop::yield_now;
+use crate::event_loop::breathe;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
 use crate::model::units::format_thousands;
@@ -72,8 +72,8 @@ impl Engine {
     }
 
     /// Why this engine's GPU can no longer be trusted, if it cannot: the device was lost, or it reported
-    /// an error outside any job's scope (out of memory, for one). Its work fails from then on, and only a
-    /// new device helps.
+    /// an error no job accounts for (running out of memory is a job's failure, not the device's). Its
+    /// work fails from then on, and only a new device helps.
     pub fn broken(&self) -> Option<String> {
         match self {
             Engine::WebGpu { ctx, .. } => ctx.check_fault().err().map(|e| e.to_string()),
@@ -256,7 +256,7 @@ async fn cpu_rows(shape: AttentionShape, mut row: impl FnMut(u32, u32)) {
             in_slice += 1;
             if in_slice == per_slice {
                 in_slice = 0;
-                yield_now().await;
+                breathe().await;
             }
         }
     }

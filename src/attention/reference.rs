@@ -82,9 +82,11 @@ pub fn flash_attention_row(p: &AttentionProblem, h: u32, i: u32, out: &mut Forwa
     let (probs, row_lse) = softmax_row(&row_scores(p, h, i));
     let row = (h * shape.n_q + i) as usize;
     out.lse[row] = row_lse as f32;
+    // Masked keys have probability 0 and add nothing: skipped, so a narrow window over a long input
+    // costs its window, not the input.
+    let visible: Vec<(usize, f64)> = probs.iter().copied().enumerate().filter(|&(_, pj)| pj != 0.0).collect();
     for c in 0..d {
-        let acc: f64 =
-            probs.iter().enumerate().map(|(j, &pj)| pj * f64::from(v[(kv_h * shape.n_kv as usize + j) * d + c])).sum();
+        let acc: f64 = visible.iter().map(|&(j, pj)| pj * f64::from(v[(kv_h * shape.n_kv as usize + j) * d + c])).sum();
         out.o[row * d + c] = acc as f32;
     }
 }

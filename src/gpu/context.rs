@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wgpu::util::DeviceExt as _;
@@ -87,8 +88,10 @@ pub struct GpuContext {
     /// readback fails with it: results computed by an invalid pipeline must never be shown as real.
     fault: Arc<Mutex<Option<String>>>,
     /// An allocation the device could not make since the last readback: it voids the job that asked
-    /// (see [`GpuContext::take_out_of_memory`]), not the device.
+    /// (see [`GpuContext::check_job`]), not the device.
     out_of_memory: Arc<Mutex<Option<String>>>,
+    /// Readbacks awaiting the GPU: the jobs an out-of-memory error may belong to.
+    readbacks_in_flight: AtomicU32,
     /// Buffers finished jobs gave back, lent again to the next job of the same size and use.
     spares: Mutex<Spares>,
 }
@@ -100,8 +103,8 @@ fn record_first(slot: &Mutex<Option<String>>, message: String) {
     }
 }
 
-/// Files an error the device reported outside any scope: an allocation failure voids the job that
-/// asked (`out_of_memory`), anything else the device (`fault`).
+/// Files an error the device reported outside any scope: an allocation failure voids the jobs in
+/// flight (`out_of_memory`), anything else the device (`fault`).
 fn route_uncaptured(e: &wgpu::Error, fault: &Mutex<Option<String>>, out_of_memory: &Mutex<Option<String>>) {
     match e {
         wgpu::Error::OutOfMemory { .. } => record_first(out_of_memory, e.to_string()),
@@ -130,9 +133,9 @@ struct Spares {
     /// Oldest first.
     buffers: VecDeque<wgpu::Buffer>,
     bytes: u64,
-    /// Set when a job ran out of memory: the buffers it gives back as it unwinds (one of them may
-    /// never have been made) are dropped, until the next job takes one.
-    drop_returns: bool,
+    /// Counts the out-of-memory errors jobs have failed with: a buffer lent before the latest one
+    /// is dropped when it comes back, not kept (it may be the one the device never made).
+    generation: u64,
 }
 
 /// A buffer lent by the context for one job; it goes back to the context's spares when dropped. Its
@@ -141,6 +144,8 @@ struct Spares {
 pub struct Scratch<'a> {
     ctx: &'a GpuContext,
     buffer: Option<wgpu::Buffer>,
+    /// The spares' generation when it was lent.
+    generation: u64,
 }
 
 impl Deref for Scratch<'_> {
@@ -153,7 +158,7 @@ impl Deref for Scratch<'_> {
 impl Drop for Scratch<'_> {
     fn drop(&mut self) {
         if let Some(buffer) = self.buffer.take() {
-            self.ctx.give_back(buffer);
+            self.ctx.give_back(buffer, self.generation);
         }
     }
 }
@@ -231,6 +236,7 @@ impl GpuContext {
             subgroup_size,
             fault,
             out_of_memory,
+            readbacks_in_flight: AtomicU32::new(0),
             spares: Mutex::default(),
         })
     }
@@ -259,17 +265,23 @@ impl GpuContext {
         }))
     }
 
-    /// A spare buffer of exactly `size` bytes and `usage`, or a new one.
-    fn take(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
-        if let Ok(mut spares) = self.spares.lock()
-            && !std::mem::take(&mut spares.drop_returns)
-            && let Some(i) = spares.buffers.iter().position(|b| b.size() == size && b.usage() == usage)
-        {
-            spares.bytes -= size;
-            if let Some(buffer) = spares.buffers.remove(i) {
-                return buffer;
+    /// A spare buffer of exactly `size` bytes and `usage`, or a new one, with the spares' generation.
+    fn take(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> (wgpu::Buffer, u64) {
+        if let Ok(mut spares) = self.spares.lock() {
+            let generation = spares.generation;
+            if let Some(i) = spares.buffers.iter().position(|b| b.size() == size && b.usage() == usage)
+                && let Some(buffer) = spares.buffers.remove(i)
+            {
+                spares.bytes -= size;
+                return (buffer, generation);
             }
+            drop(spares);
+            return (self.create(label, size, usage), generation);
         }
+        (self.create(label, size, usage), u64::MAX)
+    }
+
+    fn create(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
@@ -278,11 +290,12 @@ impl GpuContext {
         })
     }
 
-    /// Keeps `buffer` for a later job. Queue order makes this safe while the GPU still uses it: the
-    /// next job's writes are queued after this job's work.
-    fn give_back(&self, buffer: wgpu::Buffer) {
+    /// Keeps `buffer`, lent at `generation`, for a later job (unless a job has run out of memory since).
+    /// Queue order makes this safe while the GPU still uses it: the next job's writes are queued after
+    /// this job's work.
+    fn give_back(&self, buffer: wgpu::Buffer, generation: u64) {
         let Ok(mut spares) = self.spares.lock() else { return };
-        if spares.drop_returns {
+        if generation != spares.generation {
             return;
         }
         spares.bytes += buffer.size();
@@ -305,21 +318,22 @@ impl GpuContext {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.check_binding_size(label, bytes.len() as u64)?;
         let contents: &[u8] = if bytes.is_empty() { &[0; 4] } else { bytes };
-        let buffer = self.take("scratch", contents.len() as u64, STORAGE_USAGE);
+        let (buffer, generation) = self.take("scratch", contents.len() as u64, STORAGE_USAGE);
         for (i, piece) in contents.chunks(UPLOAD_PIECE_BYTES).enumerate() {
             if i > 0 {
-                crate::event_loop::yield_now().await;
+                crate::event_loop::breathe().await;
             }
             self.queue.write_buffer(&buffer, (i * UPLOAD_PIECE_BYTES) as u64, piece);
         }
-        Ok(Scratch { ctx: self, buffer: Some(buffer) })
+        Ok(Scratch { ctx: self, buffer: Some(buffer), generation })
     }
 
     /// As [`GpuContext::storage_output`], in a lent buffer holding stale data: for kernels that
     /// write every element.
     pub fn scratch_output(&self, label: &str, bytes: u64) -> Result<Scratch<'_>, GpuError> {
         self.check_binding_size(label, bytes)?;
-        Ok(Scratch { ctx: self, buffer: Some(self.take("scratch", bytes.max(4), STORAGE_USAGE)) })
+        let (buffer, generation) = self.take("scratch", bytes.max(4), STORAGE_USAGE);
+        Ok(Scratch { ctx: self, buffer: Some(buffer), generation })
     }
 
     /// A uniform buffer holding one params struct.
@@ -345,13 +359,14 @@ impl GpuContext {
     /// Copies `buffer` into a mappable staging buffer and returns its contents as `T`s.
     pub async fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
         let size = buffer.size();
-        let staging = self.take("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let (staging, generation) =
+            self.take("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
         let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
         self.queue.submit([encoder.finish()]);
         let data = self.map_and_read(&staging).await?;
         // Only an unmapped staging buffer is reusable: one abandoned mid-map is dropped instead.
-        self.give_back(staging);
+        self.give_back(staging, generation);
         Ok(data)
     }
 
@@ -360,12 +375,15 @@ impl GpuContext {
         self.device.destroy();
     }
 
-    /// The allocation failure recorded since the last readback, if any, as an error; clears it and
-    /// frees the spare buffers, so the next job starts with what memory there is.
-    pub fn take_out_of_memory(&self) -> Result<(), GpuError> {
-        let Some(why) = self.out_of_memory.lock().ok().and_then(|mut slot| slot.take()) else { return Ok(()) };
+    /// The allocation failure recorded since the readbacks in flight began, if any, as an error. Every
+    /// job reading back meanwhile fails with it (which of them asked is not known); the last one to
+    /// finish clears it. The spare buffers go, and buffers lent before it are not kept when they come
+    /// back, so the next jobs start with what memory there is and never with a buffer never made.
+    fn out_of_memory_since(&self, last_in_flight: bool) -> Result<(), GpuError> {
+        let Ok(mut slot) = self.out_of_memory.lock() else { return Ok(()) };
+        let Some(why) = (if last_in_flight { slot.take() } else { slot.clone() }) else { return Ok(()) };
         if let Ok(mut spares) = self.spares.lock() {
-            *spares = Spares { drop_returns: true, ..Spares::default() };
+            *spares = Spares { generation: spares.generation + 1, ..Spares::default() };
         }
         Err(GpuError::OutOfMemory(why))
     }
@@ -378,10 +396,11 @@ impl GpuContext {
         }
     }
 
-    /// Whether the job that just finished may be believed: not if it ran out of memory (that error is
-    /// its own, and taken), nor if the device is faulted.
+    /// Whether the job that just finished may be believed: not if the device ran out of memory while
+    /// it ran, nor if the device is faulted.
     pub fn check_job(&self) -> Result<(), GpuError> {
-        self.take_out_of_memory()?;
+        let last_in_flight = self.readbacks_in_flight.load(Ordering::Acquire) == 0;
+        self.out_of_memory_since(last_in_flight)?;
         self.check_fault()
     }
 
@@ -406,7 +425,9 @@ impl GpuContext {
 
     /// Maps a `MAP_READ` buffer and returns its contents.
     pub async fn map_and_read<T: bytemuck::Pod>(&self, staging: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
+        self.readbacks_in_flight.fetch_add(1, Ordering::AcqRel);
         let data = self.map_and_copy(staging).await;
+        self.readbacks_in_flight.fetch_sub(1, Ordering::AcqRel);
         // A job that ran out of memory reads back garbage or nothing at all: either way it failed.
         self.check_job()?;
         data

@@ -15,7 +15,7 @@ use super::request::Request;
 use crate::attention::layer_inputs::{HeadRows, LayerInputs};
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::engine::{Engine, MapOutput};
-use crate::event_loop::yield_now;
+use crate::event_loop::breathe;
 use crate::model::Mask;
 
 /// One batch's inputs: its query heads, their Q and K of the KV heads they read, `[heads, n, d]` each.
@@ -34,7 +34,7 @@ pub type KCache = HashMap<u32, Vec<f32>>;
 const INPUT_PIECE_ELEMENTS: usize = 1 << 20;
 
 /// Builds a batch's Q and K on the CPU (the projections, positions and designed heads), a piece of
-/// rows at a time with a yield to the event loop before each piece.
+/// rows at a time, letting the browser in between pieces.
 pub async fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -> BatchInputs {
     let d = inputs.layout.head_dim;
     let mut kv_heads: Vec<u32> = heads.iter().map(|&h| inputs.layout.kv_head(h)).collect();
@@ -57,23 +57,24 @@ pub async fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCa
     BatchInputs { heads: heads.to_vec(), q, k, h_kv: kv_heads.len() as u32 }
 }
 
-/// Appends every row of `head` to `out`, [`rows_per_piece`] rows at a time, each after a yield (a
-/// batch of heads one piece long each must not run as one task).
+/// Appends every row of `head` to `out`, [`rows_per_piece`] rows at a time, letting the browser in
+/// before a piece when the page has been held for a while (a batch of heads one piece long each must
+/// not run as one task).
 async fn in_pieces(head: &HeadRows<'_>, d: u32, out: &mut Vec<f32>) {
     let (len, step) = (head.len(), rows_per_piece(d));
     out.reserve(len * d as usize);
     for start in (0..len).step_by(step) {
-        yield_now().await;
+        breathe().await;
         out.extend(head.rows(start..(start + step).min(len)));
     }
 }
 
-/// Appends `values` to `out`, [`INPUT_PIECE_ELEMENTS`] at a time, each after a yield (a K of 65,536
-/// rows is 32 MB).
+/// Appends `values` to `out`, [`INPUT_PIECE_ELEMENTS`] at a time, letting the browser in between
+/// as [`in_pieces`] does (a K of 65,536 rows is 32 MB).
 async fn copy_in_pieces(out: &mut Vec<f32>, values: &[f32]) {
     out.reserve(values.len());
     for piece in values.chunks(INPUT_PIECE_ELEMENTS) {
-        yield_now().await;
+        breathe().await;
         out.extend_from_slice(piece);
     }
 }
@@ -92,17 +93,30 @@ pub struct Steering<'a> {
     pub now_ms: &'a dyn Fn() -> f64,
 }
 
-/// Starts `gpu_work` (its synchronous part, uploads and submission, runs at the first poll), runs
-/// `cpu_work` while the GPU computes, then finishes `gpu_work`.
+/// Runs `gpu_work` and `cpu_work` together, the GPU's first: its synchronous part (uploads, submission)
+/// runs at the first poll, then whichever can go on goes on (both yield to the event loop in pieces).
 pub async fn overlapped<F: Future, C: Future>(gpu_work: F, cpu_work: C) -> (F::Output, C::Output) {
-    let mut gpu_work = std::pin::pin!(gpu_work);
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(gpu_work.as_mut().poll(cx))).await;
-    let cpu = cpu_work.await;
-    let out = match first {
-        std::task::Poll::Ready(out) => out,
-        std::task::Poll::Pending => gpu_work.await,
-    };
-    (out, cpu)
+    use std::task::Poll;
+    let (mut gpu_work, mut cpu_work) = (std::pin::pin!(gpu_work), std::pin::pin!(cpu_work));
+    let (mut gpu, mut cpu) = (None, None);
+    std::future::poll_fn(|cx| {
+        if gpu.is_none()
+            && let Poll::Ready(out) = gpu_work.as_mut().poll(cx)
+        {
+            gpu = Some(out);
+        }
+        if cpu.is_none()
+            && let Poll::Ready(out) = cpu_work.as_mut().poll(cx)
+        {
+            cpu = Some(out);
+        }
+        if gpu.is_some() && cpu.is_some() { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    match (gpu, cpu) {
+        (Some(gpu), Some(cpu)) => (gpu, cpu),
+        _ => unreachable!("the poll above finishes only with both results"),
+    }
 }
 
 /// The maps of a batch's heads (exact or pooled), one engine call per piece of the batch. `steer` hears how far it got after each piece and may stop it early (a newer request),
