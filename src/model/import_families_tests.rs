@@ -1,10 +1,10 @@
-//! Import of the dense-attention families beyond Llama (Falcon, ChatGLM/GLM-4, MPT, BLOOM, GPT-NeoX,
-//! Phi, StarCoder2, Cohere, OLMo, a multimodal wrapper) from real `config.json` files in
+//! Import of the families beyond Llama (Falcon, ChatGLM/GLM-4, MPT, BLOOM, GPT-NeoX,
+//! Phi, StarCoder2, Cohere, OLMo, GPT-OSS, Gemma 3n, a multimodal wrapper) from real `config.json` files in
 //! `tests/data/configs/`, each with its KV cache worked out by hand beside the assertion.
 
 use serde_json::{Value, json};
 
-use super::config::{AttnGeometry, FfnKind, NormKind, Positional};
+use super::config::{AttnGeometry, CrossLayerSharing, FfnKind, NormKind, Positional};
 use super::dtype::DType::Fp16;
 use super::hf_import::{ImportError, Imported, import_hf_value};
 use super::import_files_tests::{import, read};
@@ -329,4 +329,64 @@ fn llava_relies_on_the_llama_defaults() {
         imp.report
     );
     assert!(said(&imp, "\"llava\" wrapper"), "{:?}", imp.report);
+}
+
+#[test]
+fn gpt_oss_alternates_sliding_and_full_layers() {
+    for (file, layers, experts) in [("gpt-oss-20b.json", 24, 32), ("gpt-oss-120b.json", 36, 128)] {
+        let imp = import(file);
+        let m = &imp.model;
+        assert_eq!((m.n_layers(), m.d_model, m.n_q_heads, m.attn), (layers, 2880, 64, kv(8, 64)), "{file}");
+        assert_eq!(m.schedule.layers()[0], LayerKind::Sliding { window_tokens: 128 }, "{file}");
+        assert_eq!(m.schedule.layers()[1], LayerKind::Global, "{file}");
+        let moe = m.moe.unwrap_or_else(|| panic!("{file}: no MoE"));
+        assert_eq!((moe.n_routed_experts, moe.n_active_experts, moe.expert_ffn_size), (experts, 4, 2880), "{file}");
+        assert!(m.biases.qkv && m.biases.o && !m.tie_embeddings, "{file}");
+        assert!(said(&imp, "attention sinks"), "{:?}", imp.report);
+        assert!(said(&imp, "\"yarn\" is not modelled"), "{:?}", imp.report);
+    }
+    // One layer: 8 KV heads * 2 (K, V) * 64 * 2 bytes = 2,048 bytes per token.
+    // 20b: 24 layers * 2,048 = 49,152 per token. At 131,072 tokens the 12 full layers keep all of
+    // them (12 * 2,048 * 131,072 = 3,221,225,472) and the 12 sliding ones 128
+    // (12 * 2,048 * 128 = 3,145,728): 3,224,371,200.
+    let m = import("gpt-oss-20b.json").model;
+    assert_eq!(kv_bytes_per_token(&m, Fp16), Ok(49_152));
+    assert_eq!(kv_total_bytes(&m, 131_072, Fp16), Ok(3_224_371_200));
+    // 120b: 36 layers * 2,048 = 73,728 per token; at 131,072 tokens
+    // 18 * 2,048 * 131,072 = 4,831,838,208 plus 18 * 2,048 * 128 = 4,718,592: 4,836,556,800.
+    let m = import("gpt-oss-120b.json").model;
+    assert_eq!(kv_bytes_per_token(&m, Fp16), Ok(73_728));
+    assert_eq!(kv_total_bytes(&m, 131_072, Fp16), Ok(4_836_556_800));
+}
+
+#[test]
+fn gemma_3n_counts_only_the_layers_that_store_a_cache() {
+    for (file, layers, shared, ffn) in [("gemma-3n-e4b.json", 35, 15, 16_384), ("gemma-3n-e2b.json", 30, 10, 8192)] {
+        let imp = import(file);
+        let m = &imp.model;
+        assert_eq!(imp.report.model_type, "gemma3n_text", "{file}");
+        assert_eq!((m.n_layers(), m.d_model, m.n_q_heads, m.attn), (layers, 2048, 8, kv(2, 256)), "{file}");
+        assert_eq!(m.cross_layer, CrossLayerSharing::ReuseLast { shared_layers: shared }, "{file}");
+        // intermediate_size is a list with one (equal) width per layer.
+        assert_eq!((m.ffn_kind, m.ffn_size, m.per_layer_input_dim), (FfnKind::GeGlu, ffn, 256), "{file}");
+        assert!(said(&imp, "one FFN width per layer"), "{:?}", imp.report);
+        assert!(said(&imp, "AltUp (altup_num_inputs = 4) and LAuReL (laurel_rank = 64)"), "{:?}", imp.report);
+        // One layer: 2 KV heads * 2 (K, V) * 256 * 2 bytes = 2,048 bytes per token. Only the first
+        // 35 - 15 = 20 (E4B) or 30 - 10 = 20 (E2B) layers store a cache, four patterns of 4 sliding
+        // and 1 full: 20 * 2,048 = 40,960 per token (not 35 * 2,048 = 71,680 for E4B).
+        assert_eq!(kv_bytes_per_token(m, Fp16), Ok(40_960), "{file}");
+        // At 32,768 tokens: 4 full layers * 2,048 * 32,768 = 268,435,456 plus 16 sliding layers
+        // * 2,048 * 512 = 16,777,216: 285,212,672.
+        assert_eq!(kv_total_bytes(m, 32_768, Fp16), Ok(285_212_672), "{file}");
+    }
+    // Unequal per-layer widths are counted at the largest, with a warning.
+    let mut v: Value = serde_json::from_str(&read("gemma-3n-e2b.json")).unwrap_or_else(|e| panic!("{e}"));
+    v["text_config"]["intermediate_size"] = json!([8192, 4096]);
+    let imp = import_hf_value(&v).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(imp.model.ffn_size, 8192);
+    assert!(said(&imp, "different FFN widths"), "{:?}", imp.report);
+    for bad in [json!([]), json!([8192, 0]), json!([8192, "x"])] {
+        v["text_config"]["intermediate_size"] = bad;
+        assert!(import_hf_value(&v).is_err());
+    }
 }

@@ -31,6 +31,9 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Block, ImportE
     if family.is_bloom() {
         r.warn("BLOOM's LayerNorm after the word embeddings (2 * hidden_size parameters) is not counted");
     }
+    if family.is_gemma3n() {
+        gemma3n_unmodelled(r)?;
+    }
     Ok(Block {
         biases: read_biases(r, family),
         norm,
@@ -38,6 +41,21 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Block, ImportE
         qk_norm,
         per_layer_input_dim: r.count(&["hidden_size_per_layer_input"])?.unwrap_or(0),
     })
+}
+
+/// Gemma 3n's AltUp (extra copies of the residual stream with small predict/correct weights) and
+/// LAuReL (a low-rank residual) add parameters the count leaves out, and nothing to the KV cache.
+fn gemma3n_unmodelled(r: &mut Reader<'_>) -> Result<(), ImportError> {
+    let altup = r.count(&["altup_num_inputs"])?;
+    let laurel = r.count(&["laurel_rank"])?;
+    let shown = |n: Option<u64>| n.map_or_else(|| "absent".to_string(), |n| n.to_string());
+    r.warn(format!(
+        "AltUp (altup_num_inputs = {}) and LAuReL (laurel_rank = {}) are not modelled: their parameters \
+         are not counted and they add nothing to the KV cache",
+        shown(altup),
+        shown(laurel)
+    ));
+    Ok(())
 }
 
 /// Each family's bias switch: Falcon's `bias`, StarCoder2's `use_bias`, MPT's `no_bias`, ChatGLM's

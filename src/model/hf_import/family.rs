@@ -44,6 +44,16 @@ impl Family {
         self.is("gemma2")
     }
 
+    /// Gemma 3n (`gemma3n`, `gemma3n_text`): AltUp and LAuReL around a Gemma 3 block.
+    pub fn is_gemma3n(&self) -> bool {
+        self.is("gemma3n")
+    }
+
+    /// GPT-OSS: attention sinks, and biases on its experts and router.
+    pub fn is_gpt_oss(&self) -> bool {
+        self.is("gpt_oss")
+    }
+
     pub fn is_llama4(&self) -> bool {
         self.is("llama4")
     }

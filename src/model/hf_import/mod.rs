@@ -1,6 +1,6 @@
-//! Import of a Hugging Face `config.json` (Llama 2/3/4, Mistral, Qwen2/3, Gemma 2/3/4, DeepSeek V2/V3,
-//! GPT-2, Falcon, ChatGLM/GLM-4, MPT, BLOOM, GPT-NeoX/Pythia, Phi-1/2/3/4, StarCoder2, Cohere, OLMo 1/2, and
-//! anything close to them). Works on a `serde_json::Value` and never panics: malformed
+//! Import of a Hugging Face `config.json` (Llama 2/3/4, Mistral, Qwen2/3, Gemma 2/3/3n/4, DeepSeek V2/V3,
+//! GPT-2, Falcon, ChatGLM/GLM-4, MPT, BLOOM, GPT-NeoX/Pythia, Phi-1/2/3/4, StarCoder2, Cohere, OLMo 1/2,
+//! GPT-OSS, and anything close to them). Works on a `serde_json::Value` and never panics: malformed
 //! JSON, wrong types, zeros, negative or huge numbers and heads that do not divide are clear errors;
 //! missing optional fields are filled with a stated assumption.
 //!

@@ -14,7 +14,7 @@ pub(super) fn show(v: &Value) -> String {
 }
 
 /// A non-negative integer, accepting integral floats such as `4096.0`.
-fn as_count(v: &Value) -> Result<u64, String> {
+pub(super) fn as_count(v: &Value) -> Result<u64, String> {
     if let Some(n) = v.as_u64() {
         return Ok(n);
     }
