@@ -372,7 +372,75 @@ const NUMBER_FIELDS: &[&str] = &[
     "max_window_layers",
     "hidden_size_per_layer_input",
     "rope_local_base_freq",
+    // Other families' names: Falcon, ChatGLM, MPT, BLOOM, GPT-NeoX.
+    "num_kv_heads",
+    "n_head_kv",
+    "multi_query_group_num",
+    "kv_channels",
+    "num_layers",
+    "n_layers",
+    "n_heads",
+    "d_model",
+    "n_embed",
+    "n_layer",
+    "n_head",
+    "rotary_pct",
+    "rotary_emb_base",
+    "rope_ratio",
+    "expansion_ratio",
+    "padded_vocab_size",
+    "seq_length",
+    "ffn_hidden_size",
+    "max_seq_len",
 ];
+
+/// Switches and nested sections of those families, set to anything at all.
+const OTHER_FIELDS: &[&str] = &[
+    "multi_query",
+    "new_decoder_architecture",
+    "multi_query_attention",
+    "alibi",
+    "parallel_attn",
+    "attn_config",
+    "layer_types",
+    "intermediate_size",
+    "text_config",
+];
+
+/// The real configs of every family the tests hold (`tests/data/configs`, not the broken ones).
+fn real_configs() -> Vec<Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/configs");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("the test configs").flatten().map(|e| e.path()).collect();
+    files.sort();
+    files
+        .iter()
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("bad-")))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("readable")).expect("valid JSON"))
+        .collect()
+}
+
+/// A real config of any family with numbers made hostile, fields removed or set to anything.
+fn mutated_real_config() -> impl Strategy<Value = Value> {
+    let configs = real_configs();
+    let count = configs.len();
+    let numbers = prop::collection::vec((prop::sample::select(NUMBER_FIELDS.to_vec()), json_number()), 0..4);
+    let others = prop::collection::vec((prop::sample::select(OTHER_FIELDS.to_vec()), any_json()), 0..2);
+    let removed = prop::collection::vec(any::<prop::sample::Index>(), 0..3);
+    (0..count, numbers, others, removed).prop_map(move |(i, numbers, others, removed)| {
+        let mut v = configs[i].clone();
+        let Some(obj) = v.as_object_mut() else { return v };
+        for index in removed {
+            if !obj.is_empty() {
+                let key = obj.keys().nth(index.index(obj.len())).cloned().expect("an index within the object");
+                obj.remove(&key);
+            }
+        }
+        for (k, value) in numbers.into_iter().chain(others) {
+            obj.insert(k.to_string(), value);
+        }
+        v
+    })
+}
 
 /// A real-looking config (Llama, Gemma, Qwen, Llama 4, GPT-2) with some fields made hostile.
 fn hostile_config() -> impl Strategy<Value = Value> {
@@ -417,10 +485,13 @@ fn hostile_config() -> impl Strategy<Value = Value> {
 proptest! {
     #![proptest_config(config(10_000))]
 
-    /// Hugging Face `config.json` import: any JSON, and real configs with hostile numbers, import or
-    /// fail with an error; an imported model is valid and its link code round-trips.
+    /// Hugging Face `config.json` import: any JSON, configs of every family the tests hold with hostile
+    /// numbers, fields removed or set to anything, import or fail with an error; an imported model is
+    /// valid and its link code round-trips.
     #[test]
-    fn imported_configs_never_panic_and_make_valid_links(config in prop_oneof![any_json(), hostile_config()]) {
+    fn imported_configs_never_panic_and_make_valid_links(
+        config in prop_oneof![any_json(), hostile_config(), mutated_real_config()]
+    ) {
         if let Ok(imported) = import_hf_value(&config) {
             prop_assert!(imported.model.n_layers() <= limits::MAX_LAYERS);
             assert_code_round_trips(&imported.model)?;

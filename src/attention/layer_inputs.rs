@@ -155,30 +155,44 @@ impl Side {
         }
     }
 
-    /// `x · w` for what `x` holds (distinct tokens, or positions): the head's rows before they are
-    /// laid out by position and rotated ([`Side::rows`]).
-    fn project(&self, w: &[f32], d: usize) -> Vec<f32> {
-        super::inputs::matmul(&self.x, w, D_MODEL, d)
+    /// A head's projection `x · w`: done at once for the distinct tokens, or left to each piece of
+    /// rows when `x` holds every position (projecting 65,536 positions at once held the page).
+    fn project(&self, w: Vec<f32>, d: usize) -> Projected {
+        match self.ids {
+            Some(_) => Projected::Distinct(super::inputs::matmul(&self.x, &w, D_MODEL, d)),
+            None => Projected::PerPosition(w),
+        }
     }
 
-    /// Rows `range` of a head, `[range, d]`, from its `projected` rows, rotated when `rotate` and the
-    /// layer uses RoPE.
-    fn rows(&self, projected: &[f32], d: usize, rotate: bool, range: Range<usize>) -> Vec<f32> {
-        let mut out = match &self.ids {
-            None => projected[range.start * d..range.end * d].to_vec(),
-            Some(ids) => {
+    /// Rows `range` of a head, `[range, d]`, from its projection, rotated when `rotate` and the layer
+    /// uses RoPE.
+    fn rows(&self, projected: &Projected, d: usize, rotate: bool, range: Range<usize>) -> Vec<f32> {
+        let mut out = match (projected, &self.ids) {
+            (Projected::Distinct(rows), Some(ids)) => {
                 let mut out = Vec::with_capacity(range.len() * d);
                 for &id in &ids[range.clone()] {
-                    out.extend_from_slice(&projected[id as usize * d..][..d]);
+                    out.extend_from_slice(&rows[id as usize * d..][..d]);
                 }
                 out
             }
+            (Projected::PerPosition(w), _) => {
+                super::inputs::matmul(&self.x[range.start * D_MODEL..range.end * D_MODEL], w, D_MODEL, d)
+            }
+            (Projected::Distinct(_), None) => unreachable!("a side projects distinct tokens only when it has ids"),
         };
         if rotate && let Some(positional) = self.rope {
             RopeTable::for_positions(range.clone(), d, positional).rotate_rows(&mut out, d, range.start);
         }
         out
     }
+}
+
+/// A head's projection of one side ([`Side::project`]).
+enum Projected {
+    /// `x · w` for each distinct token.
+    Distinct(Vec<f32>),
+    /// The weights `w`, applied to each piece of positions as it is made.
+    PerPosition(Vec<f32>),
 }
 
 /// One head's Q, K or V, made a piece of rows at a time ([`HeadRows::rows`]), so a long input can be
@@ -194,7 +208,7 @@ enum MadeBy {
     /// Seeded weights: the side's projected rows, laid out and (for Q and K) rotated by position.
     Projection {
         keys: bool,
-        projected: Vec<f32>,
+        projected: Projected,
         rotate: bool,
     },
 }
@@ -310,7 +324,7 @@ impl LayerInputs {
                     .iter()
                     .map(|x| x * Q_GAIN)
                     .collect();
-                MadeBy::Projection { keys: false, projected: self.queries.project(&w, d), rotate: true }
+                MadeBy::Projection { keys: false, projected: self.queries.project(w, d), rotate: true }
             }
         };
         HeadRows { inputs: self, make }
@@ -328,7 +342,7 @@ impl LayerInputs {
         } else {
             let d = self.layout.head_dim as usize;
             let w = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_K, g));
-            MadeBy::Projection { keys: true, projected: self.kv_side().project(&w, d), rotate: true }
+            MadeBy::Projection { keys: true, projected: self.kv_side().project(w, d), rotate: true }
         };
         HeadRows { inputs: self, make }
     }
@@ -341,7 +355,7 @@ impl LayerInputs {
         } else {
             let d = self.layout.head_dim as usize;
             let w = projection(D_MODEL, d, weight_seed(self.seed, self.layout.layer, STREAM_V, g));
-            let make = MadeBy::Projection { keys: true, projected: self.kv_side().project(&w, d), rotate: false };
+            let make = MadeBy::Projection { keys: true, projected: self.kv_side().project(w, d), rotate: false };
             HeadRows { inputs: self, make }.all()
         };
         (k, v)
@@ -444,7 +458,7 @@ mod tests {
             // Head 0 is designed (queries and the keys of its KV head); head 9 and KV head 1 are not.
             for head in [inputs.q_rows(0), inputs.q_rows(9), inputs.k_rows(0), inputs.k_rows(1)] {
                 let pieces: Vec<f32> =
-                    [0..64, 64..128, 128..192, 192..200].into_iter().flat_map(|r| head.rows(r)).collect();
+                    [0..50, 50..128, 128..199, 199..200].into_iter().flat_map(|r| head.rows(r)).collect();
                 assert_eq!(pieces, head.all(), "{model}");
                 assert_eq!(head.len(), 200);
             }

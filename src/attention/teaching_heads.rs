@@ -159,11 +159,9 @@ impl Designer {
         self.token_vecs.get(t).map_or(&[], Vec::as_slice)
     }
 
-    /// The angles rows `range` read (the previous-token head reads the position before each), from a
-    /// multiple of 64 so every piece of rows reads the values the whole input would.
+    /// The angles rows `range` read (the previous-token head reads the position before each).
     fn angles_for(&self, range: &std::ops::Range<usize>) -> AngleRows {
-        let first = range.start.saturating_sub(1) / 64 * 64;
-        AngleRows::new(first..range.end, &self.freqs)
+        AngleRows::new(range.start.saturating_sub(1)..range.end, &self.freqs)
     }
 
     /// Writes `scale * u(pos)` into the positional block of `row`, keeping only frequencies `<= max_freq`

@@ -79,10 +79,9 @@ async fn copy_in_pieces(out: &mut Vec<f32>, values: &[f32]) {
     }
 }
 
-/// Rows in [`INPUT_PIECE_ELEMENTS`] at head width `d`, a multiple of 64 (RoPE tables in pieces that
-/// start at multiples of 64 equal the whole table).
+/// Rows in [`INPUT_PIECE_ELEMENTS`] at head width `d`, at least one.
 fn rows_per_piece(d: u32) -> usize {
-    (INPUT_PIECE_ELEMENTS / d.max(1) as usize).next_multiple_of(64).max(64)
+    (INPUT_PIECE_ELEMENTS / d.max(1) as usize).max(1)
 }
 
 /// How a running batch hears from its caller: whether to go on, where to report the fraction done,
