@@ -12,7 +12,8 @@
 //! One module per section of a config, read in this order (the report lists fields in it):
 //! `family` (model type and the conventions no field states), `attention` (sizes, heads, head
 //! dimension, MLA, global geometry) with `kv_heads` (each family's names for the KV head count), `schedule` (layer kinds, KV sharing), `ffn`, `moe`,
-//! `embeddings`, `positions`, `block` (biases, norms). `reader` finds and checks fields, `report`
+//! `embeddings`, `positions`, `block` (biases, norms). State-space and hybrid models are refused
+//! with the reason (`recurrent`) rather than read as all-attention. `reader` finds and checks fields, `report`
 //! holds what an import returns. A new family's field names go in the section that reads them, its
 //! unwritten conventions in `family`.
 
@@ -25,6 +26,7 @@ mod kv_heads;
 mod moe;
 mod positions;
 mod reader;
+mod recurrent;
 mod report;
 mod schedule;
 
@@ -54,6 +56,7 @@ pub fn import_hf_config(json: &str) -> Result<Imported, ImportError> {
 pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     let mut r = Reader::new(value)?;
     let family = Family::read(&mut r);
+    recurrent::refuse_recurrent(&r, &r.report.model_type)?;
     if r.reads_text_config() {
         let wrapper = r.top().get("model_type").map(reader::show).unwrap_or_else(|| "multimodal".into());
         r.read_as(format!(

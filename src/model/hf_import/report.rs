@@ -38,6 +38,8 @@ pub enum ImportError {
     Missing(&'static str),
     /// A field has the wrong type or an impossible value.
     Invalid { field: String, reason: String },
+    /// A kind of model the importer does not read yet, and why its figures would be wrong.
+    Unsupported(String),
 }
 
 impl fmt::Display for ImportError {
@@ -47,6 +49,7 @@ impl fmt::Display for ImportError {
             ImportError::NotAnObject => f.write_str("the config must be a JSON object"),
             ImportError::Missing(field) => write!(f, "required field {field} is missing"),
             ImportError::Invalid { field, reason } => write!(f, "{field}: {reason}"),
+            ImportError::Unsupported(why) => f.write_str(why),
         }
     }
 }
