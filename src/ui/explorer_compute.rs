@@ -92,7 +92,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
     let mut k_cache = KCache::new();
     let t_first = browser::now_ms();
     let mut prepared = match plan.batches.first() {
-        Some(heads) => Some(batch_inputs(&inputs, heads, &mut k_cache).await),
+        Some(heads) => batch_inputs(&inputs, heads, &mut k_cache, &live).await,
         None => None,
     };
     inputs_ms += browser::now_ms() - t_first;
@@ -114,7 +114,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
             }
             let shown_ms = browser::now_ms() - started;
             let next = match following {
-                Some(heads) => Some(batch_inputs(&inputs, heads, &mut k_cache).await),
+                Some(heads) => batch_inputs(&inputs, heads, &mut k_cache, &live).await,
                 None => None,
             };
             (next, shown_ms)
@@ -163,7 +163,7 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
         && focus_map.borrow().is_none()
     {
         let t_inputs = browser::now_ms();
-        let batch = batch_inputs(&inputs, &[f], &mut k_cache).await;
+        let Some(batch) = batch_inputs(&inputs, &[f], &mut k_cache, &live).await else { return };
         inputs_ms += browser::now_ms() - t_inputs;
         match compute(&batch, plan.large_output, &mut kernel_ms).await {
             Ok(mut values) => *focus_map.borrow_mut() = Some(maker.make(f, values.remove(0), plan.large_output)),

@@ -34,8 +34,14 @@ pub type KCache = HashMap<u32, Vec<f32>>;
 const INPUT_PIECE_ELEMENTS: usize = 1 << 20;
 
 /// Builds a batch's Q and K on the CPU (the projections, positions and designed heads), a piece of
-/// rows at a time, letting the browser in between pieces.
-pub async fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCache) -> BatchInputs {
+/// rows at a time, letting the browser in between pieces; `None` once `keep_going` says no (a newer
+/// request), which it asks before each piece.
+pub async fn batch_inputs(
+    inputs: &LayerInputs,
+    heads: &[u32],
+    k_cache: &mut KCache,
+    keep_going: &dyn Fn() -> bool,
+) -> Option<BatchInputs> {
     let d = inputs.layout.head_dim;
     let mut kv_heads: Vec<u32> = heads.iter().map(|&h| inputs.layout.kv_head(h)).collect();
     kv_heads.dedup();
@@ -45,28 +51,32 @@ pub async fn batch_inputs(inputs: &LayerInputs, heads: &[u32], k_cache: &mut KCa
             Entry::Occupied(cached) => copy_in_pieces(&mut k, cached.get()).await,
             Entry::Vacant(slot) => {
                 let mut rows = Vec::new();
-                in_pieces(&inputs.k_rows(g), d, &mut rows).await;
+                in_pieces(&inputs.k_rows(g), d, &mut rows, keep_going).await?;
                 copy_in_pieces(&mut k, slot.insert(rows)).await;
             }
         }
     }
     let mut q = Vec::with_capacity(heads.len() * inputs.q_tokens().len() * d as usize);
     for &h in heads {
-        in_pieces(&inputs.q_rows(h), d, &mut q).await;
+        in_pieces(&inputs.q_rows(h), d, &mut q, keep_going).await?;
     }
-    BatchInputs { heads: heads.to_vec(), q, k, h_kv: kv_heads.len() as u32 }
+    Some(BatchInputs { heads: heads.to_vec(), q, k, h_kv: kv_heads.len() as u32 })
 }
 
 /// Appends every row of `head` to `out`, [`rows_per_piece`] rows at a time, letting the browser in
 /// before a piece when the page has been held for a while (a batch of heads one piece long each must
-/// not run as one task).
-async fn in_pieces(head: &HeadRows<'_>, d: u32, out: &mut Vec<f32>) {
+/// not run as one task); `None` if `keep_going` says no before a piece.
+async fn in_pieces(head: &HeadRows<'_>, d: u32, out: &mut Vec<f32>, keep_going: &dyn Fn() -> bool) -> Option<()> {
     let (len, step) = (head.len(), rows_per_piece(d));
     out.reserve(len * d as usize);
     for start in (0..len).step_by(step) {
         breathe().await;
+        if !keep_going() {
+            return None;
+        }
         out.extend(head.rows(start..(start + step).min(len)));
     }
+    Some(())
 }
 
 /// Appends `values` to `out`, [`INPUT_PIECE_ELEMENTS`] at a time, letting the browser in between
@@ -230,7 +240,9 @@ pub async fn map_for_export(
     if !same_input {
         return Err("The view changed while exporting; export again once it has finished.".into());
     }
-    let batch = batch_inputs(inputs, &[map.head], &mut KCache::new()).await;
+    let batch = batch_inputs(inputs, &[map.head], &mut KCache::new(), &|| true)
+        .await
+        .ok_or("The export was stopped; export again.")?;
     let steer = Steering { keep_going: &|| true, progress: &|_| {}, now_ms };
     let mut values = head_values(engine, inputs, &batch, map.mask, MapOutput::Exact, &mut 0.0, &steer).await?;
     let exact = HeadMap { rows: map.n_q, cols: map.n_kv, values: values.remove(0), pooled: None, ..(*map).clone() };
@@ -273,7 +285,7 @@ mod tests {
         // are each query's softmax over both keys, as the step-through computes it in one piece.
         let engine = Engine::Cpu { reason: "test".into() };
         let inputs = cross_inputs();
-        let batch = pollster::block_on(batch_inputs(&inputs, &[0, 1], &mut KCache::new()));
+        let batch = pollster::block_on(batch_inputs(&inputs, &[0, 1], &mut KCache::new(), &|| true)).unwrap();
         let values =
             pollster::block_on(head_values(&engine, &inputs, &batch, Mask::Full, MapOutput::Exact, &mut 0.0, &steer()))
                 .unwrap();
@@ -300,8 +312,12 @@ mod tests {
     fn a_stopped_batch_returns_what_it_has() {
         let engine = Engine::Cpu { reason: "test".into() };
         let inputs = cross_inputs();
-        let batch = pollster::block_on(batch_inputs(&inputs, &[2], &mut KCache::new()));
+        let batch = pollster::block_on(batch_inputs(&inputs, &[2], &mut KCache::new(), &|| true)).unwrap();
         let stop = Steering { keep_going: &|| false, ..steer() };
+        // A newer request stops the inputs too, before their first piece, and nothing is cached.
+        let mut cache = KCache::new();
+        assert!(pollster::block_on(batch_inputs(&inputs, &[2], &mut cache, &|| false)).is_none());
+        assert!(cache.is_empty());
         let values =
             pollster::block_on(head_values(&engine, &inputs, &batch, Mask::Full, MapOutput::Exact, &mut 0.0, &stop));
         assert_eq!(values.unwrap(), vec![Vec::<f32>::new()]);
