@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::schedule::{LayerKind, Schedule};
+use super::schedule::{LayerKind, Schedule, StateMixer};
 
 /// Bounds on every size field. With them no product in this module can overflow `u128`, so the
 /// arithmetic can stay simple; they are far above any published model.
@@ -26,6 +26,11 @@ pub mod limits {
     pub const MAX_POSITIONS: u64 = 1 << 40;
     /// Largest linear RoPE scaling factor (published ones are at most a few dozen).
     pub const MAX_ROPE_FACTOR: f64 = 1e6;
+    /// Largest recurrent state of one layer, in elements (Mamba 2.8B holds about 10^5; RWKV-7's widest
+    /// about 10^7).
+    pub const MAX_STATE_ELEMENTS: u64 = 1 << 40;
+    /// Largest parameter count of one layer's recurrent mixer.
+    pub const MAX_MIXER_PARAMS: u64 = 1 << 40;
 }
 
 /// K/V geometry of the layers of one type.
@@ -129,6 +134,58 @@ impl Positional {
     }
 }
 
+/// What one layer of a recurrent mixer (a [`StateMixer`]) keeps per sequence, and what it weighs.
+///
+/// The sizes are those of the reference implementation's cache (which one is the importer's to say):
+/// for Mamba, `channels x conv_kernel` inputs of the convolution plus `channels x state_size` of the
+/// SSM state; for linear attention, `heads x key_dim x value_dim`. They do not depend on the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StateGeometry {
+    /// Elements of the convolution (or token-shift) window kept per layer.
+    pub conv_elements: u64,
+    /// Elements of the recurrent state proper per layer.
+    pub state_elements: u64,
+    /// Bytes per element of the window and of the state, as the reference cache stores them (the
+    /// model's dtype, or 4 where the reference keeps the state in float32).
+    pub conv_bytes: u32,
+    pub state_bytes: u32,
+    /// Parameters of one such layer's mixer (projections, convolution, decay and skip terms, norms).
+    pub params: u64,
+}
+
+impl StateGeometry {
+    /// Bytes one layer keeps per sequence.
+    pub const fn bytes_per_layer(&self) -> u128 {
+        self.conv_elements as u128 * self.conv_bytes as u128 + self.state_elements as u128 * self.state_bytes as u128
+    }
+}
+
+/// The state geometry of each recurrent mixer a model uses (`None` for mixers it has no layer of).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct States {
+    pub ssm: Option<StateGeometry>,
+    pub linear: Option<StateGeometry>,
+    pub conv: Option<StateGeometry>,
+}
+
+impl States {
+    pub const fn of(&self, mixer: StateMixer) -> Option<StateGeometry> {
+        match mixer {
+            StateMixer::Ssm => self.ssm,
+            StateMixer::Linear => self.linear,
+            StateMixer::Conv => self.conv,
+        }
+    }
+
+    pub fn set(&mut self, mixer: StateMixer, geometry: Option<StateGeometry>) {
+        match mixer {
+            StateMixer::Ssm => self.ssm = geometry,
+            StateMixer::Linear => self.linear = geometry,
+            StateMixer::Conv => self.conv = geometry,
+        }
+    }
+}
+
 /// Layers that reuse another layer's cache store nothing of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CrossLayerSharing {
@@ -200,6 +257,9 @@ pub struct Model {
     /// Gemma's per-layer input embeddings (E2B/E4B), width per layer; 0 when absent.
     pub per_layer_input_dim: u64,
     pub max_position_embeddings: u64,
+    /// State and parameters of the recurrent layers (`LayerKind::Stateful`); all `None` for a
+    /// transformer.
+    pub states: States,
 }
 
 /// Why a model cannot be used.
@@ -264,10 +324,11 @@ impl Model {
         }
     }
 
-    /// Whether layer `layer` computes and stores its own K/V (false: it reads another layer's cache).
+    /// Whether layer `layer` computes and stores its own K/V (false: it reads another layer's cache,
+    /// or has no attention).
     pub fn stores_kv(&self, layer: usize) -> bool {
         let layers = self.schedule.layers();
-        let Some(&kind) = layers.get(layer) else {
+        let Some(&kind) = layers.get(layer).filter(|k| k.is_attention()) else {
             return false;
         };
         match self.cross_layer {
@@ -285,10 +346,27 @@ impl Model {
         }
     }
 
+    /// Whether any layer runs softmax attention (a pure state-space model has none: its attention
+    /// geometry is unused and never shown).
+    pub fn has_attention(&self) -> bool {
+        self.schedule.layers().iter().any(|k| k.is_attention())
+    }
+
+    /// Layers that run softmax attention.
+    pub fn attention_layers(&self) -> u32 {
+        self.schedule.layers().iter().filter(|k| k.is_attention()).count() as u32
+    }
+
+    /// The state geometry of a layer of `kind` (`None` for attention and feed-forward layers).
+    pub fn state_geometry(&self, kind: LayerKind) -> Option<StateGeometry> {
+        kind.state_mixer().and_then(|m| self.states.of(m))
+    }
+
     /// Check every field against [`limits`] and the structural rules.
     pub fn validate(&self) -> Result<(), ConfigError> {
         use limits::*;
         check("n_layers", self.schedule.len() as u128, 1, MAX_LAYERS.into())?;
+        self.validate_states()?;
         check("d_model", self.d_model.into(), 1, MAX_D_MODEL.into())?;
         check("n_q_heads", self.n_q_heads.into(), 1, MAX_HEADS.into())?;
         for (g, which) in [(Some(self.attn), "attn"), (self.global_attn, "global_attn")] {
@@ -315,7 +393,7 @@ impl Model {
         }
         for (i, k) in self.schedule.layers().iter().enumerate() {
             match *k {
-                LayerKind::Global => {}
+                LayerKind::Global | LayerKind::Stateful(_) | LayerKind::FeedForward => {}
                 LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } => {
                     if w == 0 {
                         return Err(ConfigError::ZeroWindow { layer: i });
@@ -377,6 +455,35 @@ impl Model {
         Ok(())
     }
 
+    /// Every recurrent layer has its mixer's state geometry, within limits; no geometry is left without
+    /// a layer (it would count parameters nothing uses).
+    fn validate_states(&self) -> Result<(), ConfigError> {
+        use limits::*;
+        for mixer in StateMixer::ALL {
+            let used = self.schedule.layers().contains(&LayerKind::Stateful(mixer));
+            match (self.states.of(mixer), used) {
+                (None, true) => {
+                    return Err(ConfigError::Invalid(format!("{} layers need their state sizes", mixer.noun())));
+                }
+                (Some(_), false) => {
+                    return Err(ConfigError::Invalid(format!(
+                        "state sizes are given for {} layers, but the model has none",
+                        mixer.noun()
+                    )));
+                }
+                (Some(g), true) => {
+                    check("conv state elements", g.conv_elements.into(), 0, MAX_STATE_ELEMENTS.into())?;
+                    check("state elements", g.state_elements.into(), 0, MAX_STATE_ELEMENTS.into())?;
+                    check("conv state bytes per element", g.conv_bytes.into(), 1, 8)?;
+                    check("state bytes per element", g.state_bytes.into(), 1, 8)?;
+                    check("mixer parameters", g.params.into(), 0, MAX_MIXER_PARAMS.into())?;
+                }
+                (None, false) => {}
+            }
+        }
+        Ok(())
+    }
+
     /// A plain decoder with the given sizes and defaults (RMSNorm, SwiGLU, RoPE 10000, all global,
     /// MHA, `head_dim = d_model / heads`): the base the encoder and the tests start from.
     pub fn simple(n_layers: u32, d_model: u64, n_heads: u32) -> Model {
@@ -404,6 +511,7 @@ impl Model {
             qk_norm: false,
             per_layer_input_dim: 0,
             max_position_embeddings: 4096,
+            states: States::default(),
         }
     }
 }

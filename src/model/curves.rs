@@ -35,21 +35,14 @@ impl KvCurve {
             Some(LayerKind::Chunked { chunk_tokens }) => {
                 format!("{} chunked layers (chunk {chunk_tokens})", self.storing_layers)
             }
+            Some(kind) => format!("{} {} layers", self.storing_layers, kind.noun()),
         }
     }
 }
 
 /// The window and chunk sizes of a model: where its curves bend.
 pub fn breakpoints(model: &Model) -> Vec<u64> {
-    let mut out: Vec<u64> = model
-        .schedule
-        .counts()
-        .iter()
-        .filter_map(|c| match c.kind {
-            LayerKind::Global => None,
-            LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } => Some(w),
-        })
-        .collect();
+    let mut out: Vec<u64> = model.schedule.counts().iter().filter_map(|c| c.kind.window_tokens()).collect();
     out.sort_unstable();
     out.dedup();
     out

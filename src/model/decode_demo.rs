@@ -87,10 +87,7 @@ pub fn run_tokens(model: &Model) -> u64 {
         .schedule
         .counts()
         .iter()
-        .filter_map(|c| match c.kind {
-            LayerKind::Global => None,
-            LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } => Some(w),
-        })
+        .filter_map(|c| c.kind.window_tokens())
         .filter(|&w| w + 96 <= MAX_RUN_TOKENS)
         .max()
         .unwrap_or(0);

@@ -41,6 +41,7 @@ pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
             LayerKind::Chunked { chunk_tokens } => {
                 out.push(("attention_chunk_size", format_thousands(chunk_tokens.into())))
             }
+            LayerKind::Stateful(_) | LayerKind::FeedForward => {}
         }
     }
     match model.cross_layer {

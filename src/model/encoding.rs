@@ -10,7 +10,8 @@
 //! | `kv8` `hd128` `keqv` | KV heads, head dim, K=V | `h`, `d / h`, off |
 //! | `gkv1` `ghd512` `gkeqv` | global layers' geometry (any of them sets it) | as above |
 //! | `mla512-64-1536-128-128` | kv rank, rope dim, q rank (0: none), nope dim, v dim | none |
-//! | `pat5w1024-1g` | repeating unit of runs: `g` global, `w<W>` sliding, `c<C>` chunked | all global |
+//! | `pat5w1024-1g` | repeating unit of runs: `g` global, `w<W>` sliding, `c<C>` chunked; without attention: `s` state-space, `l` linear attention, `v` short convolution, `f` feed-forward only | all global |
+//! | `ssm20480-81920-2-2-1000` `lin...` `cnv...` | a recurrent mixer's state: conv elements, state elements, their bytes per element, mixer parameters per layer | none |
 //! | `xl18` / `xg2` | last N layers reuse caches / groups of N share | none |
 //! | `fs14336` `fg` `fm` | FFN size: SwiGLU / GeGLU / plain MLP | `fs` and `4d` |
 //! | `moe256-8-1-2048-3-1` | experts, active, shared, expert size, first dense layers, step | none |
@@ -24,8 +25,8 @@
 
 use std::fmt;
 
-use super::config::{AttnGeometry, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional};
-use super::schedule::{LayerKind, Schedule};
+use super::config::{AttnGeometry, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional, StateGeometry};
+use super::schedule::{LayerKind, Schedule, StateMixer};
 
 /// Longest accepted text; anything longer is rejected before parsing.
 pub const MAX_ENCODED_LEN: usize = 2048;
@@ -115,6 +116,19 @@ fn kind_token(k: LayerKind) -> String {
         LayerKind::Global => "g".into(),
         LayerKind::Sliding { window_tokens } => format!("w{window_tokens}"),
         LayerKind::Chunked { chunk_tokens } => format!("c{chunk_tokens}"),
+        LayerKind::Stateful(StateMixer::Ssm) => "s".into(),
+        LayerKind::Stateful(StateMixer::Linear) => "l".into(),
+        LayerKind::Stateful(StateMixer::Conv) => "v".into(),
+        LayerKind::FeedForward => "f".into(),
+    }
+}
+
+/// The name of the token that carries a recurrent mixer's state geometry.
+const fn state_token(mixer: StateMixer) -> &'static str {
+    match mixer {
+        StateMixer::Ssm => "ssm",
+        StateMixer::Linear => "lin",
+        StateMixer::Conv => "cnv",
     }
 }
 
@@ -148,6 +162,19 @@ pub fn encode_model(model: &Model) -> String {
         let runs: Vec<String> =
             model.schedule.unit_runs().iter().map(|&(c, k)| format!("{c}{}", kind_token(k))).collect();
         t.push(format!("pat{}", runs.join("-")));
+    }
+    for mixer in StateMixer::ALL {
+        if let Some(g) = model.states.of(mixer) {
+            t.push(format!(
+                "{}{}-{}-{}-{}-{}",
+                state_token(mixer),
+                g.conv_elements,
+                g.state_elements,
+                g.conv_bytes,
+                g.state_bytes,
+                g.params
+            ));
+        }
     }
     match model.cross_layer {
         CrossLayerSharing::None => {}
@@ -282,6 +309,10 @@ fn parse_runs(token: &str, s: &str) -> Result<Vec<(u32, LayerKind)>, EncodingErr
             Some(("g", "")) => LayerKind::Global,
             Some(("w", w)) => LayerKind::Sliding { window_tokens: number(token, w)? },
             Some(("c", c)) => LayerKind::Chunked { chunk_tokens: number(token, c)? },
+            Some(("s", "")) => LayerKind::Stateful(StateMixer::Ssm),
+            Some(("l", "")) => LayerKind::Stateful(StateMixer::Linear),
+            Some(("v", "")) => LayerKind::Stateful(StateMixer::Conv),
+            Some(("f", "")) => LayerKind::FeedForward,
             _ => return Err(EncodingError::BadValue(token.into())),
         };
         if count == 0 || count > super::config::limits::MAX_LAYERS {
@@ -336,6 +367,20 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
                 });
             }
             "pat" => pattern = Some(parse_runs(token, value)?),
+            "ssm" | "lin" | "cnv" => {
+                let [conv, state, conv_bytes, state_bytes, params] = numbers::<5>(token, value)?;
+                let mixer = StateMixer::ALL.into_iter().find(|&m| state_token(m) == name).unwrap_or(StateMixer::Ssm);
+                m.states.set(
+                    mixer,
+                    Some(StateGeometry {
+                        conv_elements: conv,
+                        state_elements: state,
+                        conv_bytes: small(token, conv_bytes)?,
+                        state_bytes: small(token, state_bytes)?,
+                        params,
+                    }),
+                );
+            }
             "xl" => m.cross_layer = CrossLayerSharing::ReuseLast { shared_layers: number(token, value)? },
             "xg" => m.cross_layer = CrossLayerSharing::Groups { group_size: number(token, value)? },
             "fs" | "fg" | "fm" => {
@@ -493,6 +538,49 @@ mod tests {
         assert!(same_shape(&g, &back));
         assert_eq!(encode_model(&back), code);
         for bad in ["L2.d64.h4.alibi8", "L2.d64.h4.galibi1", "L2.d64.h4.alibi.nope", "L2.d64.h4.alibi.alibi"] {
+            assert!(decode_model(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn recurrent_layers_and_their_states_round_trip() {
+        // A Jamba-like unit: 4 Mamba layers, 1 attention layer, 3 Mamba layers.
+        let ssm = LayerKind::Stateful(StateMixer::Ssm);
+        let mut m = Model::simple(16, 64, 4);
+        m.schedule = Schedule::periodic(16, &[(4, ssm), (1, LayerKind::Global), (3, ssm)]);
+        m.states.ssm = Some(StateGeometry {
+            conv_elements: 512,
+            state_elements: 2048,
+            conv_bytes: 2,
+            state_bytes: 4,
+            params: 12_345,
+        });
+        let code = encode_model(&m);
+        assert!(code.contains(".pat4s-1g-3s.ssm512-2048-2-4-12345."), "{code}");
+        let back = decode_model(&code).unwrap_or_else(|e| panic!("{code}: {e}"));
+        assert!(same_shape(&m, &back));
+        assert_eq!(encode_model(&back), code);
+        // Every mixer letter, and feed-forward-only layers.
+        let (lin, conv) = (LayerKind::Stateful(StateMixer::Linear), LayerKind::Stateful(StateMixer::Conv));
+        let mut all = Model::simple(5, 64, 4);
+        all.schedule = Schedule::from_layers(vec![lin, conv, LayerKind::FeedForward, LayerKind::Global, lin]);
+        let g = StateGeometry { conv_elements: 0, state_elements: 7, conv_bytes: 1, state_bytes: 8, params: 0 };
+        all.states.linear = Some(g);
+        all.states.conv = Some(g);
+        let code = encode_model(&all);
+        assert!(code.contains(".pat1l-1v-1f-1g.lin0-7-1-8-0.cnv0-7-1-8-0."), "{code}");
+        let back = decode_model(&code).unwrap_or_else(|e| panic!("{code}: {e}"));
+        assert!(same_shape(&all, &back));
+        // Layers without their state sizes, sizes without layers, and bad widths are refused.
+        for bad in [
+            "L4.d64.h4.pat1s-1g",
+            "L4.d64.h4.ssm1-1-2-2-0",
+            "L4.d64.h4.pat1s-1g.ssm1-1-0-2-0",
+            "L4.d64.h4.pat1s-1g.ssm1-1-2-9-0",
+            "L4.d64.h4.pat1s-1g.ssm1-1-2-2",
+            "L4.d64.h4.pat1s-1g.ssm1-1-2-2-0.ssm1-1-2-2-0",
+            "L4.d64.h4.pat1s2-1g.ssm1-1-2-2-0",
+        ] {
             assert!(decode_model(bad).is_err(), "{bad}");
         }
     }

@@ -76,6 +76,7 @@ pub fn cached_tokens_reason(kind: LayerKind, n_tokens: u64) -> String {
         LayerKind::Global => format!("all {n}"),
         LayerKind::Sliding { window_tokens: w } => format!("min({n}, window {})", format_thousands(w.into())),
         LayerKind::Chunked { chunk_tokens: c } => format!("min({n}, chunk {})", format_thousands(c.into())),
+        LayerKind::Stateful(_) | LayerKind::FeedForward => "none: no attention".into(),
     }
 }
 

@@ -4,7 +4,10 @@
 //! Per layer and token the cache holds:
 //! - standard attention: `n_kv_heads * head_dim * 2` elements (K and V), or `* 1` with K=V;
 //! - MLA: `kv_lora_rank + qk_rope_head_dim` elements (one latent plus the shared RoPE key);
-//! - a layer that reuses another layer's cache (cross-layer sharing): nothing.
+//! - a layer that reuses another layer's cache (cross-layer sharing): nothing;
+//! - a layer without softmax attention (state-space, linear attention, convolution, feed-forward
+//!   only): nothing per token. Its recurrent state has a fixed size per sequence ([`state_bytes`]),
+//!   the same at every context, and is counted apart from the KV cache.
 //!
 //! A layer holds [`LayerKind::cached_tokens`] tokens: all `n` for global layers, `min(n, W)` for
 //! sliding, `min(n, C)` for chunked. Totals are summed in *bits* and divided by 8 once, rounding up,
@@ -38,8 +41,11 @@ fn add(a: u128, b: u128) -> Result<u128, SizeOverflow> {
     a.checked_add(b).ok_or(SizeOverflow)
 }
 
-/// Cached elements per token for one layer of `kind` that stores its own cache.
+/// Cached elements per token for one layer of `kind` that stores its own cache (0 without attention).
 pub fn kv_elements_per_token_per_layer(model: &Model, kind: LayerKind) -> u128 {
+    if !kind.is_attention() {
+        return 0;
+    }
     if let Some(mla) = model.mla {
         return u128::from(mla.kv_lora_rank) + u128::from(mla.qk_rope_head_dim);
     }
@@ -91,6 +97,22 @@ fn cache_bytes(model: &Model, dtype: DType, tokens: impl Fn(LayerKind) -> u64) -
     Ok(bits_to_bytes_ceil(bits))
 }
 
+/// The recurrent state of one layer of `kind`, in bytes per sequence (0 for attention and
+/// feed-forward-only layers).
+pub fn state_bytes_per_layer(model: &Model, kind: LayerKind) -> u128 {
+    model.state_geometry(kind).map_or(0, |g| g.bytes_per_layer())
+}
+
+/// The whole model's recurrent state per sequence, in bytes (the `state-bytes` figure): every
+/// state-keeping layer's window and state, the same at every context length. 0 for a transformer.
+pub fn state_bytes(model: &Model) -> Result<u128, SizeOverflow> {
+    model
+        .schedule
+        .counts()
+        .iter()
+        .try_fold(0u128, |sum, c| add(sum, mul(state_bytes_per_layer(model, c.kind), c.layers.into())?))
+}
+
 /// One layer type's share of the cache at a context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvRow {
@@ -104,6 +126,8 @@ pub struct KvRow {
     pub cached_tokens: u64,
     /// Bytes for all storing layers of this kind.
     pub bytes: u128,
+    /// Recurrent state of all layers of this kind, per sequence (0 for attention layers).
+    pub state_bytes: u128,
 }
 
 /// The cache at a context, split by layer kind (rows in order of first appearance).
@@ -115,6 +139,8 @@ pub struct KvBreakdown {
     /// Equal to [`kv_total_bytes`] (rows rounded separately could differ by a byte for sub-byte
     /// types; the total is rounded once).
     pub total_bytes: u128,
+    /// Equal to [`state_bytes`]: constant in `n_tokens`, not part of `total_bytes`.
+    pub state_bytes: u128,
 }
 
 pub fn kv_breakdown(model: &Model, n_tokens: u64, dtype: DType) -> Result<KvBreakdown, SizeOverflow> {
@@ -133,9 +159,11 @@ pub fn kv_breakdown(model: &Model, n_tokens: u64, dtype: DType) -> Result<KvBrea
             elements_per_token_per_layer: elements,
             cached_tokens,
             bytes: bits_to_bytes_ceil(bits),
+            state_bytes: mul(state_bytes_per_layer(model, c.kind), c.layers.into())?,
         });
     }
-    Ok(KvBreakdown { n_tokens, dtype, rows, total_bytes: kv_total_bytes(model, n_tokens, dtype)? })
+    let (total_bytes, state_bytes) = (kv_total_bytes(model, n_tokens, dtype)?, state_bytes(model)?);
+    Ok(KvBreakdown { n_tokens, dtype, rows, total_bytes, state_bytes })
 }
 
 /// Weights in memory at `dtype`: parameter count times bits, rounded up to bytes.
@@ -154,8 +182,10 @@ pub enum ContextFit {
     Unbounded,
 }
 
-/// Largest `n` with `weights + kv_total_bytes(n) <= budget_bytes`, where the weights count only when
-/// `weights_dtype` is given. The cache never shrinks as `n` grows, so a binary search is exact.
+/// Largest `n` with `weights + state + kv_total_bytes(n) <= budget_bytes`, where the weights count
+/// only when `weights_dtype` is given and `state` is the recurrent state of one sequence
+/// ([`state_bytes`], 0 for a transformer). The cache never shrinks as `n` grows, so a binary search
+/// is exact.
 pub fn max_context_tokens(
     model: &Model,
     kv_dtype: DType,
@@ -169,6 +199,10 @@ pub fn max_context_tokens(
     };
     let Some(left) = budget_bytes.checked_sub(weights) else {
         return ContextFit::WeightsDoNotFit;
+    };
+    // The state is there from the first token: a budget it overflows holds no context at all.
+    let Some(left) = state_bytes(model).ok().and_then(|s| left.checked_sub(s)) else {
+        return ContextFit::Tokens(0);
     };
     let fits = |n: u64| kv_total_bytes(model, n, kv_dtype).is_ok_and(|b| b <= left);
     if fits(u64::MAX) {
@@ -343,6 +377,57 @@ mod tests {
         assert_eq!(max_context_tokens(&m, DType::Fp16, w - 1, Some(DType::Fp16)), ContextFit::WeightsDoNotFit);
         // A huge budget never panics.
         assert!(matches!(max_context_tokens(&m, DType::Int2, u128::MAX, None), ContextFit::Tokens(_)));
+    }
+
+    /// 8 layers: attention at 4 (of 8), Mamba elsewhere; a 4,096-wide Mamba with a 4-tap convolution
+    /// and a 16-wide state (Jamba's shape, fewer layers).
+    fn small_hybrid() -> Model {
+        use crate::model::config::StateGeometry;
+        use crate::model::schedule::StateMixer;
+        let ssm = LayerKind::Stateful(StateMixer::Ssm);
+        let mut m = Model::simple(8, 4096, 32);
+        m.attn.n_kv_heads = 8;
+        m.schedule = Schedule::periodic(8, &[(4, ssm), (1, LayerKind::Global), (3, ssm)]);
+        m.states.ssm = Some(StateGeometry {
+            conv_elements: 8192 * 4,
+            state_elements: 8192 * 16,
+            conv_bytes: 2,
+            state_bytes: 2,
+            params: 1000,
+        });
+        m
+    }
+
+    #[test]
+    fn hybrids_cache_attention_layers_only_and_keep_a_constant_state() {
+        let m = small_hybrid();
+        assert_eq!(m.validate(), Ok(()));
+        // One attention layer: 8 KV heads x 128 x 2 tensors x 2 bytes = 4,096 B per token.
+        assert_eq!(kv_bytes_per_token(&m, DType::Bf16), Ok(4096));
+        assert_eq!(kv_total_bytes(&m, 1000, DType::Bf16), Ok(4_096_000));
+        // 7 Mamba layers x (32,768 + 131,072) elements x 2 B = 2,293,760 B, at any context.
+        assert_eq!(state_bytes(&m), Ok(2_293_760));
+        let b = kv_breakdown(&m, 1000, DType::Bf16).unwrap();
+        assert_eq!(b.state_bytes, 2_293_760);
+        assert_eq!(b.total_bytes, 4_096_000);
+        let ssm_row = b.rows.iter().find(|r| !r.kind.is_attention()).unwrap();
+        assert_eq!((ssm_row.layers, ssm_row.storing_layers, ssm_row.bytes, ssm_row.state_bytes), (7, 0, 0, 2_293_760));
+        // The state comes out of the budget before any token: 2,293,760 + 4,096 n <= budget.
+        let budget = 2_293_760 + 4096 * 100;
+        assert_eq!(max_context_tokens(&m, DType::Bf16, budget, None), ContextFit::Tokens(100));
+        assert_eq!(max_context_tokens(&m, DType::Bf16, 2_293_759, None), ContextFit::Tokens(0));
+        // A transformer has no state.
+        assert_eq!(state_bytes(&Model::simple(2, 64, 4)), Ok(0));
+    }
+
+    #[test]
+    fn a_pure_state_space_model_has_no_cache_and_fits_any_context() {
+        let mut m = small_hybrid();
+        m.schedule = Schedule::uniform(8, LayerKind::Stateful(crate::model::schedule::StateMixer::Ssm));
+        assert_eq!(kv_bytes_per_token(&m, DType::Bf16), Ok(0));
+        assert_eq!(state_bytes(&m), Ok(8 * 327_680));
+        assert_eq!(max_context_tokens(&m, DType::Bf16, 8 * 327_680, None), ContextFit::Unbounded);
+        assert!(!m.has_attention());
     }
 
     #[test]

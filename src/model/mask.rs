@@ -29,13 +29,14 @@ pub enum Mask {
 
 impl Mask {
     /// The mask a layer of `kind` applies during prefill: the one conversion every caller uses.
-    /// `None` means a layer without attention (state-space and linear-attention layers, which a later
-    /// import brings); every kind today has attention.
+    /// `None` means a layer without softmax attention (state-space, linear-attention, convolution and
+    /// feed-forward-only layers).
     pub const fn of_layer(kind: LayerKind) -> Option<Mask> {
         Some(match kind {
             LayerKind::Global => Mask::Causal,
             LayerKind::Sliding { window_tokens } => Mask::Sliding { window_tokens },
             LayerKind::Chunked { chunk_tokens } => Mask::Chunked { chunk_tokens },
+            LayerKind::Stateful(_) | LayerKind::FeedForward => return None,
         })
     }
 

@@ -50,6 +50,7 @@ mod import_files_tests;
 
 pub use config::{
     AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,
+    StateGeometry, States,
 };
 pub use dtype::DType;
 pub use encoding::{EncodingError, decode_model, encode_model};
@@ -59,9 +60,10 @@ pub use flops::{
 pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, import_hf_value};
 pub use kv_cache::{
     ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes, max_context_tokens,
+    state_bytes,
 };
 pub use mask::{Mask, MaskKind};
 pub use params::{AttnParams, ModelParams, attn_params, attn_params_total, model_params};
 pub use presets::{Preset, all_presets, preset, preset_info};
-pub use schedule::{LayerKind, Schedule};
+pub use schedule::{LayerKind, Schedule, StateMixer};
 pub use variants::{Variant, VariantFigures, apply_variant, compare_variants, standard_variants};

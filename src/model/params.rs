@@ -42,8 +42,11 @@ impl AttnParams {
     }
 }
 
-/// Attention parameters of one layer of `kind`.
+/// Attention parameters of one layer of `kind` (all 0 for a layer without attention).
 pub fn attn_params(model: &Model, kind: LayerKind) -> AttnParams {
+    if !kind.is_attention() {
+        return AttnParams::default();
+    }
     let d = u128::from(model.d_model);
     let h = u128::from(model.n_q_heads);
     if let Some(m) = model.mla {
@@ -105,8 +108,24 @@ pub fn attn_params_total(model: &Model) -> u128 {
     model.schedule.layers().iter().map(|&k| attn_params(model, k).total()).sum()
 }
 
+/// Whether layer `layer` has a feed-forward block. Models with feed-forward-only layers
+/// (Nemotron-H) keep their FFNs there and nowhere else; every other model has one in each layer
+/// (a pure Mamba model has none: its FFN size is 0).
+pub fn has_ffn(model: &Model, layer: u32) -> bool {
+    let layers = model.schedule.layers();
+    !layers.contains(&LayerKind::FeedForward) || layers.get(layer as usize) == Some(&LayerKind::FeedForward)
+}
+
+/// Recurrent mixer parameters of one layer of `kind` (0 for attention and feed-forward layers).
+pub fn mixer_params(model: &Model, kind: LayerKind) -> u128 {
+    model.state_geometry(kind).map_or(0, |g| g.params.into())
+}
+
 /// FFN parameters of layer `layer` (dense, or all experts plus shared experts and router).
 pub fn ffn_params(model: &Model, layer: u32) -> u128 {
+    if !has_ffn(model, layer) {
+        return 0;
+    }
     let d = u128::from(model.d_model);
     let mats = u128::from(model.ffn_kind.matrices());
     match model.moe {
@@ -125,6 +144,9 @@ pub fn ffn_params(model: &Model, layer: u32) -> u128 {
 
 /// FFN parameters a token actually multiplies by in layer `layer` (MoE: router, top-k and shared).
 pub fn ffn_active_params(model: &Model, layer: u32) -> u128 {
+    if !has_ffn(model, layer) {
+        return 0;
+    }
     let d = u128::from(model.d_model);
     let mats = u128::from(model.ffn_kind.matrices());
     match model.moe {
@@ -149,6 +171,8 @@ pub struct ModelParams {
     /// Gemma's per-layer input embeddings and their projections.
     pub per_layer_inputs: u128,
     pub attention: u128,
+    /// State-space, linear-attention and convolution mixers (0 for a transformer).
+    pub mixers: u128,
     pub ffn: u128,
     /// Norm layers in every block plus the final norm.
     pub norms: u128,
@@ -158,7 +182,14 @@ pub struct ModelParams {
 
 impl ModelParams {
     pub const fn total(&self) -> u128 {
-        self.embeddings + self.lm_head + self.positions + self.per_layer_inputs + self.attention + self.ffn + self.norms
+        self.embeddings
+            + self.lm_head
+            + self.positions
+            + self.per_layer_inputs
+            + self.attention
+            + self.mixers
+            + self.ffn
+            + self.norms
     }
 
     /// Parameters one token uses (MoE: only its experts).
@@ -187,6 +218,7 @@ pub fn model_params(model: &Model) -> ModelParams {
         // table (vocab x layers x p), model projection (d -> layers x p), per layer gate and projection.
         per_layer_inputs: vocab * layers * p + d * layers * p + 2 * d * p * layers,
         attention: attn_params_total(model),
+        mixers: model.schedule.layers().iter().map(|&k| mixer_params(model, k)).sum(),
         ffn: (0..model.n_layers()).map(|l| ffn_params(model, l)).sum(),
         norms: (u128::from(model.norms_per_layer) * layers + 1) * norm_width,
         ffn_active: (0..model.n_layers()).map(|l| ffn_active_params(model, l)).sum(),
@@ -235,6 +267,34 @@ mod tests {
         assert!(attn_params(&m, LayerKind::Global).total() < mha);
         m.attn.k_eq_v = true;
         assert_eq!(attn_params(&m, LayerKind::Global).v, 0);
+    }
+
+    #[test]
+    fn recurrent_mixers_and_feed_forward_only_layers() {
+        use crate::model::config::StateGeometry;
+        use crate::model::schedule::{Schedule, StateMixer};
+        let ssm = LayerKind::Stateful(StateMixer::Ssm);
+        // Nemotron-H's shape: Mamba, FFN-only and attention layers; FFNs only in the FFN layers.
+        let mut m = Model::simple(4, 64, 4);
+        m.ffn_size = 100;
+        m.norms_per_layer = 1;
+        m.schedule =
+            Schedule::from_layers(vec![ssm, LayerKind::FeedForward, LayerKind::Global, LayerKind::FeedForward]);
+        m.states.ssm =
+            Some(StateGeometry { conv_elements: 1, state_elements: 1, conv_bytes: 2, state_bytes: 2, params: 777 });
+        assert_eq!(m.validate(), Ok(()));
+        let p = model_params(&m);
+        assert_eq!(attn_params(&m, ssm).total(), 0);
+        assert_eq!(p.attention, 4 * 64 * 64);
+        assert_eq!(p.mixers, 777);
+        // Two FFN layers of 3 x 64 x 100.
+        assert_eq!(p.ffn, 2 * 3 * 64 * 100);
+        assert_eq!(p.norms, (4 + 1) * 64);
+        assert_eq!(p.total(), 2 * 32_000 * 64 + 16_384 + 777 + 38_400 + 320);
+        // Without feed-forward-only layers every layer has its FFN (Jamba's Mamba layers do).
+        m.schedule = Schedule::from_layers(vec![ssm, ssm, LayerKind::Global, ssm]);
+        assert_eq!(model_params(&m).ffn, 4 * 3 * 64 * 100);
+        assert_eq!(model_params(&m).mixers, 3 * 777);
     }
 
     #[test]

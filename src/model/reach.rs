@@ -25,10 +25,12 @@ pub enum Reach {
     AtMost(u64),
 }
 
-/// The earliest key position the query at `q` sees in a layer of `kind`.
+/// The earliest key position the query at `q` sees in a layer of `kind`. A recurrent layer's state
+/// folds in every earlier token; a feed-forward-only layer mixes nothing.
 fn earliest_visible(kind: LayerKind, q: u64) -> u64 {
     match kind {
-        LayerKind::Global => 0,
+        LayerKind::Global | LayerKind::Stateful(_) => 0,
+        LayerKind::FeedForward => q,
         LayerKind::Sliding { window_tokens } => q.saturating_sub(window_tokens.max(1) - 1),
         LayerKind::Chunked { chunk_tokens } => q - q % chunk_tokens.max(1),
     }
@@ -48,7 +50,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// The farthest back, over every query position, that information travels through `layers`.
 pub fn stacked_reach(layers: &[LayerKind]) -> Reach {
-    if layers.iter().any(|k| k.is_global()) {
+    if layers.iter().any(|k| matches!(k, LayerKind::Global | LayerKind::Stateful(_))) {
         return Reach::Everything;
     }
     let (mut windows, mut chunks, mut period) = (0u64, 0u64, Some(1u64));
@@ -60,7 +62,7 @@ pub fn stacked_reach(layers: &[LayerKind]) -> Reach {
                 chunks = chunks.saturating_add(c - 1);
                 period = period.and_then(|p| (p / gcd(p, c)).checked_mul(c));
             }
-            LayerKind::Global => {}
+            LayerKind::Global | LayerKind::Stateful(_) | LayerKind::FeedForward => {}
         }
     }
     if chunks == 0 {

@@ -1,9 +1,10 @@
-//! Layer schedules: which kind of attention each layer runs (global, sliding window, chunked) and
-//! their counts. The mask each kind applies is [`Mask::of_layer`](super::mask::Mask::of_layer).
+//! Layer schedules: what each layer mixes tokens with (global, sliding-window or chunked attention;
+//! or, in state-space and hybrid models, a layer that keeps a fixed-size state instead of a KV cache)
+//! and their counts. The mask each attention kind applies is [`Mask::of_layer`](super::mask::Mask::of_layer).
 
 use std::fmt;
 
-/// The attention pattern of one layer.
+/// How one layer mixes information across tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LayerKind {
     /// Full causal attention over every earlier token.
@@ -12,6 +13,46 @@ pub enum LayerKind {
     Sliding { window_tokens: u64 },
     /// Causal attention inside fixed chunks of `chunk_tokens` tokens.
     Chunked { chunk_tokens: u64 },
+    /// No softmax attention: a recurrent mixer that carries a state of fixed size from token to token
+    /// (its size is the model's [`StateGeometry`](super::config::StateGeometry) for that mixer).
+    Stateful(StateMixer),
+    /// A layer with a feed-forward block and no token mixer at all (Nemotron-H's MLP layers).
+    FeedForward,
+}
+
+/// The recurrent mixers of state-space and hybrid models. None keeps a KV cache; each keeps the same
+/// number of bytes per sequence whatever the context length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateMixer {
+    /// A selective state-space layer (Mamba, Mamba-2): a short convolution window plus the SSM state.
+    Ssm,
+    /// Linear attention (Gated DeltaNet, RWKV): a key-by-value state per head, plus any token shift or
+    /// convolution window.
+    Linear,
+    /// A gated short convolution (LFM2, Griffin's recurrent blocks without attention): the last few
+    /// inputs and any recurrent vector.
+    Conv,
+}
+
+impl StateMixer {
+    pub const ALL: [StateMixer; 3] = [StateMixer::Ssm, StateMixer::Linear, StateMixer::Conv];
+
+    pub const fn noun(self) -> &'static str {
+        match self {
+            StateMixer::Ssm => "ssm",
+            StateMixer::Linear => "linear",
+            StateMixer::Conv => "conv",
+        }
+    }
+
+    /// What the layer is, in words, for tables and the layer strip.
+    pub const fn description(self) -> &'static str {
+        match self {
+            StateMixer::Ssm => "state-space (Mamba) layer",
+            StateMixer::Linear => "linear-attention layer",
+            StateMixer::Conv => "short-convolution layer",
+        }
+    }
 }
 
 impl LayerKind {
@@ -19,12 +60,36 @@ impl LayerKind {
         matches!(self, LayerKind::Global)
     }
 
-    /// Short noun for summaries: "global", "sliding", "chunked".
+    /// Whether the layer runs softmax attention and so keeps a KV cache (when it stores its own).
+    pub const fn is_attention(self) -> bool {
+        matches!(self, LayerKind::Global | LayerKind::Sliding { .. } | LayerKind::Chunked { .. })
+    }
+
+    /// The recurrent mixer of a layer that keeps a state instead of a KV cache.
+    pub const fn state_mixer(self) -> Option<StateMixer> {
+        match self {
+            LayerKind::Stateful(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The window of a sliding layer or the chunk of a chunked one: where its cache stops growing.
+    pub const fn window_tokens(self) -> Option<u64> {
+        match self {
+            LayerKind::Sliding { window_tokens: w } | LayerKind::Chunked { chunk_tokens: w } => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Short noun for summaries and `data-kind`: "global", "sliding", "chunked", "ssm", "linear",
+    /// "conv", "ffn".
     pub const fn noun(self) -> &'static str {
         match self {
             LayerKind::Global => "global",
             LayerKind::Sliding { .. } => "sliding",
             LayerKind::Chunked { .. } => "chunked",
+            LayerKind::Stateful(m) => m.noun(),
+            LayerKind::FeedForward => "ffn",
         }
     }
 
@@ -33,11 +98,13 @@ impl LayerKind {
     /// Global: `n`. Sliding `W`: `min(n, W)`. Chunked `C`: `min(n, C)` — the buffer of one full chunk,
     /// which is what the layer holds at its peak (just before a chunk boundary) and what a runtime
     /// reserves. The tokens actually live at `n` are given by [`LayerKind::live_tokens`].
+    /// Layers without attention cache no tokens (their state is counted apart, by size).
     pub const fn cached_tokens(self, n_tokens: u64) -> u64 {
         match self {
             LayerKind::Global => n_tokens,
             LayerKind::Sliding { window_tokens } => min_u64(n_tokens, window_tokens),
             LayerKind::Chunked { chunk_tokens } => min_u64(n_tokens, chunk_tokens),
+            LayerKind::Stateful(_) | LayerKind::FeedForward => 0,
         }
     }
 
@@ -65,6 +132,8 @@ impl fmt::Display for LayerKind {
             LayerKind::Global => f.write_str("global"),
             LayerKind::Sliding { window_tokens } => write!(f, "sliding({window_tokens})"),
             LayerKind::Chunked { chunk_tokens } => write!(f, "chunked({chunk_tokens})"),
+            LayerKind::Stateful(m) => f.write_str(m.noun()),
+            LayerKind::FeedForward => f.write_str("ffn"),
         }
     }
 }

@@ -114,6 +114,7 @@ impl Sections {
             qk_norm: block.qk_norm,
             per_layer_input_dim: block.per_layer_input_dim,
             max_position_embeddings: embeddings.max_positions,
+            states: Default::default(),
         }
     }
 }

@@ -87,6 +87,7 @@ pub fn grid_heading(layer: &PagesView) -> String {
         LayerKind::Chunked { chunk_tokens } => {
             format!("chunked layers (chunk {})", format_thousands(chunk_tokens.into()))
         }
+        kind => format!("{} layers", kind.noun()),
     };
     format!(
         "{} × {title}: {} pages live, {} shared, {} recycled",

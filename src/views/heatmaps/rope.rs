@@ -182,7 +182,7 @@ fn chart(model: &Model, f: &RopeFigures) -> LineChartData {
                 class: "rope-window",
             });
         }
-        LayerKind::Global => {}
+        LayerKind::Global | LayerKind::Stateful(_) | LayerKind::FeedForward => {}
     }
     let (turning, pairs) = (wavelengths.len(), f.head_pairs());
     let v_lines = if turning < pairs {

@@ -80,6 +80,8 @@ pub fn kind_name(kind: LayerKind) -> String {
         LayerKind::Global => "global".into(),
         LayerKind::Sliding { window_tokens } => format!("sliding, window {}", format_thousands(window_tokens.into())),
         LayerKind::Chunked { chunk_tokens } => format!("chunked, chunk {}", format_thousands(chunk_tokens.into())),
+        LayerKind::Stateful(mixer) => mixer.description().into(),
+        LayerKind::FeedForward => "feed-forward only".into(),
     }
 }
 
