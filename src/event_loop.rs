@@ -32,6 +32,14 @@ pub async fn breathe() {
     }
 }
 
+/// Tells [`breathe`] that the caller just resumed after waiting for the browser (a GPU read-back, say):
+/// the thread was free meanwhile, so the hold counts from now, and the work that follows is not made
+/// to pay for a yield at once.
+pub fn resumed() {
+    #[cfg(target_arch = "wasm32")]
+    last_pause::mark();
+}
+
 #[cfg(target_arch = "wasm32")]
 mod last_pause {
     use std::cell::Cell;

@@ -444,6 +444,7 @@ impl GpuContext {
         rx.await
             .map_err(|_| GpuError::Readback("the device was lost before the results arrived".into()))?
             .map_err(|e| GpuError::Readback(e.to_string()))?;
+        crate::event_loop::resumed();
         let data = {
             let view = slice.get_mapped_range().map_err(|e| GpuError::Readback(e.to_string()))?;
             bytemuck::cast_slice::<u8, T>(&view).to_vec()

@@ -81,9 +81,13 @@ pub fn with_constants(source: &str, constants: &[(&str, u32)]) -> String {
 /// Panics on an unmatched brace or a `break`/`continue` in an unrolled body (a shader bug).
 pub fn unroll_loops(source: &str, counts: &[(&str, u32)]) -> String {
     let mut lines: Vec<String> = source.lines().map(str::to_owned).collect();
+    // Lines before the last loop unrolled hold no more loops to unroll: each search starts there (from
+    // the top it made a page's warm-up of the row softmax hold the thread for tens of ms).
+    let mut from = 0;
     while let Some((start, var, count)) =
-        lines.iter().enumerate().find_map(|(i, line)| unrollable(line, counts).map(|(v, c)| (i, v, c)))
+        lines.iter().enumerate().skip(from).find_map(|(i, line)| unrollable(line, counts).map(|(v, c)| (i, v, c)))
     {
+        from = start;
         let end = closing_line(&lines, start);
         let body = &lines[start + 1..end];
         assert!(
@@ -110,7 +114,7 @@ fn unrollable(line: &str, counts: &[(&str, u32)]) -> Option<(String, u32)> {
     let rest = code_of(line).trim().strip_prefix("for (var ")?;
     let (var, rest) = rest.split_once(" = 0u; ")?;
     let (bound, rest) = rest.strip_prefix(var)?.strip_prefix(" < ")?.split_once("; ")?;
-    if rest != format!("{var}++) {{") {
+    if rest.strip_prefix(var) != Some("++) {") {
         return None;
     }
     counts.iter().find(|(name, _)| *name == bound).map(|&(_, count)| (var.to_owned(), count))

@@ -99,7 +99,11 @@ pub fn show_panic_panel(message: &str) {
     body.append_child(&panel).ok();
 }
 
-/// The 2D context of a canvas.
+/// The 2D context of a canvas, kept in memory (`willReadFrequently`): a GPU-backed canvas is a layer
+/// and a GPU resource of its own, which with 32 heatmaps cost the frames after an update tens of ms
+/// (traces on SwiftShader); ours only ever receive pixels.
 pub fn context_2d(canvas: &web_sys::HtmlCanvasElement) -> Option<web_sys::CanvasRenderingContext2d> {
-    canvas.get_context("2d").ok().flatten()?.dyn_into().ok()
+    let options = js_sys::Object::new();
+    js_sys::Reflect::set(&options, &"willReadFrequently".into(), &true.into()).ok()?;
+    canvas.get_context_with_context_options("2d", &options).ok().flatten()?.dyn_into().ok()
 }

@@ -12,7 +12,7 @@ use super::browser;
 use super::heatmap::Shared;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::engine::{Engine, MapOutput};
-use crate::event_loop::yield_now;
+use crate::event_loop::{breathe, yield_now};
 use crate::views::heatmaps::compute::{
     BatchInputs, HeadMaker, KCache, Steering, batch_inputs, head_values, overlapped,
 };
@@ -37,10 +37,6 @@ pub struct Sinks {
 pub async fn micro_yield() {
     let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&wasm_bindgen::JsValue::NULL)).await;
 }
-
-/// Longest stretch of drawing before the task lets the browser render and handle input: under the
-/// 50 ms a frame may be blocked, and few yields (each can wait for the next frame).
-const SLICE_MS: f64 = 35.0;
 
 pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, sinks: Sinks) {
     let live = move || sinks.jobs.try_with_value(|c| c.is_current(job)) == Some(true);
@@ -75,6 +71,22 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
         done.set(done.get() + 1);
         sinks.progress.try_update(|p| p.done = done.get());
     };
+    // Hands heads over one at a time: each one's effect draws it at the micro-yield, and the browser
+    // gets the thread (a frame, input) whenever this task has held it for a while, so a frame never
+    // has many canvases and figures to lay out and paint at once. False if a newer request took over.
+    let show = async |heads: &[u32], values: Vec<Vec<f32>>, output: MapOutput, draw_ms: &mut f64| {
+        for (&h, vals) in heads.iter().zip(values) {
+            let started = browser::now_ms();
+            hand_over(h, vals, output);
+            micro_yield().await;
+            *draw_ms += browser::now_ms() - started;
+            breathe().await;
+            if !live() {
+                return false;
+            }
+        }
+        true
+    };
 
     // One batch: the heads' maps at `output`, reporting how far it got.
     let compute = async |batch: &BatchInputs, output: MapOutput, kernel_ms: &mut f64| {
@@ -108,11 +120,10 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
         let Some(current) = prepared.take() else { return };
         let following = plan.batches.get(i + 1);
         let (result, (next, shown_ms)) = overlapped(compute(&current, output, &mut kernel_ms), async {
-            let started = browser::now_ms();
-            for (&h, vals) in unshown.take().into_iter().flat_map(|(heads, values)| heads.iter().zip(values)) {
-                hand_over(h, vals, output);
+            let mut shown_ms = 0.0;
+            if let Some((heads, values)) = unshown.take() {
+                show(heads, values, output, &mut shown_ms).await;
             }
-            let shown_ms = browser::now_ms() - started;
             let next = match following {
                 Some(heads) => batch_inputs(&inputs, heads, &mut k_cache, &live).await,
                 None => None,
@@ -128,24 +139,9 @@ pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, si
                 if !live() {
                     return;
                 }
-                let mut slice_start = browser::now_ms();
-                let mut draw_started = slice_start;
-                for (&h, vals) in batch.iter().zip(values) {
-                    hand_over(h, vals, output);
-                    // Each head's pixels are drawn by its own effect, which runs at the next await; let the
-                    // browser in (a frame, input) whenever this task has held the thread for a while.
-                    micro_yield().await;
-                    if browser::now_ms() - slice_start > SLICE_MS {
-                        draw_ms += browser::now_ms() - draw_started;
-                        yield_now().await;
-                        slice_start = browser::now_ms();
-                        draw_started = slice_start;
-                    }
-                    if !live() {
-                        return;
-                    }
+                if !show(batch, values, output, &mut draw_ms).await {
+                    return;
                 }
-                draw_ms += browser::now_ms() - draw_started;
                 sinks.progress.try_update(|p| p.partial = 0.0);
             }
             Err(e) => {
