@@ -13,6 +13,8 @@ fn kind_text(kind: LayerKind) -> String {
         LayerKind::Global => "global (causal over all tokens)".into(),
         LayerKind::Sliding { window_tokens } => format!("sliding window of {window_tokens} tokens"),
         LayerKind::Chunked { chunk_tokens } => format!("chunked, {chunk_tokens}-token chunks"),
+        LayerKind::Stateful(mixer) => format!("{} (no attention: a constant state)", mixer.description()),
+        LayerKind::FeedForward => "feed-forward only (no token mixer)".into(),
     }
 }
 
