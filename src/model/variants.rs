@@ -370,6 +370,10 @@ mod tests {
         // GQA as published: 2 KV heads, a quarter; MQA 1 KV head, an eighth: 512,000 B.
         assert_eq!((rows[0].kv_total_bytes, rows[2].kv_total_bytes), (1_024_000, 512_000));
         assert!(rows.iter().all(|r| r.state_bytes == 8_400));
+        // Sharing in pairs pairs the two attention layers (4 and 12), not a layer with its Mamba
+        // neighbour: half of MHA.
+        let xl = compare_variants(&base, &[Variant::CrossLayer { group_size: 2 }], 1000, DType::Fp16).unwrap();
+        assert_eq!(xl[0].kv_total_bytes, 2_048_000);
     }
 
     #[test]

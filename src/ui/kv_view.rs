@@ -200,7 +200,9 @@ fn KvChart(state: RwSignal<AppState>, model: Memo<Model>, marker: RwSignal<Optio
             <p class="explain">
                 "Each line is one layer type (all its layers together) and the total. A sliding-window or chunked "
                 "layer stops growing at its window: its line goes flat, while global layers keep growing. The dashed "
-                "line is the budget left for the cache; where the total crosses it is the longest context that fits."
+                "line is the budget left for the cache; where the total crosses it is the longest context that fits. "
+                "A model with state-space, linear-attention or convolution layers also keeps a recurrent state of "
+                "fixed size per sequence: its own flat line, and the total is then memory per sequence, cache plus state."
             </p>
         </section>
     }
