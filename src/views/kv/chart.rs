@@ -63,7 +63,7 @@ pub fn kv_chart(model: &Model, kv: &KvParams) -> Option<LineChartData> {
 /// `KV cache, FP16 (GB = 10^9 B)`; with a recurrent state, what the total then means.
 fn y_title(model: &Model, kv: &KvParams) -> String {
     if state_bytes(model).is_ok_and(|s| s > 0) {
-        format!("memory per sequence: KV cache in {} + constant state (GB = 10^9 B)", kv.dtype.label())
+        format!("KV cache, {} + state (GB = 10^9 B)", kv.dtype.label())
     } else {
         format!("KV cache, {} (GB = 10^9 B)", kv.dtype.label())
     }
@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(classes, ["s0", "state", "total"]);
         assert!(d.series[1].points.iter().all(|p| p.1 == 60_000.0));
         assert_eq!(d.series[2].points[0], (0.0, 60_000.0));
-        assert_eq!(d.y_title, "memory per sequence: KV cache in FP16 + constant state (GB = 10^9 B)");
+        assert_eq!(d.y_title, "KV cache, FP16 + state (GB = 10^9 B)");
         // The total crosses the 80 GB budget where the state and the cache fill it:
         // (8 × 10^10 − 60,000) / 8,192 = 9,765,617.6 -> 9,765,617 tokens.
         assert_eq!(d.v_lines[1].label, "fits up to 9,765,617");
