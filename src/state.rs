@@ -17,7 +17,7 @@ use crate::views::kv::KvParams;
 use crate::views::lesson::params::LessonParams;
 pub use crate::views::link::Notice;
 use crate::views::link::{Accepted, LinkParams, MAX_LINK_PAIRS, encode_component, parse_query, parse_query_capped};
-use crate::views::model_choice::ModelChoice;
+use crate::views::model_choice::{ModelChoice, default_layer};
 
 /// The top-level views (URL `view=`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -141,6 +141,10 @@ impl AppState {
         }
         let model = state.resolved_model();
         notices.extend(state.model.check_layer(&model));
+        if !pairs.iter().any(|(k, _)| k == "layer") && state.model.layer == 0 {
+            // A hybrid opens on its first attention layer (a transformer's is layer 0, as before).
+            state.model.layer = default_layer(&model);
+        }
         notices.extend(state.explorer.check_heads(model.n_q_heads));
         (state, notices)
     }
@@ -202,9 +206,13 @@ impl AppState {
     /// Switches to another model (a preset id, or a custom one in `cfg`): a layer, heads or a focus it
     /// does not have fall back quietly (the user chose the model; nothing in a link was wrong).
     pub fn choose_model(&mut self, preset: String, cfg: Option<String>) {
+        let on_default_layer = self.model.layer == default_layer(&self.resolved_model());
         self.model.preset = preset;
         self.model.cfg = cfg;
         let model = self.resolved_model();
+        if on_default_layer {
+            self.model.layer = default_layer(&model);
+        }
         self.model.check_layer(&model);
         self.explorer.check_heads(model.n_q_heads);
     }
@@ -380,6 +388,30 @@ mod tests {
         assert!(notices.is_empty(), "{notices:?}");
         assert_eq!(state.explorer.heads.heads(8), vec![1, 2]);
         assert_eq!(AppState::from_query(&state.to_query()).0, state);
+    }
+
+    /// A Jamba-like hybrid (attention in the 5th of every 8 layers) and a pure Mamba, as cfg links.
+    pub const JAMBA_CFG: &str =
+        "L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144";
+    pub const MAMBA_CFG: &str = "L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
+
+    #[test]
+    fn a_hybrid_link_opens_on_its_first_attention_layer() {
+        let (state, notices) = AppState::from_query(&format!("cfg={JAMBA_CFG}"));
+        assert_eq!(notices, []);
+        assert_eq!(state.model.layer, 4);
+        assert_eq!(state.to_query(), format!("cfg={JAMBA_CFG}"));
+        // Layer 0 (a Mamba layer) is no longer the default, so it is written out.
+        let (state, _) = AppState::from_query(&format!("cfg={JAMBA_CFG}&layer=0"));
+        assert_eq!(state.model.layer, 0);
+        assert_eq!(state.to_query(), format!("cfg={JAMBA_CFG}&layer=0"));
+        // A model without attention stays on layer 0; switching to a hybrid from a default layer moves on.
+        let (mut state, notices) = AppState::from_query(&format!("cfg={MAMBA_CFG}"));
+        assert_eq!((notices, state.model.layer), (vec![], 0));
+        state.choose_model("llama-3-8b".into(), Some(JAMBA_CFG.into()));
+        assert_eq!(state.model.layer, 4);
+        state.choose_model("llama-3-8b".into(), None);
+        assert_eq!(state.model.layer, 0);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use attention_lab::model::config::limits;
 use attention_lab::model::encoding::MAX_ENCODED_LEN;
 use attention_lab::model::{
     EncodingError, LayerKind, Model, Schedule, all_presets, decode_model, encode_model, import_hf_value,
+    parse_config_json,
 };
 use attention_lab::state::{AppState, WRITE_ORDER};
 use attention_lab::views::heatmaps::params::{HeadSelection, MAX_TEXT_CHARS};
@@ -415,7 +416,7 @@ fn real_configs() -> Vec<Value> {
     files
         .iter()
         .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("bad-")))
-        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("readable")).expect("valid JSON"))
+        .map(|p| parse_config_json(&std::fs::read_to_string(p).expect("readable")).expect("valid JSON"))
         .collect()
 }
 

@@ -166,6 +166,10 @@ pub struct States {
     pub ssm: Option<StateGeometry>,
     pub linear: Option<StateGeometry>,
     pub conv: Option<StateGeometry>,
+    /// A recurrent mixer that every attention layer also runs, so those layers keep a KV cache *and*
+    /// a state: Falcon-H1 runs Mamba-2 beside attention in each layer; Zamba's hybrid layers are Mamba
+    /// layers that also call the shared attention block.
+    pub beside_attention: Option<StateMixer>,
 }
 
 impl States {
@@ -361,9 +365,18 @@ impl Model {
         self.schedule.layers().iter().filter(|k| k.is_attention()).count() as u32
     }
 
-    /// The state geometry of a layer of `kind` (`None` for attention and feed-forward layers).
+    /// The recurrent mixer a layer of `kind` runs, if any: its own, or the one beside attention.
+    pub fn state_mixer(&self, kind: LayerKind) -> Option<StateMixer> {
+        match kind.state_mixer() {
+            Some(m) => Some(m),
+            None if kind.is_attention() => self.states.beside_attention,
+            None => None,
+        }
+    }
+
+    /// The state geometry of a layer of `kind` (`None` for layers that keep no state).
     pub fn state_geometry(&self, kind: LayerKind) -> Option<StateGeometry> {
-        kind.state_mixer().and_then(|m| self.states.of(m))
+        self.state_mixer(kind).and_then(|m| self.states.of(m))
     }
 
     /// Check every field against [`limits`] and the structural rules.
@@ -464,7 +477,7 @@ impl Model {
     fn validate_states(&self) -> Result<(), ConfigError> {
         use limits::*;
         for mixer in StateMixer::ALL {
-            let used = self.schedule.layers().contains(&LayerKind::Stateful(mixer));
+            let used = self.schedule.layers().iter().any(|&k| self.state_mixer(k) == Some(mixer));
             match (self.states.of(mixer), used) {
                 (None, true) => {
                     return Err(ConfigError::Invalid(format!("{} layers need their state sizes", mixer.noun())));

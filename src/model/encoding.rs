@@ -12,6 +12,7 @@
 //! | `mla512-64-1536-128-128` | kv rank, rope dim, q rank (0: none), nope dim, v dim | none |
 //! | `pat5w1024-1g` | repeating unit of runs: `g` global, `w<W>` sliding, `c<C>` chunked; without attention: `s` state-space, `l` linear attention, `v` short convolution, `f` feed-forward only | all global |
 //! | `ssm20480-81920-2-2-1000` `lin...` `cnv...` | a recurrent mixer's state: conv elements, state elements, their bytes per element, mixer parameters per layer | none |
+//! | `bas` `bal` `bav` | every attention layer also runs that recurrent mixer (Falcon-H1, Zamba's hybrid layers) | none |
 //! | `xl18` / `xg2` | last N layers reuse caches / groups of N share | none |
 //! | `fs14336` `fg` `fm` | FFN size: SwiGLU / GeGLU / plain MLP | `fs` and `4d` |
 //! | `moe256-8-1-2048-3-1` | experts, active, shared, expert size, first dense layers, step | none |
@@ -116,11 +117,25 @@ fn kind_token(k: LayerKind) -> String {
         LayerKind::Global => "g".into(),
         LayerKind::Sliding { window_tokens } => format!("w{window_tokens}"),
         LayerKind::Chunked { chunk_tokens } => format!("c{chunk_tokens}"),
-        LayerKind::Stateful(StateMixer::Ssm) => "s".into(),
-        LayerKind::Stateful(StateMixer::Linear) => "l".into(),
-        LayerKind::Stateful(StateMixer::Conv) => "v".into(),
+        LayerKind::Stateful(mixer) => mixer_letter(mixer).into(),
         LayerKind::FeedForward => "f".into(),
     }
+}
+
+/// A recurrent mixer's letter in `pat` runs and in `ba` (beside attention).
+const fn mixer_letter(mixer: StateMixer) -> &'static str {
+    match mixer {
+        StateMixer::Ssm => "s",
+        StateMixer::Linear => "l",
+        StateMixer::Conv => "v",
+    }
+}
+
+fn parse_mixer(token: &str, letter: &str) -> Result<StateMixer, EncodingError> {
+    StateMixer::ALL
+        .into_iter()
+        .find(|&m| mixer_letter(m) == letter)
+        .ok_or_else(|| EncodingError::BadValue(token.into()))
 }
 
 /// The name of the token that carries a recurrent mixer's state geometry.
@@ -162,6 +177,9 @@ pub fn encode_model(model: &Model) -> String {
         let runs: Vec<String> =
             model.schedule.unit_runs().iter().map(|&(c, k)| format!("{c}{}", kind_token(k))).collect();
         t.push(format!("pat{}", runs.join("-")));
+    }
+    if let Some(mixer) = model.states.beside_attention {
+        t.push(format!("ba{}", mixer_letter(mixer)));
     }
     for mixer in StateMixer::ALL {
         if let Some(g) = model.states.of(mixer) {
@@ -309,10 +327,8 @@ fn parse_runs(token: &str, s: &str) -> Result<Vec<(u32, LayerKind)>, EncodingErr
             Some(("g", "")) => LayerKind::Global,
             Some(("w", w)) => LayerKind::Sliding { window_tokens: number(token, w)? },
             Some(("c", c)) => LayerKind::Chunked { chunk_tokens: number(token, c)? },
-            Some(("s", "")) => LayerKind::Stateful(StateMixer::Ssm),
-            Some(("l", "")) => LayerKind::Stateful(StateMixer::Linear),
-            Some(("v", "")) => LayerKind::Stateful(StateMixer::Conv),
             Some(("f", "")) => LayerKind::FeedForward,
+            Some((letter, "")) => LayerKind::Stateful(parse_mixer(token, letter)?),
             _ => return Err(EncodingError::BadValue(token.into())),
         };
         if count == 0 || count > super::config::limits::MAX_LAYERS {
@@ -367,6 +383,9 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
                 });
             }
             "pat" => pattern = Some(parse_runs(token, value)?),
+            "bas" | "bal" | "bav" if value.is_empty() => {
+                m.states.beside_attention = Some(parse_mixer(token, &name[2..])?)
+            }
             "ssm" | "lin" | "cnv" => {
                 let [conv, state, conv_bytes, state_bytes, params] = numbers::<5>(token, value)?;
                 let mixer = StateMixer::ALL.into_iter().find(|&m| state_token(m) == name).unwrap_or(StateMixer::Ssm);
@@ -571,6 +590,14 @@ mod tests {
         assert!(code.contains(".pat1l-1v-1f-1g.lin0-7-1-8-0.cnv0-7-1-8-0."), "{code}");
         let back = decode_model(&code).unwrap_or_else(|e| panic!("{code}: {e}"));
         assert!(same_shape(&all, &back));
+        // Falcon-H1: every layer runs attention and Mamba-2 side by side.
+        let mut beside = Model::simple(4, 64, 4);
+        beside.states.ssm = m.states.ssm;
+        beside.states.beside_attention = Some(StateMixer::Ssm);
+        let code = encode_model(&beside);
+        assert!(code.contains(".kv4.hd16.bas.ssm512-2048-2-4-12345."), "{code}");
+        let back = decode_model(&code).unwrap_or_else(|e| panic!("{code}: {e}"));
+        assert!(same_shape(&beside, &back));
         // Layers without their state sizes, sizes without layers, and bad widths are refused.
         for bad in [
             "L4.d64.h4.pat1s-1g",
@@ -580,6 +607,9 @@ mod tests {
             "L4.d64.h4.pat1s-1g.ssm1-1-2-2",
             "L4.d64.h4.pat1s-1g.ssm1-1-2-2-0.ssm1-1-2-2-0",
             "L4.d64.h4.pat1s2-1g.ssm1-1-2-2-0",
+            "L4.d64.h4.bas",
+            "L4.d64.h4.bal.ssm1-1-2-2-0",
+            "L4.d64.h4.bax.ssm1-1-2-2-0",
         ] {
             assert!(decode_model(bad).is_err(), "{bad}");
         }

@@ -421,6 +421,20 @@ mod tests {
     }
 
     #[test]
+    fn attention_layers_running_a_mixer_beside_keep_both() {
+        // Falcon-H1's shape: every layer has attention (KV) and Mamba-2 (state) side by side.
+        let mut m = small_hybrid();
+        m.schedule = Schedule::uniform(8, LayerKind::Global);
+        m.states.beside_attention = Some(crate::model::schedule::StateMixer::Ssm);
+        assert_eq!(m.validate(), Ok(()));
+        assert_eq!(kv_bytes_per_token(&m, DType::Bf16), Ok(8 * 4096));
+        assert_eq!(state_bytes(&m), Ok(8 * 327_680));
+        assert_eq!(model_params(&m).mixers, 8 * 1000);
+        m.states.beside_attention = None;
+        assert!(m.validate().is_err(), "state sizes without a layer that keeps them");
+    }
+
+    #[test]
     fn a_pure_state_space_model_has_no_cache_and_fits_any_context() {
         let mut m = small_hybrid();
         m.schedule = Schedule::uniform(8, LayerKind::Stateful(crate::model::schedule::StateMixer::Ssm));

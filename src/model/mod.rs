@@ -47,6 +47,8 @@ mod figures_tests;
 mod import_families_tests;
 #[cfg(test)]
 mod import_files_tests;
+#[cfg(test)]
+mod import_hybrids_tests;
 
 pub use config::{
     AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,
@@ -57,7 +59,7 @@ pub use encoding::{EncodingError, decode_model, encode_model};
 pub use flops::{
     LayerFlops, crossover_tokens, layer_decode_flops, layer_prefill_flops, model_decode_flops, model_prefill_flops,
 };
-pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, import_hf_value};
+pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, import_hf_value, parse_config_json};
 pub use kv_cache::{
     ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes, max_context_tokens,
     state_bytes,

@@ -116,7 +116,7 @@ pub fn has_ffn(model: &Model, layer: u32) -> bool {
     !layers.contains(&LayerKind::FeedForward) || layers.get(layer as usize) == Some(&LayerKind::FeedForward)
 }
 
-/// Recurrent mixer parameters of one layer of `kind` (0 for attention and feed-forward layers).
+/// Recurrent mixer parameters of one layer of `kind` (0 for layers without one).
 pub fn mixer_params(model: &Model, kind: LayerKind) -> u128 {
     model.state_geometry(kind).map_or(0, |g| g.params.into())
 }

@@ -24,13 +24,13 @@ pub enum LayerKind {
 /// number of bytes per sequence whatever the context length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StateMixer {
-    /// A selective state-space layer (Mamba, Mamba-2): a short convolution window plus the SSM state.
+    /// A selective state-space layer or gated linear recurrence (Mamba, Mamba-2, Griffin's RG-LRU): a
+    /// short convolution window plus the recurrent state.
     Ssm,
     /// Linear attention (Gated DeltaNet, RWKV): a key-by-value state per head, plus any token shift or
     /// convolution window.
     Linear,
-    /// A gated short convolution (LFM2, Griffin's recurrent blocks without attention): the last few
-    /// inputs and any recurrent vector.
+    /// A gated short convolution (LFM2): only the last few inputs.
     Conv,
 }
 

@@ -79,12 +79,16 @@ fn DecodePanel(
         }
     };
     let running = move || snapshot.with(|s| s.state == RunState::Running);
+    let runnable = text::can_run(&model);
     view! {
         <section class="panel decode" data-testid="decode-panel">
             <h3>"Decode, token by token, on your GPU"</h3>
             <p class="explain">{text::intro_text(&model)}</p>
+            {text::recurrent_note(&model).map(|note| view! {
+                <p class="hint" data-testid="decode-recurrent" data-attention-layers=model.attention_layers() data-runs=runnable.to_string()>{note}</p>
+            })}
             <div class="controls inline">
-                <button type="button" class="copy" data-testid="decode-start" disabled=move || running() || engine.with(Option::is_none) on:click=start>
+                <button type="button" class="copy" data-testid="decode-start" disabled=move || !runnable || running() || engine.with(Option::is_none) on:click=start>
                     {move || snapshot.with(|s| text::start_label(s.state))}
                 </button>
                 <button type="button" class="chip" data-testid="decode-stop" disabled=move || !running() on:click=stop>"Stop"</button>

@@ -25,6 +25,7 @@ use crate::views::heatmaps::compute::map_for_export;
 use crate::views::heatmaps::jobs::{JobClock, Progress};
 use crate::views::heatmaps::params::generated_cap_notice;
 use crate::views::heatmaps::request::{build_request, format_n, layout_line};
+use crate::views::layer_kinds::{NoAttention, no_attention};
 
 #[component]
 pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
@@ -48,6 +49,13 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             build_request(&s.input, &s.explorer, layout, screen.get())
         })
     });
+    // A layer without softmax attention (or a model without any) shows why instead of heatmaps, and
+    // starts no job.
+    let missing = Memo::new(move |_| {
+        let layer = state.with(|s| s.model.layer);
+        model.with(|m| no_attention(m, layer))
+    });
+    let attends = Memo::new(move |_| missing.with(Option::is_none));
     // A memo, not a derived signal: every state change would otherwise repaint every head.
     let scale = Signal::from(Memo::new(move |_| state.with(|s| s.explorer.scale)));
 
@@ -68,6 +76,12 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         let Some(engine) = engine.get() else { return };
         let req = request.get();
         let job = sinks.jobs.try_update_value(JobClock::start).unwrap_or_default();
+        if !attends.get() {
+            sinks.progress.set(Progress { job, finished: true, ..Default::default() });
+            shown_heads.set(Vec::new());
+            sinks.slots.set(Vec::new());
+            return;
+        }
         let req = match req {
             Ok(r) => r,
             Err(why) => {
@@ -221,7 +235,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             class="heatmaps explorer"
             class:computing=computing
             data-testid="explorer"
-            data-status=move || sinks.progress.with(|p| if p.error.is_some() { "error" } else if p.finished { "ready" } else { "computing" })
+            data-status=move || if !attends.get() { "no-attention" } else { sinks.progress.with(|p| if p.error.is_some() { "error" } else if p.finished { "ready" } else { "computing" }) }
             data-job=move || sinks.progress.with(|p| p.job)
             data-heads-done=move || sinks.progress.with(|p| p.done)
             data-heads-total=move || sinks.progress.with(|p| p.total)
@@ -238,6 +252,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                     _ => String::new(),
                 })}
             </p>
+            {move || missing.get().map(|why| view! { <NoAttentionPanel state=state why=why/> })}
             {move || state.with(|s| s.explorer.rope).then(|| view! { <RopePanel state=state model=model/> })}
             {move || state.with(|s| s.input.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
                 <p class="status warning" data-testid="n-capped" role="status">{note}</p>
@@ -247,41 +262,60 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "
                 {move || state.with(|s| s.explorer.teach).then_some("Heads 0–5 are designed teaching heads whose patterns are known: previous token, first-token sink, same token, induction-like, local and diffuse.")}
             </p>
-            <Status progress=sinks.progress slow=slow/>
-            {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
-            {move || export_note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
-            {move || state.with(|s| s.explorer.focus).map(|f| view! {
-                <FocusPanel state=state head=f map=Signal::derive(focused_map) inputs=sinks.inputs engine=engine request=request scale=scale on_export=on_export_head/>
-            })}
-            {move || state.with(|s| s.explorer.mix.is_some()).then(|| view! {
-                <HeadMixPanel state=state inputs=sinks.inputs request=request/>
-            })}
-            <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>
-            <div class="kv-groups">
-                {move || groups().into_iter().map(|(g, heads)| view! {
-                    <div class="kv-group" data-testid="kv-group" data-kv-head=g>
-                        <h3 class="kv-title">{format!("KV head {g}")}</h3>
-                        <div class="group-heads">
-                            {heads.into_iter().map(|(h, slot)| {
-                                // The figure is mounted once a result arrives and then only repainted.
-                                let ready = Memo::new(move |_| slot.try_with(Option::is_some).unwrap_or(false));
-                                view! { {move || if ready.get() {
-                                    view! {
-                                        <Heatmap map=slot scale=scale size_px=thumb stale=Signal::from(slow) on_open=open_head/>
-                                    }.into_any()
-                                } else {
-                                    view! {
-                                        <figure class="heatmap placeholder" data-testid="head-placeholder" data-head=h>
-                                            <figcaption>{format!("Head {h} · KV {g}")}</figcaption>
-                                            <div class="placeholder-box" style=format!("width: {thumb}px; height: {thumb}px")>"computing…"</div>
-                                        </figure>
-                                    }.into_any()
-                                }} }
-                            }).collect_view()}
+            <Show when=move || attends.get()>
+                <Status progress=sinks.progress slow=slow/>
+                {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
+                {move || export_note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
+                {move || state.with(|s| s.explorer.focus).map(|f| view! {
+                    <FocusPanel state=state head=f map=Signal::derive(focused_map) inputs=sinks.inputs engine=engine request=request scale=scale on_export=on_export_head/>
+                })}
+                {move || state.with(|s| s.explorer.mix.is_some()).then(|| view! {
+                    <HeadMixPanel state=state inputs=sinks.inputs request=request/>
+                })}
+                <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>
+                <div class="kv-groups">
+                    {move || groups().into_iter().map(|(g, heads)| view! {
+                        <div class="kv-group" data-testid="kv-group" data-kv-head=g>
+                            <h3 class="kv-title">{format!("KV head {g}")}</h3>
+                            <div class="group-heads">
+                                {heads.into_iter().map(|(h, slot)| {
+                                    // The figure is mounted once a result arrives and then only repainted.
+                                    let ready = Memo::new(move |_| slot.try_with(Option::is_some).unwrap_or(false));
+                                    view! { {move || if ready.get() {
+                                        view! {
+                                            <Heatmap map=slot scale=scale size_px=thumb stale=Signal::from(slow) on_open=open_head/>
+                                        }.into_any()
+                                    } else {
+                                        view! {
+                                            <figure class="heatmap placeholder" data-testid="head-placeholder" data-head=h>
+                                                <figcaption>{format!("Head {h} · KV {g}")}</figcaption>
+                                                <div class="placeholder-box" style=format!("width: {thumb}px; height: {thumb}px")>"computing…"</div>
+                                            </figure>
+                                        }.into_any()
+                                    }} }
+                                }).collect_view()}
+                            </div>
                         </div>
-                    </div>
-                }).collect_view()}
-            </div>
+                    }).collect_view()}
+                </div>
+            </Show>
+        </section>
+    }
+}
+
+/// Why there are no heatmaps here, and a way to the nearest layer that has some.
+#[component]
+fn NoAttentionPanel(state: RwSignal<AppState>, why: NoAttention) -> impl IntoView {
+    let scope = if why.whole_model { "model" } else { "layer" };
+    view! {
+        <section class="panel no-attention" data-testid="no-attention" data-kind=why.kind data-scope=scope role="status">
+            <p>{why.text}</p>
+            {why.nearest.map(|layer| view! {
+                <button type="button" class="secondary" data-testid="jump-to-attention" data-layer=layer
+                    on:click=move |_| { state.try_update(|s| s.model.layer = layer); }>
+                    {format!("Show layer {layer}, the nearest attention layer")}
+                </button>
+            })}
         </section>
     }
 }

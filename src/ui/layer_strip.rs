@@ -1,22 +1,15 @@
-//! Every layer of the model as a strip of cells coloured by its attention type (global, sliding
-//! window, chunked), with the repeating pattern in words ("5 sliding : 1 global") and how far back
-//! information reaches through the layers up to the chosen one. Click a layer to show its heads.
+//! Every layer of the model as a strip of cells coloured by its type (global, sliding window,
+//! chunked; and in hybrids the layers without attention: state-space, linear attention, convolution,
+//! feed-forward only), with the repeating pattern in words ("5 sliding : 1 global") and how far back
+//! information reaches through the layers up to the chosen one. Click a layer to show its heads (or
+//! why it has none). The words are [`crate::views::layer_kinds`]'.
 
 use leptos::prelude::*;
 
-use crate::model::{LayerKind, Model};
+use crate::model::Model;
 use crate::state::AppState;
 use crate::views::heatmaps::reach::reach_line;
-
-fn kind_text(kind: LayerKind) -> String {
-    match kind {
-        LayerKind::Global => "global (causal over all tokens)".into(),
-        LayerKind::Sliding { window_tokens } => format!("sliding window of {window_tokens} tokens"),
-        LayerKind::Chunked { chunk_tokens } => format!("chunked, {chunk_tokens}-token chunks"),
-        LayerKind::Stateful(mixer) => format!("{} (no attention: a constant state)", mixer.description()),
-        LayerKind::FeedForward => "feed-forward only (no token mixer)".into(),
-    }
-}
+use crate::views::layer_kinds::{cell_title, kind_text, legend, reads_shared_cache};
 
 #[component]
 pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>) -> impl IntoView {
@@ -43,8 +36,8 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
                 {move || model.with(|m| {
                     m.schedule.layers().iter().enumerate().map(|(i, &kind)| {
                         let layer = i as u32;
-                        let shares = !m.stores_kv(i);
-                        let title = format!("Layer {layer}: {}{}", kind_text(kind), if shares { "; reads an earlier layer's KV cache" } else { "" });
+                        let shares = reads_shared_cache(m, i);
+                        let title = cell_title(m, i);
                         view! {
                             <button
                                 type="button"
@@ -66,11 +59,10 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
             <p class="reach-line" data-testid="stacked-reach" data-value=move || reach.with(|r| r.value())>
                 {move || reach.with(|r| r.text.clone())}
             </p>
-            <div class="layer-legend" aria-hidden="true">
-                <span><i class="layer-cell global"></i>"global"</span>
-                <span><i class="layer-cell sliding"></i>"sliding window"</span>
-                <span><i class="layer-cell chunked"></i>"chunked"</span>
-                <span><i class="layer-cell shared"></i>"reuses another layer's cache"</span>
+            <div class="layer-legend" aria-hidden="true" data-testid="layer-legend">
+                {move || model.with(legend).into_iter().map(|e| view! {
+                    <span data-legend=e.class><i class=format!("layer-cell {}", e.class)></i>{e.label}</span>
+                }).collect_view()}
             </div>
         </div>
     }

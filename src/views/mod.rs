@@ -4,6 +4,8 @@
 //! - [`link`]: the link's vocabulary (query strings, notices, the [`link::LinkParams`] contract).
 //! - [`model_choice`] and [`attention_input`]: parameter sets several views share.
 //! - [`heatmaps`]: the heatmap explorer: parameters, requests, GPU batches, head pictures and exports.
+//! - [`layer_kinds`]: each kind of layer in words (the layer strip), and what a layer or a model
+//!   without softmax attention shows instead of heatmaps and of a paged cache.
 //! - [`decode`]: the decode animation: its lanes, script, reference check, and what the panel shows.
 //! - [`kv`], [`compare`]: those views' parameters, figures, tables and chart series; [`model_figures`]:
 //!   the model picker's contract figures, config source and import, which both show.
@@ -20,6 +22,7 @@ pub mod decode;
 pub mod gpu_recovery;
 pub mod heatmaps;
 pub mod kv;
+pub mod layer_kinds;
 pub mod lesson;
 pub mod link;
 pub mod model_choice;

@@ -35,19 +35,27 @@ impl ModelChoice {
             .unwrap_or_else(|| Model::simple(32, 4096, 32))
     }
 
-    /// A layer past the model's last one falls back to layer 0, with a notice.
+    /// A layer past the model's last one falls back to its [`default_layer`], with a notice.
     pub fn check_layer(&mut self, model: &Model) -> Option<Notice> {
         let layers = model.n_layers();
         (self.layer >= layers).then(|| {
+            let fallback = default_layer(model);
             let notice = Notice(format!(
-                "Ignored layer: {} is past the model's last layer ({}); using layer 0.",
+                "Ignored layer: {} is past the model's last layer ({}); using layer {fallback}.",
                 self.layer,
                 layers.saturating_sub(1)
             ));
-            self.layer = 0;
+            self.layer = fallback;
             notice
         })
     }
+}
+
+/// The layer a link without `layer` shows: the first that runs softmax attention, so a hybrid opens
+/// on heatmaps rather than on a state-space layer (0 for a transformer, and for a model without any
+/// attention layer).
+pub fn default_layer(model: &Model) -> u32 {
+    model.schedule.layers().iter().position(|k| k.is_attention()).unwrap_or(0) as u32
 }
 
 impl LinkParams for ModelChoice {
@@ -80,7 +88,7 @@ impl LinkParams for ModelChoice {
         if let Some(cfg) = &self.cfg {
             out.push(("cfg", cfg.clone()));
         }
-        if self.layer != default.layer {
+        if self.layer != default_layer(&self.resolve()) {
             out.push(("layer", self.layer.to_string()));
         }
         out
@@ -111,6 +119,29 @@ mod tests {
         assert_eq!(notice.0, "Ignored layer: 6 is past the model's last layer (5); using layer 0.");
         assert_eq!(choice.layer, 0);
         assert_eq!(choice.check_layer(&model), None);
+    }
+
+    #[test]
+    fn a_hybrid_defaults_to_its_first_attention_layer() {
+        use crate::model::LayerKind;
+        use crate::model::config::StateGeometry;
+        use crate::model::schedule::{Schedule, StateMixer};
+        let mut hybrid = Model::simple(8, 512, 8);
+        let ssm = LayerKind::Stateful(StateMixer::Ssm);
+        hybrid.schedule = Schedule::periodic(8, &[(4, ssm), (1, LayerKind::Global), (3, ssm)]);
+        hybrid.states.ssm =
+            Some(StateGeometry { conv_elements: 4, state_elements: 16, conv_bytes: 2, state_bytes: 4, params: 10 });
+        assert_eq!(default_layer(&hybrid), 4);
+        assert_eq!(default_layer(preset("llama-3-8b").unwrap()), 0);
+        let mut choice = ModelChoice { cfg: Some(encode_model(&hybrid)), layer: 4, ..Default::default() };
+        // The default layer goes without saying; layer 0, a Mamba layer, is written out.
+        assert!(!choice.pairs().iter().any(|(k, _)| *k == "layer"));
+        choice.layer = 0;
+        assert!(choice.pairs().contains(&("layer", "0".to_string())));
+        choice.layer = 8;
+        let notice = choice.check_layer(&hybrid).unwrap();
+        assert_eq!(notice.0, "Ignored layer: 8 is past the model's last layer (7); using layer 4.");
+        assert_eq!(choice.layer, 4);
     }
 
     #[test]

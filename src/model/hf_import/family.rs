@@ -122,7 +122,18 @@ impl Family {
 
     /// Whether embeddings are tied when `tie_word_embeddings` is absent.
     pub fn ties_by_default(&self) -> bool {
-        self.gpt2 || self.is_gemma() || self.is_cohere() || self.is_falcon() || self.is_mpt() || self.is_bloom()
+        // Falcon-H1 and the state-space families state theirs in their config classes.
+        let state_space_tied = ["mamba", "zamba", "zamba2", "lfm2", "recurrent_gemma"].contains(&self.lower.as_str());
+        if self.is("falcon_h1") {
+            return false;
+        }
+        self.gpt2
+            || self.is_gemma()
+            || self.is_cohere()
+            || self.is_falcon()
+            || self.is_mpt()
+            || self.is_bloom()
+            || state_space_tied
     }
 
     /// The context length when the file states none: Falcon's config class says 2048; BLOOM's

@@ -12,9 +12,13 @@
 //! One module per section of a config, read in this order (the report lists fields in it):
 //! `family` (model type and the conventions no field states), `attention` (sizes, heads, head
 //! dimension, MLA, global geometry) with `kv_heads` (each family's names for the KV head count), `schedule` (layer kinds, KV sharing), `ffn`, `moe`,
-//! `embeddings`, `positions`, `block` (biases, norms). State-space and hybrid models are refused
-//! with the reason (`recurrent`) rather than read as all-attention. `reader` finds and checks fields, `report`
-//! holds what an import returns. A new family's field names go in the section that reads them, its
+//! `embeddings`, `positions`, `block` (biases, norms). State-space and hybrid models (Mamba,
+//! Mamba-2, Jamba, Bamba, Granite 4, Nemotron-H, Falcon-H1, Zamba, Zamba2, Qwen3-Next, RWKV-4/6/7,
+//! LFM2, RecurrentGemma) go to `hybrid`, which reads each family whole with its mixer's module
+//! (`mamba`, `mamba_hybrids`, `zamba`, `gated_deltanet`, `rwkv`, `short_conv`) and refuses the
+//! others with the reason rather than read them as all-attention. `json_text` reads the bare
+//! `Infinity`/`NaN` some of them hold. `reader` finds and checks fields, `report` holds what an
+//! import returns. A new family's field names go in the section that reads them, its
 //! unwritten conventions in `family`.
 
 mod attention;
@@ -22,13 +26,20 @@ mod block;
 mod embeddings;
 mod family;
 mod ffn;
+mod gated_deltanet;
+mod hybrid;
+mod json_text;
 mod kv_heads;
+mod mamba;
+mod mamba_hybrids;
 mod moe;
 mod positions;
 mod reader;
-mod recurrent;
 mod report;
+mod rwkv;
 mod schedule;
+mod short_conv;
+mod zamba;
 
 use serde_json::Value;
 
@@ -46,23 +57,32 @@ use schedule::Layout;
 
 use crate::model::config::{Model, Moe};
 
+/// Parse a `config.json`'s text, reading Python's bare `Infinity`, `-Infinity` and `NaN` (which
+/// some state-space configs hold, and which JSON lacks) as `null`.
+pub fn parse_config_json(json: &str) -> Result<Value, ImportError> {
+    serde_json::from_str(&json_text::non_finite_as_null(json)).map_err(|e| ImportError::Json(e.to_string()))
+}
+
 /// Import from JSON text.
 pub fn import_hf_config(json: &str) -> Result<Imported, ImportError> {
-    let value: Value = serde_json::from_str(json).map_err(|e| ImportError::Json(e.to_string()))?;
-    import_hf_value(&value)
+    import_hf_value(&parse_config_json(json)?)
 }
 
 /// Import from a parsed JSON value.
 pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     let mut r = Reader::new(value)?;
     let family = Family::read(&mut r);
-    recurrent::refuse_recurrent(&r, &r.report.model_type)?;
+    let state_family = hybrid::kind(&r, &r.report.model_type)?;
     if r.reads_text_config() {
         let wrapper = r.top().get("model_type").map(reader::show).unwrap_or_else(|| "multimodal".into());
         r.read_as(format!(
             "the language model was read from text_config (the file is a {wrapper} wrapper); \
              fields it lacks are taken from the top level"
         ));
+    }
+    if let Some(kind) = state_family {
+        let model = hybrid::import(&mut r, &family, kind)?;
+        return Ok(Imported { model, report: r.report });
     }
     let attention = attention::read(&mut r, &family)?;
     let layout = schedule::read(&mut r, &family, attention.layers)?;

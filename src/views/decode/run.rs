@@ -32,6 +32,11 @@ impl DecodeRun {
         let capacity_tokens = u32::try_from(run).unwrap_or(u32::MAX);
         let mut snap = Snapshot::idle(run);
         snap.state = RunState::Running;
+        if !super::text::can_run(model) {
+            snap.state = RunState::Failed;
+            snap.message = "Not started: the model has no attention layer, so there is no KV cache to page.".into();
+            return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), capacity_tokens, snap };
+        }
         if let Err(over) = job_budget::check(buffers_bytes(model, capacity_tokens), JOB_BYTES) {
             snap.state = RunState::Failed;
             snap.message = format!("Not started: {}.", over.text("The K/V buffers of this run"));

@@ -7,6 +7,7 @@ use crate::model::decode_demo::{PROMPT_TOKENS, demo_layers, run_tokens};
 use crate::model::paging::PAGE_TOKENS;
 use crate::model::units::{bytes_text, format_thousands};
 use crate::model::{LayerKind, Model};
+use crate::views::layer_kinds::{keeps_text, recurrent_layers};
 
 /// What the animation does with this model, and which of its windows are too long to recycle here.
 pub fn intro_text(model: &Model) -> String {
@@ -32,6 +33,34 @@ pub fn intro_text(model: &Model) -> String {
         })
         .collect();
     if long_windows.is_empty() { intro } else { format!("{intro} Note: {}.", long_windows.join("; ")) }
+}
+
+/// For a model with layers without softmax attention, what the demo leaves out (it pages the
+/// attention layers' caches only), or, with no attention layer at all, why it does not start.
+pub fn recurrent_note(model: &Model) -> Option<String> {
+    let r = recurrent_layers(model)?;
+    let attention = model.attention_layers();
+    Some(if attention == 0 {
+        format!(
+            "{} has no attention layer, so there is no KV cache to page and the demo does not start: its {} {} \
+             instead.",
+            model.name,
+            r.words,
+            keeps_text(&r)
+        )
+    } else {
+        format!(
+            "The demo runs the {attention} attention layer{} only; the {} {}, not simulated here.",
+            if attention == 1 { "" } else { "s" },
+            r.words,
+            keeps_text(&r)
+        )
+    })
+}
+
+/// Whether the demo has anything to run: a layer that keeps a KV cache of its own.
+pub fn can_run(model: &Model) -> bool {
+    !demo_layers(model, KERNEL_MAX_HEAD_DIM).is_empty()
 }
 
 pub fn start_label(state: RunState) -> &'static str {
@@ -145,6 +174,42 @@ mod tests {
         assert!(scout.ends_with(
             " Note: its chunked window of 8,192 tokens is longer than this run, so no page is recycled here."
         ));
+    }
+
+    #[test]
+    fn hybrids_run_their_attention_layers_only() {
+        use crate::model::encoding::decode_model;
+        assert_eq!(recurrent_note(preset("llama-3-8b").unwrap()), None);
+        assert!(can_run(preset("llama-3-8b").unwrap()));
+        // Jamba-like: 4 attention and 28 Mamba layers of (32,768 + 262,144) elements x 2 B = 589,824 B
+        // each: 28 x 589,824 = 16,515,072 B.
+        let jamba = decode_model(
+            "L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144",
+        )
+        .unwrap();
+        assert!(can_run(&jamba));
+        assert_eq!(
+            recurrent_note(&jamba).as_deref(),
+            Some(
+                "The demo runs the 4 attention layers only; the 28 state-space (Mamba) layers keep a constant state \
+                 of 16,515,072 bytes = 16.52 MB (15.75 MiB) per sequence, not simulated here."
+            )
+        );
+        let demo: Vec<LayerKind> = demo_layers(&jamba, KERNEL_MAX_HEAD_DIM).iter().map(|l| l.kind).collect();
+        assert_eq!(demo, [LayerKind::Global]);
+        // A pure Mamba: 64 x (20,480 + 81,920) x 2 B = 13,107,200 B, nothing to page.
+        let mut mamba =
+            decode_model("L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048").unwrap();
+        mamba.name = "Mamba".into();
+        assert!(!can_run(&mamba));
+        assert_eq!(
+            recurrent_note(&mamba).as_deref(),
+            Some(
+                "Mamba has no attention layer, so there is no KV cache to page and the demo does not start: its 64 \
+                 state-space (Mamba) layers keep a constant state of 13,107,200 bytes = 13.11 MB (12.50 MiB) per \
+                 sequence instead."
+            )
+        );
     }
 
     #[test]

@@ -36,9 +36,14 @@ pub fn reach_line(model: &Model, layer: u32) -> ReachLine {
     let reach = stacked_reach(stack);
     let text = match reach {
         Reach::Everything => {
-            let first = stack.iter().position(|k| k.is_global()).unwrap_or(0);
+            let first = stack.iter().position(|k| matches!(k, LayerKind::Global | LayerKind::Stateful(_)));
+            let (first, kind) = first.map_or((0, LayerKind::Global), |l| (l, stack[l]));
+            let is = match kind.state_mixer() {
+                Some(mixer) => format!("is a {}, whose state folds in every earlier token", mixer.description()),
+                None => "is global".to_string(),
+            };
             format!(
-                "Reach through {span}: the whole context. Layer {first} is global: from there on, every token's \
+                "Reach through {span}: the whole context. Layer {first} {is}: from there on, every token's \
                  output can carry information from every token before it."
             )
         }
@@ -60,8 +65,8 @@ fn why(stack: &[LayerKind], n: u64) -> String {
             _ => None,
         })
         .collect();
-    let chunked = stack.len() - windows.len();
-    if chunked > 0 {
+    let chunked = stack.iter().any(|k| matches!(k, LayerKind::Chunked { .. }));
+    if chunked {
         return "A chunked layer reads back only to the start of its chunk, and every chunked layer cuts at \
                 the same boundaries, so chunks do not add up; the windows between them do."
             .into();
@@ -115,5 +120,28 @@ mod tests {
         assert_eq!(reach_line(scout, 3).reach, Reach::Everything);
         // A layer past the last counts as the last; Llama 3 is global from layer 0.
         assert_eq!(reach_line(preset("llama-3-8b").unwrap(), 99).reach, Reach::Everything);
+    }
+
+    #[test]
+    fn a_recurrent_layer_reaches_everything_and_a_feed_forward_one_adds_nothing() {
+        use crate::model::schedule::{Schedule, StateMixer};
+        let sliding = LayerKind::Sliding { window_tokens: 5 };
+        let mut m = Model::simple(4, 512, 8);
+        m.schedule = Schedule::periodic(4, &[(1, sliding), (1, LayerKind::FeedForward), (1, sliding)]);
+        // Two windows of 5: 2 x 4 = 8; the feed-forward layer between them moves nothing.
+        let line = reach_line(&m, 2);
+        assert_eq!(line.reach, Reach::Tokens(8));
+        assert!(line.text.ends_with("2 × 4 = 8."), "{}", line.text);
+        m.schedule = Schedule::periodic(4, &[(1, sliding), (1, LayerKind::Stateful(StateMixer::Ssm))]);
+        let line = reach_line(&m, 1);
+        assert_eq!(line.reach, Reach::Everything);
+        assert!(
+            line.text.starts_with(
+                "Reach through layers 0 to 1: the whole context. Layer 1 is a state-space (Mamba) layer, whose state \
+                 folds in every earlier token: from there on"
+            ),
+            "{}",
+            line.text
+        );
     }
 }

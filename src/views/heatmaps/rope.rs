@@ -55,6 +55,9 @@ pub fn rope_figures(model: &Model, layer: u32) -> Option<RopeFigures> {
     let Positional::Rope { theta, partial_rotary_factor, proportional, linear_factor } = layout.positional else {
         return None;
     };
+    if !layout.kind.is_attention() {
+        return None;
+    }
     let rotary = Rotary::of(layout.head_dim as usize, layout.positional)?;
     (!rotary.inv_freq.is_empty()).then_some(RopeFigures {
         layer: layout.layer,
@@ -100,17 +103,27 @@ pub fn rope_panel(model: &Model, layer: u32) -> RopePanel {
     let layout = LayerLayout::of(model, layer);
     let heading = format!("Positions in layer {} ({})", layout.layer, kind_name(layout.kind));
     let Some(f) = rope_figures(model, layer) else {
-        let summary = match layout.positional {
-            Positional::NoPe => "No positional encoding (NoPE): no dimension of the head rotates. Order reaches \
+        let summary = match (layout.kind, layout.positional) {
+            (LayerKind::Stateful(mixer), _) => format!(
+                "No queries or keys here, so nothing rotates: a {} sees order through its recurrence, one token \
+                 after another.",
+                mixer.description()
+            ),
+            (LayerKind::FeedForward, _) => "A feed-forward-only layer mixes no tokens: each position is \
+                                            transformed on its own, so positions do not enter it."
+                .into(),
+            (_, Positional::NoPe) => "No positional encoding (NoPE): no dimension of the head rotates. Order reaches \
                                  this layer only through the causal mask and what earlier layers wrote."
                 .into(),
-            Positional::Alibi => "ALiBi, not RoPE: no dimension of the head rotates and nothing is added to Q or K. \
+            (_, Positional::Alibi) => {
+                "ALiBi, not RoPE: no dimension of the head rotates and nothing is added to Q or K. \
                                   Each head instead adds to its scores a bias that falls linearly with the \
                                   query-key distance, at a slope of its own. The heatmaps here are computed \
                                   without that bias (synthetic seeded weights, no bias term), so they show \
                                   none of the distance decay ALiBi gives."
-                .into(),
-            Positional::Rope { .. } => "RoPE, but the rotary fraction leaves no whole pair to rotate.".into(),
+                    .into()
+            }
+            (_, Positional::Rope { .. }) => "RoPE, but the rotary fraction leaves no whole pair to rotate.".into(),
             _ => format!(
                 "Positions are added to the embeddings ({}) before the first layer: the heads do not rotate.",
                 layout.positional_text()
@@ -312,6 +325,14 @@ mod tests {
         assert!(panel.summary.starts_with("ALiBi, not RoPE") && panel.chart.is_none(), "{}", panel.summary);
         assert!(panel.summary.contains("computed without that bias"), "{}", panel.summary);
         // DeepSeek-V3: the 64-dim decoupled RoPE key of each 192-dim head, θ = 10,000.
+        // A Mamba layer has no queries or keys to rotate, whatever the model's positions say.
+        let mut hybrid = Model::simple(4, 256, 4);
+        let ssm = LayerKind::Stateful(crate::model::schedule::StateMixer::Ssm);
+        hybrid.schedule = crate::model::schedule::Schedule::periodic(4, &[(1, ssm), (1, LayerKind::Global)]);
+        assert!(rope_figures(&hybrid, 0).is_none() && rope_figures(&hybrid, 1).is_some());
+        let panel = rope_panel(&hybrid, 0);
+        assert_eq!(panel.heading, "Positions in layer 0 (state-space (Mamba) layer)");
+        assert!(panel.summary.starts_with("No queries or keys here") && panel.chart.is_none(), "{}", panel.summary);
         let ds = rope_figures(preset("deepseek-v3").unwrap(), 0).unwrap();
         assert_eq!((ds.rotary.rotary_dims(), ds.rotary.head_dim), (64, 192));
         assert_eq!(

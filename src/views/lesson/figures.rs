@@ -189,7 +189,7 @@ pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
             _ => return None,
         },
         "global_layers" => (Unit::Count, count_layers(model, LayerKind::is_global).into()),
-        "windowed_layers" => (Unit::Count, count_layers(model, |k| !k.is_global()).into()),
+        "windowed_layers" => (Unit::Count, count_layers(model, |k| k.window_tokens().is_some()).into()),
         "model_window_tokens" => (Unit::Tokens, model_window(model)?.into()),
         "prefill_flops" => (Unit::Flops, model_prefill_flops(model, kv.ctx_tokens).total()),
         "token_count" => (Unit::Tokens, sources::explorer(state, model)?.n_q().into()),
@@ -313,5 +313,22 @@ mod tests {
         let (state, model) = (state.clone(), model.clone());
         assert_eq!(figure("kv_total_bytez", &state, &model), None);
         assert!(!is_known("kv_total_bytez"));
+    }
+
+    #[test]
+    fn a_hybrid_counts_only_its_attention_layers_and_no_figure_panics() {
+        // Jamba-like: 4 global attention layers among 32; the 28 Mamba layers are neither windowed nor
+        // sharing a cache.
+        let cfg = "cfg=L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144";
+        let (state, model) = at(cfg);
+        for (name, _) in FIGURES.iter() {
+            figure(name, &state, &model);
+        }
+        assert_eq!(exact("global_layers", cfg), "4");
+        assert_eq!(exact("windowed_layers", cfg), "0");
+        assert_eq!(exact("kv_sharing_layers", cfg), "0");
+        assert_eq!(exact("kv_storing_layers", cfg), "4");
+        // Layer 0, a Mamba layer, has no attention weights.
+        assert_eq!(exact("attn_weights_per_layer", &format!("{cfg}&layer=0")), "0");
     }
 }

@@ -34,7 +34,7 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
         "all_global_kv_total_bytes" => whole(kv_unwindowed_bytes(model, ctx, dtype).ok()?, Unit::Bytes),
         "window_saving_factor" => ratio(kv_unwindowed_bytes(model, ctx, dtype).ok()?, own_total()?)?,
         "k_eq_v_layers" => {
-            let keqv = |l: usize| model.mla.is_none() && model.geometry(layers[l]).k_eq_v;
+            let keqv = |l: usize| model.mla.is_none() && layers[l].is_attention() && model.geometry(layers[l]).k_eq_v;
             whole(count(&keqv), Unit::Count)
         }
         "separate_kv_bytes_per_token" => whole(kv_bytes_per_token(&separate_kv(model), dtype).ok()?, Unit::Bytes),
@@ -42,7 +42,7 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
         "keqv_saved_bytes" => {
             whole(kv_total_bytes(&separate_kv(model), ctx, dtype).ok()?.checked_sub(own_total()?)?, Unit::Bytes)
         }
-        "kv_sharing_layers" => whole(count(&|l| !model.stores_kv(l)), Unit::Count),
+        "kv_sharing_layers" => whole(count(&|l| layers[l].is_attention() && !model.stores_kv(l)), Unit::Count),
         "kv_storing_layers" => whole(count(&|l| model.stores_kv(l)), Unit::Count),
         "unshared_kv_bytes_per_token" => whole(kv_bytes_per_token(&unshared(model), dtype).ok()?, Unit::Bytes),
         "unshared_kv_total_bytes" => whole(kv_total_bytes(&unshared(model), ctx, dtype).ok()?, Unit::Bytes),

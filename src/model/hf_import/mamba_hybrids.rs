@@ -1,0 +1,348 @@
+//! Hybrids of Mamba layers and attention: Jamba (Mamba-1, attention 1 layer in 8, MoE every other
+//! layer), Bamba and Granite 4 (Mamba-2 with attention at listed layers), Nemotron-H (one mixer or
+//! FFN per layer, from a letter pattern) and Falcon-H1 (Mamba-2 beside attention in every layer).
+
+use super::family::Family;
+use super::hybrid::{self, Built, index_list, named_layers, signed, size_or_auto, width};
+use super::mamba::{Mamba1, Mamba2, state_reading};
+use super::positions;
+use super::reader::Reader;
+use super::report::{ImportError, invalid};
+use crate::model::config::{Biases, FfnKind, Model, Moe, Positional, limits};
+use crate::model::schedule::{LayerKind, StateMixer};
+
+const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);
+
+/// The `mamba_*` fields Bamba, Granite 4 and Falcon-H1 share, as a Mamba-2 mixer of inner width
+/// `inner` (`expand * hidden_size` unless the family says otherwise).
+fn mamba2_fields(r: &mut Reader<'_>, d: u64, inner: Option<u64>) -> Result<Mamba2, ImportError> {
+    let expand = width(r, &["mamba_expand"], 2)?;
+    let inner = inner.unwrap_or(expand * d);
+    let heads = width(r, &["mamba_n_heads"], 128)?;
+    let head_dim = size_or_auto(r, "mamba_d_head", inner / heads, "inner width / mamba_n_heads")?;
+    let bias = r.boolean("mamba_proj_bias").unwrap_or(false);
+    let mixer = Mamba2 {
+        d,
+        inner,
+        heads,
+        head_dim,
+        groups: width(r, &["mamba_n_groups"], 1)?,
+        state: width(r, &["mamba_d_state"], 256)?,
+        kernel: width(r, &["mamba_d_conv"], 4)?,
+        conv_bias: r.boolean("mamba_conv_bias").unwrap_or(true),
+        in_bias: bias,
+        out_bias: bias,
+        gated_norm: true,
+    };
+    mixer.check("mamba_n_heads")?;
+    Ok(mixer)
+}
+
+/// Attention biases (`attention_bias`) and FFN biases (`mlp_bias`).
+fn biases(r: &mut Reader<'_>) -> Biases {
+    let a = r.boolean("attention_bias").unwrap_or(false);
+    Biases { qkv: a, o: a, ffn: r.boolean("mlp_bias").unwrap_or(false) }
+}
+
+/// Jamba: attention where `i % attn_layer_period == attn_layer_offset` (no positions), Mamba
+/// elsewhere; every layer has an FFN, MoE where `i % expert_layer_period == expert_layer_offset`.
+pub(super) fn jamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    let mut m = hybrid::start_with_attention(r, family)?;
+    let d = m.d_model;
+    let period = width(r, &["attn_layer_period"], 8)?;
+    let offset = hybrid::size(r, &["attn_layer_offset"], 4)?;
+    let kinds = (0..u64::from(m.n_layers())).map(|i| if i % period == offset { LayerKind::Global } else { SSM });
+    m.schedule = hybrid::schedule(kinds.collect());
+    let state = width(r, &["mamba_d_state"], 16)?;
+    let dt_rank = size_or_auto(r, "mamba_dt_rank", d.div_ceil(16), "ceil(hidden_size / 16)")?;
+    let mixer = Mamba1 {
+        d,
+        inner: width(r, &["mamba_expand"], 2)? * d,
+        state,
+        kernel: width(r, &["mamba_d_conv"], 4)?,
+        dt_rank,
+        conv_bias: r.boolean("mamba_conv_bias").unwrap_or(true),
+        proj_bias: r.boolean("mamba_proj_bias").unwrap_or(false),
+        inner_norms: dt_rank + 2 * state,
+    };
+    let conv_bytes = hybrid::dtype_bytes(r);
+    m.states.ssm = Some(mixer.geometry(conv_bytes)?);
+    m.ffn_kind = FfnKind::SwiGlu;
+    m.ffn_size = width(r, &["intermediate_size"], 14_336)?;
+    let experts = hybrid::size(r, &["num_experts", "num_local_experts"], 16)?;
+    if experts > 0 {
+        let step = width(r, &["expert_layer_period"], 2)?;
+        let offset = hybrid::size(r, &["expert_layer_offset"], 1)? % step;
+        // The model's MoE layers are those with (i - first + 1) % step == 0, from `first` on.
+        let first = if offset + 1 == step { 0 } else { offset + 1 };
+        if first > 0 {
+            r.warn(format!("MoE layer {offset} is counted as dense: the model's MoE pattern starts after it"));
+        }
+        m.moe = Some(Moe {
+            n_routed_experts: hybrid::to_count("num_experts", experts, limits::MAX_EXPERTS)?,
+            n_active_experts: hybrid::to_count(
+                "num_experts_per_tok",
+                hybrid::size(r, &["num_experts_per_tok"], 2)?,
+                limits::MAX_EXPERTS,
+            )?,
+            n_shared_experts: 0,
+            expert_ffn_size: m.ffn_size,
+            first_dense_layers: hybrid::to_count("expert_layer_offset", first, limits::MAX_LAYERS)?,
+            layer_step: hybrid::to_count("expert_layer_period", step, limits::MAX_LAYERS)?,
+        });
+    }
+    m.biases = Biases::default();
+    r.read_as("Jamba's attention layers use no positional encoding (NoPE): its attention applies no rotary");
+    state_reading(r, mixer.kernel, conv_bytes);
+    Ok(Built::exact(m))
+}
+
+/// Bamba: attention (RoPE on half of each head) at `attn_layer_indices`, Mamba-2 elsewhere, a
+/// SwiGLU FFN in every layer.
+pub(super) fn bamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    let mut m = hybrid::start_with_attention(r, family)?;
+    let layers = u64::from(m.n_layers());
+    let attention = index_list(r, "attn_layer_indices", layers)?.unwrap_or_else(|| {
+        r.assume("attn_layer_indices: absent, so no attention layers");
+        Vec::new()
+    });
+    let kinds = (0..layers).map(|i| if attention.contains(&i) { LayerKind::Global } else { SSM });
+    m.schedule = hybrid::schedule(kinds.collect());
+    let mixer = mamba2_fields(r, m.d_model, None)?;
+    let conv_bytes = hybrid::dtype_bytes(r);
+    set_ssm(&mut m, &mixer, conv_bytes)?;
+    dense_swiglu(r, &mut m)?;
+    let theta = rope_theta(r, family, &m);
+    m.positional = Positional::Rope { theta, partial_rotary_factor: 0.5, proportional: false, linear_factor: 1.0 };
+    r.read_as("Bamba's attention rotates half of each head (partial rotary factor 0.5, fixed by its config class)");
+    state_reading(r, mixer.kernel, conv_bytes);
+    Ok(Built::exact(m))
+}
+
+/// Granite 4 hybrid: `layer_types` (Mamba-2 or attention, NoPE unless `position_embedding_type` is
+/// "rope"), and in every layer a shared SwiGLU MLP plus, with experts, an MoE.
+pub(super) fn granite(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    let mut m = hybrid::start_with_attention(r, family)?;
+    let layers = u64::from(m.n_layers());
+    let kind_of = |t: &str| match t {
+        "mamba" | "linear_attention" => Some(SSM),
+        "attention" | "full_attention" => Some(LayerKind::Global),
+        _ => None,
+    };
+    let kinds = named_layers(r, &["layer_types", "layers_block_type"], layers, kind_of)?.unwrap_or_else(|| {
+        r.assume("layer_types: absent, so every layer is Mamba-2");
+        vec![SSM; layers as usize]
+    });
+    m.schedule = hybrid::schedule(kinds);
+    let mixer = mamba2_fields(r, m.d_model, None)?;
+    let conv_bytes = hybrid::dtype_bytes(r);
+    set_ssm(&mut m, &mixer, conv_bytes)?;
+    m.biases = biases(r);
+    m.ffn_kind = FfnKind::SwiGlu;
+    let shared = width(r, &["shared_intermediate_size"], 1024)?;
+    m.ffn_size = shared;
+    let mut built = Built::exact(m);
+    let experts = hybrid::size(r, &["num_local_experts"], 8)?;
+    if experts > 0 {
+        let expert = width(r, &["intermediate_size"], 1024)?;
+        // The shared MLP is counted as shared experts of the expert width.
+        let n_shared = (shared / expert).max(1);
+        built.model.moe = Some(Moe {
+            n_routed_experts: hybrid::to_count("num_local_experts", experts, limits::MAX_EXPERTS)?,
+            n_active_experts: hybrid::to_count(
+                "num_experts_per_tok",
+                hybrid::size(r, &["num_experts_per_tok"], 2)?,
+                limits::MAX_EXPERTS,
+            )?,
+            n_shared_experts: hybrid::to_count("shared_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
+            expert_ffn_size: expert,
+            first_dense_layers: 0,
+            layer_step: 1,
+        });
+        r.read_as(format!(
+            "Every layer has the shared MLP of width {shared} and {experts} routed experts of {expert}; the shared MLP \
+             is counted as {n_shared} always-on expert(s) of {expert}"
+        ));
+        let (d, counted) = (u128::from(built.model.d_model), u128::from(n_shared * expert));
+        if counted != u128::from(shared) {
+            let off = signed(3 * d * u128::from(shared)) - signed(3 * d * counted);
+            built.missing = off * i128::from(layers);
+            built.unmodelled = format!("the shared MLP of {shared} is counted as {n_shared} expert(s) of {expert}");
+        }
+    }
+    if r.text("position_embedding_type").as_deref() == Some("rope") {
+        let theta = rope_theta(r, family, &built.model);
+        built.model.positional = Positional::rope(theta);
+    } else {
+        r.read_as("Granite 4's attention uses no positional encoding (position_embedding_type is not \"rope\")");
+    }
+    state_reading(r, mixer.kernel, conv_bytes);
+    Ok(built)
+}
+
+/// Nemotron-H: one mixer or FFN per layer from `hybrid_override_pattern` (M Mamba-2, * attention
+/// without positions, - a two-matrix relu2 MLP, E an MoE); one RMSNorm per layer.
+pub(super) fn nemotron_h(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    let letters = nemotron_letters(r)?;
+    let layers = letters.len() as u64;
+    if let Some(n) = r.count(&["num_hidden_layers"])?
+        && n != layers
+    {
+        r.warn(format!("num_hidden_layers {n} is ignored: the pattern has {layers} layers"));
+    }
+    let d = r.required(&["hidden_size"], "hidden_size")?;
+    let mut m = hybrid::start(r, family, layers, d)?;
+    if letters.contains(&'*') {
+        let heads = r.required(&["num_attention_heads"], "num_attention_heads")?;
+        m.n_q_heads = hybrid::to_count("num_attention_heads", heads, limits::MAX_HEADS)?;
+        let kv = hybrid::size(r, &["num_key_value_heads"], heads)?;
+        m.attn.n_kv_heads = hybrid::to_count("num_key_value_heads", kv, limits::MAX_HEADS)?;
+        let hd = r.count(&["head_dim", "attention_head_dim"])?.unwrap_or_else(|| {
+            r.assume("head_dim: absent (and attention_head_dim), so 128");
+            128
+        });
+        m.attn.head_dim = hybrid::to_count("attention_head_dim", hd, limits::MAX_CONFIG_HEAD_DIM)?;
+        if !m.n_q_heads.is_multiple_of(m.attn.n_kv_heads.max(1)) {
+            return Err(invalid("num_key_value_heads", "query heads cannot be split evenly over the KV heads"));
+        }
+    }
+    let kinds = letters.iter().map(|c| match c {
+        'M' => SSM,
+        '*' => LayerKind::Global,
+        _ => LayerKind::FeedForward,
+    });
+    m.schedule = hybrid::schedule(kinds.collect());
+    let heads = width(r, &["mamba_num_heads"], 128)?;
+    let head_dim = width(r, &["mamba_head_dim"], 64)?;
+    let bias = r.boolean("use_bias").unwrap_or(false);
+    let mixer = Mamba2 {
+        d,
+        inner: heads * head_dim,
+        heads,
+        head_dim,
+        groups: width(r, &["n_groups", "mamba_n_groups"], 8)?,
+        state: width(r, &["ssm_state_size"], 128)?,
+        kernel: width(r, &["conv_kernel", "mamba_d_conv"], 4)?,
+        conv_bias: r.boolean("use_conv_bias").unwrap_or(true),
+        in_bias: bias,
+        out_bias: bias,
+        gated_norm: true,
+    };
+    let conv_bytes = hybrid::dtype_bytes(r);
+    if letters.contains(&'M') {
+        set_ssm(&mut m, &mixer, conv_bytes)?;
+    }
+    m.norms_per_layer = 1;
+    m.ffn_kind = FfnKind::Mlp;
+    m.ffn_size = width(r, &["intermediate_size"], 21_504)?;
+    m.biases = Biases { qkv: false, o: false, ffn: r.boolean("mlp_bias").unwrap_or(false) };
+    let mut built = Built::exact(m);
+    let (dense, moe) = (letters.iter().filter(|&&c| c == '-').count(), letters.iter().filter(|&&c| c == 'E').count());
+    if moe > 0 {
+        nemotron_moe(r, &mut built, dense as u128, moe as u128)?;
+    }
+    r.read_as("Each letter of Nemotron-H's pattern is one layer (one RMSNorm and one mixer or MLP); its attention uses no positions");
+    state_reading(r, mixer.kernel, conv_bytes);
+    Ok(built)
+}
+
+/// The letters of `hybrid_override_pattern`, or of a `layers_block_type` / `layer_types` list.
+fn nemotron_letters(r: &mut Reader<'_>) -> Result<Vec<char>, ImportError> {
+    if let Some((path, v)) = r.find(&["hybrid_override_pattern"]) {
+        let s = v.as_str().ok_or_else(|| invalid(&path, "must be a string of M, *, - and E"))?;
+        let letters: Vec<char> = s.chars().collect();
+        if letters.is_empty() || letters.len() > limits::MAX_LAYERS as usize {
+            return Err(invalid(&path, "must name between 1 and 4096 layers"));
+        }
+        if let Some(c) = letters.iter().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {
+            return Err(invalid(&path, format!("unknown layer letter {c:?}")));
+        }
+        r.note_used(&path, v);
+        return Ok(letters);
+    }
+    let layers = r.count(&["num_hidden_layers"])?.unwrap_or(0);
+    let kind_of = |t: &str| match t {
+        "mamba" | "linear_attention" => Some('M'),
+        "attention" | "full_attention" => Some('*'),
+        "mlp" => Some('-'),
+        "moe" => Some('E'),
+        _ => None,
+    };
+    named_layers(r, &["layers_block_type", "layer_types"], layers, kind_of)?
+        .filter(|l| !l.is_empty())
+        .ok_or(ImportError::Missing("hybrid_override_pattern"))
+}
+
+/// Nemotron-H's MoE layers: routed experts and a shared expert, each an up and a down matrix. The
+/// model keeps one FFN for all feed-forward layers, so with dense ones beside, those are counted as
+/// MoE too, and the reading says by how much.
+fn nemotron_moe(r: &mut Reader<'_>, built: &mut Built, dense: u128, moe: u128) -> Result<(), ImportError> {
+    let experts = width(r, &["n_routed_experts"], 8)?;
+    let expert = width(r, &["moe_intermediate_size"], 7688)?;
+    let shared = hybrid::size(r, &["moe_shared_expert_intermediate_size"], expert)?;
+    let n_shared = shared / expert;
+    let m = &mut built.model;
+    m.moe = Some(Moe {
+        n_routed_experts: hybrid::to_count("n_routed_experts", experts, limits::MAX_EXPERTS)?,
+        n_active_experts: hybrid::to_count(
+            "num_experts_per_tok",
+            hybrid::size(r, &["num_experts_per_tok"], 2)?,
+            limits::MAX_EXPERTS,
+        )?,
+        n_shared_experts: hybrid::to_count("moe_shared_expert_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
+        expert_ffn_size: expert,
+        first_dense_layers: 0,
+        layer_step: 1,
+    });
+    let d = u128::from(m.d_model);
+    let moe_layer = d * u128::from(experts) + 2 * d * (u128::from(experts) * u128::from(expert) + u128::from(shared));
+    let counted_moe =
+        d * u128::from(experts) + 2 * d * u128::from(expert) * (u128::from(experts) + u128::from(n_shared));
+    let dense_layer = 2 * d * u128::from(m.ffn_size);
+    built.missing = signed(moe * moe_layer + dense * dense_layer) - signed((moe + dense) * counted_moe);
+    built.unmodelled =
+        "the model keeps one feed-forward block for all FFN layers, so dense ones beside the MoE ones are \
+                        counted as MoE, and a shared expert whose width is not a multiple of the experts' is rounded"
+            .into();
+    Ok(())
+}
+
+/// Falcon-H1: every layer runs attention (RoPE) and a Mamba-2 mixer side by side, then a SwiGLU FFN.
+pub(super) fn falcon_h1(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    let mut m = hybrid::start_with_attention(r, family)?;
+    let d = m.d_model;
+    m.schedule = hybrid::schedule(vec![LayerKind::Global; m.n_layers() as usize]);
+    let inner = r.count(&["mamba_d_ssm"])?;
+    let mut mixer = mamba2_fields(r, d, inner)?;
+    mixer.out_bias = r.boolean("projectors_bias").unwrap_or(false);
+    mixer.gated_norm = r.boolean("mamba_rms_norm").unwrap_or(false);
+    let conv_bytes = hybrid::dtype_bytes(r);
+    m.states.ssm = Some(mixer.geometry(conv_bytes)?);
+    m.states.beside_attention = Some(StateMixer::Ssm);
+    dense_swiglu(r, &mut m)?;
+    m.positional = Positional::rope(rope_theta(r, family, &m));
+    r.read_as("Every Falcon-H1 layer runs attention and a Mamba-2 mixer side by side: it keeps a KV cache and a state");
+    state_reading(r, mixer.kernel, conv_bytes);
+    Ok(Built::exact(m))
+}
+
+fn set_ssm(m: &mut Model, mixer: &Mamba2, conv_bytes: u32) -> Result<(), ImportError> {
+    m.states.ssm = Some(mixer.geometry(conv_bytes)?);
+    Ok(())
+}
+
+/// A SwiGLU FFN of `intermediate_size` in every layer, with the family's biases.
+fn dense_swiglu(r: &mut Reader<'_>, m: &mut Model) -> Result<(), ImportError> {
+    m.ffn_kind = FfnKind::SwiGlu;
+    m.ffn_size = width(r, &["intermediate_size"], 4 * m.d_model.min(1 << 22))?;
+    m.biases = biases(r);
+    Ok(())
+}
+
+/// The RoPE base the generic position reader finds (`rope_parameters` or `rope_theta`).
+fn rope_theta(r: &mut Reader<'_>, family: &Family, m: &Model) -> f64 {
+    match positions::read(r, family, m.max_position_embeddings, false).local {
+        Positional::Rope { theta, .. } => theta,
+        _ => 10_000.0,
+    }
+}

@@ -1,0 +1,197 @@
+//! RWKV-4 (transformers' `rwkv`), RWKV-6 and RWKV-7 (flash-linear-attention's `rwkv6`, `rwkv7`):
+//! every layer a time-mix (linear attention with a per-channel or per-head state) and a channel-mix
+//! FFN, LayerNorms with biases, no attention (a hybrid `attn` spec is not read).
+//!
+//! The channel mix is counted as a two-matrix FFN; its other weights (RWKV-4/6's receptance matrix
+//! and mix vectors, RWKV-7's mix vector) are counted with the layer's mixer, since every layer has
+//! one of each.
+
+use super::family::Family;
+use super::hybrid::{self, Built, dtype_name, signed, width};
+use super::reader::Reader;
+use super::report::{ImportError, invalid};
+use crate::model::config::{FfnKind, Model, NormKind};
+use crate::model::schedule::{LayerKind, StateMixer};
+
+/// The common start: all layers linear attention, a two-matrix FFN, two LayerNorms per layer.
+fn start(r: &mut Reader<'_>, family: &Family) -> Result<Model, ImportError> {
+    let (layers, d) = hybrid::sizes(r)?;
+    let mut m = hybrid::start(r, family, layers, d)?;
+    m.schedule = hybrid::schedule(vec![LayerKind::Stateful(StateMixer::Linear); layers as usize]);
+    m.ffn_kind = FfnKind::Mlp;
+    m.norm = NormKind::LayerNorm;
+    m.norms_per_layer = 2;
+    Ok(m)
+}
+
+/// FLA's hybrid spec (`attn`) makes listed layers softmax attention; it is not read.
+fn refuse_attn(r: &mut Reader<'_>) -> Result<(), ImportError> {
+    if r.find(&["attn"]).is_some() {
+        return Err(ImportError::Unsupported(
+            "This RWKV config lists softmax-attention layers (attn); the importer reads RWKV models without them only."
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A fraction field (`expand_k`) times `d`, as Python's `int(d * x)`.
+fn scaled(r: &mut Reader<'_>, key: &str, d: u64, default: f64) -> Result<u64, ImportError> {
+    let x = r.float(key).unwrap_or_else(|| {
+        r.assume(format!("{key}: absent, so {default}"));
+        default
+    });
+    let v = d as f64 * x;
+    if !(v >= 1.0 && v <= (1u64 << 24) as f64) {
+        return Err(invalid(key, format!("{x} gives no usable width")));
+    }
+    Ok(v as u64)
+}
+
+/// The FFN width: `intermediate_size`, else `32 ceil(int(d * hidden_ratio) / 32)`.
+fn ffn_width(r: &mut Reader<'_>, d: u64, ratio: f64) -> Result<u64, ImportError> {
+    if let Some(i) = r.count(&["intermediate_size"])? {
+        return Ok(i);
+    }
+    let i = scaled(r, "hidden_ratio", d, ratio)?.div_ceil(32) * 32;
+    r.read_as(format!("intermediate_size is absent: 32 * ceil(hidden_size * hidden_ratio / 32) = {i}"));
+    Ok(i)
+}
+
+/// A missing pre-norm (`norm_first`: a LayerNorm before layer 0) in parameters.
+fn pre_norm(m: &Model) -> i128 {
+    signed(2 * u128::from(m.d_model))
+}
+
+const PRE_NORM: &str = "layer 0's extra LayerNorm before the first block is not counted";
+
+fn state_reading(r: &mut Reader<'_>, conv_bytes: u32, state: &str) {
+    r.read_as(format!(
+        "Recurrent state as the reference caches it: the two token shifts (time mix and channel mix, hidden_size \
+         each) in {} and {state} in float32, per layer per sequence",
+        dtype_name(conv_bytes)
+    ));
+}
+
+/// RWKV-4: a per-channel WKV state (numerator, denominator, max) over `attention_hidden_size`.
+pub(super) fn rwkv4(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    let mut m = start(r, family)?;
+    let d = m.d_model;
+    let a = width(r, &["attention_hidden_size"], d)?;
+    m.ffn_size = width(r, &["intermediate_size"], 4 * d)?;
+    let (dw, aw) = (u128::from(d), u128::from(a));
+    // key, value, receptance, output; time_decay, time_first; three mix vectors; plus the channel
+    // mix's receptance (d x d) and two mix vectors.
+    let params = 4 * dw * aw + 3 * dw + 2 * aw + dw * dw + 2 * dw;
+    let conv_bytes = hybrid::dtype_bytes(r);
+    m.states.linear = Some(hybrid::state_geometry(2 * dw, conv_bytes, 3 * dw, 4, params)?);
+    state_reading(r, conv_bytes, "the WKV numerator, denominator and running maximum (hidden_size each)");
+    Ok(Built { missing: pre_norm(&m), model: m, unmodelled: PRE_NORM.into() })
+}
+
+/// RWKV-6 (FLA): `num_heads` heads of `key_dim / heads` x `value_dim / heads`, data-dependent
+/// token shift (LoRA of `proj_low_rank_dim`) and decay (LoRA of `gate_low_rank_dim`).
+pub(super) fn rwkv6(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    refuse_attn(r)?;
+    let mut m = start(r, family)?;
+    let d = m.d_model;
+    let k = scaled(r, "expand_k", d, 0.5)?;
+    let v = scaled(r, "expand_v", d, 1.0)?;
+    let heads = width(r, &["num_heads"], 4)?;
+    if !k.is_multiple_of(heads) || !v.is_multiple_of(heads) {
+        return Err(invalid("num_heads", format!("{heads} heads do not divide the key and value widths {k}, {v}")));
+    }
+    let rank = u128::from(width(r, &["proj_low_rank_dim"], 32)?);
+    let gate = u128::from(width(r, &["gate_low_rank_dim"], 64)?);
+    m.ffn_size = ffn_width(r, d, 3.5)?;
+    let (dw, kw, vw) = (u128::from(d), u128::from(k), u128::from(v));
+    // x_proj (LerpLinear d -> 5r, then 5r -> d), x_bias 5d, r/k (d x K), v/g (d x V), w LoRA with bias,
+    // bonus K, GroupNorm 2V, o (V x d); plus the channel mix's receptance and mix vectors.
+    let params = 10 * rank * dw
+        + 6 * dw
+        + 2 * dw * kw
+        + gate * (dw + kw)
+        + 2 * kw
+        + 2 * dw * vw
+        + 2 * vw
+        + vw * dw
+        + dw * dw
+        + 2 * dw;
+    let conv_bytes = hybrid::dtype_bytes(r);
+    let state = kw * vw / u128::from(heads);
+    m.states.linear = Some(hybrid::state_geometry(2 * dw, conv_bytes, state, 4, params)?);
+    state_reading(r, conv_bytes, "the WKV state (heads x key dim x value dim)");
+    let missing = if r.boolean("norm_first").unwrap_or(true) { pre_norm(&m) } else { 0 };
+    Ok(Built { missing, model: m, unmodelled: PRE_NORM.into() })
+}
+
+/// A low-rank width: the field, else FLA's rule `max(32, round(c sqrt(d) factor / 32) 32)`.
+fn low_rank(r: &mut Reader<'_>, key: &str, d: u64, c: f64) -> Result<u128, ImportError> {
+    if let Some(n) = r.count(&[key])? {
+        return Ok(n.into());
+    }
+    let n = ((c * (d as f64).sqrt() / 32.0).round_ties_even() * 32.0).max(32.0) as u128;
+    r.assume(format!("{key}: absent, so FLA's rule gives {n}"));
+    Ok(n)
+}
+
+/// RWKV-7 (FLA): heads of `head_dim`, a DPLR state per head, LoRAs for decay, in-context rate,
+/// gate and (from layer 1 on) the value residual.
+pub(super) fn rwkv7(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    refuse_attn(r)?;
+    let mut m = start(r, family)?;
+    let d = m.d_model;
+    let head_dim = width(r, &["head_dim"], 64)?;
+    if !d.is_multiple_of(head_dim) {
+        return Err(invalid("head_dim", format!("{head_dim} does not divide hidden_size {d}")));
+    }
+    let heads = d / head_dim;
+    if let Some(n) = r.count(&["num_heads"])?
+        && n != heads
+    {
+        r.warn(format!("num_heads {n} is ignored: hidden_size / head_dim = {heads}"));
+    }
+    let v = match r.find(&["value_dim"]) {
+        Some((path, val)) if !val.is_u64() => return Err(invalid(&path, "only one value_dim for all layers is read")),
+        _ => width(r, &["value_dim"], d)?,
+    };
+    if !v.is_multiple_of(heads) {
+        return Err(invalid("value_dim", format!("{v} is not split evenly over {heads} heads")));
+    }
+    // FLA scales the decay, a and v ranks by head_dim / 64.
+    let factor = head_dim as f64 / 64.0;
+    let dw_rank = low_rank(r, "decay_low_rank_dim", d, 2.5 * factor)?;
+    let a_rank = low_rank(r, "a_low_rank_dim", d, 2.5 * factor)?;
+    let g_rank = low_rank(r, "gate_low_rank_dim", d, 5.0)?;
+    let v_rank = low_rank(r, "v_low_rank_dim", d, 1.7 * factor)?;
+    m.ffn_size = ffn_width(r, d, 4.0)?;
+    let (dd, vw) = (u128::from(d), u128::from(v));
+    let value_lora = dd * v_rank + v_rank * vw + vw;
+    // Six mix vectors, k_k, k_a, r_k (9d); r, k (d x d), v (d x V), o (V x d); decay and a LoRAs with
+    // bias; gate LoRA; GroupNorm 2V; the value LoRA; plus the channel mix's mix vector (d).
+    let params = 9 * dd
+        + 2 * dd * dd
+        + 2 * dd * vw
+        + (2 * dd * dw_rank + dd)
+        + (2 * dd * a_rank + dd)
+        + (dd * g_rank + g_rank * vw)
+        + 2 * vw
+        + value_lora
+        + dd;
+    let conv_bytes = hybrid::dtype_bytes(r);
+    let state = u128::from(head_dim) * vw;
+    m.states.linear = Some(hybrid::state_geometry(2 * dd, conv_bytes, state, 4, params)?);
+    state_reading(r, conv_bytes, "the WKV state (heads x head_dim x value head dim)");
+    r.read_as(format!(
+        "Every RWKV-7 layer is counted with the mixer of layers 1 on ({params} with the channel mix's mix vector); \
+         layer 0 has no value LoRA and holds {value_lora} fewer"
+    ));
+    let pre = if r.boolean("norm_first").unwrap_or(true) { pre_norm(&m) } else { 0 };
+    Ok(Built {
+        missing: pre - signed(value_lora),
+        model: m,
+        unmodelled: "layer 0 has no value LoRA but is counted with one, and its extra LayerNorm before the first \
+                     block is not counted"
+            .into(),
+    })
+}
