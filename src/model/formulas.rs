@@ -103,7 +103,12 @@ pub fn state_formula(model: &Model) -> String {
         .filter_map(|c| {
             let factors = state_factors(model, c.kind)?;
             let plural = if c.layers == 1 { "layer" } else { "layers" };
-            Some(format!("{} {} {plural} × {factors}", c.layers, c.kind.noun()))
+            // An attention layer keeps a state when a mixer runs beside it (Falcon-H1).
+            let beside = match model.state_mixer(c.kind) {
+                Some(m) if c.kind.is_attention() => format!(" ({} beside attention)", m.noun()),
+                _ => String::new(),
+            };
+            Some(format!("{} {} {plural}{beside} × {factors}", c.layers, c.kind.noun()))
         })
         .collect();
     let total = state_bytes(model).map(format_thousands).unwrap_or_else(|_| "?".into());
@@ -248,6 +253,12 @@ mod tests {
             "6 layers × (1,000 conv elements × 2 B + 4,000 state elements × 2 B) = 60,000 B per sequence"
         );
         assert_eq!(state_formula(&model("llama-3-8b")), "no layer keeps a recurrent state = 0 B");
+        // Falcon-H1's shape: 4 attention layers with Mamba beside, (100 + 200) × 2 B each.
+        let falcon = crate::model::decode_model("L4.d512.h8.kv2.hd64.bas.ssm100-200-2-2-1000.fs1024").unwrap();
+        assert_eq!(
+            state_formula(&falcon),
+            "4 global layers (ssm beside attention) × (100 conv elements × 2 B + 200 state elements × 2 B) = 2,400 B per sequence"
+        );
         let ssm_kind = LayerKind::Stateful(crate::model::StateMixer::Ssm);
         assert_eq!(
             attn_params_formula(&m, ssm_kind, &attn_params(&m, ssm_kind)),

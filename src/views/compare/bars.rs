@@ -44,11 +44,18 @@ pub struct Bars {
 pub fn state_note(base: &Model) -> Option<String> {
     let state = state_bytes(base).ok()?;
     let kept = base.n_layers() - base.attention_layers();
-    if kept == 0 {
+    if kept == 0 && state == 0 {
         return None;
     }
     let state = format_bytes(state);
-    Some(if base.has_attention() {
+    Some(if kept == 0 {
+        // Falcon-H1's shape: the mixers run beside attention in the same layers.
+        format!(
+            "Every variant changes only the attention of the {} layers; the recurrent mixers beside it keep the \
+             same state of {state} per sequence in every row, at any context.",
+            base.n_layers()
+        )
+    } else if base.has_attention() {
         format!(
             "Every variant changes only the {} attention layers; the other {kept} layers stay as they are, with \
              the same recurrent state of {state} per sequence in every row, at any context.",

@@ -61,9 +61,10 @@ pub fn sci(flops: u128) -> String {
     if flops < 1_000_000 { format_thousands(flops) } else { format!("{:.3e}", flops as f64) }
 }
 
-/// Whether the FLOP tables need a column for recurrent mixers (the model has such layers).
+/// Whether the FLOP tables need a column for recurrent mixers (the model has such layers, or runs
+/// one beside attention).
 pub fn has_mixers(base: &Model) -> bool {
-    base.schedule.layers().iter().any(|k| k.state_mixer().is_some())
+    base.schedule.layers().iter().any(|&k| base.state_geometry(k).is_some())
 }
 
 /// From what length a global causal layer's attention core costs as much as its projections.

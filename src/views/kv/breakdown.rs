@@ -55,7 +55,8 @@ pub fn breakdown_table(model: &Model, kv: &KvParams) -> Option<BreakdownTable> {
         bytes_heading: format!("Bytes ({})", kv.dtype.label()),
         rows: b.rows.iter().map(|r| breakdown_row(model, r, kv)).collect(),
         total_text: bytes_text(b.total_bytes),
-        state_total_text: b.rows.iter().any(|r| !r.kind.is_attention()).then(|| bytes_text(b.state_bytes)),
+        state_total_text: (b.state_bytes > 0 || b.rows.iter().any(|r| !r.kind.is_attention()))
+            .then(|| bytes_text(b.state_bytes)),
         state_note: state_note(model, &b.rows, b.state_bytes),
     })
 }
@@ -63,11 +64,17 @@ pub fn breakdown_table(model: &Model, kv: &KvParams) -> Option<BreakdownTable> {
 /// A pure state-space model has no cache at all; a hybrid caches in its attention layers only.
 fn state_note(model: &Model, rows: &[KvRow], state_bytes: u128) -> Option<String> {
     let others: u32 = rows.iter().filter(|r| !r.kind.is_attention()).map(|r| r.layers).sum();
-    if others == 0 {
-        return None;
-    }
     let layers = model.n_layers();
     let state = format_bytes(state_bytes);
+    if others == 0 {
+        // Falcon-H1's shape: a recurrent mixer runs beside attention in every attention layer.
+        let mixer = model.states.beside_attention.filter(|_| state_bytes > 0)?;
+        return Some(format!(
+            "Every one of the {layers} layers runs a {} beside its attention: it keeps its KV cache and also a \
+             recurrent state, {state} per sequence in all, the same at any context.",
+            mixer.description()
+        ));
+    }
     Some(if !model.has_attention() {
         format!(
             "No KV cache: none of the {layers} layers runs softmax attention, so no layer keeps keys and values \
@@ -88,6 +95,8 @@ fn breakdown_row(model: &Model, row: &KvRow, kv: &KvParams) -> BreakdownRow {
     if !row.kind.is_attention() {
         return stateful_row(model, row, kv);
     }
+    // An attention layer with a recurrent mixer beside it keeps a state too.
+    let state_text = (row.state_bytes > 0).then(|| (bytes_text(row.state_bytes), state_row_formula(model, row)));
     // MLA caches one latent (plus a shared RoPE key) per token, whatever the head count.
     let (kv_heads, head_dims) = match model.mla {
         Some(x) => ("1 latent".to_string(), format!("{} + {}", x.kv_lora_rank, x.qk_rope_head_dim)),
@@ -107,7 +116,7 @@ fn breakdown_row(model: &Model, row: &KvRow, kv: &KvParams) -> BreakdownRow {
         cached_tokens: row.cached_tokens,
         layer_count: row.layers,
         state_bytes: row.state_bytes,
-        state_text: None,
+        state_text,
         kind_name: kind_name(row.kind),
         layers,
         kv_heads,
@@ -251,5 +260,26 @@ mod tests {
         let note = t.state_note.unwrap();
         assert!(note.starts_with("No KV cache: none of the 64 layers runs softmax attention"), "{note}");
         assert!(note.contains("13.11 MB (12.50 MiB)"), "{note}");
+    }
+
+    #[test]
+    fn a_mixer_beside_attention_keeps_a_state_in_the_attention_rows() {
+        // Falcon-H1's shape on 4 layers: each runs attention (2 KV heads of 64) and Mamba side by side;
+        // Mamba keeps (100 + 200) elements × 2 B = 600 B per layer, 2,400 B in all.
+        let m = crate::model::decode_model("L4.d512.h8.kv2.hd64.bas.ssm100-200-2-2-1000.fs1024").unwrap();
+        let t = breakdown_table(&m, &KvParams { ctx_tokens: 10, ..Default::default() }).unwrap();
+        let [global] = &t.rows[..] else { panic!("{:?}", t.rows) };
+        // Cache: 4 layers × 2 KV heads × 64 × 2 (K, V) × 2 B × 10 tokens = 20,480 B; state 2,400 B.
+        assert_eq!((global.kind_noun, global.bytes, global.state_bytes), ("global", 20_480, 2_400));
+        assert_eq!(
+            global.state_text.as_ref().map(|t| t.1.as_str()),
+            Some("4 layers × (100 conv elements × 2 B + 200 state elements × 2 B) = 2,400 B per sequence")
+        );
+        assert_eq!(t.state_total_text.as_deref(), Some("2,400 bytes = 2.40 KB (2.34 KiB)"));
+        let note = t.state_note.unwrap();
+        assert!(
+            note.starts_with("Every one of the 4 layers runs a state-space (Mamba) layer beside its attention"),
+            "{note}"
+        );
     }
 }
