@@ -6,7 +6,7 @@
 
 use super::config::Model;
 use super::dtype::DType;
-use super::kv_cache::{ContextFit, SizeOverflow, kv_total_bytes, max_context_tokens, weights_bytes};
+use super::kv_cache::{ContextFit, SizeOverflow, kv_total_bytes, max_context_tokens, state_bytes, weights_bytes};
 
 /// Budgets offered as one-click choices, in GB, with a card that has that much memory.
 pub const BUDGET_PRESETS_GB: [(u64, &str); 5] = [
@@ -75,7 +75,10 @@ pub struct BudgetFit {
     pub kv_room_bytes: u128,
     /// The cache at the chosen context.
     pub kv_at_ctx_bytes: u128,
-    /// Weights (if counted) plus the cache at the chosen context.
+    /// The recurrent state of one sequence ([`state_bytes`]; 0 for a transformer), the same at every
+    /// context.
+    pub state_bytes: u128,
+    /// Weights (if counted) plus one sequence's cache at the chosen context and its state.
     pub used_at_ctx_bytes: u128,
     /// The longest context whose cache fits the room.
     pub fit: ContextFit,
@@ -87,10 +90,15 @@ impl BudgetFit {
         self.used_at_ctx_bytes <= self.budget_bytes
     }
 
-    /// How many sequences of the chosen context fit side by side in the room left for the cache
-    /// (a server's batch); `None` when a sequence's cache is empty.
+    /// What one sequence of the chosen context keeps: its cache plus its recurrent state.
+    pub const fn sequence_bytes(&self) -> u128 {
+        self.kv_at_ctx_bytes.saturating_add(self.state_bytes)
+    }
+
+    /// How many sequences of the chosen context fit side by side in the room left beside the weights
+    /// (a server's batch), each with its cache and its state; `None` when a sequence keeps nothing.
     pub fn sequences_at_ctx(&self) -> Option<u128> {
-        self.kv_room_bytes.checked_div(self.kv_at_ctx_bytes)
+        self.kv_room_bytes.checked_div(self.sequence_bytes())
     }
 }
 
@@ -106,12 +114,14 @@ pub fn budget_fit(
     let budget = u128::from(budget_bytes);
     let weights = weights_dtype.map(|d| weights_bytes(model, d)).transpose()?;
     let kv_at_ctx = kv_total_bytes(model, ctx_tokens, kv_dtype)?;
-    let used = kv_at_ctx.checked_add(weights.unwrap_or(0)).ok_or(SizeOverflow)?;
+    let state = state_bytes(model)?;
+    let used = kv_at_ctx.checked_add(state).and_then(|u| u.checked_add(weights.unwrap_or(0))).ok_or(SizeOverflow)?;
     Ok(BudgetFit {
         budget_bytes: budget,
         weights_bytes: weights,
         kv_room_bytes: budget.saturating_sub(weights.unwrap_or(0)),
         kv_at_ctx_bytes: kv_at_ctx,
+        state_bytes: state,
         used_at_ctx_bytes: used,
         fit: max_context_tokens(model, kv_dtype, budget, weights_dtype),
     })
@@ -164,5 +174,22 @@ mod tests {
         assert_eq!(tiny.kv_room_bytes, 0);
         assert_eq!(tiny.sequences_at_ctx(), Some(0));
         assert!(!tiny.ctx_fits());
+    }
+
+    #[test]
+    fn a_hybrid_sequence_keeps_its_state_beside_its_cache() {
+        use crate::model::encoding::decode_model;
+        // 8 layers, 2 attention (8 KV heads of 128) and 6 Mamba layers of 1,000 conv + 4,000 state
+        // elements at 2 B: state 6 × (1,000 × 2 + 4,000 × 2) = 60,000 B per sequence.
+        let m = decode_model("L8.d1024.h8.kv8.hd128.pat3s-1g.ssm1000-4000-2-2-0.fs4096.v1000.ctx4096").unwrap();
+        let f = budget_fit(&m, DType::Fp16, 1000, 1_000_000_000, None).unwrap();
+        assert_eq!(f.state_bytes, 60_000);
+        // Cache: 2 layers × 8 × 128 × 2 × 2 B = 8,192 B per token; 1,000 tokens: 8,192,000 B.
+        assert_eq!(f.kv_at_ctx_bytes, 8_192_000);
+        assert_eq!((f.sequence_bytes(), f.used_at_ctx_bytes), (8_252_000, 8_252_000));
+        // 10^9 / 8,252,000 = 121.18 -> 121 sequences (the cache alone would give 122).
+        assert_eq!(f.sequences_at_ctx(), Some(121));
+        // (10^9 − 60,000) / 8,192 = 122,062.98 -> 122,062 tokens.
+        assert_eq!(f.fit, ContextFit::Tokens(122_062));
     }
 }

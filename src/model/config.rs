@@ -343,8 +343,12 @@ impl Model {
                 layer < first_shared || !layers[..first_shared].contains(&kind)
             }
             CrossLayerSharing::Groups { group_size } => {
+                // Groups of consecutive attention layers: in a hybrid the layers without attention
+                // between them neither count nor break a group (in a transformer, index = layer).
                 let g = (group_size as usize).max(1);
-                let leader = layer - layer % g;
+                let attention = |l: &usize| layers[*l].is_attention();
+                let index = (0..layer).filter(attention).count();
+                let leader = (0..layers.len()).filter(attention).nth(index - index % g).unwrap_or(layer);
                 layer == leader || layers[leader] != kind
             }
         }
@@ -597,6 +601,15 @@ mod tests {
         m.schedule = Schedule::from_layers(vec![sw, LayerKind::Global, sw, sw, LayerKind::Global, LayerKind::Global]);
         let stores: Vec<bool> = (0..6).map(|l| m.stores_kv(l)).collect();
         assert_eq!(stores, [true, true, true, false, true, false]);
+        // In a hybrid, groups count attention layers only: with Mamba layers between them, global
+        // layers 1 and 3 form a group (3 reads 1's cache), 5 leads the next.
+        let ssm = LayerKind::Stateful(StateMixer::Ssm);
+        m.schedule =
+            Schedule::from_layers(vec![ssm, LayerKind::Global, ssm, LayerKind::Global, ssm, LayerKind::Global]);
+        m.states.ssm =
+            Some(StateGeometry { conv_elements: 1, state_elements: 1, conv_bytes: 2, state_bytes: 2, params: 0 });
+        let stores: Vec<bool> = (0..6).map(|l| m.stores_kv(l)).collect();
+        assert_eq!(stores, [false, true, false, false, false, true]);
     }
 
     #[test]

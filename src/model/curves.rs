@@ -3,7 +3,7 @@
 
 use super::config::Model;
 use super::dtype::DType;
-use super::kv_cache::{ContextFit, SizeOverflow, kv_breakdown};
+use super::kv_cache::{ContextFit, SizeOverflow, kv_breakdown, state_bytes};
 use super::plot::{Axis, sample_tokens};
 use super::schedule::LayerKind;
 
@@ -12,30 +12,49 @@ pub const MAX_CHART_TOKENS: u64 = 100_000_000;
 /// Shortest context a chart spans, so that tiny contexts still show a slope.
 pub const MIN_CHART_TOKENS: u64 = 64;
 
-/// One line of the chart: a layer kind's cache (all its storing layers), or the total.
+/// What a line of the chart draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurveOf {
+    /// The cache of the storing layers of one kind.
+    Kind(LayerKind),
+    /// The recurrent state of the layers without attention (flat: the same at every context).
+    State,
+    /// Everything one sequence keeps: the whole cache plus the state.
+    Total,
+}
+
+/// One line of the chart: a layer kind's cache (all its storing layers), the recurrent state, or the
+/// total per sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvCurve {
-    /// `None` for the total.
-    pub kind: Option<LayerKind>,
-    /// Layers of this kind that store a cache (all storing layers for the total).
+    pub of: CurveOf,
+    /// Layers of this kind that store a cache (all storing layers for the total; the layers that
+    /// keep a state for the state line).
     pub storing_layers: u32,
     /// `(context tokens, bytes)`, ascending in tokens.
     pub points: Vec<(u64, u128)>,
+    /// Whether the model keeps a recurrent state (the total then adds it, and says so).
+    pub with_state: bool,
 }
 
 impl KvCurve {
-    /// "10 global layers", "52 sliding (1,024) layers", "total (62 layers)".
+    /// "10 global layers", "52 sliding (1,024) layers", "total (62 storing layers)", "state of 28
+    /// recurrent layers (constant)", "total per sequence (cache of 4 layers + state)".
     pub fn label(&self) -> String {
-        match self.kind {
-            None => format!("total ({} storing layers)", self.storing_layers),
-            Some(LayerKind::Global) => format!("{} global layers", self.storing_layers),
-            Some(LayerKind::Sliding { window_tokens }) => {
+        match self.of {
+            CurveOf::Total if self.with_state => {
+                format!("total per sequence (cache of {} layers + state)", self.storing_layers)
+            }
+            CurveOf::Total => format!("total ({} storing layers)", self.storing_layers),
+            CurveOf::State => format!("state of {} recurrent layers (constant)", self.storing_layers),
+            CurveOf::Kind(LayerKind::Global) => format!("{} global layers", self.storing_layers),
+            CurveOf::Kind(LayerKind::Sliding { window_tokens }) => {
                 format!("{} sliding layers (window {window_tokens})", self.storing_layers)
             }
-            Some(LayerKind::Chunked { chunk_tokens }) => {
+            CurveOf::Kind(LayerKind::Chunked { chunk_tokens }) => {
                 format!("{} chunked layers (chunk {chunk_tokens})", self.storing_layers)
             }
-            Some(kind) => format!("{} {} layers", self.storing_layers, kind.noun()),
+            CurveOf::Kind(kind) => format!("{} {} layers", self.storing_layers, kind.noun()),
         }
     }
 }
@@ -62,33 +81,42 @@ pub fn chart_max_tokens(model: &Model, ctx_tokens: u64, fit: ContextFit) -> u64 
     max.min(MAX_CHART_TOKENS)
 }
 
-/// One curve per layer kind (in the schedule's order) and the total last, at each of `samples`.
-/// Kinds with no storing layer (all shared) are left out.
+/// One curve per layer kind (in the schedule's order), then the recurrent state when the model keeps
+/// one (a flat line), then the total per sequence (cache plus state) last, at each of `samples`.
+/// Kinds with no storing layer (all shared, or without attention) are left out; so is the total of a
+/// model that caches nothing (its state line is the whole).
 pub fn kv_curves(model: &Model, dtype: DType, samples: &[u64]) -> Result<Vec<KvCurve>, SizeOverflow> {
-    let counts = model.schedule.counts();
-    let mut curves: Vec<KvCurve> = Vec::with_capacity(counts.len() + 1);
-    let mut total = KvCurve { kind: None, storing_layers: 0, points: Vec::with_capacity(samples.len()) };
+    let state = state_bytes(model)?;
+    let curve = |of, storing_layers| KvCurve {
+        of,
+        storing_layers,
+        points: Vec::with_capacity(samples.len()),
+        with_state: state > 0,
+    };
+    let mut curves: Vec<KvCurve> = Vec::new();
+    let mut state_curve = curve(CurveOf::State, 0);
+    let mut total = curve(CurveOf::Total, 0);
     for &n in samples {
         let b = kv_breakdown(model, n, dtype)?;
         if curves.is_empty() {
-            curves = b
-                .rows
-                .iter()
-                .map(|r| KvCurve {
-                    kind: Some(r.kind),
-                    storing_layers: r.storing_layers,
-                    points: Vec::with_capacity(samples.len()),
-                })
-                .collect();
+            curves = b.rows.iter().map(|r| curve(CurveOf::Kind(r.kind), r.storing_layers)).collect();
             total.storing_layers = b.rows.iter().map(|r| r.storing_layers).sum();
+            state_curve.storing_layers = b.rows.iter().filter(|r| r.state_bytes > 0).map(|r| r.layers).sum();
         }
         for (curve, row) in curves.iter_mut().zip(&b.rows) {
             curve.points.push((n, row.bytes));
         }
-        total.points.push((n, b.total_bytes));
+        state_curve.points.push((n, b.state_bytes));
+        total.points.push((n, b.total_bytes.checked_add(b.state_bytes).ok_or(SizeOverflow)?));
     }
     curves.retain(|c| c.storing_layers > 0);
-    curves.push(total);
+    let caches = !curves.is_empty();
+    if state > 0 {
+        curves.push(state_curve);
+    }
+    if caches || state == 0 {
+        curves.push(total);
+    }
     Ok(curves)
 }
 
@@ -116,7 +144,7 @@ mod tests {
         assert_eq!(curves.len(), 3);
         // 52 sliding layers * 16 KV heads * 128 dims * 2 (K, V) * 2 B = 425,984 B per token
         let sliding = &curves[0];
-        assert_eq!(sliding.kind, Some(LayerKind::Sliding { window_tokens: 1024 }));
+        assert_eq!(sliding.of, CurveOf::Kind(LayerKind::Sliding { window_tokens: 1024 }));
         assert_eq!(sliding.points[1], (1024, 425_984 * 1024));
         // plateau: the same at 2048 and 131,072 tokens
         assert_eq!(sliding.points[2].1, 425_984 * 1024);
@@ -140,5 +168,26 @@ mod tests {
         assert_eq!(chart_max_tokens(&mistral, 100, ContextFit::Unbounded), 8192);
         let s = chart_samples(&mistral, Axis::Linear, 8192, &[100]);
         assert!(s.contains(&4096) && s.contains(&100) && s.contains(&0) && s.contains(&8192));
+    }
+
+    #[test]
+    fn a_hybrid_draws_its_state_flat_and_adds_it_to_the_total() {
+        // 8 layers: 2 global (8 KV heads of 128: 2 × 8 × 128 × 2 × 2 B = 8,192 B per token) and 6
+        // Mamba layers of (1,000 + 4,000) elements × 2 B: 60,000 B of state at every context.
+        let m = crate::model::decode_model("L8.d1024.h8.kv8.hd128.pat3s-1g.ssm1000-4000-2-2-0.fs4096").unwrap();
+        let curves = kv_curves(&m, DType::Fp16, &[0, 10, 1000]).unwrap();
+        let of: Vec<CurveOf> = curves.iter().map(|c| c.of).collect();
+        assert_eq!(of, [CurveOf::Kind(LayerKind::Global), CurveOf::State, CurveOf::Total]);
+        assert_eq!(curves[1].points, [(0, 60_000), (10, 60_000), (1000, 60_000)]);
+        assert_eq!(curves[1].label(), "state of 6 recurrent layers (constant)");
+        // 1,000 tokens: 8,192,000 B of cache + 60,000 B of state.
+        assert_eq!(curves[2].points[2], (1000, 8_252_000));
+        assert_eq!(curves[2].label(), "total per sequence (cache of 2 layers + state)");
+        // A pure state-space model: the state line alone.
+        let mamba = crate::model::decode_model("L4.d64.h1.kv1.hd1.pat1s.ssm10-20-2-4-0.fs0").unwrap();
+        let curves = kv_curves(&mamba, DType::Fp16, &[0, 100]).unwrap();
+        // 4 layers × (10 × 2 B + 20 × 4 B) = 400 B.
+        assert_eq!(curves.len(), 1);
+        assert_eq!((curves[0].of, curves[0].points[1]), (CurveOf::State, (100, 400)));
     }
 }

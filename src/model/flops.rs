@@ -14,10 +14,19 @@
 //! layer). MLA decodes in its absorbed form: the up-projections are folded into the query and the
 //! output, so each head scores the cached latent and RoPE key directly (`d_qk = r_kv + d_rope`) and
 //! sums latents (`d_v = r_kv`); the folded weights are the same `W`, applied once per token.
+//!
+//! Layers without softmax attention ([`LayerKind::Stateful`]: state-space, linear-attention and
+//! short-convolution mixers) have no projections to Q/K/V/O and no attention core. Their mixer's
+//! weights ([`mixer_params`]: in and out projections, the convolution, the gates) cost 2 FLOPs per
+//! weight per token, in a prefill as in a decode step, whatever the context. Not counted: the state
+//! update itself (a few multiply-adds per state element per token, e.g. Mamba's `d_inner × d_state`
+//! decay-and-add, against `~6 d_model × d_inner` weights it is a few percent), the scan's
+//! discretisation, activations and norms. A feed-forward-only layer has its FFN and nothing else,
+//! and [`super::params::has_ffn`] decides which layers have an FFN.
 
 use super::config::Model;
 use super::mask::Mask;
-use super::params::{attn_params, ffn_active_params};
+use super::params::{attn_params, ffn_active_params, mixer_params};
 use super::schedule::LayerKind;
 
 /// FLOPs of one layer (or a sum of layers) for a prefill.
@@ -25,13 +34,22 @@ use super::schedule::LayerKind;
 pub struct LayerFlops {
     pub projections: u128,
     pub attention_core: u128,
+    /// The weights of recurrent mixers (state-space, linear attention, convolution): 0 in a
+    /// transformer.
+    pub mixer: u128,
     pub ffn: u128,
 }
 
 impl LayerFlops {
     pub const fn total(&self) -> u128 {
-        self.projections + self.attention_core + self.ffn
+        self.projections + self.attention_core + self.mixer + self.ffn
     }
+}
+
+/// FLOPs of `n_tokens` tokens through the recurrent mixer of a layer of `kind`: 2 per mixer weight
+/// per token (0 for attention and feed-forward layers; the state update is not counted).
+pub fn mixer_flops(model: &Model, kind: LayerKind, n_tokens: u64) -> u128 {
+    2u128.saturating_mul(n_tokens.into()).saturating_mul(mixer_params(model, kind))
 }
 
 /// `h * (d_qk + d_v)`: the core's FLOPs per attended pair, halved.
@@ -71,6 +89,7 @@ pub fn layer_prefill_flops(model: &Model, layer: usize, n_tokens: u64) -> Option
     Some(LayerFlops {
         projections: projection_flops(model, kind, n_tokens),
         attention_core: Mask::of_layer(kind).map_or(0, |mask| attention_core_flops(model, kind, mask, n_tokens)),
+        mixer: mixer_flops(model, kind, n_tokens),
         ffn: 2 * u128::from(n_tokens) * ffn_active_params(model, layer_u32),
     })
 }
@@ -86,6 +105,7 @@ fn sum_layers(model: &Model, of_layer: impl Fn(usize) -> Option<LayerFlops>) -> 
         if let Some(f) = of_layer(layer) {
             sum.projections = sum.projections.saturating_add(f.projections);
             sum.attention_core = sum.attention_core.saturating_add(f.attention_core);
+            sum.mixer = sum.mixer.saturating_add(f.mixer);
             sum.ffn = sum.ffn.saturating_add(f.ffn);
         }
     }
@@ -100,6 +120,7 @@ pub fn layer_decode_flops(model: &Model, layer: usize, context_tokens: u64) -> O
     Some(LayerFlops {
         projections: projection_flops(model, kind, 1),
         attention_core: 2u128.saturating_mul(decode_core_width(model, kind)).saturating_mul(keys.into()),
+        mixer: mixer_flops(model, kind, 1),
         ffn: 2 * ffn_active_params(model, layer_u32),
     })
 }
@@ -304,5 +325,32 @@ pub(super) mod tests {
             crossover_tokens(&m, LayerKind::Global, Mask::Chunked { chunk_tokens: 1 << 20 }),
             Some(4 * 4096 - 1)
         );
+    }
+
+    #[test]
+    fn recurrent_and_feed_forward_only_layers_by_hand() {
+        use crate::model::decode_model;
+        // 4 layers of d = 64 (4 heads of 16, MHA), SwiGLU 256: Mamba, FFN-only, attention, FFN-only
+        // (Nemotron-H's shape: FFNs only in the FFN-only layers), a mixer of 5,000 weights.
+        let m = decode_model("L4.d64.h4.pat1s-1f-1g-1f.ssm100-200-2-4-5000.fs256").unwrap();
+        let f = model_prefill_flops(&m, 10);
+        // Projections: the attention layer only, 2 × 10 × 4 × 64 × 64 = 327,680.
+        assert_eq!(f.projections, 327_680);
+        // Core: the attention layer's causal 55 pairs × 2 × 4 heads × (16 + 16) = 14,080.
+        assert_eq!(f.attention_core, 14_080);
+        // Mixer: 2 × 10 tokens × 5,000 weights = 100,000; no attention work in that layer.
+        assert_eq!(f.mixer, 100_000);
+        // FFN: the two FFN-only layers, 2 × 10 × 3 × 64 × 256 each = 983,040 each, 1,966,080.
+        assert_eq!(f.ffn, 1_966_080);
+        assert_eq!(f.total(), 327_680 + 14_080 + 100_000 + 1_966_080);
+        let ssm_layer = layer_decode_flops(&m, 0, 1000).unwrap();
+        // Decoding: 2 × 5,000 = 10,000 in the Mamba layer at any context, nothing else there.
+        assert_eq!(ssm_layer, LayerFlops { mixer: 10_000, ..Default::default() });
+        assert_eq!(layer_decode_flops(&m, 0, 10), Some(ssm_layer));
+        // The FFN-only layer: 2 × 3 × 64 × 256 = 98,304 and nothing else.
+        assert_eq!(layer_decode_flops(&m, 1, 1000), Some(LayerFlops { ffn: 98_304, ..Default::default() }));
+        // Without FFN-only layers (Jamba's shape) every layer has its FFN, the Mamba ones included.
+        let jamba = decode_model("L2.d64.h4.pat1s-1g.ssm100-200-2-4-5000.fs256").unwrap();
+        assert_eq!(model_decode_flops(&jamba, 10).ffn, 2 * 98_304);
     }
 }

@@ -6,7 +6,7 @@
 
 use super::config::Model;
 use super::dtype::DType;
-use super::kv_cache::{KvRow, kv_breakdown, kv_bytes_per_token, kv_bytes_per_token_per_layer};
+use super::kv_cache::{KvRow, kv_breakdown, kv_bytes_per_token, kv_bytes_per_token_per_layer, state_bytes};
 use super::params::AttnParams;
 use super::schedule::LayerKind;
 use super::units::format_thousands;
@@ -69,6 +69,55 @@ pub fn row_formula(model: &Model, row: &KvRow, dtype: DType) -> String {
     )
 }
 
+/// What one layer of `kind` keeps per sequence, as factors: `(32,768 conv elements × 2 B + 262,144
+/// state elements × 2 B)`; `None` for a layer that keeps no state (attention, feed-forward only).
+pub fn state_factors(model: &Model, kind: LayerKind) -> Option<String> {
+    let g = model.state_geometry(kind)?;
+    Some(format!(
+        "({} conv elements × {} B + {} state elements × {} B)",
+        format_thousands(g.conv_elements.into()),
+        g.conv_bytes,
+        format_thousands(g.state_elements.into()),
+        g.state_bytes
+    ))
+}
+
+/// A breakdown row's state: `28 layers × (32,768 conv elements × 2 B + 262,144 state elements × 2 B)
+/// = 16,515,072 B per sequence`; a feed-forward-only row keeps nothing.
+pub fn state_row_formula(model: &Model, row: &KvRow) -> String {
+    match state_factors(model, row.kind) {
+        Some(factors) => {
+            format!("{} layers × {factors} = {} B per sequence", row.layers, format_thousands(row.state_bytes))
+        }
+        None => format!("{} layers × no token mixer = 0 B", row.layers),
+    }
+}
+
+/// The `state-bytes` formula: one term per recurrent mixer, summed, e.g. `28 ssm layers × (32,768
+/// conv elements × 2 B + 262,144 state elements × 2 B) = 16,515,072 B per sequence`.
+pub fn state_formula(model: &Model) -> String {
+    let terms: Vec<String> = model
+        .schedule
+        .counts()
+        .iter()
+        .filter_map(|c| {
+            let factors = state_factors(model, c.kind)?;
+            let plural = if c.layers == 1 { "layer" } else { "layers" };
+            // An attention layer keeps a state when a mixer runs beside it (Falcon-H1).
+            let beside = match model.state_mixer(c.kind) {
+                Some(m) if c.kind.is_attention() => format!(" ({} beside attention)", m.noun()),
+                _ => String::new(),
+            };
+            Some(format!("{} {} {plural}{beside} × {factors}", c.layers, c.kind.noun()))
+        })
+        .collect();
+    let total = state_bytes(model).map(format_thousands).unwrap_or_else(|_| "?".into());
+    if terms.is_empty() {
+        return "no layer keeps a recurrent state = 0 B".into();
+    }
+    format!("{} = {total} B per sequence", terms.join(" + "))
+}
+
 /// Why a row holds the tokens it holds at a context of `n_tokens`.
 pub fn cached_tokens_reason(kind: LayerKind, n_tokens: u64) -> String {
     let n = format_thousands(n_tokens.into());
@@ -102,6 +151,9 @@ pub fn total_formula(model: &Model, n_tokens: u64, dtype: DType) -> String {
 /// The `attn-params-per-layer` formula, part by part:
 /// `Q 4,096×4,096 + K 4,096×1,024 + V 4,096×1,024 + O 4,096×4,096 = 41,943,040`.
 pub fn attn_params_formula(model: &Model, kind: LayerKind, p: &AttnParams) -> String {
+    if !kind.is_attention() {
+        return format!("no softmax attention in this {} layer = 0", kind.noun());
+    }
     let d = format_thousands(model.d_model.into());
     let mut terms: Vec<String> = Vec::new();
     if let Some(m) = model.mla {
@@ -183,5 +235,34 @@ mod tests {
         assert!(per_token_formula(&e4b, DType::Fp16).contains(" of "), "{}", per_token_formula(&e4b, DType::Fp16));
         let p = attn_params(&d, LayerKind::Global);
         assert!(attn_params_formula(&d, LayerKind::Global, &p).ends_with(&format_thousands(p.total())));
+    }
+
+    #[test]
+    fn state_formulas_by_hand() {
+        // 8 layers: 3 Mamba, 1 global, repeated: 6 Mamba layers of 1,000 conv and 4,000 state
+        // elements at 2 B: 6 × (2,000 + 8,000) = 60,000 B.
+        let m = crate::model::decode_model("L8.d1024.h8.kv8.hd128.pat3s-1g.ssm1000-4000-2-2-0.fs4096").unwrap();
+        assert_eq!(
+            state_formula(&m),
+            "6 ssm layers × (1,000 conv elements × 2 B + 4,000 state elements × 2 B) = 60,000 B per sequence"
+        );
+        let b = kv_breakdown(&m, 10, DType::Fp16).unwrap();
+        let ssm = b.rows.iter().find(|r| !r.kind.is_attention()).unwrap();
+        assert_eq!(
+            state_row_formula(&m, ssm),
+            "6 layers × (1,000 conv elements × 2 B + 4,000 state elements × 2 B) = 60,000 B per sequence"
+        );
+        assert_eq!(state_formula(&model("llama-3-8b")), "no layer keeps a recurrent state = 0 B");
+        // Falcon-H1's shape: 4 attention layers with Mamba beside, (100 + 200) × 2 B each.
+        let falcon = crate::model::decode_model("L4.d512.h8.kv2.hd64.bas.ssm100-200-2-2-1000.fs1024").unwrap();
+        assert_eq!(
+            state_formula(&falcon),
+            "4 global layers (ssm beside attention) × (100 conv elements × 2 B + 200 state elements × 2 B) = 2,400 B per sequence"
+        );
+        let ssm_kind = LayerKind::Stateful(crate::model::StateMixer::Ssm);
+        assert_eq!(
+            attn_params_formula(&m, ssm_kind, &attn_params(&m, ssm_kind)),
+            "no softmax attention in this ssm layer = 0"
+        );
     }
 }

@@ -7,7 +7,12 @@
 //!   decoded token reads only its active experts ([`ffn_active_params`]);
 //! - KV cache: a prefill writes the cache of `t` tokens once ([`kv_total_bytes`]); a decode step
 //!   reads, in every layer, the cached keys and values its query sees ([`super::schedule::LayerKind::live_tokens`]: at
-//!   most the window in a sliding layer). A layer that reuses another's cache still reads it.
+//!   most the window in a sliding layer). A layer that reuses another's cache still reads it;
+//! - recurrent state (state-space, linear-attention and convolution layers, [`state_bytes`]): a
+//!   decode step reads each layer's state and writes it back updated, `2 ×` the state per token, at
+//!   any context; a prefill writes it once at the end (the scan keeps it on chip in between). The
+//!   state keeps the bytes per element its geometry gives, whatever the cache's element type. The
+//!   mixers' weights count with the other weights.
 //!
 //! Activations, embeddings, the LM head and re-reads of K/V by a tiled prefill are left out: the
 //! bytes are the least a pass can move, so a prefill's intensity is an upper bound.
@@ -15,8 +20,8 @@
 use super::config::Model;
 use super::dtype::{DType, bits_to_bytes_ceil};
 use super::flops::{LayerFlops, model_decode_flops, model_prefill_flops};
-use super::kv_cache::{SizeOverflow, kv_elements_per_token_per_layer, kv_total_bytes};
-use super::params::{attn_params, ffn_active_params, ffn_params};
+use super::kv_cache::{SizeOverflow, kv_elements_per_token_per_layer, kv_total_bytes, state_bytes};
+use super::params::{attn_params, ffn_active_params, ffn_params, mixer_params};
 
 /// The FLOPs and bytes of one pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,11 +30,14 @@ pub struct Traffic {
     pub weight_bytes: u128,
     /// KV-cache bytes written (prefill) or read (decode).
     pub kv_bytes: u128,
+    /// Recurrent-state bytes written once (prefill) or read and written back (decode); 0 in a
+    /// transformer.
+    pub state_bytes: u128,
 }
 
 impl Traffic {
     pub const fn bytes(&self) -> u128 {
-        self.weight_bytes.saturating_add(self.kv_bytes)
+        self.weight_bytes.saturating_add(self.kv_bytes).saturating_add(self.state_bytes)
     }
 
     /// FLOPs per byte moved; 0 when nothing moves.
@@ -45,6 +53,7 @@ pub fn prefill_traffic(model: &Model, n_tokens: u64, dtype: DType) -> Result<Tra
         flops: model_prefill_flops(model, n_tokens),
         weight_bytes: weight_bytes(model, dtype, ffn_params)?,
         kv_bytes: kv_total_bytes(model, n_tokens, dtype)?,
+        state_bytes: state_bytes(model)?,
     })
 }
 
@@ -54,15 +63,18 @@ pub fn decode_traffic(model: &Model, context_tokens: u64, dtype: DType) -> Resul
         flops: model_decode_flops(model, context_tokens),
         weight_bytes: weight_bytes(model, dtype, ffn_active_params)?,
         kv_bytes: kv_read_bytes(model, context_tokens, dtype)?,
+        state_bytes: state_bytes(model)?.checked_mul(2).ok_or(SizeOverflow)?,
     })
 }
 
-/// Bytes of the layers' matrix weights, with `ffn` giving each layer's FFN weights.
+/// Bytes of the layers' matrix weights (attention, recurrent mixers), with `ffn` giving each layer's
+/// FFN weights.
 fn weight_bytes(model: &Model, dtype: DType, ffn: fn(&Model, u32) -> u128) -> Result<u128, SizeOverflow> {
     let mut weights: u128 = 0;
     for (layer, &kind) in (0u32..).zip(model.schedule.layers()) {
         weights = weights
             .checked_add(attn_params(model, kind).weights())
+            .and_then(|w| w.checked_add(mixer_params(model, kind)))
             .and_then(|w| w.checked_add(ffn(model, layer)))
             .ok_or(SizeOverflow)?;
     }
@@ -155,5 +167,24 @@ mod tests {
         // 61 layers × 1,000 tokens × (512 + 64) × 2 bytes = 70,272,000, whatever the 128 heads.
         assert_eq!(kv_read_bytes(&m, 1000, DType::Fp16), Ok(70_272_000));
         assert_eq!(decode_traffic(&m, 0, DType::Fp16).unwrap().kv_bytes, 0);
+    }
+
+    #[test]
+    fn a_decoded_token_reads_and_writes_the_state() {
+        use crate::model::decode_model;
+        // Mamba, then attention (4 heads of 16, MHA), d = 64, SwiGLU 256 in both; the Mamba layer
+        // keeps 100 conv elements at 2 B and 200 state elements at 4 B: 1,000 B, and has 5,000 weights.
+        let m = decode_model("L2.d64.h4.pat1s-1g.ssm100-200-2-4-5000.fs256").unwrap();
+        let d = decode_traffic(&m, 10, DType::Fp16).unwrap();
+        // Weights: attention 4 × 64 × 64 = 16,384, mixer 5,000, two FFNs 2 × 3 × 64 × 256 = 98,304:
+        // 119,688 weights × 2 B = 239,376.
+        assert_eq!(d.weight_bytes, 239_376);
+        // Cache: the attention layer reads 10 tokens × 4 × 16 × 2 elements × 2 B = 2,560.
+        assert_eq!(d.kv_bytes, 2_560);
+        // State: read and written back, 2 × 1,000 B.
+        assert_eq!(d.state_bytes, 2_000);
+        assert_eq!(d.bytes(), 239_376 + 2_560 + 2_000);
+        // The prefill writes the state once.
+        assert_eq!(prefill_traffic(&m, 10, DType::Fp16).unwrap().state_bytes, 1_000);
     }
 }

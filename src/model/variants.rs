@@ -4,13 +4,19 @@
 //! base model: all layers global, one KV head per query head, the base's head dimension, no MLA,
 //! no K=V, no cross-layer sharing. Then exactly one technique is applied, so each row of the
 //! comparison isolates one idea; `AsPublished` shows what the real model combines.
+//!
+//! In a hybrid (attention beside state-space, linear-attention, convolution or feed-forward-only
+//! layers) every technique applies to the attention layers alone: the other layers stay where they
+//! are, with their constant state, in every variant, and a sliding or hybrid schedule re-patterns
+//! only the attention layers (counted among themselves). A model with no attention layer has no
+//! variant but itself.
 
 use std::fmt;
 use std::str::FromStr;
 
 use super::config::{AttnGeometry, CrossLayerSharing, Mla, Model};
 use super::dtype::DType;
-use super::kv_cache::{SizeOverflow, kv_bytes_per_token, kv_total_bytes};
+use super::kv_cache::{SizeOverflow, kv_bytes_per_token, kv_total_bytes, state_bytes};
 use super::params::attn_params_total;
 use super::schedule::{LayerKind, Schedule};
 
@@ -48,15 +54,30 @@ pub enum Variant {
     },
 }
 
-/// The plain MHA form of `base` that every technique variant starts from.
+/// The plain MHA form of `base` that every technique variant starts from (its attention layers all
+/// global; its other layers kept).
 pub fn mha_baseline(base: &Model) -> Model {
     let mut m = base.clone();
     m.attn = AttnGeometry { n_kv_heads: base.n_q_heads, head_dim: base.attn.head_dim, k_eq_v: false };
     m.global_attn = None;
     m.mla = None;
-    m.schedule = Schedule::uniform(base.n_layers(), LayerKind::Global);
+    m.schedule = repattern_attention(&base.schedule, |_| LayerKind::Global);
     m.cross_layer = CrossLayerSharing::None;
     m
+}
+
+/// `schedule` with its `i`-th attention layer (counted among attention layers only) made `kind_of(i)`;
+/// every other layer stays where it is.
+fn repattern_attention(schedule: &Schedule, mut kind_of: impl FnMut(u32) -> LayerKind) -> Schedule {
+    let mut attention_index = 0u32;
+    let layers = schedule.layers().iter().map(|&k| {
+        if !k.is_attention() {
+            return k;
+        }
+        attention_index += 1;
+        kind_of(attention_index - 1)
+    });
+    Schedule::from_layers(layers.collect())
 }
 
 /// Why a variant cannot be built.
@@ -75,6 +96,11 @@ impl std::error::Error for VariantError {}
 pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantError> {
     if variant == Variant::AsPublished {
         return Ok(base.clone());
+    }
+    if !base.has_attention() {
+        return Err(VariantError(
+            "no layer runs softmax attention, so there is no KV cache for a variant to change".into(),
+        ));
     }
     let mut m = mha_baseline(base);
     let h = m.n_q_heads;
@@ -97,13 +123,18 @@ pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantErr
             });
         }
         Variant::Sliding { window_tokens } => {
-            m.schedule = Schedule::uniform(m.n_layers(), LayerKind::Sliding { window_tokens });
+            m.schedule = repattern_attention(&m.schedule, |_| LayerKind::Sliding { window_tokens });
         }
         Variant::Hybrid { local_per_global, window_tokens } => {
-            m.schedule = Schedule::periodic(
-                m.n_layers(),
-                &[(local_per_global, LayerKind::Sliding { window_tokens }), (1, LayerKind::Global)],
-            );
+            // `local_per_global` sliding attention layers, then a global one, as Schedule::periodic.
+            let period = u64::from(local_per_global) + 1;
+            m.schedule = repattern_attention(&m.schedule, |i| {
+                if u64::from(i) % period == u64::from(local_per_global) {
+                    LayerKind::Global
+                } else {
+                    LayerKind::Sliding { window_tokens }
+                }
+            });
         }
         Variant::KEqV => m.attn.k_eq_v = true,
         Variant::CrossLayer { group_size } => m.cross_layer = CrossLayerSharing::Groups { group_size },
@@ -143,6 +174,9 @@ pub struct VariantFigures {
     pub attn_params_total: u128,
     /// Attention parameters minus the MHA baseline's (negative: fewer).
     pub attn_params_delta_vs_mha: i128,
+    /// The recurrent state per sequence of the layers without attention: the same in every variant
+    /// (0 for a transformer).
+    pub state_bytes: u128,
 }
 
 fn ratio(a: u128, b: u128) -> f64 {
@@ -178,6 +212,7 @@ pub fn compare_variants(
             ratio_to_mha: ratio(total, mha_total),
             attn_params_total: params,
             attn_params_delta_vs_mha: signed(params) - signed(mha_params),
+            state_bytes: state_bytes(&m)?,
         });
     }
     Ok(rows)
@@ -299,5 +334,56 @@ mod tests {
         assert!(apply_variant(&base(), Variant::Gqa { groups: 0 }).is_err());
         assert!(apply_variant(&base(), Variant::Sliding { window_tokens: 0 }).is_err());
         assert_eq!(apply_variant(&base(), Variant::AsPublished), Ok(base()));
+    }
+
+    /// Jamba's shape on 16 layers: 4 Mamba, 1 attention, 3 Mamba, repeated (2 attention layers, 14
+    /// Mamba layers of (100 + 200) elements × 2 B = 600 B each: 8,400 B of state).
+    fn jamba_like() -> Model {
+        crate::model::decode_model("L16.d512.h8.kv2.hd64.pat4s-1g-3s.ssm100-200-2-2-1000.fs1024").unwrap()
+    }
+
+    #[test]
+    fn variants_change_only_the_attention_layers_of_a_hybrid() {
+        let base = jamba_like();
+        let kinds = |m: &Model| m.schedule.layers().to_vec();
+        let (s, g) = (LayerKind::Stateful(crate::model::StateMixer::Ssm), LayerKind::Global);
+        let w = LayerKind::Sliding { window_tokens: 64 };
+        for v in standard_variants(&base) {
+            let m = apply_variant(&base, v).unwrap();
+            // Every Mamba layer stays where it was.
+            let stateful: Vec<bool> = m.schedule.layers().iter().map(|k| *k == s).collect();
+            let base_stateful: Vec<bool> = base.schedule.layers().iter().map(|k| *k == s).collect();
+            assert_eq!(stateful, base_stateful, "{v}");
+            assert_eq!(state_bytes(&m), Ok(8_400), "{v}");
+        }
+        // Sliding: both attention layers (4 and 12) slide; hybrid 1:1 makes the first sliding and
+        // the second global (attention layers counted among themselves).
+        let sliding = apply_variant(&base, Variant::Sliding { window_tokens: 64 }).unwrap();
+        assert_eq!((kinds(&sliding)[4], kinds(&sliding)[12], kinds(&sliding)[5]), (w, w, s));
+        let hybrid = apply_variant(&base, Variant::Hybrid { local_per_global: 1, window_tokens: 64 }).unwrap();
+        assert_eq!((kinds(&hybrid)[4], kinds(&hybrid)[12]), (w, g));
+        // At 1,000 tokens in FP16: MHA caches 2 layers × 8 heads × 64 × 2 × 2 B = 4,096 B per token,
+        // 4,096,000 B; every row carries the same 8,400 B of state.
+        let rows =
+            compare_variants(&base, &[Variant::AsPublished, Variant::Mha, Variant::Mqa], 1000, DType::Fp16).unwrap();
+        assert_eq!(rows[1].kv_total_bytes, 4_096_000);
+        // GQA as published: 2 KV heads, a quarter; MQA 1 KV head, an eighth: 512,000 B.
+        assert_eq!((rows[0].kv_total_bytes, rows[2].kv_total_bytes), (1_024_000, 512_000));
+        assert!(rows.iter().all(|r| r.state_bytes == 8_400));
+        // Sharing in pairs pairs the two attention layers (4 and 12), not a layer with its Mamba
+        // neighbour: half of MHA.
+        let xl = compare_variants(&base, &[Variant::CrossLayer { group_size: 2 }], 1000, DType::Fp16).unwrap();
+        assert_eq!(xl[0].kv_total_bytes, 2_048_000);
+    }
+
+    #[test]
+    fn a_model_without_attention_has_no_variant_but_itself() {
+        let mamba = crate::model::decode_model("L4.d64.h1.kv1.hd1.pat1s.ssm10-20-2-4-0.fs0").unwrap();
+        let err = apply_variant(&mamba, Variant::Mqa).unwrap_err();
+        assert!(err.0.starts_with("no layer runs softmax attention"), "{err}");
+        let rows = compare_variants(&mamba, &standard_variants(&mamba), 1000, DType::Fp16).unwrap();
+        // Only "published" remains: no cache, 4 × (10 × 2 + 20 × 4) = 400 B of state.
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].variant, rows[0].kv_total_bytes, rows[0].state_bytes), (Variant::AsPublished, 0, 400));
     }
 }

@@ -13,7 +13,7 @@ use crate::state::AppState;
 use crate::views::compare::bars::{BarRow, bars, bars_heading};
 use crate::views::compare::decode::{DecodeRow, decode_heading, decode_rows};
 use crate::views::compare::dtype_matrix::{DtypeRow, dtype_headings, dtype_matrix, matrix_heading};
-use crate::views::compare::flops::{FlopRow, crossover_line, flop_rows, flops_heading};
+use crate::views::compare::flops::{FlopRow, crossover_line, flop_rows, flops_heading, has_mixers};
 use crate::views::compare::knobs::{Knob, Knobs, gqa_choices};
 use crate::views::compare::param_deltas::{ParamRow, param_rows};
 
@@ -106,6 +106,7 @@ fn Bars(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                     {b.skipped.map(|skipped| view! {
                         <p class="status" data-testid="variants-skipped">"Not shown: " {skipped}</p>
                     })}
+                    {b.state_note.map(|note| view! { <p class="status" data-testid="variants-state-note">{note}</p> })}
                 }.into_any(),
             }}
             <p class="explain">
@@ -122,7 +123,7 @@ fn BarRowView(row: BarRow) -> impl IntoView {
     view! {
         <li class="bar-row" data-testid="variant-row" data-variant=row.variant_id
             data-bytes=row.kv_total_bytes.to_string() data-bytes-per-token=row.kv_bytes_per_token.to_string()
-            data-ratio=row.ratio_to_mha.to_string()>
+            data-ratio=row.ratio_to_mha.to_string() data-state-bytes=row.state_bytes.to_string()>
             <span class="bar-label">{row.label}</span>
             <BarTrack fraction=row.fraction class=row.class/>
             <span class="bar-value">
@@ -213,6 +214,7 @@ fn ParamRowView(row: ParamRow) -> impl IntoView {
 fn Flops(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let rows = Memo::new(move |_| model.with(|m| state.with(|s| flop_rows(m, &s.compare, s.kv.ctx_tokens))));
     let crossover = Memo::new(move |_| model.with(crossover_line));
+    let mixers = Memo::new(move |_| model.with(has_mixers));
     view! {
         <section class="panel">
             <h3>{move || state.with(|s| flops_heading(s.kv.ctx_tokens))}</h3>
@@ -220,30 +222,35 @@ fn Flops(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                 <table class="data">
                     <thead><tr>
                         <th scope="col">"Variant"</th><th scope="col">"Q, K, V, O projections"</th>
-                        <th scope="col">"Attention core (QKᵀ and PV)"</th><th scope="col">"FFN (active)"</th><th scope="col">"Total"</th>
+                        <th scope="col">"Attention core (QKᵀ and PV)"</th>
+                        {move || mixers.get().then(|| view! { <th scope="col">"Recurrent mixers"</th> })}
+                        <th scope="col">"FFN (active)"</th><th scope="col">"Total"</th>
                     </tr></thead>
-                    <tbody>{move || rows.get().into_iter().map(|row| view! { <FlopRowView row=row/> }).collect_view()}</tbody>
+                    <tbody>{move || rows.get().into_iter().map(|row| view! { <FlopRowView row=row mixers=mixers.get()/> }).collect_view()}</tbody>
                 </table>
             </div>
             <p class="explain" data-testid="crossover">{move || crossover.get()}</p>
             <p class="explain">
                 "A multiply-add counts as 2 FLOPs. The core counts only the (query, key) pairs each layer's mask lets "
                 "through, exactly: causal halves it, a window caps it. MLA is counted in its plain form (K and V rebuilt "
-                "per head). Embeddings, the LM head, norms and softmax are left out."
+                "per head). Embeddings, the LM head, norms and softmax are left out. A recurrent mixer (state-space, "
+                "linear attention, convolution) costs 2 FLOPs per weight per token and has no attention core; its "
+                "state update, a few FLOPs per state element, is left out."
             </p>
         </section>
     }
 }
 
 #[component]
-fn FlopRowView(row: FlopRow) -> impl IntoView {
+fn FlopRowView(row: FlopRow, mixers: bool) -> impl IntoView {
     let f = row.flops;
     view! {
         <tr data-testid="flops-row" data-variant=row.variant_id data-projections=f.projections.to_string()
-            data-core=f.attention_core.to_string() data-ffn=f.ffn.to_string()>
+            data-core=f.attention_core.to_string() data-mixer=f.mixer.to_string() data-ffn=f.ffn.to_string()>
             <th scope="row">{row.label}</th>
             <td class="num">{row.projections_text}</td>
             <td class="num">{row.core_text}</td>
+            {mixers.then(|| view! { <td class="num">{row.mixer_text}</td> })}
             <td class="num">{row.ffn_text}</td>
             <td class="num">{row.total_text}<BarTrack fraction=row.fraction class="variant"/></td>
         </tr>
@@ -254,6 +261,7 @@ fn FlopRowView(row: FlopRow) -> impl IntoView {
 #[component]
 fn Decode(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let rows = Memo::new(move |_| model.with(|m| state.with(|s| decode_rows(m, &s.compare, &s.kv))));
+    let mixers = Memo::new(move |_| model.with(has_mixers));
     view! {
         <section class="panel" data-testid="decode-cost">
             <h3>{move || state.with(|s| decode_heading(&s.kv))}</h3>
@@ -262,11 +270,14 @@ fn Decode(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                     <table class="data">
                         <thead><tr>
                             <th scope="col">"Variant"</th><th scope="col">"Projections"</th>
-                            <th scope="col">"Attention core"</th><th scope="col">"FFN (active)"</th>
+                            <th scope="col">"Attention core"</th>
+                            {mixers.get().then(|| view! { <th scope="col">"Recurrent mixers"</th> })}
+                            <th scope="col">"FFN (active)"</th>
                             <th scope="col">"Weights read"</th><th scope="col">"KV cache read"</th>
+                            {mixers.get().then(|| view! { <th scope="col">"State read and written back"</th> })}
                             <th scope="col">"FLOPs per byte, decode"</th><th scope="col">"FLOPs per byte, prefill"</th>
                         </tr></thead>
-                        <tbody>{rows.into_iter().map(|row| view! { <DecodeRowView row=row/> }).collect_view()}</tbody>
+                        <tbody>{rows.into_iter().map(|row| view! { <DecodeRowView row=row mixers=mixers.get()/> }).collect_view()}</tbody>
                     </table>
                 </div>
             })}
@@ -275,26 +286,30 @@ fn Decode(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                 "key and value its query sees: all of them in a global layer, at most the window in a sliding one. "
                 "A prefill of the same context reads the weights once for all its tokens and writes the cache once, "
                 "so it does far more work per byte. MLA decodes in its absorbed form: each head reads the latent "
-                "directly. Activations, embeddings and the LM head are left out."
+                "directly. A layer with a recurrent state reads it and writes it back once per token, the same at any "
+                "context. Activations, embeddings and the LM head are left out."
             </p>
         </section>
     }
 }
 
 #[component]
-fn DecodeRowView(row: DecodeRow) -> impl IntoView {
+fn DecodeRowView(row: DecodeRow, mixers: bool) -> impl IntoView {
     let d = row.decode;
     view! {
         <tr data-testid="decode-row" data-variant=row.variant_id data-projections=d.flops.projections.to_string()
-            data-core=d.flops.attention_core.to_string() data-ffn=d.flops.ffn.to_string()
+            data-core=d.flops.attention_core.to_string() data-mixer=d.flops.mixer.to_string() data-ffn=d.flops.ffn.to_string()
             data-weight-bytes=d.weight_bytes.to_string() data-kv-bytes=d.kv_bytes.to_string()
+            data-state-bytes=d.state_bytes.to_string()
             data-decode-intensity=d.intensity().to_string() data-prefill-intensity=row.prefill_intensity.to_string()>
             <th scope="row">{row.label}</th>
             <td class="num">{row.projections_text}</td>
             <td class="num">{row.core_text}</td>
+            {mixers.then(|| view! { <td class="num">{row.mixer_text}</td> })}
             <td class="num">{row.ffn_text}</td>
             <td class="num">{row.weights_text}</td>
             <td class="num">{row.kv_text}</td>
+            {mixers.then(|| view! { <td class="num">{row.state_text}</td> })}
             <td class="num">{row.decode_intensity_text}</td>
             <td class="num">{row.prefill_intensity_text}</td>
         </tr>

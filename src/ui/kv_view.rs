@@ -44,6 +44,7 @@ fn Breakdown(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                 let Some(t) = table.get() else {
                     return view! { <p class="status error">"These sizes are too large to represent."</p> }.into_any();
                 };
+                let state_column = t.state_total_text.is_some();
                 view! {
                     <div class="table-scroll">
                         <table class="data">
@@ -53,14 +54,17 @@ fn Breakdown(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                                 <th scope="col">"Elements per token per layer"</th>
                                 <th scope="col">{t.tokens_heading}</th>
                                 <th scope="col">{t.bytes_heading}</th>
+                                {state_column.then(|| view! { <th scope="col">"Recurrent state per sequence"</th> })}
                             </tr></thead>
-                            <tbody>{t.rows.into_iter().map(|r| view! { <BreakdownRowView row=r/> }).collect_view()}</tbody>
+                            <tbody>{t.rows.into_iter().map(|r| view! { <BreakdownRowView row=r state_column=state_column/> }).collect_view()}</tbody>
                             <tfoot><tr>
                                 <th scope="row">"Total"</th><td colspan="5"></td>
                                 <td class="num">{t.total_text}</td>
+                                {t.state_total_text.map(|text| view! { <td class="num">{text}</td> })}
                             </tr></tfoot>
                         </table>
                     </div>
+                    {t.state_note.map(|note| view! { <p class="explain" data-testid="state-note">{note}</p> })}
                 }.into_any()
             }}
             <p class="explain">
@@ -75,10 +79,17 @@ fn Breakdown(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
 }
 
 #[component]
-fn BreakdownRowView(row: BreakdownRow) -> impl IntoView {
+fn BreakdownRowView(row: BreakdownRow, state_column: bool) -> impl IntoView {
+    let state_cell = state_column.then(|| match row.state_text {
+        Some((text, formula)) => {
+            view! { <td class="num">{text}<br/><small class="formula">{formula}</small></td> }.into_any()
+        }
+        None => view! { <td class="num">"none"</td> }.into_any(),
+    });
     view! {
         <tr data-testid="kv-breakdown-row" data-kind=row.kind_noun data-bytes=row.bytes.to_string()
-            data-cached-tokens=row.cached_tokens.to_string()>
+            data-cached-tokens=row.cached_tokens.to_string() data-layers=row.layer_count.to_string()
+            data-state-bytes=row.state_bytes.to_string()>
             <th scope="row">{row.kind_name}</th>
             <td>{row.layers}</td>
             <td>{row.kv_heads}</td>
@@ -86,6 +97,7 @@ fn BreakdownRowView(row: BreakdownRow) -> impl IntoView {
             <td>{row.elements_per_token}</td>
             <td>{row.cached_tokens_text}<br/><small>{row.cached_tokens_reason}</small></td>
             <td class="num">{row.bytes_text}<br/><small class="formula">{row.formula}</small></td>
+            {state_cell}
         </tr>
     }
 }
@@ -188,7 +200,9 @@ fn KvChart(state: RwSignal<AppState>, model: Memo<Model>, marker: RwSignal<Optio
             <p class="explain">
                 "Each line is one layer type (all its layers together) and the total. A sliding-window or chunked "
                 "layer stops growing at its window: its line goes flat, while global layers keep growing. The dashed "
-                "line is the budget left for the cache; where the total crosses it is the longest context that fits."
+                "line is the budget left for the cache; where the total crosses it is the longest context that fits. "
+                "A model with state-space, linear-attention or convolution layers also keeps a recurrent state of "
+                "fixed size per sequence: its own flat line, and the total is then memory per sequence, cache plus state."
             </p>
         </section>
     }

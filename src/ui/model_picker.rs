@@ -273,6 +273,8 @@ pub fn KeyFigures(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVie
                 testid="kv-total-bytes" formula_testid="kv-total-bytes-formula"/>
             <FigureView figure=Signal::derive(move || f.with(|f| f.attn_params.clone()))
                 testid="attn-params-per-layer" formula_testid="attn-params-formula"/>
+            <FigureView figure=Signal::derive(move || f.with(|f| f.state.clone()))
+                testid="state-bytes" formula_testid="state-bytes-formula"/>
             <p class="units-note">"GB = 10^9 bytes, GiB = 2^30 bytes; every figure is computed exactly in integers, then rounded only for display."</p>
         </section>
     }

@@ -4,7 +4,8 @@
 
 use super::kv::KvParams;
 use super::model_choice::ModelChoice;
-use crate::model::formulas::{attn_params_formula, per_token_formula, total_formula};
+use crate::model::formulas::{attn_params_formula, per_token_formula, state_formula, total_formula};
+use crate::model::kv_cache::state_bytes;
 use crate::model::presets::preset_info;
 use crate::model::units::{bytes_text, format_params, format_thousands, format_tokens};
 use crate::model::{
@@ -36,12 +37,26 @@ pub struct Figure {
     pub formula: String,
 }
 
-/// The three contract figures of the chosen model, context, dtype and layer.
+/// The contract figures of the chosen model, context, dtype and layer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyFigures {
     pub per_token: Figure,
     pub total: Figure,
     pub attn_params: Figure,
+    /// `state-bytes`: the recurrent state one sequence keeps (0 for a transformer).
+    pub state: Figure,
+}
+
+/// The `state-bytes` figure: exact bytes, both units, and what it is (constant per sequence).
+fn state_figure(model: &Model) -> Figure {
+    let bytes = state_bytes(model).ok();
+    let mut f = byte_figure("Recurrent state per sequence".into(), bytes, state_formula(model));
+    if bytes == Some(0) {
+        f.text = "0 bytes: no recurrent state (every mixing layer is attention)".into();
+    } else {
+        f.formula.push_str(": constant per sequence, it does not grow with the context.");
+    }
+    f
 }
 
 /// A byte figure; `None` is a size past `u128`, shown as such rather than wrapped.
@@ -75,6 +90,7 @@ pub fn key_figures(model: &Model, kv: &KvParams, layer: u32) -> KeyFigures {
             text: format!("{} parameters ({})", format_thousands(params_total), format_params(params_total)),
             formula: attn_params_formula(model, kind, &params),
         },
+        state: state_figure(model),
     }
 }
 
@@ -190,6 +206,27 @@ mod tests {
         assert_eq!(
             import_config(&huge).unwrap_err(),
             "that is 1,048,577 bytes; a config.json is a few KB (at most 1048576 bytes here)"
+        );
+    }
+
+    #[test]
+    fn the_state_figure_of_a_hybrid_and_of_a_transformer() {
+        // Jamba's shape: 4 Mamba, 1 attention, 3 Mamba over 32 layers: 28 Mamba layers of 32,768
+        // conv and 262,144 state elements at 2 B: 28 × 589,824 = 16,515,072 B.
+        let code = "L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144";
+        let jamba = decode_model(code).unwrap();
+        let f = key_figures(&jamba, &KvParams::default(), 0).state;
+        assert_eq!((f.heading.as_str(), f.value.as_str()), ("Recurrent state per sequence", "16515072"));
+        assert_eq!(f.text, "16,515,072 bytes = 16.52 MB (15.75 MiB)");
+        assert!(f.formula.starts_with("28 ssm layers × (32,768 conv elements × 2 B + 262,144 state elements × 2 B)"));
+        assert!(
+            f.formula
+                .ends_with("= 16,515,072 B per sequence: constant per sequence, it does not grow with the context.")
+        );
+        let t = key_figures(&llama_3_8b(), &KvParams::default(), 0).state;
+        assert_eq!(
+            (t.value.as_str(), t.text.as_str()),
+            ("0", "0 bytes: no recurrent state (every mixing layer is attention)")
         );
     }
 }

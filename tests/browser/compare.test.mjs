@@ -176,4 +176,46 @@ describe("compare view", () => {
     app.assertNoConsoleErrors();
     await app.close();
   });
+
+  test("a hybrid's variants change its attention layers and leave its state unchanged", async () => {
+    // Jamba-like: 28 Mamba layers (16,515,072 B of state) and 4 attention layers of 32 query heads.
+    const cfg = "L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144";
+    const app = await AppPage.open(session, `?view=compare&cfg=${cfg}&ctx=8192&dtype=fp16`);
+    const state = String(28 * (32768 * 2 + 262144 * 2));
+    // MHA: 4 attention layers × 32 KV heads × 128 × 2 × 2 B = 65,536 B per token; × 8,192 tokens.
+    const mha = 4 * 32 * 128 * 2 * 2 * 8192; // 536,870,912
+    const rows = await variantRows(app, ["mha", mha]);
+    assert.equal(rows.published.bytes, String(mha / 4));
+    assert.equal(rows.mqa.bytes, String(mha / 32));
+    // Sliding 4,096 on the 4 attention layers only: capped at 4,096 tokens.
+    assert.equal(rows.sw4096.bytes, String(65536 * 4096));
+    for (const [variant, row] of Object.entries(rows)) assert.equal(row.stateBytes, state, variant);
+    assert.match(await app.page.getByTestId("variants-state-note").innerText(), /only the 4 attention layers/);
+    // A decoded token reads the state and writes it back: 2 × 16,515,072 B, in every variant; its 28
+    // mixers cost 2 × 10^8 weights each: 5.6e9 FLOPs.
+    const decode = await app.page.getByTestId("decode-row").evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
+    assert.ok(decode.length === Object.keys(rows).length);
+    for (const d of decode) {
+      assert.equal(d.stateBytes, String(2 * 28 * 589824), d.variant);
+      assert.equal(d.mixer, String(2 * 28 * 100000000), d.variant);
+    }
+    // Prefill: 2 × 8,192 tokens × 10^8 weights × 28 layers = 45,875,200,000,000 FLOPs in the mixers.
+    const mixer = await app.page.locator('[data-testid="flops-row"][data-variant="mha"]').getAttribute("data-mixer");
+    assert.equal(mixer, String(2 * 8192 * 100000000 * 28));
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a model without attention has no variant to compare, and says so", async () => {
+    const cfg = "L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
+    const app = await AppPage.open(session, `?view=compare&cfg=${cfg}`);
+    const rows = await variantRows(app, ["published", 0]);
+    assert.deepEqual(Object.keys(rows), ["published"]);
+    assert.equal(rows.published.stateBytes, String(64 * (20480 * 2 + 81920 * 2)));
+    assert.match(await app.page.getByTestId("variants-state-note").innerText(), /the variants do not apply/);
+    assert.equal(await app.page.getByTestId("variants-skipped").count(), 0);
+    assert.equal(await app.page.getByTestId("state-bytes").getAttribute("data-value"), "13107200");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
 });

@@ -307,4 +307,62 @@ describe("KV view", () => {
     app.assertNoConsoleErrors();
     await app.close();
   });
+
+  test("a hybrid (Jamba-like) link: attention rows cache, Mamba rows keep a constant state", async () => {
+    // 32 layers in a 4 Mamba : 1 attention : 3 Mamba pattern -> 28 Mamba + 4 attention layers;
+    // attention 8 KV heads of 128 dims; Mamba: 32,768 conv + 262,144 state elements, 2 B each.
+    const cfg = "L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144";
+    const app = await AppPage.open(session, `?view=kv&cfg=${cfg}&ctx=8192&dtype=fp16`);
+    const state = 28 * (32768 * 2 + 262144 * 2); // 16,515,072 B per sequence
+    const perToken = 4 * 8 * 128 * 2 * 2; // 16,384 B: attention layers only
+    const cache = perToken * 8192; // 134,217,728 B
+    let f = await figure(app, "state-bytes", state);
+    assert.equal(f.value, String(state));
+    assert.match(f.text, /16,515,072 bytes = 16\.52 MB \(15\.75 MiB\)/);
+    assert.match(await app.page.getByTestId("state-bytes-formula").innerText(),
+      /28 ssm layers × \(32,768 conv elements × 2 B \+ 262,144 state elements × 2 B\) = 16,515,072 B per sequence: constant per sequence, it does not grow with the context/);
+    assert.equal((await figure(app, "kv-bytes-per-token", perToken)).value, String(perToken));
+    assert.equal((await figure(app, "kv-total-bytes", cache)).value, String(cache));
+    const rows = await app.page.getByTestId("kv-breakdown-row").evaluateAll((els) =>
+      els.map((e) => [e.dataset.kind, e.dataset.layers, e.dataset.bytes, e.dataset.stateBytes]));
+    assert.deepEqual(rows, [["ssm", "28", "0", String(state)], ["global", "4", String(cache), "0"]]);
+    assert.match(await app.page.getByTestId("state-note").innerText(), /Only the 4 attention layers of 32 keep a KV cache/);
+    // A sequence keeps 134,217,728 + 16,515,072 = 150,732,800 B: floor(80e9 / that) = 530 sequences.
+    await app.page.waitForSelector('[data-testid="budget-sequences"][data-value="530"]');
+    // Longest context: floor((80e9 − 16,515,072) / 16,384) = 4,881,804 tokens.
+    await app.page.waitForSelector('[data-testid="budget-fit"][data-value="4881804"]');
+    // The chart draws the state flat and a total per sequence.
+    const legend = await app.page.locator('[data-testid="kv-chart"]').innerText();
+    assert.match(legend, /state of 28 recurrent layers \(constant\)/);
+    assert.match(legend, /total per sequence \(cache of 4 layers \+ state\)/);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a pure state-space (Mamba) link has no KV cache, only a constant state", async () => {
+    // 64 Mamba layers of 20,480 conv + 81,920 state elements at 2 B: 64 × 204,800 = 13,107,200 B.
+    const cfg = "L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
+    const app = await AppPage.open(session, `?view=kv&cfg=${cfg}&ctx=8192&dtype=fp16`);
+    const state = 64 * (20480 * 2 + 81920 * 2);
+    assert.equal((await figure(app, "state-bytes", state)).value, String(state));
+    assert.equal((await figure(app, "kv-bytes-per-token", 0)).value, "0");
+    const rows = await app.page.getByTestId("kv-breakdown-row").evaluateAll((els) =>
+      els.map((e) => [e.dataset.kind, e.dataset.layers, e.dataset.bytes, e.dataset.stateBytes]));
+    assert.deepEqual(rows, [["ssm", "64", "0", String(state)]]);
+    assert.match(await app.page.getByTestId("state-note").innerText(), /No KV cache: none of the 64 layers runs softmax attention/);
+    // Any context fits; floor(80e9 / 13,107,200) = 6,103 sequences side by side.
+    await app.page.waitForSelector('[data-testid="budget-fit"][data-value="unbounded"]');
+    await app.page.waitForSelector('[data-testid="budget-sequences"][data-value="6103"]');
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a transformer keeps no recurrent state", async () => {
+    const app = await AppPage.open(session, "?view=kv&model=llama-3-8b");
+    const f = await figure(app, "state-bytes", 0);
+    assert.equal(f.value, "0");
+    assert.match(f.text, /no recurrent state/);
+    assert.equal(await app.page.getByTestId("state-note").count(), 0);
+    await app.close();
+  });
 });

@@ -1,10 +1,13 @@
 //! The compare view's bars: each variant's whole cache at the chosen context and dtype, exact bytes
 //! and the ratio to MHA, on one linear scale; and the listed variants the model cannot take, with why.
+//! A hybrid's recurrent state is the same in every variant (they change attention layers only): each
+//! bar carries it beside the cache, and a note says so; a model without attention has no variant.
 
 use super::CompareParams;
 use crate::model::describe::variant_label;
-use crate::model::units::bytes_text;
+use crate::model::kv_cache::state_bytes;
 use crate::model::units::format_thousands;
+use crate::model::units::{bytes_text, format_bytes};
 use crate::model::{Model, Variant, VariantFigures, apply_variant, compare_variants};
 use crate::views::kv::KvParams;
 
@@ -16,6 +19,8 @@ pub struct BarRow {
     pub kv_total_bytes: u128,
     pub kv_bytes_per_token: u128,
     pub ratio_to_mha: f64,
+    /// The recurrent state per sequence, the same in every variant (0 for a transformer).
+    pub state_bytes: u128,
     pub label: String,
     /// Of the longest bar.
     pub fraction: f64,
@@ -31,6 +36,38 @@ pub struct BarRow {
 pub struct Bars {
     pub rows: Vec<BarRow>,
     pub skipped: Option<String>,
+    /// What the variants do not touch: a hybrid's state, or a model with no attention at all.
+    pub state_note: Option<String>,
+}
+
+/// A hybrid: the variants leave the state alone. No attention: no variant applies.
+pub fn state_note(base: &Model) -> Option<String> {
+    let state = state_bytes(base).ok()?;
+    let kept = base.n_layers() - base.attention_layers();
+    if kept == 0 && state == 0 {
+        return None;
+    }
+    let state = format_bytes(state);
+    Some(if kept == 0 {
+        // Falcon-H1's shape: the mixers run beside attention in the same layers.
+        format!(
+            "Every variant changes only the attention of the {} layers; the recurrent mixers beside it keep the \
+             same state of {state} per sequence in every row, at any context.",
+            base.n_layers()
+        )
+    } else if base.has_attention() {
+        format!(
+            "Every variant changes only the {} attention layers; the other {kept} layers stay as they are, with \
+             the same recurrent state of {state} per sequence in every row, at any context.",
+            base.attention_layers()
+        )
+    } else {
+        format!(
+            "No layer of this model runs softmax attention, so it has no KV cache and the variants do not apply: \
+             there are no keys and values to group, compress, window or share. Each sequence keeps only a \
+             constant recurrent state of {state}."
+        )
+    })
 }
 
 /// `KV cache at 131,072 tokens, FP16`.
@@ -46,26 +83,32 @@ pub fn variant_figures(base: &Model, params: &CompareParams, kv: &KvParams) -> R
 pub fn bars(base: &Model, params: &CompareParams, kv: &KvParams) -> Result<Bars, String> {
     let figures = variant_figures(base, params, kv)?;
     let longest_bytes = figures.iter().map(|r| r.kv_total_bytes).max().unwrap_or(1).max(1);
-    let skipped = skipped(base, params);
+    // Without attention every variant but the model itself is refused for the same reason, which
+    // the state note gives once.
+    let skipped = if base.has_attention() { skipped(base, params) } else { Vec::new() };
     Ok(Bars {
         rows: figures.iter().map(|r| bar_row(base, r, longest_bytes)).collect(),
         skipped: (!skipped.is_empty()).then(|| skipped.join("; ")),
+        state_note: state_note(base),
     })
 }
 
 fn bar_row(base: &Model, r: &VariantFigures, longest_bytes: u128) -> BarRow {
     let ratio =
         if r.variant == Variant::Mha { "the baseline".to_string() } else { format!("{:.4} × MHA", r.ratio_to_mha) };
+    let state =
+        if r.state_bytes > 0 { format!(" · + {} of state", format_bytes(r.state_bytes)) } else { String::new() };
     BarRow {
         variant_id: r.variant.to_string(),
         kv_total_bytes: r.kv_total_bytes,
         kv_bytes_per_token: r.kv_bytes_per_token,
         ratio_to_mha: r.ratio_to_mha,
+        state_bytes: r.state_bytes,
         label: variant_label(r.variant, base),
         fraction: r.kv_total_bytes as f64 / longest_bytes as f64,
         class: if r.variant == Variant::AsPublished { "published" } else { "variant" },
         bytes_text: bytes_text(r.kv_total_bytes),
-        detail: format!(" · {ratio} · {} B per token", format_thousands(r.kv_bytes_per_token)),
+        detail: format!(" · {ratio} · {} B per token{state}", format_thousands(r.kv_bytes_per_token)),
     }
 }
 
@@ -119,5 +162,36 @@ mod tests {
         let skipped = b.skipped.unwrap();
         assert!(skipped.starts_with("GQA, 5 KV heads"), "{skipped}");
         assert!(skipped.contains("cannot form 5 equal groups"), "{skipped}");
+    }
+
+    #[test]
+    fn a_hybrid_keeps_its_state_in_every_bar() {
+        // Jamba's shape: 28 Mamba layers × (32,768 + 262,144) elements × 2 B = 16,515,072 B of state;
+        // 4 attention layers of 8 KV heads × 128: as published 4 × 8 × 128 × 2 × 2 B = 16,384 B per
+        // token, MHA (32 KV heads) 65,536 B.
+        let code = "L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144";
+        let base = crate::model::decode_model(code).unwrap();
+        let b = bars(&base, &CompareParams::default(), &KvParams { ctx_tokens: 1000, ..Default::default() }).unwrap();
+        assert_eq!(b.skipped, None);
+        assert!(b.rows.iter().all(|r| r.state_bytes == 16_515_072));
+        assert_eq!((b.rows[0].kv_bytes_per_token, b.rows[1].kv_bytes_per_token), (16_384, 65_536));
+        assert_eq!(b.rows[1].detail, " · the baseline · 65,536 B per token · + 16.52 MB (15.75 MiB) of state");
+        let note = b.state_note.unwrap();
+        assert!(note.starts_with("Every variant changes only the 4 attention layers; the other 28 layers"), "{note}");
+        assert_eq!(llama_bars(None).state_note, None);
+    }
+
+    #[test]
+    fn no_variant_applies_without_attention() {
+        // 64 Mamba layers × (20,480 + 81,920) elements × 2 B = 13,107,200 B.
+        let code = "L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
+        let base = crate::model::decode_model(code).unwrap();
+        let b = bars(&base, &CompareParams::default(), &KvParams::default()).unwrap();
+        assert_eq!((b.rows.len(), b.skipped.clone()), (1, None));
+        assert_eq!(
+            (b.rows[0].variant_id.as_str(), b.rows[0].kv_total_bytes, b.rows[0].state_bytes),
+            ("published", 0, 13_107_200)
+        );
+        assert!(b.state_note.unwrap().starts_with("No layer of this model runs softmax attention"));
     }
 }

@@ -21,8 +21,11 @@ pub struct DecodeRow {
     pub projections_text: String,
     pub core_text: String,
     pub ffn_text: String,
+    pub mixer_text: String,
     pub weights_text: String,
     pub kv_text: String,
+    /// The state read and written back (`—` for a transformer).
+    pub state_text: String,
     pub decode_intensity_text: String,
     pub prefill_intensity_text: String,
 }
@@ -51,8 +54,10 @@ fn decode_row(base: &Model, variant: Variant, model: &Model, kv: &KvParams) -> O
         projections_text: share_text(flops.projections, flops.total()),
         core_text: share_text(flops.attention_core, flops.total()),
         ffn_text: share_text(flops.ffn, flops.total()),
+        mixer_text: share_text(flops.mixer, flops.total()),
         weights_text: format_bytes(decode.weight_bytes),
         kv_text: format_bytes(decode.kv_bytes),
+        state_text: if decode.state_bytes == 0 { "—".into() } else { format_bytes(decode.state_bytes) },
         decode_intensity_text: intensity_text(decode.intensity()),
         prefill_intensity_text: intensity_text(prefill_intensity),
         decode,
@@ -110,5 +115,23 @@ mod tests {
         assert_eq!(intensity_text(0.999), "1.00");
         assert_eq!(intensity_text(99.994), "99.99");
         assert_eq!(intensity_text(203_388.69), "203,389");
+    }
+
+    #[test]
+    fn a_hybrid_token_reads_and_writes_its_state_in_every_variant() {
+        use crate::model::decode_model;
+        // 8 layers: 3 Mamba, 1 attention, repeated; d = 1024, 8 heads of 128 (MHA), SwiGLU 4096. Mamba:
+        // 6 layers × (1,000 × 2 B + 4,000 × 2 B) = 60,000 B of state, 1,000 mixer weights each.
+        let base = decode_model("L8.d1024.h8.kv8.hd128.pat3s-1g.ssm1000-4000-2-2-1000.fs4096").unwrap();
+        let params = CompareParams { variants: Some(vec![Variant::AsPublished, Variant::Mqa]) };
+        let kv = KvParams { ctx_tokens: 100, ..Default::default() };
+        let [published, mqa] = &decode_rows(&base, &params, &kv).unwrap()[..] else { panic!() };
+        // Read once and written back: 2 × 60,000 B in both.
+        assert_eq!((published.decode.state_bytes, mqa.decode.state_bytes), (120_000, 120_000));
+        assert_eq!(published.state_text, "120.00 KB (117.19 KiB)");
+        // Mixer: 6 layers × 2 × 1,000 = 12,000 FLOPs.
+        assert_eq!(published.decode.flops.mixer, 12_000);
+        // Cache read: 2 attention layers × 100 tokens × 8 × 128 × 2 × 2 B = 819,200 B; MQA an eighth.
+        assert_eq!((published.decode.kv_bytes, mqa.decode.kv_bytes), (819_200, 102_400));
     }
 }

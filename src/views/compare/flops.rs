@@ -16,6 +16,8 @@ pub struct FlopRow {
     pub projections_text: String,
     pub core_text: String,
     pub ffn_text: String,
+    /// Recurrent mixers' share (state-space, linear attention, convolution).
+    pub mixer_text: String,
     pub total_text: String,
     /// Of the largest total.
     pub fraction: f64,
@@ -38,6 +40,7 @@ pub fn flop_rows(base: &Model, params: &CompareParams, ctx_tokens: u64) -> Vec<F
             projections_text: share_text(flops.projections, total),
             core_text: share_text(flops.attention_core, total),
             ffn_text: share_text(flops.ffn, total),
+            mixer_text: share_text(flops.mixer, total),
             total_text: sci(total),
             fraction: total as f64 / largest,
             flops,
@@ -58,8 +61,19 @@ pub fn sci(flops: u128) -> String {
     if flops < 1_000_000 { format_thousands(flops) } else { format!("{:.3e}", flops as f64) }
 }
 
+/// Whether the FLOP tables need a column for recurrent mixers (the model has such layers, or runs
+/// one beside attention).
+pub fn has_mixers(base: &Model) -> bool {
+    base.schedule.layers().iter().any(|&k| base.state_geometry(k).is_some())
+}
+
 /// From what length a global causal layer's attention core costs as much as its projections.
 pub fn crossover_line(base: &Model) -> String {
+    if !base.has_attention() {
+        return "This model has no attention layer: there is no attention core to weigh against the projections; \
+                its mixers cost the same per token at any context."
+            .into();
+    }
     match crossover_tokens(base, LayerKind::Global, Mask::Causal) {
         Some(n) => format!(
             "In a global layer of this model the attention core costs as much as the projections from {} tokens on \
@@ -109,5 +123,17 @@ mod tests {
             )
         );
         assert!(line.contains(" tokens on (causal)"), "{line}");
+    }
+
+    #[test]
+    fn mixers_have_their_own_part_and_no_crossover_without_attention() {
+        use crate::model::decode_model;
+        // 4 Mamba layers of 1,000 mixer weights, no FFN: 2 × 10 tokens × 1,000 × 4 = 80,000 FLOPs.
+        let base = decode_model("L4.d64.h1.kv1.hd1.pat1s.ssm10-20-2-4-1000.fs0").unwrap();
+        let [row] = &flop_rows(&base, &CompareParams::default(), 10)[..] else { panic!() };
+        assert_eq!((row.flops.mixer, row.flops.total()), (80_000, 80_000));
+        assert_eq!(row.mixer_text, "80,000 (100%)");
+        assert!(has_mixers(&base) && !has_mixers(preset("llama-3-8b").unwrap()));
+        assert!(crossover_line(&base).starts_with("This model has no attention layer"));
     }
 }

@@ -1,18 +1,28 @@
 //! The "why" table of the KV view: one row per layer type, with the columns a calculator needs to be
 //! right about (layers that store a cache, KV heads, head dims, tokens cached, bytes and formula).
+//! Layers without softmax attention (state-space, linear attention, convolution, feed-forward only)
+//! get rows too: they cache nothing per token, and the state-keeping ones show their constant state
+//! per sequence in a column of its own.
 
 use super::KvParams;
-use crate::model::formulas::{cached_tokens_reason, elements_factors, row_formula};
-use crate::model::units::bytes_text;
+use crate::model::formulas::{cached_tokens_reason, elements_factors, row_formula, state_row_formula};
 use crate::model::units::format_thousands;
+use crate::model::units::{bytes_text, format_bytes};
 use crate::model::{KvRow, LayerKind, Model, kv_breakdown};
 
-/// One layer type's row. `kind_noun`, `bytes` and `cached_tokens` go into data attributes.
+/// One layer type's row. `kind_noun`, `bytes`, `cached_tokens`, `layer_count` and `state_bytes` go
+/// into data attributes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BreakdownRow {
     pub kind_noun: &'static str,
     pub bytes: u128,
     pub cached_tokens: u64,
+    /// Layers of this kind (storing a cache or not).
+    pub layer_count: u32,
+    /// Recurrent state of all layers of this kind, per sequence (0 for attention layers).
+    pub state_bytes: u128,
+    /// The state and its arithmetic, for the state column (`None`: attention layers, none kept).
+    pub state_text: Option<(String, String)>,
     pub kind_name: String,
     pub layers: String,
     pub kv_heads: String,
@@ -31,6 +41,10 @@ pub struct BreakdownTable {
     pub bytes_heading: String,
     pub rows: Vec<BreakdownRow>,
     pub total_text: String,
+    /// The state column's total, when the model has layers without attention (`None`: no column).
+    pub state_total_text: Option<String>,
+    /// What the layers without attention keep, in a sentence (`None` for a transformer).
+    pub state_note: Option<String>,
 }
 
 /// The table for `model` at the link's context and dtype; `None` when a size passes `u128`.
@@ -41,10 +55,48 @@ pub fn breakdown_table(model: &Model, kv: &KvParams) -> Option<BreakdownTable> {
         bytes_heading: format!("Bytes ({})", kv.dtype.label()),
         rows: b.rows.iter().map(|r| breakdown_row(model, r, kv)).collect(),
         total_text: bytes_text(b.total_bytes),
+        state_total_text: (b.state_bytes > 0 || b.rows.iter().any(|r| !r.kind.is_attention()))
+            .then(|| bytes_text(b.state_bytes)),
+        state_note: state_note(model, &b.rows, b.state_bytes),
+    })
+}
+
+/// A pure state-space model has no cache at all; a hybrid caches in its attention layers only.
+fn state_note(model: &Model, rows: &[KvRow], state_bytes: u128) -> Option<String> {
+    let others: u32 = rows.iter().filter(|r| !r.kind.is_attention()).map(|r| r.layers).sum();
+    let layers = model.n_layers();
+    let state = format_bytes(state_bytes);
+    if others == 0 {
+        // Falcon-H1's shape: a recurrent mixer runs beside attention in every attention layer.
+        let mixer = model.states.beside_attention.filter(|_| state_bytes > 0)?;
+        return Some(format!(
+            "Every one of the {layers} layers runs a {} beside its attention: it keeps its KV cache and also a \
+             recurrent state, {state} per sequence in all, the same at any context.",
+            mixer.description()
+        ));
+    }
+    Some(if !model.has_attention() {
+        format!(
+            "No KV cache: none of the {layers} layers runs softmax attention, so no layer keeps keys and values \
+             to attend over later. Each sequence keeps only a constant recurrent state of {state}, the same at \
+             one token of context as at a million: the layers fold every token into it as it passes."
+        )
+    } else {
+        format!(
+            "Only the {} attention layers of {layers} keep a KV cache. The other {others} keep no keys or values: \
+             their recurrent state, {state} per sequence in all, has a fixed size whatever the context \
+             (feed-forward-only layers keep nothing).",
+            model.attention_layers()
+        )
     })
 }
 
 fn breakdown_row(model: &Model, row: &KvRow, kv: &KvParams) -> BreakdownRow {
+    if !row.kind.is_attention() {
+        return stateful_row(model, row, kv);
+    }
+    // An attention layer with a recurrent mixer beside it keeps a state too.
+    let state_text = (row.state_bytes > 0).then(|| (bytes_text(row.state_bytes), state_row_formula(model, row)));
     // MLA caches one latent (plus a shared RoPE key) per token, whatever the head count.
     let (kv_heads, head_dims) = match model.mla {
         Some(x) => ("1 latent".to_string(), format!("{} + {}", x.kv_lora_rank, x.qk_rope_head_dim)),
@@ -62,6 +114,9 @@ fn breakdown_row(model: &Model, row: &KvRow, kv: &KvParams) -> BreakdownRow {
         kind_noun: row.kind.noun(),
         bytes: row.bytes,
         cached_tokens: row.cached_tokens,
+        layer_count: row.layers,
+        state_bytes: row.state_bytes,
+        state_text,
         kind_name: kind_name(row.kind),
         layers,
         kv_heads,
@@ -71,6 +126,28 @@ fn breakdown_row(model: &Model, row: &KvRow, kv: &KvParams) -> BreakdownRow {
         cached_tokens_reason: cached_tokens_reason(row.kind, kv.ctx_tokens),
         bytes_text: bytes_text(row.bytes),
         formula: row_formula(model, row, kv.dtype),
+    }
+}
+
+/// A row of layers without attention: no cache per token, the state per sequence instead.
+fn stateful_row(model: &Model, row: &KvRow, kv: &KvParams) -> BreakdownRow {
+    let none = || "—".to_string();
+    BreakdownRow {
+        kind_noun: row.kind.noun(),
+        bytes: 0,
+        cached_tokens: 0,
+        layer_count: row.layers,
+        state_bytes: row.state_bytes,
+        state_text: Some((bytes_text(row.state_bytes), state_row_formula(model, row))),
+        kind_name: kind_name(row.kind),
+        layers: format!("0 of {} (no attention)", row.layers),
+        kv_heads: none(),
+        head_dims: none(),
+        elements_per_token: "0: nothing cached per token".into(),
+        cached_tokens_text: "0".into(),
+        cached_tokens_reason: cached_tokens_reason(row.kind, kv.ctx_tokens),
+        bytes_text: bytes_text(0),
+        formula: "no KV cache".into(),
     }
 }
 
@@ -138,5 +215,71 @@ mod tests {
         // Gemma 4 E4B: its last 18 layers reuse an earlier layer's cache.
         let t = table("gemma-4-e4b", 8192, DType::Fp16);
         assert!(t.rows.iter().any(|r| r.layers.ends_with("reuse another layer's cache)")), "{:?}", t.rows);
+    }
+
+    #[test]
+    fn a_hybrid_has_rows_for_its_state_keeping_and_feed_forward_layers() {
+        use crate::model::decode_model;
+        // Nemotron-H's shape on 8 layers: Mamba, FFN-only, Mamba, attention, repeated. Attention: 2
+        // layers × 8 KV heads × 128 × 2 × 2 B = 8,192 B per token; Mamba: 4 layers × (1,000 × 2 B +
+        // 4,000 × 4 B) = 4 × 18,000 = 72,000 B per sequence; FFN-only: nothing.
+        let m = decode_model("L8.d1024.h8.kv8.hd128.pat1s-1f-1s-1g.ssm1000-4000-2-4-0.fs4096").unwrap();
+        let t = breakdown_table(&m, &KvParams { ctx_tokens: 100, ..Default::default() }).unwrap();
+        let nouns: Vec<&str> = t.rows.iter().map(|r| r.kind_noun).collect();
+        assert_eq!(nouns, ["ssm", "ffn", "global"]);
+        let [ssm, ffn, global] = &t.rows[..] else { panic!() };
+        assert_eq!((ssm.layer_count, ssm.bytes, ssm.state_bytes), (4, 0, 72_000));
+        let (text, formula) = ssm.state_text.clone().unwrap();
+        assert_eq!(text, "72,000 bytes = 72.00 KB (70.31 KiB)");
+        assert_eq!(
+            formula,
+            "4 layers × (1,000 conv elements × 2 B + 4,000 state elements × 4 B) = 72,000 B per sequence"
+        );
+        assert_eq!(ssm.layers, "0 of 4 (no attention)");
+        assert_eq!((ffn.layer_count, ffn.state_bytes), (2, 0));
+        assert_eq!(ffn.state_text.as_ref().map(|t| t.1.as_str()), Some("2 layers × no token mixer = 0 B"));
+        // 100 tokens × 8,192 B = 819,200 B.
+        assert_eq!((global.bytes, global.state_bytes, global.state_text.clone()), (819_200, 0, None));
+        assert_eq!(t.state_total_text.as_deref(), Some("72,000 bytes = 72.00 KB (70.31 KiB)"));
+        let note = t.state_note.unwrap();
+        assert!(note.starts_with("Only the 2 attention layers of 8 keep a KV cache. The other 6 "), "{note}");
+        assert!(note.contains("72.00 KB (70.31 KiB) per sequence"), "{note}");
+        // A transformer has no state column and no note.
+        let llama = table("llama-3-8b", 8192, DType::Fp16);
+        assert_eq!((llama.state_total_text, llama.state_note), (None, None));
+    }
+
+    #[test]
+    fn a_pure_state_space_model_says_it_has_no_cache() {
+        // A Mamba of 64 layers, each (20,480 × 2 B + 81,920 × 2 B) = 204,800 B: 13,107,200 B.
+        let code = "L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
+        let m = crate::model::decode_model(code).unwrap();
+        let t = breakdown_table(&m, &KvParams::default()).unwrap();
+        assert_eq!(t.rows.len(), 1);
+        assert_eq!((t.rows[0].kind_noun, t.rows[0].state_bytes), ("ssm", 13_107_200));
+        let note = t.state_note.unwrap();
+        assert!(note.starts_with("No KV cache: none of the 64 layers runs softmax attention"), "{note}");
+        assert!(note.contains("13.11 MB (12.50 MiB)"), "{note}");
+    }
+
+    #[test]
+    fn a_mixer_beside_attention_keeps_a_state_in_the_attention_rows() {
+        // Falcon-H1's shape on 4 layers: each runs attention (2 KV heads of 64) and Mamba side by side;
+        // Mamba keeps (100 + 200) elements × 2 B = 600 B per layer, 2,400 B in all.
+        let m = crate::model::decode_model("L4.d512.h8.kv2.hd64.bas.ssm100-200-2-2-1000.fs1024").unwrap();
+        let t = breakdown_table(&m, &KvParams { ctx_tokens: 10, ..Default::default() }).unwrap();
+        let [global] = &t.rows[..] else { panic!("{:?}", t.rows) };
+        // Cache: 4 layers × 2 KV heads × 64 × 2 (K, V) × 2 B × 10 tokens = 20,480 B; state 2,400 B.
+        assert_eq!((global.kind_noun, global.bytes, global.state_bytes), ("global", 20_480, 2_400));
+        assert_eq!(
+            global.state_text.as_ref().map(|t| t.1.as_str()),
+            Some("4 layers × (100 conv elements × 2 B + 200 state elements × 2 B) = 2,400 B per sequence")
+        );
+        assert_eq!(t.state_total_text.as_deref(), Some("2,400 bytes = 2.40 KB (2.34 KiB)"));
+        let note = t.state_note.unwrap();
+        assert!(
+            note.starts_with("Every one of the 4 layers runs a state-space (Mamba) layer beside its attention"),
+            "{note}"
+        );
     }
 }

@@ -57,15 +57,20 @@ pub struct FitSummary {
 /// The summary for `model` and the link's parameters; `None` when a size passes `u128`.
 pub fn fit_summary(model: &Model, kv: &KvParams) -> Option<FitSummary> {
     let fit = budget_fit_of(model, kv)?;
-    let (fit_value, headline) = fit_headline(fit.fit);
+    let (fit_value, mut headline) = fit_headline(fit.fit);
+    if fit.fit == ContextFit::Unbounded && !model.has_attention() {
+        headline = "Any context fits: no layer keeps a KV cache, and the constant state fits.".into();
+    }
+    // A model with a recurrent state shares the room between the cache and the state.
+    let cache = if fit.state_bytes > 0 { "the cache and the state" } else { "the cache" };
     let weights_line = match fit.weights_bytes {
         Some(w) => format!(
-            "{} budget − {} weights = {} left for the cache.",
+            "{} budget − {} weights = {} left for {cache}.",
             format_bytes(fit.budget_bytes),
             format_bytes(w),
             format_bytes(fit.kv_room_bytes)
         ),
-        None => format!("The whole {} budget is for the cache (weights not counted).", format_bytes(fit.budget_bytes)),
+        None => format!("The whole {} budget is for {cache} (weights not counted).", format_bytes(fit.budget_bytes)),
     };
     Some(FitSummary {
         fit_value,
@@ -81,16 +86,21 @@ pub fn fit_summary(model: &Model, kv: &KvParams) -> Option<FitSummary> {
     })
 }
 
-/// `Room for 59 sequences of 8,192 tokens at once, 1.07 GB (1.00 GiB) of cache each.`
+/// `Room for 59 sequences of 8,192 tokens at once, 1.07 GB (1.00 GiB) of cache each.`; with a
+/// recurrent state, `..., 1.07 GB (1.00 GiB) of cache + 16.52 MB (15.75 MiB) of state each.`
 fn sequences_line(fit: &BudgetFit, kv: &KvParams) -> String {
     let ctx = format_thousands(kv.ctx_tokens.into());
+    let each = if fit.state_bytes > 0 {
+        format!("{} of cache + {} of state", format_bytes(fit.kv_at_ctx_bytes), format_bytes(fit.state_bytes))
+    } else {
+        format!("{} of cache", format_bytes(fit.kv_at_ctx_bytes))
+    };
     match fit.sequences_at_ctx() {
         None => format!("A sequence of {ctx} tokens caches nothing here."),
         Some(n) => format!(
-            "Room for {} {} of {ctx} tokens at once, {} of cache each.",
+            "Room for {} {} of {ctx} tokens at once, {each} each.",
             format_thousands(n),
             if n == 1 { "sequence" } else { "sequences" },
-            format_bytes(fit.kv_at_ctx_bytes)
         ),
     }
 }
@@ -110,24 +120,20 @@ fn fit_headline(fit: ContextFit) -> (String, String) {
     }
 }
 
-/// `At 8,192 tokens: 1.07 GB cache of 80.00 GB, 1.3%.`, with the weights added when they count.
+/// `At 8,192 tokens: 1.07 GB cache of 80.00 GB, 1.3%.`, with the state and the weights added when
+/// there are some and they count.
 fn at_ctx_line(fit: &BudgetFit, kv: &KvParams) -> String {
     let percent = fit.used_at_ctx_bytes as f64 / kv.budget_bytes as f64 * 100.0;
     let ctx = format_thousands(kv.ctx_tokens.into());
-    match fit.weights_bytes {
-        Some(w) => format!(
-            "At {ctx} tokens: {} cache + {} weights = {} of {}, {percent:.1}%.",
-            format_bytes(fit.kv_at_ctx_bytes),
-            format_bytes(w),
-            format_bytes(fit.used_at_ctx_bytes),
-            format_bytes(fit.budget_bytes)
-        ),
-        None => format!(
-            "At {ctx} tokens: {} cache of {}, {percent:.1}%.",
-            format_bytes(fit.kv_at_ctx_bytes),
-            format_bytes(fit.budget_bytes)
-        ),
+    let mut parts = vec![format!("{} cache", format_bytes(fit.kv_at_ctx_bytes))];
+    if fit.state_bytes > 0 {
+        parts.push(format!("{} state", format_bytes(fit.state_bytes)));
     }
+    if let Some(w) = fit.weights_bytes {
+        parts.push(format!("{} weights", format_bytes(w)));
+    }
+    let used = if parts.len() > 1 { format!(" = {}", format_bytes(fit.used_at_ctx_bytes)) } else { String::new() };
+    format!("At {ctx} tokens: {}{used} of {}, {percent:.1}%.", parts.join(" + "), format_bytes(fit.budget_bytes))
 }
 
 /// `610,351` -> `610k` style; exact binary steps stay exact (`8K`).
@@ -198,5 +204,34 @@ mod tests {
         let s = summary("mistral-7b", KvParams { ctx_tokens: 32_768, ..Default::default() });
         assert_eq!(s.fit_value, "unbounded");
         assert_eq!(s.headline, "Any context fits: every layer is windowed and the plateau fits.");
+    }
+
+    #[test]
+    fn the_state_counts_once_per_sequence() {
+        use crate::model::decode_model;
+        // Jamba's shape: 4 attention layers × 8 KV heads × 128 × 2 × 2 B = 16,384 B per token, 28
+        // Mamba layers keeping 16,515,072 B per sequence. At 8,192 tokens the cache is 134,217,728 B;
+        // a sequence keeps 134,217,728 + 16,515,072 = 150,732,800 B.
+        let code = "L32.d4096.h32.kv8.hd128.pat4s-1g-3s.ssm32768-262144-2-2-100000000.fs14336.v65536.nope.ctx262144";
+        let m = decode_model(code).unwrap();
+        let s = fit_summary(&m, &KvParams::default()).unwrap();
+        // 80 × 10^9 / 150,732,800 = 530.74 -> 530 sequences (the cache alone would give 596).
+        assert_eq!(s.sequences_value, "530");
+        assert_eq!(
+            s.sequences_line,
+            "Room for 530 sequences of 8,192 tokens at once, 134.22 MB (128.00 MiB) of cache + 16.52 MB (15.75 MiB) of state each."
+        );
+        // (80 × 10^9 − 16,515,072) / 16,384 = 79,983,484,928 / 16,384 = 4,881,804.5 -> 4,881,804 tokens.
+        assert_eq!(s.fit_value, "4881804");
+        assert_eq!(
+            s.at_ctx,
+            "At 8,192 tokens: 134.22 MB (128.00 MiB) cache + 16.52 MB (15.75 MiB) state = 150.73 MB (143.75 MiB) of 80.00 GB (74.51 GiB), 0.2%."
+        );
+        assert!(s.weights_line.contains("is for the cache and the state"), "{}", s.weights_line);
+        // A pure Mamba: no cache, 13,107,200 B of state: 80 × 10^9 / 13,107,200 = 6,103.5 -> 6,103.
+        let code = "L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
+        let s = fit_summary(&decode_model(code).unwrap(), &KvParams::default()).unwrap();
+        assert_eq!((s.fit_value.as_str(), s.sequences_value.as_str()), ("unbounded", "6103"));
+        assert_eq!(s.headline, "Any context fits: no layer keeps a KV cache, and the constant state fits.");
     }
 }

@@ -4,7 +4,8 @@
 use super::KvParams;
 use super::budget::budget_fit_of;
 use crate::model::budget::format_gb;
-use crate::model::curves::{KvCurve, chart_max_tokens, chart_samples, kv_curves};
+use crate::model::curves::{CurveOf, KvCurve, chart_max_tokens, chart_samples, kv_curves};
+use crate::model::kv_cache::state_bytes;
 use crate::model::plot::{Axis, Scale, short_bytes_label, short_tokens_label};
 use crate::model::units::format_thousands;
 use crate::model::{ContextFit, Model};
@@ -48,7 +49,7 @@ pub fn kv_chart(model: &Model, kv: &KvParams) -> Option<LineChartData> {
         h_lines: h_lines.into_iter().collect(),
         v_lines: v_lines(kv.ctx_tokens, fit_tokens),
         x_title: "context length (tokens; K = 1,024)".into(),
-        y_title: format!("KV cache, {} (GB = 10^9 B)", kv.dtype.label()),
+        y_title: y_title(model, kv),
         description: format!(
             "KV cache of {} in {} against context length from 0 to {} tokens, {} axes.",
             model.name,
@@ -59,10 +60,19 @@ pub fn kv_chart(model: &Model, kv: &KvParams) -> Option<LineChartData> {
     })
 }
 
+/// `KV cache, FP16 (GB = 10^9 B)`; with a recurrent state, what the total then means.
+fn y_title(model: &Model, kv: &KvParams) -> String {
+    if state_bytes(model).is_ok_and(|s| s > 0) {
+        format!("KV cache, {} + state (GB = 10^9 B)", kv.dtype.label())
+    } else {
+        format!("KV cache, {} (GB = 10^9 B)", kv.dtype.label())
+    }
+}
+
 /// Bytes from 0 (linear) or the power of ten below the smallest point (log) to 5% above the
 /// highest of the total and the budget line.
 fn y_scale(curves: &[KvCurve], axis: Axis, room_bytes: u128) -> Scale {
-    let top_bytes = curves.last().and_then(|c| c.points.last()).map_or(1, |p| p.1);
+    let top_bytes = curves.iter().filter_map(|c| c.points.last()).map(|p| p.1).max().unwrap_or(1);
     let y_max = (top_bytes.max(room_bytes) as f64 * 1.05).max(1.0);
     let y_min = match axis {
         Axis::Linear => 0.0,
@@ -77,8 +87,11 @@ fn y_scale(curves: &[KvCurve], axis: Axis, room_bytes: u128) -> Scale {
 
 /// One series per curve; a log chart drops the zeros it cannot place.
 fn series(curves: &[KvCurve], axis: Axis) -> Vec<Series> {
-    let class =
-        |i: usize, c: &KvCurve| if c.kind.is_none() { "total" } else { SERIES_CLASSES[i % SERIES_CLASSES.len()] };
+    let class = |i: usize, c: &KvCurve| match c.of {
+        CurveOf::Total => "total",
+        CurveOf::State => "state",
+        CurveOf::Kind(_) => SERIES_CLASSES[i % SERIES_CLASSES.len()],
+    };
     let drawable = |p: &&(u64, u128)| axis == Axis::Linear || (p.0 > 0 && p.1 > 0);
     let points = |c: &KvCurve| c.points.iter().filter(drawable).map(|&(n, b)| (n as f64, b as f64)).collect();
     curves.iter().enumerate().map(|(i, c)| Series { label: c.label(), class: class(i, c), points: points(c) }).collect()
@@ -156,5 +169,21 @@ mod tests {
     fn the_decode_marker_is_labelled() {
         // 1,000 tokens of Llama 3 8B at FP16: 131,072,000 B, 131 MB to 3 digits.
         assert_eq!(decode_marker(1000, 131_072_000), (1000.0, 131_072_000.0, "decode: 1000 tokens, 131 MB".into()));
+    }
+
+    #[test]
+    fn a_hybrid_chart_has_a_flat_state_line_and_a_total_per_sequence() {
+        // 2 global layers of 8 KV heads × 128 (8,192 B per token in FP16) and 6 Mamba layers keeping
+        // 6 × (1,000 + 4,000) × 2 B = 60,000 B.
+        let m = crate::model::decode_model("L8.d1024.h8.kv8.hd128.pat3s-1g.ssm1000-4000-2-2-0.fs4096").unwrap();
+        let d = kv_chart(&m, &KvParams { ctx_tokens: 1000, ..Default::default() }).unwrap();
+        let classes: Vec<&str> = d.series.iter().map(|s| s.class).collect();
+        assert_eq!(classes, ["s0", "state", "total"]);
+        assert!(d.series[1].points.iter().all(|p| p.1 == 60_000.0));
+        assert_eq!(d.series[2].points[0], (0.0, 60_000.0));
+        assert_eq!(d.y_title, "KV cache, FP16 + state (GB = 10^9 B)");
+        // The total crosses the 80 GB budget where the state and the cache fill it:
+        // (8 × 10^10 − 60,000) / 8,192 = 9,765,617.6 -> 9,765,617 tokens.
+        assert_eq!(d.v_lines[1].label, "fits up to 9,765,617");
     }
 }
