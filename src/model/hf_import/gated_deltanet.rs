@@ -2,7 +2,7 @@
 //! (partial RoPE, QK-norm) in the fourth, and an MoE with a shared expert in every layer.
 
 use super::family::Family;
-use super::hybrid::{self, Built, named_layers, signed, width};
+use super::mixer_common::{self as common, Built, named_layers, signed, width};
 use super::positions;
 use super::reader::Reader;
 use super::report::ImportError;
@@ -12,7 +12,7 @@ use crate::model::schedule::{LayerKind, StateMixer};
 const LINEAR: LayerKind = LayerKind::Stateful(StateMixer::Linear);
 
 pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let mut m = hybrid::start_with_attention(r, family)?;
+    let mut m = common::start_with_attention(r, family)?;
     let (layers, d) = (u64::from(m.n_layers()), m.d_model);
     let kind_of = |t: &str| match t {
         "linear_attention" => Some(LINEAR),
@@ -26,7 +26,7 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
             (0..layers).map(|i| if (i + 1) % interval == 0 { LayerKind::Global } else { LINEAR }).collect()
         }
     };
-    m.schedule = hybrid::schedule(kinds);
+    m.schedule = common::schedule(kinds);
     // Gated DeltaNet: q, k of nk heads of dk, v of nv heads of dv, a depthwise convolution over all.
     let nk = u128::from(width(r, &["linear_num_key_heads"], 16)?);
     let dk = u128::from(width(r, &["linear_key_head_dim"], 128)?);
@@ -38,8 +38,8 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
     // in_proj_qkvz, in_proj_ba, conv1d (no bias), dt_bias, A_log, the gated norm over dv, out_proj.
     let params =
         dw * (2 * key_dim + 2 * value_dim) + dw * 2 * nv + conv_dim * u128::from(kernel) + 2 * nv + dv + value_dim * dw;
-    let conv_bytes = hybrid::dtype_bytes(r);
-    m.states.linear = Some(hybrid::state_geometry(conv_dim * u128::from(kernel), conv_bytes, nv * dk * dv, 4, params)?);
+    let conv_bytes = common::dtype_bytes(r);
+    m.states.linear = Some(common::state_geometry(conv_dim * u128::from(kernel), conv_bytes, nv * dk * dv, 4, params)?);
     m.qk_norm = true;
     let rope = positions::read(r, family, m.max_position_embeddings, false).local;
     let partial_given = r.find(&["partial_rotary_factor"]).is_some()
@@ -56,7 +56,7 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
     }
     m.ffn_kind = FfnKind::SwiGlu;
     m.ffn_size = width(r, &["intermediate_size"], 5632)?;
-    let experts = hybrid::size(r, &["num_experts"], 512)?;
+    let experts = common::size(r, &["num_experts"], 512)?;
     let mut missing = 0i128;
     let attention_layers = i128::from(m.attention_layers());
     // The output gate doubles q_proj: d x heads x head_dim more per attention layer.
@@ -64,20 +64,20 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
     missing += attention_layers * gate;
     if experts > 0 {
         let expert = width(r, &["moe_intermediate_size"], 512)?;
-        let shared = hybrid::size(r, &["shared_expert_intermediate_size"], 512)?;
+        let shared = common::size(r, &["shared_expert_intermediate_size"], 512)?;
         let n_shared = shared / expert;
         let step = width(r, &["decoder_sparse_step"], 1)?;
         m.moe = Some(Moe {
-            n_routed_experts: hybrid::to_count("num_experts", experts, limits::MAX_EXPERTS)?,
-            n_active_experts: hybrid::to_count(
+            n_routed_experts: common::to_count("num_experts", experts, limits::MAX_EXPERTS)?,
+            n_active_experts: common::to_count(
                 "num_experts_per_tok",
-                hybrid::size(r, &["num_experts_per_tok"], 10)?,
+                common::size(r, &["num_experts_per_tok"], 10)?,
                 limits::MAX_EXPERTS,
             )?,
-            n_shared_experts: hybrid::to_count("shared_expert_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
+            n_shared_experts: common::to_count("shared_expert_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
             expert_ffn_size: expert,
             first_dense_layers: 0,
-            layer_step: hybrid::to_count("decoder_sparse_step", step, limits::MAX_LAYERS)?,
+            layer_step: common::to_count("decoder_sparse_step", step, limits::MAX_LAYERS)?,
         });
         let moe_layers = (0..layers).filter(|l| (l + 1) % step == 0).count() as i128;
         // The shared expert's gate (d x 1), and any shared width the expert width does not divide.
@@ -92,7 +92,7 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
     r.read_as(format!(
         "Recurrent state as transformers 5.x caches it: a {kernel}-input convolution window over q, k and v in {} and \
          the Gated DeltaNet state (value heads x key dim x value dim) in float32, per layer per sequence",
-        hybrid::dtype_name(conv_bytes)
+        common::dtype_name(conv_bytes)
     ));
     r.read_as("Qwen3-Next's attention layers are global, with QK-norm and an output gate; the MoE has a shared expert");
     Ok(Built {

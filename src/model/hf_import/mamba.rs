@@ -7,7 +7,7 @@
 //! Mamba-2 `heads x head_dim x state_size`.
 
 use super::family::Family;
-use super::hybrid::{self, Built, dtype_name, size_or_auto, state_geometry, width};
+use super::mixer_common::{self as common, Built, dtype_name, size_or_auto, state_geometry, width};
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
 use crate::model::config::{Model, StateGeometry};
@@ -123,8 +123,8 @@ pub(super) fn state_reading(r: &mut Reader<'_>, kernel: u64, conv_bytes: u32) {
 
 /// Mamba (`mamba`): every layer one RMSNorm and a Mamba-1 mixer, no attention, no FFN.
 pub(super) fn mamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let (layers, d) = hybrid::sizes(r)?;
-    let m = hybrid::start(r, family, layers, d)?;
+    let (layers, d) = common::sizes(r)?;
+    let m = common::start(r, family, layers, d)?;
     let expand = width(r, &["expand"], 2)?;
     let inner = d * expand;
     if let Some(i) = r.count(&["intermediate_size"])?
@@ -142,15 +142,15 @@ pub(super) fn mamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
         proj_bias: r.boolean("use_bias").unwrap_or(false),
         inner_norms: 0,
     };
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     let geometry = mixer.geometry(conv_bytes)?;
     Ok(only_mixers(r, m, geometry, mixer.kernel, conv_bytes, "Mamba"))
 }
 
 /// Mamba-2 (`mamba2`): every layer one RMSNorm and a Mamba-2 mixer.
 pub(super) fn mamba2(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let (layers, d) = hybrid::sizes(r)?;
-    let m = hybrid::start(r, family, layers, d)?;
+    let (layers, d) = common::sizes(r)?;
+    let m = common::start(r, family, layers, d)?;
     let expand = width(r, &["expand"], 2)?;
     let bias = r.boolean("use_bias").unwrap_or(false);
     let mixer = Mamba2 {
@@ -167,7 +167,7 @@ pub(super) fn mamba2(r: &mut Reader<'_>, family: &Family) -> Result<Built, Impor
         gated_norm: true,
     };
     mixer.check("num_heads")?;
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     let geometry = mixer.geometry(conv_bytes)?;
     Ok(only_mixers(r, m, geometry, mixer.kernel, conv_bytes, "Mamba-2"))
 }
@@ -181,7 +181,7 @@ fn only_mixers(
     conv_bytes: u32,
     name: &str,
 ) -> Built {
-    m.schedule = hybrid::schedule(vec![LayerKind::Stateful(StateMixer::Ssm); m.n_layers() as usize]);
+    m.schedule = common::schedule(vec![LayerKind::Stateful(StateMixer::Ssm); m.n_layers() as usize]);
     m.states.ssm = Some(geometry);
     m.norms_per_layer = 1;
     state_reading(r, kernel, conv_bytes);

@@ -3,8 +3,8 @@
 //! FFN per layer, from a letter pattern) and Falcon-H1 (Mamba-2 beside attention in every layer).
 
 use super::family::Family;
-use super::hybrid::{self, Built, index_list, named_layers, signed, size_or_auto, width};
 use super::mamba::{Mamba1, Mamba2, state_reading};
+use super::mixer_common::{self as common, Built, index_list, named_layers, signed, size_or_auto, width};
 use super::positions;
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
@@ -47,12 +47,12 @@ fn biases(r: &mut Reader<'_>) -> Biases {
 /// Jamba: attention where `i % attn_layer_period == attn_layer_offset` (no positions), Mamba
 /// elsewhere; every layer has an FFN, MoE where `i % expert_layer_period == expert_layer_offset`.
 pub(super) fn jamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let mut m = hybrid::start_with_attention(r, family)?;
+    let mut m = common::start_with_attention(r, family)?;
     let d = m.d_model;
     let period = width(r, &["attn_layer_period"], 8)?;
-    let offset = hybrid::size(r, &["attn_layer_offset"], 4)?;
+    let offset = common::size(r, &["attn_layer_offset"], 4)?;
     let kinds = (0..u64::from(m.n_layers())).map(|i| if i % period == offset { LayerKind::Global } else { SSM });
-    m.schedule = hybrid::schedule(kinds.collect());
+    m.schedule = common::schedule(kinds.collect());
     let state = width(r, &["mamba_d_state"], 16)?;
     let dt_rank = size_or_auto(r, "mamba_dt_rank", d.div_ceil(16), "ceil(hidden_size / 16)")?;
     let mixer = Mamba1 {
@@ -65,30 +65,30 @@ pub(super) fn jamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
         proj_bias: r.boolean("mamba_proj_bias").unwrap_or(false),
         inner_norms: dt_rank + 2 * state,
     };
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     m.states.ssm = Some(mixer.geometry(conv_bytes)?);
     m.ffn_kind = FfnKind::SwiGlu;
     m.ffn_size = width(r, &["intermediate_size"], 14_336)?;
-    let experts = hybrid::size(r, &["num_experts", "num_local_experts"], 16)?;
+    let experts = common::size(r, &["num_experts", "num_local_experts"], 16)?;
     if experts > 0 {
         let step = width(r, &["expert_layer_period"], 2)?;
-        let offset = hybrid::size(r, &["expert_layer_offset"], 1)? % step;
+        let offset = common::size(r, &["expert_layer_offset"], 1)? % step;
         // The model's MoE layers are those with (i - first + 1) % step == 0, from `first` on.
         let first = if offset + 1 == step { 0 } else { offset + 1 };
         if first > 0 {
             r.warn(format!("MoE layer {offset} is counted as dense: the model's MoE pattern starts after it"));
         }
         m.moe = Some(Moe {
-            n_routed_experts: hybrid::to_count("num_experts", experts, limits::MAX_EXPERTS)?,
-            n_active_experts: hybrid::to_count(
+            n_routed_experts: common::to_count("num_experts", experts, limits::MAX_EXPERTS)?,
+            n_active_experts: common::to_count(
                 "num_experts_per_tok",
-                hybrid::size(r, &["num_experts_per_tok"], 2)?,
+                common::size(r, &["num_experts_per_tok"], 2)?,
                 limits::MAX_EXPERTS,
             )?,
             n_shared_experts: 0,
             expert_ffn_size: m.ffn_size,
-            first_dense_layers: hybrid::to_count("expert_layer_offset", first, limits::MAX_LAYERS)?,
-            layer_step: hybrid::to_count("expert_layer_period", step, limits::MAX_LAYERS)?,
+            first_dense_layers: common::to_count("expert_layer_offset", first, limits::MAX_LAYERS)?,
+            layer_step: common::to_count("expert_layer_period", step, limits::MAX_LAYERS)?,
         });
     }
     m.biases = Biases::default();
@@ -100,16 +100,16 @@ pub(super) fn jamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
 /// Bamba: attention (RoPE on half of each head) at `attn_layer_indices`, Mamba-2 elsewhere, a
 /// SwiGLU FFN in every layer.
 pub(super) fn bamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let mut m = hybrid::start_with_attention(r, family)?;
+    let mut m = common::start_with_attention(r, family)?;
     let layers = u64::from(m.n_layers());
     let attention = index_list(r, "attn_layer_indices", layers)?.unwrap_or_else(|| {
         r.assume("attn_layer_indices: absent, so no attention layers");
         Vec::new()
     });
     let kinds = (0..layers).map(|i| if attention.contains(&i) { LayerKind::Global } else { SSM });
-    m.schedule = hybrid::schedule(kinds.collect());
+    m.schedule = common::schedule(kinds.collect());
     let mixer = mamba2_fields(r, m.d_model, None)?;
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     set_ssm(&mut m, &mixer, conv_bytes)?;
     dense_swiglu(r, &mut m)?;
     let theta = rope_theta(r, family, &m);
@@ -122,7 +122,7 @@ pub(super) fn bamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
 /// Granite 4 hybrid: `layer_types` (Mamba-2 or attention, NoPE unless `position_embedding_type` is
 /// "rope"), and in every layer a shared SwiGLU MLP plus, with experts, an MoE.
 pub(super) fn granite(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let mut m = hybrid::start_with_attention(r, family)?;
+    let mut m = common::start_with_attention(r, family)?;
     let layers = u64::from(m.n_layers());
     let kind_of = |t: &str| match t {
         "mamba" | "linear_attention" => Some(SSM),
@@ -133,28 +133,28 @@ pub(super) fn granite(r: &mut Reader<'_>, family: &Family) -> Result<Built, Impo
         r.assume("layer_types: absent, so every layer is Mamba-2");
         vec![SSM; layers as usize]
     });
-    m.schedule = hybrid::schedule(kinds);
+    m.schedule = common::schedule(kinds);
     let mixer = mamba2_fields(r, m.d_model, None)?;
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     set_ssm(&mut m, &mixer, conv_bytes)?;
     m.biases = biases(r);
     m.ffn_kind = FfnKind::SwiGlu;
     let shared = width(r, &["shared_intermediate_size"], 1024)?;
     m.ffn_size = shared;
     let mut built = Built::exact(m);
-    let experts = hybrid::size(r, &["num_local_experts"], 8)?;
+    let experts = common::size(r, &["num_local_experts"], 8)?;
     if experts > 0 {
         let expert = width(r, &["intermediate_size"], 1024)?;
         // The shared MLP is counted as shared experts of the expert width.
         let n_shared = (shared / expert).max(1);
         built.model.moe = Some(Moe {
-            n_routed_experts: hybrid::to_count("num_local_experts", experts, limits::MAX_EXPERTS)?,
-            n_active_experts: hybrid::to_count(
+            n_routed_experts: common::to_count("num_local_experts", experts, limits::MAX_EXPERTS)?,
+            n_active_experts: common::to_count(
                 "num_experts_per_tok",
-                hybrid::size(r, &["num_experts_per_tok"], 2)?,
+                common::size(r, &["num_experts_per_tok"], 2)?,
                 limits::MAX_EXPERTS,
             )?,
-            n_shared_experts: hybrid::to_count("shared_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
+            n_shared_experts: common::to_count("shared_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
             expert_ffn_size: expert,
             first_dense_layers: 0,
             layer_step: 1,
@@ -191,17 +191,17 @@ pub(super) fn nemotron_h(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
         r.warn(format!("num_hidden_layers {n} is ignored: the pattern has {layers} layers"));
     }
     let d = r.required(&["hidden_size"], "hidden_size")?;
-    let mut m = hybrid::start(r, family, layers, d)?;
+    let mut m = common::start(r, family, layers, d)?;
     if letters.contains(&'*') {
         let heads = r.required(&["num_attention_heads"], "num_attention_heads")?;
-        m.n_q_heads = hybrid::to_count("num_attention_heads", heads, limits::MAX_HEADS)?;
-        let kv = hybrid::size(r, &["num_key_value_heads"], heads)?;
-        m.attn.n_kv_heads = hybrid::to_count("num_key_value_heads", kv, limits::MAX_HEADS)?;
+        m.n_q_heads = common::to_count("num_attention_heads", heads, limits::MAX_HEADS)?;
+        let kv = common::size(r, &["num_key_value_heads"], heads)?;
+        m.attn.n_kv_heads = common::to_count("num_key_value_heads", kv, limits::MAX_HEADS)?;
         let hd = r.count(&["head_dim", "attention_head_dim"])?.unwrap_or_else(|| {
             r.assume("head_dim: absent (and attention_head_dim), so 128");
             128
         });
-        m.attn.head_dim = hybrid::to_count("attention_head_dim", hd, limits::MAX_CONFIG_HEAD_DIM)?;
+        m.attn.head_dim = common::to_count("attention_head_dim", hd, limits::MAX_CONFIG_HEAD_DIM)?;
         if !m.n_q_heads.is_multiple_of(m.attn.n_kv_heads.max(1)) {
             return Err(invalid("num_key_value_heads", "query heads cannot be split evenly over the KV heads"));
         }
@@ -211,7 +211,7 @@ pub(super) fn nemotron_h(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
         '*' => LayerKind::Global,
         _ => LayerKind::FeedForward,
     });
-    m.schedule = hybrid::schedule(kinds.collect());
+    m.schedule = common::schedule(kinds.collect());
     let heads = width(r, &["mamba_num_heads"], 128)?;
     let head_dim = width(r, &["mamba_head_dim"], 64)?;
     let bias = r.boolean("use_bias").unwrap_or(false);
@@ -228,7 +228,7 @@ pub(super) fn nemotron_h(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
         out_bias: bias,
         gated_norm: true,
     };
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     if letters.contains(&'M') {
         set_ssm(&mut m, &mixer, conv_bytes)?;
     }
@@ -279,17 +279,17 @@ fn nemotron_letters(r: &mut Reader<'_>) -> Result<Vec<char>, ImportError> {
 fn nemotron_moe(r: &mut Reader<'_>, built: &mut Built, dense: u128, moe: u128) -> Result<(), ImportError> {
     let experts = width(r, &["n_routed_experts"], 8)?;
     let expert = width(r, &["moe_intermediate_size"], 7688)?;
-    let shared = hybrid::size(r, &["moe_shared_expert_intermediate_size"], expert)?;
+    let shared = common::size(r, &["moe_shared_expert_intermediate_size"], expert)?;
     let n_shared = shared / expert;
     let m = &mut built.model;
     m.moe = Some(Moe {
-        n_routed_experts: hybrid::to_count("n_routed_experts", experts, limits::MAX_EXPERTS)?,
-        n_active_experts: hybrid::to_count(
+        n_routed_experts: common::to_count("n_routed_experts", experts, limits::MAX_EXPERTS)?,
+        n_active_experts: common::to_count(
             "num_experts_per_tok",
-            hybrid::size(r, &["num_experts_per_tok"], 2)?,
+            common::size(r, &["num_experts_per_tok"], 2)?,
             limits::MAX_EXPERTS,
         )?,
-        n_shared_experts: hybrid::to_count("moe_shared_expert_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
+        n_shared_experts: common::to_count("moe_shared_expert_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
         expert_ffn_size: expert,
         first_dense_layers: 0,
         layer_step: 1,
@@ -309,14 +309,14 @@ fn nemotron_moe(r: &mut Reader<'_>, built: &mut Built, dense: u128, moe: u128) -
 
 /// Falcon-H1: every layer runs attention (RoPE) and a Mamba-2 mixer side by side, then a SwiGLU FFN.
 pub(super) fn falcon_h1(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let mut m = hybrid::start_with_attention(r, family)?;
+    let mut m = common::start_with_attention(r, family)?;
     let d = m.d_model;
-    m.schedule = hybrid::schedule(vec![LayerKind::Global; m.n_layers() as usize]);
+    m.schedule = common::schedule(vec![LayerKind::Global; m.n_layers() as usize]);
     let inner = r.count(&["mamba_d_ssm"])?;
     let mut mixer = mamba2_fields(r, d, inner)?;
     mixer.out_bias = r.boolean("projectors_bias").unwrap_or(false);
     mixer.gated_norm = r.boolean("mamba_rms_norm").unwrap_or(false);
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     m.states.ssm = Some(mixer.geometry(conv_bytes)?);
     m.states.beside_attention = Some(StateMixer::Ssm);
     dense_swiglu(r, &mut m)?;

@@ -32,6 +32,7 @@ mod json_text;
 mod kv_heads;
 mod mamba;
 mod mamba_hybrids;
+mod mixer_common;
 mod moe;
 mod positions;
 mod reader;

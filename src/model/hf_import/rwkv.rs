@@ -7,7 +7,7 @@
 //! one of each.
 
 use super::family::Family;
-use super::hybrid::{self, Built, dtype_name, signed, width};
+use super::mixer_common::{self as common, Built, dtype_name, signed, width};
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
 use crate::model::config::{FfnKind, Model, NormKind};
@@ -15,9 +15,9 @@ use crate::model::schedule::{LayerKind, StateMixer};
 
 /// The common start: all layers linear attention, a two-matrix FFN, two LayerNorms per layer.
 fn start(r: &mut Reader<'_>, family: &Family) -> Result<Model, ImportError> {
-    let (layers, d) = hybrid::sizes(r)?;
-    let mut m = hybrid::start(r, family, layers, d)?;
-    m.schedule = hybrid::schedule(vec![LayerKind::Stateful(StateMixer::Linear); layers as usize]);
+    let (layers, d) = common::sizes(r)?;
+    let mut m = common::start(r, family, layers, d)?;
+    m.schedule = common::schedule(vec![LayerKind::Stateful(StateMixer::Linear); layers as usize]);
     m.ffn_kind = FfnKind::Mlp;
     m.norm = NormKind::LayerNorm;
     m.norms_per_layer = 2;
@@ -83,8 +83,8 @@ pub(super) fn rwkv4(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
     // key, value, receptance, output; time_decay, time_first; three mix vectors; plus the channel
     // mix's receptance (d x d) and two mix vectors.
     let params = 4 * dw * aw + 3 * dw + 2 * aw + dw * dw + 2 * dw;
-    let conv_bytes = hybrid::dtype_bytes(r);
-    m.states.linear = Some(hybrid::state_geometry(2 * dw, conv_bytes, 3 * dw, 4, params)?);
+    let conv_bytes = common::dtype_bytes(r);
+    m.states.linear = Some(common::state_geometry(2 * dw, conv_bytes, 3 * dw, 4, params)?);
     state_reading(r, conv_bytes, "the WKV numerator, denominator and running maximum (hidden_size each)");
     Ok(Built { missing: pre_norm(&m), model: m, unmodelled: PRE_NORM.into() })
 }
@@ -117,9 +117,9 @@ pub(super) fn rwkv6(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
         + vw * dw
         + dw * dw
         + 2 * dw;
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     let state = kw * vw / u128::from(heads);
-    m.states.linear = Some(hybrid::state_geometry(2 * dw, conv_bytes, state, 4, params)?);
+    m.states.linear = Some(common::state_geometry(2 * dw, conv_bytes, state, 4, params)?);
     state_reading(r, conv_bytes, "the WKV state (heads x key dim x value dim)");
     let missing = if r.boolean("norm_first").unwrap_or(true) { pre_norm(&m) } else { 0 };
     Ok(Built { missing, model: m, unmodelled: PRE_NORM.into() })
@@ -178,9 +178,9 @@ pub(super) fn rwkv7(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
         + 2 * vw
         + value_lora
         + dd;
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     let state = u128::from(head_dim) * vw;
-    m.states.linear = Some(hybrid::state_geometry(2 * dd, conv_bytes, state, 4, params)?);
+    m.states.linear = Some(common::state_geometry(2 * dd, conv_bytes, state, 4, params)?);
     state_reading(r, conv_bytes, "the WKV state (heads x head_dim x value head dim)");
     r.read_as(format!(
         "Every RWKV-7 layer is counted with the mixer of layers 1 on ({params} with the channel mix's mix vector); \

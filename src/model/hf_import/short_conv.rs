@@ -3,7 +3,7 @@
 //! recurrence with a short convolution, beside sliding-window attention).
 
 use super::family::Family;
-use super::hybrid::{self, Built, dtype_name, index_list, named_layers, width};
+use super::mixer_common::{self as common, Built, dtype_name, index_list, named_layers, width};
 use super::positions;
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
@@ -15,7 +15,7 @@ const CONV: LayerKind = LayerKind::Stateful(StateMixer::Conv);
 /// LFM2: `layer_types` (or attention at `full_attn_idxs`, convolutions elsewhere); attention with
 /// QK-norm and RoPE; a SwiGLU FFN in every layer whose width LFM2 adjusts.
 pub(super) fn lfm2(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let mut m = hybrid::start_with_attention(r, family)?;
+    let mut m = common::start_with_attention(r, family)?;
     if let Some(tied) = r.boolean("tie_embedding") {
         m.tie_embeddings = tied;
     }
@@ -31,15 +31,15 @@ pub(super) fn lfm2(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportE
             }
         },
     };
-    m.schedule = hybrid::schedule(kinds);
+    m.schedule = common::schedule(kinds);
     let cache = width(r, &["conv_L_cache"], 3)?;
     let bias = r.boolean("conv_bias").unwrap_or(false);
     let dw = u128::from(d);
     // in_proj d -> 3d, out_proj d -> d, a depthwise convolution of conv_L_cache taps (+ biases).
     let params = 4 * dw * dw + dw * u128::from(cache) + if bias { 5 * dw } else { 0 };
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     if m.schedule.layers().contains(&CONV) {
-        m.states.conv = Some(hybrid::state_geometry(dw * u128::from(cache), conv_bytes, 0, 4, params)?);
+        m.states.conv = Some(common::state_geometry(dw * u128::from(cache), conv_bytes, 0, 4, params)?);
     }
     m.qk_norm = true;
     m.positional = positions::read(r, family, m.max_position_embeddings, false).local;
@@ -82,13 +82,13 @@ fn lfm2_ffn(r: &mut Reader<'_>) -> Result<u64, ImportError> {
 /// (RG-LRU) and local attention (MQA, RoPE on half of each head); a GELU-gated MLP with biases of
 /// `intermediate_size / 2` in every layer.
 pub(super) fn recurrent_gemma(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let mut m = hybrid::start_with_attention(r, family)?;
+    let mut m = common::start_with_attention(r, family)?;
     let (layers, d) = (u64::from(m.n_layers()), m.d_model);
     let heads = u64::from(m.n_q_heads);
     if !d.is_multiple_of(heads) {
         return Err(invalid("num_attention_heads", format!("{heads} heads do not divide hidden_size {d}")));
     }
-    m.attn.head_dim = hybrid::to_count("head_dim", d / heads, limits::MAX_CONFIG_HEAD_DIM)?;
+    m.attn.head_dim = common::to_count("head_dim", d / heads, limits::MAX_CONFIG_HEAD_DIM)?;
     let window = width(r, &["attention_window_size", "sliding_window"], 2048)?;
     let sliding = LayerKind::Sliding { window_tokens: window };
     let ssm = LayerKind::Stateful(StateMixer::Ssm);
@@ -111,7 +111,7 @@ pub(super) fn recurrent_gemma(r: &mut Reader<'_>, family: &Family) -> Result<Bui
             vec![ssm, ssm, sliding]
         }
     };
-    m.schedule = hybrid::schedule((0..layers as usize).map(|i| pattern[i % pattern.len()]).collect());
+    m.schedule = common::schedule((0..layers as usize).map(|i| pattern[i % pattern.len()]).collect());
     let lru = width(r, &["lru_width"], d)?;
     if !lru.is_multiple_of(heads) {
         return Err(invalid("lru_width", format!("{lru} is not split evenly over {heads} heads")));
@@ -121,9 +121,9 @@ pub(super) fn recurrent_gemma(r: &mut Reader<'_>, family: &Family) -> Result<Bui
     // linear_y, linear_x (d -> W, bias), linear_out (W -> d, bias), conv1d (W x cw + W), RG-LRU:
     // recurrent_param W, input and recurrent gates block-diagonal per head (W^2 / heads + W each).
     let params = 2 * (dw * w + w) + (w * dw + dw) + (w * u128::from(cw) + w) + w + 2 * (w * w / hw + w);
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     if m.schedule.layers().contains(&ssm) {
-        m.states.ssm = Some(hybrid::state_geometry(dw * u128::from(cw - 1), conv_bytes, w, 4, params)?);
+        m.states.ssm = Some(common::state_geometry(dw * u128::from(cw - 1), conv_bytes, w, 4, params)?);
     }
     let rope = positions::read(r, family, m.max_position_embeddings, false).local;
     m.positional = match rope {

@@ -7,8 +7,8 @@
 //! difference.
 
 use super::family::Family;
-use super::hybrid::{self, Built, attention_weights, named_layers, signed, size_or_auto, width};
 use super::mamba::{Mamba1, Mamba2, state_reading};
+use super::mixer_common::{self as common, Built, attention_weights, named_layers, signed, size_or_auto, width};
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
 use crate::model::config::{Model, Positional, limits};
@@ -20,9 +20,9 @@ const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);
 /// `attention_head_dim` or `kv_channels` are not what the code uses).
 fn attention(r: &mut Reader<'_>, m: &mut Model) -> Result<(), ImportError> {
     let heads = r.required(&["num_attention_heads"], "num_attention_heads")?;
-    let heads = hybrid::to_count("num_attention_heads", heads, limits::MAX_HEADS)?.max(1);
-    let kv = hybrid::size(r, &["num_key_value_heads"], heads.into())?;
-    let kv = hybrid::to_count("num_key_value_heads", kv, limits::MAX_HEADS)?;
+    let heads = common::to_count("num_attention_heads", heads, limits::MAX_HEADS)?.max(1);
+    let kv = common::size(r, &["num_key_value_heads"], heads.into())?;
+    let kv = common::to_count("num_key_value_heads", kv, limits::MAX_HEADS)?;
     if kv == 0 || !heads.is_multiple_of(kv) {
         return Err(invalid("num_key_value_heads", format!("{heads} query heads cannot be split over {kv}")));
     }
@@ -32,7 +32,7 @@ fn attention(r: &mut Reader<'_>, m: &mut Model) -> Result<(), ImportError> {
     }
     m.n_q_heads = heads;
     m.attn.n_kv_heads = kv;
-    m.attn.head_dim = hybrid::to_count("attention_head_dim", hd, limits::MAX_CONFIG_HEAD_DIM)?;
+    m.attn.head_dim = common::to_count("attention_head_dim", hd, limits::MAX_CONFIG_HEAD_DIM)?;
     r.read_as(format!(
         "Attention reads the hidden state concatenated with the embeddings (2 * hidden_size wide): head_dim is \
          2 * hidden_size / heads = {hd}, whatever the file's attention_head_dim or kv_channels say"
@@ -62,7 +62,7 @@ fn hybrid_layers(r: &mut Reader<'_>, layers: u64, default: Vec<bool>) -> Result<
 
 fn set_schedule(m: &mut Model, hybrid_layers: &[bool]) {
     let kinds = hybrid_layers.iter().map(|&h| if h { LayerKind::Global } else { SSM });
-    m.schedule = hybrid::schedule(kinds.collect());
+    m.schedule = common::schedule(kinds.collect());
     m.states.beside_attention = Some(StateMixer::Ssm);
     m.norms_per_layer = 1;
     m.ffn_size = 0;
@@ -80,11 +80,11 @@ fn shared_block_difference(m: &Model, blocks: u128, f: u128, per_call: u128) -> 
 /// Zamba: Mamba-1 mixers (`n_mamba_heads` of them, same weights in total), hybrid layers by
 /// `attn_layer_period` / `attn_layer_offset` after the first three layers; NoPE.
 pub(super) fn zamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let (layers, d) = hybrid::sizes(r)?;
-    let mut m = hybrid::start(r, family, layers, d)?;
+    let (layers, d) = common::sizes(r)?;
+    let mut m = common::start(r, family, layers, d)?;
     attention(r, &mut m)?;
     let period = width(r, &["attn_layer_period"], 6)?;
-    let offset = hybrid::size(r, &["attn_layer_offset"], 4)?;
+    let offset = common::size(r, &["attn_layer_offset"], 4)?;
     let default = (0..layers).map(|i| i == 2 || (i >= 3 && (i - 3) % period == offset)).collect();
     set_schedule(&mut m, &hybrid_layers(r, layers, default)?);
     let mixer = Mamba1 {
@@ -97,7 +97,7 @@ pub(super) fn zamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
         proj_bias: r.boolean("mamba_proj_bias").unwrap_or(false),
         inner_norms: 0,
     };
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     m.states.ssm = Some(mixer.geometry(conv_bytes)?);
     let f = width(r, &["intermediate_size"], 4 * d)?;
     let missing = shared_block_difference(&m, 1, f.into(), 0);
@@ -117,8 +117,8 @@ pub(super) fn zamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
 /// layers calling `num_mem_blocks` shared blocks in turn, LoRA adapters per call; RoPE only with
 /// `use_mem_rope`.
 pub(super) fn zamba2(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
-    let (layers, d) = hybrid::sizes(r)?;
-    let mut m = hybrid::start(r, family, layers, d)?;
+    let (layers, d) = common::sizes(r)?;
+    let mut m = common::start(r, family, layers, d)?;
     attention(r, &mut m)?;
     let mut default = vec![false];
     for _ in 0..7 {
@@ -146,7 +146,7 @@ pub(super) fn zamba2(r: &mut Reader<'_>, family: &Family) -> Result<Built, Impor
         gated_norm: true,
     };
     r.read_as(format!("Zamba2's Mamba head dimension is expand * hidden_size / n_mamba_heads = {}", inner / heads));
-    let conv_bytes = hybrid::dtype_bytes(r);
+    let conv_bytes = common::dtype_bytes(r);
     m.states.ssm = Some(mixer.geometry(conv_bytes)?);
     if r.boolean("use_mem_rope") == Some(true) {
         let theta = r.float("rope_theta").unwrap_or(10_000.0);
@@ -156,7 +156,7 @@ pub(super) fn zamba2(r: &mut Reader<'_>, family: &Family) -> Result<Built, Impor
     }
     let f = u128::from(width(r, &["intermediate_size"], 4 * d)?);
     let blocks = u128::from(width(r, &["num_mem_blocks"], 1)?).min(u128::from(m.attention_layers()).max(1));
-    let rank = u128::from(hybrid::size(r, &["adapter_rank"], 128)?);
+    let rank = u128::from(common::size(r, &["adapter_rank"], 128)?);
     let d2 = u128::from(d);
     // Per call: the MLP's gate/up adapter (d -> rank -> 2f), and with the attention adapter q, k, v
     // adapters (2d -> rank -> 2d each).
