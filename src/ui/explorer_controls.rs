@@ -6,12 +6,12 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::browser;
+use super::model_picker::ModelSelect;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
 use crate::model::MaskKind;
 use crate::model::Model;
-use crate::model::presets::all_presets;
 use crate::state::AppState;
 use crate::ui::params::set_param;
 use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS, MixRow};
@@ -82,15 +82,7 @@ pub fn ExplorerControls(
         <form class="controls explorer-controls" on:submit=|ev| ev.prevent_default() data-testid="explorer-controls">
             <label>
                 "Model"
-                <select data-testid="model-select" on:change=move |ev| {
-                    let id = event_target_value(&ev);
-                    state.try_update(|s| s.choose_model(id, None));
-                }>
-                    {all_presets().iter().map(|p| {
-                        let id = p.id;
-                        view! { <option value=id selected=move || state.with(|s| s.model.cfg.is_none() && s.model.preset == id)>{p.display_name}</option> }
-                    }).collect_view()}
-                </select>
+                <ModelSelect state/>
             </label>
             <label>
                 "Layer"

@@ -25,39 +25,49 @@ use crate::views::model_figures::{
 /// The select's value for a model that came from a paste or a link's `cfg=`.
 const CUSTOM: &str = "custom";
 
+/// The model select of every view: the presets, and "Imported / custom model" while the link carries
+/// a `cfg` (a pasted config or a shared custom model), so the select never names a preset the page is
+/// not showing.
+#[component]
+pub fn ModelSelect(state: RwSignal<AppState>) -> impl IntoView {
+    let is_custom = move || state.with(|s| s.model.cfg.is_some());
+    view! {
+        <select data-testid="model-select" on:change=move |ev| {
+            let id = event_target_value(&ev);
+            if id != CUSTOM {
+                state.try_update(|s| s.choose_model(id, None));
+            }
+        }>
+            <Show when=is_custom>
+                <option value=CUSTOM selected=true>"Imported / custom model"</option>
+            </Show>
+            {all_presets()
+                .iter()
+                .map(|p| {
+                    let id = p.id;
+                    view! {
+                        <option value=id selected=move || state.with(|s| s.model.cfg.is_none() && s.model.preset == id)>
+                            {p.display_name}
+                        </option>
+                    }
+                })
+                .collect_view()}
+        </select>
+    }
+}
+
 /// Model, dtype, context, layer, copy-link, the import panel and the config values.
 #[component]
 pub fn ModelPicker(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let report = RwSignal::new(None::<Result<ImportReport, String>>);
     let copied = RwSignal::new(None::<bool>);
     let n_layers = move || model.with(Model::n_layers);
-    let is_custom = move || state.with(|s| s.model.cfg.is_some());
 
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default()>
             <label>
                 "Model"
-                <select data-testid="model-select" on:change=move |ev| {
-                    let id = event_target_value(&ev);
-                    if id != CUSTOM {
-                        state.update(|s| s.choose_model(id, None));
-                    }
-                }>
-                    <Show when=is_custom>
-                        <option value=CUSTOM selected=true>"Imported / custom model"</option>
-                    </Show>
-                    {all_presets()
-                        .iter()
-                        .map(|p| {
-                            let id = p.id;
-                            view! {
-                                <option value=id selected=move || state.with(|s| s.model.cfg.is_none() && s.model.preset == id)>
-                                    {p.display_name}
-                                </option>
-                            }
-                        })
-                        .collect_view()}
-                </select>
+                <ModelSelect state/>
             </label>
             <label>
                 "KV cache dtype"

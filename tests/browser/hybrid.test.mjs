@@ -32,6 +32,8 @@ describe("models without attention in some layers", () => {
     assert.equal(await app.page.getByTestId("layer-input").inputValue(), "4");
     assert.equal(new URLSearchParams(await app.query()).get("layer"), null);
     assert.equal((await heads(app.page)).length, 32);
+    // The model select names the custom model, not a preset the page is not showing.
+    assert.equal(await app.page.getByTestId("model-select").inputValue(), "custom");
 
     const strip = app.page.getByTestId("layer-strip");
     assert.equal(await strip.locator('[data-testid="layer-cell"]').count(), 32);

@@ -168,6 +168,48 @@ describe("KV view", () => {
     await app.close();
   });
 
+  test("hybrid and state-space configs import as such: Jamba's 4 attention layers, Mamba's state only, Falcon-H1 side by side", async () => {
+    const app = await AppPage.open(session, "?view=kv&ctx=8192&dtype=bf16");
+    // Jamba v0.1: attention at layers 4, 12, 20, 28 (attn_layer_period 8, offset 4), Mamba elsewhere.
+    // KV: 4 layers * 8 KV heads * 128 dims * 2 (K, V) * 2 B = 16,384 B per token; at 8,192 tokens 134,217,728.
+    // State: 28 Mamba layers * (8,192 channels * 4 conv inputs * 2 B (bf16) + 8,192 * 16 * 4 B (fp32 SSM state))
+    //      = 28 * (65,536 + 524,288) = 16,515,072 B per sequence.
+    await paste(app, config("jamba-v0.1.json"));
+    await app.page.getByTestId("import-report").waitFor();
+    assert.match(await app.page.getByTestId("import-readings").innerText(), /Recurrent state as transformers/);
+    assert.equal((await figure(app, "kv-bytes-per-token", 16384)).value, "16384");
+    assert.equal((await figure(app, "kv-total-bytes", 134217728)).value, "134217728");
+    assert.equal((await figure(app, "state-bytes", 16515072)).value, "16515072");
+    const rows = await app.page.getByTestId("kv-breakdown-row").evaluateAll((els) =>
+      els.map((e) => [e.dataset.kind, e.dataset.layers, e.dataset.stateBytes]));
+    assert.deepEqual(rows, [["ssm", "28", "16515072"], ["global", "4", "0"]]);
+    // The link carries the layer kinds and the state: a fresh window shows the same figures.
+    await app.page.waitForFunction(() => /pat4s-1g-3s/.test(new URL(location.href).searchParams.get("cfg") ?? ""));
+    const shared = await AppPage.open(session, new URL(app.page.url()).search);
+    assert.equal((await figure(shared, "state-bytes", 16515072)).value, "16515072");
+    assert.equal((await figure(shared, "kv-bytes-per-token", 16384)).value, "16384");
+    shared.assertNoConsoleErrors();
+    await shared.close();
+
+    // Mamba 2.8B (float32 checkpoint): no KV cache; 64 layers * (5,120 * 4 * 4 B + 5,120 * 16 * 4 B)
+    // = 64 * 409,600 = 26,214,400 B per sequence.
+    await app.page.getByTestId("config-input").fill(config("mamba-2.8b-hf.json"));
+    await app.page.getByTestId("config-import").click();
+    assert.equal((await figure(app, "state-bytes", 26214400)).value, "26214400");
+    assert.equal((await figure(app, "kv-bytes-per-token", 0)).value, "0");
+    assert.match(await app.page.getByTestId("state-note").innerText(), /No KV cache/);
+
+    // Falcon-H1 7B: every one of 44 layers runs attention (2 KV heads of 128) and Mamba-2 side by side.
+    // KV: 44 * 2 * 128 * 2 * 2 B = 45,056 B per token. State: 44 * ((3,072 + 2 * 256) * 4 * 2 B
+    // + 24 heads * 128 * 256 * 4 B) = 44 * (28,672 + 3,145,728) = 139,673,600 B.
+    await app.page.getByTestId("config-input").fill(config("falcon-h1-7b-base.json"));
+    await app.page.getByTestId("config-import").click();
+    assert.equal((await figure(app, "kv-bytes-per-token", 45056)).value, "45056");
+    assert.equal((await figure(app, "state-bytes", 139673600)).value, "139673600");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("a pasted config.json is imported, reported, and shareable by link", async () => {
     const app = await AppPage.open(session, "?view=kv&ctx=8192");
     await paste(app, config("qwen2-7b.json"));
