@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use crate::model::Model;
 use crate::state::AppState;
 use crate::views::heatmaps::reach::reach_line;
-use crate::views::layer_kinds::{cell_title, kind_text, legend, reads_shared_cache};
+use crate::views::layer_kinds::{beside_class, beside_mixer, cell_title, kind_text, legend, reads_shared_cache};
 
 #[component]
 pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>) -> impl IntoView {
@@ -38,16 +38,22 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
                         let layer = i as u32;
                         let shares = reads_shared_cache(m, i);
                         let title = cell_title(m, i);
+                        let beside = beside_mixer(m, i);
+                        let class = match beside {
+                            Some(mixer) => format!("layer-cell {} {}", kind.noun(), beside_class(mixer)),
+                            None => format!("layer-cell {}", kind.noun()),
+                        };
                         view! {
                             <button
                                 type="button"
-                                class=format!("layer-cell {}", kind.noun())
+                                class=class
                                 class:shared=shares
                                 class:active=move || state.with(|s| s.model.layer == layer)
                                 aria-pressed=move || state.with(|s| s.model.layer == layer).to_string()
                                 data-testid="layer-cell"
                                 data-layer=layer
                                 data-kind=kind.noun()
+                                data-beside=beside.map(|m| m.noun())
                                 title=title.clone()
                                 aria-label=title
                                 on:click=move |_| { state.try_update(|s| s.model.layer = layer); }

@@ -5,7 +5,7 @@
 
 use crate::model::kv_cache::state_bytes_per_layer;
 use crate::model::units::{bytes_text, format_thousands};
-use crate::model::{LayerKind, Model};
+use crate::model::{LayerKind, Model, StateMixer};
 
 /// A layer kind in words, for the strip's summary and titles.
 pub fn kind_text(kind: LayerKind) -> String {
@@ -33,7 +33,30 @@ pub fn cell_title(model: &Model, layer: usize) -> String {
     } else {
         "; reads an earlier layer's KV cache".to_string()
     };
-    format!("Layer {layer}: {}{tail}", kind_text(kind))
+    let beside = match beside_mixer(model, layer) {
+        Some(mixer) => format!(
+            "; also runs a {} beside its attention, keeping a state of {} per sequence",
+            mixer.description(),
+            bytes_text(state_bytes_per_layer(model, kind))
+        ),
+        None => String::new(),
+    };
+    format!("Layer {layer}: {}{tail}{beside}", kind_text(kind))
+}
+
+/// The recurrent mixer layer `layer` runs beside its attention (Falcon-H1's Mamba-2 in every layer,
+/// Zamba's hybrid layers), marked on its strip cell.
+pub fn beside_mixer(model: &Model, layer: usize) -> Option<StateMixer> {
+    model.schedule.kind(layer).filter(|k| k.is_attention()).and(model.states.beside_attention)
+}
+
+/// The strip cell's class for a mixer beside attention: `beside-ssm`, `beside-linear`, `beside-conv`.
+pub fn beside_class(mixer: StateMixer) -> &'static str {
+    match mixer {
+        StateMixer::Ssm => "beside-ssm",
+        StateMixer::Linear => "beside-linear",
+        StateMixer::Conv => "beside-conv",
+    }
 }
 
 /// Whether the strip marks layer `layer` as reading another layer's cache (an attention layer that
@@ -75,6 +98,14 @@ pub fn legend(model: &Model) -> Vec<LegendEntry> {
             _ => "feed-forward only",
         },
     }));
+    if let Some(mixer) = model.states.beside_attention {
+        let label = match mixer {
+            StateMixer::Ssm => "attention with a state-space (Mamba) mixer beside it",
+            StateMixer::Linear => "attention with a linear-attention mixer beside it",
+            StateMixer::Conv => "attention with a short convolution beside it",
+        };
+        out.push(LegendEntry { class: beside_class(mixer), label });
+    }
     out
 }
 
@@ -129,20 +160,28 @@ pub struct Recurrent {
     pub state_bytes: u128,
 }
 
-/// The layers of `model` without softmax attention; `None` for a transformer.
+/// The layers of `model` without softmax attention, and the mixers beside its attention layers;
+/// `None` for a transformer.
 pub fn recurrent_layers(model: &Model) -> Option<Recurrent> {
     let counts: Vec<_> = model.schedule.counts().into_iter().filter(|c| !c.kind.is_attention()).collect();
-    if counts.is_empty() {
+    let beside = model.states.beside_attention.filter(|_| model.has_attention());
+    if counts.is_empty() && beside.is_none() {
         return None;
     }
-    let parts: Vec<String> = counts
+    let plural = |n: u32| if n == 1 { "" } else { "s" };
+    let mut parts: Vec<String> = counts
         .iter()
         .map(|c| {
             let words = kind_text(c.kind);
             let words = words.strip_suffix(" layer").unwrap_or(&words);
-            format!("{} {words} layer{}", format_thousands(c.layers.into()), if c.layers == 1 { "" } else { "s" })
+            format!("{} {words} layer{}", format_thousands(c.layers.into()), plural(c.layers))
         })
         .collect();
+    if let Some(mixer) = beside {
+        let n = model.attention_layers();
+        let words = mixer.description().strip_suffix(" layer").unwrap_or(mixer.description());
+        parts.push(format!("{words} mixer{} beside its {n} attention layer{}", plural(n), plural(n)));
+    }
     Some(Recurrent {
         layers: counts.iter().map(|c| c.layers).sum(),
         words: parts.join(" and "),
@@ -267,6 +306,33 @@ mod tests {
             }
         );
         assert_eq!(keeps_text(&r), "keep a constant state of 1,966,080 bytes = 1.97 MB (1.88 MiB) per sequence");
+    }
+
+    #[test]
+    fn mixers_beside_attention_are_named_in_titles_legend_and_counts() {
+        // Falcon-H1's shape: every layer runs attention and a Mamba-2 mixer side by side; Zamba's: Mamba
+        // layers, some also calling attention. Each mixer keeps (32,768 + 131,072) x 2 B = 327,680 B.
+        let mut falcon = hybrid();
+        falcon.schedule = Schedule::uniform(4, LayerKind::Global);
+        falcon.states.beside_attention = Some(StateMixer::Ssm);
+        assert_eq!(beside_mixer(&falcon, 1), Some(StateMixer::Ssm));
+        assert_eq!(
+            cell_title(&falcon, 1),
+            "Layer 1: global (causal over all tokens); also runs a state-space (Mamba) layer beside its attention, \
+             keeping a state of 327,680 bytes = 327.68 KB (320.00 KiB) per sequence"
+        );
+        assert_eq!(legend(&falcon).last().map(|e| e.class), Some("beside-ssm"));
+        let r = recurrent_layers(&falcon).unwrap();
+        // 4 x 327,680 = 1,310,720 B.
+        assert_eq!(r.words, "state-space (Mamba) mixers beside its 4 attention layers");
+        assert_eq!(r.state_bytes, 1_310_720);
+        let mut zamba = hybrid();
+        zamba.states.beside_attention = Some(StateMixer::Ssm);
+        // 7 Mamba layers and the mixer beside the attention layer: 8 x 327,680 = 2,621,440 B.
+        let r = recurrent_layers(&zamba).unwrap();
+        assert_eq!(r.words, "7 state-space (Mamba) layers and state-space (Mamba) mixer beside its 1 attention layer");
+        assert_eq!(r.state_bytes, 2_621_440);
+        assert_eq!(beside_mixer(&zamba, 0), None);
     }
 
     #[test]

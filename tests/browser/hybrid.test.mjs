@@ -97,6 +97,25 @@ describe("models without attention in some layers", () => {
     await app.close();
   });
 
+  test("attention layers with a Mamba mixer beside them (Falcon-H1) show heatmaps and are marked as keeping a state", async () => {
+    // 4 layers, each attention (8 KV heads of 128) and Mamba-2 side by side; each mixer keeps
+    // 32,768 * 2 B + 262,144 * 2 B = 589,824 B, 4 * 589,824 = 2,359,296 B in all.
+    const falcon = "L4.d4096.h32.kv8.hd128.bas.ssm32768-262144-2-2-100000000.fs14336.v65536.rope10000.ctx4096";
+    const app = await AppPage.open(session, `?cfg=${falcon}&text=one%20two%20three&heads=0-3`);
+    await waitReady(app.page);
+    assert.equal((await heads(app.page)).length, 4);
+    const cells = app.page.locator('[data-testid="layer-cell"][data-kind="global"][data-beside="ssm"]');
+    assert.equal(await cells.count(), 4);
+    assert.match(await cells.first().getAttribute("title"),
+      /^Layer 0: global \(causal over all tokens\); also runs a state-space \(Mamba\) layer beside its attention, keeping a state of 589,824 bytes/);
+    assert.match(await app.page.getByTestId("layer-legend").locator('[data-legend="beside-ssm"]').innerText(), /state-space \(Mamba\) mixer beside it/);
+    await app.page.goto(new URL(`?view=kv&cfg=${falcon}`, app.page.url()).toString());
+    assert.match(await app.page.getByTestId("decode-recurrent").innerText(),
+      /runs the 4 attention layers only; the state-space \(Mamba\) mixers beside its 4 attention layers keep a constant state of 2,359,296 bytes/);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("the decode demo runs a hybrid's attention layers only, and a pure Mamba not at all", async () => {
     const app = await AppPage.open(session, `?view=kv&cfg=${JAMBA}&dtype=bf16`);
     await app.waitForEngine();

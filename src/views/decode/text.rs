@@ -197,6 +197,15 @@ mod tests {
         );
         let demo: Vec<LayerKind> = demo_layers(&jamba, KERNEL_MAX_HEAD_DIM).iter().map(|l| l.kind).collect();
         assert_eq!(demo, [LayerKind::Global]);
+        // Falcon-H1's shape: Mamba-2 beside attention in each of 4 layers, 4 x 589,824 = 2,359,296 B.
+        let falcon = decode_model("L4.d4096.h32.kv8.hd128.bas.ssm32768-262144-2-2-100000000.ctx4096").unwrap();
+        assert_eq!(
+            recurrent_note(&falcon).as_deref(),
+            Some(
+                "The demo runs the 4 attention layers only; the state-space (Mamba) mixers beside its 4 attention \
+                 layers keep a constant state of 2,359,296 bytes = 2.36 MB (2.25 MiB) per sequence, not simulated here."
+            )
+        );
         // A pure Mamba: 64 x (20,480 + 81,920) x 2 B = 13,107,200 B, nothing to page.
         let mut mamba =
             decode_model("L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048").unwrap();
