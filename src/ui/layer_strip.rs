@@ -9,22 +9,11 @@ use leptos::prelude::*;
 use crate::model::Model;
 use crate::state::AppState;
 use crate::views::heatmaps::reach::reach_line;
-use crate::views::layer_kinds::{beside_class, beside_mixer, cell_title, kind_text, legend, reads_shared_cache};
+use crate::views::layer_kinds::{beside_class, beside_mixer, cell_title, legend, reads_shared_cache, strip_summary};
 
 #[component]
 pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>) -> impl IntoView {
-    let summary = move || {
-        model.with(|m| {
-            let counts = m
-                .schedule
-                .counts()
-                .iter()
-                .map(|c| format!("{} × {}", c.layers, kind_text(c.kind)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!("{} layers: {} ({counts})", m.n_layers(), m.schedule.summary())
-        })
-    };
+    let summary = move || model.with(strip_summary);
     let reach = Memo::new(move |_| {
         let layer = state.with(|s| s.model.layer);
         model.with(|m| reach_line(m, layer))

@@ -20,6 +20,18 @@ pub fn kind_text(kind: LayerKind) -> String {
 
 const FEED_FORWARD: &str = "feed-forward-only layer";
 
+/// The line above the strip: "62 layers: 5 sliding : 1 global (52 × sliding window of 1024 tokens,
+/// 10 × global (causal over all tokens))", and the mixer beside attention where there is one.
+pub fn strip_summary(model: &Model) -> String {
+    let counts: Vec<String> =
+        model.schedule.counts().iter().map(|c| format!("{} × {}", c.layers, kind_text(c.kind))).collect();
+    let line = format!("{} layers: {} ({})", model.n_layers(), model.schedule.summary(), counts.join(", "));
+    match model.states.beside_attention.filter(|_| model.has_attention()) {
+        Some(mixer) => format!("{line}; each attention layer also runs a {} beside it", mixer.description()),
+        None => line,
+    }
+}
+
 /// The title (tooltip) of layer `layer`'s cell in the strip.
 pub fn cell_title(model: &Model, layer: usize) -> String {
     let Some(kind) = model.schedule.kind(layer) else { return format!("Layer {layer}") };
@@ -322,6 +334,15 @@ mod tests {
              keeping a state of 327,680 bytes = 327.68 KB (320.00 KiB) per sequence"
         );
         assert_eq!(legend(&falcon).last().map(|e| e.class), Some("beside-ssm"));
+        assert_eq!(
+            strip_summary(&falcon),
+            "4 layers: all global (4 × global (causal over all tokens)); each attention layer also runs a \
+             state-space (Mamba) layer beside it"
+        );
+        assert_eq!(
+            strip_summary(preset("gemma-3-27b").unwrap()),
+            "62 layers: 5 sliding : 1 global (52 × sliding window of 1024 tokens, 10 × global (causal over all tokens))"
+        );
         let r = recurrent_layers(&falcon).unwrap();
         // 4 x 327,680 = 1,310,720 B.
         assert_eq!(r.words, "state-space (Mamba) mixers beside its 4 attention layers");
