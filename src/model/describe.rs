@@ -2,7 +2,7 @@
 //! the values every figure rests on, named as a Hugging Face `config.json` names them.
 
 use super::config::{CrossLayerSharing, FfnKind, Model, Positional};
-use super::schedule::LayerKind;
+use super::schedule::{LayerKind, StateMixer};
 use super::units::format_thousands;
 use super::variants::Variant;
 
@@ -11,25 +11,12 @@ pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
     let mut out: Vec<(&'static str, String)> = vec![
         ("num_hidden_layers", model.n_layers().to_string()),
         ("hidden_size", format_thousands(model.d_model.into())),
-        ("num_attention_heads", model.n_q_heads.to_string()),
     ];
-    if let Some(m) = model.mla {
-        out.push(("kv_lora_rank", m.kv_lora_rank.to_string()));
-        out.push(("qk_rope_head_dim", m.qk_rope_head_dim.to_string()));
-        out.push(("qk_nope_head_dim", m.qk_nope_head_dim.to_string()));
-        out.push(("v_head_dim", m.v_head_dim.to_string()));
-        out.push(("q_lora_rank", m.q_lora_rank.map_or_else(|| "none".into(), |r| r.to_string())));
+    if model.has_attention() {
+        attention_facts(model, &mut out);
     } else {
-        out.push(("num_key_value_heads", model.attn.n_kv_heads.to_string()));
-        out.push(("head_dim", model.attn.head_dim.to_string()));
-        if let Some(g) = model.global_attn {
-            out.push(("global layers: KV heads", g.n_kv_heads.to_string()));
-            out.push(("global_head_dim", g.head_dim.to_string()));
-        }
-        if model.attn.k_eq_v || model.global_attn.is_some_and(|g| g.k_eq_v) {
-            let which = if model.attn.k_eq_v { "all layers" } else { "global layers" };
-            out.push(("attention_k_eq_v", format!("true ({which})")));
-        }
+        // A pure state-space model's attention geometry is a placeholder the arithmetic never uses.
+        out.push(("attention", "none: no layer runs softmax attention".into()));
     }
     out.push(("layer schedule", model.schedule.summary()));
     for c in model.schedule.counts() {
@@ -44,6 +31,7 @@ pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
             LayerKind::Stateful(_) | LayerKind::FeedForward => {}
         }
     }
+    state_facts(model, &mut out);
     match model.cross_layer {
         CrossLayerSharing::None => {}
         CrossLayerSharing::ReuseLast { shared_layers } => out.push(("num_kv_shared_layers", shared_layers.to_string())),
@@ -78,6 +66,54 @@ pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
     out.push(("positions", pos));
     out.push(("max_position_embeddings", format_thousands(model.max_position_embeddings.into())));
     out
+}
+
+/// Each recurrent mixer's state per layer: "4,096 conv × 2 B + 131,072 state × 4 B per layer".
+fn state_facts(model: &Model, out: &mut Vec<(&'static str, String)>) {
+    for mixer in StateMixer::ALL {
+        let Some(g) = model.states.of(mixer) else { continue };
+        let name = match mixer {
+            StateMixer::Ssm => "state-space layers: state",
+            StateMixer::Linear => "linear-attention layers: state",
+            StateMixer::Conv => "convolution layers: state",
+        };
+        out.push((
+            name,
+            format!(
+                "{} conv elements × {} B + {} state elements × {} B per layer per sequence",
+                format_thousands(g.conv_elements.into()),
+                g.conv_bytes,
+                format_thousands(g.state_elements.into()),
+                g.state_bytes
+            ),
+        ));
+    }
+    if let Some(mixer) = model.states.beside_attention {
+        out.push(("beside attention", format!("every attention layer also runs a {}", mixer.description())));
+    }
+}
+
+/// Heads and K/V geometry of the attention layers.
+fn attention_facts(model: &Model, out: &mut Vec<(&'static str, String)>) {
+    out.push(("num_attention_heads", model.n_q_heads.to_string()));
+    if let Some(m) = model.mla {
+        out.push(("kv_lora_rank", m.kv_lora_rank.to_string()));
+        out.push(("qk_rope_head_dim", m.qk_rope_head_dim.to_string()));
+        out.push(("qk_nope_head_dim", m.qk_nope_head_dim.to_string()));
+        out.push(("v_head_dim", m.v_head_dim.to_string()));
+        out.push(("q_lora_rank", m.q_lora_rank.map_or_else(|| "none".into(), |r| r.to_string())));
+    } else {
+        out.push(("num_key_value_heads", model.attn.n_kv_heads.to_string()));
+        out.push(("head_dim", model.attn.head_dim.to_string()));
+        if let Some(g) = model.global_attn {
+            out.push(("global layers: KV heads", g.n_kv_heads.to_string()));
+            out.push(("global_head_dim", g.head_dim.to_string()));
+        }
+        if model.attn.k_eq_v || model.global_attn.is_some_and(|g| g.k_eq_v) {
+            let which = if model.attn.k_eq_v { "all layers" } else { "global layers" };
+            out.push(("attention_k_eq_v", format!("true ({which})")));
+        }
+    }
 }
 
 /// A positional scheme in words: `RoPE θ = 1000000 on 25% of each head (proportional)`.
@@ -128,6 +164,31 @@ pub fn variant_label(variant: Variant, base: &Model) -> String {
 mod tests {
     use super::*;
     use crate::model::presets::preset;
+
+    #[test]
+    fn a_model_without_attention_shows_no_head_counts_and_names_its_state() {
+        use crate::model::encoding::decode_model;
+        let rwkv =
+            decode_model("L24.d2048.h1.kv1.hd64.pat1l.lin4096-131072-2-4-18905088.fm8192.v65536.nope.ln.ctx2048")
+                .unwrap();
+        let facts = model_facts(&rwkv);
+        let get = |k: &str| facts.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("num_attention_heads"), None);
+        assert_eq!(get("num_key_value_heads"), None);
+        assert_eq!(get("attention").as_deref(), Some("none: no layer runs softmax attention"));
+        assert_eq!(
+            get("linear-attention layers: state").as_deref(),
+            Some("4,096 conv elements × 2 B + 131,072 state elements × 4 B per layer per sequence")
+        );
+        let falcon = decode_model("L4.d4096.h32.kv8.hd128.bas.ssm32768-262144-2-2-100000000.ctx4096").unwrap();
+        let facts = model_facts(&falcon);
+        let get = |k: &str| facts.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("num_key_value_heads").as_deref(), Some("8"));
+        assert_eq!(
+            get("beside attention").as_deref(),
+            Some("every attention layer also runs a state-space (Mamba) layer")
+        );
+    }
 
     #[test]
     fn facts_name_the_fields() {
