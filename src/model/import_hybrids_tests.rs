@@ -171,7 +171,7 @@ fn zamba_7b() {
     // + norms 11,136) + 13 linears 3712^2 = 179,126,272, no per-layer attention:
     // 8,128,110,720 - 1,433,010,176 + 358,263,680 + 179,126,272 = 7,232,490,496; over by 895,620,224.
     assert_eq!(figures(m), (386_048, 40_624_128, 8_128_110_720));
-    assert!(read_as(&imp, "over the checkpoint's 7232490496 by 895620224"), "{:?}", imp.report.readings);
+    assert!(read_as(&imp, "over the checkpoint's 7,232,490,496 by 895,620,224"), "{:?}", imp.report.readings);
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn zamba2_2_7b() {
     // adapters 2560*128 + 128*20480 = 2,949,120 → 26,542,080; no per-layer attention:
     // 2,707,746,720 - 471,859,200 + 340,802,560 + 58,982,400 + 26,542,080 = 2,662,214,560.
     assert_eq!(figures(m), (184_320, 73_046_016, 2_707_746_720));
-    assert!(read_as(&imp, "over the checkpoint's 2662214560 by 45532160"), "{:?}", imp.report.readings);
+    assert!(read_as(&imp, "over the checkpoint's 2,662,214,560 by 45,532,160"), "{:?}", imp.report.readings);
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn qwen3_next_80b() {
     // = 198,656; sum 79,573,629,696. The checkpoint adds the output gate 12*2048*16*256 =
     // 100,663,296 and the shared expert's gate 48*2048 = 98,304: 79,674,391,296.
     assert_eq!(figures(m), (24_576, 77_856_768, 79_573_629_696));
-    assert!(read_as(&imp, "under the checkpoint's 79674391296 by 100761600"), "{:?}", imp.report.readings);
+    assert!(read_as(&imp, "under the checkpoint's 79,674,391,296 by 100,761,600"), "{:?}", imp.report.readings);
 }
 
 #[test]
@@ -230,7 +230,7 @@ fn rwkv_4_169m() {
     // 4,718,592) = 92,077,056 + LayerNorms (2*12 + 1)*1536 = 38,400; sum 169,340,928, under the
     // checkpoint's 169,342,464 by layer 0's pre-LayerNorm, 1536.
     assert_eq!(figures(m), (0, 184_320, 169_340_928));
-    assert!(read_as(&imp, "under the checkpoint's 169342464 by 1536"));
+    assert!(read_as(&imp, "under the checkpoint's 169,342,464 by 1,536"));
 }
 
 #[test]
@@ -262,8 +262,8 @@ fn rwkv7_goose_1_5b() {
     // = 1,259,028,480 + 200,704 = 1,527,664,640; the checkpoint holds 1,527,404,544 (over by
     // 264,192 - 4096 = 260,096).
     assert_eq!(figures(m), (0, 12_779_520, 1_527_664_640));
-    assert!(read_as(&imp, "layer 0 has no value LoRA and holds 264192 fewer"));
-    assert!(read_as(&imp, "over the checkpoint's 1527404544 by 260096"));
+    assert!(read_as(&imp, "layer 0 has no value LoRA and holds 264,192 fewer"));
+    assert!(read_as(&imp, "over the checkpoint's 1,527,404,544 by 260,096"));
 }
 
 #[test]

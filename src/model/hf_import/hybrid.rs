@@ -119,9 +119,12 @@ pub(super) fn import(r: &mut Reader<'_>, family: &Family, kind: Kind) -> Result<
         let counted = model_params(&model).total();
         let checkpoint = counted.checked_add_signed(missing).unwrap_or(0);
         let word = if missing > 0 { "under" } else { "over" };
+        let t = crate::model::units::format_thousands;
         r.read_as(format!(
-            "The parameter total is {counted}, {word} the checkpoint's {checkpoint} by {}: {unmodelled}",
-            missing.unsigned_abs()
+            "The parameter total is {}, {word} the checkpoint's {} by {}: {unmodelled}",
+            t(counted),
+            t(checkpoint),
+            t(missing.unsigned_abs())
         ));
     }
     Ok(model)

@@ -182,9 +182,12 @@ pub(super) fn rwkv7(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
     let state = u128::from(head_dim) * vw;
     m.states.linear = Some(common::state_geometry(2 * dd, conv_bytes, state, 4, params)?);
     state_reading(r, conv_bytes, "the WKV state (heads x head_dim x value head dim)");
+    let t = crate::model::units::format_thousands;
     r.read_as(format!(
-        "Every RWKV-7 layer is counted with the mixer of layers 1 on ({params} with the channel mix's mix vector); \
-         layer 0 has no value LoRA and holds {value_lora} fewer"
+        "Every RWKV-7 layer is counted with the mixer of layers 1 on ({} with the channel mix's mix vector); \
+         layer 0 has no value LoRA and holds {} fewer",
+        t(params),
+        t(value_lora)
     ));
     let pre = if r.boolean("norm_first").unwrap_or(true) { pre_norm(&m) } else { 0 };
     Ok(Built {
