@@ -213,6 +213,21 @@ pub enum NormKind {
     RmsNorm,
     /// Scale and bias: `2d` parameters.
     LayerNorm,
+    /// LayerNorm with a scale and no bias (MPT with `no_bias`, Cohere): `d` parameters.
+    LayerNormNoBias,
+    /// LayerNorm with neither scale nor bias (OLMo 1): no parameters.
+    NonParametric,
+}
+
+impl NormKind {
+    /// Parameters of one norm over `width` features.
+    pub const fn params(self, width: u128) -> u128 {
+        match self {
+            NormKind::RmsNorm | NormKind::LayerNormNoBias => width,
+            NormKind::LayerNorm => 2 * width,
+            NormKind::NonParametric => 0,
+        }
+    }
 }
 
 /// Which linear layers carry a bias.
@@ -222,7 +237,7 @@ pub struct Biases {
     pub qkv: bool,
     /// Output projection (GPT-2).
     pub o: bool,
-    /// FFN matrices (GPT-2).
+    /// FFN matrices (GPT-2); in MoE layers every expert's matrices and the router (GPT-OSS).
     pub ffn: bool,
 }
 
@@ -258,6 +273,11 @@ pub struct Model {
     pub norms_per_layer: u32,
     /// Learned RMS norms on Q and K of `head_dim` each (Qwen3, Gemma 3/4).
     pub qk_norm: bool,
+    /// The QK-norm weights span the whole projection, one per query (key) feature of every head:
+    /// `h d_h + g d_h` per layer instead of `2 d_h` (OLMo 2, Cohere). Only read with `qk_norm`.
+    pub qk_norm_per_head: bool,
+    /// Attention sinks: one learned logit per query head per attention layer (GPT-OSS).
+    pub attn_sinks: bool,
     /// Gemma's per-layer input embeddings (E2B/E4B), width per layer; 0 when absent.
     pub per_layer_input_dim: u64,
     pub max_position_embeddings: u64,
@@ -526,6 +546,8 @@ impl Model {
             norm: NormKind::RmsNorm,
             norms_per_layer: 2,
             qk_norm: false,
+            qk_norm_per_head: false,
+            attn_sinks: false,
             per_layer_input_dim: 0,
             max_position_embeddings: 4096,
             states: States::default(),

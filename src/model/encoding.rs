@@ -19,7 +19,7 @@
 //! | `v32000` `tie` | vocabulary, tied embeddings | 32000, untied |
 //! | `rope10000p250hx8000` `sin` `learned1024` `nope` `alibi` | positions (`p`: rotary fraction in thousandths; `h`: proportional, over the whole head; `x`: linear scaling factor in thousandths; `alibi`: ALiBi's distance bias on the scores) | `rope10000` |
 //! | `grope1000000p250` `gnope` `galibi` | global layers' positions | as above |
-//! | `bqkv` `bo` `bffn` `ln` `np4` `qkn` `ple256` `ctx4096` | biases, LayerNorm, norms per layer, QK-norm, per-layer inputs, max positions | off, RMSNorm, 2, off, 0, 4096 |
+//! | `bqkv` `bo` `bffn` `ln` `lnw` `lnn` `np4` `qkn` `qknf` `sink` `ple256` `ctx4096` | biases, LayerNorm (`lnw`: scale only, no bias; `lnn`: no parameters), norms per layer, QK-norm (`qknf`: over the whole projection), attention sinks, per-layer inputs, max positions | off, RMSNorm, 2, off, off, off, 0, 4096 |
 //!
 //! RoPE theta is written as an integer (rounded into `1..=10^18`), the rotary fraction and the
 //! scaling factor in thousandths (at least 1); every other field round-trips exactly.
@@ -233,14 +233,23 @@ pub fn encode_model(model: &Model) -> String {
     if model.biases.ffn {
         t.push("bffn".into());
     }
-    if model.norm == NormKind::LayerNorm {
-        t.push("ln".into());
+    match model.norm {
+        NormKind::RmsNorm => {}
+        NormKind::LayerNorm => t.push("ln".into()),
+        NormKind::LayerNormNoBias => t.push("lnw".into()),
+        NormKind::NonParametric => t.push("lnn".into()),
     }
     if model.norms_per_layer != 2 {
         t.push(format!("np{}", model.norms_per_layer));
     }
     if model.qk_norm {
         t.push("qkn".into());
+    }
+    if model.qk_norm_per_head {
+        t.push("qknf".into());
+    }
+    if model.attn_sinks {
+        t.push("sink".into());
     }
     if model.per_layer_input_dim != 0 {
         t.push(format!("ple{}", model.per_layer_input_dim));
@@ -440,8 +449,12 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
             "bo" if value.is_empty() => m.biases.o = true,
             "bffn" if value.is_empty() => m.biases.ffn = true,
             "ln" if value.is_empty() => m.norm = NormKind::LayerNorm,
+            "lnw" if value.is_empty() => m.norm = NormKind::LayerNormNoBias,
+            "lnn" if value.is_empty() => m.norm = NormKind::NonParametric,
             "np" => m.norms_per_layer = number(token, value)?,
             "qkn" if value.is_empty() => m.qk_norm = true,
+            "qknf" if value.is_empty() => m.qk_norm_per_head = true,
+            "sink" if value.is_empty() => m.attn_sinks = true,
             "ple" => m.per_layer_input_dim = number(token, value)?,
             "ctx" => m.max_position_embeddings = number(token, value)?,
             _ => {
@@ -557,6 +570,29 @@ mod tests {
         assert!(same_shape(&g, &back));
         assert_eq!(encode_model(&back), code);
         for bad in ["L2.d64.h4.alibi8", "L2.d64.h4.galibi1", "L2.d64.h4.alibi.nope", "L2.d64.h4.alibi.alibi"] {
+            assert!(decode_model(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn norm_kinds_qk_norm_width_and_sinks_round_trip() {
+        use super::super::params::model_params;
+        for (norm, token) in
+            [(NormKind::LayerNorm, ".ln."), (NormKind::LayerNormNoBias, ".lnw."), (NormKind::NonParametric, ".lnn.")]
+        {
+            let mut m = Model::simple(2, 64, 4);
+            m.norm = norm;
+            m.qk_norm = true;
+            m.qk_norm_per_head = true;
+            m.attn_sinks = true;
+            let code = encode_model(&m);
+            assert!(code.contains(token) && code.contains(".qkn.qknf.sink."), "{code}");
+            let back = decode_model(&code).unwrap_or_else(|e| panic!("{code}: {e}"));
+            assert!(same_shape(&m, &back), "{code}");
+            assert_eq!(model_params(&back), model_params(&m), "{code}");
+            assert_eq!(encode_model(&back), code);
+        }
+        for bad in ["L2.d64.h4.lnw1", "L2.d64.h4.sink2", "L2.d64.h4.qknf4", "L2.d64.h4.lnx"] {
             assert!(decode_model(bad).is_err(), "{bad}");
         }
     }

@@ -183,6 +183,9 @@ pub fn attn_params_formula(model: &Model, kind: LayerKind, p: &AttnParams) -> St
     if p.norms > 0 {
         terms.push(format!("norms {}", format_thousands(p.norms)));
     }
+    if p.sinks > 0 {
+        terms.push(format!("sinks {}", format_thousands(p.sinks)));
+    }
     format!("{} = {}", terms.join(" + "), format_thousands(p.total()))
 }
 

@@ -16,7 +16,7 @@ fn kv(n_kv_heads: u32, head_dim: u32) -> AttnGeometry {
 }
 
 /// The report's readings, used fields and assumptions, for messages and searches.
-fn said(imp: &Imported, words: &str) -> bool {
+pub(super) fn said(imp: &Imported, words: &str) -> bool {
     let r = &imp.report;
     r.readings.iter().chain(&r.assumed).chain(&r.warnings).any(|s| s.contains(words))
 }
@@ -130,9 +130,16 @@ fn bloom_reads_its_own_names_and_uses_alibi() {
     // per layer: attention 4 * 1024^2 + 4 * 1024 = 4,198,400; MLP 2 * 1024 * 4096 + 4096 + 1024 =
     //   8,393,728; two LayerNorms 2 * 2048 = 4,096; together 12,596,224, * 24 = 302,309,376
     // final LayerNorm 2,048: total 559,212,544, the published 559,214,592 less the 2,048 of the
-    // LayerNorm after the embeddings, which the report says is not counted.
+    // LayerNorm after the embeddings, which the report says is not counted, and by how much.
     assert_eq!(super::params::model_params(m).total(), 559_212_544);
-    assert!(said(&imp, "LayerNorm after the word embeddings"), "{:?}", imp.report);
+    assert!(
+        said(
+            &imp,
+            "The parameter total is 559,212,544, under the checkpoint's 559,214,592 by 2,048: BLOOM's word_embeddings_layernorm"
+        ),
+        "{:?}",
+        imp.report
+    );
 }
 
 #[test]
@@ -271,13 +278,13 @@ fn cohere_and_olmo() {
     // 40 layers * 64 KV heads * 2 * 128 * 2 bytes = 1,310,720 per token; * 8192 = 10,737,418,240 (10 GiB)
     assert_eq!(kv_bytes_per_token(&m, Fp16), Ok(1_310_720));
     assert_eq!(kv_total_bytes(&m, 8192, Fp16), Ok(10_737_418_240));
-    assert!(m.tie_embeddings && m.norms_per_layer == 1 && m.norm == NormKind::LayerNorm);
+    assert!(m.tie_embeddings && m.norms_per_layer == 1 && m.norm == NormKind::LayerNormNoBias);
 
     let m = import("olmo-7b-hf.json").model;
     // 32 layers * 32 KV heads * 2 * 128 * 2 bytes = 524,288 per token; * 2048 = 1,073,741,824
     assert_eq!(kv_bytes_per_token(&m, Fp16), Ok(524_288));
     assert_eq!(kv_total_bytes(&m, 2048, Fp16), Ok(1_073_741_824));
-    assert_eq!(m.norm, NormKind::LayerNorm);
+    assert_eq!(m.norm, NormKind::NonParametric);
 
     let m = import("olmo-2-1124-7b.json").model;
     // Same heads: 524,288 per token; its 4096-token context: 524,288 * 4096 = 2,147,483,648 (2 GiB)
@@ -341,8 +348,7 @@ fn gpt_oss_alternates_sliding_and_full_layers() {
         assert_eq!(m.schedule.layers()[1], LayerKind::Global, "{file}");
         let moe = m.moe.unwrap_or_else(|| panic!("{file}: no MoE"));
         assert_eq!((moe.n_routed_experts, moe.n_active_experts, moe.expert_ffn_size), (experts, 4, 2880), "{file}");
-        assert!(m.biases.qkv && m.biases.o && !m.tie_embeddings, "{file}");
-        assert!(said(&imp, "attention sinks"), "{:?}", imp.report);
+        assert!(m.biases.qkv && m.biases.o && m.biases.ffn && m.attn_sinks && !m.tie_embeddings, "{file}");
         assert!(said(&imp, "\"yarn\" is not modelled"), "{:?}", imp.report);
     }
     // One layer: 8 KV heads * 2 (K, V) * 64 * 2 bytes = 2,048 bytes per token.

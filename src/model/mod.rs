@@ -49,6 +49,8 @@ mod import_families_tests;
 mod import_files_tests;
 #[cfg(test)]
 mod import_hybrids_tests;
+#[cfg(test)]
+mod import_params_tests;
 
 pub use config::{
     AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,

@@ -3,7 +3,8 @@
 //! memory budget.
 //!
 //! Attention parameters of one layer = projection weights + their biases + learned norms inside the
-//! attention block (QK-norm; MLA's two latent norms). For standard attention with `h` query heads,
+//! attention block (QK-norm, of `2 d_h`, or `(h + g) d_h` over the whole projections; MLA's two
+//! latent norms) + attention sinks (one per query head). For standard attention with `h` query heads,
 //! `g` KV heads of dimension `d_h` and model width `d`:
 //! `Q = d h d_h`, `K = d g d_h`, `V = d g d_h` (0 with K=V), `O = h d_h d`.
 //! For MLA: `Q = d r_q + r_q h (d_nope + d_rope)` (or `d h (d_nope + d_rope)` without a Q rank),
@@ -11,7 +12,7 @@
 //! Layers that reuse another layer's cache are counted with their K/V projections, as checkpoints
 //! ship them.
 
-use super::config::{Model, NormKind, Positional};
+use super::config::{Model, Positional};
 use super::schedule::LayerKind;
 
 /// The attention block of one layer, by part.
@@ -29,6 +30,8 @@ pub struct AttnParams {
     pub biases: u128,
     /// QK-norm weights and MLA latent norms.
     pub norms: u128,
+    /// Attention sinks: one learned logit per query head (GPT-OSS).
+    pub sinks: u128,
 }
 
 impl AttnParams {
@@ -38,7 +41,7 @@ impl AttnParams {
     }
 
     pub const fn total(&self) -> u128 {
-        self.weights() + self.biases + self.norms
+        self.weights() + self.biases + self.norms + self.sinks
     }
 }
 
@@ -49,6 +52,7 @@ pub fn attn_params(model: &Model, kind: LayerKind) -> AttnParams {
     }
     let d = u128::from(model.d_model);
     let h = u128::from(model.n_q_heads);
+    let sinks = if model.attn_sinks { h } else { 0 };
     if let Some(m) = model.mla {
         let rope = u128::from(m.qk_rope_head_dim);
         let nope = u128::from(m.qk_nope_head_dim);
@@ -71,6 +75,7 @@ pub fn attn_params(model: &Model, kind: LayerKind) -> AttnParams {
             mla_kv_up: r_kv * h * (nope + dv),
             biases: biases + if model.biases.o { d } else { 0 },
             norms: q_norm + r_kv,
+            sinks,
         };
     }
     let g = model.geometry(kind);
@@ -94,7 +99,12 @@ pub fn attn_params(model: &Model, kind: LayerKind) -> AttnParams {
         mla_kv_down: 0,
         mla_kv_up: 0,
         biases,
-        norms: if model.qk_norm { 2 * dh } else { 0 },
+        norms: match (model.qk_norm, model.qk_norm_per_head) {
+            (false, _) => 0,
+            (true, false) => model.norm.params(2 * dh),
+            (true, true) => model.norm.params((h + kv) * dh),
+        },
+        sinks,
     }
 }
 
@@ -121,24 +131,35 @@ pub fn mixer_params(model: &Model, kind: LayerKind) -> u128 {
     model.state_geometry(kind).map_or(0, |g| g.params.into())
 }
 
+/// One FFN (dense, or one expert) of hidden size `f`: its matrices, and with FFN biases one bias per
+/// output of each (`f` for each input-side matrix, `d` for the down projection).
+fn ffn_block(model: &Model, f: u64) -> u128 {
+    let d = u128::from(model.d_model);
+    let f = u128::from(f);
+    let mats = u128::from(model.ffn_kind.matrices());
+    let bias = if model.biases.ffn { (mats - 1) * f + d } else { 0 };
+    mats * d * f + bias
+}
+
+/// The router of an MoE layer: one score per expert from the hidden state, plus a bias per expert
+/// when the FFN has biases (GPT-OSS).
+fn router(model: &Model, moe: super::config::Moe) -> u128 {
+    let experts = u128::from(moe.n_routed_experts);
+    u128::from(model.d_model) * experts + if model.biases.ffn { experts } else { 0 }
+}
+
 /// FFN parameters of layer `layer` (dense, or all experts plus shared experts and router).
 pub fn ffn_params(model: &Model, layer: u32) -> u128 {
     if !has_ffn(model, layer) {
         return 0;
     }
-    let d = u128::from(model.d_model);
-    let mats = u128::from(model.ffn_kind.matrices());
     match model.moe {
         Some(moe) if moe.is_moe_layer(layer) => {
-            let per_expert = mats * d * u128::from(moe.expert_ffn_size);
+            let per_expert = ffn_block(model, moe.expert_ffn_size);
             let experts = u128::from(moe.n_routed_experts) + u128::from(moe.n_shared_experts);
-            d * u128::from(moe.n_routed_experts) + experts * per_expert
+            router(model, moe) + experts * per_expert
         }
-        _ => {
-            let f = u128::from(model.ffn_size);
-            let bias = if model.biases.ffn { (mats - 1) * f + d } else { 0 };
-            mats * d * f + bias
-        }
+        _ => ffn_block(model, model.ffn_size),
     }
 }
 
@@ -147,13 +168,10 @@ pub fn ffn_active_params(model: &Model, layer: u32) -> u128 {
     if !has_ffn(model, layer) {
         return 0;
     }
-    let d = u128::from(model.d_model);
-    let mats = u128::from(model.ffn_kind.matrices());
     match model.moe {
         Some(moe) if moe.is_moe_layer(layer) => {
-            let per_expert = mats * d * u128::from(moe.expert_ffn_size);
-            d * u128::from(moe.n_routed_experts)
-                + (u128::from(moe.n_active_experts) + u128::from(moe.n_shared_experts)) * per_expert
+            let per_expert = ffn_block(model, moe.expert_ffn_size);
+            router(model, moe) + (u128::from(moe.n_active_experts) + u128::from(moe.n_shared_experts)) * per_expert
         }
         _ => ffn_params(model, layer),
     }
@@ -202,10 +220,6 @@ pub fn model_params(model: &Model) -> ModelParams {
     let d = u128::from(model.d_model);
     let vocab = u128::from(model.vocab_size);
     let layers = u128::from(model.n_layers());
-    let norm_width = match model.norm {
-        NormKind::RmsNorm => d,
-        NormKind::LayerNorm => 2 * d,
-    };
     let positions = match model.positional {
         Positional::Learned { max_positions } => u128::from(max_positions) * d,
         _ => 0,
@@ -220,7 +234,7 @@ pub fn model_params(model: &Model) -> ModelParams {
         attention: attn_params_total(model),
         mixers: model.schedule.layers().iter().map(|&k| mixer_params(model, k)).sum(),
         ffn: (0..model.n_layers()).map(|l| ffn_params(model, l)).sum(),
-        norms: (u128::from(model.norms_per_layer) * layers + 1) * norm_width,
+        norms: model.norm.params((u128::from(model.norms_per_layer) * layers + 1) * d),
         ffn_active: (0..model.n_layers()).map(|l| ffn_active_params(model, l)).sum(),
     }
 }
@@ -228,7 +242,7 @@ pub fn model_params(model: &Model) -> ModelParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::config::{Biases, FfnKind, Mla};
+    use crate::model::config::{Biases, FfnKind, Mla, NormKind};
 
     #[test]
     fn llama2_7b_total_matches_published_count() {
@@ -295,6 +309,44 @@ mod tests {
         m.schedule = Schedule::from_layers(vec![ssm, ssm, LayerKind::Global, ssm]);
         assert_eq!(model_params(&m).ffn, 4 * 3 * 64 * 100);
         assert_eq!(model_params(&m).mixers, 3 * 777);
+    }
+
+    #[test]
+    fn norm_kinds_qk_norm_width_sinks_and_expert_biases() {
+        let mut m = Model::simple(2, 64, 4);
+        m.attn.n_kv_heads = 2;
+        // Norms: (2 layers * 2 + final) * 64 = 320 weights; LayerNorm doubles them; none without parameters.
+        for (norm, params) in [
+            (NormKind::RmsNorm, 320),
+            (NormKind::LayerNorm, 640),
+            (NormKind::LayerNormNoBias, 320),
+            (NormKind::NonParametric, 0),
+        ] {
+            m.norm = norm;
+            assert_eq!(model_params(&m).norms, params, "{norm:?}");
+        }
+        m.norm = NormKind::RmsNorm;
+        // QK-norm of one head (2 * 16) or over the projections ((4 + 2) * 16); 4 sinks.
+        m.qk_norm = true;
+        assert_eq!(attn_params(&m, LayerKind::Global).norms, 32);
+        m.qk_norm_per_head = true;
+        assert_eq!(attn_params(&m, LayerKind::Global).norms, 96);
+        m.attn_sinks = true;
+        let p = attn_params(&m, LayerKind::Global);
+        assert_eq!((p.sinks, p.total()), (4, 64 * 64 * 2 + 2 * 64 * 32 + 96 + 4));
+        // Experts with biases: each 3 * 64 * 8 + 2 * 8 + 64 = 1,616; router 64 * 4 + 4 = 260.
+        m.moe = Some(crate::model::config::Moe {
+            n_routed_experts: 4,
+            n_active_experts: 1,
+            n_shared_experts: 0,
+            expert_ffn_size: 8,
+            first_dense_layers: 0,
+            layer_step: 1,
+        });
+        m.biases.ffn = true;
+        assert_eq!((ffn_params(&m, 0), ffn_active_params(&m, 0)), (260 + 4 * 1_616, 260 + 1_616));
+        m.biases.ffn = false;
+        assert_eq!((ffn_params(&m, 0), ffn_active_params(&m, 0)), (256 + 4 * 1_536, 256 + 1_536));
     }
 
     #[test]

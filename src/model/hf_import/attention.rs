@@ -39,13 +39,6 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Attention, Imp
     let head_dim = read_head_dim(r, d, heads, mla)?;
     let local = AttnGeometry { n_kv_heads: kv, head_dim, k_eq_v: false };
     let global = read_global(r, heads, local)?;
-    if family.is_gpt_oss() {
-        let sinks = u64::from(heads) * u64::from(layers);
-        r.warn(format!(
-            "attention sinks (one learned logit per query head per layer: {heads} * {layers} = {sinks} \
-             parameters) are not counted; they add nothing to the KV cache"
-        ));
-    }
     Ok(Attention { layers, d_model: d, heads, local, global, mla })
 }
 

@@ -4,15 +4,31 @@
 use super::family::Family;
 use super::reader::Reader;
 use super::report::ImportError;
-use crate::model::config::{Biases, NormKind};
+use crate::model::config::{Biases, Model, NormKind};
 
 pub(super) struct Block {
     pub biases: Biases,
     pub norm: NormKind,
     pub norms_per_layer: u32,
     pub qk_norm: bool,
+    /// QK-norm over the whole projection (OLMo 2, Cohere).
+    pub qk_norm_per_head: bool,
+    /// GPT-OSS's attention sinks.
+    pub attn_sinks: bool,
     /// Gemma's per-layer input embeddings (E2B/E4B); 0 when absent.
     pub per_layer_input_dim: u64,
+    /// Parameters the checkpoint holds that the model has no term for, counted once the model is
+    /// built: BLOOM's embedding norm, Gemma 3n's AltUp and LAuReL.
+    pub uncounted: Option<Uncounted>,
+}
+
+/// What the model's count leaves out, read from the family's own fields.
+pub(super) enum Uncounted {
+    /// BLOOM's `word_embeddings_layernorm` (a LayerNorm with bias over `hidden_size`).
+    BloomEmbeddingNorm,
+    /// Gemma 3n's extras: AltUp with `altup` streams, LAuReL of rank `laurel`, the per-layer input
+    /// norms, and the per-layer table's own vocabulary.
+    Gemma3n { altup: u64, laurel: u64, vocab_per_layer: u64 },
 }
 
 pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Block, ImportError> {
@@ -28,34 +44,82 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Block, ImportE
         || (family.is_cohere() && r.boolean("use_qk_norm") == Some(true))
         || r.boolean("qk_layernorm") == Some(true)
         || r.nested_boolean("attn_config", "qk_ln") == Some(true);
-    if family.is_bloom() {
-        r.warn("BLOOM's LayerNorm after the word embeddings (2 * hidden_size parameters) is not counted");
-    }
-    if family.is_gemma3n() {
-        gemma3n_unmodelled(r)?;
-    }
+    let uncounted = if family.is_bloom() {
+        Some(Uncounted::BloomEmbeddingNorm)
+    } else if family.is_gemma3n() {
+        Some(gemma3n_unmodelled(r)?)
+    } else {
+        None
+    };
     Ok(Block {
         biases: read_biases(r, family),
         norm,
         norms_per_layer,
         qk_norm,
+        qk_norm_per_head: qk_norm && family.qk_norm_per_head(),
+        attn_sinks: family.is_gpt_oss(),
         per_layer_input_dim: r.count(&["hidden_size_per_layer_input"])?.unwrap_or(0),
+        uncounted,
     })
 }
 
 /// Gemma 3n's AltUp (extra copies of the residual stream with small predict/correct weights) and
-/// LAuReL (a low-rank residual) add parameters the count leaves out, and nothing to the KV cache.
-fn gemma3n_unmodelled(r: &mut Reader<'_>) -> Result<(), ImportError> {
-    let altup = r.count(&["altup_num_inputs"])?;
-    let laurel = r.count(&["laurel_rank"])?;
-    let shown = |n: Option<u64>| n.map_or_else(|| "absent".to_string(), |n| n.to_string());
+/// LAuReL (a low-rank residual) add parameters the model has no term for, and nothing to the KV
+/// cache; [`uncounted_params`] says how many.
+fn gemma3n_unmodelled(r: &mut Reader<'_>) -> Result<Uncounted, ImportError> {
+    // Gemma3nTextConfig's defaults where the file is silent.
+    let altup = r.count_or_assume(&["altup_num_inputs"], 4, "altup_num_inputs: absent, so 4 (the Gemma 3n default)")?;
+    let laurel = r.count_or_assume(&["laurel_rank"], 64, "laurel_rank: absent, so 64 (the Gemma 3n default)")?;
+    let vocab_per_layer = r.count_or_assume(
+        &["vocab_size_per_layer_input"],
+        262_144,
+        "vocab_size_per_layer_input: absent, so 262144 (the Gemma 3n default)",
+    )?;
     r.warn(format!(
-        "AltUp (altup_num_inputs = {}) and LAuReL (laurel_rank = {}) are not modelled: their parameters \
-         are not counted and they add nothing to the KV cache",
-        shown(altup),
-        shown(laurel)
+        "AltUp (altup_num_inputs = {altup}) and LAuReL (laurel_rank = {laurel}) are not modelled: they add \
+         nothing to the KV cache, and their parameters are left out of the total (a reading gives the difference)"
     ));
-    Ok(())
+    Ok(Uncounted::Gemma3n { altup, laurel, vocab_per_layer })
+}
+
+/// The checkpoint's parameters less the model's count, and why (0 when the model counts them all).
+///
+/// Gemma 3n (`Gemma3nTextModel`, `n` AltUp streams, LAuReL rank `r`, per-layer width `p`):
+/// per layer, AltUp's `correct_output_scale` `d`, `correction_coefs` `n^2`, `prediction_coefs` `n^3`,
+/// `modality_router` `d n` and `router_norm` `d`; LAuReL's `linear_left` and `linear_right` `2 d r`
+/// and `post_laurel_norm` `d`; `post_per_layer_input_norm` `d`. Once: `altup_projections` and
+/// `altup_unembed_projections`, `2 (n - 1) d^2`, and `per_layer_projection_norm` `p`. Less: the
+/// per-layer table has `vocab_size_per_layer_input` rows, where the model counts `vocab_size`.
+pub(super) fn uncounted_params(model: &Model, uncounted: &Uncounted) -> (i128, String) {
+    let d = i128::from(model.d_model);
+    let layers = i128::from(model.n_layers());
+    match *uncounted {
+        Uncounted::BloomEmbeddingNorm => {
+            (2 * d, "BLOOM's word_embeddings_layernorm (a LayerNorm over hidden_size, with bias) is not counted".into())
+        }
+        Uncounted::Gemma3n { altup, laurel, vocab_per_layer } => {
+            let (n, r, p) = (i128::from(altup), i128::from(laurel), i128::from(model.per_layer_input_dim));
+            let altup_layer = d + n * n + n * n * n + d * n + d;
+            let laurel_layer = 2 * d * r + d;
+            let once = 2 * (n - 1) * d * d + p;
+            // Rows the model counts in the per-layer table beyond the checkpoint's (vocab_size of them).
+            let table = (i128::from(model.vocab_size) - i128::from(vocab_per_layer)) * layers * p;
+            let missing = layers * (altup_layer + laurel_layer + d) + once - table;
+            let t = |v: i128| crate::model::units::format_thousands(v.unsigned_abs());
+            let why = format!(
+                "AltUp ({} per layer, {} in its input and output projections), LAuReL ({} per layer) and the \
+                 per-layer input norms ({} per layer, {} once) are not counted, and the per-layer table is counted \
+                 with vocab_size rows where it has vocab_size_per_layer_input ({} parameters too many)",
+                t(altup_layer),
+                t(once - p),
+                t(laurel_layer),
+                t(d),
+                t(p),
+                t(table)
+            );
+            (missing, why)
+        }
+    }
 }
 
 /// Each family's bias switch: Falcon's `bias`, StarCoder2's `use_bias`, MPT's `no_bias`, ChatGLM's
@@ -64,6 +128,11 @@ fn read_biases(r: &mut Reader<'_>, family: &Family) -> Biases {
     let all = |on: bool| Biases { qkv: on, o: on, ffn: on };
     if family.biases_everywhere() {
         return all(true);
+    }
+    if family.is_gpt_oss() {
+        // Every expert's gate_up and down projections carry biases, and so does the router.
+        let attention_bias = r.boolean("attention_bias").unwrap_or(true);
+        return Biases { qkv: attention_bias, o: attention_bias, ffn: true };
     }
     if family.is_falcon() {
         return all(r.boolean("bias").unwrap_or(false));

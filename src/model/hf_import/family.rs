@@ -120,7 +120,8 @@ impl Family {
             })
     }
 
-    /// Whether embeddings are tied when `tie_word_embeddings` is absent.
+    /// Whether embeddings are tied when `tie_word_embeddings` is absent (the family's config class
+    /// default: `Starcoder2Config` ties, as `PretrainedConfig` did before it named the field).
     pub fn ties_by_default(&self) -> bool {
         // Falcon-H1 and the state-space families state theirs in their config classes.
         let state_space_tied = ["mamba", "zamba", "zamba2", "lfm2", "recurrent_gemma"].contains(&self.lower.as_str());
@@ -133,6 +134,7 @@ impl Family {
             || self.is_falcon()
             || self.is_mpt()
             || self.is_bloom()
+            || self.is("starcoder2")
             || state_space_tied
     }
 
@@ -147,11 +149,20 @@ impl Family {
         self.gpt2 || self.is("qwen2")
     }
 
-    /// LayerNorm for the GPT-2-era families, Cohere and OLMo 1; RMSNorm for the Llama-like ones
-    /// (ChatGLM states which in its `rmsnorm` field, read in `block`).
+    /// LayerNorm for the GPT-2-era families; without its bias for MPT (transformers drops it from
+    /// every norm, whatever `no_bias` says) and Cohere (`CohereLayerNorm` has a weight only); without
+    /// any parameter for OLMo 1 (`OlmoLayerNorm`); RMSNorm for the Llama-like ones (ChatGLM states
+    /// which in its `rmsnorm` field, read in `block`).
     pub fn norm(&self) -> NormKind {
-        let layer_norm = self.plain_mlp() || self.is_cohere() || self.lower == "olmo";
-        if layer_norm { NormKind::LayerNorm } else { NormKind::RmsNorm }
+        if self.is_mpt() || self.is_cohere() {
+            NormKind::LayerNormNoBias
+        } else if self.lower == "olmo" {
+            NormKind::NonParametric
+        } else if self.plain_mlp() {
+            NormKind::LayerNorm
+        } else {
+            NormKind::RmsNorm
+        }
     }
 
     /// Gemma 2 and later add post-norms to the two pre-norms; plain `gemma` (and `gemma_…`) does not.
@@ -170,5 +181,11 @@ impl Family {
     /// Learned norms on Q and K (Cohere and Phi say so in fields, read in `block`).
     pub fn qk_norm(&self) -> bool {
         self.is("qwen3") || self.is("gemma3") || self.is("gemma4") || self.is("olmo2")
+    }
+
+    /// QK-norm weights over the whole projection rather than one head's width: OLMo 2 normalises
+    /// `q_proj`'s and `k_proj`'s outputs whole; Cohere's norm has a weight per head and dimension.
+    pub fn qk_norm_per_head(&self) -> bool {
+        self.is("olmo2") || self.is_cohere()
     }
 }

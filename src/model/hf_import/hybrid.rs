@@ -115,19 +115,26 @@ pub(super) fn import(r: &mut Reader<'_>, family: &Family, kind: Kind) -> Result<
     };
     let Built { model, missing, unmodelled } = built;
     model.validate().map_err(|e| invalid("config", e.to_string()))?;
-    if missing != 0 {
-        let counted = model_params(&model).total();
-        let checkpoint = counted.checked_add_signed(missing).unwrap_or(0);
-        let word = if missing > 0 { "under" } else { "over" };
-        let t = crate::model::units::format_thousands;
-        r.read_as(format!(
-            "The parameter total is {}, {word} the checkpoint's {} by {}: {unmodelled}",
-            t(counted),
-            t(checkpoint),
-            t(missing.unsigned_abs())
-        ));
-    }
+    report_missing(r, &model, missing, &unmodelled);
     Ok(model)
+}
+
+/// Say how far the model's parameter total is from the checkpoint's, which holds `missing` more
+/// (fewer when negative), and why; nothing when they agree.
+pub(super) fn report_missing(r: &mut Reader<'_>, model: &Model, missing: i128, why: &str) {
+    if missing == 0 {
+        return;
+    }
+    let counted = model_params(model).total();
+    let checkpoint = counted.checked_add_signed(missing).unwrap_or(0);
+    let word = if missing > 0 { "under" } else { "over" };
+    let t = crate::model::units::format_thousands;
+    r.read_as(format!(
+        "The parameter total is {}, {word} the checkpoint's {} by {}: {why}",
+        t(counted),
+        t(checkpoint),
+        t(missing.unsigned_abs())
+    ));
 }
 
 #[cfg(test)]

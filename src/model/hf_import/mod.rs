@@ -92,9 +92,14 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     let embeddings = embeddings::read(&mut r, &family)?;
     let positions = positions::read(&mut r, &family, embeddings.max_positions, layout.global_nope);
     let block = block::read(&mut r, &family)?;
-    let sections = Sections { attention, layout, ffn, moe, embeddings, positions, block };
+    let mut sections = Sections { attention, layout, ffn, moe, embeddings, positions, block };
+    let uncounted = sections.block.uncounted.take();
     let model = sections.into_model(family.model_name(&r));
     model.validate().map_err(|e| invalid("config", e.to_string()))?;
+    if let Some(u) = uncounted {
+        let (missing, why) = block::uncounted_params(&model, &u);
+        hybrid::report_missing(&mut r, &model, missing, &why);
+    }
     Ok(Imported { model, report: r.report })
 }
 
@@ -133,6 +138,8 @@ impl Sections {
             norm: block.norm,
             norms_per_layer: block.norms_per_layer,
             qk_norm: block.qk_norm,
+            qk_norm_per_head: block.qk_norm_per_head,
+            attn_sinks: block.attn_sinks,
             per_layer_input_dim: block.per_layer_input_dim,
             max_position_embeddings: embeddings.max_positions,
             states: Default::default(),

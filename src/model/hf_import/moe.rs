@@ -26,9 +26,6 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Option<Moe>, I
     let first_dense_layers = to_u32("first_k_dense_replace", r.count(&["first_k_dense_replace"])?.unwrap_or(0))?;
     let step_keys = ["interleave_moe_layer_step", "moe_layer_freq", "decoder_sparse_step"];
     let layer_step = to_u32("moe layer step", r.count(&step_keys)?.unwrap_or(1))?;
-    if family.is_gpt_oss() {
-        r.warn("the experts' and router's biases are not counted (the expert FFN is counted as weights only)");
-    }
     Ok(Some(Moe {
         n_routed_experts,
         n_active_experts,
