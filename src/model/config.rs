@@ -349,27 +349,53 @@ impl Model {
     }
 
     /// Whether layer `layer` computes and stores its own K/V (false: it reads another layer's cache,
-    /// or has no attention).
+    /// or has no attention). For every layer at once use [`Model::kv_storing_layers`], which is linear
+    /// in the layer count where a loop over this is quadratic.
     pub fn stores_kv(&self, layer: usize) -> bool {
+        self.kv_storing_layers().get(layer).copied().unwrap_or(false)
+    }
+
+    /// [`Model::stores_kv`] of every layer, in one pass.
+    pub fn kv_storing_layers(&self) -> Vec<bool> {
         let layers = self.schedule.layers();
-        let Some(&kind) = layers.get(layer).filter(|k| k.is_attention()) else {
-            return false;
-        };
         match self.cross_layer {
-            CrossLayerSharing::None => true,
+            CrossLayerSharing::None => layers.iter().map(|k| k.is_attention()).collect(),
             CrossLayerSharing::ReuseLast { shared_layers } => {
                 let first_shared = layers.len().saturating_sub(shared_layers as usize);
+                let earlier = &layers[..first_shared];
                 // A shared layer needs an earlier non-shared layer of its kind to read from.
-                layer < first_shared || !layers[..first_shared].contains(&kind)
+                let mut kinds_before: Vec<LayerKind> = Vec::new();
+                for k in earlier {
+                    if !kinds_before.contains(k) {
+                        kinds_before.push(*k);
+                    }
+                }
+                layers
+                    .iter()
+                    .enumerate()
+                    .map(|(l, k)| k.is_attention() && (l < first_shared || !kinds_before.contains(k)))
+                    .collect()
             }
             CrossLayerSharing::Groups { group_size } => {
                 // Groups of consecutive attention layers: in a hybrid the layers without attention
-                // between them neither count nor break a group (in a transformer, index = layer).
+                // between them neither count nor break a group (in a transformer, index = layer). A
+                // layer whose kind differs from its group's first layer keeps its own cache.
                 let g = (group_size as usize).max(1);
-                let attention = |l: &usize| layers[*l].is_attention();
-                let index = (0..layer).filter(attention).count();
-                let leader = (0..layers.len()).filter(attention).nth(index - index % g).unwrap_or(layer);
-                layer == leader || layers[leader] != kind
+                let (mut index, mut leader) = (0usize, None::<LayerKind>);
+                layers
+                    .iter()
+                    .map(|&k| {
+                        if !k.is_attention() {
+                            return false;
+                        }
+                        let first_of_group = index % g == 0;
+                        if first_of_group {
+                            leader = Some(k);
+                        }
+                        index += 1;
+                        first_of_group || leader != Some(k)
+                    })
+                    .collect()
             }
         }
     }
@@ -496,6 +522,9 @@ impl Model {
     /// a layer (it would count parameters nothing uses).
     fn validate_states(&self) -> Result<(), ConfigError> {
         use limits::*;
+        if self.states.beside_attention.is_some() && !self.has_attention() {
+            return Err(ConfigError::Invalid("a mixer beside attention needs an attention layer".into()));
+        }
         for mixer in StateMixer::ALL {
             let used = self.schedule.layers().iter().any(|&k| self.state_mixer(k) == Some(mixer));
             match (self.states.of(mixer), used) {

@@ -51,12 +51,13 @@ impl DemoLayer {
 /// decode form: one shared latent "KV head" of `kv_lora_rank + qk_rope_head_dim` dims read by every
 /// query head (K = V).
 pub fn demo_layers(model: &Model, max_head_dim: u32) -> Vec<DemoLayer> {
+    let stores = model.kv_storing_layers();
     let storing_kinds: Vec<LayerKind> = model
         .schedule
         .counts()
         .into_iter()
         .map(|c| c.kind)
-        .filter(|&k| model.schedule.layers().iter().enumerate().any(|(l, &lk)| lk == k && model.stores_kv(l)))
+        .filter(|&k| model.schedule.layers().iter().zip(&stores).any(|(&lk, &s)| lk == k && s))
         .collect();
     storing_kinds
         .into_iter()

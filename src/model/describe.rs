@@ -184,10 +184,7 @@ mod tests {
         let facts = model_facts(&falcon);
         let get = |k: &str| facts.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         assert_eq!(get("num_key_value_heads").as_deref(), Some("8"));
-        assert_eq!(
-            get("beside attention").as_deref(),
-            Some("every attention layer also runs a state-space (Mamba) layer")
-        );
+        assert_eq!(get("beside attention").as_deref(), Some("every attention layer also runs a state-space layer"));
     }
 
     #[test]

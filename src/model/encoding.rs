@@ -644,6 +644,7 @@ mod tests {
             "L4.d64.h4.pat1s-1g.ssm1-1-2-2-0.ssm1-1-2-2-0",
             "L4.d64.h4.pat1s2-1g.ssm1-1-2-2-0",
             "L4.d64.h4.bas",
+            "L4.d64.h1.pat1s.ssm1-1-1-1-0.bas",
             "L4.d64.h4.bal.ssm1-1-2-2-0",
             "L4.d64.h4.bax.ssm1-1-2-2-0",
         ] {

@@ -88,11 +88,10 @@ pub fn kv_live_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128,
 /// bits and rounded up to bytes once, so sub-byte dtypes stay exact.
 fn cache_bytes(model: &Model, dtype: DType, tokens: impl Fn(LayerKind) -> u64) -> Result<u128, SizeOverflow> {
     let mut bits: u128 = 0;
-    for (layer, &kind) in model.schedule.layers().iter().enumerate() {
-        if model.stores_kv(layer) {
-            let per_token = mul(kv_elements_per_token_per_layer(model, kind), dtype.bits().into())?;
-            bits = add(bits, mul(per_token, tokens(kind).into())?)?;
-        }
+    let storing = model.kv_storing_layers();
+    for (&kind, _) in model.schedule.layers().iter().zip(&storing).filter(|(_, s)| **s) {
+        let per_token = mul(kv_elements_per_token_per_layer(model, kind), dtype.bits().into())?;
+        bits = add(bits, mul(per_token, tokens(kind).into())?)?;
     }
     Ok(bits_to_bytes_ceil(bits))
 }
@@ -145,9 +144,9 @@ pub struct KvBreakdown {
 
 pub fn kv_breakdown(model: &Model, n_tokens: u64, dtype: DType) -> Result<KvBreakdown, SizeOverflow> {
     let mut rows: Vec<KvRow> = Vec::new();
+    let stores = model.kv_storing_layers();
     for c in model.schedule.counts() {
-        let storing =
-            model.schedule.layers().iter().enumerate().filter(|&(l, &k)| k == c.kind && model.stores_kv(l)).count();
+        let storing = model.schedule.layers().iter().zip(&stores).filter(|&(&k, &s)| k == c.kind && s).count();
         let storing_layers = u32::try_from(storing).unwrap_or(u32::MAX);
         let elements = kv_elements_per_token_per_layer(model, c.kind);
         let cached_tokens = c.kind.cached_tokens(n_tokens);
@@ -206,7 +205,8 @@ pub fn max_context_tokens(
     };
     let fits = |n: u64| kv_total_bytes(model, n, kv_dtype).is_ok_and(|b| b <= left);
     if fits(u64::MAX) {
-        let grows = model.schedule.layers().iter().enumerate().any(|(l, k)| k.is_global() && model.stores_kv(l));
+        let stores = model.kv_storing_layers();
+        let grows = model.schedule.layers().iter().zip(&stores).any(|(k, &s)| k.is_global() && s);
         // Without a growing layer the cache stops at the largest window.
         return if grows { ContextFit::Tokens(u64::MAX) } else { ContextFit::Unbounded };
     }

@@ -122,8 +122,7 @@ pub fn attn_params_total(model: &Model) -> u128 {
 /// (Nemotron-H) keep their FFNs there and nowhere else; every other model has one in each layer
 /// (a pure Mamba model has none: its FFN size is 0).
 pub fn has_ffn(model: &Model, layer: u32) -> bool {
-    let layers = model.schedule.layers();
-    !layers.contains(&LayerKind::FeedForward) || layers.get(layer as usize) == Some(&LayerKind::FeedForward)
+    !model.schedule.has_feed_forward_layers() || model.schedule.kind(layer as usize) == Some(LayerKind::FeedForward)
 }
 
 /// Recurrent mixer parameters of one layer of `kind` (0 for layers without one).

@@ -48,7 +48,7 @@ impl StateMixer {
     /// What the layer is, in words, for tables and the layer strip.
     pub const fn description(self) -> &'static str {
         match self {
-            StateMixer::Ssm => "state-space (Mamba) layer",
+            StateMixer::Ssm => "state-space layer",
             StateMixer::Linear => "linear-attention layer",
             StateMixer::Conv => "short-convolution layer",
         }
@@ -142,6 +142,9 @@ impl fmt::Display for LayerKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Schedule {
     layers: Vec<LayerKind>,
+    /// Whether any layer is [`LayerKind::FeedForward`], kept beside the list because the FFN count
+    /// asks it for every layer.
+    has_feed_forward_layers: bool,
 }
 
 /// One row of [`Schedule::counts`]: a layer kind and how many layers have it.
@@ -153,12 +156,13 @@ pub struct KindCount {
 
 impl Schedule {
     pub fn from_layers(layers: Vec<LayerKind>) -> Self {
-        Schedule { layers }
+        let has_feed_forward_layers = layers.contains(&LayerKind::FeedForward);
+        Schedule { layers, has_feed_forward_layers }
     }
 
     /// `n_layers` layers, all of one kind (Llama: all global; Mistral 7B: all sliding 4096).
     pub fn uniform(n_layers: u32, kind: LayerKind) -> Self {
-        Schedule { layers: vec![kind; n_layers as usize] }
+        Schedule::from_layers(vec![kind; n_layers as usize])
     }
 
     /// A repeating unit of `(count, kind)` runs, cycled to fill `n_layers` (a trailing partial unit
@@ -173,17 +177,22 @@ impl Schedule {
         if flat.is_empty() {
             return Schedule::uniform(n_layers, LayerKind::Global);
         }
-        Schedule { layers: (0..n_layers as usize).map(|i| flat[i % flat.len()]).collect() }
+        Schedule::from_layers((0..n_layers as usize).map(|i| flat[i % flat.len()]).collect())
     }
 
     /// Same as [`Schedule::periodic`] but the last layer is forced to be global (Gemma 4 does this so
     /// the final layer always sees the whole context).
     pub fn periodic_last_global(n_layers: u32, unit: &[(u32, LayerKind)]) -> Self {
-        let mut s = Schedule::periodic(n_layers, unit);
-        if let Some(last) = s.layers.last_mut() {
+        let mut layers = Schedule::periodic(n_layers, unit).layers;
+        if let Some(last) = layers.last_mut() {
             *last = LayerKind::Global;
         }
-        s
+        Schedule::from_layers(layers)
+    }
+
+    /// Whether any layer is a feed-forward-only layer (then the FFNs live there only).
+    pub fn has_feed_forward_layers(&self) -> bool {
+        self.has_feed_forward_layers
     }
 
     pub fn layers(&self) -> &[LayerKind] {
@@ -245,8 +254,11 @@ impl Schedule {
     /// A short description: "5 sliding : 1 global" (one repeating unit), "all global",
     /// "all sliding", "3 chunked : 1 global". Kinds that occur in several runs of the unit are
     /// summed, so the text stays short for any schedule.
+    /// A schedule with no unit that repeats at least twice (Nemotron-H's 52-letter pattern) is
+    /// summarised by its whole counts, which a one-period ratio would misstate.
     pub fn summary(&self) -> String {
-        let unit = &self.layers[..self.period()];
+        let period = self.period();
+        let unit = if period * 2 > self.layers.len() { &self.layers[..] } else { &self.layers[..period] };
         let mut per_noun: Vec<(&'static str, u32)> = Vec::new();
         for k in unit {
             match per_noun.iter_mut().find(|(n, _)| *n == k.noun()) {
@@ -327,6 +339,12 @@ mod tests {
         assert_eq!(s.kind(9), Some(LayerKind::Global));
         assert_eq!(s.summary(), "8 sliding : 2 global");
         assert_eq!(Schedule::from_layers(s.layers().to_vec()), s);
+        // Bamba: attention at 9, 18, 27 of 32, Mamba elsewhere. The shortest repeating unit is the
+        // first 28 layers (25 Mamba, 3 attention), which would misstate the 29 : 3 of the whole.
+        let ssm = LayerKind::Stateful(StateMixer::Ssm);
+        let bamba: Vec<LayerKind> =
+            (0..32).map(|l| if [9, 18, 27].contains(&l) { LayerKind::Global } else { ssm }).collect();
+        assert_eq!(Schedule::from_layers(bamba).summary(), "29 ssm : 3 global");
     }
 
     #[test]

@@ -87,6 +87,12 @@ pub fn format_tokens(tokens: u64) -> String {
     }
 }
 
+/// `n` things in words, with thousands separators and a plural `s`: "1 attention layer",
+/// "2,048 attention layers".
+pub fn count_of(n: u128, noun: &str) -> String {
+    format!("{} {noun}{}", format_thousands(n), if n == 1 { "" } else { "s" })
+}
+
 /// Integers with thousands separators ("1,073,741,824"), for showing the exact figure.
 pub fn format_thousands(v: u128) -> String {
     let digits = v.to_string();
@@ -103,6 +109,13 @@ pub fn format_thousands(v: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_in_words() {
+        assert_eq!(count_of(1, "attention layer"), "1 attention layer");
+        assert_eq!(count_of(2048, "attention layer"), "2,048 attention layers");
+        assert_eq!(count_of(0, "layer"), "0 layers");
+    }
 
     #[test]
     fn bytes_text_counts_every_byte_then_both_units() {

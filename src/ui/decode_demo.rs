@@ -83,7 +83,7 @@ fn DecodePanel(
     view! {
         <section class="panel decode" data-testid="decode-panel">
             <h3>"Decode, token by token, on your GPU"</h3>
-            <p class="explain">{text::intro_text(&model)}</p>
+            {runnable.then(|| view! { <p class="explain">{text::intro_text(&model)}</p> })}
             {text::recurrent_note(&model).map(|note| view! {
                 <p class="hint" data-testid="decode-recurrent" data-attention-layers=model.attention_layers() data-runs=runnable.to_string()>{note}</p>
             })}

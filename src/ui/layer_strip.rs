@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use crate::model::Model;
 use crate::state::AppState;
 use crate::views::heatmaps::reach::reach_line;
-use crate::views::layer_kinds::{beside_class, beside_mixer, cell_title, legend, reads_shared_cache, strip_summary};
+use crate::views::layer_kinds::{StripCell, beside_class, legend, strip_cells, strip_summary};
 
 #[component]
 pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>) -> impl IntoView {
@@ -23,11 +23,9 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
             <p class="hint" data-testid="layer-summary">{summary}</p>
             <div class="layer-cells" role="group" aria-label="Layers">
                 {move || model.with(|m| {
-                    m.schedule.layers().iter().enumerate().map(|(i, &kind)| {
+                    strip_cells(m).into_iter().enumerate().map(|(i, cell)| {
                         let layer = i as u32;
-                        let shares = reads_shared_cache(m, i);
-                        let title = cell_title(m, i);
-                        let beside = beside_mixer(m, i);
+                        let StripCell { kind, title, shared: shares, beside } = cell;
                         let class = match beside {
                             Some(mixer) => format!("layer-cell {} {}", kind.noun(), beside_class(mixer)),
                             None => format!("layer-cell {}", kind.noun()),

@@ -34,13 +34,17 @@ pub fn strip_summary(model: &Model) -> String {
 
 /// The title (tooltip) of layer `layer`'s cell in the strip.
 pub fn cell_title(model: &Model, layer: usize) -> String {
+    cell_title_of(model, layer, model.stores_kv(layer))
+}
+
+fn cell_title_of(model: &Model, layer: usize, stores_kv: bool) -> String {
     let Some(kind) = model.schedule.kind(layer) else { return format!("Layer {layer}") };
     let tail = if !kind.is_attention() {
         match state_bytes_per_layer(model, kind) {
             0 => "; no attention, keeps nothing per sequence".to_string(),
             b => format!("; no attention, keeps a state of {} per sequence", bytes_text(b)),
         }
-    } else if model.stores_kv(layer) {
+    } else if stores_kv {
         String::new()
     } else {
         "; reads an earlier layer's KV cache".to_string()
@@ -75,6 +79,35 @@ pub fn beside_class(mixer: StateMixer) -> &'static str {
 /// stores none of its own; a layer without attention has no cache to share).
 pub fn reads_shared_cache(model: &Model, layer: usize) -> bool {
     model.schedule.kind(layer).is_some_and(LayerKind::is_attention) && !model.stores_kv(layer)
+}
+
+/// One cell of the layer strip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StripCell {
+    pub kind: LayerKind,
+    pub title: String,
+    /// Reads another layer's cache ([`reads_shared_cache`]).
+    pub shared: bool,
+    pub beside: Option<StateMixer>,
+}
+
+/// Every cell of the strip in one pass (cache sharing is worked out once for all layers, so a
+/// 4,096-layer model does not cost 4,096 passes).
+pub fn strip_cells(model: &Model) -> Vec<StripCell> {
+    let stores = model.kv_storing_layers();
+    model
+        .schedule
+        .layers()
+        .iter()
+        .zip(stores)
+        .enumerate()
+        .map(|(layer, (&kind, stores_kv))| StripCell {
+            kind,
+            title: cell_title_of(model, layer, stores_kv),
+            shared: kind.is_attention() && !stores_kv,
+            beside: beside_mixer(model, layer),
+        })
+        .collect()
 }
 
 /// One entry of the strip's legend: the cell's class and what it means.
@@ -112,7 +145,7 @@ pub fn legend(model: &Model) -> Vec<LegendEntry> {
     }));
     if let Some(mixer) = model.states.beside_attention {
         let label = match mixer {
-            StateMixer::Ssm => "attention with a state-space (Mamba) mixer beside it",
+            StateMixer::Ssm => "attention with a state-space mixer beside it",
             StateMixer::Linear => "attention with a linear-attention mixer beside it",
             StateMixer::Conv => "attention with a short convolution beside it",
         };
@@ -166,7 +199,7 @@ pub fn no_attention(model: &Model, layer: u32) -> Option<NoAttention> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recurrent {
     pub layers: u32,
-    /// "28 state-space (Mamba) layers and 4 feed-forward-only layers".
+    /// "28 state-space layers and 4 feed-forward-only layers".
     pub words: String,
     /// The state they keep per sequence, in bytes, at any context length.
     pub state_bytes: u128,
@@ -250,7 +283,7 @@ mod tests {
             NoAttention {
                 kind: "ssm",
                 whole_model: false,
-                text: "Layer 2 is a state-space (Mamba) layer: it has no softmax attention, so there is no attention \
+                text: "Layer 2 is a state-space layer: it has no softmax attention, so there is no attention \
                        map; it carries a state of 327,680 bytes = 327.68 KB (320.00 KiB) per sequence instead, whatever \
                        the context length."
                     .into(),
@@ -261,7 +294,7 @@ mod tests {
         assert_eq!(no_attention(&m, 7).unwrap().nearest, Some(4));
         assert_eq!(
             cell_title(&m, 0),
-            "Layer 0: state-space (Mamba) layer; no attention, keeps a state of 327,680 bytes = 327.68 KB (320.00 KiB) per sequence"
+            "Layer 0: state-space layer; no attention, keeps a state of 327,680 bytes = 327.68 KB (320.00 KiB) per sequence"
         );
         assert_eq!(cell_title(&m, 4), "Layer 4: global (causal over all tokens)");
         assert!(!reads_shared_cache(&m, 0));
@@ -295,7 +328,7 @@ mod tests {
         // 8 x 327,680 = 2,621,440 B.
         assert_eq!(
             n.text,
-            "Mamba has no softmax attention layer: its layers are 8 state-space (Mamba) layers, so there is no \
+            "Mamba has no softmax attention layer: its layers are 8 state-space layers, so there is no \
              attention map to show; they keep a constant state of 2,621,440 bytes = 2.62 MB (2.50 MiB) per \
              sequence, whatever the context length."
         );
@@ -313,7 +346,7 @@ mod tests {
             r,
             Recurrent {
                 layers: 7,
-                words: "1 feed-forward-only layer and 6 state-space (Mamba) layers".into(),
+                words: "1 feed-forward-only layer and 6 state-space layers".into(),
                 state_bytes: 1_966_080
             }
         );
@@ -330,14 +363,14 @@ mod tests {
         assert_eq!(beside_mixer(&falcon, 1), Some(StateMixer::Ssm));
         assert_eq!(
             cell_title(&falcon, 1),
-            "Layer 1: global (causal over all tokens); also runs a state-space (Mamba) layer beside its attention, \
+            "Layer 1: global (causal over all tokens); also runs a state-space layer beside its attention, \
              keeping a state of 327,680 bytes = 327.68 KB (320.00 KiB) per sequence"
         );
         assert_eq!(legend(&falcon).last().map(|e| e.class), Some("beside-ssm"));
         assert_eq!(
             strip_summary(&falcon),
             "4 layers: all global (4 × global (causal over all tokens)); each attention layer also runs a \
-             state-space (Mamba) layer beside it"
+             state-space layer beside it"
         );
         assert_eq!(
             strip_summary(preset("gemma-3-27b").unwrap()),
@@ -345,13 +378,13 @@ mod tests {
         );
         let r = recurrent_layers(&falcon).unwrap();
         // 4 x 327,680 = 1,310,720 B.
-        assert_eq!(r.words, "state-space (Mamba) mixers beside its 4 attention layers");
+        assert_eq!(r.words, "state-space mixers beside its 4 attention layers");
         assert_eq!(r.state_bytes, 1_310_720);
         let mut zamba = hybrid();
         zamba.states.beside_attention = Some(StateMixer::Ssm);
         // 7 Mamba layers and the mixer beside the attention layer: 8 x 327,680 = 2,621,440 B.
         let r = recurrent_layers(&zamba).unwrap();
-        assert_eq!(r.words, "7 state-space (Mamba) layers and state-space (Mamba) mixer beside its 1 attention layer");
+        assert_eq!(r.words, "7 state-space layers and state-space mixer beside its 1 attention layer");
         assert_eq!(r.state_bytes, 2_621_440);
         assert_eq!(beside_mixer(&zamba, 0), None);
     }
@@ -364,7 +397,7 @@ mod tests {
         m.schedule = Schedule::periodic(8, &[(1, LayerKind::FeedForward), (2, SSM), (1, LayerKind::Global), (4, SSM)]);
         let entries = legend(&m);
         assert_eq!(classes(&m), ["global", "sliding", "chunked", "shared", "ssm", "ffn"]);
-        assert_eq!((entries[4].label, entries[5].label), ("state-space (Mamba)", "feed-forward only"));
+        assert_eq!((entries[4].label, entries[5].label), ("state-space", "feed-forward only"));
     }
 
     #[test]

@@ -51,8 +51,9 @@ pub struct KeyFigures {
 fn state_figure(model: &Model) -> Figure {
     let bytes = state_bytes(model).ok();
     let mut f = byte_figure("Recurrent state per sequence".into(), bytes, state_formula(model));
-    if bytes == Some(0) {
-        f.text = "0 bytes: no recurrent state (every mixing layer is attention)".into();
+    let recurrent = model.schedule.layers().iter().any(|&k| model.state_mixer(k).is_some());
+    if bytes == Some(0) && !recurrent {
+        f.text = "0 bytes: no recurrent state (no layer has a recurrent mixer)".into();
     } else {
         f.formula.push_str(": constant per sequence, it does not grow with the context.");
     }
@@ -226,7 +227,7 @@ mod tests {
         let t = key_figures(&llama_3_8b(), &KvParams::default(), 0).state;
         assert_eq!(
             (t.value.as_str(), t.text.as_str()),
-            ("0", "0 bytes: no recurrent state (every mixing layer is attention)")
+            ("0", "0 bytes: no recurrent state (no layer has a recurrent mixer)")
         );
     }
 }

@@ -41,9 +41,9 @@ describe("models without attention in some layers", () => {
     const global = await strip.locator('[data-testid="layer-cell"][data-kind="global"]').evaluateAll((els) => els.map((e) => e.dataset.layer));
     assert.deepEqual(global, ["4", "12", "20", "28"]);
     const title = await strip.locator('[data-layer="2"]').getAttribute("title");
-    assert.match(title, /^Layer 2: state-space \(Mamba\) layer; no attention, keeps a state of 589,824 bytes/);
+    assert.match(title, /^Layer 2: state-space layer; no attention, keeps a state of 589,824 bytes/);
     assert.equal(await strip.locator('[data-layer="2"]').evaluate((e) => e.classList.contains("shared")), false);
-    assert.match(await app.page.getByTestId("layer-legend").locator('[data-legend="ssm"]').innerText(), /state-space \(Mamba\)/);
+    assert.match(await app.page.getByTestId("layer-legend").locator('[data-legend="ssm"]').innerText(), /state-space/);
 
     // A Mamba layer: the message, no heatmaps, no job.
     await strip.locator('[data-layer="2"]').click();
@@ -52,14 +52,14 @@ describe("models without attention in some layers", () => {
     const why = await noAttention(app.page);
     assert.equal(why.kind, "ssm");
     assert.equal(why.scope, "layer");
-    assert.match(why.text, /^Layer 2 is a state-space \(Mamba\) layer: it has no softmax attention, so there is no attention map; it carries a state of 589,824 bytes/);
+    assert.match(why.text, /^Layer 2 is a state-space layer: it has no softmax attention, so there is no attention map; it carries a state of 589,824 bytes/);
     assert.equal(await app.page.getByTestId("explorer").getAttribute("data-status"), "no-attention");
     assert.equal(await app.page.getByTestId("head-heatmap").count(), 0);
     assert.equal(await app.page.getByTestId("head-placeholder").count(), 0);
     // Reach: a Mamba layer's state folds in every earlier token.
     const reach = app.page.getByTestId("stacked-reach");
     assert.equal(await reach.getAttribute("data-value"), "all");
-    assert.match(await reach.innerText(), /Layer 0 is a state-space \(Mamba\) layer, whose state folds in every earlier token/);
+    assert.match(await reach.innerText(), /Layer 0 is a state-space layer, whose state folds in every earlier token/);
 
     // The offer to jump goes to the nearest attention layer, and its heatmaps come back.
     const jump = app.page.getByTestId("jump-to-attention");
@@ -88,7 +88,7 @@ describe("models without attention in some layers", () => {
     const why = await noAttention(app.page);
     assert.equal(why.scope, "model");
     assert.equal(why.kind, "ssm");
-    assert.match(why.text, /has no softmax attention layer: its layers are 64 state-space \(Mamba\) layers, so there is no attention map to show/);
+    assert.match(why.text, /has no softmax attention layer: its layers are 64 state-space layers, so there is no attention map to show/);
     assert.equal(await app.page.getByTestId("jump-to-attention").count(), 0);
     assert.equal(await app.page.getByTestId("head-heatmap").count(), 0);
     assert.equal(await app.page.getByTestId("explorer").getAttribute("data-status"), "no-attention");
@@ -107,11 +107,11 @@ describe("models without attention in some layers", () => {
     const cells = app.page.locator('[data-testid="layer-cell"][data-kind="global"][data-beside="ssm"]');
     assert.equal(await cells.count(), 4);
     assert.match(await cells.first().getAttribute("title"),
-      /^Layer 0: global \(causal over all tokens\); also runs a state-space \(Mamba\) layer beside its attention, keeping a state of 589,824 bytes/);
-    assert.match(await app.page.getByTestId("layer-legend").locator('[data-legend="beside-ssm"]').innerText(), /state-space \(Mamba\) mixer beside it/);
+      /^Layer 0: global \(causal over all tokens\); also runs a state-space layer beside its attention, keeping a state of 589,824 bytes/);
+    assert.match(await app.page.getByTestId("layer-legend").locator('[data-legend="beside-ssm"]').innerText(), /state-space mixer beside it/);
     await app.page.goto(new URL(`?view=kv&cfg=${falcon}`, app.page.url()).toString());
     assert.match(await app.page.getByTestId("decode-recurrent").innerText(),
-      /runs the 4 attention layers only; the state-space \(Mamba\) mixers beside its 4 attention layers keep a constant state of 2,359,296 bytes/);
+      /runs the 4 attention layers only; the state-space mixers beside its 4 attention layers keep a constant state of 2,359,296 bytes/);
     app.assertNoConsoleErrors();
     await app.close();
   });
@@ -123,7 +123,7 @@ describe("models without attention in some layers", () => {
     assert.equal(await note.getAttribute("data-attention-layers"), "4");
     assert.equal(await note.getAttribute("data-runs"), "true");
     // 28 Mamba layers x 589,824 B = 16,515,072 B.
-    assert.match(await note.innerText(), /^The demo runs the 4 attention layers only; the 28 state-space \(Mamba\) layers keep a constant state of 16,515,072 bytes .* not simulated here\.$/);
+    assert.match(await note.innerText(), /^The demo runs the 4 attention layers only; the 28 state-space layers keep a constant state of 16,515,072 bytes .* not simulated here\.$/);
     await app.page.getByTestId("decode-pace").selectOption("fast");
     await app.page.getByTestId("decode-start").click();
     await app.page.waitForFunction(() => Number(document.querySelector('[data-testid="decode-status"]')?.dataset.aTokens) >= 20, null, { timeout: 120_000 });

@@ -381,7 +381,7 @@ describe("KV view", () => {
     await app.close();
   });
 
-  test("a pure state-space (Mamba) link has no KV cache, only a constant state", async () => {
+  test("a pure state-space link has no KV cache, only a constant state", async () => {
     // 64 Mamba layers of 20,480 conv + 81,920 state elements at 2 B: 64 × 204,800 = 13,107,200 B.
     const cfg = "L64.d2560.h1.kv1.hd1.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
     const app = await AppPage.open(session, `?view=kv&cfg=${cfg}&ctx=8192&dtype=fp16`);

@@ -130,7 +130,8 @@ pub(super) fn report_missing(r: &mut Reader<'_>, model: &Model, missing: i128, w
     let word = if missing > 0 { "under" } else { "over" };
     let t = crate::model::units::format_thousands;
     r.read_as(format!(
-        "The parameter total is {}, {word} the checkpoint's {} by {}: {why}",
+        "The parameter total is {}, {word} the checkpoint's {} by {}: {why}. The weights memory and the FLOP \
+         figures follow the model's count and carry the same difference",
         t(counted),
         t(checkpoint),
         t(missing.unsigned_abs())

@@ -6,8 +6,7 @@
 use super::CompareParams;
 use crate::model::describe::variant_label;
 use crate::model::kv_cache::state_bytes;
-use crate::model::units::format_thousands;
-use crate::model::units::{bytes_text, format_bytes};
+use crate::model::units::{bytes_text, count_of, format_bytes, format_thousands};
 use crate::model::{Model, Variant, VariantFigures, apply_variant, compare_variants};
 use crate::views::kv::KvParams;
 
@@ -51,15 +50,16 @@ pub fn state_note(base: &Model) -> Option<String> {
     Some(if kept == 0 {
         // Falcon-H1's shape: the mixers run beside attention in the same layers.
         format!(
-            "Every variant changes only the attention of the {} layers; the recurrent mixers beside it keep the \
+            "Every variant changes only the attention of the {}; the recurrent mixers beside it keep the \
              same state of {state} per sequence in every row, at any context.",
-            base.n_layers()
+            count_of(base.n_layers().into(), "layer")
         )
     } else if base.has_attention() {
         format!(
-            "Every variant changes only the {} attention layers; the other {kept} layers stay as they are, with \
-             the same recurrent state of {state} per sequence in every row, at any context.",
-            base.attention_layers()
+            "Every variant changes only the {}; the other {} stay as they are, with the same recurrent state of \
+             {state} per sequence in every row, at any context.",
+            count_of(base.attention_layers().into(), "attention layer"),
+            count_of(kept.into(), "layer")
         )
     } else {
         format!(

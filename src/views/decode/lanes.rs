@@ -57,8 +57,8 @@ pub fn open_lanes(engine: &Engine, model: &Model, capacity_tokens: u32) -> Resul
 }
 
 fn storing_layers(model: &Model, layer: &DemoLayer) -> u32 {
-    (0..model.schedule.len()).filter(|&l| model.schedule.kind(l) == Some(layer.kind) && model.stores_kv(l)).count()
-        as u32
+    let stores = model.kv_storing_layers();
+    model.schedule.layers().iter().zip(&stores).filter(|&(&k, &s)| k == layer.kind && s).count() as u32
 }
 
 /// The mask the kernel applies in `layer` (every demo layer stores a cache, so has attention).

@@ -5,7 +5,7 @@ use super::snapshot::{PageView, PagesView, RunState, Snapshot};
 use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::decode_demo::{PROMPT_TOKENS, demo_layers, run_tokens};
 use crate::model::paging::PAGE_TOKENS;
-use crate::model::units::{bytes_text, format_thousands};
+use crate::model::units::{bytes_text, count_of, format_thousands};
 use crate::model::{LayerKind, Model};
 use crate::views::layer_kinds::{keeps_text, recurrent_layers};
 
@@ -50,8 +50,8 @@ pub fn recurrent_note(model: &Model) -> Option<String> {
         )
     } else {
         format!(
-            "The demo runs the {attention} attention layer{} only; the {} {}, not simulated here.",
-            if attention == 1 { "" } else { "s" },
+            "The demo runs the {} only; the {} {}, not simulated here.",
+            count_of(attention.into(), "attention layer"),
             r.words,
             keeps_text(&r)
         )
@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(
             recurrent_note(&jamba).as_deref(),
             Some(
-                "The demo runs the 4 attention layers only; the 28 state-space (Mamba) layers keep a constant state \
+                "The demo runs the 4 attention layers only; the 28 state-space layers keep a constant state \
                  of 16,515,072 bytes = 16.52 MB (15.75 MiB) per sequence, not simulated here."
             )
         );
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(
             recurrent_note(&falcon).as_deref(),
             Some(
-                "The demo runs the 4 attention layers only; the state-space (Mamba) mixers beside its 4 attention \
+                "The demo runs the 4 attention layers only; the state-space mixers beside its 4 attention \
                  layers keep a constant state of 2,359,296 bytes = 2.36 MB (2.25 MiB) per sequence, not simulated here."
             )
         );
@@ -215,7 +215,7 @@ mod tests {
             recurrent_note(&mamba).as_deref(),
             Some(
                 "Mamba has no attention layer, so there is no KV cache to page and the demo does not start: its 64 \
-                 state-space (Mamba) layers keep a constant state of 13,107,200 bytes = 13.11 MB (12.50 MiB) per \
+                 state-space layers keep a constant state of 13,107,200 bytes = 13.11 MB (12.50 MiB) per \
                  sequence instead."
             )
         );

@@ -137,7 +137,7 @@ mod tests {
         assert_eq!(line.reach, Reach::Everything);
         assert!(
             line.text.starts_with(
-                "Reach through layers 0 to 1: the whole context. Layer 1 is a state-space (Mamba) layer, whose state \
+                "Reach through layers 0 to 1: the whole context. Layer 1 is a state-space layer, whose state \
                  folds in every earlier token: from there on"
             ),
             "{}",

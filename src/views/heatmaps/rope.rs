@@ -331,7 +331,7 @@ mod tests {
         hybrid.schedule = crate::model::schedule::Schedule::periodic(4, &[(1, ssm), (1, LayerKind::Global)]);
         assert!(rope_figures(&hybrid, 0).is_none() && rope_figures(&hybrid, 1).is_some());
         let panel = rope_panel(&hybrid, 0);
-        assert_eq!(panel.heading, "Positions in layer 0 (state-space (Mamba) layer)");
+        assert_eq!(panel.heading, "Positions in layer 0 (state-space layer)");
         assert!(panel.summary.starts_with("No queries or keys here") && panel.chart.is_none(), "{}", panel.summary);
         let ds = rope_figures(preset("deepseek-v3").unwrap(), 0).unwrap();
         assert_eq!((ds.rotary.rotary_dims(), ds.rotary.head_dim), (64, 192));

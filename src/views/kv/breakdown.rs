@@ -6,8 +6,7 @@
 
 use super::KvParams;
 use crate::model::formulas::{cached_tokens_reason, elements_factors, row_formula, state_row_formula};
-use crate::model::units::format_thousands;
-use crate::model::units::{bytes_text, format_bytes};
+use crate::model::units::{bytes_text, count_of, format_bytes, format_thousands};
 use crate::model::{KvRow, LayerKind, Model, kv_breakdown};
 
 /// One layer type's row. `kind_noun`, `bytes`, `cached_tokens`, `layer_count` and `state_bytes` go
@@ -70,23 +69,27 @@ fn state_note(model: &Model, rows: &[KvRow], state_bytes: u128) -> Option<String
         // Falcon-H1's shape: a recurrent mixer runs beside attention in every attention layer.
         let mixer = model.states.beside_attention.filter(|_| state_bytes > 0)?;
         return Some(format!(
-            "Every one of the {layers} layers runs a {} beside its attention: it keeps its KV cache and also a \
+            "Every one of the {} layers runs a {} beside its attention: it keeps its KV cache and also a \
              recurrent state, {state} per sequence in all, the same at any context.",
+            format_thousands(layers.into()),
             mixer.description()
         ));
     }
     Some(if !model.has_attention() {
         format!(
-            "No KV cache: none of the {layers} layers runs softmax attention, so no layer keeps keys and values \
+            "No KV cache: none of the {} layers runs softmax attention, so no layer keeps keys and values \
              to attend over later. Each sequence keeps only a constant recurrent state of {state}, the same at \
-             one token of context as at a million: the layers fold every token into it as it passes."
+             one token of context as at a million: the layers fold every token into it as it passes.",
+            format_thousands(layers.into())
         )
     } else {
         format!(
-            "Only the {} attention layers of {layers} keep a KV cache. The other {others} keep no keys or values: \
-             their recurrent state, {state} per sequence in all, has a fixed size whatever the context \
-             (feed-forward-only layers keep nothing).",
-            model.attention_layers()
+            "Only the {} of {} keep a KV cache. The other {} keep no keys or values: their recurrent state, \
+             {state} per sequence in all, has a fixed size whatever the context (feed-forward-only layers keep \
+             nothing).",
+            count_of(model.attention_layers().into(), "attention layer"),
+            format_thousands(layers.into()),
+            format_thousands(others.into())
         )
     })
 }
@@ -277,9 +280,6 @@ mod tests {
         );
         assert_eq!(t.state_total_text.as_deref(), Some("2,400 bytes = 2.40 KB (2.34 KiB)"));
         let note = t.state_note.unwrap();
-        assert!(
-            note.starts_with("Every one of the 4 layers runs a state-space (Mamba) layer beside its attention"),
-            "{note}"
-        );
+        assert!(note.starts_with("Every one of the 4 layers runs a state-space layer beside its attention"), "{note}");
     }
 }

@@ -110,7 +110,7 @@ fn fit_headline(fit: ContextFit) -> (String, String) {
     match fit {
         ContextFit::WeightsDoNotFit => ("none".into(), "The weights alone do not fit: no context fits.".into()),
         ContextFit::Unbounded => {
-            ("unbounded".into(), "Any context fits: every layer is windowed and the plateau fits.".into())
+            ("unbounded".into(), "Any context fits: every attention layer is windowed and the plateau fits.".into())
         }
         ContextFit::Tokens(u64::MAX) => ("unbounded".into(), "Any context a model could use fits.".into()),
         ContextFit::Tokens(n) => (
@@ -203,7 +203,7 @@ mod tests {
         // Mistral 7B: every layer windowed at 4,096; the plateau 536,870,912 B fits 80 GB.
         let s = summary("mistral-7b", KvParams { ctx_tokens: 32_768, ..Default::default() });
         assert_eq!(s.fit_value, "unbounded");
-        assert_eq!(s.headline, "Any context fits: every layer is windowed and the plateau fits.");
+        assert_eq!(s.headline, "Any context fits: every attention layer is windowed and the plateau fits.");
     }
 
     #[test]

@@ -152,9 +152,42 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("decode_flops_per_token", "FLOPs of one decoded token at the chosen context (projections, core, FFN)"),
     ("decode_weight_bytes", "bytes of the weights one decoded token reads"),
     ("decode_kv_read_bytes", "bytes of KV cache one decoded token reads at the chosen context"),
-    ("decode_bytes_per_token", "bytes one decoded token reads: weights and KV cache"),
+    (
+        "decode_bytes_per_token",
+        "bytes one decoded token reads: weights, KV cache and any recurrent state (read and written back)",
+    ),
     ("decode_intensity", "FLOPs per byte of one decoded token"),
     ("decode_core_intensity", "FLOPs of the decode attention core per byte of cache it reads"),
+];
+
+/// Figures about attention heads, their geometry or their cost: none applies to a model without a
+/// softmax attention layer.
+const NEEDS_ATTENTION: &[&str] = &[
+    "n_q_heads",
+    "n_kv_heads",
+    "head_dim",
+    "group_size",
+    "mha_kv_bytes_per_token",
+    "kv_saving_factor",
+    "softmax_scale",
+    "random_score_spread",
+    "concat_width",
+    "layer_kv_heads",
+    "layer_head_dim",
+    "mha_cached_dims",
+    "mla_latent_dims",
+    "mla_rope_dims",
+    "mla_cached_dims",
+    "rope_theta",
+    "rotary_dims",
+    "rotary_fraction",
+    "rotary_pairs",
+    "rope_linear_factor",
+    "rope_shortest_wavelength",
+    "rope_longest_wavelength",
+    "attn_weights_per_layer",
+    "core_crossover_tokens",
+    "decode_core_intensity",
 ];
 
 /// Whether `name` is a known placeholder.
@@ -165,6 +198,10 @@ pub fn is_known(name: &str) -> bool {
 /// The figure `name` for this state and its resolved model; `None` for an unknown name or a figure
 /// that does not apply (no sliding layer, sizes past what can be represented).
 pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+    if !model.has_attention() && NEEDS_ATTENTION.contains(&name) {
+        // A pure state-space model's head counts and widths are placeholders nothing uses.
+        return None;
+    }
     let kv = &state.kv;
     let (unit, value): (Unit, u128) = match name {
         "n_layers" => (Unit::Count, model.n_layers().into()),
@@ -330,5 +367,18 @@ mod tests {
         assert_eq!(exact("kv_storing_layers", cfg), "4");
         // Layer 0, a Mamba layer, has no attention weights.
         assert_eq!(exact("attn_weights_per_layer", &format!("{cfg}&layer=0")), "0");
+    }
+
+    #[test]
+    fn a_model_without_attention_has_no_head_figures() {
+        // A pure Mamba's head count, width and crossover would be read off its placeholder geometry.
+        let cfg = "cfg=L64.d2560.h1.kv1.hd64.pat1s.ssm20480-81920-2-2-30000000.fs0.v50280.nope.np1.ctx2048";
+        let (state, model) = at(cfg);
+        for name in NEEDS_ATTENTION {
+            assert!(is_known(name), "{name}");
+            assert_eq!(figure(name, &state, &model), None, "{name}");
+        }
+        assert_eq!(exact("n_layers", cfg), "64");
+        assert_eq!(exact("kv_bytes_per_token", cfg), "0");
     }
 }

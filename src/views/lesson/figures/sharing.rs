@@ -42,8 +42,14 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
         "keqv_saved_bytes" => {
             whole(kv_total_bytes(&separate_kv(model), ctx, dtype).ok()?.checked_sub(own_total()?)?, Unit::Bytes)
         }
-        "kv_sharing_layers" => whole(count(&|l| layers[l].is_attention() && !model.stores_kv(l)), Unit::Count),
-        "kv_storing_layers" => whole(count(&|l| model.stores_kv(l)), Unit::Count),
+        "kv_sharing_layers" => {
+            let stores = model.kv_storing_layers();
+            whole(count(&|l| layers[l].is_attention() && !stores[l]), Unit::Count)
+        }
+        "kv_storing_layers" => {
+            let stores = model.kv_storing_layers();
+            whole(count(&|l| stores[l]), Unit::Count)
+        }
         "unshared_kv_bytes_per_token" => whole(kv_bytes_per_token(&unshared(model), dtype).ok()?, Unit::Bytes),
         "unshared_kv_total_bytes" => whole(kv_total_bytes(&unshared(model), ctx, dtype).ok()?, Unit::Bytes),
         "sharing_saving_factor" => ratio(kv_total_bytes(&unshared(model), ctx, dtype).ok()?, own_total()?)?,
