@@ -6,8 +6,8 @@
 use super::config::{Model, Positional};
 use super::dtype::DType::Bf16;
 use super::encoding::{decode_model, encode_model};
-use super::hf_import::Imported;
-use super::import_files_tests::import;
+use super::hf_import::{Imported, import_hf_value};
+use super::import_files_tests::{import, read};
 use super::kv_cache::{kv_bytes_per_token, state_bytes};
 use super::params::{mixer_params, model_params};
 use super::schedule::{LayerKind, StateMixer};
@@ -33,6 +33,19 @@ fn figures(m: &Model) -> (u128, u128, u128) {
 
 fn read_as(imp: &Imported, words: &str) -> bool {
     imp.report.readings.iter().any(|s| s.contains(words))
+}
+
+/// A config file with some fields changed (a `null` writes an explicit null) or removed.
+fn import_edited(name: &str, set: serde_json::Value, remove: &[&str]) -> Imported {
+    let mut v: serde_json::Value = serde_json::from_str(&read(name)).unwrap();
+    let o = v.as_object_mut().unwrap();
+    for key in remove {
+        o.remove(*key);
+    }
+    for (key, val) in set.as_object().unwrap() {
+        o.insert(key.clone(), val.clone());
+    }
+    import_hf_value(&v).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[test]
@@ -154,6 +167,26 @@ fn falcon_h1_7b() {
 }
 
 #[test]
+fn falcon_h1_mamba_d_ssm_absent_is_the_class_default_1024_and_null_is_expand_times_hidden() {
+    // Absent: FalconH1Config's default 1024. With 8 heads of "auto" = 128, G 1, N 256: conv_dim
+    // 1024 + 512 = 1536; in_proj 3072*(1024 + 1536 + 8) = 7,888,896; conv 1536*5 = 7,680; 24;
+    // out 1024*3072 = 3,145,728; sum 11,042,328.
+    let set = serde_json::json!({"mamba_n_heads": 8, "mamba_d_head": "auto"});
+    let imp = import_edited("falcon-h1-7b-base.json", set, &["mamba_d_ssm"]);
+    assert_eq!(mixer_params(&imp.model, LayerKind::Global), 11_042_328);
+    assert!(imp.report.assumed.iter().any(|s| s.contains("mamba_d_ssm: absent, so 1024")), "{:?}", imp.report);
+    // State (conv cache d_conv wide, as for the 7B) 44*(1536*4*2 + 8*128*256*4) = 44*(12,288 +
+    // 1,048,576) = 44*1,060,864 = 46,678,016.
+    assert_eq!(state_bytes(&imp.model).unwrap(), 46_678_016);
+    // Explicit null: mamba_expand 2 * 3072 = 6144, 24 heads of "auto" = 256: conv_dim 6656;
+    // in_proj 3072*(6144 + 6656 + 24) = 39,395,328; conv 33,280; 72; out 18,874,368; sum 58,303,048.
+    let set = serde_json::json!({"mamba_d_ssm": null, "mamba_d_head": "auto"});
+    let imp = import_edited("falcon-h1-7b-base.json", set, &[]);
+    assert_eq!(mixer_params(&imp.model, LayerKind::Global), 58_303_048);
+    assert!(read_as(&imp, "mamba_d_ssm is null"), "{:?}", imp.report.readings);
+}
+
+#[test]
 fn zamba_7b() {
     let imp = import("zamba-7b-v1.json");
     let m = &imp.model;
@@ -249,6 +282,44 @@ fn rwkv6_finch_1_6b() {
 }
 
 #[test]
+fn rwkv6_finch_1_6b_in_the_rwkv_org_layout() {
+    // RWKV/v6-Finch-1B6-HF names head_size and attention_hidden_size, not num_heads or expand_k:
+    // 2048 / 64 = 32 heads of 64 x 64, not FLA's defaults (4 heads, K = 1024, V = 2048, a state 4x
+    // as large).
+    let imp = import("rwkv6-finch-1b6-hf.json");
+    let m = &imp.model;
+    assert_eq!(kinds(m), vec![(LINEAR, 24)]);
+    // intermediate_size null: int(2048 * 3.5 // 32 * 32) = 7168.
+    assert_eq!(m.ffn_size, 7168);
+    // 6d 12,288 + time_maa_w1/w2 10*32*2048 = 655,360 + time_decay, time_faaaa 4096 + decay LoRA
+    // 64*(2048 + 2048) = 262,144 + r, k, v, g, output 5*2048^2 = 20,971,520 + ln_x 4096 =
+    // 21,909,504, plus the channel mix's 2048^2 + 4096 = 4,198,400: 26,107,904 (as FLA's layout).
+    assert_eq!(mixer_params(m, LINEAR), 26_107_904);
+    // State 24*(2*2048*2 + 32*64*64*4) = 24*(8,192 + 524,288) = 24*532,480 = 12,779,520. Model:
+    // 2*65536*2048 = 268,435,456 + 24*(26,107,904 + 2*2048*7168 = 29,360,128) = 1,331,232,768 +
+    // 49*4096 = 200,704; sum 1,599,868,928, under the checkpoint by layer 0's pre_ln, 4096.
+    assert_eq!(figures(m), (0, 12_779_520, 1_599_868_928));
+    assert!(read_as(&imp, "under the checkpoint's 1,599,873,024 by 4,096"), "{:?}", imp.report.readings);
+    assert!(read_as(&imp, "32 heads of 64"));
+    assert!(imp.report.warnings.iter().any(|s| s.contains("num_attention_heads 64 is ignored")));
+    assert!(!imp.report.assumed.iter().any(|s| s.contains("expand_k") || s.contains("num_heads")));
+
+    // head_size alone marks the layout: attention_hidden_size is then hidden_size.
+    let imp = import_edited("rwkv6-finch-1b6-hf.json", serde_json::json!({}), &["attention_hidden_size"]);
+    assert_eq!(figures(&imp.model), (0, 12_779_520, 1_599_868_928));
+
+    // Finch 7B (hidden_size 4096, 32 layers): the remote code doubles both LoRAs to 64 and 128.
+    // 6d 24,576 + 10*64*4096 = 2,621,440 + 8192 + 128*8192 = 1,048,576 + 5*4096^2 = 83,886,080 +
+    // 8192 + 4096^2 + 8192 = 16,785,408: 104,382,464. State 32*(2*4096*2 + 64*64*64*4) =
+    // 32*(16,384 + 1,048,576) = 34,078,720.
+    let set = serde_json::json!({"hidden_size": 4096, "attention_hidden_size": 4096, "num_hidden_layers": 32});
+    let imp = import_edited("rwkv6-finch-1b6-hf.json", set, &["num_attention_heads"]);
+    assert_eq!(imp.model.ffn_size, 14_336);
+    assert_eq!(mixer_params(&imp.model, LINEAR), 104_382_464);
+    assert_eq!(state_bytes(&imp.model).unwrap(), 34_078_720);
+}
+
+#[test]
 fn rwkv7_goose_1_5b() {
     let imp = import("rwkv7-1.5b-world.json");
     let m = &imp.model;
@@ -319,6 +390,7 @@ fn every_hybrid_survives_a_link() {
         "qwen3-next-80b-a3b-instruct.json",
         "rwkv-4-169m-pile.json",
         "rwkv6-1.6b-finch.json",
+        "rwkv6-finch-1b6-hf.json",
         "rwkv7-1.5b-world.json",
         "lfm2-1.2b.json",
         "recurrentgemma-2b.json",

@@ -312,7 +312,18 @@ pub(super) fn falcon_h1(r: &mut Reader<'_>, family: &Family) -> Result<Built, Im
     let mut m = common::start_with_attention(r, family)?;
     let d = m.d_model;
     m.schedule = common::schedule(vec![LayerKind::Global; m.n_layers() as usize]);
-    let inner = r.count(&["mamba_d_ssm"])?;
+    // FalconH1Config: mamba_d_ssm defaults to 1024; only an explicit null means mamba_expand * hidden_size.
+    let inner = match r.count(&["mamba_d_ssm"])? {
+        Some(n) => Some(n),
+        None if r.is_null("mamba_d_ssm") => {
+            r.read_as("mamba_d_ssm is null: the Mamba width is mamba_expand * hidden_size");
+            None
+        }
+        None => {
+            r.assume("mamba_d_ssm: absent, so 1024 (FalconH1Config's default)");
+            Some(1024)
+        }
+    };
     let mut mixer = mamba2_fields(r, d, inner)?;
     mixer.out_bias = r.boolean("projectors_bias").unwrap_or(false);
     mixer.gated_norm = r.boolean("mamba_rms_norm").unwrap_or(false);

@@ -134,6 +134,14 @@ impl<'a> Reader<'a> {
         keys.iter().find_map(|key| defaults.get(*key).map(|v| (format!("text_config.{key} ({kind} default)"), v)))
     }
 
+    /// Whether `key` is written as an explicit `null` (as opposed to absent), text config first.
+    pub fn is_null(&self, key: &str) -> bool {
+        match self.main.get(key) {
+            Some(v) => v.is_null(),
+            None => self.nested && self.top.get(key).is_some_and(Value::is_null),
+        }
+    }
+
     pub fn note_used(&mut self, path: &str, v: &Value) {
         self.report.used.push((path.to_string(), show(v)));
     }

@@ -1,4 +1,5 @@
-//! RWKV-4 (transformers' `rwkv`), RWKV-6 and RWKV-7 (flash-linear-attention's `rwkv6`, `rwkv7`):
+//! RWKV-4 (transformers' `rwkv`), RWKV-6 (flash-linear-attention's `rwkv6`, or RWKV-org's remote
+//! code, which shares the `model_type`) and RWKV-7 (flash-linear-attention's `rwkv7`):
 //! every layer a time-mix (linear attention with a per-channel or per-head state) and a channel-mix
 //! FFN, LayerNorms with biases, no attention (a hybrid `attn` spec is not read).
 //!
@@ -89,10 +90,84 @@ pub(super) fn rwkv4(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
     Ok(Built { missing: pre_norm(&m), model: m, unmodelled: PRE_NORM.into() })
 }
 
-/// RWKV-6 (FLA): `num_heads` heads of `key_dim / heads` x `value_dim / heads`, data-dependent
-/// token shift (LoRA of `proj_low_rank_dim`) and decay (LoRA of `gate_low_rank_dim`).
+/// The fields that mark the RWKV-org layout of an `rwkv6` config (RWKV/v6-Finch-*-HF, remote code).
+const RWKV_ORG_FIELDS: [&str; 3] = ["head_size", "head_size_divisor", "attention_hidden_size"];
+
+/// RWKV-6: two layouts share `model_type: "rwkv6"`. RWKV-org's Hugging Face repos (remote code)
+/// name `head_size` and `attention_hidden_size`; flash-linear-attention names `num_heads`,
+/// `expand_k` and `expand_v`. Either of the first marks the RWKV-org layout.
 pub(super) fn rwkv6(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
     refuse_attn(r)?;
+    if r.find(&RWKV_ORG_FIELDS).is_some() { rwkv6_org(r, family) } else { rwkv6_fla(r, family) }
+}
+
+/// RWKV-6 as RWKV-org's remote code builds it (`Rwkv6SelfAttention`, `Rwkv6FeedForward`):
+/// `attention_hidden_size / head_size` heads of `head_size` x `head_size`; r, k, v, g of
+/// `hidden_size x attention_hidden_size`; the token-shift LoRA of 32 and decay LoRA of 64 (64 and
+/// 128 when `hidden_size` is 4096); a GroupNorm over `hidden_size`; a pre-LayerNorm on layer 0.
+fn rwkv6_org(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
+    let mut m = start(r, family)?;
+    let d = m.d_model;
+    let a = width(r, &["attention_hidden_size"], d)?;
+    let head = width(r, &["head_size"], 64)?;
+    if !a.is_multiple_of(head) {
+        return Err(invalid("head_size", format!("{head} does not divide attention_hidden_size {a}")));
+    }
+    let heads = a / head;
+    if a != d {
+        r.warn(format!(
+            "attention_hidden_size {a} differs from hidden_size {d}: the remote code's ln_x is a GroupNorm over \
+             hidden_size and cannot run on the {a}-wide WKV output; its parameters are counted as declared"
+        ));
+    }
+    if let Some(n) = r.count(&["num_attention_heads"])?
+        && n != heads
+    {
+        r.warn(format!("num_attention_heads {n} is ignored: attention_hidden_size / head_size = {heads}"));
+    }
+    let fla: Vec<&str> = ["num_heads", "expand_k", "expand_v", "proj_low_rank_dim", "gate_low_rank_dim"]
+        .into_iter()
+        .filter(|k| r.find(&[k]).is_some())
+        .collect();
+    if !fla.is_empty() {
+        r.warn(format!(
+            "{} ignored: head_size or attention_hidden_size marks the RWKV-org layout, which does not read them",
+            fla.join(", ")
+        ));
+    }
+    m.ffn_size = if r.find(&["intermediate_size"]).is_some() {
+        width(r, &["intermediate_size"], 0)?
+    } else {
+        let i = 7 * d / 64 * 32;
+        if i == 0 {
+            return Err(invalid(
+                "intermediate_size",
+                format!("absent, and hidden_size {d} gives int({d} * 3.5 // 32 * 32) = 0"),
+            ));
+        }
+        r.read_as(format!("intermediate_size is absent: int(hidden_size * 3.5 // 32 * 32) = {i}"));
+        i
+    };
+    let (mix, decay) = if d == 4096 { (64u128, 128u128) } else { (32, 64) };
+    r.read_as(format!(
+        "RWKV-org layout: {heads} heads of {head} over attention_hidden_size {a}; token-shift LoRA {mix}, decay LoRA \
+         {decay} (the remote code's constants, doubled only when hidden_size is 4096)"
+    ));
+    let (dw, aw) = (u128::from(d), u128::from(a));
+    // Six mix vectors (6d); time_maa_w1/w2 (d x 5 mix, 5 x mix x d); time_decay and time_faaaa (a
+    // each); decay LoRA (d x decay, decay x a); r, k, v, g (d x a) and output (a x d); ln_x, a
+    // GroupNorm over hidden_size (2d); plus the channel mix's receptance (d x d) and mix vectors (2d).
+    let params = 6 * dw + 10 * mix * dw + 2 * aw + decay * (dw + aw) + 5 * dw * aw + 2 * dw + dw * dw + 2 * dw;
+    let conv_bytes = common::dtype_bytes(r);
+    let state = aw * u128::from(head);
+    m.states.linear = Some(common::state_geometry(2 * dw, conv_bytes, state, 4, params)?);
+    state_reading(r, conv_bytes, "the WKV state (heads x head_size x head_size)");
+    Ok(Built { missing: pre_norm(&m), model: m, unmodelled: PRE_NORM.into() })
+}
+
+/// RWKV-6 (FLA): `num_heads` heads of `key_dim / heads` x `value_dim / heads`, data-dependent
+/// token shift (LoRA of `proj_low_rank_dim`) and decay (LoRA of `gate_low_rank_dim`).
+fn rwkv6_fla(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
     let mut m = start(r, family)?;
     let d = m.d_model;
     let k = scaled(r, "expand_k", d, 0.5)?;
