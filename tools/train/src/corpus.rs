@@ -52,7 +52,7 @@ pub struct Document {
 impl Document {
     /// Whether the document belongs to the held-out split, by its index in the corpus order.
     pub fn is_held_out(index: usize) -> bool {
-        (index + 1) % HELD_OUT_EVERY == 0
+        (index + 1).is_multiple_of(HELD_OUT_EVERY)
     }
 }
 

@@ -243,7 +243,7 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     };
     let profile_steps: usize = f.get("profile", 0)?;
     f.done()?;
-    if cfg.model.query_heads % cfg.model.kv_heads != 0 {
+    if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) {
         return Err("--heads must be a multiple of --kv-heads".into());
     }
     let tok_path = Path::new(DATA).join("tokenizer.json");

@@ -35,7 +35,7 @@ pub struct ModelConfig {
 
 impl ModelConfig {
     pub fn is_global(&self, layer: usize) -> bool {
-        (layer + 1) % self.global_every == 0
+        (layer + 1).is_multiple_of(self.global_every)
     }
 
     /// Parameters, embeddings counted once (they are tied to the output head).

@@ -137,7 +137,7 @@ impl Trainer {
             let secs = start.elapsed().as_secs_f64();
             let out_of_time = self.cfg.max_secs.is_some_and(|m| secs >= m);
             let last = step + 1 == self.cfg.steps || out_of_time;
-            if (step + 1) % self.cfg.eval_every == 0 || last {
+            if (step + 1).is_multiple_of(self.cfg.eval_every) || last {
                 let heldout = self.evaluate(heldout).map_err(io)?;
                 let train_loss = window_loss / window_steps as f64;
                 let tokens = (step + 1) * tokens_per_step;
@@ -198,6 +198,31 @@ fn clip<'a>(grads: &mut GradStore, vars: impl Iterator<Item = &'a Var> + Clone, 
         }
     }
     Ok(())
+}
+
+/// Seconds spent in forward, loss, backward and optimiser over `steps` steps on one batch: where a
+/// step's time goes (`train --profile N`).
+pub fn profile(trainer: &mut Trainer, tokens: &[u32], steps: usize) -> Result<[f64; 4]> {
+    let mut secs = [0.0; 4];
+    let (x, y) = trainer.sample(tokens)?;
+    for step in 0..steps {
+        let t0 = Instant::now();
+        let out = model::forward(&trainer.cfg.model, &trainer.weights, &x, false)?;
+        let t1 = Instant::now();
+        let loss = model::loss(&out.logits, &y)?;
+        let t2 = Instant::now();
+        let mut grads = loss.backward()?;
+        let t3 = Instant::now();
+        clip(&mut grads, trainer.weights.vars.values(), trainer.cfg.grad_clip)?;
+        trainer.decay.set_learning_rate(trainer.cfg.lr_at(step));
+        trainer.decay.step(&grads)?;
+        trainer.no_decay.step(&grads)?;
+        let t4 = Instant::now();
+        for (s, (a, b)) in secs.iter_mut().zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4)]) {
+            *s += (b - a).as_secs_f64();
+        }
+    }
+    Ok(secs)
 }
 
 #[cfg(test)]
@@ -266,29 +291,4 @@ mod tests {
             |t: &Trainer| t.weights.get("model.layers.0.self_attn.q_proj.weight").unwrap().to_vec2::<f32>().unwrap();
         assert_eq!(w(&a), w(&b));
     }
-}
-
-/// Seconds spent in forward, loss, backward and optimiser over `steps` steps on one batch: where a
-/// step's time goes (`train --profile N`).
-pub fn profile(trainer: &mut Trainer, tokens: &[u32], steps: usize) -> Result<[f64; 4]> {
-    let mut secs = [0.0; 4];
-    let (x, y) = trainer.sample(tokens)?;
-    for step in 0..steps {
-        let t0 = Instant::now();
-        let out = model::forward(&trainer.cfg.model, &trainer.weights, &x, false)?;
-        let t1 = Instant::now();
-        let loss = model::loss(&out.logits, &y)?;
-        let t2 = Instant::now();
-        let mut grads = loss.backward()?;
-        let t3 = Instant::now();
-        clip(&mut grads, trainer.weights.vars.values(), trainer.cfg.grad_clip)?;
-        trainer.decay.set_learning_rate(trainer.cfg.lr_at(step));
-        trainer.decay.step(&grads)?;
-        trainer.no_decay.step(&grads)?;
-        let t4 = Instant::now();
-        for (s, (a, b)) in secs.iter_mut().zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4)]) {
-            *s += (b - a).as_secs_f64();
-        }
-    }
-    Ok(secs)
 }
