@@ -54,3 +54,51 @@ pub fn save(dir: &Path, cfg: &ModelConfig, weights: &Weights, end_of_text: u32) 
     std::fs::write(dir.join("config.json"), text + "\n")?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn checkpoint_has_qwen2_names_float16_and_the_schedule() {
+        let cfg = ModelConfig {
+            vocab_size: 40,
+            hidden_size: 16,
+            layers: 4,
+            query_heads: 4,
+            kv_heads: 2,
+            head_dim: 8,
+            intermediate_size: 24,
+            sliding_window: 5,
+            global_every: 4,
+            rope_theta: 10000.0,
+            rms_norm_eps: 1e-6,
+            max_position_embeddings: 32,
+        };
+        let weights = Weights::init(&cfg, 3, &Device::Cpu).unwrap();
+        let dir = std::env::temp_dir().join(format!("attention-lab-train-export-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        save(&dir, &cfg, &weights, 0).unwrap();
+
+        let loaded = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap();
+        // 12 tensors a layer, the embedding and the final norm; no lm_head (tied).
+        assert_eq!(loaded.len(), 4 * 12 + 2);
+        assert!(!loaded.contains_key("lm_head.weight"));
+        let q = &loaded["model.layers.3.self_attn.q_proj.weight"];
+        assert_eq!((q.dtype(), q.dims()), (DType::F16, &[32usize, 16][..]));
+        let original = weights.get("model.layers.3.self_attn.q_proj.weight").unwrap();
+        let err = (q.to_dtype(DType::F32).unwrap() - original).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(err.to_scalar::<f32>().unwrap() < 1e-4, "float16 rounding of weights near 0.02");
+
+        let config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+        assert_eq!(config["model_type"], "qwen2");
+        assert_eq!(config["head_dim"], 8);
+        assert_eq!(config["num_key_value_heads"], 2);
+        assert_eq!(
+            config["layer_types"],
+            json!(["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"])
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
