@@ -5,4 +5,5 @@ pub mod corpus;
 pub mod export;
 pub mod model;
 pub mod rng;
+pub mod softmax;
 pub mod train;

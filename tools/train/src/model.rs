@@ -4,15 +4,17 @@
 //! SwiGLU MLP, with a final RMSNorm. Layers follow a local:global schedule: in every group of
 //! `global_every` layers the last attends to all earlier tokens and the others to a sliding window.
 //!
-//! Every op is a composite of differentiable tensor ops (`rms_norm_slow`, `rope_slow`, the softmax
-//! written out), because candle's fused RMSNorm and RoPE kernels have no backward pass.
+//! RMSNorm and RoPE are composites of differentiable tensor ops (`rms_norm_slow`, `rope_slow`),
+//! because candle's fused kernels have no backward pass; the masked softmax is an op of our own with
+//! its backward pass (`softmax.rs`).
 
 use std::collections::BTreeMap;
 
-use candle_core::{D, DType, Device, Result, Tensor, Var};
+use candle_core::{D, Device, Result, Tensor, Var};
 use serde::{Deserialize, Serialize};
 
 use crate::rng::Rng;
+use crate::softmax::MaskedSoftmax;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ModelConfig {
@@ -118,8 +120,6 @@ pub fn forward(cfg: &ModelConfig, w: &Weights, ids: &Tensor, keep_probs: bool) -
     let embed = w.get("model.embed_tokens.weight")?;
     let mut x = embed.index_select(&ids.flatten_all()?, 0)?;
     let (cos, sin) = rope_tables(cfg, t, device)?;
-    let global_mask = mask(t, None, device)?;
-    let sliding_mask = mask(t, Some(cfg.sliding_window), device)?;
     let eps = cfg.rms_norm_eps as f32;
     let mut probs = Vec::new();
     for l in 0..cfg.layers {
@@ -147,8 +147,8 @@ pub fn forward(cfg: &ModelConfig, w: &Weights, ids: &Tensor, keep_probs: bool) -
         let (k, v) = (repeat(k)?, repeat(v)?);
         // The 1/sqrt(head_dim) scale is applied to q, a smaller tensor than the scores.
         let scores = (q / (cfg.head_dim as f64).sqrt())?.matmul(&k.t()?)?;
-        let m = if cfg.is_global(l) { &global_mask } else { &sliding_mask };
-        let att = softmax_last(&scores.broadcast_add(m)?)?;
+        let window = if cfg.is_global(l) { None } else { Some(cfg.sliding_window) };
+        let att = scores.apply_op1(MaskedSoftmax { window })?;
         let o = att.matmul(&v)?.transpose(1, 2)?.reshape((b * t, cfg.query_heads * cfg.head_dim))?;
         if keep_probs {
             probs.push(att);
@@ -171,6 +171,8 @@ fn linear(w: &Weights, x: &Tensor, name: &str, bias: bool) -> Result<Tensor> {
 }
 
 /// Mean cross-entropy of next-token prediction: `logits` (batch, tokens, vocab), `targets` (batch, tokens).
+/// The row maximum is subtracted for stability and detached: the result does not depend on it, and
+/// candle's backward pass through `max` is costly.
 pub fn loss(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
     let v = logits.dim(D::Minus1)?;
     let logits = logits.reshape(((), v))?;
@@ -178,13 +180,6 @@ pub fn loss(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
     let log_probs = shifted.broadcast_sub(&shifted.exp()?.sum_keepdim(D::Minus1)?.log()?)?;
     let picked = log_probs.gather(&targets.flatten_all()?.unsqueeze(1)?, 1)?;
     picked.mean_all()?.neg()
-}
-
-/// Softmax over the last dimension. The row maximum is subtracted for stability and detached: the
-/// result does not depend on it, and candle's backward pass through `max` is costly.
-pub fn softmax_last(xs: &Tensor) -> Result<Tensor> {
-    let e = xs.broadcast_sub(&xs.max_keepdim(D::Minus1)?.detach())?.exp()?;
-    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
 }
 
 /// cos and sin of RoPE, (tokens, head_dim / 2): pair i rotates at theta^(-2i / head_dim).
@@ -200,14 +195,6 @@ fn rope_tables(cfg: &ModelConfig, t: usize, device: &Device) -> Result<(Tensor, 
         }
     }
     Ok((Tensor::from_vec(cos, (t, half), device)?, Tensor::from_vec(sin, (t, half), device)?))
-}
-
-/// Additive mask (tokens, tokens): 0 where key k is visible from query q, -inf elsewhere.
-fn mask(t: usize, window: Option<usize>, device: &Device) -> Result<Tensor> {
-    let visible = |q: usize, k: usize| k <= q && window.is_none_or(|w| q - k < w);
-    let data: Vec<f32> =
-        (0..t).flat_map(|q| (0..t).map(move |k| if visible(q, k) { 0.0 } else { f32::NEG_INFINITY })).collect();
-    Tensor::from_vec(data, (t, t), device)?.to_dtype(DType::F32)
 }
 
 #[cfg(test)]
