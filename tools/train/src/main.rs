@@ -1,0 +1,301 @@
+//! `cargo run -- <corpus|tokenizer|train> [--flag value ...]`: the three steps that make Attention
+//! Lab's model, each reading what the previous one wrote under `data/`. See README.md.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use attention_lab_train::bpe;
+use attention_lab_train::corpus::{self, Document, END_OF_TEXT};
+use attention_lab_train::export;
+use attention_lab_train::model::ModelConfig;
+use attention_lab_train::train::{TrainConfig, Trainer};
+use candle_core::Device;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const DATA: &str = "data";
+const SEPARATOR: &str = "\n<|endoftext|>\n";
+
+/// Every candle op allocates its result, megabytes at a time. By default glibc maps each block of
+/// 32 MiB or more (the threshold grows only after a free) and returns freed heap to the OS, so the
+/// next step faults every page in again: 1.2 M page faults in 3 steps, a third of the time. These
+/// settings keep blocks up to 32 MiB (glibc's maximum threshold) on the heap and the heap's free
+/// memory in the process: 0.2 M faults and steps 1.4x faster (README.md). glibc reads them only from
+/// the environment at start-up, so the binary sets them by running itself once more.
+const ALLOCATOR_ENV: (&str, &str) = (
+    "GLIBC_TUNABLES",
+    "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=1073741824",
+);
+
+fn main() {
+    if std::env::var_os(ALLOCATOR_ENV.0).is_none()
+        && let Ok(exe) = std::env::current_exe()
+    {
+        let status = Command::new(exe).args(std::env::args_os().skip(1)).env(ALLOCATOR_ENV.0, ALLOCATOR_ENV.1).status();
+        match status {
+            Ok(s) => std::process::exit(s.code().unwrap_or(1)),
+            Err(e) => eprintln!("warning: could not rerun with {}={}: {e}", ALLOCATOR_ENV.0, ALLOCATOR_ENV.1),
+        }
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("corpus") => Flags::parse(&args[1..]).and_then(|f| corpus_cmd(&f)),
+        Some("tokenizer") => Flags::parse(&args[1..]).and_then(|f| tokenizer_cmd(&f)),
+        Some("train") => Flags::parse(&args[1..]).and_then(|f| train_cmd(&f)),
+        _ => Err("usage: attention-lab-train <corpus|tokenizer|train> [--flag value ...] (see README.md)".into()),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `--name value` pairs; every flag read is removed, and a leftover one is an error (a typo).
+struct Flags(HashMap<String, String>);
+
+impl Flags {
+    fn parse(args: &[String]) -> Result<Self, Error> {
+        let mut map = HashMap::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let name = a.strip_prefix("--").ok_or_else(|| format!("expected --flag, got {a}"))?;
+            let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+            map.insert(name.to_string(), value.clone());
+        }
+        Ok(Self(map))
+    }
+
+    fn get<T: std::str::FromStr>(&mut self, name: &str, default: T) -> Result<T, Error> {
+        match self.0.remove(name) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| format!("--{name}: cannot read {v:?}").into()),
+        }
+    }
+
+    fn done(&self) -> Result<(), Error> {
+        match self.0.keys().next() {
+            Some(k) => Err(format!("unknown flag --{k}").into()),
+            None => Ok(()),
+        }
+    }
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn rustc_sysroot() -> Result<PathBuf, Error> {
+    let out = Command::new("rustc").args(["--print", "sysroot"]).output()?;
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+}
+
+/// corpus [--docs DIR]: extracts the five books into data/corpus/{train,heldout}.txt.
+fn corpus_cmd(flags: &Flags) -> Result<(), Error> {
+    let mut flags = Flags(flags.0.clone());
+    let sysroot = rustc_sysroot()?;
+    let docs: PathBuf = flags.get("docs", sysroot.join("share/doc/rust/html"))?;
+    flags.done()?;
+    // The toolchain that installed the docs: <toolchain>/share/doc/rust/html.
+    let toolchain = docs.ancestors().nth(4).ok_or("--docs is not <toolchain>/share/doc/rust/html")?;
+    let rustc = Command::new(toolchain.join("bin/rustc")).arg("--version").output()?;
+    let rustc_version = String::from_utf8(rustc.stdout)?.trim().to_string();
+    let start = Instant::now();
+    let docs_list = corpus::extract_all(&docs)?;
+    let out = Path::new(DATA).join("corpus");
+    std::fs::create_dir_all(&out)?;
+    let (mut train, mut heldout, mut index) =
+        (String::new(), String::new(), String::from("index\tsplit\tbytes\tsource\n"));
+    let mut per_book: HashMap<&str, [usize; 2]> = HashMap::new();
+    for (i, d) in docs_list.iter().enumerate() {
+        let held = Document::is_held_out(i);
+        let target = if held { &mut heldout } else { &mut train };
+        target.push_str(&d.text);
+        target.push_str(SEPARATOR);
+        let split = if held { "heldout" } else { "train" };
+        index.push_str(&format!("{i}\t{split}\t{}\t{}\n", d.text.len(), d.source));
+        let book = corpus::BOOKS.iter().find(|b| d.source.starts_with(&format!("{b}/"))).copied().unwrap_or("?");
+        let e = per_book.entry(book).or_default();
+        e[0] += 1;
+        e[1] += d.text.len();
+    }
+    std::fs::write(out.join("train.txt"), &train)?;
+    std::fs::write(out.join("heldout.txt"), &heldout)?;
+    std::fs::write(out.join("documents.tsv"), &index)?;
+    let books: serde_json::Map<String, serde_json::Value> = corpus::BOOKS
+        .iter()
+        .map(|b| {
+            (
+                b.to_string(),
+                json!({"documents": per_book.get(b).map_or(0, |e| e[0]), "bytes": per_book.get(b).map_or(0, |e| e[1])}),
+            )
+        })
+        .collect();
+    let manifest = json!({
+        "toolchain": rustc_version,
+        "source": "the rust-docs component of that toolchain: share/doc/rust/html/{book,reference,rust-by-example,cargo,nomicon}",
+        "held_out_rule": format!("document i (0-based, corpus order) is held out when (i + 1) % {} == 0", corpus::HELD_OUT_EVERY),
+        "document_separator": END_OF_TEXT,
+        "books": books,
+        "files": {
+            "train.txt": {"bytes": train.len(), "sha256": sha256(train.as_bytes())},
+            "heldout.txt": {"bytes": heldout.len(), "sha256": sha256(heldout.as_bytes())},
+            "documents.tsv": {"bytes": index.len(), "sha256": sha256(index.as_bytes())},
+        },
+    });
+    std::fs::write(out.join("manifest.json"), serde_json::to_string_pretty(&manifest)? + "\n")?;
+    println!(
+        "{} documents ({} held out) from {rustc_version}: train {} bytes, held-out {} bytes, in {:.1} s",
+        docs_list.len(),
+        docs_list.len() / corpus::HELD_OUT_EVERY,
+        train.len(),
+        heldout.len(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The documents of a corpus file.
+fn documents(path: &Path) -> Result<Vec<String>, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e} (run `corpus` first)", path.display()))?;
+    Ok(text.split(SEPARATOR).filter(|d| !d.is_empty()).map(str::to_string).collect())
+}
+
+/// tokenizer [--vocab 4096]: trains byte-level BPE on the training split, writes data/tokenizer.json.
+fn tokenizer_cmd(flags: &Flags) -> Result<(), Error> {
+    let mut flags = Flags(flags.0.clone());
+    let vocab: usize = flags.get("vocab", 4096)?;
+    flags.done()?;
+    let corpus = Path::new(DATA).join("corpus");
+    let train = documents(&corpus.join("train.txt"))?;
+    let heldout = documents(&corpus.join("heldout.txt"))?;
+    let start = Instant::now();
+    let tok = bpe::train(train.iter().map(String::as_str), vocab)?;
+    let train_secs = start.elapsed().as_secs_f64();
+    tok.save(Path::new(DATA).join("tokenizer.json"), false)?;
+    let start = Instant::now();
+    let (mut tokens, mut bytes) = (0usize, 0usize);
+    for d in &heldout {
+        let ids = bpe::encode(&tok, d)?;
+        if bpe::decode(&tok, &ids)? != *d {
+            return Err("held-out text does not round-trip".into());
+        }
+        tokens += ids.len();
+        bytes += d.len();
+    }
+    println!(
+        "vocab {}: trained in {train_secs:.1} s; held-out {bytes} bytes -> {tokens} tokens ({:.3} tokens/byte, {:.2} bytes/token), encoded and decoded in {:.1} s",
+        tok.get_vocab_size(true),
+        tokens as f64 / bytes as f64,
+        bytes as f64 / tokens as f64,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Token ids of every document, each followed by <|endoftext|>.
+fn token_stream(tok: &tokenizers::Tokenizer, docs: &[String]) -> Result<Vec<u32>, Error> {
+    let eot = bpe::end_of_text_id(tok)?;
+    let mut ids = Vec::new();
+    for d in docs {
+        ids.extend(bpe::encode(tok, d)?);
+        ids.push(eot);
+    }
+    Ok(ids)
+}
+
+/// train [--flags]: trains the model; writes loss.csv, the checkpoint and recipe.json into --out.
+fn train_cmd(flags: &Flags) -> Result<(), Error> {
+    let mut f = Flags(flags.0.clone());
+    let out: PathBuf = f.get("out", PathBuf::from("runs/latest"))?;
+    let model = ModelConfig {
+        vocab_size: 0,
+        hidden_size: f.get("hidden", 128)?,
+        layers: f.get("layers", 4)?,
+        query_heads: f.get("heads", 8)?,
+        kv_heads: f.get("kv-heads", 2)?,
+        head_dim: f.get("head-dim", 32)?,
+        intermediate_size: f.get("ff", 384)?,
+        sliding_window: f.get("window", 64)?,
+        global_every: f.get("global-every", 4)?,
+        rope_theta: f.get("rope-theta", 10000.0)?,
+        rms_norm_eps: 1e-6,
+        max_position_embeddings: 0,
+    };
+    let steps = f.get("steps", 2000)?;
+    let mut cfg = TrainConfig {
+        seed: f.get("seed", 1)?,
+        steps,
+        batch: f.get("batch", 16)?,
+        context_tokens: f.get("context", 256)?,
+        peak_lr: f.get("lr", 3e-3)?,
+        final_lr_ratio: f.get("final-lr-ratio", 0.1)?,
+        warmup_steps: f.get("warmup", (steps / 20).max(1))?,
+        weight_decay: f.get("weight-decay", 0.1)?,
+        grad_clip: f.get("grad-clip", 1.0)?,
+        eval_every: f.get("eval-every", 100)?,
+        eval_windows: f.get("eval-windows", 64)?,
+        max_secs: match f.get("max-secs", 0.0f64)? {
+            s if s > 0.0 => Some(s),
+            _ => None,
+        },
+        model,
+    };
+    let profile_steps: usize = f.get("profile", 0)?;
+    f.done()?;
+    if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) {
+        return Err("--heads must be a multiple of --kv-heads".into());
+    }
+    let tok_path = Path::new(DATA).join("tokenizer.json");
+    let tok = bpe::load(&tok_path)?;
+    cfg.model.vocab_size = tok.get_vocab_size(true);
+    cfg.model.max_position_embeddings = cfg.context_tokens;
+    let corpus = Path::new(DATA).join("corpus");
+    let start = Instant::now();
+    let train = token_stream(&tok, &documents(&corpus.join("train.txt"))?)?;
+    let heldout = token_stream(&tok, &documents(&corpus.join("heldout.txt"))?)?;
+    println!(
+        "{} train tokens, {} held-out tokens (encoded in {:.1} s); model {} parameters; {} threads",
+        train.len(),
+        heldout.len(),
+        start.elapsed().as_secs_f64(),
+        cfg.model.parameters(),
+        candle_core::utils::get_num_threads()
+    );
+    let mut trainer = Trainer::new(cfg.clone(), Device::Cpu)?;
+    if profile_steps > 0 {
+        let [fwd, loss, bwd, opt] = attention_lab_train::train::profile(&mut trainer, &train, profile_steps)?;
+        let n = profile_steps as f64;
+        let tokens = (cfg.batch * cfg.context_tokens) as f64;
+        println!(
+            "per step: forward {:.3} s, loss {:.3} s, backward {:.3} s, optimiser {:.3} s; {:.0} tokens/s",
+            fwd / n,
+            loss / n,
+            bwd / n,
+            opt / n,
+            tokens * n / (fwd + loss + bwd + opt)
+        );
+        return Ok(());
+    }
+    std::fs::create_dir_all(&out)?;
+    let summary = trainer.run(&train, &heldout, &out)?;
+    let eot = bpe::end_of_text_id(&tok)?;
+    export::save(&out, &cfg.model, &trainer.weights, eot)?;
+    std::fs::copy(&tok_path, out.join("tokenizer.json"))?;
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(corpus.join("manifest.json"))?)?;
+    let recipe = json!({
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "train": cfg,
+        "corpus": manifest["files"],
+        "toolchain": manifest["toolchain"],
+        "tokenizer_sha256": sha256(&std::fs::read(&tok_path)?),
+        "summary": summary,
+        "threads": candle_core::utils::get_num_threads(),
+    });
+    std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;
+    println!("{summary:?}");
+    Ok(())
+}

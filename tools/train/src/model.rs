@@ -1,0 +1,239 @@
+//! The model: a decoder-only transformer in the layout of Hugging Face's Qwen2 (so its checkpoint
+//! imports as `model_type: "qwen2"`): token embeddings tied to the output head, pre-norm blocks of
+//! RMSNorm, grouped-query attention with RoPE (rotate-half convention) and biases on Q, K and V, and a
+//! SwiGLU MLP, with a final RMSNorm. Layers follow a local:global schedule: in every group of
+//! `global_every` layers the last attends to all earlier tokens and the others to a sliding window.
+//!
+//! RMSNorm and RoPE are composites of differentiable tensor ops (`rms_norm_slow`, `rope_slow`),
+//! because candle's fused kernels have no backward pass; the masked softmax is an op of our own with
+//! its backward pass (`softmax.rs`).
+
+use std::collections::BTreeMap;
+
+use candle_core::{D, Device, Result, Tensor, Var};
+use serde::{Deserialize, Serialize};
+
+use crate::rng::Rng;
+use crate::softmax::MaskedSoftmax;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModelConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub layers: usize,
+    pub query_heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub intermediate_size: usize,
+    /// Tokens a sliding layer sees, itself included: key k is visible from query q when
+    /// `k <= q && q - k < sliding_window` (the rule of transformers' sliding-window mask).
+    pub sliding_window: usize,
+    /// Every `global_every`-th layer (1-based) is global; the others slide.
+    pub global_every: usize,
+    pub rope_theta: f64,
+    pub rms_norm_eps: f64,
+    pub max_position_embeddings: usize,
+}
+
+impl ModelConfig {
+    pub fn is_global(&self, layer: usize) -> bool {
+        (layer + 1).is_multiple_of(self.global_every)
+    }
+
+    /// Parameters, embeddings counted once (they are tied to the output head).
+    pub fn parameters(&self) -> usize {
+        let (d, q, kv) = (self.hidden_size, self.query_heads * self.head_dim, self.kv_heads * self.head_dim);
+        let attention = d * q + q + 2 * (d * kv + kv) + q * d;
+        let mlp = 3 * d * self.intermediate_size;
+        self.vocab_size * d + self.layers * (attention + mlp + 2 * d) + d
+    }
+}
+
+/// The trainable tensors, by their Hugging Face names (`model.layers.0.self_attn.q_proj.weight`, ...).
+pub struct Weights {
+    pub vars: BTreeMap<String, Var>,
+}
+
+impl Weights {
+    /// Seeded initialisation: N(0, 0.02) for matrices and embeddings, the output projections of each
+    /// block scaled by 1/sqrt(2 * layers) (GPT-2's residual scaling), norms at 1, biases at 0.
+    pub fn init(cfg: &ModelConfig, seed: u64, device: &Device) -> Result<Self> {
+        let mut rng = Rng::new(seed);
+        let mut vars = BTreeMap::new();
+        let residual_std = 0.02 / ((2 * cfg.layers) as f64).sqrt();
+        let mut add = |name: String, shape: &[usize], init: Init| -> Result<()> {
+            let n: usize = shape.iter().product();
+            let data: Vec<f32> = match init {
+                Init::Normal(std) => (0..n).map(|_| (rng.normal() * std) as f32).collect(),
+                Init::Const(c) => vec![c; n],
+            };
+            vars.insert(name, Var::from_tensor(&Tensor::from_vec(data, shape, device)?)?);
+            Ok(())
+        };
+        let (d, q, kv, ff) =
+            (cfg.hidden_size, cfg.query_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.intermediate_size);
+        add("model.embed_tokens.weight".into(), &[cfg.vocab_size, d], Init::Normal(0.02))?;
+        for l in 0..cfg.layers {
+            let p = format!("model.layers.{l}");
+            add(format!("{p}.input_layernorm.weight"), &[d], Init::Const(1.0))?;
+            add(format!("{p}.self_attn.q_proj.weight"), &[q, d], Init::Normal(0.02))?;
+            add(format!("{p}.self_attn.q_proj.bias"), &[q], Init::Const(0.0))?;
+            add(format!("{p}.self_attn.k_proj.weight"), &[kv, d], Init::Normal(0.02))?;
+            add(format!("{p}.self_attn.k_proj.bias"), &[kv], Init::Const(0.0))?;
+            add(format!("{p}.self_attn.v_proj.weight"), &[kv, d], Init::Normal(0.02))?;
+            add(format!("{p}.self_attn.v_proj.bias"), &[kv], Init::Const(0.0))?;
+            add(format!("{p}.self_attn.o_proj.weight"), &[d, q], Init::Normal(residual_std))?;
+            add(format!("{p}.post_attention_layernorm.weight"), &[d], Init::Const(1.0))?;
+            add(format!("{p}.mlp.gate_proj.weight"), &[ff, d], Init::Normal(0.02))?;
+            add(format!("{p}.mlp.up_proj.weight"), &[ff, d], Init::Normal(0.02))?;
+            add(format!("{p}.mlp.down_proj.weight"), &[d, ff], Init::Normal(residual_std))?;
+        }
+        add("model.norm.weight".into(), &[d], Init::Const(1.0))?;
+        Ok(Self { vars })
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Tensor> {
+        self.vars.get(name).map(Var::as_tensor).ok_or_else(|| candle_core::Error::Msg(format!("no weight {name}")))
+    }
+}
+
+enum Init {
+    Normal(f64),
+    Const(f32),
+}
+
+/// What one forward pass returns.
+pub struct Forward {
+    /// (batch, tokens, vocab)
+    pub logits: Tensor,
+    /// Per layer, (batch, query heads, tokens, tokens) attention probabilities, when asked for.
+    pub probs: Vec<Tensor>,
+}
+
+/// Runs the model on `ids` (batch, tokens) of u32.
+///
+/// Activations stay 2-D, (batch * tokens, features), outside attention: candle's backward pass of a
+/// weight broadcast over a batch dimension would sum a per-batch copy of its gradient.
+pub fn forward(cfg: &ModelConfig, w: &Weights, ids: &Tensor, keep_probs: bool) -> Result<Forward> {
+    let (b, t) = ids.dims2()?;
+    let device = ids.device();
+    let embed = w.get("model.embed_tokens.weight")?;
+    let mut x = embed.index_select(&ids.flatten_all()?, 0)?;
+    let (cos, sin) = rope_tables(cfg, t, device)?;
+    let eps = cfg.rms_norm_eps as f32;
+    let mut probs = Vec::new();
+    for l in 0..cfg.layers {
+        let p = format!("model.layers.{l}");
+        let h = candle_nn::ops::rms_norm_slow(&x, w.get(&format!("{p}.input_layernorm.weight"))?, eps)?;
+        let heads = |name: &str, n: usize| -> Result<Tensor> {
+            linear(w, &h, &format!("{p}.self_attn.{name}"), true)?
+                .reshape((b, t, n, cfg.head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let q = candle_nn::rotary_emb::rope_slow(&heads("q_proj", cfg.query_heads)?, &cos, &sin)?;
+        let k = candle_nn::rotary_emb::rope_slow(&heads("k_proj", cfg.kv_heads)?, &cos, &sin)?;
+        let v = heads("v_proj", cfg.kv_heads)?;
+        // GQA: query head h reads KV head h / (query_heads / kv_heads), as transformers' repeat_kv.
+        let group = cfg.query_heads / cfg.kv_heads;
+        let repeat = |x: Tensor| -> Result<Tensor> {
+            x.unsqueeze(2)?.broadcast_as((b, cfg.kv_heads, group, t, cfg.head_dim))?.reshape((
+                b,
+                cfg.query_heads,
+                t,
+                cfg.head_dim,
+            ))
+        };
+        let (k, v) = (repeat(k)?, repeat(v)?);
+        // The 1/sqrt(head_dim) scale is applied to q, a smaller tensor than the scores.
+        let scores = (q / (cfg.head_dim as f64).sqrt())?.matmul(&k.t()?)?;
+        let window = if cfg.is_global(l) { None } else { Some(cfg.sliding_window) };
+        let att = scores.apply_op1(MaskedSoftmax { window })?;
+        let o = att.matmul(&v)?.transpose(1, 2)?.reshape((b * t, cfg.query_heads * cfg.head_dim))?;
+        if keep_probs {
+            probs.push(att);
+        }
+        x = (x + linear(w, &o, &format!("{p}.self_attn.o_proj"), false)?)?;
+        let h = candle_nn::ops::rms_norm_slow(&x, w.get(&format!("{p}.post_attention_layernorm.weight"))?, eps)?;
+        let gate = linear(w, &h, &format!("{p}.mlp.gate_proj"), false)?.silu()?;
+        let up = linear(w, &h, &format!("{p}.mlp.up_proj"), false)?;
+        x = (x + linear(w, &(gate * up)?, &format!("{p}.mlp.down_proj"), false)?)?;
+    }
+    let x = candle_nn::ops::rms_norm_slow(&x, w.get("model.norm.weight")?, eps)?;
+    let logits = x.matmul(&embed.t()?)?.reshape((b, t, cfg.vocab_size))?;
+    Ok(Forward { logits, probs })
+}
+
+/// `x W^T (+ b)` for 2-D `x`, with the weight `{name}.weight` stored (out, in) as in PyTorch.
+fn linear(w: &Weights, x: &Tensor, name: &str, bias: bool) -> Result<Tensor> {
+    let y = x.matmul(&w.get(&format!("{name}.weight"))?.t()?)?;
+    if bias { y.broadcast_add(w.get(&format!("{name}.bias"))?) } else { Ok(y) }
+}
+
+/// Mean cross-entropy of next-token prediction: `logits` (batch, tokens, vocab), `targets` (batch, tokens).
+/// The row maximum is subtracted for stability and detached: the result does not depend on it, and
+/// candle's backward pass through `max` is costly.
+pub fn loss(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    let v = logits.dim(D::Minus1)?;
+    let logits = logits.reshape(((), v))?;
+    let shifted = logits.broadcast_sub(&logits.max_keepdim(D::Minus1)?.detach())?;
+    let log_probs = shifted.broadcast_sub(&shifted.exp()?.sum_keepdim(D::Minus1)?.log()?)?;
+    let picked = log_probs.gather(&targets.flatten_all()?.unsqueeze(1)?, 1)?;
+    picked.mean_all()?.neg()
+}
+
+/// cos and sin of RoPE, (tokens, head_dim / 2): pair i rotates at theta^(-2i / head_dim).
+fn rope_tables(cfg: &ModelConfig, t: usize, device: &Device) -> Result<(Tensor, Tensor)> {
+    let half = cfg.head_dim / 2;
+    let mut cos = Vec::with_capacity(t * half);
+    let mut sin = Vec::with_capacity(t * half);
+    for pos in 0..t {
+        for i in 0..half {
+            let angle = pos as f64 * cfg.rope_theta.powf(-2.0 * i as f64 / cfg.head_dim as f64);
+            cos.push(angle.cos() as f32);
+            sin.push(angle.sin() as f32);
+        }
+    }
+    Ok((Tensor::from_vec(cos, (t, half), device)?, Tensor::from_vec(sin, (t, half), device)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn tiny() -> ModelConfig {
+        ModelConfig {
+            vocab_size: 50,
+            hidden_size: 32,
+            layers: 4,
+            query_heads: 4,
+            kv_heads: 2,
+            head_dim: 8,
+            intermediate_size: 48,
+            sliding_window: 3,
+            global_every: 4,
+            rope_theta: 10000.0,
+            rms_norm_eps: 1e-6,
+            max_position_embeddings: 64,
+        }
+    }
+
+    #[test]
+    fn forward_shapes_and_masks() {
+        let cfg = tiny();
+        let dev = Device::Cpu;
+        let w = Weights::init(&cfg, 1, &dev).unwrap();
+        let n: usize = w.vars.values().map(|v| v.elem_count()).sum();
+        assert_eq!(n, cfg.parameters());
+        let ids = Tensor::from_vec((0..14u32).collect::<Vec<_>>(), (2, 7), &dev).unwrap();
+        let out = forward(&cfg, &w, &ids, true).unwrap();
+        assert_eq!(out.logits.dims(), [2, 7, 50]);
+        assert_eq!(out.probs.len(), 4);
+        // Layer 0 slides (window 3), layer 3 is global: row 6 sees keys 4..=6 or 0..=6.
+        let row = |l: usize| out.probs[l].get(0).unwrap().get(1).unwrap().get(6).unwrap().to_vec1::<f32>().unwrap();
+        let (sliding, global) = (row(0), row(3));
+        assert!(sliding[..4].iter().all(|&p| p == 0.0) && sliding[4..].iter().all(|&p| p > 0.0));
+        assert!(global.iter().all(|&p| p > 0.0));
+        assert!((global.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    }
+}
