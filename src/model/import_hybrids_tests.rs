@@ -376,6 +376,31 @@ fn recurrentgemma_2b() {
 }
 
 #[test]
+fn whole_caches_at_a_long_context_by_hand() {
+    // At 131,072 tokens in bf16 a global attention layer holds every token: the cache is the bytes
+    // per token times 131,072. RecurrentGemma's sliding layers stop at their 2,048-token window, and
+    // the state-space models cache nothing, whatever the context.
+    let n = 131_072;
+    for (file, bytes) in [
+        ("jamba-v0.1.json", 2_147_483_648u128),              // 16,384 x 131,072
+        ("bamba-9b.json", 1_610_612_736),                    // 12,288 x 131,072
+        ("granite-4.0-h-small.json", 2_147_483_648),         // 16,384 x 131,072
+        ("nemotron-h-8b-base-8k.json", 2_147_483_648),       // 16,384 x 131,072
+        ("falcon-h1-7b-base.json", 5_905_580_032),           // 45,056 x 131,072
+        ("zamba-7b-v1.json", 50_600_083_456),                // 386,048 x 131,072
+        ("zamba2-2.7b.json", 24_159_191_040),                // 184,320 x 131,072
+        ("qwen3-next-80b-a3b-instruct.json", 3_221_225_472), // 24,576 x 131,072
+        ("lfm2-1.2b.json", 1_610_612_736),                   // 12,288 x 131,072
+        ("recurrentgemma-2b.json", 16_777_216),              // 8 layers x 1,024 B x 2,048 tokens
+        ("mamba-2.8b-hf.json", 0),
+        ("rwkv7-1.5b-world.json", 0),
+    ] {
+        let m = import(file).model;
+        assert_eq!(super::kv_cache::kv_total_bytes(&m, n, Bf16), Ok(bytes), "{file}");
+    }
+}
+
+#[test]
 fn every_hybrid_survives_a_link() {
     for file in [
         "mamba-2.8b-hf.json",
