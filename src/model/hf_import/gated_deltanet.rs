@@ -2,11 +2,11 @@
 //! (partial RoPE, QK-norm) in the fourth, and an MoE with a shared expert in every layer.
 
 use super::family::Family;
-use super::mixer_common::{self as common, Built, named_layers, signed, width};
+use super::mixer_common::{self as common, Built, MoeFields, named_layers, signed, width};
 use super::positions;
 use super::reader::Reader;
 use super::report::ImportError;
-use crate::model::config::{FfnKind, Moe, Positional, limits};
+use crate::model::config::{FfnKind, Positional};
 use crate::model::schedule::{LayerKind, StateMixer};
 
 const LINEAR: LayerKind = LayerKind::Stateful(StateMixer::Linear);
@@ -67,18 +67,18 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
         let shared = common::size(r, &["shared_expert_intermediate_size"], 512)?;
         let n_shared = shared / expert;
         let step = width(r, &["decoder_sparse_step"], 1)?;
-        m.moe = Some(Moe {
-            n_routed_experts: common::to_count("num_experts", experts, limits::MAX_EXPERTS)?,
-            n_active_experts: common::to_count(
-                "num_experts_per_tok",
-                common::size(r, &["num_experts_per_tok"], 10)?,
-                limits::MAX_EXPERTS,
-            )?,
-            n_shared_experts: common::to_count("shared_expert_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
-            expert_ffn_size: expert,
-            first_dense_layers: 0,
-            layer_step: common::to_count("decoder_sparse_step", step, limits::MAX_LAYERS)?,
-        });
+        let fields = MoeFields {
+            experts_field: "num_experts",
+            experts,
+            active: 10,
+            shared_field: "shared_expert_intermediate_size",
+            shared: n_shared,
+            expert,
+            first: 0,
+            step_field: "decoder_sparse_step",
+            step,
+        };
+        m.moe = Some(fields.read(r)?);
         let moe_layers = (0..layers).filter(|l| (l + 1) % step == 0).count() as i128;
         // The shared expert's gate (d x 1), and any shared width the expert width does not divide.
         let rounding = signed(3 * dw * u128::from(shared)) - signed(3 * dw * u128::from(n_shared * expert));

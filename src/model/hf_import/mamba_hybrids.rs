@@ -4,11 +4,11 @@
 
 use super::family::Family;
 use super::mamba::{Mamba1, Mamba2, state_reading};
-use super::mixer_common::{self as common, Built, index_list, named_layers, signed, size_or_auto, width};
+use super::mixer_common::{self as common, Built, MoeFields, index_list, named_layers, signed, size_or_auto, width};
 use super::positions;
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
-use crate::model::config::{Biases, FfnKind, Model, Moe, Positional, limits};
+use crate::model::config::{Biases, FfnKind, Model, Positional, limits};
 use crate::model::schedule::{LayerKind, StateMixer};
 
 const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);
@@ -78,18 +78,18 @@ pub(super) fn jamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
         if first > 0 {
             r.warn(format!("MoE layer {offset} is counted as dense: the model's MoE pattern starts after it"));
         }
-        m.moe = Some(Moe {
-            n_routed_experts: common::to_count("num_experts", experts, limits::MAX_EXPERTS)?,
-            n_active_experts: common::to_count(
-                "num_experts_per_tok",
-                common::size(r, &["num_experts_per_tok"], 2)?,
-                limits::MAX_EXPERTS,
-            )?,
-            n_shared_experts: 0,
-            expert_ffn_size: m.ffn_size,
-            first_dense_layers: common::to_count("expert_layer_offset", first, limits::MAX_LAYERS)?,
-            layer_step: common::to_count("expert_layer_period", step, limits::MAX_LAYERS)?,
-        });
+        let fields = MoeFields {
+            experts_field: "num_experts",
+            experts,
+            active: 2,
+            shared_field: "shared experts",
+            shared: 0,
+            expert: m.ffn_size,
+            first,
+            step_field: "expert_layer_period",
+            step,
+        };
+        m.moe = Some(fields.read(r)?);
     }
     m.biases = Biases::default();
     r.read_as("Jamba's attention layers use no positional encoding (NoPE): its attention applies no rotary");
@@ -147,18 +147,18 @@ pub(super) fn granite(r: &mut Reader<'_>, family: &Family) -> Result<Built, Impo
         let expert = width(r, &["intermediate_size"], 1024)?;
         // The shared MLP is counted as shared experts of the expert width.
         let n_shared = (shared / expert).max(1);
-        built.model.moe = Some(Moe {
-            n_routed_experts: common::to_count("num_local_experts", experts, limits::MAX_EXPERTS)?,
-            n_active_experts: common::to_count(
-                "num_experts_per_tok",
-                common::size(r, &["num_experts_per_tok"], 2)?,
-                limits::MAX_EXPERTS,
-            )?,
-            n_shared_experts: common::to_count("shared_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
-            expert_ffn_size: expert,
-            first_dense_layers: 0,
-            layer_step: 1,
-        });
+        let fields = MoeFields {
+            experts_field: "num_local_experts",
+            experts,
+            active: 2,
+            shared_field: "shared_intermediate_size",
+            shared: n_shared,
+            expert,
+            first: 0,
+            step_field: "MoE layer step",
+            step: 1,
+        };
+        built.model.moe = Some(fields.read(r)?);
         r.read_as(format!(
             "Every layer has the shared MLP of width {shared} and {experts} routed experts of {expert}; the shared MLP \
              is counted as {n_shared} always-on expert(s) of {expert}"
@@ -282,18 +282,18 @@ fn nemotron_moe(r: &mut Reader<'_>, built: &mut Built, dense: u128, moe: u128) -
     let shared = common::size(r, &["moe_shared_expert_intermediate_size"], expert)?;
     let n_shared = shared / expert;
     let m = &mut built.model;
-    m.moe = Some(Moe {
-        n_routed_experts: common::to_count("n_routed_experts", experts, limits::MAX_EXPERTS)?,
-        n_active_experts: common::to_count(
-            "num_experts_per_tok",
-            common::size(r, &["num_experts_per_tok"], 2)?,
-            limits::MAX_EXPERTS,
-        )?,
-        n_shared_experts: common::to_count("moe_shared_expert_intermediate_size", n_shared, limits::MAX_EXPERTS)?,
-        expert_ffn_size: expert,
-        first_dense_layers: 0,
-        layer_step: 1,
-    });
+    let fields = MoeFields {
+        experts_field: "n_routed_experts",
+        experts,
+        active: 2,
+        shared_field: "moe_shared_expert_intermediate_size",
+        shared: n_shared,
+        expert,
+        first: 0,
+        step_field: "MoE layer step",
+        step: 1,
+    };
+    m.moe = Some(fields.read(r)?);
     let d = u128::from(m.d_model);
     let moe_layer = d * u128::from(experts) + 2 * d * (u128::from(experts) * u128::from(expert) + u128::from(shared));
     let counted_moe =

@@ -218,3 +218,35 @@ pub(super) fn state_geometry(
 pub(super) fn schedule(kinds: Vec<crate::model::schedule::LayerKind>) -> Schedule {
     Schedule::from_layers(kinds)
 }
+
+/// A mixture of experts read from a config: `experts` routed experts (from the field `experts_field`)
+/// of width `expert`, `num_experts_per_tok` of them active (default `active`), `shared` always-on
+/// experts of the same width (counted from `shared_field`), in every `step`-th layer (from the field
+/// `step_field`) from `first` on.
+pub(super) struct MoeFields<'a> {
+    pub experts_field: &'a str,
+    pub experts: u64,
+    pub active: u64,
+    pub shared_field: &'a str,
+    pub shared: u64,
+    pub expert: u64,
+    pub first: u64,
+    pub step_field: &'a str,
+    pub step: u64,
+}
+
+impl MoeFields<'_> {
+    /// The model's MoE, each count checked against its limit.
+    pub fn read(&self, r: &mut Reader<'_>) -> Result<crate::model::config::Moe, ImportError> {
+        use crate::model::config::limits::{MAX_EXPERTS, MAX_LAYERS};
+        let active = size(r, &["num_experts_per_tok"], self.active)?;
+        Ok(crate::model::config::Moe {
+            n_routed_experts: to_count(self.experts_field, self.experts, MAX_EXPERTS)?,
+            n_active_experts: to_count("num_experts_per_tok", active, MAX_EXPERTS)?,
+            n_shared_experts: to_count(self.shared_field, self.shared, MAX_EXPERTS)?,
+            expert_ffn_size: self.expert,
+            first_dense_layers: to_count("expert_layer_offset", self.first, MAX_LAYERS)?,
+            layer_step: to_count(self.step_field, self.step, MAX_LAYERS)?,
+        })
+    }
+}
