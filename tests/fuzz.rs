@@ -227,6 +227,7 @@ fn code_token() -> impl Strategy<Value = String> {
     let names = [
         "L", "d", "h", "kv", "hd", "keqv", "gkv", "ghd", "gkeqv", "xl", "xg", "fs", "fg", "fm", "v", "tie", "sin",
         "nope", "alibi", "learned", "gnope", "galibi", "gsin", "bqkv", "bo", "bffn", "ln", "np", "qkn", "ple", "ctx",
+        "bas", "bal", "bav", "lnw", "lnn", "qknf", "sink",
     ];
     let simple = (prop::sample::select(names.to_vec()), prop_oneof![Just(String::new()), number_text()])
         .prop_map(|(n, v)| format!("{n}{v}"));
@@ -236,6 +237,7 @@ fn code_token() -> impl Strategy<Value = String> {
         n().prop_map(|w| format!("w{w}")),
         n().prop_map(|c| format!("c{c}")),
         Just("x".to_string()),
+        prop::sample::select(vec!["s", "l", "v", "f"]).prop_map(String::from),
     ];
     let runs = prop::collection::vec((n(), kind), 1..6)
         .prop_map(|r| r.iter().map(|(c, k)| format!("{c}{k}")).collect::<Vec<_>>().join("-"));
@@ -251,6 +253,9 @@ fn code_token() -> impl Strategy<Value = String> {
         2 => runs.prop_map(|r| format!("pat{r}")),
         2 => rope,
         1 => prop::collection::vec(n(), 5).prop_map(|v| format!("mla{}-{}-{}-{}-{}", v[0], v[1], v[2], v[3], v[4])),
+        // Recurrent state: conv and state elements, their bytes per element, mixer parameters.
+        2 => (prop::sample::select(vec!["ssm", "lin", "cnv"]), prop::collection::vec(n(), 5))
+            .prop_map(|(name, v)| format!("{name}{}-{}-{}-{}-{}", v[0], v[1], v[2], v[3], v[4])),
         1 => prop::collection::vec(n(), 6)
             .prop_map(|v| format!("moe{}-{}-{}-{}-{}-{}", v[0], v[1], v[2], v[3], v[4], v[5])),
         1 => "[a-z0-9.-]{0,12}",
