@@ -376,6 +376,62 @@ fn recurrentgemma_2b() {
 }
 
 #[test]
+fn samba_in_fla_layout() {
+    let imp = import("samba-fla-1.3b.json");
+    let m = &imp.model;
+    let sliding = LayerKind::Sliding { window_tokens: 2048 };
+    assert_eq!(layers_of(m, sliding), vec![1, 3, 5, 7, 9, 11, 13, 15, 17]);
+    assert_eq!(kinds(m), vec![(SSM, 9), (sliding, 9)]);
+    assert_eq!((m.n_q_heads, m.attn.n_kv_heads, m.attn.head_dim), (18, 18, 128));
+    assert_eq!(m.positional, Positional::rope(10_000.0));
+    // fla's GatedMLP: floor(2/3 * 2304 * 4) = 6144, already a multiple of 256.
+    assert_eq!(m.ffn_size, 6144);
+    // Mamba-1, H 2304, I 4608 (the file's intermediate_size), N 16, K 4, R 144, conv bias:
+    // in_proj 2304*9216 = 21,233,664; conv 18,432 + 4,608; x_proj 4608*176 = 811,008;
+    // dt_proj 144*4608 + 4608 = 668,160; A_log 73,728; D 4,608; out_proj 10,616,832 = 33,431,040.
+    assert_eq!(mixer_params(m, SSM), 33_431_040);
+    // KV: 9 layers * 2 * 18 * 128 * 2 B = 82,944 per token. State: 9 * (4608*4 el * 2 B + 4608*16
+    // el * 4 B) = 9 * (36,864 + 294,912) = 2,985,984. Total (untied): 2*32000*2304 = 147,456,000 +
+    // 9 mixers 300,879,360 + 9 attention (4 * 2304^2) 191,102,976 + 18 MLPs (3*2304*6144)
+    // 764,411,904 + norms (2*18 + 1)*2304 = 85,248; sum 1,403,935,488.
+    assert_eq!(figures(m), (82_944, 2_985_984, 1_403_935_488));
+    assert!(read_as(&imp, "Recurrent state as fla's Mamba layer caches it: a 4-input convolution window in bf16"));
+    assert!(read_as(&imp, "The MLP is 6144 wide"));
+}
+
+#[test]
+fn samba_reads_fla_defaults_and_refuses_a_bad_attention_object() {
+    use serde_json::json;
+    // Without `attn`, fla's default attention; GQA, QKV biases and no window when the object says so.
+    let bare = import_edited("samba-fla-1.3b.json", json!({}), &["attn"]);
+    assert_eq!(layers_of(&bare.model, LayerKind::Sliding { window_tokens: 2048 }).len(), 9);
+    assert!(bare.report.assumed.iter().any(|a| a.starts_with("attn: absent")));
+    let gqa = import_edited(
+        "samba-fla-1.3b.json",
+        json!({"attn": {"layers": [0, 17], "num_heads": 18, "num_kv_heads": 6, "qkv_bias": true,
+            "window_size": null, "rope_theta": 500000.0}}),
+        &[],
+    );
+    let m = &gqa.model;
+    assert_eq!(layers_of(m, LayerKind::Global), vec![0, 17]);
+    assert_eq!((m.attn.n_kv_heads, m.biases.qkv, m.positional), (6, true, Positional::rope(500_000.0)));
+    // KV 2 layers * 2 * 6 * 128 * 2 B = 6,144 per token, every token kept.
+    assert_eq!(kv_bytes_per_token(m, Bf16), Ok(6_144));
+    let mut v: serde_json::Value = serde_json::from_str(&read("samba-fla-1.3b.json")).unwrap();
+    for (attn, field) in [
+        (json!({"layers": [1, 18], "num_heads": 18}), "attn"),
+        (json!({"num_heads": 18}), "attn.layers"),
+        (json!({"layers": [1], "num_heads": 18, "num_kv_heads": 4}), "attn.num_kv_heads"),
+        (json!({"layers": [1], "num_heads": 7}), "attn.num_heads"),
+        (json!({"layers": [1], "num_heads": 18, "window_size": 0}), "attn.window_size"),
+    ] {
+        v["attn"] = attn;
+        let err = import_hf_value(&v).map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains(field), "{field}: {err}");
+    }
+}
+
+#[test]
 fn whole_caches_at_a_long_context_by_hand() {
     // At 131,072 tokens in bf16 a global attention layer holds every token: the cache is the bytes
     // per token times 131,072. RecurrentGemma's sliding layers stop at their 2,048-token window, and
@@ -392,6 +448,7 @@ fn whole_caches_at_a_long_context_by_hand() {
         ("qwen3-next-80b-a3b-instruct.json", 3_221_225_472), // 24,576 x 131,072
         ("lfm2-1.2b.json", 1_610_612_736),                   // 12,288 x 131,072
         ("recurrentgemma-2b.json", 16_777_216),              // 8 layers x 1,024 B x 2,048 tokens
+        ("samba-fla-1.3b.json", 169_869_312),                // 82,944 B x 2,048 tokens (window)
         ("mamba-2.8b-hf.json", 0),
         ("rwkv7-1.5b-world.json", 0),
     ] {
@@ -419,6 +476,7 @@ fn every_hybrid_survives_a_link() {
         "rwkv7-1.5b-world.json",
         "lfm2-1.2b.json",
         "recurrentgemma-2b.json",
+        "samba-fla-1.3b.json",
     ] {
         let imp = import(file);
         assert!(read_as(&imp, "Recurrent state as"), "{file}: {:?}", imp.report.readings);

@@ -1,11 +1,11 @@
 //! State-space and hybrid models: which families the importer reads (their layers keep a state of
 //! fixed size instead of, or beside, a KV cache), the pieces their readers share, and the refusal of
-//! the ones it does not read (Samba, Hymba, PLaMo 2, or any file with state-space fields and no
+//! the ones it does not read (Hymba, PLaMo 2, or any file with state-space fields and no
 //! known `model_type`), which are never imported as if every layer were attention.
 //!
 //! One module per kind of mixer reads its families: `mamba` (Mamba, Mamba-2), `mamba_hybrids`
 //! (Jamba, Bamba, Granite 4 hybrid, Nemotron-H, Falcon-H1), `zamba` (Zamba, Zamba2), `rwkv`
-//! (RWKV-4/6/7), `gated_deltanet` (Qwen3-Next) and `short_conv` (LFM2, RecurrentGemma). Each builds
+//! (RWKV-4/6/7), `gated_deltanet` (Qwen3-Next), `short_conv` (LFM2, RecurrentGemma) and `samba`. Each builds
 //! the [`Model`] and the parameter count of the checkpoint as the reference modules hold it; when the
 //! model's arithmetic counts the parameters differently (a shared block counted per use, a gate the
 //! model has no term for), a reading says by how much.
@@ -14,7 +14,7 @@ use super::family::Family;
 use super::mixer_common::Built;
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
-use super::{gated_deltanet, mamba, mamba_hybrids, rwkv, short_conv, zamba};
+use super::{gated_deltanet, mamba, mamba_hybrids, rwkv, samba, short_conv, zamba};
 use crate::model::config::Model;
 use crate::model::params::model_params;
 
@@ -36,6 +36,7 @@ pub(super) enum Kind {
     Rwkv7,
     Lfm2,
     RecurrentGemma,
+    Samba,
 }
 
 impl Kind {
@@ -56,6 +57,7 @@ impl Kind {
             "rwkv7" => Kind::Rwkv7,
             "lfm2" => Kind::Lfm2,
             "recurrent_gemma" => Kind::RecurrentGemma,
+            "samba" => Kind::Samba,
             _ => return None,
         })
     }
@@ -89,7 +91,7 @@ pub(super) fn kind(r: &Reader<'_>, model_type: &str) -> Result<Option<Kind>, Imp
     Err(ImportError::Unsupported(format!(
         "This is a state-space or hybrid model ({sign}): only its attention layers keep a KV cache, the \
          others keep a state of fixed size. The importer reads Mamba, Mamba-2, Jamba, Bamba, Granite 4, \
-         Nemotron-H, Falcon-H1, Zamba, Zamba2, Qwen3-Next, RWKV-4/6/7, LFM2 and RecurrentGemma, not this \
+         Nemotron-H, Falcon-H1, Zamba, Zamba2, Qwen3-Next, RWKV-4/6/7, LFM2, RecurrentGemma and Samba, not this \
          one, so it does not import this file rather than count every layer as attention."
     )))
 }
@@ -112,6 +114,7 @@ pub(super) fn import(r: &mut Reader<'_>, family: &Family, kind: Kind) -> Result<
         Kind::Rwkv7 => rwkv::rwkv7(r, family)?,
         Kind::Lfm2 => short_conv::lfm2(r, family)?,
         Kind::RecurrentGemma => short_conv::recurrent_gemma(r, family)?,
+        Kind::Samba => samba::samba(r, family)?,
     };
     let Built { model, missing, unmodelled } = built;
     model.validate().map_err(|e| invalid("config", e.to_string()))?;
@@ -145,8 +148,6 @@ mod tests {
 
     #[test]
     fn unread_state_space_families_are_refused_with_the_reason() {
-        let samba = json!({"model_type": "samba", "num_hidden_layers": 32, "hidden_size": 4096,
-            "num_attention_heads": 32});
         let hymba = json!({"model_type": "hymba", "num_hidden_layers": 32, "hidden_size": 1600,
             "num_attention_heads": 25});
         let plamo = json!({"model_type": "plamo2", "num_hidden_layers": 32, "hidden_size": 2048,
@@ -155,7 +156,6 @@ mod tests {
             "num_attention_heads": 4, "layers_block_type": ["mamba", "attention", "mamba", "mamba"]});
         let ssm = json!({"num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "ssm_state_size": 16});
         for (config, sign) in [
-            (samba, "model_type samba"),
             (hymba, "model_type hymba"),
             (plamo, "model_type plamo2"),
             (hidden, "layers_block_type"),

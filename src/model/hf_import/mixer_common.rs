@@ -155,17 +155,27 @@ pub(super) fn dtype_name(bytes: u32) -> &'static str {
 /// Layers listed by index (`attn_layer_indices`, LFM2's `full_attn_idxs`): each must be a layer.
 pub(super) fn index_list(r: &mut Reader<'_>, key: &str, layers: u64) -> Result<Option<Vec<u64>>, ImportError> {
     let Some((path, v)) = r.find(&[key]) else { return Ok(None) };
-    let list = v.as_array().ok_or_else(|| invalid(&path, "must be a list of layer indices"))?;
+    index_list_at(r, &path, v, layers).map(Some)
+}
+
+/// The layer indices listed in `v` (found at `path`), each a layer.
+pub(super) fn index_list_at(
+    r: &mut Reader<'_>,
+    path: &str,
+    v: &serde_json::Value,
+    layers: u64,
+) -> Result<Vec<u64>, ImportError> {
+    let list = v.as_array().ok_or_else(|| invalid(path, "must be a list of layer indices"))?;
     let mut out = Vec::with_capacity(list.len());
     for item in list {
-        let i = as_count(item).map_err(|e| invalid(&path, e))?;
+        let i = as_count(item).map_err(|e| invalid(path, e))?;
         if i >= layers {
-            return Err(invalid(&path, format!("layer {} is not one of the {layers} layers", show(item))));
+            return Err(invalid(path, format!("layer {} is not one of the {layers} layers", show(item))));
         }
         out.push(i);
     }
-    r.note_used(&path, v);
-    Ok(Some(out))
+    r.note_used(path, v);
+    Ok(out)
 }
 
 /// A list of layer type names (`layer_types`, `layers_block_type`), each mapped by `kind_of`; its

@@ -38,6 +38,7 @@ mod positions;
 mod reader;
 mod report;
 mod rwkv;
+mod samba;
 mod schedule;
 mod short_conv;
 mod zamba;

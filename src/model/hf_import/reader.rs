@@ -205,15 +205,18 @@ impl<'a> Reader<'a> {
         Some(s)
     }
 
+    /// `parent.key` (an object field's member, not null), with its path for the report.
+    pub fn find_nested(&self, parent: &str, key: &str) -> Option<(String, &'a Value)> {
+        let (path, obj) = self.find(&[parent])?;
+        let v = obj.get(key).filter(|v| !v.is_null())?;
+        Some((format!("{path}.{key}"), v))
+    }
+
     /// An optional count inside an object field, such as MPT's `attn_config.kv_n_heads`.
     pub fn nested_count(&mut self, parent: &str, key: &str) -> Result<Option<u64>, ImportError> {
-        let Some((path, obj)) = self.find(&[parent]) else {
+        let Some((path, v)) = self.find_nested(parent, key) else {
             return Ok(None);
         };
-        let Some(v) = obj.get(key).filter(|v| !v.is_null()) else {
-            return Ok(None);
-        };
-        let path = format!("{path}.{key}");
         let n = as_count(v).map_err(|r| invalid(&path, r))?;
         self.note_used(&path, v);
         Ok(Some(n))
@@ -221,20 +224,26 @@ impl<'a> Reader<'a> {
 
     /// Text inside an object field, such as MPT's `attn_config.attn_type`.
     pub fn nested_text(&mut self, parent: &str, key: &str) -> Option<String> {
-        let (path, obj) = self.find(&[parent])?;
-        let v = obj.get(key)?;
+        let (path, v) = self.find_nested(parent, key)?;
         let s = v.as_str()?.chars().take(80).collect::<String>();
-        self.note_used(&format!("{path}.{key}"), v);
+        self.note_used(&path, v);
         Some(s)
     }
 
     /// A boolean inside an object field, such as MPT's `attn_config.alibi`.
     pub fn nested_boolean(&mut self, parent: &str, key: &str) -> Option<bool> {
-        let (path, obj) = self.find(&[parent])?;
-        let v = obj.get(key)?;
+        let (path, v) = self.find_nested(parent, key)?;
         let b = v.as_bool()?;
-        self.note_used(&format!("{path}.{key}"), v);
+        self.note_used(&path, v);
         Some(b)
+    }
+
+    /// A number inside an object field, such as Samba's `attn.rope_theta`.
+    pub fn nested_float(&mut self, parent: &str, key: &str) -> Option<f64> {
+        let (path, v) = self.find_nested(parent, key)?;
+        let x = v.as_f64()?;
+        self.note_used(&path, v);
+        Some(x)
     }
 
     /// Note how a field that could be read more than one way was read, and why.
