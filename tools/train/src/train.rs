@@ -28,6 +28,11 @@ pub struct TrainConfig {
     pub grad_clip: f64,
     pub eval_every: usize,
     pub eval_windows: usize,
+    /// Share of training windows (0 to 1) in which a span of the window is copied to a later place in
+    /// the same window (see `repeat_a_span`): repeated text that only copying can predict, which
+    /// rewards induction heads. Held-out windows are never altered.
+    #[serde(default)]
+    pub repeat_share: f64,
     /// Stop early (and still export) after this many seconds: a guard for pilot runs.
     pub max_secs: Option<f64>,
     pub model: ModelConfig,
@@ -80,8 +85,18 @@ impl Trainer {
     /// A batch of random windows: inputs and next-token targets, (batch, context) each.
     pub fn sample(&mut self, tokens: &[u32]) -> Result<(Tensor, Tensor)> {
         let t = self.cfg.context_tokens;
-        let offsets: Vec<usize> = (0..self.cfg.batch).map(|_| self.rng.below(tokens.len() - t - 1)).collect();
-        windows(tokens, &offsets, t, &self.device)
+        let (mut x, mut y) = (Vec::with_capacity(self.cfg.batch * t), Vec::with_capacity(self.cfg.batch * t));
+        for _ in 0..self.cfg.batch {
+            let o = self.rng.below(tokens.len() - t - 1);
+            let mut w = tokens[o..o + t + 1].to_vec();
+            if self.cfg.repeat_share > 0.0 && self.rng.uniform() < self.cfg.repeat_share {
+                repeat_a_span(&mut w, &mut self.rng);
+            }
+            x.extend_from_slice(&w[..t]);
+            y.extend_from_slice(&w[1..]);
+        }
+        let shape = (self.cfg.batch, t);
+        Ok((Tensor::from_vec(x, shape, &self.device)?, Tensor::from_vec(y, shape, &self.device)?))
     }
 
     /// One optimiser step on (inputs, targets); returns the loss before the step.
@@ -179,6 +194,20 @@ fn windows(tokens: &[u32], offsets: &[usize], t: usize, device: &Device) -> Resu
     Ok((Tensor::from_vec(x, (offsets.len(), t), device)?, Tensor::from_vec(y, (offsets.len(), t), device)?))
 }
 
+/// Copies a span of `w` (8 tokens up to a quarter of the window) to a later, non-overlapping place in
+/// the same window, overwriting what was there. From the copy's second token on, the next token is
+/// predictable by finding the previous occurrence of the current one: the induction pattern.
+pub fn repeat_a_span(w: &mut [u32], rng: &mut Rng) {
+    let longest = w.len() / 4;
+    if longest < 8 {
+        return;
+    }
+    let len = 8 + rng.below(longest - 8 + 1);
+    let from = rng.below(w.len() - 2 * len + 1);
+    let to = from + len + rng.below(w.len() - from - 2 * len + 1);
+    w.copy_within(from..from + len, to);
+}
+
 /// Scales all gradients down together when their global L2 norm exceeds `max_norm`.
 fn clip<'a>(grads: &mut GradStore, vars: impl Iterator<Item = &'a Var> + Clone, max_norm: f64) -> Result<()> {
     let mut sum = 0.0f64;
@@ -242,6 +271,7 @@ mod tests {
             grad_clip: 1.0,
             eval_every: 10,
             eval_windows: 4,
+            repeat_share: 0.0,
             max_secs: None,
             model: ModelConfig {
                 vocab_size: 32,
@@ -281,6 +311,28 @@ mod tests {
         assert!((c.lr_at(1) - 1e-2).abs() < 1e-12);
         assert!(c.lr_at(10) < c.lr_at(5));
         assert!((c.lr_at(20) - 1e-3).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_repeated_span_is_copied_later_in_the_window_without_overlap() {
+        let mut rng = Rng::new(3);
+        for n in [32usize, 33, 129, 200] {
+            for _ in 0..500 {
+                let original: Vec<u32> = (0..n as u32).collect();
+                let mut w = original.clone();
+                repeat_a_span(&mut w, &mut rng);
+                let changed: Vec<usize> = (0..n).filter(|&i| w[i] != original[i]).collect();
+                let (to, len) = (changed[0], changed.len());
+                assert!((8..=n / 4).contains(&len), "{len} of {n}");
+                assert_eq!(changed, (to..to + len).collect::<Vec<_>>(), "one contiguous span");
+                let from = w[to] as usize;
+                assert!(from + len <= to, "source {from}+{len} ends before the copy at {to}");
+                assert_eq!(&w[to..to + len], &original[from..from + len]);
+            }
+        }
+        let mut short: Vec<u32> = (0..31).collect();
+        repeat_a_span(&mut short, &mut rng);
+        assert_eq!(short, (0..31).collect::<Vec<_>>(), "too short for an 8-token span: unchanged");
     }
 
     #[test]
