@@ -396,3 +396,36 @@ fn gemma_3n_counts_only_the_layers_that_store_a_cache() {
         assert!(import_hf_value(&v).is_err());
     }
 }
+
+#[test]
+fn encoders_and_encoder_decoders_are_refused_with_the_reason() {
+    let t5 = json!({"model_type": "t5", "d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12,
+        "num_heads": 12, "vocab_size": 32128, "is_encoder_decoder": true});
+    let bart = json!({"model_type": "bart", "d_model": 768, "decoder_layers": 6, "decoder_attention_heads": 12,
+        "vocab_size": 50265});
+    let marian = json!({"model_type": "marian", "d_model": 512, "decoder_layers": 6, "decoder_attention_heads": 8});
+    let whisper = json!({"architectures": ["WhisperForConditionalGeneration"], "is_encoder_decoder": true,
+        "d_model": 384, "decoder_layers": 4, "decoder_attention_heads": 6});
+    let bert = json!({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "vocab_size": 30522});
+    let roberta = json!({"model_type": "xlm-roberta", "hidden_size": 768, "num_hidden_layers": 12,
+        "num_attention_heads": 12, "vocab_size": 250002});
+    for (config, words) in [
+        (t5, "encoder-decoder model (model_type t5)"),
+        (bart, "encoder-decoder model (model_type bart)"),
+        (marian, "encoder-decoder model (model_type marian)"),
+        (whisper, "encoder-decoder model"),
+        (bert, "encoder-only model (model_type bert)"),
+        (roberta, "encoder-only model (model_type xlm_roberta)"),
+    ] {
+        match import_hf_value(&config) {
+            Err(ImportError::Unsupported(why)) => assert!(why.contains(words), "{words}: {why}"),
+            other => panic!("{words}: {other:?}"),
+        }
+    }
+    // BERT set up as a causal decoder (BertLMHeadModel) caches like any decoder.
+    let causal_bert = json!({"model_type": "bert", "is_decoder": true, "hidden_size": 768, "num_hidden_layers": 12,
+        "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522});
+    // 12 layers * 2 * 768 * 2 B = 36,864 per token.
+    assert_eq!(kv_bytes_per_token(&import_hf_value(&causal_bert).unwrap().model, Fp16), Ok(36_864));
+}

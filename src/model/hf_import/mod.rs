@@ -41,6 +41,7 @@ mod rwkv;
 mod samba;
 mod schedule;
 mod short_conv;
+mod stack;
 mod zamba;
 
 use serde_json::Value;
@@ -74,6 +75,7 @@ pub fn import_hf_config(json: &str) -> Result<Imported, ImportError> {
 pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     let mut r = Reader::new(value)?;
     let family = Family::read(&mut r);
+    stack::require_decoder(&r)?;
     let state_family = hybrid::kind(&r, &r.report.model_type)?;
     if r.reads_text_config() {
         let wrapper = r.top().get("model_type").map(reader::show).unwrap_or_else(|| "multimodal".into());
