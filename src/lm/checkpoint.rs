@@ -1,0 +1,162 @@
+//! A decoder-only checkpoint in Hugging Face's Llama / Qwen2 layout, loaded for the CPU forward
+//! pass: the geometry from `config.json` (read by the same importer as every other config, so the
+//! figures and the forward pass agree on the model), the weights from `model.safetensors` by their
+//! transformers names, each checked for its shape.
+//!
+//! What is read: RMSNorm, rotary positions on the whole head or part of it, grouped-query attention
+//! with optional Q/K/V biases, causal (global) or sliding-window layers, a SwiGLU MLP, tied or
+//! separate output weights. Anything else (MoE, latent attention, QK-norm, other norms or MLPs) is
+//! refused with its name, before any weight is read.
+
+use super::LmError;
+use super::safetensors::SafeTensors;
+use crate::model::config::{FfnKind, Model, NormKind, Positional};
+use crate::model::hf_import::import_hf_config;
+use crate::model::mask::Mask;
+
+/// A checkpoint this large (parameters) is not loaded on the CPU path: it is for small models.
+const MAX_CPU_PARAMS: u128 = 64 << 20;
+
+/// `y = x W^T + b` with `W` stored (out, in) as PyTorch keeps it.
+pub struct Linear {
+    pub weight: Vec<f32>,
+    pub bias: Option<Vec<f32>>,
+    pub outputs: usize,
+    pub inputs: usize,
+}
+
+pub struct LayerWeights {
+    /// Which keys each query sees in this layer.
+    pub mask: Mask,
+    /// The layer's rotary positions (global layers may have their own base).
+    pub positional: Positional,
+    pub input_norm: Vec<f32>,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub post_attention_norm: Vec<f32>,
+    pub gate: Linear,
+    pub up: Linear,
+    pub down: Linear,
+}
+
+/// A loaded checkpoint: its geometry and every weight as f32.
+pub struct Checkpoint {
+    pub model: Model,
+    pub rms_norm_eps: f32,
+    /// (vocab, d): the input embedding, and the output weights when they are tied.
+    pub embed: Vec<f32>,
+    pub layers: Vec<LayerWeights>,
+    pub final_norm: Vec<f32>,
+    /// (vocab, d) output weights when not tied to the embedding.
+    pub lm_head: Option<Vec<f32>>,
+}
+
+impl Checkpoint {
+    /// Reads `config.json` and `model.safetensors` (their contents).
+    pub fn load(config_json: &str, safetensors: &[u8]) -> Result<Checkpoint, LmError> {
+        let imported = import_hf_config(config_json).map_err(|e| LmError(format!("config.json: {e}")))?;
+        let model = imported.model;
+        let masks = supported(&model)?;
+        let config: serde_json::Value = serde_json::from_str(config_json).map_err(|e| LmError(e.to_string()))?;
+        let rms_norm_eps = config.get("rms_norm_eps").and_then(serde_json::Value::as_f64).unwrap_or(1e-6) as f32;
+        let file = SafeTensors::parse(safetensors)?;
+        let g = Geometry::of(&model);
+        let layers = masks.into_iter().enumerate().map(|(l, mask)| layer(&file, &model, l, mask)).collect::<Result<_, _>>()?;
+        let embed = file.f32_tensor("model.embed_tokens.weight", &[g.vocab, g.d])?;
+        let lm_head = match model.tie_embeddings {
+            true => None,
+            false => Some(file.f32_tensor("lm_head.weight", &[g.vocab, g.d])?),
+        };
+        let final_norm = file.f32_tensor("model.norm.weight", &[g.d])?;
+        Ok(Checkpoint { model, rms_norm_eps, embed, layers, final_norm, lm_head })
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.model.attn.head_dim as usize
+    }
+
+    pub fn vocab(&self) -> usize {
+        self.model.vocab_size as usize
+    }
+}
+
+/// The sizes the weights are checked against.
+struct Geometry {
+    d: usize,
+    vocab: usize,
+    q: usize,
+    kv: usize,
+    ffn: usize,
+}
+
+impl Geometry {
+    fn of(m: &Model) -> Geometry {
+        let hd = m.attn.head_dim as usize;
+        Geometry {
+            d: m.d_model as usize,
+            vocab: m.vocab_size as usize,
+            q: m.n_q_heads as usize * hd,
+            kv: m.attn.n_kv_heads as usize * hd,
+            ffn: m.ffn_size as usize,
+        }
+    }
+}
+
+/// Each layer's mask, when the forward pass implements every part of `m`; else what it lacks.
+fn supported(m: &Model) -> Result<Vec<Mask>, LmError> {
+    fn lacks<T>(what: &str) -> Result<T, LmError> {
+        Err(LmError(format!("The CPU forward pass does not run {what} yet")))
+    }
+    if m.moe.is_some() || m.mla.is_some() || m.global_attn.is_some() {
+        return lacks("mixture-of-experts, latent attention or per-layer-kind head geometry");
+    }
+    if m.qk_norm || m.attn_sinks || m.attn.k_eq_v || m.per_layer_input_dim > 0 || m.biases.o || m.biases.ffn {
+        return lacks("QK-norm, attention sinks, K=V, per-layer inputs or output/MLP biases");
+    }
+    if m.norm != NormKind::RmsNorm || m.ffn_kind != FfnKind::SwiGlu || m.norms_per_layer != 2 {
+        return lacks("norms other than RMSNorm before attention and MLP, or MLPs other than SwiGLU");
+    }
+    let rope = |p: Positional| matches!(p, Positional::Rope { proportional: false, .. });
+    if !rope(m.positional) || m.global_positional.is_some_and(|p| !rope(p)) {
+        return lacks("positions other than rotary embeddings");
+    }
+    let params = crate::model::params::model_params(m).total();
+    if params > MAX_CPU_PARAMS {
+        return Err(LmError(format!("{params} parameters are too many for the CPU forward pass (at most {MAX_CPU_PARAMS})")));
+    }
+    m.schedule
+        .layers()
+        .iter()
+        .map(|&kind| match Mask::of_layer(kind) {
+            Some(mask @ (Mask::Causal | Mask::Sliding { .. })) => Ok(mask),
+            _ => lacks("layers other than causal or sliding-window attention"),
+        })
+        .collect()
+}
+
+fn layer(file: &SafeTensors<'_>, m: &Model, l: usize, mask: Mask) -> Result<LayerWeights, LmError> {
+    let g = Geometry::of(m);
+    let positional = m.positional_for(m.schedule.layers()[l]);
+    let name = |part: &str| format!("model.layers.{l}.{part}");
+    let linear = |part: &str, outputs: usize, inputs: usize, bias: bool| -> Result<Linear, LmError> {
+        let weight = file.f32_tensor(&name(&format!("{part}.weight")), &[outputs, inputs])?;
+        let bias = if bias { Some(file.f32_tensor(&name(&format!("{part}.bias")), &[outputs])?) } else { None };
+        Ok(Linear { weight, bias, outputs, inputs })
+    };
+    let qkv_bias = m.biases.qkv;
+    Ok(LayerWeights {
+        mask,
+        positional,
+        input_norm: file.f32_tensor(&name("input_layernorm.weight"), &[g.d])?,
+        q: linear("self_attn.q_proj", g.q, g.d, qkv_bias)?,
+        k: linear("self_attn.k_proj", g.kv, g.d, qkv_bias)?,
+        v: linear("self_attn.v_proj", g.kv, g.d, qkv_bias)?,
+        o: linear("self_attn.o_proj", g.d, g.q, false)?,
+        post_attention_norm: file.f32_tensor(&name("post_attention_layernorm.weight"), &[g.d])?,
+        gate: linear("mlp.gate_proj", g.ffn, g.d, false)?,
+        up: linear("mlp.up_proj", g.ffn, g.d, false)?,
+        down: linear("mlp.down_proj", g.d, g.ffn, false)?,
+    })
+}

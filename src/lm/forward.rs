@@ -1,0 +1,167 @@
+//! The CPU forward pass of a [`Checkpoint`]: logits for every position and every head's attention
+//! probabilities, in f32 storage with f64 sums, as transformers' Llama / Qwen2 code computes them
+//! (pre-norm blocks, RMSNorm, rotary Q and K, grouped-query attention under each layer's mask, a
+//! SwiGLU MLP, a final norm, the output projection). It is the reference the GPU forward pass is
+//! checked against, and serves short inputs where there is no GPU.
+
+use super::LmError;
+use super::checkpoint::{Checkpoint, LayerWeights, Linear};
+use crate::attention::rope::RopeTable;
+
+/// The longest input the CPU pass takes: every layer's probabilities are kept, `layers x heads x
+/// tokens^2` floats (4 x 8 x 1024^2 x 4 B = 128 MiB for the shipped model at this length).
+pub const MAX_CPU_TOKENS: usize = 1024;
+
+/// What one pass returns.
+#[derive(Debug)]
+pub struct Forward {
+    pub tokens: usize,
+    /// (tokens, vocab) next-token logits.
+    pub logits: Vec<f32>,
+    /// Per layer, (query heads, tokens, tokens) attention probabilities; 0 outside the layer's mask.
+    pub probs: Vec<Vec<f32>>,
+}
+
+impl Forward {
+    /// The logits after token `i`.
+    pub fn logits_at(&self, i: usize) -> &[f32] {
+        let vocab = self.logits.len() / self.tokens;
+        &self.logits[i * vocab..][..vocab]
+    }
+
+    /// Head `head`'s probabilities in `layer`, (tokens, tokens).
+    pub fn head(&self, layer: usize, head: usize) -> &[f32] {
+        let n = self.tokens * self.tokens;
+        &self.probs[layer][head * n..][..n]
+    }
+}
+
+pub fn forward(ck: &Checkpoint, ids: &[u32]) -> Result<Forward, LmError> {
+    let t = ids.len();
+    if t == 0 || t > MAX_CPU_TOKENS {
+        return Err(LmError(format!("The CPU forward pass takes 1 to {MAX_CPU_TOKENS} tokens, not {t}")));
+    }
+    if let Some(bad) = ids.iter().find(|&&id| id as usize >= ck.vocab()) {
+        return Err(LmError(format!("token id {bad} is outside the vocabulary of {}", ck.vocab())));
+    }
+    let d = ck.model.d_model as usize;
+    let mut x: Vec<f32> = ids.iter().flat_map(|&id| ck.embed[id as usize * d..][..d].iter().copied()).collect();
+    let mut probs = Vec::with_capacity(ck.layers.len());
+    for layer in &ck.layers {
+        let h = rms_norm(&x, &layer.input_norm, ck.rms_norm_eps);
+        let (attended, p) = attention(ck, layer, &h, t);
+        add(&mut x, &matmul(&attended, &layer.o));
+        probs.push(p);
+        let h = rms_norm(&x, &layer.post_attention_norm, ck.rms_norm_eps);
+        add(&mut x, &mlp(layer, &h));
+    }
+    let x = rms_norm(&x, &ck.final_norm, ck.rms_norm_eps);
+    let head = ck.lm_head.as_deref().unwrap_or(&ck.embed);
+    Ok(Forward { tokens: t, logits: project(&x, head, None, d), probs })
+}
+
+/// Attention of one layer over `t` tokens: the heads' outputs (t, heads x head_dim) and their
+/// probabilities (heads, t, t).
+fn attention(ck: &Checkpoint, layer: &LayerWeights, h: &[f32], t: usize) -> (Vec<f32>, Vec<f32>) {
+    let hd = ck.head_dim();
+    let (heads, kv_heads) = (ck.model.n_q_heads as usize, ck.model.attn.n_kv_heads as usize);
+    let (mut q, mut k, v) = (matmul(h, &layer.q), matmul(h, &layer.k), matmul(h, &layer.v));
+    let (q_width, kv_width) = (heads * hd, kv_heads * hd);
+    let rope = RopeTable::new(t, hd, layer.positional);
+    for (x, width) in [(&mut q, q_width), (&mut k, kv_width)] {
+        for (pos, token) in x.chunks_exact_mut(width).enumerate() {
+            token.chunks_exact_mut(hd).for_each(|head| rope.rotate(head, pos));
+        }
+    }
+    let scale = 1.0 / (hd as f64).sqrt();
+    let mut out = vec![0.0f32; t * q_width];
+    let mut probs = vec![0.0f32; heads * t * t];
+    let mut weights = vec![0.0f64; t];
+    for head in 0..heads {
+        // Grouped-query attention: query head h reads KV head h / (heads / kv_heads).
+        let kv = head / (heads / kv_heads);
+        for i in 0..t {
+            let qi = &q[i * q_width + head * hd..][..hd];
+            let (lo, hi) = layer.mask.key_range(i as u32, t as u32);
+            let keys = lo as usize..hi as usize;
+            for j in keys.clone() {
+                weights[j] = dot(qi, &k[j * kv_width + kv * hd..][..hd]) * scale;
+            }
+            softmax(&mut weights[keys.clone()]);
+            let row = &mut probs[(head * t + i) * t..][..t];
+            let mut acc = vec![0.0f64; hd];
+            for j in keys {
+                row[j] = weights[j] as f32;
+                for (a, &vj) in acc.iter_mut().zip(&v[j * kv_width + kv * hd..][..hd]) {
+                    *a += weights[j] * f64::from(vj);
+                }
+            }
+            for (o, a) in out[i * q_width + head * hd..][..hd].iter_mut().zip(acc) {
+                *o = a as f32;
+            }
+        }
+    }
+    (out, probs)
+}
+
+/// `down(silu(gate(h)) * up(h))`.
+fn mlp(layer: &LayerWeights, h: &[f32]) -> Vec<f32> {
+    let mut gate = matmul(h, &layer.gate);
+    let up = matmul(h, &layer.up);
+    for (g, u) in gate.iter_mut().zip(up) {
+        let x = f64::from(*g);
+        *g = (x / (1.0 + (-x).exp()) * f64::from(u)) as f32;
+    }
+    matmul(&gate, &layer.down)
+}
+
+/// Rows of `x` (each `weight.len()` wide) scaled to unit root-mean-square, times `weight`.
+fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+    let d = weight.len();
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks_exact(d) {
+        let mean_square = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / d as f64;
+        let inv = 1.0 / (mean_square + f64::from(eps)).sqrt();
+        out.extend(row.iter().zip(weight).map(|(&v, &w)| (f64::from(v) * inv) as f32 * w));
+    }
+    out
+}
+
+fn matmul(x: &[f32], l: &Linear) -> Vec<f32> {
+    project(x, &l.weight, l.bias.as_deref(), l.inputs)
+}
+
+/// Rows of `x` (each `inputs` wide) times `weight^T` (`weight` stored (outputs, inputs)), plus `bias`.
+fn project(x: &[f32], weight: &[f32], bias: Option<&[f32]>, inputs: usize) -> Vec<f32> {
+    let outputs = weight.len() / inputs;
+    let mut out = Vec::with_capacity(x.len() / inputs * outputs);
+    for row in x.chunks_exact(inputs) {
+        for (o, w) in weight.chunks_exact(inputs).enumerate() {
+            let b = bias.map_or(0.0, |b| f64::from(b[o]));
+            out.push((dot(row, w) + b) as f32);
+        }
+    }
+    out
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum()
+}
+
+fn softmax(x: &mut [f64]) {
+    let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut sum = 0.0;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in x.iter_mut() {
+        *v /= sum;
+    }
+}
+
+fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}

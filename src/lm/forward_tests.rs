@@ -1,0 +1,141 @@
+//! The shipped model (`www/models/attention-lab-tiny/`): its config imports as trained, and the
+//! app's CPU forward pass reproduces the training crate's reference outputs
+//! (`tests/data/tiny-model/reference.json`, candle in f32 on the same float16 weights).
+//!
+//! Tolerances: both sides compute in f32 (this one sums in f64), so they differ by rounding only;
+//! logits by at most `LOGIT_TOLERANCE` and probabilities by at most `PROB_TOLERANCE` absolute.
+
+use serde::Deserialize;
+
+use super::checkpoint::Checkpoint;
+use super::forward::{MAX_CPU_TOKENS, forward};
+use crate::model::config::{FfnKind, Positional};
+use crate::model::hf_import::import_hf_config;
+use crate::model::mask::Mask;
+use crate::model::params::model_params;
+use crate::model::schedule::LayerKind;
+
+const LOGIT_TOLERANCE: f32 = 2e-3;
+const PROB_TOLERANCE: f32 = 2e-4;
+
+pub(crate) fn shipped_file(name: &str) -> Vec<u8> {
+    let path = format!("{}/www/models/attention-lab-tiny/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn shipped_config() -> String {
+    String::from_utf8(shipped_file("config.json")).unwrap()
+}
+
+pub(crate) fn shipped() -> Checkpoint {
+    Checkpoint::load(&shipped_config(), &shipped_file("model.safetensors")).unwrap()
+}
+
+#[derive(Deserialize)]
+struct Reference {
+    inputs: Vec<Input>,
+}
+
+#[derive(Deserialize)]
+struct Input {
+    name: String,
+    ids: Vec<u32>,
+    logsumexp: Vec<f32>,
+    top5: Vec<Vec<(u32, f32)>>,
+    last_logits: Vec<f32>,
+    rows: Vec<usize>,
+    /// [layer][head][row][key]
+    probs: Vec<Vec<Vec<Vec<f32>>>>,
+}
+
+fn reference() -> Reference {
+    let path = format!("{}/tests/data/tiny-model/reference.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn the_shipped_config_imports_as_trained() {
+    let imp = import_hf_config(&shipped_config()).unwrap();
+    let m = &imp.model;
+    assert_eq!(imp.report.model_type, "qwen2");
+    assert_eq!((m.d_model, m.n_q_heads, m.attn.n_kv_heads, m.attn.head_dim), (192, 8, 2, 32));
+    let sliding = LayerKind::Sliding { window_tokens: 64 };
+    assert_eq!(m.schedule.layers(), [sliding, sliding, sliding, LayerKind::Global]);
+    assert_eq!((m.ffn_kind, m.ffn_size, m.vocab_size, m.tie_embeddings), (FfnKind::SwiGlu, 512, 4096, true));
+    assert_eq!((m.positional, m.biases.qkv, m.biases.o), (Positional::rope(10_000.0), true, false));
+    // Embeddings 4096*192 = 786,432; per layer Q 192*256 + 256, K and V 192*64 + 64 each, O 256*192
+    // = 123,264; MLP 3*192*512 = 294,912; norms 2*192: 418,560 a layer, 1,674,240 for 4; final norm
+    // 192: 2,460,864, the trainer's own count.
+    assert_eq!(model_params(m).total(), 2_460_864);
+    assert!(imp.report.assumed.is_empty(), "{:?}", imp.report.assumed);
+}
+
+#[test]
+fn the_forward_pass_reproduces_the_reference() {
+    let ck = shipped();
+    for input in reference().inputs {
+        let out = forward(&ck, &input.ids).unwrap();
+        let name = &input.name;
+        let t = input.ids.len();
+        for i in 0..t {
+            let logits = out.logits_at(i);
+            let lse = log_sum_exp(logits);
+            assert!((lse - input.logsumexp[i]).abs() < LOGIT_TOLERANCE, "{name} position {i}: {lse}");
+            for &(id, value) in &input.top5[i] {
+                let got = logits[id as usize];
+                assert!((got - value).abs() < LOGIT_TOLERANCE, "{name} position {i} token {id}: {got} vs {value}");
+            }
+            let best = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).unwrap();
+            assert_eq!(best as u32, input.top5[i][0].0, "{name} position {i}: the most likely next token");
+        }
+        let worst = out.logits_at(t - 1).iter().zip(&input.last_logits).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(worst < LOGIT_TOLERANCE, "{name}: last logits differ by {worst}");
+        for (l, heads) in input.probs.iter().enumerate() {
+            for (h, rows) in heads.iter().enumerate() {
+                let ours = out.head(l, h);
+                for (&r, expected) in input.rows.iter().zip(rows) {
+                    let row = &ours[r * t..][..t];
+                    for (k, (&a, &b)) in row.iter().zip(expected).enumerate() {
+                        assert!((a - b).abs() < PROB_TOLERANCE, "{name} layer {l} head {h} row {r} key {k}: {a} vs {b}");
+                        let visible = ck.layers[l].mask.visible(r as u32, k as u32);
+                        assert_eq!(a > 0.0, visible, "{name} layer {l} head {h}: ({r}, {k}) visible = {visible}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_reference_reaches_past_the_sliding_window() {
+    // One input must hold rows the 64-token window cuts off, so the mask is tested, not assumed.
+    let long = reference().inputs.into_iter().map(|i| i.ids.len()).max().unwrap();
+    assert!(long > 64 + 2, "longest reference input {long} tokens");
+    assert_eq!(shipped().layers[0].mask, Mask::Sliding { window_tokens: 64 });
+}
+
+fn log_sum_exp(x: &[f32]) -> f32 {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = x.iter().map(|&v| f64::from(v - max).exp()).sum();
+    max + sum.ln() as f32
+}
+
+#[test]
+fn bad_inputs_and_checkpoints_are_errors() {
+    let ck = shipped();
+    assert!(forward(&ck, &[]).unwrap_err().0.contains("1 to"));
+    assert!(forward(&ck, &[1, 4096]).unwrap_err().0.contains("token id 4096"));
+    assert!(forward(&ck, &vec![1; MAX_CPU_TOKENS + 1]).is_err());
+    let weights = shipped_file("model.safetensors");
+    let config = shipped_config();
+    let wider = config.replace("\"hidden_size\": 192", "\"hidden_size\": 200");
+    let err = Checkpoint::load(&wider, &weights).err().unwrap().0;
+    assert!(err.contains("has shape") && err.contains("expected"), "{err}");
+    let untied = config.replace("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
+    assert!(Checkpoint::load(&untied, &weights).err().unwrap().0.contains("no tensor lm_head.weight"));
+    // Qwen3 normalises Q and K per head, which this forward pass does not.
+    let qwen3 = config.replace("\"model_type\": \"qwen2\"", "\"model_type\": \"qwen3\"");
+    assert!(Checkpoint::load(&qwen3, &weights).err().unwrap().0.contains("QK-norm"));
+    assert!(Checkpoint::load(&config, &weights[..weights.len() - 1]).is_err());
+    assert!(Checkpoint::load("{", &weights).err().unwrap().0.starts_with("config.json"));
+}

@@ -1,0 +1,22 @@
+//! A real language model's pieces, platform-free: its checkpoint read from the files a Hugging Face
+//! model ships (`config.json`, `model.safetensors`), and its CPU forward pass (logits and every
+//! head's attention), the reference for the GPU.
+
+pub mod checkpoint;
+pub mod forward;
+pub mod safetensors;
+
+#[cfg(test)]
+mod forward_tests;
+
+/// Why a checkpoint or an input cannot be used, in words for the page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LmError(pub String);
+
+impl std::fmt::Display for LmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LmError {}

@@ -1,0 +1,193 @@
+//! Reading a safetensors file: 8 bytes of little-endian header length, a JSON header that names each
+//! tensor's dtype, shape and byte range within the data, then the data. Every size is checked
+//! against the file before anything is allocated, so a malformed or hostile file is an error, never a
+//! panic or a huge allocation.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::LmError;
+
+/// A header longer than this is not a checkpoint this app can load (real ones are a few hundred KB).
+const MAX_HEADER_BYTES: u64 = 16 << 20;
+
+/// Element types the app unpacks to f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    F16,
+    Bf16,
+    F32,
+}
+
+impl DType {
+    fn parse(name: &str) -> Option<DType> {
+        Some(match name {
+            "F16" => DType::F16,
+            "BF16" => DType::Bf16,
+            "F32" => DType::F32,
+            _ => return None,
+        })
+    }
+
+    pub const fn bytes(self) -> usize {
+        match self {
+            DType::F16 | DType::Bf16 => 2,
+            DType::F32 => 4,
+        }
+    }
+}
+
+/// Where one tensor lies in the data section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Byte range within the data section (after the header).
+    pub start: usize,
+    pub end: usize,
+}
+
+impl TensorInfo {
+    pub fn elements(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// A parsed safetensors file borrowing its bytes.
+pub struct SafeTensors<'a> {
+    data: &'a [u8],
+    tensors: BTreeMap<String, TensorInfo>,
+}
+
+impl<'a> SafeTensors<'a> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, LmError> {
+        let (len, rest) = bytes.split_first_chunk::<8>().ok_or_else(|| bad("shorter than its 8-byte header length"))?;
+        let header_len = u64::from_le_bytes(*len);
+        if header_len > MAX_HEADER_BYTES || header_len > rest.len() as u64 {
+            return Err(bad(format!("its header length {header_len} does not fit the file")));
+        }
+        let (header, data) = rest.split_at(header_len as usize);
+        let header: Value = serde_json::from_slice(header).map_err(|e| bad(format!("its header is not JSON: {e}")))?;
+        let entries = header.as_object().ok_or_else(|| bad("its header is not a JSON object"))?;
+        let mut tensors = BTreeMap::new();
+        for (name, entry) in entries.iter().filter(|(name, _)| name.as_str() != "__metadata__") {
+            tensors.insert(name.clone(), tensor_info(name, entry, data.len())?);
+        }
+        Ok(Self { data, tensors })
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    pub fn info(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.get(name)
+    }
+
+    /// The tensor `name` as f32, checked to have `shape`.
+    pub fn f32_tensor(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LmError> {
+        let info = self.info(name).ok_or_else(|| LmError(format!("the checkpoint has no tensor {name}")))?;
+        if info.shape != shape {
+            return Err(LmError(format!("tensor {name} has shape {:?}, expected {shape:?}", info.shape)));
+        }
+        Ok(to_f32(info.dtype, &self.data[info.start..info.end]))
+    }
+}
+
+fn bad(why: impl std::fmt::Display) -> LmError {
+    LmError(format!("This is not a readable safetensors file: {why}"))
+}
+
+/// One header entry: `{"dtype": "F16", "shape": [..], "data_offsets": [begin, end]}`, checked
+/// against the data section's length `data_len`.
+fn tensor_info(name: &str, entry: &Value, data_len: usize) -> Result<TensorInfo, LmError> {
+    let entry: &Map<String, Value> = entry.as_object().ok_or_else(|| bad(format!("{name} is not an object")))?;
+    let dtype_name = entry.get("dtype").and_then(Value::as_str).unwrap_or("(none)");
+    let dtype = DType::parse(dtype_name)
+        .ok_or_else(|| LmError(format!("tensor {name} is {dtype_name}; only F16, BF16 and F32 are read")))?;
+    let numbers = |key: &str| -> Result<Vec<usize>, LmError> {
+        let list = entry.get(key).and_then(Value::as_array).ok_or_else(|| bad(format!("{name} has no {key}")))?;
+        list.iter()
+            .map(|v| v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| bad(format!("{name}.{key}"))))
+            .collect()
+    };
+    let shape = numbers("shape")?;
+    let offsets = numbers("data_offsets")?;
+    let [start, end] = offsets[..] else { return Err(bad(format!("{name}.data_offsets is not [begin, end]"))) };
+    let bytes = shape.iter().try_fold(dtype.bytes(), |n, &d| n.checked_mul(d));
+    if start > end || end > data_len || bytes != Some(end - start) {
+        return Err(bad(format!("{name}'s byte range {start}..{end} does not match its shape {shape:?} and the file")));
+    }
+    Ok(TensorInfo { dtype, shape, start, end })
+}
+
+/// Little-endian elements of `dtype` widened to f32 (exact for all three).
+fn to_f32(dtype: DType, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        DType::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        DType::Bf16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        DType::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file with the given header JSON and data bytes.
+    fn file(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[test]
+    fn reads_each_dtype_exactly() {
+        // 1.5 in f16 is 0x3E00, in bf16 0x3FC0; -2.25 in f32.
+        let mut data = vec![0x00, 0x3E, 0xC0, 0x3F];
+        data.extend_from_slice(&(-2.25f32).to_le_bytes());
+        let header = r#"{"__metadata__":{"format":"pt"},
+            "a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]},
+            "b":{"dtype":"BF16","shape":[1,1],"data_offsets":[2,4]},
+            "c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
+        let bytes = file(header, &data);
+        let st = SafeTensors::parse(&bytes).unwrap();
+        assert_eq!(st.names().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(st.f32_tensor("a", &[1]).unwrap(), [1.5]);
+        assert_eq!(st.f32_tensor("b", &[1, 1]).unwrap(), [1.5]);
+        assert_eq!(st.f32_tensor("c", &[1]).unwrap(), [-2.25]);
+        assert!(st.f32_tensor("b", &[1]).unwrap_err().0.contains("shape [1, 1], expected [1]"));
+        assert!(st.f32_tensor("d", &[1]).unwrap_err().0.contains("no tensor d"));
+    }
+
+    #[test]
+    fn malformed_files_are_errors() {
+        let ok = r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}"#;
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (vec![1, 2, 3], "shorter than"),
+            (u64::MAX.to_le_bytes().to_vec(), "does not fit"),
+            (file("{not json", &[]), "not JSON"),
+            (file("[1]", &[]), "not a JSON object"),
+            (file(ok, &[0; 3]), "does not match"),
+            (file(r#"{"a":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}}"#, &[0; 4]), "does not match"),
+            (file(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[4,0]}}"#, &[0; 4]), "does not match"),
+            (file(r#"{"a":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}}"#, &[0; 16]), "only F16, BF16"),
+            (file(r#"{"a":{"dtype":"F16","shape":[-1],"data_offsets":[0,4]}}"#, &[0; 4]), "a.shape"),
+            (file(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0]}}"#, &[0; 4]), "not [begin, end]"),
+            (
+                file(
+                    r#"{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,4]}}"#,
+                    &[0; 4],
+                ),
+                "does not match",
+            ),
+        ];
+        for (bytes, why) in cases {
+            let err = SafeTensors::parse(&bytes).err().unwrap_or_else(|| panic!("{why}: parsed"));
+            assert!(err.0.contains(why), "{why}: {}", err.0);
+        }
+        assert!(SafeTensors::parse(&file(ok, &[0; 4])).is_ok());
+    }
+}
