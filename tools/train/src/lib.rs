@@ -1,9 +1,13 @@
-//! Attention Lab's training tools: extract the corpus, train the tokenizer, train and export the model.
+//! Attention Lab's training tools: extract the corpus, train the tokenizer, train and export the model,
+//! then measure it and write the references the app's forward pass is tested against.
 
 pub mod bpe;
+pub mod checkpoint;
 pub mod corpus;
 pub mod export;
 pub mod model;
+pub mod quality;
+pub mod reference;
 pub mod rng;
 pub mod softmax;
 pub mod train;

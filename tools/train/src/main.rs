@@ -1,5 +1,6 @@
 //! `cargo run -- <corpus|tokenizer|train> [--flag value ...]`: the three steps that make Attention
-//! Lab's model, each reading what the previous one wrote under `data/`. See README.md.
+//! Lab's model, each reading what the previous one wrote under `data/`; then `reference` and
+//! `evaluate` read the exported checkpoint back. See README.md.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,9 @@ use sha2::{Digest, Sha256};
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 const DATA: &str = "data";
+/// Where the app keeps the shipped checkpoint, and its test references, from this crate's folder.
+const SHIPPED: &str = "../../www/models/attention-lab-tiny";
+const REFERENCE: &str = "../../tests/data/tiny-model/reference.json";
 const SEPARATOR: &str = "\n<|endoftext|>\n";
 
 /// Every candle op allocates its result, megabytes at a time. By default glibc maps each block of
@@ -46,7 +50,12 @@ fn main() {
         Some("corpus") => Flags::parse(&args[1..]).and_then(|f| corpus_cmd(&f)),
         Some("tokenizer") => Flags::parse(&args[1..]).and_then(|f| tokenizer_cmd(&f)),
         Some("train") => Flags::parse(&args[1..]).and_then(|f| train_cmd(&f)),
-        _ => Err("usage: attention-lab-train <corpus|tokenizer|train> [--flag value ...] (see README.md)".into()),
+        Some("reference") => Flags::parse(&args[1..]).and_then(|f| reference_cmd(&f)),
+        Some("evaluate") => Flags::parse(&args[1..]).and_then(|f| evaluate_cmd(&f)),
+        _ => Err(
+            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate> [--flag value ...] (see README.md)"
+                .into(),
+        ),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");
@@ -298,5 +307,65 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     });
     std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;
     println!("{summary:?}");
+    Ok(())
+}
+
+/// reference [--checkpoint DIR] [--out FILE]: the checkpoint's logits and attention for fixed inputs.
+fn reference_cmd(flags: &Flags) -> Result<(), Error> {
+    use attention_lab_train::reference::{CODE, PROSE, reference, repeated_sequence};
+    let mut f = Flags(flags.0.clone());
+    let dir: PathBuf = f.get("checkpoint", PathBuf::from(SHIPPED))?;
+    let out: PathBuf = f.get("out", PathBuf::from(REFERENCE))?;
+    f.done()?;
+    let (cfg, weights) = attention_lab_train::checkpoint::load(&dir)?;
+    let tok = bpe::load(&dir.join("tokenizer.json"))?;
+    let eot = bpe::end_of_text_id(&tok)?;
+    let long = format!("{PROSE}\n\n{CODE}");
+    let mut inputs = Vec::new();
+    for (name, text) in [("prose", PROSE), ("code", CODE), ("longer than the window", long.as_str())] {
+        inputs.push((name.to_string(), Some(text.to_string()), bpe::encode(&tok, text)?));
+    }
+    let mut rng = attention_lab_train::rng::Rng::new(7);
+    inputs.push(("repeated random tokens".into(), None, repeated_sequence(eot, cfg.vocab_size, 20, &mut rng)));
+    let value = reference(&cfg, &weights, &inputs)?;
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&out, serde_json::to_string(&value)? + "\n")?;
+    let lengths: Vec<usize> = inputs.iter().map(|i| i.2.len()).collect();
+    println!("wrote {} (inputs of {lengths:?} tokens)", out.display());
+    Ok(())
+}
+
+/// evaluate [--checkpoint DIR]: baselines, repeated-sequence losses and head scores; writes
+/// DIR/quality.json and prints a table.
+fn evaluate_cmd(flags: &Flags) -> Result<(), Error> {
+    let mut f = Flags(flags.0.clone());
+    let dir: PathBuf = f.get("checkpoint", PathBuf::from(SHIPPED))?;
+    f.done()?;
+    let (cfg, weights) = attention_lab_train::checkpoint::load(&dir)?;
+    let tok = bpe::load(&dir.join("tokenizer.json"))?;
+    let corpus = Path::new(DATA).join("corpus");
+    let train = token_stream(&tok, &documents(&corpus.join("train.txt"))?)?;
+    let heldout = token_stream(&tok, &documents(&corpus.join("heldout.txt"))?)?;
+    let start = Instant::now();
+    let q = attention_lab_train::quality::measure(&cfg, &weights, &train, &heldout, bpe::end_of_text_id(&tok)?)?;
+    std::fs::write(dir.join("quality.json"), serde_json::to_string_pretty(&q)? + "\n")?;
+    println!(
+        "held-out loss {:.4} (unigram {:.4}, bigram {:.4} at weight {:.2}); repeated random tokens: first copy {:.4}, second copy {:.4}  [{:.0} s]",
+        q.heldout_loss,
+        q.unigram_loss,
+        q.bigram_loss,
+        q.bigram_weight,
+        q.repeat_first_copy_loss,
+        q.repeat_second_copy_loss,
+        start.elapsed().as_secs_f64()
+    );
+    println!("| layer | head | previous | induction | sink | local |\n| ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (l, heads) in q.heads.iter().enumerate() {
+        for (h, s) in heads.iter().enumerate() {
+            println!("| {l} | {h} | {:.2} | {:.2} | {:.2} | {:.2} |", s.previous, s.induction, s.sink, s.local);
+        }
+    }
     Ok(())
 }

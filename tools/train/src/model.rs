@@ -198,7 +198,7 @@ fn rope_tables(cfg: &ModelConfig, t: usize, device: &Device) -> Result<(Tensor, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub fn tiny() -> ModelConfig {
