@@ -6,4 +6,5 @@ pub mod export;
 pub mod model;
 pub mod rng;
 pub mod softmax;
+pub mod tokenizer_reference;
 pub mod train;
