@@ -6,6 +6,7 @@
 //! - [`model`]: pure arithmetic of attention layouts (KV cache, parameters, FLOPs), presets, config import.
 //! - [`attention`]: masks, inputs (tokens, embeddings, projections) and the f64 CPU reference of every kernel.
 //! - [`gpu`]: device setup and one module per WGSL shader in `shaders/`, same name.
+//! - [`lm`]: a real language model's pieces: tokenizer (byte-level BPE), checkpoint, forward pass.
 //! - `ui` (wasm only): Leptos components binding the view models to signals and DOM; they run the
 //!   views' jobs on the [`engine`] and never build pipelines or compute figures.
 
@@ -14,6 +15,7 @@ pub mod colormap;
 pub mod engine;
 pub mod event_loop;
 pub mod gpu;
+pub mod lm;
 pub mod model;
 pub mod state;
 pub mod views;

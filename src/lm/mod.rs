@@ -1,0 +1,6 @@
+//! A real language model's pieces: tokenizer, checkpoint, forward pass.
+
+pub mod bpe;
+
+#[cfg(test)]
+mod bpe_tests;
