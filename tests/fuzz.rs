@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Map, Number, Value, json};
 
-use attention_lab::lm::bpe::Tokenizer;
+use attention_lab::lm::bpe::{Tokenizer, words};
 use attention_lab::model::config::limits;
 use attention_lab::model::encoding::MAX_ENCODED_LEN;
 use attention_lab::model::{
@@ -715,6 +715,19 @@ fn mutated_tokenizer_json() -> impl Strategy<Value = String> {
 
 proptest! {
     #![proptest_config(config(1_000))]
+
+    /// The hand-written pre-tokenizer cuts any text as GPT-2's pattern does in the library's regex
+    /// engine (fancy-regex, which has the pattern's look-ahead).
+    #[test]
+    fn words_are_gpt2_pattern(text in tokenizer_text()) {
+        static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();
+        let re = RE.get_or_init(|| {
+            fancy_regex::Regex::new(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
+                .expect("GPT-2's pattern")
+        });
+        let gpt2: Vec<&str> = re.find_iter(&text).map(|m| m.expect("no backtracking limit here").as_str()).collect();
+        prop_assert_eq!(words(&text).collect::<Vec<_>>(), gpt2);
+    }
 
     /// Any text encodes to ids in the vocabulary and decodes back to itself.
     #[test]

@@ -5,7 +5,9 @@
 //! Encoding, step by step as the library does it:
 //! 1. The added tokens (`<|endoftext|>`) are cut out first, wherever they occur, leftmost-longest.
 //! 2. Each piece between them is cut into words by GPT-2's pattern
-//!    `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`.
+//!    `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`, written out by
+//!    hand over the two Unicode classes in `unicode_classes.rs`: the `regex` crate would add 0.8 MB
+//!    to the wasm module (0.28 MB gzipped), and has no look-ahead for `(?!\S)` anyway.
 //! 3. A word's UTF-8 bytes are its first symbols; merges join neighbours, lowest rank first.
 //!
 //! The library spells bytes as GPT-2's printable alphabet (`Ġ` for a space) before merging; here the
@@ -19,17 +21,16 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt::{self, Write as _};
 
-use aho_corasick::{AhoCorasick, MatchKind};
-use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
+
+use super::unicode_classes::{LETTER, NUMBER};
 
 /// Most vocabulary entries (and merges) accepted: four times the largest published vocabularies.
 pub const MAX_VOCAB: usize = 1 << 20;
 
-/// GPT-2's pattern less its `\s+(?!\S)` alternative: the `regex` crate has no look-ahead, so
-/// [`Tokenizer::word_end`] applies that rule by hand to the `\s+` match that takes its place.
-const WORD_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+";
+/// The pattern's first alternatives, tried before anything else at the start of a word.
+const CONTRACTIONS: [&str; 7] = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"];
 
 /// Why a `tokenizer.json` cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +67,6 @@ pub struct Tokenizer {
     merges: HashMap<(u32, u32), Merge>,
     /// Added tokens, one matcher per pass (see [`AddedTokens`]).
     added: Vec<AddedTokens>,
-    words: Regex,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -75,14 +75,11 @@ struct Merge {
     id: u32,
 }
 
-/// Added tokens matched in one pass; `ids[i]` is pattern i's id. The library cuts the raw text on
-/// the tokens marked `normalized: false`, then the pieces left on the others (after the normaliser,
-/// of which this encoder has none): two passes, kept in that order.
+/// Added tokens matched in one pass: (content, id). The library cuts the raw text on the tokens
+/// marked `normalized: false`, then the pieces left on the others (after the normaliser, of which
+/// this encoder has none): two passes, kept in that order.
 #[derive(Debug, Clone)]
-struct AddedTokens {
-    matcher: AhoCorasick,
-    ids: Vec<u32>,
-}
+struct AddedTokens(Vec<(String, u32)>);
 
 /// A stretch of the text: ordinary text still to be cut into words, or an added token's id.
 enum Piece<'t> {
@@ -102,8 +99,7 @@ impl Tokenizer {
         let byte_ids = byte_ids(vocab, &alphabet)?;
         let merges = read_merges(&file.model.merges, vocab)?;
         let added = added_token_passes(&file.added_tokens, vocab)?;
-        let words = Regex::new(WORD_PATTERN).map_err(|e| BpeError::Unsupported(format!("the word pattern ({e})")))?;
-        Ok(Tokenizer { token_bytes, byte_ids, merges, added, words })
+        Ok(Tokenizer { token_bytes, byte_ids, merges, added })
     }
 
     /// Number of ids, `0..vocab_size()`.
@@ -121,7 +117,7 @@ impl Tokenizer {
             match piece {
                 Piece::Added(id) => ids.push(id),
                 Piece::Text(text) => {
-                    for word in self.words(text) {
+                    for word in words(text) {
                         ids.extend_from_slice(cache.entry(word).or_insert_with(|| self.merge_word(word.as_bytes())));
                     }
                 }
@@ -169,33 +165,6 @@ impl Tokenizer {
                 .collect();
         }
         pieces
-    }
-
-    /// Step 2: the words of a text that holds no added token.
-    fn words<'t>(&self, text: &'t str) -> impl Iterator<Item = &'t str> {
-        let mut start = 0;
-        std::iter::from_fn(move || {
-            (start < text.len()).then(|| {
-                let end = self.word_end(text, start);
-                let word = &text[start..end];
-                start = end;
-                word
-            })
-        })
-    }
-
-    /// Where the word starting at `start` ends. Every char is whitespace, a letter, a number or none
-    /// of these, so the pattern always matches at `start`, and never empty.
-    fn word_end(&self, text: &str, start: usize) -> usize {
-        let end = self.words.find_at(text, start).filter(|m| m.end() > start).map_or(text.len(), |m| m.end());
-        // A match that ends in whitespace (Unicode White_Space, for `\s` as for `is_whitespace`) is
-        // all whitespace: every other alternative ends in a letter, number or symbol. GPT-2's `\s+(?!\S)` comes before `\s+`: before a non-space it
-        // backtracks one char, leaving the run's last char to the next word (" " joins " word"), and
-        // it fails on a lone char, which `\s+` then takes whole. A run that ends the text is whole.
-        match text[start..end].char_indices().next_back() {
-            Some((last, c)) if c.is_whitespace() && last > 0 && end < text.len() => start + last,
-            _ => end,
-        }
     }
 
     /// Step 3: a word's ids, merging as the library's `Word::merge_all` (without dropout) does: a
@@ -256,30 +225,117 @@ struct Candidate {
     id: u32,
 }
 
-impl AddedTokens {
-    /// Leftmost-longest, as the library's Aho-Corasick matcher.
-    fn new(tokens: &[(&str, u32)]) -> Result<AddedTokens, BpeError> {
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(tokens.iter().map(|(content, _)| content))
-            .map_err(|e| BpeError::Invalid(format!("added tokens: {e}")))?;
-        Ok(AddedTokens { matcher, ids: tokens.iter().map(|&(_, id)| id).collect() })
-    }
+/// The character classes of GPT-2's pattern: `\s`, `\p{L}`, `\p{N}` and none of them. `\s` is
+/// Unicode White_Space, which `char::is_whitespace` tests; the other two come from the tables.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Class {
+    Space,
+    Letter,
+    Number,
+    Other,
+}
 
+pub(super) fn class(c: char) -> Class {
+    if c.is_whitespace() {
+        Class::Space
+    } else if c.is_ascii() {
+        // Most text: ASCII letters and digits are the only ones below 0x80.
+        match c {
+            'a'..='z' | 'A'..='Z' => Class::Letter,
+            '0'..='9' => Class::Number,
+            _ => Class::Other,
+        }
+    } else if in_ranges(LETTER, c) {
+        Class::Letter
+    } else if in_ranges(NUMBER, c) {
+        Class::Number
+    } else {
+        Class::Other
+    }
+}
+
+/// Whether `c` is in one of the sorted, disjoint ranges.
+fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
+    let c = u32::from(c);
+    let i = ranges.partition_point(|&(_, hi)| hi < c);
+    ranges.get(i).is_some_and(|&(lo, _)| lo <= c)
+}
+
+/// Step 2, GPT-2's pre-tokenizer: the words of a text that holds no added token, each merged on its
+/// own.
+pub fn words(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        (start < text.len()).then(|| {
+            let end = word_end(text, start);
+            let word = &text[start..end];
+            start = end;
+            word
+        })
+    })
+}
+
+/// Where the word starting at `start` ends: GPT-2's pattern, alternative by alternative, the first
+/// that matches winning (a regex engine's leftmost-first order).
+fn word_end(text: &str, start: usize) -> usize {
+    let rest = &text[start..];
+    if let Some(c) = CONTRACTIONS.iter().find(|c| rest.starts_with(*c)) {
+        return start + c.len();
+    }
+    let mut chars = rest.chars();
+    let (Some(first), second) = (chars.next(), chars.next()) else { return text.len() };
+    // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`: one plain space may lead a run of the class
+    // after it.
+    let (lead, run_class) = match second {
+        Some(next) if first == ' ' && class(next) != Class::Space => (1, class(next)),
+        _ => (0, class(first)),
+    };
+    let run_start = start + lead;
+    let run_len: usize = text[run_start..].chars().take_while(|&c| class(c) == run_class).map(char::len_utf8).sum();
+    let end = run_start + run_len;
+    if run_class != Class::Space {
+        return end;
+    }
+    // `\s+(?!\S)` before `\s+`: a run followed by a non-space leaves its last char to the next word
+    // (" " then joins " word"); a single char is then `\s+`'s, whole; a run that ends the text is whole.
+    match text[start..end].char_indices().next_back() {
+        Some((last, _)) if last > 0 && end < text.len() => start + last,
+        _ => end,
+    }
+}
+
+impl AddedTokens {
+    /// The text cut on the tokens, leftmost first and the longest of those starting there, as the
+    /// library's Aho-Corasick matcher does.
     fn split<'t>(&self, text: &'t str) -> Vec<Piece<'t>> {
+        let tokens = &self.0;
+        // Each token's next occurrence, searched again only once the cut has passed it, so the text is
+        // read once per token however many matches it holds.
+        let mut next: Vec<Option<usize>> = tokens.iter().map(|(content, _)| text.find(content.as_str())).collect();
         let mut pieces = Vec::new();
         let mut start = 0;
-        for m in self.matcher.find_iter(text) {
-            if m.start() > start {
-                pieces.push(Piece::Text(&text[start..m.start()]));
+        while let Some((at, i)) = self.leftmost_longest(&next) {
+            if at > start {
+                pieces.push(Piece::Text(&text[start..at]));
             }
-            pieces.push(Piece::Added(self.ids[m.pattern().as_usize()]));
-            start = m.end();
+            pieces.push(Piece::Added(tokens[i].1));
+            start = at + tokens[i].0.len();
+            for (at, (content, _)) in next.iter_mut().zip(tokens) {
+                if at.is_some_and(|a| a < start) {
+                    *at = text[start..].find(content.as_str()).map(|a| a + start);
+                }
+            }
         }
         if start < text.len() {
             pieces.push(Piece::Text(&text[start..]));
         }
         pieces
+    }
+
+    /// (position, token index) of the next match, given each token's next occurrence.
+    fn leftmost_longest(&self, next: &[Option<usize>]) -> Option<(usize, usize)> {
+        let found = next.iter().enumerate().filter_map(|(i, at)| Some(((*at)?, i)));
+        found.min_by_key(|&(at, i)| (at, Reverse(self.0[i].0.len())))
     }
 }
 
@@ -377,18 +433,18 @@ fn merge_parts(entry: &Value) -> Option<(&str, &str)> {
     }
 }
 
-/// The added tokens' matchers: tokens with `normalized: false` first, then the others.
+/// The added tokens' passes: tokens with `normalized: false` first, then the others.
 fn added_token_passes(tokens: &[AddedTokenFile], vocab: &HashMap<String, u32>) -> Result<Vec<AddedTokens>, BpeError> {
-    let mut passes: [Vec<(&str, u32)>; 2] = Default::default();
+    let mut passes: [Vec<(String, u32)>; 2] = Default::default();
     for token in tokens {
         // The library ignores an empty added token.
         if token.content.is_empty() {
             continue;
         }
         token.check(vocab)?;
-        passes[usize::from(token.normalized)].push((&token.content, token.id));
+        passes[usize::from(token.normalized)].push((token.content.clone(), token.id));
     }
-    passes.iter().filter(|pass| !pass.is_empty()).map(|pass| AddedTokens::new(pass)).collect()
+    Ok(passes.into_iter().filter(|pass| !pass.is_empty()).map(AddedTokens).collect())
 }
 
 /// The parts of `tokenizer.json` that change ids; other fields are ignored, as the library does.

@@ -1,6 +1,7 @@
 //! The encoder against the `tokenizers` library's own ids for the project's tokenizer:
 //! `tests/data/tiny-model/tokenizer-reference.json`, written by `cargo run -- tokenizer-reference` in
-//! tools/train (edge-case texts, and each corpus file encoded whole).
+//! tools/train (edge-case texts, and each corpus file encoded whole); and the hand-written word
+//! pattern against GPT-2's, run by the library's regex engine (fancy-regex).
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -9,7 +10,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::bpe::{BpeError, Tokenizer};
+use super::bpe::{BpeError, Class, Tokenizer, class, words};
 
 #[derive(Deserialize)]
 struct Reference {
@@ -268,4 +269,56 @@ fn added_tokens_match_leftmost_longest_raw_ones_first() {
         [plain("s"), vec![vocab_id("ing")], plain(" "), vec![vocab_id("the"), 0, vocab_id("in")], plain("side")]
             .concat();
     assert_eq!(tok.encode("sing the<|endoftext|>inside"), expected);
+}
+
+/// GPT-2's pattern as the library writes it, in the library's regex engine: the oracle for [`words`].
+fn gpt2_words(text: &str) -> Vec<&str> {
+    static RE: OnceLock<fancy_regex::Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        fancy_regex::Regex::new(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+").unwrap()
+    });
+    let found: Vec<&str> = re.find_iter(text).map(|m| m.unwrap().as_str()).collect();
+    // The library keeps unmatched stretches as words too; every char matches some alternative.
+    assert_eq!(found.concat(), text);
+    found
+}
+
+fn words_differ(text: &str) -> Option<String> {
+    let (ours, theirs): (Vec<&str>, Vec<&str>) = (words(text).collect(), gpt2_words(text));
+    let at = ours.iter().zip(&theirs).position(|(a, b)| a != b).unwrap_or(ours.len().min(theirs.len()));
+    (ours != theirs).then(|| {
+        let around = |w: &[&str]| format!("{:?}", &w[at.saturating_sub(3)..(at + 3).min(w.len())]);
+        format!("word {at}: ours {}, GPT-2's {}", around(&ours), around(&theirs))
+    })
+}
+
+#[test]
+fn words_are_gpt2_pattern_on_edge_cases_and_corpus() {
+    let mut texts: Vec<String> = reference().cases.into_iter().map(|c| c.text).collect();
+    for file in reference().corpus {
+        texts.extend(repo_file(&file.file).split("<|endoftext|>").map(str::to_string));
+    }
+    let failures: Vec<String> = texts.iter().filter_map(|t| words_differ(t)).take(5).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn character_classes_are_the_regex_engines() {
+    let re = |p: &str| fancy_regex::Regex::new(p).unwrap();
+    let [space, letter, number] = [re(r"^\s$"), re(r"^\p{L}$"), re(r"^\p{N}$")];
+    let mut buf = [0; 4];
+    let mut wrong = Vec::new();
+    for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+        let s = c.encode_utf8(&mut buf);
+        let expected = match () {
+            _ if space.is_match(s).unwrap() => Class::Space,
+            _ if letter.is_match(s).unwrap() => Class::Letter,
+            _ if number.is_match(s).unwrap() => Class::Number,
+            _ => Class::Other,
+        };
+        if class(c) != expected {
+            wrong.push(format!("U+{:04X} is {:?}, the regex says {expected:?}", u32::from(c), class(c)));
+        }
+    }
+    assert!(wrong.is_empty(), "{} code points differ, first: {:?}", wrong.len(), &wrong[..wrong.len().min(10)]);
 }
