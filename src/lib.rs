@@ -5,8 +5,8 @@
 //! - [`views`]: one native module per view: its parameters, derived figures and planned GPU jobs.
 //! - [`model`]: pure arithmetic of attention layouts (KV cache, parameters, FLOPs), presets, config import.
 //! - [`attention`]: masks, inputs (tokens, embeddings, projections) and the f64 CPU reference of every kernel.
-//! - [`lm`]: a real trained model: its checkpoint, tokenizer and CPU forward pass.
 //! - [`gpu`]: device setup and one module per WGSL shader in `shaders/`, same name.
+//! - [`lm`]: a real language model's pieces: tokenizer (byte-level BPE), checkpoint, forward pass.
 //! - `ui` (wasm only): Leptos components binding the view models to signals and DOM; they run the
 //!   views' jobs on the [`engine`] and never build pipelines or compute figures.
 

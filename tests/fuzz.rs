@@ -1,6 +1,6 @@
 //! Property tests of everything that reads untrusted input: the link (query string → app state), the
-//! compact model code (`cfg=`), an imported Hugging Face `config.json`, head lists, layer schedules
-//! and lesson Markdown. Whatever arrives, parsing must not panic, must not allocate in proportion to
+//! compact model code (`cfg=`), an imported Hugging Face `config.json`, head lists, layer schedules,
+//! lesson Markdown, and a tokenizer's `tokenizer.json` and the text it encodes. Whatever arrives, parsing must not panic, must not allocate in proportion to
 //! a number written in the input (only to the input's length), and must keep its outputs inside the
 //! documented limits. A state read from a link must write a link that reads back to the same state,
 //! and that link must be a fixed point (written again, byte for byte the same).
@@ -14,6 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Map, Number, Value, json};
 
+use attention_lab::lm::bpe::{Tokenizer, words};
 use attention_lab::model::config::limits;
 use attention_lab::model::encoding::MAX_ENCODED_LEN;
 use attention_lab::model::{
@@ -617,6 +618,138 @@ proptest! {
         for step in parse_lesson("01-fuzz.md", &text).map(|l| l.steps).unwrap_or_default() {
             let (state, _) = step_state(&step);
             prop_assert!(state.resolved_model().validate().is_ok());
+        }
+    }
+}
+
+/// The project's tokenizer.json, parsed once.
+fn tokenizer_json() -> &'static Value {
+    static JSON: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    JSON.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/train/data/tokenizer.json");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("tokenizer.json")).expect("tokenizer.json is JSON")
+    })
+}
+
+/// Text where byte-level BPE is easy to get wrong: whitespace runs, apostrophes, the special token
+/// and pieces of it, characters split across tokens; or anything at all.
+fn tokenizer_text() -> impl Strategy<Value = String> {
+    let part = prop::sample::select(vec![
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "\u{a0}",
+        "\u{3000}",
+        "'s",
+        "'S",
+        "'ll",
+        "'",
+        "<|endoftext|>",
+        "<|",
+        "|>",
+        "a",
+        "Ab",
+        "é",
+        "e\u{301}",
+        "7",
+        "٣",
+        "3.14",
+        "🦀",
+        "数字",
+        "fn",
+        "{",
+        "::",
+        "!!",
+        "\u{200d}",
+        "\u{fffd}",
+    ]);
+    prop_oneof![prop::collection::vec(part, 0..40).prop_map(|parts| parts.concat()), any::<String>(), "\\PC{0,60}"]
+}
+
+/// The real tokenizer.json with a few parts set to hostile values.
+fn mutated_tokenizer_json() -> impl Strategy<Value = String> {
+    let pointer = prop::sample::select(vec![
+        "",
+        "/model",
+        "/model/type",
+        "/model/dropout",
+        "/model/unk_token",
+        "/model/byte_fallback",
+        "/model/vocab",
+        "/model/vocab/Ġthe",
+        "/model/vocab/Ġ",
+        "/model/vocab/<|endoftext|>",
+        "/model/merges",
+        "/model/merges/0",
+        "/model/merges/0/1",
+        "/model/merges/3838",
+        "/added_tokens",
+        "/added_tokens/0",
+        "/added_tokens/0/id",
+        "/added_tokens/0/content",
+        "/added_tokens/0/normalized",
+        "/pre_tokenizer",
+        "/pre_tokenizer/use_regex",
+        "/decoder",
+        "/normalizer",
+        "/version",
+    ]);
+    let value = prop_oneof![
+        any_json(),
+        json_number(),
+        prop::sample::select(vec!["Ġ", "Ġthe", "<|endoftext|>", "", "a b", "BPE", "ByteLevel", "1.0"])
+            .prop_map(|s| json!(s)),
+    ];
+    prop::collection::vec((pointer, value), 1..4).prop_map(|changes| {
+        let mut json = tokenizer_json().clone();
+        for (pointer, value) in changes {
+            if let Some(slot) = json.pointer_mut(pointer) {
+                *slot = value;
+            }
+        }
+        json.to_string()
+    })
+}
+
+proptest! {
+    #![proptest_config(config(1_000))]
+
+    /// The hand-written pre-tokenizer cuts any text as GPT-2's pattern does in the library's regex
+    /// engine (fancy-regex, which has the pattern's look-ahead).
+    #[test]
+    fn words_are_gpt2_pattern(text in tokenizer_text()) {
+        static RE: std::sync::OnceLock<fancy_regex::Regex> = std::sync::OnceLock::new();
+        let re = RE.get_or_init(|| {
+            fancy_regex::Regex::new(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
+                .expect("GPT-2's pattern")
+        });
+        let gpt2: Vec<&str> = re.find_iter(&text).map(|m| m.expect("no backtracking limit here").as_str()).collect();
+        prop_assert_eq!(words(&text).collect::<Vec<_>>(), gpt2);
+    }
+
+    /// Any text encodes to ids in the vocabulary and decodes back to itself.
+    #[test]
+    fn any_text_encodes_and_round_trips(text in tokenizer_text()) {
+        static TOK: std::sync::OnceLock<Tokenizer> = std::sync::OnceLock::new();
+        let tok = TOK.get_or_init(|| Tokenizer::from_json(&tokenizer_json().to_string()).expect("the real tokenizer"));
+        let ids = tok.encode(&text);
+        prop_assert!(ids.iter().all(|&id| (id as usize) < tok.vocab_size()));
+        prop_assert_eq!(tok.decode(&ids), text);
+    }
+}
+
+proptest! {
+    #![proptest_config(config(200))]
+
+    /// A damaged tokenizer.json loads or fails with an error, never a panic; one that loads encodes
+    /// into its own vocabulary.
+    #[test]
+    fn damaged_tokenizer_files_never_panic(json in mutated_tokenizer_json()) {
+        if let Ok(tok) = Tokenizer::from_json(&json) {
+            let ids = tok.encode("fn main() {\n    println!(\"it's 3.14 → 🦀\");\n}<|endoftext|>");
+            prop_assert!(ids.iter().all(|&id| (id as usize) < tok.vocab_size()));
         }
     }
 }

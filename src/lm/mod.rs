@@ -1,11 +1,16 @@
-//! A real language model's pieces, platform-free: its checkpoint read from the files a Hugging Face
-//! model ships (`config.json`, `model.safetensors`), and its CPU forward pass (logits and every
-//! head's attention), the reference for the GPU.
+//! A real language model's pieces, platform-free: its tokenizer (byte-level BPE read from
+//! `tokenizer.json`), its checkpoint read from the files a Hugging Face model ships (`config.json`,
+//! `model.safetensors`), and its CPU forward pass (logits and every head's attention), the reference
+//! for the GPU.
 
+pub mod bpe;
 pub mod checkpoint;
 pub mod forward;
 pub mod safetensors;
+mod unicode_classes;
 
+#[cfg(test)]
+mod bpe_tests;
 #[cfg(test)]
 mod forward_tests;
 

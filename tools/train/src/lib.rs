@@ -10,4 +10,5 @@ pub mod quality;
 pub mod reference;
 pub mod rng;
 pub mod softmax;
+pub mod tokenizer_reference;
 pub mod train;

@@ -1,6 +1,7 @@
 //! `cargo run -- <corpus|tokenizer|train> [--flag value ...]`: the three steps that make Attention
 //! Lab's model, each reading what the previous one wrote under `data/`; then `reference` and
-//! `evaluate` read the exported checkpoint back. See README.md.
+//! `evaluate` read the exported checkpoint back. `tokenizer-reference` writes what the library's
+//! tokenizer makes of fixed texts and the corpus, for the app's own encoder's tests. See README.md.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use attention_lab_train::bpe;
 use attention_lab_train::corpus::{self, Document, END_OF_TEXT};
 use attention_lab_train::export;
 use attention_lab_train::model::ModelConfig;
+use attention_lab_train::tokenizer_reference;
 use attention_lab_train::train::{TrainConfig, Trainer};
 use candle_core::Device;
 use serde_json::json;
@@ -52,8 +54,10 @@ fn main() {
         Some("train") => Flags::parse(&args[1..]).and_then(|f| train_cmd(&f)),
         Some("reference") => Flags::parse(&args[1..]).and_then(|f| reference_cmd(&f)),
         Some("evaluate") => Flags::parse(&args[1..]).and_then(|f| evaluate_cmd(&f)),
+        Some("tokenizer-reference") => Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| tokenizer_reference_cmd()),
         _ => Err(
-            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate> [--flag value ...] (see README.md)"
+            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate|tokenizer-reference> [--flag value ...] \
+             (see README.md)"
                 .into(),
         ),
     };
@@ -202,6 +206,34 @@ fn tokenizer_cmd(flags: &Flags) -> Result<(), Error> {
         bytes as f64 / tokens as f64,
         start.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Where the app's tests read the reference: `tests/data/tiny-model/` at the repository root.
+const REFERENCE_OUT: &str = "../../tests/data/tiny-model/tokenizer-reference.json";
+
+/// tokenizer-reference: the library's ids for fixed texts and the corpus files (see
+/// `tokenizer_reference::reference`), written to REFERENCE_OUT.
+fn tokenizer_reference_cmd() -> Result<(), Error> {
+    let tok_path = Path::new(DATA).join("tokenizer.json");
+    let tok = bpe::load(&tok_path)?;
+    let corpus = Path::new(DATA).join("corpus");
+    let read = |name: &str| {
+        std::fs::read_to_string(corpus.join(name)).map_err(|e| format!("{name}: {e} (run `corpus` first)"))
+    };
+    let (train, heldout) = (read("train.txt")?, read("heldout.txt")?);
+    let start = Instant::now();
+    let mut reference = tokenizer_reference::reference(
+        &tok,
+        &[("tools/train/data/corpus/train.txt", &train), ("tools/train/data/corpus/heldout.txt", &heldout)],
+    )?;
+    reference["tokenizer_sha256"] = sha256(&std::fs::read(&tok_path)?).into();
+    let out = Path::new(REFERENCE_OUT);
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(out, serde_json::to_string_pretty(&reference)? + "\n")?;
+    println!("{} written in {:.1} s", out.display(), start.elapsed().as_secs_f64());
     Ok(())
 }
 
