@@ -280,6 +280,7 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
         eval_every: f.get("eval-every", 100)?,
         eval_windows: f.get("eval-windows", 64)?,
         repeat_share: f.get("repeat-share", 0.0)?,
+        repeat_random: f.get("repeat-random", 0.0)?,
         max_secs: match f.get("max-secs", 0.0f64)? {
             s if s > 0.0 => Some(s),
             _ => None,

@@ -33,6 +33,11 @@ pub struct TrainConfig {
     /// rewards induction heads. Held-out windows are never altered.
     #[serde(default)]
     pub repeat_share: f64,
+    /// Share of those repeated spans (0 to 1) first overwritten with uniformly random token ids, so
+    /// that nothing but the copy can predict the second occurrence (natural text is partly
+    /// predictable from bigrams, which lets a model skip learning to copy).
+    #[serde(default)]
+    pub repeat_random: f64,
     /// Stop early (and still export) after this many seconds: a guard for pilot runs.
     pub max_secs: Option<f64>,
     pub model: ModelConfig,
@@ -90,7 +95,8 @@ impl Trainer {
             let o = self.rng.below(tokens.len() - t - 1);
             let mut w = tokens[o..o + t + 1].to_vec();
             if self.cfg.repeat_share > 0.0 && self.rng.uniform() < self.cfg.repeat_share {
-                repeat_a_span(&mut w, &mut self.rng);
+                let random = self.rng.uniform() < self.cfg.repeat_random;
+                repeat_a_span(&mut w, random.then_some(self.cfg.model.vocab_size), &mut self.rng);
             }
             x.extend_from_slice(&w[..t]);
             y.extend_from_slice(&w[1..]);
@@ -195,9 +201,10 @@ fn windows(tokens: &[u32], offsets: &[usize], t: usize, device: &Device) -> Resu
 }
 
 /// Copies a span of `w` (8 tokens up to a quarter of the window) to a later, non-overlapping place in
-/// the same window, overwriting what was there. From the copy's second token on, the next token is
-/// predictable by finding the previous occurrence of the current one: the induction pattern.
-pub fn repeat_a_span(w: &mut [u32], rng: &mut Rng) {
+/// the same window, overwriting what was there; with `random_vocab`, the span is first filled with
+/// random ids from `1..random_vocab`. From the copy's second token on, the next token is predictable
+/// by finding the previous occurrence of the current one: the induction pattern.
+pub fn repeat_a_span(w: &mut [u32], random_vocab: Option<usize>, rng: &mut Rng) {
     let longest = w.len() / 4;
     if longest < 8 {
         return;
@@ -205,6 +212,9 @@ pub fn repeat_a_span(w: &mut [u32], rng: &mut Rng) {
     let len = 8 + rng.below(longest - 8 + 1);
     let from = rng.below(w.len() - 2 * len + 1);
     let to = from + len + rng.below(w.len() - from - 2 * len + 1);
+    if let Some(vocab) = random_vocab {
+        w[from..from + len].iter_mut().for_each(|id| *id = 1 + rng.below(vocab - 1) as u32);
+    }
     w.copy_within(from..from + len, to);
 }
 
@@ -272,6 +282,7 @@ mod tests {
             eval_every: 10,
             eval_windows: 4,
             repeat_share: 0.0,
+            repeat_random: 0.0,
             max_secs: None,
             model: ModelConfig {
                 vocab_size: 32,
@@ -320,7 +331,7 @@ mod tests {
             for _ in 0..500 {
                 let original: Vec<u32> = (0..n as u32).collect();
                 let mut w = original.clone();
-                repeat_a_span(&mut w, &mut rng);
+                repeat_a_span(&mut w, None, &mut rng);
                 let changed: Vec<usize> = (0..n).filter(|&i| w[i] != original[i]).collect();
                 let (to, len) = (changed[0], changed.len());
                 assert!((8..=n / 4).contains(&len), "{len} of {n}");
@@ -331,8 +342,19 @@ mod tests {
             }
         }
         let mut short: Vec<u32> = (0..31).collect();
-        repeat_a_span(&mut short, &mut rng);
+        repeat_a_span(&mut short, Some(50), &mut rng);
         assert_eq!(short, (0..31).collect::<Vec<_>>(), "too short for an 8-token span: unchanged");
+        // Random spans: a window of zeros gets a span of ids in 1..50 and its copy, nothing else.
+        for _ in 0..200 {
+            let mut w = vec![0u32; 64];
+            repeat_a_span(&mut w, Some(50), &mut rng);
+            let set: Vec<usize> = (0..64).filter(|&i| w[i] != 0).collect();
+            assert!(w.iter().all(|&id| id < 50));
+            let len = set.len() / 2;
+            assert!(set.len() % 2 == 0 && (8..=16).contains(&len), "{set:?}");
+            let values: Vec<u32> = set.iter().map(|&i| w[i]).collect();
+            assert_eq!(values[..len], values[len..], "the span and its copy");
+        }
     }
 
     #[test]
