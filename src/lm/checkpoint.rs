@@ -63,7 +63,8 @@ impl Checkpoint {
         let rms_norm_eps = config.get("rms_norm_eps").and_then(serde_json::Value::as_f64).unwrap_or(1e-6) as f32;
         let file = SafeTensors::parse(safetensors)?;
         let g = Geometry::of(&model);
-        let layers = masks.into_iter().enumerate().map(|(l, mask)| layer(&file, &model, l, mask)).collect::<Result<_, _>>()?;
+        let layers =
+            masks.into_iter().enumerate().map(|(l, mask)| layer(&file, &model, l, mask)).collect::<Result<_, _>>()?;
         let embed = file.f32_tensor("model.embed_tokens.weight", &[g.vocab, g.d])?;
         let lm_head = match model.tie_embeddings {
             true => None,
@@ -124,7 +125,9 @@ fn supported(m: &Model) -> Result<Vec<Mask>, LmError> {
     }
     let params = crate::model::params::model_params(m).total();
     if params > MAX_CPU_PARAMS {
-        return Err(LmError(format!("{params} parameters are too many for the CPU forward pass (at most {MAX_CPU_PARAMS})")));
+        return Err(LmError(format!(
+            "{params} parameters are too many for the CPU forward pass (at most {MAX_CPU_PARAMS})"
+        )));
     }
     m.schedule
         .layers()

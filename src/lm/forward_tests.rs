@@ -99,7 +99,10 @@ fn the_forward_pass_reproduces_the_reference() {
                 for (&r, expected) in input.rows.iter().zip(rows) {
                     let row = &ours[r * t..][..t];
                     for (k, (&a, &b)) in row.iter().zip(expected).enumerate() {
-                        assert!((a - b).abs() < PROB_TOLERANCE, "{name} layer {l} head {h} row {r} key {k}: {a} vs {b}");
+                        assert!(
+                            (a - b).abs() < PROB_TOLERANCE,
+                            "{name} layer {l} head {h} row {r} key {k}: {a} vs {b}"
+                        );
                         let visible = ck.layers[l].mask.visible(r as u32, k as u32);
                         assert_eq!(a > 0.0, visible, "{name} layer {l} head {h}: ({r}, {k}) visible = {visible}");
                     }
@@ -112,7 +115,10 @@ fn the_forward_pass_reproduces_the_reference() {
 #[test]
 fn the_app_tokenises_the_reference_texts_as_training_did() {
     let trained = format!("{}/tools/train/data/tokenizer.json", env!("CARGO_MANIFEST_DIR"));
-    assert!(std::fs::read(trained).unwrap() == shipped_file("tokenizer.json"), "the shipped tokenizer is the trained one");
+    assert!(
+        std::fs::read(trained).unwrap() == shipped_file("tokenizer.json"),
+        "the shipped tokenizer is the trained one"
+    );
     let tokenizer = String::from_utf8(shipped_file("tokenizer.json")).unwrap();
     let tokenizer = super::bpe::Tokenizer::from_json(&tokenizer).unwrap();
     for input in reference().inputs {

@@ -1,11 +1,13 @@
 //! A real language model's pieces, platform-free: its tokenizer (byte-level BPE read from
 //! `tokenizer.json`), its checkpoint read from the files a Hugging Face model ships (`config.json`,
-//! `model.safetensors`), and its CPU forward pass (logits and every head's attention), the reference
-//! for the GPU.
+//! `model.safetensors`), its CPU forward pass (logits and every head's attention), the reference for
+//! the GPU, and what each head's attention measures on a text.
 
 pub mod bpe;
 pub mod checkpoint;
 pub mod forward;
+pub mod head_scores;
+pub mod next_token;
 pub mod safetensors;
 mod unicode_classes;
 

@@ -177,10 +177,7 @@ mod tests {
             (file(r#"{"a":{"dtype":"F16","shape":[-1],"data_offsets":[0,4]}}"#, &[0; 4]), "a.shape"),
             (file(r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0]}}"#, &[0; 4]), "not [begin, end]"),
             (
-                file(
-                    r#"{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,4]}}"#,
-                    &[0; 4],
-                ),
+                file(r#"{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,4]}}"#, &[0; 4]),
                 "does not match",
             ),
         ];
