@@ -15,6 +15,8 @@ use proptest::test_runner::Config;
 use serde_json::{Map, Number, Value, json};
 
 use attention_lab::lm::bpe::{Tokenizer, words};
+use attention_lab::lm::checkpoint::Checkpoint;
+use attention_lab::lm::forward::forward;
 use attention_lab::model::config::limits;
 use attention_lab::model::encoding::MAX_ENCODED_LEN;
 use attention_lab::model::{
@@ -750,6 +752,95 @@ proptest! {
         if let Ok(tok) = Tokenizer::from_json(&json) {
             let ids = tok.encode("fn main() {\n    println!(\"it's 3.14 → 🦀\");\n}<|endoftext|>");
             prop_assert!(ids.iter().all(|&id| (id as usize) < tok.vocab_size()));
+        }
+    }
+}
+
+/// A file of the shipped model (`www/models/attention-lab-tiny/`).
+fn shipped(name: &str) -> &'static [u8] {
+    static FILES: std::sync::OnceLock<(Vec<u8>, Vec<u8>)> = std::sync::OnceLock::new();
+    let (config, weights) = FILES.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/models/attention-lab-tiny");
+        let read = |f: &str| std::fs::read(dir.join(f)).expect("the shipped model");
+        (read("config.json"), read("model.safetensors"))
+    });
+    if name == "config.json" { config } else { weights }
+}
+
+/// The shipped config.json with a few fields set to hostile values.
+fn mutated_model_config() -> impl Strategy<Value = String> {
+    let pointer = prop::sample::select(vec![
+        "/model_type",
+        "/hidden_size",
+        "/intermediate_size",
+        "/num_hidden_layers",
+        "/num_attention_heads",
+        "/num_key_value_heads",
+        "/head_dim",
+        "/vocab_size",
+        "/sliding_window",
+        "/layer_types",
+        "/layer_types/0",
+        "/layer_types/3",
+        "/rope_theta",
+        "/rms_norm_eps",
+        "/max_position_embeddings",
+        "/tie_word_embeddings",
+    ]);
+    prop::collection::vec((pointer, prop_oneof![any_json(), json_number()]), 1..4).prop_map(|changes| {
+        let mut json: Value = serde_json::from_slice(shipped("config.json")).expect("config.json");
+        for (pointer, value) in changes {
+            if let Some(slot) = json.pointer_mut(pointer) {
+                *slot = value;
+            }
+        }
+        json.to_string()
+    })
+}
+
+/// The shipped safetensors with its header edited (shapes, offsets, dtypes), or cut short.
+fn mutated_safetensors() -> impl Strategy<Value = Vec<u8>> {
+    let pointer = prop::sample::select(vec![
+        "/model.norm.weight/shape/0",
+        "/model.norm.weight/data_offsets/1",
+        "/model.embed_tokens.weight/shape",
+        "/model.embed_tokens.weight/dtype",
+        "/model.layers.0.self_attn.q_proj.bias/data_offsets/0",
+        "/model.layers.3.mlp.down_proj.weight/shape/1",
+        "/model.layers.1.self_attn.k_proj.weight",
+    ]);
+    let edits = prop::collection::vec((pointer, prop_oneof![any_json(), json_number()]), 0..3);
+    (edits, any::<Option<prop::sample::Index>>()).prop_map(|(changes, cut)| {
+        let bytes = shipped("model.safetensors");
+        let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+        let mut header: Value = serde_json::from_slice(&bytes[8..8 + header_len]).expect("header");
+        for (pointer, value) in changes {
+            if let Some(slot) = header.pointer_mut(pointer) {
+                *slot = value;
+            }
+        }
+        let header = header.to_string();
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(&bytes[8 + header_len..]);
+        if let Some(at) = cut {
+            out.truncate(at.index(out.len()));
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(config(60))]
+
+    /// A damaged config.json or safetensors file loads or fails with an error, never a panic; a model
+    /// that loads runs a short input or says why not.
+    #[test]
+    fn damaged_checkpoints_never_panic(config in mutated_model_config(), weights in mutated_safetensors()) {
+        for (config, weights) in [(config.as_str(), shipped("model.safetensors")), (std::str::from_utf8(shipped("config.json")).unwrap(), &weights[..])] {
+            if let Ok(model) = Checkpoint::load(config, weights) {
+                let _ = forward(&model, &[0, 1, 2, 3]);
+            }
         }
     }
 }

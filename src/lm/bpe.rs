@@ -142,7 +142,7 @@ impl Tokenizer {
         for chunk in bytes.utf8_chunks() {
             text.push_str(chunk.valid());
             for b in chunk.invalid() {
-                let _ = write!(text, "\\x{b:02x}");
+                write!(text, "\\x{b:02x}").ok();
             }
         }
         text

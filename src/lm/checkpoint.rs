@@ -58,9 +58,15 @@ impl Checkpoint {
     pub fn load(config_json: &str, safetensors: &[u8]) -> Result<Checkpoint, LmError> {
         let imported = import_hf_config(config_json).map_err(|e| LmError(format!("config.json: {e}")))?;
         let model = imported.model;
-        let masks = supported(&model)?;
         let config: serde_json::Value = serde_json::from_str(config_json).map_err(|e| LmError(e.to_string()))?;
-        let rms_norm_eps = config.get("rms_norm_eps").and_then(serde_json::Value::as_f64).unwrap_or(1e-6) as f32;
+        supported_family(&config)?;
+        let masks = supported(&model)?;
+        let rms_norm_eps = config
+            .get("rms_norm_eps")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .ok_or_else(|| LmError("config.json: rms_norm_eps is missing or not a positive number".into()))?
+            as f32;
         let file = SafeTensors::parse(safetensors)?;
         let g = Geometry::of(&model);
         let layers =
@@ -103,6 +109,29 @@ impl Geometry {
             ffn: m.ffn_size as usize,
         }
     }
+}
+
+/// Families whose forward pass is exactly this one (no extra multipliers or embedding scales, as
+/// Granite, MiniCPM or Gemma add), with plain or linearly scaled rotary positions.
+const FAMILIES: [&str; 3] = ["llama", "mistral", "qwen2"];
+
+fn supported_family(config: &serde_json::Value) -> Result<(), LmError> {
+    let text = |v: &serde_json::Value, key: &str| v.get(key).and_then(serde_json::Value::as_str).map(str::to_string);
+    let family = text(config, "model_type").unwrap_or_default();
+    if !FAMILIES.contains(&family.as_str()) {
+        return Err(LmError(format!(
+            "The CPU forward pass runs {} checkpoints, not model_type {family:?}",
+            FAMILIES.join(", ")
+        )));
+    }
+    for key in ["rope_scaling", "rope_parameters"] {
+        let Some(scaling) = config.get(key).filter(|v| !v.is_null()) else { continue };
+        let kind = text(scaling, "rope_type").or_else(|| text(scaling, "type")).unwrap_or_else(|| "default".into());
+        if !["default", "linear"].contains(&kind.as_str()) {
+            return Err(LmError(format!("The CPU forward pass does not run {kind} rotary scaling yet ({key})")));
+        }
+    }
+    Ok(())
 }
 
 /// Each layer's mask, when the forward pass implements every part of `m`; else what it lacks.

@@ -8,9 +8,14 @@ use super::LmError;
 use super::checkpoint::{Checkpoint, LayerWeights, Linear};
 use crate::attention::rope::RopeTable;
 
-/// The longest input the CPU pass takes: every layer's probabilities are kept, `layers x heads x
-/// tokens^2` floats (4 x 8 x 1024^2 x 4 B = 128 MiB for the shipped model at this length).
+/// The longest input the CPU pass takes (less where the model was trained on fewer positions, or its
+/// buffers would pass [`MAX_CPU_BYTES`]).
 pub const MAX_CPU_TOKENS: usize = 1024;
+
+/// Host memory the pass may hold at once: every layer's probabilities (`layers x heads x tokens^2`
+/// floats) plus the logits (`tokens x vocab`) and the activations. 4 x 8 x 128^2 x 4 B = 2 MiB for
+/// the shipped model at its trained length.
+pub const MAX_CPU_BYTES: u64 = 256 << 20;
 
 /// What one pass returns.
 #[derive(Debug)]
@@ -36,10 +41,39 @@ impl Forward {
     }
 }
 
+/// The most tokens `ck` takes on the CPU: its trained length, [`MAX_CPU_TOKENS`], and what
+/// [`MAX_CPU_BYTES`] holds.
+pub fn max_tokens(ck: &Checkpoint) -> usize {
+    let trained = usize::try_from(ck.model.max_position_embeddings).unwrap_or(usize::MAX);
+    let fits = |t: usize| host_bytes(ck, t).is_some_and(|b| b <= MAX_CPU_BYTES);
+    let mut t = trained.min(MAX_CPU_TOKENS);
+    while t > 0 && !fits(t) {
+        t /= 2;
+    }
+    t
+}
+
+/// Bytes the pass holds for `t` tokens (None past u64).
+fn host_bytes(ck: &Checkpoint, t: usize) -> Option<u64> {
+    let m = &ck.model;
+    let t = t as u64;
+    let heads = u64::from(m.n_q_heads);
+    let probs = (ck.layers.len() as u64).checked_mul(heads)?.checked_mul(t.checked_mul(t)?)?;
+    let logits = t.checked_mul(m.vocab_size)?;
+    let widths = m.d_model.checked_mul(4)?.checked_add(m.ffn_size.checked_mul(3)?)?;
+    let activations =
+        t.checked_mul(widths.checked_add(heads.checked_mul(u64::from(m.attn.head_dim))?.checked_mul(3)?)?)?;
+    probs.checked_add(logits)?.checked_add(activations)?.checked_mul(4)
+}
+
 pub fn forward(ck: &Checkpoint, ids: &[u32]) -> Result<Forward, LmError> {
     let t = ids.len();
-    if t == 0 || t > MAX_CPU_TOKENS {
-        return Err(LmError(format!("The CPU forward pass takes 1 to {MAX_CPU_TOKENS} tokens, not {t}")));
+    let most = max_tokens(ck);
+    if t == 0 || t > most {
+        return Err(LmError(format!(
+            "The CPU forward pass of this model takes 1 to {most} tokens (its trained length, within {} MiB), not {t}",
+            MAX_CPU_BYTES >> 20
+        )));
     }
     if let Some(bad) = ids.iter().find(|&&id| id as usize >= ck.vocab()) {
         return Err(LmError(format!("token id {bad} is outside the vocabulary of {}", ck.vocab())));

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 
 use super::checkpoint::Checkpoint;
-use super::forward::{MAX_CPU_TOKENS, forward};
+use super::forward::{MAX_CPU_TOKENS, forward, max_tokens};
 use crate::model::config::{FfnKind, Positional};
 use crate::model::hf_import::import_hf_config;
 use crate::model::mask::Mask;
@@ -147,7 +147,18 @@ fn bad_inputs_and_checkpoints_are_errors() {
     let ck = shipped();
     assert!(forward(&ck, &[]).unwrap_err().0.contains("1 to"));
     assert!(forward(&ck, &[1, 4096]).unwrap_err().0.contains("token id 4096"));
-    assert!(forward(&ck, &vec![1; MAX_CPU_TOKENS + 1]).is_err());
+    // Trained on 128 tokens: longer inputs are refused, with the limit named.
+    assert_eq!(max_tokens(&ck), 128);
+    assert!(forward(&ck, &[1; 128]).is_ok());
+    assert!(forward(&ck, &[1; 129]).unwrap_err().0.contains("1 to 128 tokens"));
+    // A model with 16,384 heads would hold 4 x 16,384 x t^2 floats of probabilities: within 256 MiB
+    // (with the logits) only up to 16 tokens, found by halving from the trained length.
+    let mut wide = shipped();
+    wide.model.n_q_heads = 16_384;
+    assert_eq!(max_tokens(&wide), 16);
+    wide.model.max_position_embeddings = u64::MAX;
+    wide.model.n_q_heads = 8;
+    assert_eq!(max_tokens(&wide), MAX_CPU_TOKENS);
     let weights = shipped_file("model.safetensors");
     let config = shipped_config();
     let wider = config.replace("\"hidden_size\": 192", "\"hidden_size\": 200");
@@ -157,7 +168,14 @@ fn bad_inputs_and_checkpoints_are_errors() {
     assert!(Checkpoint::load(&untied, &weights).err().unwrap().0.contains("no tensor lm_head.weight"));
     // Qwen3 normalises Q and K per head, which this forward pass does not.
     let qwen3 = config.replace("\"model_type\": \"qwen2\"", "\"model_type\": \"qwen3\"");
-    assert!(Checkpoint::load(&qwen3, &weights).err().unwrap().0.contains("QK-norm"));
+    assert!(Checkpoint::load(&qwen3, &weights).err().unwrap().0.contains("not model_type \"qwen3\""));
+    let llama3_rope = config.replace(
+        "\"rope_theta\"",
+        "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}, \"rope_theta\"",
+    );
+    assert!(Checkpoint::load(&llama3_rope, &weights).err().unwrap().0.contains("llama3 rotary scaling"));
+    let no_eps = config.replace("\"rms_norm_eps\"", "\"rms_norm_epsilon\"");
+    assert!(Checkpoint::load(&no_eps, &weights).err().unwrap().0.contains("rms_norm_eps"));
     assert!(Checkpoint::load(&config, &weights[..weights.len() - 1]).is_err());
     assert!(Checkpoint::load("{", &weights).err().unwrap().0.starts_with("config.json"));
 }

@@ -1,6 +1,9 @@
 //! What a head does on one text, measured from its attention probabilities: four scores, each a mean
-//! attention probability, and the labels the scores earn. The same definitions as the training
-//! crate's `quality` module, so a label shown on the page means what README's table measured.
+//! attention probability, and the labels the scores earn. The definitions are the training crate's
+//! (`tools/train/src/quality.rs`), so a label shown on the page means what its table in
+//! `tools/train/README.md` measured; that table measures induction on repeated random sequences,
+//! where the latest earlier occurrence of a query's token is its place in the first copy (unless
+//! the random draw repeated an id), and the page measures it on whatever text it is shown.
 //!
 //! For query `q` (0-based) over tokens `ids`:
 //! - previous: weight on key `q - 1`, over queries 1..;
@@ -36,9 +39,13 @@ pub struct HeadScores {
 }
 
 impl HeadScores {
-    /// Scores of one head: `probs` is (tokens, tokens), row `q` the weights of query `q`.
+    /// Scores of one head: `probs` is (tokens, tokens), row `q` the weights of query `q`; nothing is
+    /// measured when its size does not match `ids`.
     pub fn measure(probs: &[f32], ids: &[u32], mask: Mask) -> HeadScores {
         let t = ids.len();
+        if t.checked_mul(t) != Some(probs.len()) {
+            return HeadScores::default();
+        }
         let p = |q: usize, k: usize| f64::from(probs[q * t + k]);
         let previous = mean((1..t).map(|q| p(q, q - 1)));
         let sink = mean((1..t).filter(|&q| mask.visible(q as u32, 0)).map(|q| p(q, 0)));
@@ -140,6 +147,7 @@ mod tests {
 
     #[test]
     fn texts_that_cannot_measure_give_null() {
+        assert_eq!(HeadScores::measure(&[1.0; 3], &[1, 2], Mask::Causal), HeadScores::default(), "wrong size");
         let s = HeadScores::measure(&[1.0], &[7], Mask::Causal);
         assert_eq!(s, HeadScores::default());
         assert_eq!(s.to_json(), r#"{"previous":null,"induction":null,"sink":null,"local":null}"#);

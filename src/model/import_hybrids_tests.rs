@@ -417,9 +417,14 @@ fn samba_reads_fla_defaults_and_refuses_a_bad_attention_object() {
     assert_eq!((m.attn.n_kv_heads, m.biases.qkv, m.positional), (6, true, Positional::rope(500_000.0)));
     // KV 2 layers * 2 * 6 * 128 * 2 B = 6,144 per token, every token kept.
     assert_eq!(kv_bytes_per_token(m, Bf16), Ok(6_144));
+    // Keys missing from the object are assumed aloud (fla itself would stop at them).
+    let sparse = import_edited("samba-fla-1.3b.json", json!({"attn": {"layers": [1]}}), &[]);
+    for key in ["attn.num_heads", "attn.num_kv_heads", "attn.qkv_bias", "attn.window_size", "attn.rope_theta"] {
+        assert!(sparse.report.assumed.iter().any(|a| a.starts_with(key)), "{key}: {:?}", sparse.report.assumed);
+    }
     let mut v: serde_json::Value = serde_json::from_str(&read("samba-fla-1.3b.json")).unwrap();
     for (attn, field) in [
-        (json!({"layers": [1, 18], "num_heads": 18}), "attn"),
+        (json!({"layers": [1, 18], "num_heads": 18}), "attn.layers"),
         (json!({"num_heads": 18}), "attn.layers"),
         (json!({"layers": [1], "num_heads": 18, "num_kv_heads": 4}), "attn.num_kv_heads"),
         (json!({"layers": [1], "num_heads": 7}), "attn.num_heads"),

@@ -23,12 +23,15 @@ pub(super) fn samba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
     let (layers, d) = common::sizes(r)?;
     let mut m = common::start(r, family, layers, d)?;
     let layers = u64::from(m.n_layers());
-    let explicit = r.find(&["attn"]).is_some();
-    if !explicit {
+    let has_attn_object = r.find(&["attn"]).is_some();
+    if !has_attn_object {
         r.assume("attn: absent, so fla's default (18 heads at layers 1, 3, ..., 17, a 2048-token window)");
     }
-    let attention = attention_layers(r, layers, explicit)?;
-    let window = if explicit { r.nested_count("attn", "window_size")? } else { Some(DEFAULT_WINDOW) };
+    let attention = attention_layers(r, layers, has_attn_object)?;
+    let window = if has_attn_object { r.nested_count("attn", "window_size")? } else { Some(DEFAULT_WINDOW) };
+    if has_attn_object && window.is_none() {
+        r.assume("attn.window_size: absent or null, so full causal attention in the attention layers");
+    }
     let attention_kind = match window {
         Some(0) => return Err(invalid("attn.window_size", "0 is not a usable window")),
         Some(w) => {
@@ -43,8 +46,11 @@ pub(super) fn samba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
     let ssm = LayerKind::Stateful(StateMixer::Ssm);
     let kinds = (0..layers).map(|i| if attention.contains(&i) { attention_kind } else { ssm });
     m.schedule = common::schedule(kinds.collect());
-    attention_heads(r, &mut m, explicit)?;
-    let theta = if explicit { r.nested_float("attn", "rope_theta") } else { None };
+    attention_heads(r, &mut m, has_attn_object)?;
+    let theta = if has_attn_object { r.nested_float("attn", "rope_theta") } else { None };
+    if has_attn_object && theta.is_none() {
+        r.assume("attn.rope_theta: absent, so 10000");
+    }
     m.positional = Positional::rope(theta.unwrap_or(10_000.0));
     let mixer = mamba_mixer(r, d)?;
     let conv_bytes = common::dtype_bytes(r);
@@ -61,21 +67,31 @@ pub(super) fn samba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
 }
 
 /// The attention layers: `attn.layers`, or fla's default list (the layers it names that exist).
-fn attention_layers(r: &mut Reader<'_>, layers: u64, explicit: bool) -> Result<Vec<u64>, ImportError> {
+fn attention_layers(r: &mut Reader<'_>, layers: u64, has_attn_object: bool) -> Result<Vec<u64>, ImportError> {
     match r.find_nested("attn", "layers") {
         Some((path, v)) => index_list_at(r, &path, v, layers),
-        None if explicit => Err(invalid("attn.layers", "absent: Samba's attention object must list its layers")),
+        None if has_attn_object => Err(invalid("attn.layers", "absent: Samba's attention object must list its layers")),
         None => Ok(DEFAULT_ATTENTION_LAYERS.into_iter().filter(|&i| i < layers).collect()),
     }
 }
 
 /// Heads and KV heads from `attn`; fla's attention derives head_dim = hidden_size / heads. Q, K
 /// and V carry biases when `attn.qkv_bias` says so, the output projection and the MLP never.
-fn attention_heads(r: &mut Reader<'_>, m: &mut Model, explicit: bool) -> Result<(), ImportError> {
-    let count = |r: &mut Reader<'_>, key| if explicit { r.nested_count("attn", key) } else { Ok(None) };
-    let heads = count(r, "num_heads")?.unwrap_or(DEFAULT_HEADS);
+fn attention_heads(r: &mut Reader<'_>, m: &mut Model, has_attn_object: bool) -> Result<(), ImportError> {
+    let count = |r: &mut Reader<'_>, key| if has_attn_object { r.nested_count("attn", key) } else { Ok(None) };
+    let heads = count(r, "num_heads")?.unwrap_or_else(|| {
+        if has_attn_object {
+            r.assume(format!("attn.num_heads: absent, so fla's default {DEFAULT_HEADS}"));
+        }
+        DEFAULT_HEADS
+    });
     let heads = common::to_count("attn.num_heads", heads, limits::MAX_HEADS)?;
-    let kv = count(r, "num_kv_heads")?.unwrap_or(heads.into());
+    let kv = count(r, "num_kv_heads")?.unwrap_or_else(|| {
+        if has_attn_object {
+            r.assume(format!("attn.num_kv_heads: absent, so one per query head ({heads})"));
+        }
+        heads.into()
+    });
     let kv = common::to_count("attn.num_kv_heads", kv, limits::MAX_HEADS)?;
     if heads == 0 || kv == 0 || !heads.is_multiple_of(kv) {
         return Err(invalid("attn.num_kv_heads", format!("{heads} query heads cannot be split over {kv}")));
@@ -86,7 +102,11 @@ fn attention_heads(r: &mut Reader<'_>, m: &mut Model, explicit: bool) -> Result<
     m.n_q_heads = heads;
     m.attn.n_kv_heads = kv;
     m.attn.head_dim = common::to_count("head_dim", m.d_model / u64::from(heads), limits::MAX_CONFIG_HEAD_DIM)?;
-    let qkv_bias = explicit && r.nested_boolean("attn", "qkv_bias").unwrap_or(false);
+    let qkv_bias = has_attn_object
+        && r.nested_boolean("attn", "qkv_bias").unwrap_or_else(|| {
+            r.assume("attn.qkv_bias: absent, so no Q/K/V biases");
+            false
+        });
     m.biases = Biases { qkv: qkv_bias, o: false, ffn: false };
     Ok(())
 }

@@ -84,7 +84,7 @@ pub(super) fn require_decoder(r: &Reader<'_>) -> Result<(), ImportError> {
              importer reads decoder-only models, whose one cache per layer it sizes exactly, so it does not \
              import this file as if it were one. (The 2017 Transformer preset shows its decoder's \
              self-attention cache alone, and says so.)",
-            describe(&model_type, "is_encoder_decoder")
+            describe(&model_type)
         )));
     }
     if ENCODER_ONLY.contains(&model_type.as_str()) && flag("is_decoder") != Some(true) {
@@ -92,16 +92,14 @@ pub(super) fn require_decoder(r: &Reader<'_>) -> Result<(), ImportError> {
             "This is an encoder-only model ({}): every token attends to every other in both directions and the \
              whole input is processed in one pass, so nothing is cached between tokens and there is no KV cache \
              to size. The memory figures here are for decoders, which generate one token at a time.",
-            describe(&model_type, "")
+            describe(&model_type)
         )));
     }
     Ok(())
 }
 
-fn describe(model_type: &str, flag: &str) -> String {
-    match (model_type.is_empty(), flag.is_empty()) {
-        (false, _) => format!("model_type {model_type}"),
-        (true, false) => format!("{flag}: true"),
-        (true, true) => "its architecture".into(),
-    }
+/// How the file says what it is: its model type, or (with none) its `is_encoder_decoder` flag, the
+/// only other way to reach a refusal.
+fn describe(model_type: &str) -> String {
+    if model_type.is_empty() { "is_encoder_decoder: true".into() } else { format!("model_type {model_type}") }
 }
