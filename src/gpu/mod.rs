@@ -8,6 +8,7 @@ pub mod attention_io;
 pub mod attention_probs;
 pub mod bench;
 pub mod context;
+pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_attention_subgroup;
 pub mod flash_io;
@@ -16,11 +17,15 @@ pub mod fma_peak;
 pub mod kernels;
 pub mod kv_cache;
 pub mod launch;
+pub mod matmul;
 pub mod naive_attention;
 pub mod pool_rows;
+pub mod rms_norm;
+pub mod rope;
 pub mod row_softmax;
 pub mod row_softmax_subgroup;
 pub mod shader_text;
+pub mod swiglu;
 #[cfg(target_arch = "wasm32")]
 pub mod web_subgroups;
 

@@ -1,0 +1,223 @@
+//! Owner of `shaders/matmul.wgsl`: `Y = X Wᵀ + bias` (or `Y +=`, the residual add) with W stored
+//! (outputs, inputs) as PyTorch keeps it: every projection of the language model.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::{GpuContext, GpuError};
+
+/// Keep in sync with `Params` in `shaders/matmul.wgsl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct MatmulParams {
+    pub rows: u32,
+    pub inputs4: u32,
+    pub outputs: u32,
+    pub x_row0: u32,
+    pub has_bias: u32,
+    pub accumulate: u32,
+    pub col_tiles: u32,
+    pub _pad: u32,
+}
+
+/// The `tiled` entry point's tile of Y (keep in sync with `TILE` in the shader).
+const TILE: u32 = 64;
+
+/// Which entry point runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatmulForm {
+    /// `tiled`: tiles staged in workgroup memory (GPUs).
+    Tiled,
+    /// `direct`: register blocks read straight from the buffers, loops written out (CPU adapters).
+    Direct,
+}
+
+/// The `direct` form's block: Y rows per workgroup (`ROWS`), columns per lane (`COLS`), lanes per
+/// workgroup (`WG`). 4 x 4 on 8 lanes (one SIMD batch on lavapipe) measured fastest on lavapipe at the
+/// model's shapes (`bench --matmul`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectBlock {
+    pub rows: u32,
+    pub cols: u32,
+    pub lanes: u32,
+}
+
+impl Default for DirectBlock {
+    fn default() -> Self {
+        Self { rows: 4, cols: 4, lanes: 8 }
+    }
+}
+
+/// One launch: Y `[rows, outputs]` from X rows `x_row0..x_row0 + rows` (each `inputs` wide, a
+/// multiple of 4); `accumulate` adds to Y instead of overwriting it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulLaunch {
+    pub rows: u32,
+    pub inputs: u32,
+    pub outputs: u32,
+    pub x_row0: u32,
+    pub accumulate: bool,
+}
+
+impl MatmulLaunch {
+    /// `Y = X Wᵀ` over every row of X.
+    pub fn new(rows: u32, inputs: u32, outputs: u32) -> Self {
+        Self { rows, inputs, outputs, x_row0: 0, accumulate: false }
+    }
+
+    /// 2 flops (a multiply and an add) per input per output per row.
+    pub fn flops(&self) -> u64 {
+        2 * u64::from(self.rows) * u64::from(self.inputs) * u64::from(self.outputs)
+    }
+}
+
+/// X `[x_row0 + rows, inputs]`, W `[outputs, inputs]`, bias `[outputs]` if any, Y `[rows, outputs]`.
+pub struct MatmulBuffers<'a> {
+    pub x: &'a wgpu::Buffer,
+    pub w: &'a wgpu::Buffer,
+    pub bias: Option<&'a wgpu::Buffer>,
+    pub y: &'a wgpu::Buffer,
+}
+
+pub struct Matmul {
+    layout: wgpu::BindGroupLayout,
+    tiled: PipelineCache,
+    direct: PipelineCache,
+    form: std::cell::Cell<MatmulForm>,
+    block: std::cell::Cell<DirectBlock>,
+    max_invocations: u32,
+    max_per_dim: u32,
+    /// Bound in the bias's place when a launch has none.
+    no_bias: wgpu::Buffer,
+}
+
+impl Matmul {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let layout = launch::bind_group_layout(
+            &ctx.device,
+            "matmul",
+            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
+        );
+        let source = include_str!("../../shaders/matmul.wgsl");
+        let tiled = PipelineCache::new(&ctx.device, "matmul tiled", source, "tiled", &layout);
+        let direct = PipelineCache::new(&ctx.device, "matmul direct", source, "direct", &layout);
+        // Only the loops over the block are written out, never the loop over the inputs.
+        direct.set_unrolled(true);
+        let form = if ctx.adapter.is_cpu { MatmulForm::Direct } else { MatmulForm::Tiled };
+        let max_invocations =
+            ctx.limits.max_compute_invocations_per_workgroup.min(ctx.limits.max_compute_workgroup_size_x).max(1);
+        let no_bias = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("matmul no bias"),
+            size: 4,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        Self {
+            layout,
+            tiled,
+            direct,
+            form: form.into(),
+            block: Default::default(),
+            max_invocations,
+            max_per_dim: ctx.limits.max_compute_workgroups_per_dimension,
+            no_bias,
+        }
+    }
+
+    pub fn form(&self) -> MatmulForm {
+        self.form.get()
+    }
+
+    /// Forces a form (tests run both on any adapter).
+    pub fn set_form(&self, form: MatmulForm) {
+        self.form.set(form);
+    }
+
+    pub fn direct_block(&self) -> DirectBlock {
+        self.block.get()
+    }
+
+    /// Sets the direct form's block (tuning with the benchmark); sizes are clamped to 1..=8 rows and
+    /// columns and to this device's invocations.
+    pub fn set_direct_block(&self, block: DirectBlock) {
+        self.block.set(DirectBlock {
+            rows: block.rows.clamp(1, 8),
+            cols: block.cols.clamp(1, 8),
+            lanes: block.lanes.clamp(1, self.max_invocations),
+        });
+    }
+
+    /// Prepares one launch.
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &MatmulBuffers<'_>,
+        launch: MatmulLaunch,
+    ) -> Result<Dispatch, GpuError> {
+        check(buffers, launch)?;
+        let (row_block, col_block, pipeline) = match self.form.get() {
+            MatmulForm::Tiled => (TILE, TILE, self.tiled.get(&ctx.device, &[])),
+            MatmulForm::Direct => {
+                let b = self.block.get();
+                let constants = [("ROWS", b.rows), ("COLS", b.cols)];
+                (b.rows, b.cols * b.lanes, self.direct.get_specialised(&ctx.device, &constants, &[("WG", b.lanes)]))
+            }
+        };
+        let col_tiles = launch.outputs.div_ceil(col_block);
+        let params = MatmulParams {
+            rows: launch.rows,
+            inputs4: launch.inputs / 4,
+            outputs: launch.outputs,
+            x_row0: launch.x_row0,
+            has_bias: u32::from(buffers.bias.is_some()),
+            accumulate: u32::from(launch.accumulate),
+            col_tiles,
+            _pad: 0,
+        };
+        let params = ctx.uniform_from("matmul params", &params);
+        let bias = buffers.bias.unwrap_or(&self.no_bias);
+        let bind_group = launch::bind_buffers(
+            &ctx.device,
+            &self.layout,
+            "matmul",
+            &[&params, buffers.x, buffers.w, bias, buffers.y],
+        );
+        let workgroups = launch::workgroups_for(u64::from(launch.rows.div_ceil(row_block)) * u64::from(col_tiles), 1)?;
+        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+    }
+}
+
+/// Refuses a launch whose sizes the buffers do not hold (before wgpu would raise a validation error,
+/// or a shader would read past its rows).
+fn check(buffers: &MatmulBuffers<'_>, launch: MatmulLaunch) -> Result<(), GpuError> {
+    let MatmulLaunch { rows, inputs, outputs, x_row0, .. } = launch;
+    if rows == 0 || outputs == 0 || inputs == 0 || !inputs.is_multiple_of(4) {
+        return Err(GpuError::InvalidInput(format!(
+            "matmul needs rows, outputs and inputs a multiple of 4 (got {launch:?})"
+        )));
+    }
+    let floats = |a: u64, b: u32| 4 * a * u64::from(b);
+    let needs = [
+        ("X", buffers.x, floats(u64::from(x_row0) + u64::from(rows), inputs)),
+        ("W", buffers.w, floats(outputs.into(), inputs)),
+        ("Y", buffers.y, floats(rows.into(), outputs)),
+    ];
+    let bias = buffers.bias.map(|b| ("bias", b, floats(outputs.into(), 1)));
+    for (name, buffer, bytes) in needs.into_iter().chain(bias) {
+        if buffer.size() < bytes {
+            return Err(GpuError::InvalidInput(format!(
+                "matmul {launch:?}: {name} holds {} bytes, needs {bytes}",
+                buffer.size()
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn params_are_a_multiple_of_16_bytes() {
+        assert_eq!(size_of::<super::MatmulParams>(), 32);
+    }
+}
