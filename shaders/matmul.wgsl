@@ -11,45 +11,10 @@
 //   W vec4 a lane loads serves ROWS outputs. ROWS and COLS are compile-time constants, and
 //   src/gpu/matmul.rs writes their loops out (src/gpu/shader_text.rs) so the blocks stay in registers.
 //
-// `inputs` is a multiple of 4 (rows are read as vec4s); rows and outputs may be anything.
+// `inputs` is a multiple of 4 (rows are read as vec4s); rows and outputs may be anything. On CPU
+// adapters with subgroups, matmul_subgroup.wgsl replaces `direct`.
 
-// Keep in sync with `MatmulParams` in src/gpu/matmul.rs.
-struct Params {
-    // Rows of Y; Y row r reads X row x_row0 + r (the logits of the last rows only).
-    rows: u32,
-    inputs4: u32,
-    outputs: u32,
-    x_row0: u32,
-    has_bias: u32,
-    accumulate: u32,
-    // Workgroups across the outputs (the grid is row tiles x col_tiles, folded).
-    col_tiles: u32,
-    _pad: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
-// [outputs]; a 4-byte stand-in when has_bias is 0.
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-
-fn store(r: u32, c: u32, sum: f32) {
-    var value = sum;
-    if params.has_bias != 0u {
-        value += bias[c];
-    }
-    let at = r * params.outputs + c;
-    if params.accumulate != 0u {
-        value += y[at];
-    }
-    y[at] = value;
-}
-
-fn workgroup_index(wg_id: vec3<u32>, wg_count: vec3<u32>) -> u32 {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension).
-    return wg_id.x + wg_id.y * wg_count.x;
-}
+// #include matmul_io.wgsl
 
 // ---- tiled ----
 

@@ -14,13 +14,13 @@
 //! The language model's other steps (`src/gpu/lm_forward.rs`) have their twins in its CPU forward
 //! pass, `lm::forward`, which is composed of them:
 //!
-//! | kernel (`shaders/*.wgsl`)                                      | CPU twin (`crate::lm::forward::`) |
-//! |---------------------------------------------------------------|-----------------------------------|
-//! | `embed_gather`                                                | `embed_gather`                    |
-//! | `rms_norm`                                                    | `rms_norm`                        |
-//! | `matmul` (`tiled` and `direct`; `accumulate` adds to Y)       | `matmul`                          |
-//! | `rope` (`split_heads` rotates and moves heads, `merge_heads`) | `rope` (the rotation)             |
-//! | `swiglu`                                                      | `swiglu`                          |
+//! | kernel (`shaders/*.wgsl`)                                            | CPU twin (`crate::lm::forward::`) |
+//! |----------------------------------------------------------------------|-----------------------------------|
+//! | `embed_gather`                                                       | `embed_gather`                    |
+//! | `rms_norm`                                                           | `rms_norm`                        |
+//! | `matmul` (`tiled`, `direct`), `matmul_subgroup` (`accumulate`: Y +=) | `matmul`                          |
+//! | `rope` (`split_heads` rotates and moves heads, `merge_heads`)        | `rope` (the rotation)             |
+//! | `swiglu`                                                             | `swiglu`                          |
 
 use crate::attention::AttentionProblem;
 use crate::attention::pooled::{Pool, block_range};

@@ -4,9 +4,10 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::{GpuContext, GpuError};
 
-/// Keep in sync with `Params` in `shaders/matmul.wgsl`.
+/// Keep in sync with `Params` in `shaders/include/matmul_io.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct MatmulParams {
@@ -30,11 +31,18 @@ pub enum MatmulForm {
     Tiled,
     /// `direct`: register blocks read straight from the buffers, loops written out (CPU adapters).
     Direct,
+    /// `matmul_subgroup.wgsl`: as `Direct`, X rows shared across a subgroup's lanes by shuffles (CPU
+    /// adapters with subgroups).
+    Subgroup,
 }
 
-/// The `direct` form's block: Y rows per workgroup (`ROWS`), columns per lane (`COLS`), lanes per
-/// workgroup (`WG`). 4 x 4 on 8 lanes (one SIMD batch on lavapipe) measured fastest on lavapipe at the
-/// model's shapes (`bench --matmul`).
+/// The CPU forms' block. `Direct`: Y rows per workgroup (`ROWS`), columns per lane (`COLS`), lanes
+/// per workgroup (`WG`). `Subgroup`: X rows each lane loads per step (`RB`, so `RB x` the subgroup
+/// size Y rows per workgroup) and columns per lane (`COLS`); its lanes are the subgroup's.
+/// The defaults measured fastest on lavapipe at the model's shapes (`bench --lm --matmul-block`):
+/// direct 8 x 4 on 8 lanes (13 % of the FMA peak; 4 x 4: 12 %, 8 x 1: 4 %, every load being a
+/// scalar load per lane), subgroup 4 x 4 (40 %; 2 x 4: 33 %, 1 x 4: 25 %, 2 x 8: 36 %; four
+/// fmas in place of dot() and an add, or two vec4s of the inputs per step, gained nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirectBlock {
     pub rows: u32,
@@ -44,7 +52,7 @@ pub struct DirectBlock {
 
 impl Default for DirectBlock {
     fn default() -> Self {
-        Self { rows: 4, cols: 4, lanes: 8 }
+        Self { rows: 8, cols: 4, lanes: 8 }
     }
 }
 
@@ -83,6 +91,9 @@ pub struct Matmul {
     layout: wgpu::BindGroupLayout,
     tiled: PipelineCache,
     direct: PipelineCache,
+    subgroup: Option<MatmulSubgroup>,
+    /// The block of the `Subgroup` form.
+    subgroup_block: std::cell::Cell<DirectBlock>,
     form: std::cell::Cell<MatmulForm>,
     block: std::cell::Cell<DirectBlock>,
     max_invocations: u32,
@@ -103,7 +114,12 @@ impl Matmul {
         let direct = PipelineCache::new(&ctx.device, "matmul direct", source, "direct", &layout);
         // Only the loops over the block are written out, never the loop over the inputs.
         direct.set_unrolled(true);
-        let form = if ctx.adapter.is_cpu { MatmulForm::Direct } else { MatmulForm::Tiled };
+        let subgroup = if ctx.adapter.is_cpu { MatmulSubgroup::new(ctx, &layout) } else { None };
+        let form = match (ctx.adapter.is_cpu, &subgroup) {
+            (false, _) => MatmulForm::Tiled,
+            (true, None) => MatmulForm::Direct,
+            (true, Some(_)) => MatmulForm::Subgroup,
+        };
         let max_invocations =
             ctx.limits.max_compute_invocations_per_workgroup.min(ctx.limits.max_compute_workgroup_size_x).max(1);
         let no_bias = ctx.device.create_buffer(&wgpu::BufferDescriptor {
@@ -116,6 +132,9 @@ impl Matmul {
             layout,
             tiled,
             direct,
+            subgroup_block: DirectBlock { rows: 4, cols: 4, lanes: subgroup.as_ref().map_or(1, |s| s.subgroup_size) }
+                .into(),
+            subgroup,
             form: form.into(),
             block: Default::default(),
             max_invocations,
@@ -128,23 +147,27 @@ impl Matmul {
         self.form.get()
     }
 
-    /// Forces a form (tests run both on any adapter).
+    /// Forces a form (tests run every form the adapter can); `Subgroup` without subgroups is `Direct`.
     pub fn set_form(&self, form: MatmulForm) {
-        self.form.set(form);
+        self.form.set(if form == MatmulForm::Subgroup && self.subgroup.is_none() { MatmulForm::Direct } else { form });
     }
 
-    pub fn direct_block(&self) -> DirectBlock {
-        self.block.get()
+    /// The block of the current form (`Tiled`: none, the direct form's).
+    pub fn block(&self) -> DirectBlock {
+        match self.form.get() {
+            MatmulForm::Subgroup => self.subgroup_block.get(),
+            _ => self.block.get(),
+        }
     }
 
-    /// Sets the direct form's block (tuning with the benchmark); sizes are clamped to 1..=8 rows and
-    /// columns and to this device's invocations.
-    pub fn set_direct_block(&self, block: DirectBlock) {
-        self.block.set(DirectBlock {
-            rows: block.rows.clamp(1, 8),
-            cols: block.cols.clamp(1, 8),
-            lanes: block.lanes.clamp(1, self.max_invocations),
-        });
+    /// Sets the current CPU form's block (tuning with the benchmark); sizes are clamped to 1..=8 rows
+    /// and columns and to this device's invocations (the subgroup form keeps its subgroup's lanes).
+    pub fn set_block(&self, block: DirectBlock) {
+        let clamped = |lanes| DirectBlock { rows: block.rows.clamp(1, 8), cols: block.cols.clamp(1, 8), lanes };
+        match self.form.get() {
+            MatmulForm::Subgroup => self.subgroup_block.set(clamped(self.subgroup_block.get().lanes)),
+            _ => self.block.set(clamped(block.lanes.clamp(1, self.max_invocations))),
+        }
     }
 
     /// Prepares one launch.
@@ -161,6 +184,11 @@ impl Matmul {
                 let b = self.block.get();
                 let constants = [("ROWS", b.rows), ("COLS", b.cols)];
                 (b.rows, b.cols * b.lanes, self.direct.get_specialised(&ctx.device, &constants, &[("WG", b.lanes)]))
+            }
+            MatmulForm::Subgroup => {
+                let b = self.subgroup_block.get();
+                let subgroup = self.subgroup.as_ref().ok_or_else(|| GpuError::Device("no subgroups".into()))?;
+                (b.rows * b.lanes, b.cols * b.lanes, subgroup.pipeline(&ctx.device, b.rows, b.cols))
             }
         };
         let col_tiles = launch.outputs.div_ceil(col_block);
