@@ -7,6 +7,7 @@
 pub mod attention_io;
 pub mod attention_probs;
 pub mod bench;
+pub mod bench_lm;
 pub mod context;
 pub mod embed_gather;
 pub mod flash_attention;
@@ -19,6 +20,7 @@ pub mod kv_cache;
 pub mod launch;
 pub mod lm_forward;
 pub mod matmul;
+pub mod matmul_subgroup;
 pub mod naive_attention;
 pub mod pool_rows;
 pub mod rms_norm;
