@@ -58,12 +58,19 @@ fn main(
             }
         }
     }
+    // The bias of this lane's columns, read once for all its rows.
+    var col_bias: array<f32, COLS>;
+    if params.has_bias != 0u {
+        for (var j = 0u; j < COLS; j++) {
+            col_bias[j] = bias[min(col0 + j, params.outputs - 1u)];
+        }
+    }
     for (var i = 0u; i < RB; i++) {
         for (var s = 0u; s < LANES; s++) {
             for (var j = 0u; j < COLS; j++) {
                 let r = row0 + s + LANES * i;
                 if r < params.rows && col0 + j < params.outputs {
-                    store(r, col0 + j, acc[i][s][j]);
+                    put(r, col0 + j, acc[i][s][j] + col_bias[j]);
                 }
             }
         }

@@ -22,16 +22,23 @@ struct Params {
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
+// Y[r, c] = value (+ Y[r, c] with accumulate): the bias is already in `value`.
+fn put(r: u32, c: u32, value: f32) {
+    let at = r * params.outputs + c;
+    if params.accumulate != 0u {
+        y[at] += value;
+    } else {
+        y[at] = value;
+    }
+}
+
+// Y[r, c] = sum + bias[c] (+ Y[r, c] with accumulate).
 fn store(r: u32, c: u32, sum: f32) {
     var value = sum;
     if params.has_bias != 0u {
         value += bias[c];
     }
-    let at = r * params.outputs + c;
-    if params.accumulate != 0u {
-        value += y[at];
-    }
-    y[at] = value;
+    put(r, c, value);
 }
 
 fn workgroup_index(wg_id: vec3<u32>, wg_count: vec3<u32>) -> u32 {

@@ -39,10 +39,12 @@ pub enum MatmulForm {
 /// The CPU forms' block. `Direct`: Y rows per workgroup (`ROWS`), columns per lane (`COLS`), lanes
 /// per workgroup (`WG`). `Subgroup`: X rows each lane loads per step (`RB`, so `RB x` the subgroup
 /// size Y rows per workgroup) and columns per lane (`COLS`); its lanes are the subgroup's.
-/// The defaults measured fastest on lavapipe at the model's shapes (`bench --lm --matmul-block`):
-/// direct 8 x 4 on 8 lanes (13 % of the FMA peak; 4 x 4: 12 %, 8 x 1: 4 %, every load being a
-/// scalar load per lane), subgroup 4 x 4 (40 %; 2 x 4: 33 %, 1 x 4: 25 %, 2 x 8: 36 %; four
-/// fmas in place of dot() and an add, or two vec4s of the inputs per step, gained nothing).
+/// The defaults measured fastest on lavapipe at the model's shapes (`bench --lm --matmul-block`, on
+/// a 2-core machine shared with other work, so within about 10 %): direct 8 x 4 on 8 lanes (13 % of
+/// the FMA peak; 4 x 4: 12 %, 8 x 1: 4 %: every load is a scalar load per lane), subgroup 8 x 4
+/// (40-55 %; 4 x 4 a few % slower, 2 x 4: 33 %, 1 x 4: 25 %, 8 x 1: 25 %, 8 x 2 between 33 % and 65 %
+/// from run to run; four fmas in place of dot() and an add, or two vec4s of the inputs per step,
+/// gained nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirectBlock {
     pub rows: u32,
@@ -132,7 +134,7 @@ impl Matmul {
             layout,
             tiled,
             direct,
-            subgroup_block: DirectBlock { rows: 4, cols: 4, lanes: subgroup.as_ref().map_or(1, |s| s.subgroup_size) }
+            subgroup_block: DirectBlock { rows: 8, cols: 4, lanes: subgroup.as_ref().map_or(1, |s| s.subgroup_size) }
                 .into(),
             subgroup,
             form: form.into(),
