@@ -143,6 +143,10 @@ impl LmWeights {
     /// tensor against the binding limit.
     pub fn upload(ctx: &GpuContext, ck: &Checkpoint) -> Result<Self, GpuError> {
         let geometry = LmGeometry::of(ck)?;
+        for layer in &ck.layers {
+            let table = RopeTable::new(1, geometry.head_dim as usize, layer.positional);
+            rope::check_rotation((table.rotary_dims / 2) as u32, table.offset() as u32)?;
+        }
         check_weight_sizes(ctx, ck)?;
         let layers = ck.layers.iter().map(|l| upload_layer(ctx, l)).collect::<Result<_, _>>()?;
         Ok(Self {
@@ -411,7 +415,7 @@ impl Recorder<'_, '_> {
             if !tables.iter().any(|(p, ..)| *p == layer.positional) {
                 let table = RopeTable::new(pass.tokens as usize, g.head_dim as usize, layer.positional);
                 let angles = rope::angles(&table);
-                let buffer = ctx.storage_from("rope angles", if angles.is_empty() { &[[0.0; 2]] } else { &angles })?;
+                let buffer = ctx.storage_from("rope angles", if angles.is_empty() { &[[0.0; 2]; 2] } else { &angles })?;
                 tables.push((layer.positional, buffer, table));
             }
             let (_, angles, table) = tables.iter().find(|(p, ..)| *p == layer.positional).expect("just added");

@@ -15,7 +15,7 @@ pub struct RopeParams {
     pub tokens: u32,
     pub h_q: u32,
     pub h_kv: u32,
-    pub d: u32,
+    pub d4: u32,
     pub pairs: u32,
     pub offset: u32,
     pub _pad: [u32; 2],
@@ -47,8 +47,19 @@ impl Heads {
 
     fn params(self, pairs: u32, offset: u32) -> RopeParams {
         let Heads { tokens, h_q, h_kv, d } = self;
-        RopeParams { tokens, h_q, h_kv, d, pairs, offset, _pad: [0; 2] }
+        RopeParams { tokens, h_q, h_kv, d4: d / 4, pairs, offset, _pad: [0; 2] }
     }
+}
+
+/// Refuses a rotation the shader cannot take a vec4 at a time: its pairs and their offset must be
+/// multiples of 4 (every full rotation of a head of a multiple of 8 does; the CPU pass takes the rest).
+pub fn check_rotation(pairs: u32, offset: u32) -> Result<(), GpuError> {
+    if !pairs.is_multiple_of(4) || !offset.is_multiple_of(4) {
+        return Err(GpuError::InvalidInput(format!(
+            "the GPU rotates 4 dimensions at a time: {pairs} rotating pairs {offset} apart are not multiples of 4"
+        )));
+    }
+    Ok(())
 }
 
 /// The rotation's angles as the shader reads them, (cos, sin) of each pair at each position,
@@ -58,7 +69,7 @@ pub fn angles(table: &RopeTable) -> Vec<[f32; 2]> {
 }
 
 /// `split_heads`' inputs and outputs: the fused projection `[tokens, (h_q + 2 h_kv) d]`, the angles
-/// ([`angles`]; any 8 bytes when nothing rotates), Q `[h_q, tokens, d]`, K and V `[h_kv, tokens, d]`.
+/// ([`angles`]; any 16 bytes when nothing rotates), Q `[h_q, tokens, d]`, K and V `[h_kv, tokens, d]`.
 pub struct SplitBuffers<'a> {
     pub qkv: &'a wgpu::Buffer,
     pub angles: &'a wgpu::Buffer,
@@ -109,6 +120,7 @@ impl Rope {
                 table.len()
             )));
         }
+        check_rotation(pairs, offset)?;
         let params = ctx.uniform_from("rope params", &heads.params(pairs, offset));
         let pipeline = self.split.get(&ctx.device, &[("WG", WORKGROUP)]);
         let bind_group = launch::bind_buffers(
@@ -118,8 +130,8 @@ impl Rope {
             &[&params, buffers.qkv, buffers.q, buffers.angles, buffers.k, buffers.v],
         );
         let heads_total = u64::from(heads.h_q) + 2 * u64::from(heads.h_kv);
-        let elements = u64::from(heads.tokens) * heads_total * u64::from(heads.d);
-        self.dispatch(pipeline, bind_group, elements)
+        let vec4s = u64::from(heads.tokens) * heads_total * u64::from(heads.d / 4);
+        self.dispatch(pipeline, bind_group, vec4s)
     }
 
     /// Prepares `merge_heads`: `o [h_q, tokens, d]` to `out [tokens, h_q d]`.
@@ -134,17 +146,17 @@ impl Rope {
         let params = ctx.uniform_from("rope params", &heads.params(0, 0));
         let pipeline = self.merge.get(&ctx.device, &[("WG", WORKGROUP)]);
         let bind_group = launch::bind_buffers(&ctx.device, &self.merge_layout, "rope merge_heads", &[&params, o, out]);
-        let elements = u64::from(heads.tokens) * u64::from(heads.h_q) * u64::from(heads.d);
-        self.dispatch(pipeline, bind_group, elements)
+        let vec4s = u64::from(heads.tokens) * u64::from(heads.h_q) * u64::from(heads.d / 4);
+        self.dispatch(pipeline, bind_group, vec4s)
     }
 
     fn dispatch(
         &self,
         pipeline: wgpu::ComputePipeline,
         bind_group: wgpu::BindGroup,
-        elements: u64,
+        invocations: u64,
     ) -> Result<Dispatch, GpuError> {
-        let workgroups = launch::workgroups_for(elements, WORKGROUP)?;
+        let workgroups = launch::workgroups_for(invocations, WORKGROUP)?;
         Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
     }
 }
@@ -154,5 +166,12 @@ mod tests {
     #[test]
     fn params_are_a_multiple_of_16_bytes() {
         assert_eq!(size_of::<super::RopeParams>(), 32);
+    }
+
+    #[test]
+    fn rotations_go_4_dimensions_at_a_time() {
+        // d = 32, full rotation: 16 pairs 16 apart. d = 4: 2 pairs, left to the CPU.
+        assert!(super::check_rotation(16, 16).is_ok() && super::check_rotation(0, 0).is_ok());
+        assert!(super::check_rotation(2, 2).is_err());
     }
 }
