@@ -415,7 +415,8 @@ impl Recorder<'_, '_> {
             if !tables.iter().any(|(p, ..)| *p == layer.positional) {
                 let table = RopeTable::new(pass.tokens as usize, g.head_dim as usize, layer.positional);
                 let angles = rope::angles(&table);
-                let buffer = ctx.storage_from("rope angles", if angles.is_empty() { &[[0.0; 2]; 2] } else { &angles })?;
+                let buffer =
+                    ctx.storage_from("rope angles", if angles.is_empty() { &[[0.0; 2]; 2] } else { &angles })?;
                 tables.push((layer.positional, buffer, table));
             }
             let (_, angles, table) = tables.iter().find(|(p, ..)| *p == layer.positional).expect("just added");
