@@ -1,13 +1,17 @@
 //! The kernels inside a real browser: WebGPU (SwiftShader in headless Chromium) against the f64 CPU
-//! reference, the same comparison the native tests make on lavapipe. Run by scripts/test.sh through
+//! reference, the same comparison the native tests make on lavapipe, and the shipped language model's
+//! whole forward pass against the CPU forward pass. Run by scripts/test.sh through
 //! wasm-bindgen-test-runner; natively this file is empty.
 #![cfg(target_arch = "wasm32")]
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::pooled::{Pool, PooledMap};
 use attention_lab::attention::{AttentionProblem, AttentionShape, reference};
+use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::row_softmax::RowOutput;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion, launch};
+use attention_lab::lm::checkpoint::Checkpoint;
+use attention_lab::lm::forward;
 use attention_lab::model::Mask;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
@@ -101,4 +105,33 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
             }
         }
     }
+}
+
+/// The shipped model (compiled into the test: 4.9 MB of float16 weights), 83 tokens (past the 64-token
+/// window of layers 0-2), on WebGPU against `lm::forward`: every layer's hidden states and
+/// probabilities and every logit, within the tolerances of tests/gpu_lm.rs (measured on lavapipe).
+#[wasm_bindgen_test]
+async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
+    let config = include_str!("../www/models/attention-lab-tiny/config.json");
+    let safetensors = include_bytes!("../www/models/attention-lab-tiny/model.safetensors");
+    let ck = Checkpoint::load(config, safetensors).expect("the shipped checkpoint loads");
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let mut rng = SplitMix64::new(83);
+    let ids: Vec<u32> = (0..83).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
+    let want = forward::forward(&ck, &ids).expect("CPU forward");
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true };
+    let got = lm_forward::run(&ctx, &kernels, &weights, &ids, request).await.expect("GPU forward");
+    assert_eq!((got.hidden.len(), got.probs.len()), (ck.layers.len(), ck.layers.len()));
+    for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {
+        let err = max_abs_diff(g, w);
+        assert!(err < 2e-4, "hidden states after layer {l} differ by {err}");
+    }
+    for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
+        let err = max_abs_diff(g, w);
+        assert!(err < 1e-5, "layer {l} probabilities differ by {err}");
+    }
+    let err = max_abs_diff(&got.logits, &want.logits);
+    assert!(err < 1e-4, "logits differ by {err}");
 }

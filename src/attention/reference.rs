@@ -10,6 +10,17 @@
 //! | `row_softmax`, `row_softmax_subgroup`, `attention_probs` (region) | [`row_softmax`]     |
 //! | `pool_rows`, `attention_probs` (pooled)                           | [`pool_rows`]       |
 //! | `fma_peak` (a throughput probe: nothing to mirror)                | none                |
+//!
+//! The language model's other steps (`src/gpu/lm_forward.rs`) have their twins in its CPU forward
+//! pass, `lm::forward`, which is composed of them:
+//!
+//! | kernel (`shaders/*.wgsl`)                                            | CPU twin (`crate::lm::forward::`) |
+//! |----------------------------------------------------------------------|-----------------------------------|
+//! | `embed_gather`                                                       | `embed_gather`                    |
+//! | `rms_norm`                                                           | `rms_norm`                        |
+//! | `matmul` (`tiled`, `direct`), `matmul_subgroup` (`accumulate`: Y +=) | `matmul`                          |
+//! | `rope` (`split_heads` rotates and moves heads, `merge_heads`)        | `rope` (the rotation)             |
+//! | `swiglu`                                                             | `swiglu`                          |
 
 use crate::attention::AttentionProblem;
 use crate::attention::pooled::{Pool, block_range};

@@ -159,6 +159,17 @@ impl RopeTable {
         Self { rotary_dims: rotary.rotary_dims(), offset: rotary.offset, first, cos, sin }
     }
 
+    /// Pair `j` is dimensions `(j, j + offset)`.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// `[cos, sin]` of every rotating pair at every position covered, `[positions, rotary_dims / 2]`
+    /// (what the GPU's `rope.wgsl` turns by).
+    pub fn cos_sin(&self) -> impl Iterator<Item = [f32; 2]> + '_ {
+        self.cos.iter().zip(&self.sin).map(|(&c, &s)| [c, s])
+    }
+
     /// Positions covered.
     pub fn len(&self) -> usize {
         if self.rotary_dims == 0 { 0 } else { self.cos.len() / (self.rotary_dims / 2) }

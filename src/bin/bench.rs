@@ -1,8 +1,11 @@
 //! Native kernel benchmark: `cargo run --release --bin bench -- [--n N] [--d D] [--mask full|causal|sliding|chunked]
-//! [--window W] [--kernel tiled|naive|rows] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`.
+//! [--window W] [--kernel tiled|naive|rows] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
+//! or `... -- --lm [--matmul-form tiled|direct|subgroup] [--matmul-block ROWSxCOLSxLANES] [--tokens T]` for the
+//! language model's rows: `matmul` at the shipped model's shapes (256 rows) and its whole forward pass
+//! (256 tokens by default, every layer's probabilities).
 //!
 //! Prints a table (or one JSON object per line with `--json`). The case list, timing and statistics live
-//! in `attention_lab::gpu::bench`, shared with the browser's bench page.
+//! in `attention_lab::gpu::bench` (and `bench_lm`), shared with the browser's bench page.
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
@@ -21,8 +24,11 @@ mod native {
     use std::time::Instant;
 
     use attention_lab::gpu::bench::{self, BenchFilter, BenchResult, Repetitions};
+    use attention_lab::gpu::bench_lm::{self, OpResult};
     use attention_lab::gpu::flash_tiles::FlashTiles;
-    use attention_lab::gpu::{GpuContext, Kernels};
+    use attention_lab::gpu::matmul::{DirectBlock, MatmulForm};
+    use attention_lab::gpu::{GpuContext, Kernels, LmWeights};
+    use attention_lab::lm::checkpoint::Checkpoint;
 
     fn now_ms() -> f64 {
         static START: OnceLock<Instant> = OnceLock::new();
@@ -37,6 +43,18 @@ mod native {
         tiles: Option<FlashTiles>,
         /// `--heads HQ/HKV`: only this head layout.
         heads: Option<(u32, u32)>,
+        /// `--lm`: the language model's rows instead of attention's.
+        lm: Option<LmArgs>,
+    }
+
+    #[derive(Default)]
+    struct LmArgs {
+        /// `--matmul-form`: instead of the adapter's.
+        form: Option<MatmulForm>,
+        /// `--matmul-block ROWSxCOLSxLANES`: the direct form's block (tuning).
+        block: Option<DirectBlock>,
+        /// `--tokens T`: the whole pass's length.
+        tokens: Option<u32>,
     }
 
     fn parse() -> Result<Args, String> {
@@ -46,11 +64,16 @@ mod native {
             reps: Repetitions::default(),
             tiles: None,
             heads: None,
+            lm: None,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "--json" {
                 args.json = true;
+                continue;
+            }
+            if flag == "--lm" {
+                args.lm.get_or_insert_with(LmArgs::default);
                 continue;
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -75,6 +98,26 @@ mod native {
                     let parse = |x: &str| x.parse::<u32>().map_err(|e| format!("--heads {value}: {e}"));
                     args.heads = Some((parse(hq)?, parse(hkv)?));
                 }
+                "--matmul-form" => {
+                    args.lm.get_or_insert_with(LmArgs::default).form = Some(match value.as_str() {
+                        "tiled" => MatmulForm::Tiled,
+                        "direct" => MatmulForm::Direct,
+                        "subgroup" => MatmulForm::Subgroup,
+                        _ => return Err(format!("--matmul-form {value}: tiled, direct or subgroup")),
+                    })
+                }
+                "--matmul-block" => {
+                    let sizes: Vec<u32> = value
+                        .split('x')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| format!("{flag} {value}: {e}"))?;
+                    let [rows, cols, lanes] = sizes[..] else {
+                        return Err("--matmul-block wants ROWSxCOLSxLANES, e.g. 4x4x8".into());
+                    };
+                    args.lm.get_or_insert_with(LmArgs::default).block = Some(DirectBlock { rows, cols, lanes });
+                }
+                "--tokens" => args.lm.get_or_insert_with(LmArgs::default).tokens = Some(number()?),
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -111,6 +154,53 @@ mod native {
         }
     }
 
+    fn op_row(r: &OpResult) -> String {
+        format!(
+            "{:<24} {:<40} {:>10.3} {:>10.3} {:>9.2} {:>7.1}%",
+            r.name,
+            r.shape,
+            r.ms_median,
+            r.ms_min,
+            r.gflops,
+            100.0 * r.fraction_of_peak()
+        )
+    }
+
+    /// The language model's rows: each matmul shape, then the whole forward pass of the shipped model.
+    async fn run_lm(
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        lm: &LmArgs,
+        fma: f64,
+        reps: Repetitions,
+    ) -> Result<(), String> {
+        if let Some(form) = lm.form {
+            kernels.matmul.set_form(form);
+        }
+        if let Some(block) = lm.block {
+            kernels.matmul.set_block(block);
+        }
+        println!("adapter: {} · timing: {}", ctx.adapter, if ctx.timestamps { "GPU timestamps" } else { "wall clock" });
+        println!("WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; matmul flops = 2 x rows x inputs x outputs");
+        println!("{:<24} {:<40} {:>10} {:>10} {:>9} {:>8}", "op", "shape", "ms median", "ms min", "GFLOP/s", "of peak");
+        for shape in bench_lm::MATMUL_SHAPES {
+            let r = bench_lm::run_matmul(ctx, kernels, shape, fma, reps, now_ms).await.map_err(|e| e.to_string())?;
+            println!("{}", op_row(&r));
+        }
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/attention-lab-tiny");
+        let config = std::fs::read_to_string(format!("{dir}/config.json")).map_err(|e| format!("{dir}: {e}"))?;
+        let safetensors = std::fs::read(format!("{dir}/model.safetensors")).map_err(|e| format!("{dir}: {e}"))?;
+        let ck = Checkpoint::load(&config, &safetensors).map_err(|e| e.to_string())?;
+        let weights = LmWeights::upload(ctx, &ck).map_err(|e| e.to_string())?;
+        let tokens = lm.tokens.unwrap_or(256);
+        let r = bench_lm::run_lm_forward(ctx, kernels, &weights, tokens, fma, reps, now_ms)
+            .await
+            .map_err(|e| e.to_string())?;
+        println!("{}", op_row(&r));
+        ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
     pub fn run() -> Result<(), String> {
         let args = parse()?;
         pollster::block_on(async {
@@ -118,6 +208,9 @@ mod native {
             let kernels = Kernels::new(&ctx);
             kernels.flash.force_tiles(args.tiles);
             let fma = bench::measure_fma_gflops(&ctx, &kernels, now_ms).await.map_err(|e| e.to_string())?;
+            if let Some(lm) = &args.lm {
+                return run_lm(&ctx, &kernels, lm, fma, args.reps).await;
+            }
             if !args.json {
                 println!(
                     "adapter: {} · timing: {}",

@@ -310,7 +310,7 @@ pub async fn run_case(
 }
 
 /// Milliseconds one submission of `dispatches` takes: GPU timestamps when available, else wall clock.
-async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() -> f64) -> Result<f64, GpuError> {
+pub async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() -> f64) -> Result<f64, GpuError> {
     if !ctx.timestamps {
         let t0 = now_ms();
         Dispatch::submit_all(ctx, dispatches);

@@ -8,14 +8,19 @@ use crate::attention::reference::Forward;
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
+use crate::gpu::embed_gather::EmbedGather;
 use crate::gpu::flash_attention::FlashAttention;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::launch::{self, Dispatch};
+use crate::gpu::matmul::Matmul;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
+use crate::gpu::rms_norm::RmsNorm;
+use crate::gpu::rope::Rope;
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput, RowSoftmax};
+use crate::gpu::swiglu::Swiglu;
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
 
@@ -39,6 +44,12 @@ pub struct Kernels {
     pub pool_rows: PoolRows,
     pub naive: NaiveAttention,
     pub fma_peak: FmaPeak,
+    /// The language model's steps besides attention (`lm_forward` composes them with the above).
+    pub embed_gather: EmbedGather,
+    pub rms_norm: RmsNorm,
+    pub matmul: Matmul,
+    pub rope: Rope,
+    pub swiglu: Swiglu,
 }
 
 /// Q, K, V uploaded with rows padded to a multiple of 4 floats.
@@ -58,6 +69,11 @@ impl Kernels {
             pool_rows: PoolRows::new(ctx),
             naive: NaiveAttention::new(ctx),
             fma_peak: FmaPeak::new(ctx),
+            embed_gather: EmbedGather::new(ctx),
+            rms_norm: RmsNorm::new(ctx),
+            matmul: Matmul::new(ctx),
+            rope: Rope::new(ctx),
+            swiglu: Swiglu::new(ctx),
         }
     }
 

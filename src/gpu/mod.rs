@@ -7,7 +7,9 @@
 pub mod attention_io;
 pub mod attention_probs;
 pub mod bench;
+pub mod bench_lm;
 pub mod context;
+pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_attention_subgroup;
 pub mod flash_io;
@@ -16,14 +18,21 @@ pub mod fma_peak;
 pub mod kernels;
 pub mod kv_cache;
 pub mod launch;
+pub mod lm_forward;
+pub mod matmul;
+pub mod matmul_subgroup;
 pub mod naive_attention;
 pub mod pool_rows;
+pub mod rms_norm;
+pub mod rope;
 pub mod row_softmax;
 pub mod row_softmax_subgroup;
 pub mod shader_text;
+pub mod swiglu;
 #[cfg(target_arch = "wasm32")]
 pub mod web_subgroups;
 
 pub use context::{AdapterSummary, GpuContext, GpuError};
 pub use kernels::{Kernels, Pool, PooledMap, ProbRegion};
 pub use kv_cache::KvCache;
+pub use lm_forward::{LmOutput, LmRequest, LmWeights};

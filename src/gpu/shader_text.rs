@@ -12,7 +12,7 @@
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 9] = [
+const INCLUDES: [(&str, &str); 10] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
@@ -20,6 +20,7 @@ const INCLUDES: [(&str, &str); 9] = [
     ("flash_rows_end.wgsl", include_str!("../../shaders/include/flash_rows_end.wgsl")),
     ("flash_rows_start.wgsl", include_str!("../../shaders/include/flash_rows_start.wgsl")),
     ("flash_softmax_step.wgsl", include_str!("../../shaders/include/flash_softmax_step.wgsl")),
+    ("matmul_io.wgsl", include_str!("../../shaders/include/matmul_io.wgsl")),
     ("softmax_rows.wgsl", include_str!("../../shaders/include/softmax_rows.wgsl")),
     ("softmax_rows_start.wgsl", include_str!("../../shaders/include/softmax_rows_start.wgsl")),
 ];

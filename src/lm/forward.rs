@@ -3,6 +3,10 @@
 //! (pre-norm blocks, RMSNorm, rotary Q and K, grouped-query attention under each layer's mask, a
 //! SwiGLU MLP, a final norm, the output projection). It is the reference the GPU forward pass is
 //! checked against, and serves short inputs where there is no GPU.
+//!
+//! Its steps are the CPU twins of the GPU pass's kernels (`src/gpu/lm_forward.rs`), named after
+//! them: [`embed_gather`], [`rms_norm`], [`matmul`], [`rope`], [`swiglu`]; attention itself is
+//! `flash_attention`'s and `row_softmax`'s.
 
 use super::LmError;
 use super::checkpoint::{Checkpoint, LayerWeights, Linear};
@@ -25,6 +29,8 @@ pub struct Forward {
     pub logits: Vec<f32>,
     /// Per layer, (query heads, tokens, tokens) attention probabilities; 0 outside the layer's mask.
     pub probs: Vec<Vec<f32>>,
+    /// Per layer, (tokens, d) hidden states after it (the residual stream, before the final norm).
+    pub hidden: Vec<Vec<f32>>,
 }
 
 impl Forward {
@@ -79,19 +85,27 @@ pub fn forward(ck: &Checkpoint, ids: &[u32]) -> Result<Forward, LmError> {
         return Err(LmError(format!("token id {bad} is outside the vocabulary of {}", ck.vocab())));
     }
     let d = ck.model.d_model as usize;
-    let mut x: Vec<f32> = ids.iter().flat_map(|&id| ck.embed[id as usize * d..][..d].iter().copied()).collect();
+    let mut x = embed_gather(&ck.embed, ids, d);
     let mut probs = Vec::with_capacity(ck.layers.len());
+    let mut hidden = Vec::with_capacity(ck.layers.len());
     for layer in &ck.layers {
         let h = rms_norm(&x, &layer.input_norm, ck.rms_norm_eps);
         let (attended, p) = attention(ck, layer, &h, t);
-        add(&mut x, &matmul(&attended, &layer.o));
+        add(&mut x, &linear(&attended, &layer.o));
         probs.push(p);
         let h = rms_norm(&x, &layer.post_attention_norm, ck.rms_norm_eps);
         add(&mut x, &mlp(layer, &h));
+        hidden.push(x.clone());
     }
     let x = rms_norm(&x, &ck.final_norm, ck.rms_norm_eps);
     let head = ck.lm_head.as_deref().unwrap_or(&ck.embed);
-    Ok(Forward { tokens: t, logits: project(&x, head, None, d), probs })
+    Ok(Forward { tokens: t, logits: matmul(&x, head, None, d), probs, hidden })
+}
+
+/// Twin of `embed_gather.wgsl`: the rows of `embed` (each `d` wide) of the tokens `ids` (each below
+/// the vocabulary), `[tokens, d]`.
+pub fn embed_gather(embed: &[f32], ids: &[u32], d: usize) -> Vec<f32> {
+    ids.iter().flat_map(|&id| embed[id as usize * d..][..d].iter().copied()).collect()
 }
 
 /// Attention of one layer over `t` tokens: the heads' outputs (t, heads x head_dim) and their
@@ -99,14 +113,11 @@ pub fn forward(ck: &Checkpoint, ids: &[u32]) -> Result<Forward, LmError> {
 fn attention(ck: &Checkpoint, layer: &LayerWeights, h: &[f32], t: usize) -> (Vec<f32>, Vec<f32>) {
     let hd = ck.head_dim();
     let (heads, kv_heads) = (ck.model.n_q_heads as usize, ck.model.attn.n_kv_heads as usize);
-    let (mut q, mut k, v) = (matmul(h, &layer.q), matmul(h, &layer.k), matmul(h, &layer.v));
+    let (mut q, mut k, v) = (linear(h, &layer.q), linear(h, &layer.k), linear(h, &layer.v));
     let (q_width, kv_width) = (heads * hd, kv_heads * hd);
-    let rope = RopeTable::new(t, hd, layer.positional);
-    for (x, width) in [(&mut q, q_width), (&mut k, kv_width)] {
-        for (pos, token) in x.chunks_exact_mut(width).enumerate() {
-            token.chunks_exact_mut(hd).for_each(|head| rope.rotate(head, pos));
-        }
-    }
+    let table = RopeTable::new(t, hd, layer.positional);
+    rope(&mut q, q_width, hd, &table);
+    rope(&mut k, kv_width, hd, &table);
     let scale = 1.0 / (hd as f64).sqrt();
     let mut out = vec![0.0f32; t * q_width];
     let mut probs = vec![0.0f32; heads * t * t];
@@ -138,19 +149,35 @@ fn attention(ck: &Checkpoint, layer: &LayerWeights, h: &[f32], t: usize) -> (Vec
     (out, probs)
 }
 
-/// `down(silu(gate(h)) * up(h))`.
-fn mlp(layer: &LayerWeights, h: &[f32]) -> Vec<f32> {
-    let mut gate = matmul(h, &layer.gate);
-    let up = matmul(h, &layer.up);
-    for (g, u) in gate.iter_mut().zip(up) {
-        let x = f64::from(*g);
-        *g = (x / (1.0 + (-x).exp()) * f64::from(u)) as f32;
+/// Twin of `rope.wgsl` (its rotation; the kernel also moves each head into a `[heads, tokens, d]`
+/// layout): every head (`head_dim` wide) of every token row of `x` (`[tokens, width]`, `width` a
+/// multiple of `head_dim`) rotated as the token at its position (row i at position i).
+pub fn rope(x: &mut [f32], width: usize, head_dim: usize, table: &RopeTable) {
+    for (pos, token) in x.chunks_exact_mut(width).enumerate() {
+        token.chunks_exact_mut(head_dim).for_each(|head| table.rotate(head, pos));
     }
-    matmul(&gate, &layer.down)
 }
 
-/// Rows of `x` (each `weight.len()` wide) scaled to unit root-mean-square, times `weight`.
-fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+/// `down(silu(gate(h)) * up(h))`.
+fn mlp(layer: &LayerWeights, h: &[f32]) -> Vec<f32> {
+    let gated = swiglu(&linear(h, &layer.gate), &linear(h, &layer.up));
+    linear(&gated, &layer.down)
+}
+
+/// Twin of `swiglu.wgsl`: `silu(gate) * up` elementwise, `silu(g) = g / (1 + e^-g)`.
+pub fn swiglu(gate: &[f32], up: &[f32]) -> Vec<f32> {
+    gate.iter()
+        .zip(up)
+        .map(|(&g, &u)| {
+            let g = f64::from(g);
+            (g / (1.0 + (-g).exp()) * f64::from(u)) as f32
+        })
+        .collect()
+}
+
+/// Twin of `rms_norm.wgsl`: rows of `x` (each `weight.len()` wide) scaled to unit root-mean-square,
+/// times `weight`.
+pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     let d = weight.len();
     let mut out = Vec::with_capacity(x.len());
     for row in x.chunks_exact(d) {
@@ -161,12 +188,13 @@ fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     out
 }
 
-fn matmul(x: &[f32], l: &Linear) -> Vec<f32> {
-    project(x, &l.weight, l.bias.as_deref(), l.inputs)
+fn linear(x: &[f32], l: &Linear) -> Vec<f32> {
+    matmul(x, &l.weight, l.bias.as_deref(), l.inputs)
 }
 
-/// Rows of `x` (each `inputs` wide) times `weight^T` (`weight` stored (outputs, inputs)), plus `bias`.
-fn project(x: &[f32], weight: &[f32], bias: Option<&[f32]>, inputs: usize) -> Vec<f32> {
+/// Twin of `matmul.wgsl`: rows of `x` (each `inputs` wide) times `weight^T` (`weight` stored
+/// (outputs, inputs)), plus `bias`.
+pub fn matmul(x: &[f32], weight: &[f32], bias: Option<&[f32]>, inputs: usize) -> Vec<f32> {
     let outputs = weight.len() / inputs;
     let mut out = Vec::with_capacity(x.len() / inputs * outputs);
     for row in x.chunks_exact(inputs) {

@@ -1,0 +1,37 @@
+// The model's first step: the embedding row of every token, out[t, :] = embed[ids[t], :].
+//
+// One invocation per vec4 of the output (Rust requires the width to be a multiple of 4, and checks
+// every id against the vocabulary before launching).
+
+// Keep in sync with `EmbedParams` in src/gpu/embed_gather.rs.
+struct Params {
+    tokens: u32,
+    // The row width / 4.
+    width4: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> ids: array<u32>;
+// [vocab, width] as vec4s.
+@group(0) @binding(2) var<storage, read> embed: array<vec4<f32>>;
+// [tokens, width] as vec4s.
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+
+override WG: u32 = 64u;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wg_id: vec3<u32>,
+    @builtin(num_workgroups) wg_count: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    // Large launches fold into a 2D grid (65535 workgroups per dimension).
+    let i = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+    if i >= params.tokens * params.width4 {
+        return;
+    }
+    let token = i / params.width4;
+    out[i] = embed[ids[token] * params.width4 + i % params.width4];
+}

@@ -1,0 +1,39 @@
+// The MLP's gate: out[t, j] = silu(gate[t, j]) * up[t, j], silu(g) = g / (1 + exp(-g)).
+//
+// gate and up come from one matmul over the two weights stacked, so each row of `gate_up` holds the
+// row's `ffn` gate values and then its `ffn` up values. One invocation per vec4 of the output.
+
+// Keep in sync with `SwigluParams` in src/gpu/swiglu.rs.
+struct Params {
+    rows: u32,
+    // The MLP width / 4.
+    ffn4: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+// [rows, 2 * ffn] as vec4s: gate, then up.
+@group(0) @binding(1) var<storage, read> gate_up: array<vec4<f32>>;
+// [rows, ffn] as vec4s.
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
+
+override WG: u32 = 64u;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wg_id: vec3<u32>,
+    @builtin(num_workgroups) wg_count: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+    if i >= params.rows * params.ffn4 {
+        return;
+    }
+    let row = i / params.ffn4;
+    let col = i % params.ffn4;
+    let gate = gate_up[row * 2u * params.ffn4 + col];
+    let up = gate_up[(row * 2u + 1u) * params.ffn4 + col];
+    // exp(-g) overflows to +inf for g below about -88: g / inf = -0, silu's limit.
+    out[i] = gate / (1.0 + exp(-gate)) * up;
+}

@@ -1,0 +1,121 @@
+//! The language model's rows of the benchmark: `matmul` at the model's shapes and the whole forward
+//! pass, timed as the attention cases are ([`bench`]: GPU timestamps where granted, median of
+//! repetitions) and given as a fraction of the measured FMA peak.
+
+use crate::attention::inputs::SplitMix64;
+use crate::gpu::bench::{self, Repetitions};
+use crate::gpu::launch::Dispatch;
+use crate::gpu::lm_forward::{self, LmRequest, LmWeights};
+use crate::gpu::matmul::{MatmulBuffers, MatmulForm, MatmulLaunch};
+use crate::gpu::{GpuContext, GpuError, Kernels};
+
+/// X rows of the matmul rows: a 256-token prefill.
+pub const MATMUL_ROWS: u32 = 256;
+
+/// (inputs, outputs) of the shipped model's projections: Q, K or V alone, Q/K/V fused, gate/up
+/// fused, down, the output head (O is 256 -> 192).
+pub const MATMUL_SHAPES: [(u32, u32); 6] = [(192, 256), (192, 64), (192, 384), (192, 1024), (512, 192), (192, 4096)];
+
+/// One timed row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpResult {
+    /// What ran, e.g. "matmul direct 4x4x8".
+    pub name: String,
+    /// Its size, e.g. "256 x 192 -> 1024".
+    pub shape: String,
+    pub ms_median: f64,
+    pub ms_min: f64,
+    pub gflops: f64,
+    pub fma_gflops: f64,
+}
+
+impl OpResult {
+    pub fn fraction_of_peak(&self) -> f64 {
+        self.gflops / self.fma_gflops
+    }
+}
+
+/// The name of the matmul form a launch uses now.
+pub fn matmul_name(kernels: &Kernels) -> String {
+    match kernels.matmul.form() {
+        MatmulForm::Tiled => "matmul tiled 64x64".into(),
+        form => {
+            let b = kernels.matmul.block();
+            let name = if form == MatmulForm::Direct { "direct" } else { "subgroup" };
+            format!("matmul {name} {}x{}x{}", b.rows, b.cols, b.lanes)
+        }
+    }
+}
+
+/// Times `Y = X Wᵀ + bias` for `MATMUL_ROWS` rows of seeded inputs.
+pub async fn run_matmul(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    (inputs, outputs): (u32, u32),
+    fma_gflops: f64,
+    reps: Repetitions,
+    now_ms: fn() -> f64,
+) -> Result<OpResult, GpuError> {
+    let launch = MatmulLaunch::new(MATMUL_ROWS, inputs, outputs);
+    let mut rng = SplitMix64::new(0x5eed);
+    let mut random = |len: u32| -> Vec<f32> { (0..len).map(|_| rng.next_signed_unit()).collect() };
+    let x = ctx.storage_from("x", &random(MATMUL_ROWS * inputs))?;
+    let w = ctx.storage_from("w", &random(outputs * inputs))?;
+    let bias = ctx.storage_from("bias", &random(outputs))?;
+    let y = ctx.storage_output("y", u64::from(MATMUL_ROWS * outputs) * 4)?;
+    let dispatch = kernels.matmul.prepare(ctx, &MatmulBuffers { x: &x, w: &w, bias: Some(&bias), y: &y }, launch)?;
+    let (ms_median, ms_min) = time(ctx, &[&dispatch], reps, now_ms).await?;
+    Ok(OpResult {
+        name: matmul_name(kernels),
+        shape: format!("{MATMUL_ROWS} x {inputs} -> {outputs}"),
+        ms_median,
+        ms_min,
+        gflops: bench::gflops(launch.flops(), ms_median),
+        fma_gflops,
+    })
+}
+
+/// Times the whole forward pass over `tokens` seeded token ids, every layer's probabilities included
+/// (their flops counted: the row softmax's Q·Kᵀ), logits of every position.
+pub async fn run_lm_forward(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    tokens: u32,
+    fma_gflops: f64,
+    reps: Repetitions,
+    now_ms: fn() -> f64,
+) -> Result<OpResult, GpuError> {
+    let g = weights.geometry;
+    let mut rng = SplitMix64::new(0x1d5);
+    let ids: Vec<u32> = (0..tokens).map(|_| (rng.next_u64() % u64::from(g.vocab)) as u32).collect();
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false };
+    let prepared = lm_forward::prepare(ctx, kernels, weights, &ids, request).await?;
+    let (ms_median, ms_min) = time(ctx, &prepared.dispatches(), reps, now_ms).await?;
+    let flops = g.flops(&weights.masks(), tokens, tokens, true);
+    Ok(OpResult {
+        name: "lm forward".into(),
+        shape: format!("{tokens} tokens, {} layers, all probabilities", g.layers),
+        ms_median,
+        ms_min,
+        gflops: bench::gflops(flops, ms_median),
+        fma_gflops,
+    })
+}
+
+/// (median, min) milliseconds of one submission of `dispatches`, after a warm-up.
+async fn time(
+    ctx: &GpuContext,
+    dispatches: &[&Dispatch],
+    reps: Repetitions,
+    now_ms: fn() -> f64,
+) -> Result<(f64, f64), GpuError> {
+    bench::time_once(ctx, dispatches, now_ms).await?; // warm-up: pipeline compilation, first touch
+    let mut samples = Vec::new();
+    let start = now_ms();
+    while samples.len() < reps.max as usize && (samples.len() < 2 || now_ms() - start < reps.budget_ms) {
+        samples.push(bench::time_once(ctx, dispatches, now_ms).await?);
+    }
+    let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
+    Ok((st.median_ms, st.min_ms))
+}

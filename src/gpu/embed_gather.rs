@@ -1,0 +1,79 @@
+//! Owner of `shaders/embed_gather.wgsl`: the embedding rows of a list of token ids.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::{GpuContext, GpuError};
+
+/// Keep in sync with `Params` in `shaders/embed_gather.wgsl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct EmbedParams {
+    pub tokens: u32,
+    pub width4: u32,
+    pub _pad: [u32; 2],
+}
+
+/// Invocations per workgroup (the shader's `WG`).
+const WORKGROUP: u32 = 64;
+
+/// ids `[tokens]` (each checked below the vocabulary by the caller), the embedding `[vocab, width]`,
+/// out `[tokens, width]`.
+pub struct EmbedBuffers<'a> {
+    pub ids: &'a wgpu::Buffer,
+    pub embed: &'a wgpu::Buffer,
+    pub out: &'a wgpu::Buffer,
+}
+
+pub struct EmbedGather {
+    layout: wgpu::BindGroupLayout,
+    pipelines: PipelineCache,
+    max_per_dim: u32,
+}
+
+impl EmbedGather {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let layout = launch::bind_group_layout(
+            &ctx.device,
+            "embed_gather",
+            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
+        );
+        let source = include_str!("../../shaders/embed_gather.wgsl");
+        let pipelines = PipelineCache::new(&ctx.device, "embed_gather", source, "main", &layout);
+        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+    }
+
+    /// Prepares the gather of `tokens` rows of `width` floats (a multiple of 4).
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &EmbedBuffers<'_>,
+        tokens: u32,
+        width: u32,
+    ) -> Result<Dispatch, GpuError> {
+        if tokens == 0 || width == 0 || !width.is_multiple_of(4) {
+            return Err(GpuError::InvalidInput(format!(
+                "embed_gather needs tokens and a width that is a multiple of 4 (got {tokens} x {width})"
+            )));
+        }
+        let params = EmbedParams { tokens, width4: width / 4, _pad: [0; 2] };
+        let params = ctx.uniform_from("embed_gather params", &params);
+        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
+        let bind_group = launch::bind_buffers(
+            &ctx.device,
+            &self.layout,
+            "embed_gather",
+            &[&params, buffers.ids, buffers.embed, buffers.out],
+        );
+        let workgroups = launch::workgroups_for(u64::from(tokens) * u64::from(width / 4), WORKGROUP)?;
+        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn params_are_16_bytes() {
+        assert_eq!(size_of::<super::EmbedParams>(), 16);
+    }
+}

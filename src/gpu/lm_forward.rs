@@ -1,0 +1,505 @@
+//! The language model's forward pass on the GPU: a [`Checkpoint`]'s weights uploaded once
+//! ([`LmWeights`]), then every step of `lm::forward::forward` as kernels, recorded into one command
+//! encoder and submitted once:
+//!
+//! ```text
+//! embed_gather                                   x = embed[ids]
+//! per layer:  rms_norm -> matmul (Q|K|V fused)   h = norm(x); qkv = h Wqkvᵀ + b
+//!             rope split_heads                   Q, K rotated; Q [h_q, T, d], K, V [h_kv, T, d]
+//!             flash_attention                    O, lse under the layer's mask, GQA
+//!             (row_softmax)                      every head's probabilities, when asked
+//!             rope merge_heads -> matmul (+=)    x += O Woᵀ
+//!             rms_norm -> matmul (gate|up fused) h = norm(x); gu = h [Wg|Wu]ᵀ
+//!             swiglu -> matmul (+=)              x += (silu(g) * u) Wdownᵀ
+//! rms_norm -> matmul                             logits = norm(x) Wheadᵀ (the last rows asked for)
+//! ```
+//!
+//! Every size is checked against the job budget and the binding limit before any buffer exists.
+
+use crate::attention::AttentionShape;
+use crate::attention::rope::RopeTable;
+use crate::gpu::context::Scratch;
+use crate::gpu::embed_gather::EmbedBuffers;
+use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
+use crate::gpu::launch::Dispatch;
+use crate::gpu::matmul::{MatmulBuffers, MatmulLaunch};
+use crate::gpu::rms_norm::NormBuffers;
+use crate::gpu::rope::{self, Heads, SplitBuffers};
+use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
+use crate::gpu::{GpuContext, GpuError, Kernels};
+use crate::lm::checkpoint::{Checkpoint, Linear};
+use crate::model::config::Positional;
+use crate::model::{Mask, job_budget};
+
+/// The sizes of a model, as the kernels take them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LmGeometry {
+    pub d_model: u32,
+    pub h_q: u32,
+    pub h_kv: u32,
+    pub head_dim: u32,
+    pub ffn: u32,
+    pub vocab: u32,
+    pub layers: u32,
+}
+
+impl LmGeometry {
+    /// The geometry of `ck`, refused when a kernel cannot take it (widths must be multiples of 4,
+    /// heads at most the attention kernels' 256).
+    pub fn of(ck: &Checkpoint) -> Result<Self, GpuError> {
+        let m = &ck.model;
+        let narrow = |v: u64| u32::try_from(v).unwrap_or(0);
+        let g = LmGeometry {
+            d_model: narrow(m.d_model),
+            h_q: m.n_q_heads,
+            h_kv: m.attn.n_kv_heads,
+            head_dim: m.attn.head_dim,
+            ffn: narrow(m.ffn_size),
+            vocab: narrow(m.vocab_size),
+            layers: ck.layers.len() as u32,
+        };
+        let widths = [g.d_model, g.head_dim, g.ffn];
+        let fits = widths.iter().all(|w| *w > 0 && w.is_multiple_of(4))
+            && g.head_dim <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM
+            && g.h_kv > 0
+            && g.h_q.is_multiple_of(g.h_kv)
+            && g.vocab > 0;
+        if !fits {
+            return Err(GpuError::InvalidInput(format!(
+                "the GPU forward pass needs widths that are multiples of 4, heads of at most 256 and \
+                 query heads in whole groups per KV head ({g:?})"
+            )));
+        }
+        Ok(g)
+    }
+
+    fn q_width(&self) -> u64 {
+        u64::from(self.h_q) * u64::from(self.head_dim)
+    }
+
+    fn qkv_width(&self) -> u64 {
+        u64::from(self.h_q + 2 * self.h_kv) * u64::from(self.head_dim)
+    }
+
+    /// Floats of each activation buffer one pass over `tokens` tokens uses, by name.
+    fn activations(&self, tokens: u64) -> [(&'static str, u64); 10] {
+        let (d, ffn) = (u64::from(self.d_model), u64::from(self.ffn));
+        let kv = u64::from(self.h_kv) * u64::from(self.head_dim);
+        [
+            ("x", tokens * d),
+            ("h", tokens * d),
+            ("qkv", tokens * self.qkv_width()),
+            ("q", tokens * self.q_width()),
+            ("k", tokens * kv),
+            ("v", tokens * kv),
+            ("o", tokens * self.q_width()),
+            ("lse", tokens * u64::from(self.h_q)),
+            ("attended", tokens * self.q_width()),
+            ("gate_up", tokens * 2 * ffn),
+        ]
+    }
+
+    /// Flops of one pass: 2 per multiply-add of every matmul, 4 d per attended (query, key) pair of
+    /// attention and, with probabilities, 2 d more (the row softmax's Q·Kᵀ again).
+    pub fn flops(&self, masks: &[Mask], tokens: u32, logit_rows: u32, probabilities: bool) -> u64 {
+        let (t, d, ffn) = (u64::from(tokens), u64::from(self.d_model), u64::from(self.ffn));
+        let per_layer_matmuls = 2 * t * (d * self.qkv_width() + self.q_width() * d + d * 2 * ffn + ffn * d);
+        let shape = AttentionShape { h_q: self.h_q, h_kv: self.h_kv, n_q: tokens, n_kv: tokens, d: self.head_dim };
+        let per_pair = if probabilities { 6 } else { 4 } * u64::from(self.head_dim);
+        let attention: u64 = masks.iter().map(|&m| per_pair * shape.attended_pairs(m)).sum();
+        let logits = 2 * u64::from(logit_rows) * d * u64::from(self.vocab);
+        per_layer_matmuls * u64::from(self.layers) + attention + logits
+    }
+}
+
+/// One layer's weights on the GPU; Q/K/V and gate/up stacked so each pair is one matmul.
+struct LayerBuffers {
+    mask: Mask,
+    positional: Positional,
+    input_norm: wgpu::Buffer,
+    /// `[(h_q + 2 h_kv) d, d_model]` and its bias.
+    qkv: wgpu::Buffer,
+    qkv_bias: Option<wgpu::Buffer>,
+    o: wgpu::Buffer,
+    post_norm: wgpu::Buffer,
+    /// `[2 ffn, d_model]`: gate's rows, then up's.
+    gate_up: wgpu::Buffer,
+    down: wgpu::Buffer,
+}
+
+/// A checkpoint's weights on the GPU, uploaded once and used by every pass.
+pub struct LmWeights {
+    pub geometry: LmGeometry,
+    pub rms_norm_eps: f32,
+    embed: wgpu::Buffer,
+    layers: Vec<LayerBuffers>,
+    final_norm: wgpu::Buffer,
+    /// `None`: tied to the embedding.
+    lm_head: Option<wgpu::Buffer>,
+}
+
+impl LmWeights {
+    /// Uploads `ck` after checking its geometry, its total bytes against the job budget and each
+    /// tensor against the binding limit.
+    pub fn upload(ctx: &GpuContext, ck: &Checkpoint) -> Result<Self, GpuError> {
+        let geometry = LmGeometry::of(ck)?;
+        for layer in &ck.layers {
+            let table = RopeTable::new(1, geometry.head_dim as usize, layer.positional);
+            rope::check_rotation((table.rotary_dims / 2) as u32, table.offset() as u32)?;
+        }
+        check_weight_sizes(ctx, ck)?;
+        let layers = ck.layers.iter().map(|l| upload_layer(ctx, l)).collect::<Result<_, _>>()?;
+        Ok(Self {
+            geometry,
+            rms_norm_eps: ck.rms_norm_eps,
+            embed: ctx.storage_from("embed", &ck.embed)?,
+            layers,
+            final_norm: ctx.storage_from("final norm", &ck.final_norm)?,
+            lm_head: ck.lm_head.as_deref().map(|w| ctx.storage_from("lm head", w)).transpose()?,
+        })
+    }
+
+    /// Each layer's mask.
+    pub fn masks(&self) -> Vec<Mask> {
+        self.layers.iter().map(|l| l.mask).collect()
+    }
+}
+
+/// Each stacked tensor's floats, checked against the binding limit, and their sum against the job budget.
+fn check_weight_sizes(ctx: &GpuContext, ck: &Checkpoint) -> Result<(), GpuError> {
+    let floats = |l: &Linear| (l.weight.len() + l.bias.as_ref().map_or(0, Vec::len)) as u64;
+    let mut tensors = vec![("embed", ck.embed.len() as u64), ("final norm", ck.final_norm.len() as u64)];
+    tensors.extend(ck.lm_head.as_ref().map(|w| ("lm head", w.len() as u64)));
+    for l in &ck.layers {
+        tensors.push(("qkv", floats(&l.q) + floats(&l.k) + floats(&l.v)));
+        tensors.push(("gate_up", floats(&l.gate) + floats(&l.up)));
+        tensors.push(("o", floats(&l.o)));
+        tensors.push(("down", floats(&l.down)));
+        tensors.push(("norms", 2 * l.input_norm.len() as u64));
+    }
+    check_sizes(ctx, "the model's weights", &tensors)
+}
+
+/// Refuses `buffers` (name, floats) when one exceeds the binding limit or all exceed the job budget.
+fn check_sizes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
+    let total = buffers.iter().fold(0u64, |sum, &(_, floats)| sum.saturating_add(floats.saturating_mul(4)));
+    job_budget::check(total, job_budget::job_limit(Some(ctx.limits.max_buffer_size)))
+        .map_err(|over| GpuError::LimitExceeded(over.text(what)))?;
+    for &(name, floats) in buffers {
+        ctx.check_binding_size(name, floats.saturating_mul(4))?;
+    }
+    Ok(())
+}
+
+fn upload_layer(ctx: &GpuContext, l: &crate::lm::checkpoint::LayerWeights) -> Result<LayerBuffers, GpuError> {
+    let stacked = |parts: &[&[f32]]| parts.concat();
+    let qkv_bias = match (&l.q.bias, &l.k.bias, &l.v.bias) {
+        (None, None, None) => None,
+        (q, k, v) => {
+            // A projection without a bias adds zeros.
+            let or_zeros = |b: &Option<Vec<f32>>, n: usize| b.clone().unwrap_or_else(|| vec![0.0; n]);
+            let bias = stacked(&[&or_zeros(q, l.q.outputs), &or_zeros(k, l.k.outputs), &or_zeros(v, l.v.outputs)]);
+            Some(ctx.storage_from("qkv bias", &bias)?)
+        }
+    };
+    Ok(LayerBuffers {
+        mask: l.mask,
+        positional: l.positional,
+        input_norm: ctx.storage_from("input norm", &l.input_norm)?,
+        qkv: ctx.storage_from("qkv", &stacked(&[&l.q.weight, &l.k.weight, &l.v.weight]))?,
+        qkv_bias,
+        o: ctx.storage_from("o", &l.o.weight)?,
+        post_norm: ctx.storage_from("post-attention norm", &l.post_attention_norm)?,
+        gate_up: ctx.storage_from("gate_up", &stacked(&[&l.gate.weight, &l.up.weight]))?,
+        down: ctx.storage_from("down", &l.down.weight)?,
+    })
+}
+
+/// What a pass returns besides the last position's logits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LmRequest {
+    /// Logits of the last this many positions (`None`: of every position).
+    pub last_logits: Option<u32>,
+    /// Every layer's probabilities, `[h_q, tokens, tokens]` each.
+    pub probabilities: bool,
+    /// The hidden states after every layer, `[tokens, d_model]` each.
+    pub hidden_states: bool,
+}
+
+/// The results of one pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LmOutput {
+    pub tokens: usize,
+    /// `[logit_rows, vocab]`: positions `tokens - logit_rows..tokens`.
+    pub logits: Vec<f32>,
+    pub logit_rows: usize,
+    /// Per layer, when asked: `[h_q, tokens, tokens]`, 0 outside the layer's mask.
+    pub probs: Vec<Vec<f32>>,
+    /// Per layer, when asked: `[tokens, d_model]`, the residual stream after it.
+    pub hidden: Vec<Vec<f32>>,
+}
+
+/// One step of a recorded pass.
+enum Step {
+    Dispatch(Dispatch),
+    /// Copy the hidden states after this layer out (between compute passes).
+    SaveHidden(u32),
+}
+
+/// A pass with its buffers made and its launches prepared: submit it (again, for a benchmark) and read
+/// its results.
+pub struct PreparedLm<'a> {
+    geometry: LmGeometry,
+    tokens: u32,
+    logit_rows: u32,
+    steps: Vec<Step>,
+    /// The activations, by the names of [`LmGeometry::activations`] (plus `act`): alive while the
+    /// launches that bind them may run.
+    activations: Vec<(&'static str, Scratch<'a>)>,
+    logits: Scratch<'a>,
+    probs: Vec<Scratch<'a>>,
+    hidden: Option<Scratch<'a>>,
+}
+
+impl PreparedLm<'_> {
+    /// Every launch in order (the benchmark times them in one compute pass; hidden-state copies left out).
+    pub fn dispatches(&self) -> Vec<&Dispatch> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Dispatch(d) => Some(d),
+                Step::SaveHidden(_) => None,
+            })
+            .collect()
+    }
+
+    /// Records every step into one command encoder (a compute pass between hidden-state copies) and
+    /// submits it.
+    pub fn submit(&self, ctx: &GpuContext) -> wgpu::SubmissionIndex {
+        let mut encoder =
+            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("lm forward") });
+        let mut steps = self.steps.iter().peekable();
+        while steps.peek().is_some() {
+            {
+                let mut pass =
+                    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                while let Some(Step::Dispatch(d)) = steps.peek() {
+                    d.record(&mut pass);
+                    steps.next();
+                }
+            }
+            if let (Some(Step::SaveHidden(layer)), Some(hidden)) = (steps.next(), &self.hidden) {
+                let bytes = u64::from(self.tokens) * u64::from(self.geometry.d_model) * 4;
+                encoder.copy_buffer_to_buffer(self.buffer("x"), 0, hidden, u64::from(*layer) * bytes, bytes);
+            }
+        }
+        ctx.queue.submit([encoder.finish()])
+    }
+
+    fn buffer(&self, name: &str) -> &wgpu::Buffer {
+        let (_, buffer) = self.activations.iter().find(|(n, _)| *n == name).expect("every activation is made");
+        buffer
+    }
+
+    /// Reads the results of the last submission back.
+    pub async fn read(&self, ctx: &GpuContext) -> Result<LmOutput, GpuError> {
+        let (t, d) = (self.tokens as usize, self.geometry.d_model as usize);
+        let mut logits: Vec<f32> = ctx.read_back(&self.logits).await?;
+        logits.truncate(self.logit_rows as usize * self.geometry.vocab as usize);
+        let mut probs = Vec::with_capacity(self.probs.len());
+        for buffer in &self.probs {
+            let mut p: Vec<f32> = ctx.read_back(buffer).await?;
+            p.truncate(self.geometry.h_q as usize * t * t);
+            probs.push(p);
+        }
+        let hidden = match &self.hidden {
+            Some(buffer) => {
+                let all: Vec<f32> = ctx.read_back(buffer).await?;
+                all.chunks_exact(t * d).take(self.geometry.layers as usize).map(<[f32]>::to_vec).collect()
+            }
+            None => Vec::new(),
+        };
+        Ok(LmOutput { tokens: t, logits, logit_rows: self.logit_rows as usize, probs, hidden })
+    }
+}
+
+/// Runs the whole pass for `ids` and reads the results back.
+pub async fn run(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    ids: &[u32],
+    request: LmRequest,
+) -> Result<LmOutput, GpuError> {
+    let prepared = prepare(ctx, kernels, weights, ids, request).await?;
+    prepared.submit(ctx);
+    prepared.read(ctx).await
+}
+
+/// Checks the request, makes the pass's buffers and prepares every launch.
+pub async fn prepare<'a>(
+    ctx: &'a GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    ids: &[u32],
+    request: LmRequest,
+) -> Result<PreparedLm<'a>, GpuError> {
+    let g = weights.geometry;
+    let tokens = check_ids(ids, g.vocab)?;
+    let logit_rows = request.last_logits.unwrap_or(tokens).clamp(1, tokens);
+    let t = u64::from(tokens);
+    let mut sizes = g.activations(t).to_vec();
+    sizes.push(("act", t * u64::from(g.ffn)));
+    sizes.push(("logits", u64::from(logit_rows) * u64::from(g.vocab)));
+    let probs_floats = u64::from(g.h_q) * t * t;
+    if request.probabilities {
+        sizes.extend((0..g.layers).map(|_| ("probabilities", probs_floats)));
+    }
+    if request.hidden_states {
+        sizes.push(("hidden states", u64::from(g.layers) * t * u64::from(g.d_model)));
+    }
+    check_sizes(ctx, &format!("A forward pass over {tokens} tokens"), &sizes)?;
+
+    let ids_buffer = ctx.scratch_from("ids", ids).await?;
+    let mut activations = Vec::new();
+    for (name, floats) in g.activations(t).into_iter().chain([("act", t * u64::from(g.ffn))]) {
+        activations.push((name, ctx.scratch_output(name, floats * 4)?));
+    }
+    let mut probs = Vec::new();
+    if request.probabilities {
+        for _ in 0..g.layers {
+            probs.push(ctx.scratch_output("probabilities", probs_floats * 4)?);
+        }
+    }
+    let hidden = match request.hidden_states {
+        true => Some(ctx.scratch_output("hidden states", u64::from(g.layers) * t * u64::from(g.d_model) * 4)?),
+        false => None,
+    };
+    let logits = ctx.scratch_output("logits", u64::from(logit_rows) * u64::from(g.vocab) * 4)?;
+    let mut prepared =
+        PreparedLm { geometry: g, tokens, logit_rows, steps: Vec::new(), activations, logits, probs, hidden };
+    let steps = Recorder { ctx, kernels, weights, pass: &prepared, ids: &ids_buffer }.steps()?;
+    prepared.steps = steps;
+    Ok(prepared)
+}
+
+/// The number of tokens, after checking each id against the vocabulary.
+fn check_ids(ids: &[u32], vocab: u32) -> Result<u32, GpuError> {
+    if ids.is_empty() {
+        return Err(GpuError::InvalidInput("the forward pass needs at least one token".into()));
+    }
+    if let Some(bad) = ids.iter().find(|&&id| id >= vocab) {
+        return Err(GpuError::InvalidInput(format!("token id {bad} is outside the vocabulary of {vocab}")));
+    }
+    u32::try_from(ids.len()).map_err(|_| GpuError::LimitExceeded(format!("{} tokens", ids.len())))
+}
+
+/// Prepares the launches of one pass over the buffers of `pass`.
+struct Recorder<'p, 'a> {
+    ctx: &'a GpuContext,
+    kernels: &'p Kernels,
+    weights: &'p LmWeights,
+    pass: &'p PreparedLm<'a>,
+    ids: &'p wgpu::Buffer,
+}
+
+impl Recorder<'_, '_> {
+    fn steps(&self) -> Result<Vec<Step>, GpuError> {
+        let (ctx, k, g, pass) = (self.ctx, self.kernels, self.weights.geometry, self.pass);
+        let b = |name| pass.buffer(name);
+        let mut steps = Vec::new();
+        let embed = EmbedBuffers { ids: self.ids, embed: &self.weights.embed, out: b("x") };
+        steps.push(Step::Dispatch(k.embed_gather.prepare(ctx, &embed, pass.tokens, g.d_model)?));
+        let mut tables: Vec<(Positional, wgpu::Buffer, RopeTable)> = Vec::new();
+        for (l, layer) in self.weights.layers.iter().enumerate() {
+            if !tables.iter().any(|(p, ..)| *p == layer.positional) {
+                let table = RopeTable::new(pass.tokens as usize, g.head_dim as usize, layer.positional);
+                let angles = rope::angles(&table);
+                let buffer =
+                    ctx.storage_from("rope angles", if angles.is_empty() { &[[0.0; 2]; 2] } else { &angles })?;
+                tables.push((layer.positional, buffer, table));
+            }
+            let (_, angles, table) = tables.iter().find(|(p, ..)| *p == layer.positional).expect("just added");
+            steps.extend(self.layer(layer, l, angles, table)?.into_iter().map(Step::Dispatch));
+            if pass.hidden.is_some() {
+                steps.push(Step::SaveHidden(l as u32));
+            }
+        }
+        steps.push(Step::Dispatch(self.norm(b("x"), &self.weights.final_norm)?));
+        let head = self.weights.lm_head.as_ref().unwrap_or(&self.weights.embed);
+        let launch = MatmulLaunch {
+            x_row0: pass.tokens - pass.logit_rows,
+            ..MatmulLaunch::new(pass.logit_rows, g.d_model, g.vocab)
+        };
+        steps.push(Step::Dispatch(self.matmul(b("h"), head, None, &pass.logits, launch)?));
+        Ok(steps)
+    }
+
+    /// The launches of one layer (see the module's diagram).
+    fn layer(
+        &self,
+        layer: &LayerBuffers,
+        l: usize,
+        angles: &wgpu::Buffer,
+        table: &RopeTable,
+    ) -> Result<Vec<Dispatch>, GpuError> {
+        let (ctx, k, g, pass) = (self.ctx, self.kernels, self.weights.geometry, self.pass);
+        let b = |name| pass.buffer(name);
+        let t = pass.tokens;
+        let heads = Heads { tokens: t, h_q: g.h_q, h_kv: g.h_kv, d: g.head_dim };
+        let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: t, n_kv: t, d: g.head_dim };
+        let scale = 1.0 / (g.head_dim as f32).sqrt();
+        let (q_width, qkv_width) = (g.q_width() as u32, g.qkv_width() as u32);
+        let mut out = vec![
+            self.norm(b("x"), &layer.input_norm)?,
+            self.matmul(
+                b("h"),
+                &layer.qkv,
+                layer.qkv_bias.as_ref(),
+                b("qkv"),
+                MatmulLaunch::new(t, g.d_model, qkv_width),
+            )?,
+        ];
+        let split = SplitBuffers { qkv: b("qkv"), angles, q: b("q"), k: b("k"), v: b("v") };
+        out.push(k.rope.prepare_split(ctx, &split, heads, table)?);
+        let flash = FlashBuffers { q: b("q"), k: b("k"), v: b("v"), o: b("o"), lse: b("lse") };
+        let launch = FlashLaunch { shape, kv_stride: t, mask: layer.mask, scale };
+        out.push(k.flash.prepare(ctx, &flash, launch)?);
+        if let Some(probs) = pass.probs.get(l) {
+            let launch = RowLaunch { shape, q_offset: 0, mask: layer.mask, scale, output: RowOutput::Probabilities };
+            out.push(k.rows.prepare(ctx, &RowBuffers { q: b("q"), k: b("k"), out: probs }, launch)?);
+        }
+        out.push(k.rope.prepare_merge(ctx, b("o"), b("attended"), heads)?);
+        let residual = |inputs, outputs| MatmulLaunch { accumulate: true, ..MatmulLaunch::new(t, inputs, outputs) };
+        out.push(self.matmul(b("attended"), &layer.o, None, b("x"), residual(q_width, g.d_model))?);
+        out.push(self.norm(b("x"), &layer.post_norm)?);
+        out.push(self.matmul(
+            b("h"),
+            &layer.gate_up,
+            None,
+            b("gate_up"),
+            MatmulLaunch::new(t, g.d_model, 2 * g.ffn),
+        )?);
+        out.push(k.swiglu.prepare(ctx, b("gate_up"), b("act"), t, g.ffn)?);
+        out.push(self.matmul(b("act"), &layer.down, None, b("x"), residual(g.ffn, g.d_model))?);
+        Ok(out)
+    }
+
+    /// `h = rms_norm(x) * weight` over every token.
+    fn norm(&self, x: &wgpu::Buffer, weight: &wgpu::Buffer) -> Result<Dispatch, GpuError> {
+        let buffers = NormBuffers { x, weight, out: self.pass.buffer("h") };
+        let g = self.weights.geometry;
+        self.kernels.rms_norm.prepare(self.ctx, &buffers, self.pass.tokens, g.d_model, self.weights.rms_norm_eps)
+    }
+
+    fn matmul(
+        &self,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        bias: Option<&wgpu::Buffer>,
+        y: &wgpu::Buffer,
+        launch: MatmulLaunch,
+    ) -> Result<Dispatch, GpuError> {
+        self.kernels.matmul.prepare(self.ctx, &MatmulBuffers { x, w, bias, y }, launch)
+    }
+}

@@ -1,0 +1,253 @@
+//! Owner of `shaders/matmul.wgsl`: `Y = X Wᵀ + bias` (or `Y +=`, the residual add) with W stored
+//! (outputs, inputs) as PyTorch keeps it: every projection of the language model.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::matmul_subgroup::MatmulSubgroup;
+use crate::gpu::{GpuContext, GpuError};
+
+/// Keep in sync with `Params` in `shaders/include/matmul_io.wgsl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct MatmulParams {
+    pub rows: u32,
+    pub inputs4: u32,
+    pub outputs: u32,
+    pub x_row0: u32,
+    pub has_bias: u32,
+    pub accumulate: u32,
+    pub col_tiles: u32,
+    pub _pad: u32,
+}
+
+/// The `tiled` entry point's tile of Y (keep in sync with `TILE` in the shader).
+const TILE: u32 = 64;
+
+/// Which entry point runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatmulForm {
+    /// `tiled`: tiles staged in workgroup memory (GPUs).
+    Tiled,
+    /// `direct`: register blocks read straight from the buffers, loops written out (CPU adapters).
+    Direct,
+    /// `matmul_subgroup.wgsl`: as `Direct`, X rows shared across a subgroup's lanes by shuffles (CPU
+    /// adapters with subgroups).
+    Subgroup,
+}
+
+/// The CPU forms' block. `Direct`: Y rows per workgroup (`ROWS`), columns per lane (`COLS`), lanes
+/// per workgroup (`WG`). `Subgroup`: X rows each lane loads per step (`RB`, so `RB x` the subgroup
+/// size Y rows per workgroup) and columns per lane (`COLS`); its lanes are the subgroup's.
+/// The defaults measured fastest on lavapipe at the model's shapes (`bench --lm --matmul-block`, on
+/// a 2-core machine shared with other work, so within about 10 %): direct 8 x 4 on 8 lanes (13 % of
+/// the FMA peak; 4 x 4: 12 %, 8 x 1: 4 %: every load is a scalar load per lane), subgroup 8 x 4
+/// (40-55 %; 4 x 4 a few % slower, 2 x 4: 33 %, 1 x 4: 25 %, 8 x 1: 25 %, 8 x 2 between 33 % and 65 %
+/// from run to run; four fmas in place of dot() and an add, or two vec4s of the inputs per step,
+/// gained nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectBlock {
+    pub rows: u32,
+    pub cols: u32,
+    pub lanes: u32,
+}
+
+impl Default for DirectBlock {
+    fn default() -> Self {
+        Self { rows: 8, cols: 4, lanes: 8 }
+    }
+}
+
+/// One launch: Y `[rows, outputs]` from X rows `x_row0..x_row0 + rows` (each `inputs` wide, a
+/// multiple of 4); `accumulate` adds to Y instead of overwriting it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulLaunch {
+    pub rows: u32,
+    pub inputs: u32,
+    pub outputs: u32,
+    pub x_row0: u32,
+    pub accumulate: bool,
+}
+
+impl MatmulLaunch {
+    /// `Y = X Wᵀ` over every row of X.
+    pub fn new(rows: u32, inputs: u32, outputs: u32) -> Self {
+        Self { rows, inputs, outputs, x_row0: 0, accumulate: false }
+    }
+
+    /// 2 flops (a multiply and an add) per input per output per row.
+    pub fn flops(&self) -> u64 {
+        2 * u64::from(self.rows) * u64::from(self.inputs) * u64::from(self.outputs)
+    }
+}
+
+/// X `[x_row0 + rows, inputs]`, W `[outputs, inputs]`, bias `[outputs]` if any, Y `[rows, outputs]`.
+pub struct MatmulBuffers<'a> {
+    pub x: &'a wgpu::Buffer,
+    pub w: &'a wgpu::Buffer,
+    pub bias: Option<&'a wgpu::Buffer>,
+    pub y: &'a wgpu::Buffer,
+}
+
+pub struct Matmul {
+    layout: wgpu::BindGroupLayout,
+    tiled: PipelineCache,
+    direct: PipelineCache,
+    subgroup: Option<MatmulSubgroup>,
+    /// The block of the `Subgroup` form.
+    subgroup_block: std::cell::Cell<DirectBlock>,
+    form: std::cell::Cell<MatmulForm>,
+    block: std::cell::Cell<DirectBlock>,
+    max_invocations: u32,
+    max_per_dim: u32,
+    /// Bound in the bias's place when a launch has none.
+    no_bias: wgpu::Buffer,
+}
+
+impl Matmul {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let layout = launch::bind_group_layout(
+            &ctx.device,
+            "matmul",
+            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
+        );
+        let source = include_str!("../../shaders/matmul.wgsl");
+        let tiled = PipelineCache::new(&ctx.device, "matmul tiled", source, "tiled", &layout);
+        let direct = PipelineCache::new(&ctx.device, "matmul direct", source, "direct", &layout);
+        // Only the loops over the block are written out, never the loop over the inputs.
+        direct.set_unrolled(true);
+        let subgroup = if ctx.adapter.is_cpu { MatmulSubgroup::new(ctx, &layout) } else { None };
+        let form = match (ctx.adapter.is_cpu, &subgroup) {
+            (false, _) => MatmulForm::Tiled,
+            (true, None) => MatmulForm::Direct,
+            (true, Some(_)) => MatmulForm::Subgroup,
+        };
+        let max_invocations =
+            ctx.limits.max_compute_invocations_per_workgroup.min(ctx.limits.max_compute_workgroup_size_x).max(1);
+        let no_bias = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("matmul no bias"),
+            size: 4,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        Self {
+            layout,
+            tiled,
+            direct,
+            subgroup_block: DirectBlock { rows: 8, cols: 4, lanes: subgroup.as_ref().map_or(1, |s| s.subgroup_size) }
+                .into(),
+            subgroup,
+            form: form.into(),
+            block: Default::default(),
+            max_invocations,
+            max_per_dim: ctx.limits.max_compute_workgroups_per_dimension,
+            no_bias,
+        }
+    }
+
+    pub fn form(&self) -> MatmulForm {
+        self.form.get()
+    }
+
+    /// Forces a form (tests run every form the adapter can); `Subgroup` without subgroups is `Direct`.
+    pub fn set_form(&self, form: MatmulForm) {
+        self.form.set(if form == MatmulForm::Subgroup && self.subgroup.is_none() { MatmulForm::Direct } else { form });
+    }
+
+    /// The block of the current form (`Tiled`: none, the direct form's).
+    pub fn block(&self) -> DirectBlock {
+        match self.form.get() {
+            MatmulForm::Subgroup => self.subgroup_block.get(),
+            _ => self.block.get(),
+        }
+    }
+
+    /// Sets the current CPU form's block (tuning with the benchmark); sizes are clamped to 1..=8 rows
+    /// and columns and to this device's invocations (the subgroup form keeps its subgroup's lanes).
+    pub fn set_block(&self, block: DirectBlock) {
+        let clamped = |lanes| DirectBlock { rows: block.rows.clamp(1, 8), cols: block.cols.clamp(1, 8), lanes };
+        match self.form.get() {
+            MatmulForm::Subgroup => self.subgroup_block.set(clamped(self.subgroup_block.get().lanes)),
+            _ => self.block.set(clamped(block.lanes.clamp(1, self.max_invocations))),
+        }
+    }
+
+    /// Prepares one launch.
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &MatmulBuffers<'_>,
+        launch: MatmulLaunch,
+    ) -> Result<Dispatch, GpuError> {
+        check(buffers, launch)?;
+        let (row_block, col_block, pipeline) = match self.form.get() {
+            MatmulForm::Tiled => (TILE, TILE, self.tiled.get(&ctx.device, &[])),
+            MatmulForm::Direct => {
+                let b = self.block.get();
+                let constants = [("ROWS", b.rows), ("COLS", b.cols)];
+                (b.rows, b.cols * b.lanes, self.direct.get_specialised(&ctx.device, &constants, &[("WG", b.lanes)]))
+            }
+            MatmulForm::Subgroup => {
+                let b = self.subgroup_block.get();
+                let subgroup = self.subgroup.as_ref().ok_or_else(|| GpuError::Device("no subgroups".into()))?;
+                (b.rows * b.lanes, b.cols * b.lanes, subgroup.pipeline(&ctx.device, b.rows, b.cols))
+            }
+        };
+        let col_tiles = launch.outputs.div_ceil(col_block);
+        let params = MatmulParams {
+            rows: launch.rows,
+            inputs4: launch.inputs / 4,
+            outputs: launch.outputs,
+            x_row0: launch.x_row0,
+            has_bias: u32::from(buffers.bias.is_some()),
+            accumulate: u32::from(launch.accumulate),
+            col_tiles,
+            _pad: 0,
+        };
+        let params = ctx.uniform_from("matmul params", &params);
+        let bias = buffers.bias.unwrap_or(&self.no_bias);
+        let bind_group = launch::bind_buffers(
+            &ctx.device,
+            &self.layout,
+            "matmul",
+            &[&params, buffers.x, buffers.w, bias, buffers.y],
+        );
+        let workgroups = launch::workgroups_for(u64::from(launch.rows.div_ceil(row_block)) * u64::from(col_tiles), 1)?;
+        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+    }
+}
+
+/// Refuses a launch whose sizes the buffers do not hold (before wgpu would raise a validation error,
+/// or a shader would read past its rows).
+fn check(buffers: &MatmulBuffers<'_>, launch: MatmulLaunch) -> Result<(), GpuError> {
+    let MatmulLaunch { rows, inputs, outputs, x_row0, .. } = launch;
+    if rows == 0 || outputs == 0 || inputs == 0 || !inputs.is_multiple_of(4) {
+        return Err(GpuError::InvalidInput(format!(
+            "matmul needs rows, outputs and inputs a multiple of 4 (got {launch:?})"
+        )));
+    }
+    let floats = |a: u64, b: u32| 4 * a * u64::from(b);
+    let needs = [
+        ("X", buffers.x, floats(u64::from(x_row0) + u64::from(rows), inputs)),
+        ("W", buffers.w, floats(outputs.into(), inputs)),
+        ("Y", buffers.y, floats(rows.into(), outputs)),
+    ];
+    let bias = buffers.bias.map(|b| ("bias", b, floats(outputs.into(), 1)));
+    for (name, buffer, bytes) in needs.into_iter().chain(bias) {
+        if buffer.size() < bytes {
+            return Err(GpuError::InvalidInput(format!(
+                "matmul {launch:?}: {name} holds {} bytes, needs {bytes}",
+                buffer.size()
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn params_are_a_multiple_of_16_bytes() {
+        assert_eq!(size_of::<super::MatmulParams>(), 32);
+    }
+}

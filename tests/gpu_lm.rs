@@ -1,0 +1,302 @@
+//! The language model's kernels and its whole forward pass on a real wgpu device (lavapipe in CI),
+//! against their CPU twins in `lm::forward` (f32 storage, f64 sums).
+//!
+//! Tolerances, from measured differences on lavapipe (the GPU sums in f32, in another order):
+//! - each kernel on random inputs: within `1e-5 + 1e-5 |want|` (matmul over up to 512 inputs:
+//!   measured at most 3.4e-6 absolute; the others are elementwise, a copy, or one row's sum);
+//! - the whole pass on the shipped checkpoint, 1 to 128 tokens: hidden states after each layer within
+//!   2e-4 absolute (measured at most 3.7e-5, on values up to 70: 6e-7 of the largest), logits within
+//!   1e-4 (measured at most 8.6e-6) and probabilities within 1e-5 (measured at most 1.9e-6), with the
+//!   most likely next token the same at every position.
+//!
+//! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
+
+use attention_lab::attention::inputs::SplitMix64;
+use attention_lab::attention::rope::RopeTable;
+use attention_lab::gpu::embed_gather::EmbedBuffers;
+use attention_lab::gpu::launch::Dispatch;
+use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
+use attention_lab::gpu::matmul::{MatmulBuffers, MatmulForm, MatmulLaunch};
+use attention_lab::gpu::rms_norm::NormBuffers;
+use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
+use attention_lab::gpu::{GpuContext, Kernels};
+use attention_lab::lm::checkpoint::Checkpoint;
+use attention_lab::lm::forward;
+use attention_lab::model::config::Positional;
+
+fn device() -> Option<GpuContext> {
+    match pollster::block_on(GpuContext::new()) {
+        Ok(ctx) => Some(ctx),
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("CI=true but no GPU adapter: {e}"),
+        Err(e) => {
+            println!("SKIP: no adapter ({e})");
+            None
+        }
+    }
+}
+
+/// Waits for the device to go idle before dropping it (software drivers crash on exit otherwise).
+fn close(ctx: GpuContext) {
+    ctx.device.poll(wgpu::PollType::wait_indefinitely()).expect("device idle");
+    drop(ctx);
+}
+
+fn random(len: usize, amplitude: f32, rng: &mut SplitMix64) -> Vec<f32> {
+    (0..len).map(|_| rng.next_signed_unit() * amplitude).collect()
+}
+
+/// The largest `|got - want| / (abs + rel |want|)`: at most 1 passes. Also checks lengths and finiteness.
+fn worst(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) -> f32 {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let mut worst = 0.0f32;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(g.is_finite(), "{what}[{i}]: got {g}, want {w}");
+        let ratio = (g - w).abs() / (abs + rel * w.abs());
+        assert!(ratio <= 1.0, "{what}[{i}]: got {g}, want {w}");
+        worst = worst.max(ratio);
+    }
+    worst
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn run(ctx: &GpuContext, dispatch: &Dispatch, out: &wgpu::Buffer, len: usize) -> Vec<f32> {
+    Dispatch::submit_all(ctx, &[dispatch]);
+    let mut values: Vec<f32> = pollster::block_on(ctx.read_back(out)).expect("read back");
+    values.truncate(len);
+    values
+}
+
+const KERNEL_ABS: f32 = 1e-5;
+const KERNEL_REL: f32 = 1e-5;
+
+#[test]
+fn matmul_matches_its_twin_in_both_forms() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(7);
+    // (rows, inputs, outputs): the model's shapes with rows that fill no tile, and odd outputs.
+    let shapes =
+        [(37, 192, 256), (83, 192, 64), (5, 192, 1024), (130, 512, 192), (27, 192, 4096), (1, 64, 3), (70, 4, 65)];
+    for form in [MatmulForm::Tiled, MatmulForm::Direct, MatmulForm::Subgroup] {
+        kernels.matmul.set_form(form);
+        for (n, &(rows, inputs, outputs)) in shapes.iter().enumerate() {
+            // Every other case reads from row 3 of X, has a bias and adds to Y.
+            let (x_row0, with_bias, accumulate) = if n % 2 == 1 { (3, true, true) } else { (0, false, false) };
+            let x = random((x_row0 + rows) * inputs, 1.0, &mut rng);
+            let w = random(outputs * inputs, 0.2, &mut rng);
+            let bias = random(outputs, 1.0, &mut rng);
+            let y0 = random(rows * outputs, 1.0, &mut rng);
+            let bias_used = with_bias.then_some(bias.as_slice());
+            let mut want = forward::matmul(&x[x_row0 * inputs..], &w, bias_used, inputs);
+            if accumulate {
+                want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+            }
+            let (xb, wb) = (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("w", &w).unwrap());
+            let bias_buffer = ctx.storage_from("bias", &bias).unwrap();
+            let y = ctx.storage_from("y", &y0).unwrap();
+            let buffers = MatmulBuffers { x: &xb, w: &wb, bias: with_bias.then_some(&bias_buffer), y: &y };
+            let launch = MatmulLaunch {
+                x_row0: x_row0 as u32,
+                accumulate,
+                ..MatmulLaunch::new(rows as u32, inputs as u32, outputs as u32)
+            };
+            let dispatch = kernels.matmul.prepare(&ctx, &buffers, launch).expect("prepare");
+            let got = run(&ctx, &dispatch, &y, want.len());
+            let what = format!("{form:?} matmul {launch:?}");
+            worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
+            println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));
+        }
+    }
+    // Sizes the buffers cannot hold are refused before anything runs.
+    let small = ctx.storage_output("small", 16).unwrap();
+    let buffers = MatmulBuffers { x: &small, w: &small, bias: None, y: &small };
+    assert!(kernels.matmul.prepare(&ctx, &buffers, MatmulLaunch::new(2, 4, 4)).is_err());
+    assert!(kernels.matmul.prepare(&ctx, &buffers, MatmulLaunch::new(1, 3, 1)).is_err());
+    close(ctx);
+}
+
+#[test]
+fn norm_gather_rope_and_swiglu_match_their_twins() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(11);
+    for (rows, width) in [(37, 192), (1, 64), (130, 512)] {
+        let x = random(rows * width, 3.0, &mut rng);
+        let weight = random(width, 1.0, &mut rng);
+        let want = forward::rms_norm(&x, &weight, 1e-6);
+        let (xb, wb) = (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("w", &weight).unwrap());
+        let out = ctx.storage_output("out", (rows * width * 4) as u64).unwrap();
+        let buffers = NormBuffers { x: &xb, weight: &wb, out: &out };
+        let dispatch = kernels.rms_norm.prepare(&ctx, &buffers, rows as u32, width as u32, 1e-6).unwrap();
+        worst(
+            &format!("rms_norm {rows} x {width}"),
+            &run(&ctx, &dispatch, &out, want.len()),
+            &want,
+            KERNEL_ABS,
+            KERNEL_REL,
+        );
+    }
+
+    let (vocab, width) = (100, 192);
+    let embed = random(vocab * width, 1.0, &mut rng);
+    let ids: Vec<u32> = (0..27).map(|i| (i * 37 % vocab) as u32).collect();
+    let want = forward::embed_gather(&embed, &ids, width);
+    let (idb, eb) = (ctx.storage_from("ids", &ids).unwrap(), ctx.storage_from("embed", &embed).unwrap());
+    let out = ctx.storage_output("out", (want.len() * 4) as u64).unwrap();
+    let dispatch = kernels
+        .embed_gather
+        .prepare(&ctx, &EmbedBuffers { ids: &idb, embed: &eb, out: &out }, ids.len() as u32, width as u32)
+        .unwrap();
+    assert_eq!(run(&ctx, &dispatch, &out, want.len()), want, "embed_gather copies exactly");
+
+    for (rows, ffn) in [(27, 512), (3, 4)] {
+        // Gate values down to -40: silu's tail, where exp(-g) is huge.
+        let gate_up = random(rows * 2 * ffn, 40.0, &mut rng);
+        let (gate, up): (Vec<f32>, Vec<f32>) = {
+            let rows_of = |half: usize| gate_up.chunks(ffn).skip(half).step_by(2).flatten().copied().collect();
+            (rows_of(0), rows_of(1))
+        };
+        let want = forward::swiglu(&gate, &up);
+        let gub = ctx.storage_from("gate_up", &gate_up).unwrap();
+        let out = ctx.storage_output("out", (want.len() * 4) as u64).unwrap();
+        let dispatch = kernels.swiglu.prepare(&ctx, &gub, &out, rows as u32, ffn as u32).unwrap();
+        worst(
+            &format!("swiglu {rows} x {ffn}"),
+            &run(&ctx, &dispatch, &out, want.len()),
+            &want,
+            KERNEL_ABS,
+            KERNEL_REL,
+        );
+    }
+
+    for (tokens, h_q, h_kv, d) in [(27, 8, 2, 32), (83, 3, 1, 64), (1, 2, 2, 8)] {
+        check_rope(&ctx, &kernels, Heads { tokens, h_q, h_kv, d }, &mut rng);
+    }
+    close(ctx);
+}
+
+/// `split_heads` against the twin's rotation and a transpose, then `merge_heads` back.
+fn check_rope(ctx: &GpuContext, kernels: &Kernels, heads: Heads, rng: &mut SplitMix64) {
+    let Heads { tokens, h_q, h_kv, d } = heads;
+    let (t, d_us) = (tokens as usize, d as usize);
+    let (q_width, kv_width) = ((h_q * d) as usize, (h_kv * d) as usize);
+    let qkv = random(t * (q_width + 2 * kv_width), 2.0, rng);
+    let table = RopeTable::new(t, d_us, Positional::rope(10_000.0));
+    let columns = |from: usize, width: usize| -> Vec<f32> {
+        qkv.chunks(q_width + 2 * kv_width).flat_map(|row| row[from..from + width].to_vec()).collect()
+    };
+    let (mut q, mut k, v) = (columns(0, q_width), columns(q_width, kv_width), columns(q_width + kv_width, kv_width));
+    forward::rope(&mut q, q_width, d_us, &table);
+    forward::rope(&mut k, kv_width, d_us, &table);
+    let qkv_b = ctx.storage_from("qkv", &qkv).unwrap();
+    let angles = ctx.storage_from("angles", &rope::angles(&table)).unwrap();
+    let out = |floats: usize| ctx.storage_output("out", (floats * 4) as u64).unwrap();
+    let (qb, kb, vb) = (out(t * q_width), out(t * kv_width), out(t * kv_width));
+    let buffers = SplitBuffers { qkv: &qkv_b, angles: &angles, q: &qb, k: &kb, v: &vb };
+    Dispatch::submit_all(ctx, &[&kernels.rope.prepare_split(ctx, &buffers, heads, &table).unwrap()]);
+    for (name, buffer, want, n_heads) in [("Q", &qb, &q, h_q), ("K", &kb, &k, h_kv), ("V", &vb, &v, h_kv)] {
+        let got: Vec<f32> = pollster::block_on(ctx.read_back(buffer)).unwrap();
+        let want = heads_first(want, t, n_heads as usize, d_us);
+        worst(&format!("rope {name} {heads:?}"), &got[..want.len()], &want, KERNEL_ABS, KERNEL_REL);
+    }
+    let merged = out(t * q_width);
+    let dispatch = kernels.rope.prepare_merge(ctx, &qb, &merged, heads).unwrap();
+    assert_eq!(
+        run(ctx, &dispatch, &merged, q.len()),
+        pollster::block_on(ctx.read_back(&qb)).map(|o| tokens_first(&o[..q.len()], t, h_q as usize, d_us)).unwrap()
+    );
+}
+
+/// `[tokens, heads * d]` to `[heads, tokens, d]`.
+fn heads_first(x: &[f32], tokens: usize, heads: usize, d: usize) -> Vec<f32> {
+    (0..heads).flat_map(|h| (0..tokens).flat_map(move |t| x[(t * heads + h) * d..][..d].to_vec())).collect()
+}
+
+/// `[heads, tokens, d]` to `[tokens, heads * d]`.
+fn tokens_first(x: &[f32], tokens: usize, heads: usize, d: usize) -> Vec<f32> {
+    (0..tokens).flat_map(|t| (0..heads).flat_map(move |h| x[(h * tokens + t) * d..][..d].to_vec())).collect()
+}
+
+fn shipped() -> Checkpoint {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/attention-lab-tiny");
+    let config = std::fs::read_to_string(format!("{dir}/config.json")).expect("the shipped config");
+    let weights = std::fs::read(format!("{dir}/model.safetensors")).expect("the shipped weights");
+    Checkpoint::load(&config, &weights).expect("the shipped checkpoint loads")
+}
+
+/// Token ids spread over the vocabulary, the same for every run.
+fn token_ids(tokens: usize, vocab: u32, seed: u64) -> Vec<u32> {
+    let mut rng = SplitMix64::new(seed);
+    (0..tokens).map(|_| (rng.next_signed_unit().abs() * vocab as f32) as u32 % vocab).collect()
+}
+
+const HIDDEN_ABS: f32 = 2e-4;
+const LOGIT_ABS: f32 = 1e-4;
+const PROB_ABS: f32 = 1e-5;
+
+#[test]
+fn the_whole_pass_matches_the_cpu_forward_pass_layer_by_layer() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    // 83 tokens reach past the 64-token window of layers 0-2; 128 is the trained context.
+    for (n, tokens) in [1, 27, 83, 128].into_iter().enumerate() {
+        let ids = token_ids(tokens, weights.geometry.vocab, 40 + n as u64);
+        let want = forward::forward(&ck, &ids).expect("CPU forward");
+        let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true };
+        let got = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &ids, request)).expect("GPU forward");
+        for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {
+            let scale = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            worst(&format!("{tokens} tokens: hidden states after layer {l}"), g, w, HIDDEN_ABS, 0.0);
+            println!("{tokens} tokens, layer {l}: hidden max |diff| {:e} (largest value {scale})", max_abs_diff(g, w));
+        }
+        assert_eq!(got.hidden.len(), ck.layers.len());
+        for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
+            worst(&format!("{tokens} tokens: layer {l} probabilities"), g, w, PROB_ABS, 0.0);
+            println!("{tokens} tokens, layer {l}: probabilities max |diff| {:e}", max_abs_diff(g, w));
+        }
+        assert_eq!(got.probs.len(), ck.layers.len());
+        worst(&format!("{tokens} tokens: logits"), &got.logits, &want.logits, LOGIT_ABS, 0.0);
+        println!("{tokens} tokens: logits max |diff| {:e}", max_abs_diff(&got.logits, &want.logits));
+        let vocab = weights.geometry.vocab as usize;
+        for (i, (g, w)) in got.logits.chunks(vocab).zip(want.logits.chunks(vocab)).enumerate() {
+            assert_eq!(argmax(g), argmax(w), "{tokens} tokens: the most likely token after position {i}");
+        }
+    }
+    close(ctx);
+}
+
+#[test]
+fn the_last_logits_alone_and_bad_requests() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let ids = token_ids(40, weights.geometry.vocab, 3);
+    let want = forward::forward(&ck, &ids).expect("CPU forward");
+    let request = LmRequest { last_logits: Some(2), ..Default::default() };
+    let got = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &ids, request)).expect("GPU forward");
+    let vocab = weights.geometry.vocab as usize;
+    assert_eq!((got.logit_rows, got.logits.len()), (2, 2 * vocab));
+    assert!(got.probs.is_empty() && got.hidden.is_empty());
+    worst("the last two positions' logits", &got.logits, &want.logits[38 * vocab..], LOGIT_ABS, 0.0);
+    for bad in [vec![], vec![1, 4096]] {
+        let err = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &bad, LmRequest::default()));
+        assert!(err.is_err(), "{bad:?}");
+    }
+    // Every layer's probabilities of 8192 tokens (4 x 8 x 8192^2 x 4 B = 8 GiB) exceed the job budget:
+    // refused before any buffer is made.
+    let long = token_ids(8192, weights.geometry.vocab, 5);
+    let request = LmRequest { probabilities: true, ..Default::default() };
+    let err = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &long, request)).unwrap_err();
+    assert!(err.to_string().contains("8192 tokens"), "{err}");
+    close(ctx);
+}
+
+fn argmax(x: &[f32]) -> usize {
+    (0..x.len()).max_by(|&a, &b| x[a].total_cmp(&x[b])).expect("not empty")
+}
