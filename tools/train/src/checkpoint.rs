@@ -28,7 +28,8 @@ pub fn model_config(v: &Value) -> Result<ModelConfig, Error> {
         Ok(v[key].as_u64().ok_or_else(|| format!("config.json: {key} is not a count"))? as usize)
     };
     let x = |key: &str| -> Result<f64, Error> { v[key].as_f64().ok_or_else(|| format!("config.json: {key}").into()) };
-    let types: Vec<&str> = v["layer_types"].as_array().ok_or("config.json: no layer_types")?.iter().filter_map(Value::as_str).collect();
+    let types: Vec<&str> =
+        v["layer_types"].as_array().ok_or("config.json: no layer_types")?.iter().filter_map(Value::as_str).collect();
     let global_every = types.iter().position(|t| *t == "full_attention").ok_or("no full_attention layer")? + 1;
     let cfg = ModelConfig {
         vocab_size: n("vocab_size")?,

@@ -23,7 +23,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const DATA: &str = "data";
 /// Where the app keeps the shipped checkpoint, and its test references, from this crate's folder.
 const SHIPPED: &str = "../../www/models/attention-lab-tiny";
-const REFERENCE: &str = "../../tests/data/tiny-model/reference.json";
+const MODEL_REFERENCE: &str = "../../tests/data/tiny-model/reference.json";
+const TOKENIZER_REFERENCE: &str = "../../tests/data/tiny-model/tokenizer-reference.json";
 const SEPARATOR: &str = "\n<|endoftext|>\n";
 
 /// Every candle op allocates its result, megabytes at a time. By default glibc maps each block of
@@ -210,10 +211,9 @@ fn tokenizer_cmd(flags: &Flags) -> Result<(), Error> {
 }
 
 /// Where the app's tests read the reference: `tests/data/tiny-model/` at the repository root.
-const REFERENCE_OUT: &str = "../../tests/data/tiny-model/tokenizer-reference.json";
 
 /// tokenizer-reference: the library's ids for fixed texts and the corpus files (see
-/// `tokenizer_reference::reference`), written to REFERENCE_OUT.
+/// `tokenizer_reference::reference`), written to TOKENIZER_REFERENCE.
 fn tokenizer_reference_cmd() -> Result<(), Error> {
     let tok_path = Path::new(DATA).join("tokenizer.json");
     let tok = bpe::load(&tok_path)?;
@@ -228,7 +228,7 @@ fn tokenizer_reference_cmd() -> Result<(), Error> {
         &[("tools/train/data/corpus/train.txt", &train), ("tools/train/data/corpus/heldout.txt", &heldout)],
     )?;
     reference["tokenizer_sha256"] = sha256(&std::fs::read(&tok_path)?).into();
-    let out = Path::new(REFERENCE_OUT);
+    let out = Path::new(TOKENIZER_REFERENCE);
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -348,7 +348,7 @@ fn reference_cmd(flags: &Flags) -> Result<(), Error> {
     use attention_lab_train::reference::{CODE, PROSE, reference, repeated_sequence};
     let mut f = Flags(flags.0.clone());
     let dir: PathBuf = f.get("checkpoint", PathBuf::from(SHIPPED))?;
-    let out: PathBuf = f.get("out", PathBuf::from(REFERENCE))?;
+    let out: PathBuf = f.get("out", PathBuf::from(MODEL_REFERENCE))?;
     f.done()?;
     let (cfg, weights) = attention_lab_train::checkpoint::load(&dir)?;
     let tok = bpe::load(&dir.join("tokenizer.json"))?;

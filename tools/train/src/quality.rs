@@ -66,17 +66,8 @@ pub fn measure(cfg: &ModelConfig, w: &Weights, train: &[u32], heldout: &[u32], e
 
 fn heldout_loss(cfg: &ModelConfig, w: &Weights, tokens: &[u32]) -> Result<f64, Error> {
     let t = cfg.max_position_embeddings;
-    let windows: Vec<usize> = (0..(tokens.len() - 1) / t).map(|i| i * t).collect();
-    let mut total = 0.0;
-    for chunk in windows.chunks(16) {
-        let x: Vec<u32> = chunk.iter().flat_map(|&o| tokens[o..o + t].iter().copied()).collect();
-        let y: Vec<u32> = chunk.iter().flat_map(|&o| tokens[o + 1..o + t + 1].iter().copied()).collect();
-        let x = Tensor::from_vec(x, (chunk.len(), t), &Device::Cpu)?;
-        let y = Tensor::from_vec(y, (chunk.len(), t), &Device::Cpu)?;
-        let out = model::forward(cfg, w, &x, false)?;
-        total += f64::from(model::loss(&out.logits, &y)?.to_scalar::<f32>()?) * chunk.len() as f64;
-    }
-    Ok(total / windows.len() as f64)
+    let offsets: Vec<usize> = (0..(tokens.len() - 1) / t).map(|i| i * t).collect();
+    Ok(crate::train::mean_loss(cfg, w, tokens, &offsets, t, 16)?)
 }
 
 /// Cross-entropy (nats) of an add-one unigram and of the best interpolated bigram on `heldout`.
@@ -102,12 +93,18 @@ fn baselines(train: &[u32], heldout: &[u32], vocab: usize) -> (f64, f64, f64) {
         }
         sum / (heldout.len() - 1) as f64
     };
-    let (weight, best) = (1..20).map(|i| i as f64 * 0.05).map(|w| (w, loss(w))).min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    let (weight, best) =
+        (1..20).map(|i| i as f64 * 0.05).map(|w| (w, loss(w))).min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
     (loss(0.0), best, weight)
 }
 
 /// Previous-token, sink and local scores over evenly spaced held-out windows.
-fn natural_text_scores(cfg: &ModelConfig, w: &Weights, tokens: &[u32], heads: &mut [Vec<HeadScores>]) -> Result<(), Error> {
+fn natural_text_scores(
+    cfg: &ModelConfig,
+    w: &Weights,
+    tokens: &[u32],
+    heads: &mut [Vec<HeadScores>],
+) -> Result<(), Error> {
     let t = cfg.max_position_embeddings;
     let span = tokens.len() - t;
     for i in 0..SCORE_WINDOWS {
@@ -132,7 +129,12 @@ fn natural_text_scores(cfg: &ModelConfig, w: &Weights, tokens: &[u32], heads: &m
 }
 
 /// Induction scores, and the mean loss on the first and second copies.
-fn induction_scores(cfg: &ModelConfig, w: &Weights, eot: u32, heads: &mut [Vec<HeadScores>]) -> Result<(f64, f64), Error> {
+fn induction_scores(
+    cfg: &ModelConfig,
+    w: &Weights,
+    eot: u32,
+    heads: &mut [Vec<HeadScores>],
+) -> Result<(f64, f64), Error> {
     let mut rng = Rng::new(0x1D0C_7105);
     let n = INDUCTION_LEN;
     let (mut first, mut second) = (0.0, 0.0);

@@ -21,7 +21,8 @@ A reference must never outlive the value it refers to.";
 pub const CODE: &str = "fn largest<T: PartialOrd>(list: &[T]) -> &T {\n    let mut largest = &list[0];\n    for item in \
 list {\n        if item > largest {\n            largest = item;\n        }\n    }\n    largest\n}\n";
 
-/// `<|endoftext|>` then `len` seeded random ids from `1..vocab`, twice: the next token in the second
+/// `<|endoftext|>` then `len` seeded random ids from `1..vocab` (every id but 0, which is
+/// `<|endoftext|>` in this tokenizer), twice: the next token in the second
 /// copy is predictable only by finding the current one in the first copy (induction).
 pub fn repeated_sequence(eot: u32, vocab: usize, len: usize, rng: &mut Rng) -> Vec<u32> {
     let half: Vec<u32> = (0..len).map(|_| 1 + rng.below(vocab - 1) as u32).collect();
@@ -29,7 +30,11 @@ pub fn repeated_sequence(eot: u32, vocab: usize, len: usize, rng: &mut Rng) -> V
 }
 
 /// The reference for each named input.
-pub fn reference(cfg: &ModelConfig, w: &Weights, inputs: &[(String, Option<String>, Vec<u32>)]) -> Result<Value, Error> {
+pub fn reference(
+    cfg: &ModelConfig,
+    w: &Weights,
+    inputs: &[(String, Option<String>, Vec<u32>)],
+) -> Result<Value, Error> {
     let mut out = Vec::new();
     for (name, text, ids) in inputs {
         out.push(one(cfg, w, name, text.as_deref(), ids)?);
@@ -49,8 +54,10 @@ fn one(cfg: &ModelConfig, w: &Weights, name: &str, text: Option<&str>, ids: &[u3
     let lse = logits.broadcast_sub(&logits.max_keepdim(D::Minus1)?)?.exp()?.sum_keepdim(D::Minus1)?.log()?;
     let lse = (lse + logits.max_keepdim(D::Minus1)?)?.squeeze(1)?.to_vec1::<f32>()?;
     let rows_of_logits = logits.to_vec2::<f32>()?;
-    let top5: Vec<Value> =
-        rows_of_logits.iter().map(|row| json!(top(row, 5).iter().map(|&(i, v)| (i, logit(v))).collect::<Vec<_>>())).collect();
+    let top5: Vec<Value> = rows_of_logits
+        .iter()
+        .map(|row| json!(top(row, 5).iter().map(|&(i, v)| (i, logit(v))).collect::<Vec<_>>()))
+        .collect();
     let mut rows = vec![1, t / 2, t - 1];
     rows.dedup();
     let mut probs = Vec::new(); // [layer][head][row][key]

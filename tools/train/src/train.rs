@@ -125,13 +125,7 @@ impl Trainer {
         let n = self.cfg.eval_windows;
         let span = tokens.len() - t - 1;
         let offsets: Vec<usize> = (0..n).map(|i| i * span / n).collect();
-        let mut total = 0.0;
-        for chunk in offsets.chunks(self.cfg.batch) {
-            let (x, y) = windows(tokens, chunk, t, &self.device)?;
-            let out = model::forward(&self.cfg.model, &self.weights, &x, false)?;
-            total += f64::from(model::loss(&out.logits, &y)?.to_scalar::<f32>()?) * chunk.len() as f64;
-        }
-        Ok(total / n as f64)
+        mean_loss(&self.cfg.model, &self.weights, tokens, &offsets, t, self.cfg.batch)
     }
 
     /// The whole run, writing `loss.csv` into `out_dir` and printing progress.
@@ -192,6 +186,24 @@ impl Trainer {
         summary.tokens_per_sec = summary.tokens_seen as f64 / summary.wall_secs;
         Ok(summary)
     }
+}
+
+/// Mean next-token loss of the `t`-token windows of `tokens` starting at `offsets`, `batch` at a time.
+pub fn mean_loss(
+    cfg: &ModelConfig,
+    w: &Weights,
+    tokens: &[u32],
+    offsets: &[usize],
+    t: usize,
+    batch: usize,
+) -> Result<f64> {
+    let mut total = 0.0;
+    for chunk in offsets.chunks(batch) {
+        let (x, y) = windows(tokens, chunk, t, &Device::Cpu)?;
+        let out = model::forward(cfg, w, &x, false)?;
+        total += f64::from(model::loss(&out.logits, &y)?.to_scalar::<f32>()?) * chunk.len() as f64;
+    }
+    Ok(total / offsets.len() as f64)
 }
 
 fn windows(tokens: &[u32], offsets: &[usize], t: usize, device: &Device) -> Result<(Tensor, Tensor)> {
