@@ -210,8 +210,6 @@ fn tokenizer_cmd(flags: &Flags) -> Result<(), Error> {
     Ok(())
 }
 
-/// Where the app's tests read the reference: `tests/data/tiny-model/` at the repository root.
-
 /// tokenizer-reference: the library's ids for fixed texts and the corpus files (see
 /// `tokenizer_reference::reference`), written to TOKENIZER_REFERENCE.
 fn tokenizer_reference_cmd() -> Result<(), Error> {

@@ -363,7 +363,7 @@ mod tests {
             let set: Vec<usize> = (0..64).filter(|&i| w[i] != 0).collect();
             assert!(w.iter().all(|&id| id < 50));
             let len = set.len() / 2;
-            assert!(set.len() % 2 == 0 && (8..=16).contains(&len), "{set:?}");
+            assert!(set.len().is_multiple_of(2) && (8..=16).contains(&len), "{set:?}");
             let values: Vec<u32> = set.iter().map(|&i| w[i]).collect();
             assert_eq!(values[..len], values[len..], "the span and its copy");
         }
