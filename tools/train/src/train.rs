@@ -95,7 +95,8 @@ impl Trainer {
             let o = self.rng.below(tokens.len() - t - 1);
             let mut w = tokens[o..o + t + 1].to_vec();
             if self.cfg.repeat_share > 0.0 && self.rng.uniform() < self.cfg.repeat_share {
-                let random = self.rng.uniform() < self.cfg.repeat_random;
+                // Drawn only when asked for, so runs without random spans replay earlier runs exactly.
+                let random = self.cfg.repeat_random > 0.0 && self.rng.uniform() < self.cfg.repeat_random;
                 repeat_a_span(&mut w, random.then_some(self.cfg.model.vocab_size), &mut self.rng);
             }
             x.extend_from_slice(&w[..t]);
