@@ -17,26 +17,8 @@ use attention_lab::gpu::row_softmax::RowForm;
 use attention_lab::gpu::{GpuContext, GpuError, Kernels, ProbRegion};
 use attention_lab::model::Mask;
 
-fn device() -> Option<GpuContext> {
-    match pollster::block_on(GpuContext::new()) {
-        Ok(ctx) => Some(ctx),
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("CI=true but no GPU adapter: {e}"),
-        Err(e) => {
-            println!("SKIP: no adapter ({e})");
-            None
-        }
-    }
-}
-
-/// Waits for the device to go idle before dropping it (software drivers crash on exit otherwise).
-fn close(ctx: GpuContext) {
-    ctx.device.poll(wgpu::PollType::wait_indefinitely()).expect("device idle");
-    drop(ctx);
-}
-
-fn random(len: usize, amplitude: f32, rng: &mut SplitMix64) -> Vec<f32> {
-    (0..len).map(|_| rng.next_signed_unit() * amplitude).collect()
-}
+mod common;
+use common::gpu::{close, device, random};
 
 struct Case {
     shape: AttentionShape,
