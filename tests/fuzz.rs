@@ -453,7 +453,8 @@ fn mutated_real_config() -> impl Strategy<Value = Value> {
 
 /// A real-looking config (Llama, Gemma, Qwen, Llama 4, GPT-2) with some fields made hostile.
 fn hostile_config() -> impl Strategy<Value = Value> {
-    let family = prop::sample::select(vec!["llama", "gemma3", "gemma2", "qwen2", "llama4_text", "gpt2", "deepseek_v3"]);
+    let family =
+        prop::sample::select(vec!["llama", "gemma3", "gemma2", "qwen2", "llama4_text", "gpt2", "deepseek_v3", "samba"]);
     let overrides = prop::collection::vec((prop::sample::select(NUMBER_FIELDS.to_vec()), json_number()), 0..5);
     let extra = prop::collection::vec(
         (
@@ -463,6 +464,7 @@ fn hostile_config() -> impl Strategy<Value = Value> {
                 "rope_scaling",
                 "rope_parameters",
                 "text_config",
+                "attn",
             ]),
             any_json(),
         ),
