@@ -24,6 +24,9 @@ sed "s/attention-lab_bg.wasm/attention-lab-${hash}_bg.wasm/" dist/attention-lab.
 rm dist/attention-lab.js
 sed "s#\./attention-lab\.js#./attention-lab-${hash}.js#" index.html > dist/index.html
 cp www/*.css dist/www/
+# The trained model's files, fetched by the page only when the model is chosen (src/model/presets/trained.rs).
+mkdir -p dist/www/models/attention-lab-tiny
+cp www/models/attention-lab-tiny/{config.json,tokenizer.json,model.safetensors} dist/www/models/attention-lab-tiny/
 
 wasm_bytes=$(stat -c %s "dist/attention-lab-${hash}_bg.wasm")
 gzip_bytes=$(gzip -9 -c "dist/attention-lab-${hash}_bg.wasm" | wc -c)

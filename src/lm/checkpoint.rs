@@ -84,6 +84,12 @@ impl Checkpoint {
         self.model.attn.head_dim as usize
     }
 
+    /// Widths of a token's query heads and of its key (or value) heads.
+    pub fn widths(&self) -> (usize, usize) {
+        let heads = |n: u32| n as usize * self.head_dim();
+        (heads(self.model.n_q_heads), heads(self.model.attn.n_kv_heads))
+    }
+
     pub fn vocab(&self) -> usize {
         self.model.vocab_size as usize
     }

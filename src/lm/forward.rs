@@ -25,8 +25,9 @@ pub const MAX_CPU_BYTES: u64 = 256 << 20;
 #[derive(Debug)]
 pub struct Forward {
     pub tokens: usize,
-    /// (tokens, vocab) next-token logits.
+    /// (logit_rows, vocab) next-token logits of the last `logit_rows` positions.
     pub logits: Vec<f32>,
+    pub logit_rows: usize,
     /// Per layer, (query heads, tokens, tokens) attention probabilities; 0 outside the layer's mask.
     pub probs: Vec<Vec<f32>>,
     /// Per layer, (tokens, d) hidden states after it (the residual stream, before the final norm).
@@ -34,10 +35,11 @@ pub struct Forward {
 }
 
 impl Forward {
-    /// The logits after token `i`.
+    /// The logits after token `i` (one of the last `logit_rows`).
     pub fn logits_at(&self, i: usize) -> &[f32] {
-        let vocab = self.logits.len() / self.tokens;
-        &self.logits[i * vocab..][..vocab]
+        let vocab = self.logits.len() / self.logit_rows.max(1);
+        let row = i + self.logit_rows - self.tokens;
+        &self.logits[row * vocab..][..vocab]
     }
 
     /// Head `head`'s probabilities in `layer`, (tokens, tokens).
@@ -73,80 +75,192 @@ fn host_bytes(ck: &Checkpoint, t: usize) -> Option<u64> {
 }
 
 pub fn forward(ck: &Checkpoint, ids: &[u32]) -> Result<Forward, LmError> {
-    let t = ids.len();
-    let most = max_tokens(ck);
-    if t == 0 || t > most {
-        return Err(LmError(format!(
-            "The CPU forward pass of this model takes 1 to {most} tokens (its trained length, within {} MiB), not {t}",
-            MAX_CPU_BYTES >> 20
-        )));
-    }
-    if let Some(bad) = ids.iter().find(|&&id| id as usize >= ck.vocab()) {
-        return Err(LmError(format!("token id {bad} is outside the vocabulary of {}", ck.vocab())));
-    }
-    let d = ck.model.d_model as usize;
-    let mut x = embed_gather(&ck.embed, ids, d);
-    let mut probs = Vec::with_capacity(ck.layers.len());
-    let mut hidden = Vec::with_capacity(ck.layers.len());
-    for layer in &ck.layers {
-        let h = rms_norm(&x, &layer.input_norm, ck.rms_norm_eps);
-        let (attended, p) = attention(ck, layer, &h, t);
-        add(&mut x, &linear(&attended, &layer.o));
-        probs.push(p);
-        let h = rms_norm(&x, &layer.post_attention_norm, ck.rms_norm_eps);
-        add(&mut x, &mlp(layer, &h));
-        hidden.push(x.clone());
-    }
-    let x = rms_norm(&x, &ck.final_norm, ck.rms_norm_eps);
-    let head = ck.lm_head.as_deref().unwrap_or(&ck.embed);
-    Ok(Forward { tokens: t, logits: matmul(&x, head, None, d), probs, hidden })
+    let mut pass = CpuPass::new(ck, ids, ids.len())?;
+    while pass.step() {}
+    Ok(pass.finish())
 }
 
-/// Twin of `embed_gather.wgsl`: the rows of `embed` (each `d` wide) of the tokens `ids` (each below
-/// the vocabulary), `[tokens, d]`.
-pub fn embed_gather(embed: &[f32], ids: &[u32], d: usize) -> Vec<f32> {
-    ids.iter().flat_map(|&id| embed[id as usize * d..][..d].iter().copied()).collect()
+/// Query rows per step of [`CpuPass`]: at most about 5 million multiply-adds for the shipped model
+/// (a few ms of wasm), so the page can let the browser in between steps.
+const ROWS_PER_STEP: usize = 16;
+
+/// One step of a [`CpuPass`]: a block of rows, or one head's attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Work {
+    /// Rows' norm, Q/K/V projections and rotation in a layer.
+    Qkv { layer: usize, rows: (usize, usize) },
+    /// One query head's attention over every row.
+    Head { layer: usize, head: usize },
+    /// Rows' output projection and MLP, each added to the residual stream.
+    Mix { layer: usize, rows: (usize, usize) },
+    /// Rows' final norm and logits.
+    Logits { rows: (usize, usize) },
 }
 
-/// Attention of one layer over `t` tokens: the heads' outputs (t, heads x head_dim) and their
-/// probabilities (heads, t, t).
-fn attention(ck: &Checkpoint, layer: &LayerWeights, h: &[f32], t: usize) -> (Vec<f32>, Vec<f32>) {
-    let hd = ck.head_dim();
-    let (heads, kv_heads) = (ck.model.n_q_heads as usize, ck.model.attn.n_kv_heads as usize);
-    let (mut q, mut k, v) = (linear(h, &layer.q), linear(h, &layer.k), linear(h, &layer.v));
-    let (q_width, kv_width) = (heads * hd, kv_heads * hd);
-    let table = RopeTable::new(t, hd, layer.positional);
-    rope(&mut q, q_width, hd, &table);
-    rope(&mut k, kv_width, hd, &table);
-    let scale = 1.0 / (hd as f64).sqrt();
-    let mut out = vec![0.0f32; t * q_width];
-    let mut probs = vec![0.0f32; heads * t * t];
-    let mut weights = vec![0.0f64; t];
-    for head in 0..heads {
+/// The CPU forward pass cut into steps of a few ms each ([`CpuPass::step`]), so the page runs it
+/// between frames; [`forward`] runs every step at once. Each row is computed exactly as a whole pass
+/// computes it (norms, projections and MLP are row by row; attention is head by head).
+pub struct CpuPass<'a> {
+    ck: &'a Checkpoint,
+    ids: Vec<u32>,
+    work: Vec<Work>,
+    next: usize,
+    x: Vec<f32>,
+    /// The current layer's rotated Q, K, V and attended heads, `[tokens, width]` each.
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attended: Vec<f32>,
+    table: Option<RopeTable>,
+    probs: Vec<Vec<f32>>,
+    hidden: Vec<Vec<f32>>,
+    logits: Vec<f32>,
+    logit_rows: usize,
+}
+
+impl<'a> CpuPass<'a> {
+    /// A pass over `ids` returning the logits of the last `logit_rows` positions (all of them for the
+    /// reference; the page needs only the last), after checking the input.
+    pub fn new(ck: &'a Checkpoint, ids: &[u32], logit_rows: usize) -> Result<Self, LmError> {
+        let t = ids.len();
+        let most = max_tokens(ck);
+        if t == 0 || t > most {
+            return Err(LmError(format!(
+                "The CPU forward pass of this model takes 1 to {most} tokens (its trained length, within {} MiB), not {t}",
+                MAX_CPU_BYTES >> 20
+            )));
+        }
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= ck.vocab()) {
+            return Err(LmError(format!("token id {bad} is outside the vocabulary of {}", ck.vocab())));
+        }
+        let blocks = |a: usize| (a..t).step_by(ROWS_PER_STEP).map(move |r| (r, (r + ROWS_PER_STEP).min(t)));
+        let mut work = Vec::new();
+        for layer in 0..ck.layers.len() {
+            work.extend(blocks(0).map(|rows| Work::Qkv { layer, rows }));
+            work.extend((0..ck.model.n_q_heads as usize).map(|head| Work::Head { layer, head }));
+            work.extend(blocks(0).map(|rows| Work::Mix { layer, rows }));
+        }
+        let logit_rows = logit_rows.clamp(1, t);
+        work.extend(blocks(t - logit_rows).map(|rows| Work::Logits { rows }));
+        let (q_width, kv_width) = ck.widths();
+        Ok(Self {
+            ck,
+            ids: ids.to_vec(),
+            work,
+            next: 0,
+            x: embed_gather(&ck.embed, ids, ck.model.d_model as usize),
+            q: vec![0.0; t * q_width],
+            k: vec![0.0; t * kv_width],
+            v: vec![0.0; t * kv_width],
+            attended: vec![0.0; t * q_width],
+            table: None,
+            probs: Vec::with_capacity(ck.layers.len()),
+            hidden: Vec::with_capacity(ck.layers.len()),
+            logits: Vec::new(),
+            logit_rows,
+        })
+    }
+
+    /// Runs the next step; false once every step has run.
+    pub fn step(&mut self) -> bool {
+        let Some(&work) = self.work.get(self.next) else { return false };
+        self.next += 1;
+        match work {
+            Work::Qkv { layer, rows } => self.qkv(layer, rows),
+            Work::Head { layer, head } => self.head(layer, head),
+            Work::Mix { layer, rows } => self.mix(layer, rows),
+            Work::Logits { rows } => self.logits(rows),
+        }
+        true
+    }
+
+    /// The results (after every step has run).
+    pub fn finish(self) -> Forward {
+        let logit_rows = self.logit_rows;
+        Forward { tokens: self.ids.len(), logits: self.logits, logit_rows, probs: self.probs, hidden: self.hidden }
+    }
+
+    fn qkv(&mut self, l: usize, (a, b): (usize, usize)) {
+        let (ck, layer, t) = (self.ck, &self.ck.layers[l], self.ids.len());
+        let hd = ck.head_dim();
+        let (q_width, kv_width) = ck.widths();
+        if a == 0 {
+            self.table = Some(RopeTable::new(t, hd, layer.positional));
+            self.probs.push(vec![0.0; ck.model.n_q_heads as usize * t * t]);
+        }
+        let d = ck.model.d_model as usize;
+        let h = rms_norm(&self.x[a * d..b * d], &layer.input_norm, ck.rms_norm_eps);
+        let table = self.table.as_ref().expect("set at row 0");
+        let rotated = |lin: &Linear, width: usize| {
+            let mut rows = linear(&h, lin);
+            for (i, token) in rows.chunks_exact_mut(width).enumerate() {
+                token.chunks_exact_mut(hd).for_each(|head| table.rotate(head, a + i));
+            }
+            rows
+        };
+        self.q[a * q_width..b * q_width].copy_from_slice(&rotated(&layer.q, q_width));
+        self.k[a * kv_width..b * kv_width].copy_from_slice(&rotated(&layer.k, kv_width));
+        self.v[a * kv_width..b * kv_width].copy_from_slice(&linear(&h, &layer.v));
+    }
+
+    /// Query head `head`'s attention over every row: its probabilities and its slice of `attended`.
+    fn head(&mut self, l: usize, head: usize) {
+        let (ck, layer, t) = (self.ck, &self.ck.layers[l], self.ids.len());
+        let hd = ck.head_dim();
+        let (q_width, kv_width) = ck.widths();
         // Grouped-query attention: query head h reads KV head h / (heads / kv_heads).
-        let kv = head / (heads / kv_heads);
+        let kv = head / (ck.model.n_q_heads / ck.model.attn.n_kv_heads) as usize;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let mut weights = vec![0.0f64; t];
+        let probs = self.probs.last_mut().expect("pushed by the layer's first rows");
         for i in 0..t {
-            let qi = &q[i * q_width + head * hd..][..hd];
+            let qi = &self.q[i * q_width + head * hd..][..hd];
             let (lo, hi) = layer.mask.key_range(i as u32, t as u32);
             let keys = lo as usize..hi as usize;
             for j in keys.clone() {
-                weights[j] = dot(qi, &k[j * kv_width + kv * hd..][..hd]) * scale;
+                weights[j] = dot(qi, &self.k[j * kv_width + kv * hd..][..hd]) * scale;
             }
             softmax(&mut weights[keys.clone()]);
             let row = &mut probs[(head * t + i) * t..][..t];
             let mut acc = vec![0.0f64; hd];
             for j in keys {
                 row[j] = weights[j] as f32;
-                for (a, &vj) in acc.iter_mut().zip(&v[j * kv_width + kv * hd..][..hd]) {
+                for (a, &vj) in acc.iter_mut().zip(&self.v[j * kv_width + kv * hd..][..hd]) {
                     *a += weights[j] * f64::from(vj);
                 }
             }
-            for (o, a) in out[i * q_width + head * hd..][..hd].iter_mut().zip(acc) {
+            for (o, a) in self.attended[i * q_width + head * hd..][..hd].iter_mut().zip(acc) {
                 *o = a as f32;
             }
         }
     }
-    (out, probs)
+
+    fn mix(&mut self, l: usize, (a, b): (usize, usize)) {
+        let (ck, layer) = (self.ck, &self.ck.layers[l]);
+        let d = ck.model.d_model as usize;
+        let (q_width, _) = ck.widths();
+        let x = &mut self.x[a * d..b * d];
+        add(x, &linear(&self.attended[a * q_width..b * q_width], &layer.o));
+        let h = rms_norm(x, &layer.post_attention_norm, ck.rms_norm_eps);
+        add(x, &mlp(layer, &h));
+        if b == self.ids.len() {
+            self.hidden.push(self.x.clone());
+        }
+    }
+
+    fn logits(&mut self, (a, b): (usize, usize)) {
+        let ck = self.ck;
+        let d = ck.model.d_model as usize;
+        let x = rms_norm(&self.x[a * d..b * d], &ck.final_norm, ck.rms_norm_eps);
+        let head = ck.lm_head.as_deref().unwrap_or(&ck.embed);
+        self.logits.extend(matmul(&x, head, None, d));
+    }
+}
+
+/// Twin of `embed_gather.wgsl`: the rows of `embed` (each `d` wide) of the tokens `ids` (each below
+/// the vocabulary), `[tokens, d]`.
+pub fn embed_gather(embed: &[f32], ids: &[u32], d: usize) -> Vec<f32> {
+    ids.iter().flat_map(|&id| embed[id as usize * d..][..d].iter().copied()).collect()
 }
 
 /// Twin of `rope.wgsl` (its rotation; the kernel also moves each head into a `[heads, tokens, d]`

@@ -179,3 +179,24 @@ fn bad_inputs_and_checkpoints_are_errors() {
     assert!(Checkpoint::load(&config, &weights[..weights.len() - 1]).is_err());
     assert!(Checkpoint::load("{", &weights).err().unwrap().0.starts_with("config.json"));
 }
+
+#[test]
+fn the_page_s_stepped_pass_gives_the_whole_pass_s_last_logits_and_heads() {
+    use super::forward::CpuPass;
+    let ck = shipped();
+    let ids: Vec<u32> = (0..83).map(|i| (i * 37 + 5) % 4096).collect();
+    let whole = forward(&ck, &ids).unwrap();
+    let mut pass = CpuPass::new(&ck, &ids, 1).unwrap();
+    let mut steps = 0;
+    while pass.step() {
+        steps += 1;
+    }
+    // 83 rows in blocks of 16 (6 blocks) for Q/K/V and again for the MLP, 8 heads, in 4 layers; one
+    // block of logits: 4 x (6 + 8 + 6) + 1 = 81 steps of a few ms each.
+    assert_eq!(steps, 81);
+    let last = pass.finish();
+    assert_eq!((last.logit_rows, last.logits.len()), (1, 4096));
+    assert_eq!(last.logits_at(82), whole.logits_at(82), "bit for bit");
+    assert_eq!(last.probs, whole.probs);
+    assert_eq!(last.hidden, whole.hidden);
+}

@@ -84,6 +84,32 @@ impl HeadScores {
     }
 }
 
+impl HeadScores {
+    /// The scores in a line under a thumbnail: `prev 0.80 · ind – · sink 0.02 · local 0.95`
+    /// (a dash where the text cannot measure one).
+    pub fn summary(&self) -> String {
+        let show = |s: Option<f64>| s.map_or("–".to_string(), |v| format!("{v:.2}"));
+        format!(
+            "prev {} · ind {} · sink {} · local {}",
+            show(self.previous),
+            show(self.induction),
+            show(self.sink),
+            show(self.local)
+        )
+    }
+}
+
+/// What each score measures and the score a label needs, for the page (the thresholds are the
+/// constants above).
+pub fn score_legend() -> String {
+    format!(
+        "Scores are mean attention on this text: prev = on the token just before (label previous-token at \
+         ≥ {PREVIOUS_LABEL}), ind = on the token that followed the last earlier occurrence of the query's \
+         token (induction at ≥ {INDUCTION_LABEL}; needs a repeated token), sink = on the first token (sink \
+         at ≥ {SINK_LABEL}), local = on the {LOCAL_KEYS} most recent tokens (local at ≥ {LOCAL_LABEL})."
+    )
+}
+
 /// (query, key) pairs an induction head would attend: each query whose token appeared before at `p`
 /// (latest earlier occurrence) with `p + 1 < q - 1`, paired with key `p + 1`.
 fn induction_targets(ids: &[u32]) -> impl Iterator<Item = (usize, usize)> + '_ {
@@ -127,6 +153,7 @@ mod tests {
         assert_eq!(s.induction, Some(0.0));
         assert_eq!(s.labels(), vec!["previous-token", "local"]);
         assert_eq!(s.to_json(), r#"{"previous":1.00,"induction":0.00,"sink":0.12,"local":1.00}"#);
+        assert_eq!(s.summary(), "prev 1.00 · ind 0.00 · sink 0.12 · local 1.00");
     }
 
     #[test]
@@ -152,5 +179,8 @@ mod tests {
         assert_eq!(s, HeadScores::default());
         assert_eq!(s.to_json(), r#"{"previous":null,"induction":null,"sink":null,"local":null}"#);
         assert!(s.labels().is_empty());
+        assert_eq!(s.summary(), "prev – · ind – · sink – · local –");
+        let legend = score_legend();
+        assert!(legend.contains("previous-token at ≥ 0.5") && legend.contains("local at ≥ 0.9"), "{legend}");
     }
 }

@@ -109,9 +109,10 @@ pub fn ExplorerControls(
             <Show when=move || mode() != InputMode::Generated>
                 <label class="wide">
                     {move || if mode() == InputMode::Cross { "Queries from (decoder text)" } else { "Text" }}
-                    <input type="text" data-testid="text-input" maxlength=MAX_TEXT_CHARS
+                    // A text area: code and generated text keep their line breaks.
+                    <textarea data-testid="text-input" rows="2" maxlength=MAX_TEXT_CHARS
                         prop:value=move || state.with(|s| s.input.text.clone())
-                        on:input=move |ev| { state.try_update(|s| s.input.text = event_target_value(&ev)); }/>
+                        on:input=move |ev| { state.try_update(|s| s.input.text = event_target_value(&ev)); }></textarea>
                 </label>
             </Show>
             <Show when=move || mode() == InputMode::Cross>

@@ -157,11 +157,14 @@ pub fn Heatmap(
         <figure
             class="heatmap"
             class:large=large
+            class:trained=move || with_map(map, |m| m.scores.is_some()).unwrap_or(false)
             class:stale=move || stale.is_some_and(|s| s.try_get().unwrap_or(false))
             data-testid=if large { "focused-heatmap" } else { "head-heatmap" }
             data-head=move || with_map(map, |m| m.head)
             data-kv-head=move || with_map(map, |m| m.kv_head)
             data-teaching=move || with_map(map, |m| m.teaching.map(TeachingHead::id)).flatten()
+            data-scores=move || with_map(map, |m| m.scores.map(|s| s.to_json())).flatten()
+            data-labels=move || with_map(map, |m| m.scores.map(|s| s.labels().join(" "))).flatten()
             data-rows=move || frame.try_get().map(|f| f.rows)
             data-cols=move || frame.try_get().map(|f| f.cols)
             data-n-q=move || with_map(map, |m| m.n_q)
@@ -204,6 +207,9 @@ pub fn Heatmap(
                     <div class="hm-xlabels" aria-hidden="true">{axis_labels(false)}</div>
                 </div>
             </div>
+            {move || with_map(map, |m| m.scores.map(|s| s.summary())).flatten().map(|line| view! {
+                <p class="hm-scores" data-testid="head-scores">{line}</p>
+            })}
             {large.then_some(move || with_map(map, |m| (m.max(), m.pooled)).map(|(max, pooled)| view! { <Legend scale=scale max=max pooled=pooled/> }))}
         </figure>
     }

@@ -17,14 +17,20 @@ use super::focus_panel::FocusPanel;
 use super::head_mix::HeadMixPanel;
 use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
 use super::layer_strip::LayerStrip;
+use super::next_token_panel::{LmSignal, NextTokenPanel, PredictionSignal};
 use super::rope_panel::RopePanel;
+use super::trained_compute;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
+use crate::lm::head_scores::score_legend;
 use crate::model::Model;
+use crate::model::presets::{TRAINED_FACTS, TRAINED_FILES, TRAINED_ID};
+use crate::model::units::format_thousands;
 use crate::state::AppState;
 use crate::views::heatmaps::compute::map_for_export;
 use crate::views::heatmaps::jobs::{JobClock, Progress};
 use crate::views::heatmaps::params::generated_cap_notice;
 use crate::views::heatmaps::request::{build_request, format_n, layout_line};
+use crate::views::heatmaps::trained::{ignored_settings, model_text, model_tokens, trained_request};
 use crate::views::layer_kinds::{NoAttention, no_attention};
 
 #[component]
@@ -43,10 +49,31 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         pending_resize.try_set_value(handle);
     });
     on_cleanup(move || resize.remove());
+    // The trained model (real weights) is fetched the first time it is chosen; its text is read by its
+    // own tokenizer, so its request waits for the files.
+    let trained = Memo::new(move |_| state.with(|s| s.model.cfg.is_none() && s.model.preset == TRAINED_ID));
+    let lm: LmSignal = RwSignal::new_local(None);
+    let prediction: PredictionSignal = RwSignal::new_local(None);
+    Effect::new(move |_| {
+        if trained.get() && lm.with_untracked(Option::is_none) {
+            spawn_local(async move {
+                let loaded = trained_compute::load().await;
+                lm.try_set(Some(loaded));
+            });
+        }
+    });
     let request = Memo::new(move |_| {
         state.with(|s| {
             let layout = model.with(|m| LayerLayout::of(m, s.model.layer));
-            build_request(&s.input, &s.explorer, layout, screen.get())
+            if !trained.get() {
+                return build_request(&s.input, &s.explorer, layout, screen.get());
+            }
+            lm.with(|lm| match lm {
+                Some(Ok(lm)) => model_tokens(&lm.tokenizer, &model_text(&s.input), lm.max_tokens)
+                    .and_then(|(ids, pieces)| trained_request(&s.explorer, layout, ids, pieces)),
+                Some(Err(why)) => Err(why.clone()),
+                None => Err(LOADING.into()),
+            })
         })
     });
     // A layer without softmax attention (or a model without any) shows why instead of heatmaps, and
@@ -76,6 +103,15 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         let Some(engine) = engine.get() else { return };
         let req = request.get();
         let job = sinks.jobs.try_update_value(JobClock::start).unwrap_or_default();
+        let trained_lm = match (trained.get(), lm.get()) {
+            (false, _) => None,
+            (true, Some(Ok(lm))) => Some(lm),
+            (true, None) => {
+                sinks.progress.set(Progress { job, note: Some(LOADING.into()), ..Default::default() });
+                return;
+            }
+            (true, Some(Err(_))) => None,
+        };
         if !attends.get() {
             sinks.progress.set(Progress { job, finished: true, ..Default::default() });
             shown_heads.set(Vec::new());
@@ -85,6 +121,9 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         let req = match req {
             Ok(r) => r,
             Err(why) => {
+                if trained.get_untracked() {
+                    prediction.set(Some(Err(why.clone())));
+                }
                 sinks.progress.set(Progress { job, finished: true, error: Some(why), ..Default::default() });
                 shown_heads.set(Vec::new());
                 sinks.slots.set(Vec::new());
@@ -106,7 +145,10 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             shown_heads.set(req.heads.clone());
         }
         shown_layout.set(Some(req.layout.clone()));
-        spawn_local(explorer_compute::run(engine, req, job, started, sinks));
+        match trained_lm {
+            Some(lm) => spawn_local(trained_compute::run(engine, lm, req, job, started, sinks, prediction)),
+            None => spawn_local(explorer_compute::run(engine, req, job, started, sinks)),
+        }
     });
 
     // The enlarged head: exact maps come from the grid; pooled ones are pooled again at its size.
@@ -257,11 +299,16 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             {move || state.with(|s| s.input.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
                 <p class="status warning" data-testid="n-capped" role="status">{note}</p>
             })}
-            <p class="synthetic-note" data-testid="synthetic-note">
-                "The weights are synthetic: seeded random embeddings and projections, not a trained model. The layout "
-                "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "
-                {move || state.with(|s| s.explorer.teach).then_some("Heads 0–5 are designed teaching heads whose patterns are known: previous token, first-token sink, same token, induction-like, local and diffuse.")}
-            </p>
+            <Show when=move || trained.get() fallback=move || view! {
+                <p class="synthetic-note" data-testid="synthetic-note">
+                    "The weights are synthetic: seeded random embeddings and projections, not a trained model. The layout "
+                    "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "
+                    {move || state.with(|s| s.explorer.teach).then_some("Heads 0–5 are designed teaching heads whose patterns are known: previous token, first-token sink, same token, induction-like, local and diffuse.")}
+                </p>
+            }>
+                <TrainedNote state=state/>
+                <NextTokenPanel state=state lm=lm prediction=prediction/>
+            </Show>
             <Show when=move || attends.get()>
                 <Status progress=sinks.progress slow=slow/>
                 {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
@@ -300,6 +347,35 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 </div>
             </Show>
         </section>
+    }
+}
+
+/// Said while the trained model's files are fetched and read.
+const LOADING: &str = "Loading the trained model's weights and tokenizer…";
+
+/// What the trained model is, what its scores mean, and which of the link's settings it leaves to
+/// the synthetic layouts.
+#[component]
+fn TrainedNote(state: RwSignal<AppState>) -> impl IntoView {
+    let download: u64 = TRAINED_FILES.iter().map(|(_, bytes)| bytes).sum();
+    let ignored = move || state.with(|s| ignored_settings(&s.input, &s.explorer));
+    view! {
+        <div class="trained-note" data-testid="trained-note">
+            <p>
+                <strong>"Real weights: a small model trained here. "</strong>
+                {format!(
+                    "Attention Lab tiny has 2,460,864 parameters (4 layers, 8 query heads sharing 2 KV heads, head width 32) and                      reads at most 128 tokens. {TRAINED_FACTS} Its files ({} bytes) were fetched when you chose it. The other                      models in the list are real layouts with synthetic weights.",
+                    format_thousands(download.into())
+                )}
+            </p>
+            <p class="hint">{score_legend()}</p>
+            {move || {
+                let list = ignored();
+                (!list.is_empty()).then(|| view! {
+                    <p class="status" role="status" data-testid="trained-ignored">{format!("This model {}.", list.join("; it "))}</p>
+                })
+            }}
+        </div>
     }
 }
 
@@ -342,6 +418,9 @@ fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
     view! {
         <div class="status-line" data-testid="explorer-status" aria-live="polite">
             {move || shown.with(|p| {
+                if let (false, 0, Some(note)) = (p.finished, p.total, &p.note) {
+                    return view! { <p class="status" data-testid="heatmap-status">{note.clone()}</p> }.into_any();
+                }
                 if let Some(e) = &p.error {
                     return view! { <p class="status error" data-testid="heatmap-error">{e.clone()}</p> }.into_any();
                 }

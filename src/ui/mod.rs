@@ -21,9 +21,11 @@ mod kv_view;
 mod layer_strip;
 mod lesson_view;
 mod model_picker;
+mod next_token_panel;
 mod params;
 mod rope_panel;
 mod step_through;
+mod trained_compute;
 mod view_lessons;
 
 /// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.

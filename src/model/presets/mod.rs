@@ -8,14 +8,17 @@
 mod fields;
 mod row;
 mod table;
+mod trained;
 
 use std::sync::OnceLock;
 
 use super::config::Model;
 pub use row::Preset;
+pub use trained::{TRAINED_DIR, TRAINED_FACTS, TRAINED_FILES, TRAINED_ID};
 
-/// Every preset id, in menu order.
-pub const PRESET_IDS: [&str; 15] = [
+/// Every preset id, in menu order: the trained model first, then the published layouts.
+pub const PRESET_IDS: [&str; 16] = [
+    "attention-lab-tiny",
     "transformer-base",
     "gpt2-small",
     "llama-2-7b",
@@ -36,7 +39,9 @@ pub const PRESET_IDS: [&str; 15] = [
 /// All presets, built once.
 pub fn all_presets() -> &'static [Preset] {
     static PRESETS: OnceLock<Vec<Preset>> = OnceLock::new();
-    PRESETS.get_or_init(|| table::ROWS.iter().map(row::Row::preset).collect())
+    PRESETS.get_or_init(|| {
+        std::iter::once(trained::trained_preset()).chain(table::ROWS.iter().map(row::Row::preset)).collect()
+    })
 }
 
 /// The model of preset `id`, if there is one.

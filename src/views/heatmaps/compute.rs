@@ -216,6 +216,7 @@ impl HeadMaker {
             col_tokens: self.col_tokens.clone(),
             mask: self.mask,
             q_offset: if self.inputs.is_cross() { 0 } else { n_kv - n_q },
+            scores: None,
         })
     }
 }

@@ -7,6 +7,7 @@ use crate::attention::pooled::{Pool, block_range};
 use crate::attention::teaching_heads::TeachingHead;
 use crate::attention::tokens::display_token;
 use crate::colormap::{ColorScale, Painter};
+use crate::lm::head_scores::HeadScores;
 use crate::model::Mask;
 
 /// The probabilities of one query head: every cell (`pooled == None`, `rows = n_q`, `cols = n_kv`) or
@@ -27,6 +28,9 @@ pub struct HeadMap {
     pub mask: Mask,
     /// Absolute position of query row 0 (queries are the last rows of the keys).
     pub q_offset: u32,
+    /// What a trained head's attention measures on the shown text (`None` for synthetic weights,
+    /// whose scores would say nothing about any model).
+    pub scores: Option<HeadScores>,
 }
 
 /// Colour of cells the mask hides (distinct from a probability of zero).
@@ -48,12 +52,17 @@ impl HeadMap {
         !self.mask.block_visible(self.q_offset, self.n_kv, r, c)
     }
 
-    /// The label of the head: its index, KV head and designed role.
+    /// The label of the head: its index, KV head and designed role, or the labels its measured
+    /// scores earn.
     pub fn caption(&self) -> String {
-        match self.teaching {
-            Some(t) => format!("Head {} · KV {} · {}", self.head, self.kv_head, t.id()),
-            None => format!("Head {} · KV {}", self.head, self.kv_head),
+        let mut roles: Vec<&str> = self.teaching.map(TeachingHead::id).into_iter().collect();
+        roles.extend(self.scores.map(|s| s.labels()).unwrap_or_default());
+        let mut caption = format!("Head {} · KV {}", self.head, self.kv_head);
+        for role in roles {
+            caption.push_str(" · ");
+            caption.push_str(role);
         }
+        caption
     }
 
     /// Tokens along one axis for the cells (the first token of each block when pooled).
@@ -138,6 +147,7 @@ mod tests {
             col_tokens: tokens,
             mask,
             q_offset: 0,
+            scores: None,
         }
     }
 
@@ -177,6 +187,11 @@ mod tests {
         assert_eq!(pooled.describe_cell(1, 0), "queries 3–5 → keys 0–2: mean p = 0.2000");
         assert_eq!(pooled.describe_cell(0, 1), "queries 0–2 → keys 3–5: masked");
         assert_eq!(pooled.caption(), "Head 3 · KV 1");
+        let scores = HeadScores { previous: Some(0.8), induction: None, sink: Some(0.1), local: Some(0.95) };
+        let trained = HeadMap { scores: Some(scores), ..pooled.clone() };
+        assert_eq!(trained.caption(), "Head 3 · KV 1 · previous-token · local");
+        let designed = HeadMap { teaching: Some(TeachingHead::PreviousToken), ..pooled.clone() };
+        assert_eq!(designed.caption(), "Head 3 · KV 1 · previous-token");
         assert_eq!(pooled.axis_tokens(true), vec!["t0", "t3"]);
     }
 }

@@ -13,3 +13,4 @@ pub mod request;
 pub mod rope;
 pub mod step_through;
 pub mod tile_grid;
+pub mod trained;

@@ -48,6 +48,8 @@ pub struct Request {
     pub thumb_cells: u32,
     pub large_cells: u32,
     pub focus: Option<u32>,
+    /// The trained model's token ids (its maps come from its forward pass, not from seeded weights).
+    pub ids: Option<Arc<Vec<u32>>>,
 }
 
 impl Request {
@@ -148,6 +150,7 @@ pub fn build_request(
         kv_tokens: kv_tokens.map(Arc::new),
         seed: input.seed,
         teach: explorer.teach,
+        ids: None,
     })
 }
 

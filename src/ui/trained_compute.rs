@@ -1,0 +1,229 @@
+//! The trained model on the page: its files fetched once when it is first chosen, its weights
+//! uploaded once per GPU device, and its forward pass run for the explorer: on the GPU
+//! (`gpu::lm_forward`) or, without WebGPU, on the CPU in steps that let the browser in. The last
+//! pass is kept, so switching layers or heads, and the next generated token, reuse it.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use js_sys::Uint8Array;
+use leptos::prelude::*;
+use wasm_bindgen::JsCast as _;
+use wasm_bindgen_futures::JsFuture;
+
+use super::browser;
+use super::explorer_compute::{Sinks, micro_yield};
+use super::heatmap::Shared;
+use crate::engine::Engine;
+use crate::event_loop::{breathe, resumed};
+use crate::gpu::lm_forward::{self, LmRequest, LmWeights};
+use crate::lm::bpe::Tokenizer;
+use crate::lm::checkpoint::Checkpoint;
+use crate::lm::forward::{CpuPass, max_tokens};
+use crate::model::presets::{TRAINED_DIR, TRAINED_FILES};
+use crate::views::heatmaps::jobs::Progress;
+use crate::views::heatmaps::request::Request;
+use crate::views::heatmaps::trained::{ShownCandidate, head_maps, next_tokens};
+
+/// Largest file accepted from the model folder: the shipped files are far smaller, so anything
+/// bigger is not them (a misconfigured server's page, say) and is refused before it is copied in.
+const MAX_FILE_BYTES: u32 = 64 << 20;
+
+/// The trained model, loaded.
+pub struct LoadedLm {
+    pub checkpoint: Checkpoint,
+    pub tokenizer: Tokenizer,
+    /// The most tokens it reads (its trained length).
+    pub max_tokens: usize,
+    /// Its weights on the GPU, with the device they belong to (a new device after a loss uploads again).
+    gpu: RefCell<Option<(usize, Rc<LmWeights>)>>,
+    last: RefCell<Option<Rc<TrainedPass>>>,
+}
+
+/// One forward pass's results as the explorer uses them.
+pub struct TrainedPass {
+    pub ids: Vec<u32>,
+    /// Per layer, `[heads, tokens, tokens]`.
+    pub probs: Vec<Vec<f32>>,
+    /// After the last token.
+    pub last_logits: Vec<f32>,
+    pub on_gpu: bool,
+    pub ms: f64,
+}
+
+/// The next-token panel's content: the candidates after the text's last token.
+#[derive(Clone)]
+pub struct Prediction {
+    pub ids: Vec<u32>,
+    pub candidates: Vec<ShownCandidate>,
+    pub last_logits: Rc<Vec<f32>>,
+}
+
+thread_local! {
+    static LOADED: RefCell<Option<Rc<LoadedLm>>> = const { RefCell::new(None) };
+}
+
+/// The model, fetched and read the first time (later calls return the same one).
+pub async fn load() -> Result<Rc<LoadedLm>, String> {
+    if let Some(lm) = LOADED.with_borrow(Clone::clone) {
+        return Ok(lm);
+    }
+    let [(config, _), (tokenizer, _), (weights, _)] = TRAINED_FILES;
+    let config = String::from_utf8(fetch_bytes(config).await?).map_err(|_| "config.json is not UTF-8 text")?;
+    let tokenizer_json = String::from_utf8(fetch_bytes(tokenizer).await?).map_err(|_| "tokenizer.json is not UTF-8")?;
+    let weights = fetch_bytes(weights).await?;
+    let tokenizer = Tokenizer::from_json(&tokenizer_json).map_err(|e| format!("tokenizer.json: {e}"))?;
+    let checkpoint = Checkpoint::load(&config, &weights).map_err(|e| e.0)?;
+    let lm = Rc::new(LoadedLm {
+        max_tokens: max_tokens(&checkpoint),
+        checkpoint,
+        tokenizer,
+        gpu: RefCell::new(None),
+        last: RefCell::new(None),
+    });
+    LOADED.with_borrow_mut(|slot| *slot = Some(lm.clone()));
+    Ok(lm)
+}
+
+async fn fetch_bytes(name: &str) -> Result<Vec<u8>, String> {
+    let url = format!("{TRAINED_DIR}/{name}");
+    let failed = |why: String| format!("Could not load the trained model's {name} ({why}).");
+    let window = web_sys::window().ok_or_else(|| failed("no window".into()))?;
+    let response = JsFuture::from(window.fetch_with_str(&url)).await.map_err(|e| failed(js_text(&e)))?;
+    let response: web_sys::Response = response.dyn_into().map_err(|_| failed("not a response".into()))?;
+    if !response.ok() {
+        return Err(failed(format!("HTTP {}", response.status())));
+    }
+    let promise = response.array_buffer().map_err(|e| failed(js_text(&e)))?;
+    let buffer = JsFuture::from(promise).await.map_err(|e| failed(js_text(&e)))?;
+    resumed();
+    let bytes = Uint8Array::new(&buffer);
+    if bytes.length() > MAX_FILE_BYTES {
+        return Err(failed(format!("{} bytes, more than the model's files can be", bytes.length())));
+    }
+    Ok(bytes.to_vec())
+}
+
+/// A failed fetch's reason in words (a network error, say).
+fn js_text(e: &wasm_bindgen::JsValue) -> String {
+    e.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl LoadedLm {
+    /// The pass over `ids`: the last one if it was over the same tokens, else a new one.
+    pub async fn pass(&self, engine: &Engine, ids: &[u32]) -> Result<Rc<TrainedPass>, String> {
+        if let Some(last) = self.last.borrow().as_ref().filter(|p| p.ids == ids) {
+            return Ok(last.clone());
+        }
+        let started = browser::now_ms();
+        let (probs, last_logits, on_gpu) = match engine.gpu() {
+            Some(_) => self.gpu_pass(engine, ids).await?,
+            None => self.cpu_pass(ids).await?,
+        };
+        let pass =
+            Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms: browser::now_ms() - started });
+        *self.last.borrow_mut() = Some(pass.clone());
+        Ok(pass)
+    }
+
+    async fn gpu_pass(&self, engine: &Engine, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
+        let Some((ctx, kernels)) = engine.gpu() else { return Err("no GPU".into()) };
+        let device = std::ptr::from_ref(ctx) as usize;
+        let cached = self.gpu.borrow().as_ref().filter(|(d, _)| *d == device).map(|(_, w)| w.clone());
+        let weights = match cached {
+            Some(w) => w,
+            None => {
+                let w = Rc::new(LmWeights::upload(ctx, &self.checkpoint).map_err(|e| e.to_string())?);
+                *self.gpu.borrow_mut() = Some((device, w.clone()));
+                w
+            }
+        };
+        let request = LmRequest { last_logits: Some(1), probabilities: true, hidden_states: false };
+        let out = lm_forward::run(ctx, kernels, &weights, ids, request).await.map_err(|e| e.to_string())?;
+        resumed();
+        Ok((out.probs, out.logits, true))
+    }
+
+    async fn cpu_pass(&self, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
+        let mut pass = CpuPass::new(&self.checkpoint, ids, 1).map_err(|e| e.0)?;
+        while pass.step() {
+            breathe().await;
+        }
+        let out = pass.finish();
+        Ok((out.probs, out.logits, false))
+    }
+}
+
+/// Runs the trained model for `req` and hands each head's map to its slot, the candidates to
+/// `prediction`; stops early when a newer job takes over.
+pub async fn run(
+    engine: Rc<Engine>,
+    lm: Rc<LoadedLm>,
+    req: Request,
+    job: u64,
+    started_ms: f64,
+    sinks: Sinks,
+    prediction: RwSignal<Option<Result<Prediction, String>>, LocalStorage>,
+) {
+    let live = move || sinks.jobs.try_with_value(|c| c.is_current(job)) == Some(true);
+    let ids = req.ids.as_deref().cloned().unwrap_or_default();
+    let on_gpu = engine.is_gpu();
+    sinks.progress.try_set(Progress { job, total: req.heads.len(), on_gpu, ..Default::default() });
+    sinks.inputs.try_set(None);
+    let pass = match lm.pass(&engine, &ids).await {
+        Ok(pass) => pass,
+        Err(e) => {
+            if live() {
+                let error = format!("The trained model's forward pass failed: {e}");
+                prediction.try_set(Some(Err(error.clone())));
+                sinks.progress.try_update(|p| (p.error, p.finished) = (Some(error), true));
+            }
+            return;
+        }
+    };
+    if !live() {
+        return;
+    }
+    let candidates = next_tokens(&lm.tokenizer, &pass.last_logits);
+    prediction.try_set(Some(Ok(Prediction {
+        ids: ids.clone(),
+        candidates,
+        last_logits: Rc::new(pass.last_logits.clone()),
+    })));
+    let layer = req.layout.layer as usize;
+    let maps = pass.probs.get(layer).map(|probs| head_maps(probs, &ids, &req)).unwrap_or_default();
+    let slots = sinks.slots.try_get_untracked().unwrap_or_default();
+    let draw_started = browser::now_ms();
+    for (i, map) in maps.into_iter().enumerate() {
+        if let Some(slot) = slots.get(i) {
+            slot.try_set(Some(Shared(Arc::new(map))));
+        }
+        sinks.progress.try_update(|p| p.done = i + 1);
+        micro_yield().await;
+        breathe().await;
+        if !live() {
+            return;
+        }
+    }
+    let where_ = if pass.on_gpu { "GPU" } else { "CPU" };
+    let note = format!(
+        "The model's whole forward pass ({} layers over {} tokens, every head's probabilities) ran on the {where_} in \
+         {:.0} ms; these are layer {layer}'s heads.",
+        lm.checkpoint.layers.len(),
+        ids.len(),
+        pass.ms
+    );
+    let total_ms = browser::now_ms() - started_ms;
+    sinks.progress.try_update(|p| {
+        p.finished = true;
+        p.on_gpu = pass.on_gpu;
+        p.total_ms = total_ms;
+        p.kernel_ms = pass.ms;
+        p.draw_ms = browser::now_ms() - draw_started;
+        p.note = Some(note);
+    });
+}

@@ -1,0 +1,270 @@
+//! The trained model in the heatmap explorer, native: the text as its token ids (refused past the
+//! length it was trained on), its forward pass's probabilities made into heads' maps with the scores
+//! each head measures on the text, the next-token candidates, and the text a generated token makes.
+//! The page runs the pass (`ui/trained_compute.rs`); everything it shows is decided here.
+
+use std::sync::Arc;
+
+use super::head_map::HeadMap;
+use super::params::{ExplorerParams, MAX_GENERATED};
+use super::request::Request;
+use crate::attention::inputs::SplitMix64;
+use crate::attention::layer_inputs::LayerLayout;
+use crate::attention::tokens::{TokenMode, generated_tokens};
+use crate::lm::bpe::Tokenizer;
+use crate::lm::head_scores::HeadScores;
+use crate::lm::next_token::{choose, top_candidates};
+use crate::model::{Mask, MaskKind};
+use crate::views::attention_input::AttentionInput;
+
+/// Next-token candidates the page lists.
+pub const SHOWN_CANDIDATES: usize = 5;
+
+/// The text the model reads: the link's text, or the generated words of `n=` joined by spaces.
+pub fn model_text(input: &AttentionInput) -> String {
+    match input.seq_tokens {
+        Some(n) => generated_tokens(n.min(MAX_GENERATED) as usize, input.seed).join(" "),
+        None => input.text.clone(),
+    }
+}
+
+/// The text's token ids and pieces, or why the model cannot read it: empty, or longer than
+/// `max_tokens` (the length it was trained on; past it RoPE positions it never saw).
+pub fn model_tokens(tokenizer: &Tokenizer, text: &str, max_tokens: usize) -> Result<(Vec<u32>, Vec<String>), String> {
+    let ids = tokenizer.encode(text);
+    if ids.is_empty() {
+        return Err("Type a sentence to see the trained model's attention.".into());
+    }
+    if ids.len() > max_tokens {
+        return Err(format!(
+            "This text is {} tokens for the trained model's tokenizer; the model reads at most {max_tokens}, the \
+             length it was trained on. Shorten the text, or pick a synthetic layout for longer inputs.",
+            ids.len()
+        ));
+    }
+    let pieces = ids.iter().map(|&id| tokenizer.piece(id)).collect();
+    Ok((ids, pieces))
+}
+
+/// What the explorer computes for the trained model: every cell of the chosen heads (its inputs are
+/// short), under the layer's own mask.
+pub fn trained_request(
+    explorer: &ExplorerParams,
+    layout: LayerLayout,
+    ids: Vec<u32>,
+    pieces: Vec<String>,
+) -> Result<Request, String> {
+    let mask =
+        Mask::of_layer(layout.kind).ok_or_else(|| format!("Layer {} has no attention to show.", layout.layer))?;
+    let n = ids.len() as u32;
+    Ok(Request {
+        heads: explorer.heads.heads(layout.n_q_heads),
+        pool: explorer.pool,
+        thumb_cells: n,
+        large_cells: n,
+        focus: None,
+        mask,
+        layout,
+        tokens: Arc::new(pieces),
+        kv_tokens: None,
+        seed: 0,
+        teach: false,
+        ids: Some(Arc::new(ids)),
+    })
+}
+
+/// The link's settings the trained model does not take, each with what it does instead.
+pub fn ignored_settings(input: &AttentionInput, explorer: &ExplorerParams) -> Vec<String> {
+    let mut out = Vec::new();
+    if input.mask_given || input.mask != MaskKind::Causal {
+        out.push("runs with the masks it was trained with, so mask= is left to the synthetic layouts".to_string());
+    }
+    if explorer.tok != TokenMode::Word {
+        out.push("splits the text with its own tokenizer, so tok= is left to the synthetic layouts".into());
+    }
+    if explorer.src.is_some() {
+        out.push("is decoder-only, so cross-attention (src=) is left to the synthetic layouts".into());
+    }
+    if explorer.steps || explorer.mix.is_some() {
+        out.push("does not yet feed the step-through and the head mix, which show the synthetic weights".into());
+    }
+    out
+}
+
+/// Each of `heads`' maps from one layer's probabilities (`[h_q, t, t]`), with what each measures.
+pub fn head_maps(probs: &[f32], ids: &[u32], req: &Request) -> Vec<HeadMap> {
+    let t = ids.len();
+    req.heads
+        .iter()
+        .filter_map(|&h| {
+            let values = probs.get(h as usize * t * t..)?.get(..t * t)?.to_vec();
+            let scores = HeadScores::measure(&values, ids, req.mask);
+            Some(HeadMap {
+                head: h,
+                kv_head: req.layout.kv_head(h),
+                teaching: None,
+                rows: t as u32,
+                cols: t as u32,
+                values,
+                pooled: None,
+                n_q: t as u32,
+                n_kv: t as u32,
+                row_tokens: req.tokens.clone(),
+                col_tokens: req.tokens.clone(),
+                mask: req.mask,
+                q_offset: 0,
+                scores: Some(scores),
+            })
+        })
+        .collect()
+}
+
+/// One next-token candidate as the page shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShownCandidate {
+    pub id: u32,
+    /// The decoded piece (what it would append to the text).
+    pub text: String,
+    pub prob: f64,
+}
+
+/// The most likely next tokens after the last one, decoded.
+pub fn next_tokens(tokenizer: &Tokenizer, last_logits: &[f32]) -> Vec<ShownCandidate> {
+    top_candidates(last_logits, SHOWN_CANDIDATES)
+        .into_iter()
+        .map(|c| ShownCandidate { id: c.id, text: tokenizer.decode(&[c.id]), prob: c.prob })
+        .collect()
+}
+
+/// The text after appending token `id`: the model's text (the generated words, if `n=` chose them)
+/// with the token's decoded piece after it.
+pub fn with_token(tokenizer: &Tokenizer, input: &AttentionInput, id: u32) -> String {
+    model_text(input) + &tokenizer.decode(&[id])
+}
+
+/// The token Generate appends after `position` tokens: the most likely at temperature 0, else a draw
+/// seeded by the link's `seed` and the position, so the same link and temperature generate the same text.
+pub fn choose_next(logits: &[f32], temperature: f64, seed: u64, position: usize) -> u32 {
+    let mut rng = SplitMix64::new(seed ^ (position as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let uniform = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    choose(logits, temperature, uniform)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::link::LinkParams;
+
+    fn tokenizer() -> Tokenizer {
+        let json = include_str!("../../../www/models/attention-lab-tiny/tokenizer.json");
+        Tokenizer::from_json(json).unwrap()
+    }
+
+    fn layout(layer: u32) -> LayerLayout {
+        LayerLayout::of(crate::model::presets::preset("attention-lab-tiny").unwrap(), layer)
+    }
+
+    #[test]
+    fn the_text_is_read_by_the_models_tokenizer_up_to_its_trained_length() {
+        let tok = tokenizer();
+        let (ids, pieces) = model_tokens(&tok, "fn main() {}", 128).unwrap();
+        assert_eq!(ids, tok.encode("fn main() {}"));
+        assert_eq!(pieces.concat(), "fn main() {}", "the pieces spell the text");
+        assert!(model_tokens(&tok, "", 128).unwrap_err().starts_with("Type a sentence"));
+        // The browser test's sentence (tests/browser/trained_model.test.mjs): its phrase repeats, so
+        // induction can be measured on it.
+        let (ids, _) =
+            model_tokens(&tok, "The compiler checks the borrow, and the compiler checks the borrow", 128).unwrap();
+        assert_eq!(ids, [475, 940, 2508, 265, 1038, 12, 318, 265, 940, 2508, 265, 1038]);
+        let long = "word ".repeat(200);
+        let why = model_tokens(&tok, &long, 128).unwrap_err();
+        assert!(why.starts_with(&format!("This text is {} tokens", tok.encode(&long).len())), "{why}");
+        assert!(why.contains("at most 128"), "{why}");
+    }
+
+    #[test]
+    fn layers_keep_their_own_masks_and_every_cell_is_drawn() {
+        let tok = tokenizer();
+        let (ids, pieces) = model_tokens(&tok, "The cat sat on the mat.", 128).unwrap();
+        let n = ids.len() as u32;
+        let req = trained_request(&ExplorerParams::default(), layout(0), ids.clone(), pieces.clone()).unwrap();
+        // Layers 0-2 slide over 64 tokens, layer 3 is global (config.json's layer_types).
+        assert_eq!(req.mask, Mask::Sliding { window_tokens: 64 });
+        assert_eq!(trained_request(&ExplorerParams::default(), layout(3), ids, pieces).unwrap().mask, Mask::Causal);
+        assert_eq!((req.n_q(), req.thumb_cells, req.large_cells, req.exact()), (n, n, n, true));
+        assert_eq!(req.heads, (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn maps_carry_their_heads_probabilities_and_scores() {
+        // 2 heads over 3 tokens "a b a": head 0 looks at the previous token, head 1 at the first.
+        let req = Request {
+            heads: vec![1, 0],
+            ..trained_request(&ExplorerParams::default(), layout(3), vec![7, 8, 7], vec!["a".into(); 3]).unwrap()
+        };
+        let mut probs = vec![0.0; 8 * 9];
+        for q in 0..3usize {
+            probs[q * 3 + q.saturating_sub(1)] = 1.0;
+            probs[9 + q * 3] = 1.0;
+        }
+        let maps = head_maps(&probs, &[7, 8, 7], &req);
+        assert_eq!(maps.iter().map(|m| m.head).collect::<Vec<_>>(), vec![1, 0]);
+        assert_eq!(maps[1].values[3..6], [1.0, 0.0, 0.0]);
+        assert_eq!(maps[1].scores.unwrap().previous, Some(1.0));
+        assert_eq!(maps[0].scores.unwrap().sink, Some(1.0));
+        // 8 query heads over 2 KV heads: heads 0-3 read KV head 0. Head 1's query 1 looks at key 0,
+        // its previous token too: previous (1 + 0) / 2 = 0.5 earns that label as well.
+        assert_eq!(maps[0].kv_head, 0);
+        assert_eq!(maps[0].caption(), "Head 1 · KV 0 · previous-token · sink");
+        // Probabilities cut short give the heads they hold (head 0's nine), never a panic.
+        let short = head_maps(&probs[..10], &[7, 8, 7], &req);
+        assert_eq!(short.iter().map(|m| m.head).collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn candidates_are_decoded_and_generation_appends_to_the_text() {
+        let tok = tokenizer();
+        let mut logits = vec![0.0f32; tok.vocab_size()];
+        let space_the = tok.encode(" the")[0];
+        logits[space_the as usize] = 10.0;
+        let shown = next_tokens(&tok, &logits);
+        assert_eq!(shown.len(), 5);
+        assert_eq!((shown[0].id, shown[0].text.as_str()), (space_the, " the"));
+        // e^10 / (e^10 + 4,095): 0.8432...
+        assert!((shown[0].prob - 10f64.exp() / (10f64.exp() + 4095.0)).abs() < 1e-9);
+        let mut input = AttentionInput::default();
+        assert_eq!(with_token(&tok, &input, space_the), format!("{} the", input.text));
+        input.set("n", "4").unwrap();
+        let words = model_text(&input);
+        assert_eq!(words.split(' ').count(), 4);
+        assert_eq!(with_token(&tok, &input, space_the), format!("{words} the"));
+    }
+
+    #[test]
+    fn generation_is_greedy_at_zero_and_reproducible_when_sampled() {
+        let logits = [1.0f32, 3.0, 2.0, 0.5];
+        assert_eq!(choose_next(&logits, 0.0, 42, 7), 1);
+        let draws: Vec<u32> = (0..200).map(|pos| choose_next(&logits, 1.0, 42, pos)).collect();
+        assert_eq!(draws, (0..200).map(|pos| choose_next(&logits, 1.0, 42, pos)).collect::<Vec<_>>());
+        // Softmax of 1, 3, 2, 0.5: 0.0854, 0.6308, 0.2321, 0.0518; every token turns up in 200 draws and
+        // the likeliest most often.
+        let count = |id| draws.iter().filter(|&&d| d == id).count();
+        assert!((0..4).all(|id| count(id) > 0), "{draws:?}");
+        assert!(count(1) > count(2) && count(2) > count(0), "{draws:?}");
+        assert_ne!(draws, (0..200).map(|pos| choose_next(&logits, 1.0, 43, pos)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn settings_for_the_synthetic_layouts_are_named() {
+        assert!(ignored_settings(&AttentionInput::default(), &ExplorerParams::default()).is_empty());
+        let mut input = AttentionInput::default();
+        input.set("mask", "full").unwrap();
+        let mut explorer = ExplorerParams::default();
+        explorer.set("src", "le chat").unwrap();
+        explorer.set("tok", "char").unwrap();
+        let said = ignored_settings(&input, &explorer).join("; ");
+        for key in ["mask=", "src=", "tok="] {
+            assert!(said.contains(key), "{said}");
+        }
+    }
+}

@@ -1,0 +1,146 @@
+// The trained model in the heatmaps view as a newcomer uses it: chosen from the model list, its real
+// heads on typed text with their measured scores, the next-token top 5, Generate growing the text
+// and the link, the link reopening it, the CPU without WebGPU, and text past its 128 tokens refused.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage, assertClose } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+const TINY = "?view=heatmaps&model=attention-lab-tiny";
+
+/** Waits for the explorer to finish with every head drawn, and reads what the heads and the panel show. */
+async function readModel(app, expectedTokens) {
+  const selector = expectedTokens === undefined
+    ? '[data-testid="explorer"][data-status="ready"]'
+    : `[data-testid="explorer"][data-status="ready"]:has([data-testid="head-heatmap"][data-rows="${expectedTokens}"])`;
+  await app.page.waitForSelector(selector, { timeout: 120_000 });
+  await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="next-token"]').length === 5, null, { timeout: 60_000 });
+  return app.page.evaluate(() => ({
+    heads: [...document.querySelectorAll('[data-testid="head-heatmap"]')].map((el) => ({
+      head: Number(el.dataset.head),
+      kvHead: Number(el.dataset.kvHead),
+      rows: Number(el.dataset.rows),
+      probs: el.dataset.probs.split(",").map(Number),
+      scores: JSON.parse(el.dataset.scores),
+      labels: el.dataset.labels,
+      caption: el.querySelector("figcaption").textContent,
+    })),
+    next: [...document.querySelectorAll('[data-testid="next-token"]')].map((el) => ({ token: el.dataset.token, prob: Number(el.dataset.prob) })),
+    status: document.querySelector('[data-testid="heatmap-status"]')?.textContent ?? "",
+    text: document.querySelector('[data-testid="text-input"]').value,
+  }));
+}
+
+describe("the trained model", () => {
+  test("is the first model a newcomer is offered, and the default link keeps its meaning", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps");
+    const first = await app.page.locator('[data-testid="model-select"] option').first();
+    assert.equal(await first.getAttribute("value"), "attention-lab-tiny");
+    assert.match(await first.innerText(), /trained here/);
+    // Without model= the view still shows Llama 3 8B's synthetic layout, as links made before did.
+    await app.page.waitForSelector('[data-testid="synthetic-note"]');
+    assert.match(await app.page.getByTestId("layer-layout").innerText(), /^Llama 3 8B/);
+    await app.page.getByTestId("model-select").first().selectOption("attention-lab-tiny");
+    await app.waitForParam("model", "attention-lab-tiny");
+    const shown = await readModel(app);
+    assert.equal(shown.heads.length, 8);
+    assert.match(await app.page.getByTestId("trained-note").innerText(), /Real weights: a small model trained here/);
+    assert.equal(await app.page.getByTestId("synthetic-note").count(), 0);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("typed text shows every head's real attention with scores, and the top 5 next tokens", async () => {
+    const app = await AppPage.open(session, TINY);
+    await app.waitForEngine();
+    assert.match(await app.adapterLine(), /^WebGPU: /);
+    await app.typeText("The compiler checks the borrow, and the compiler checks the borrow");
+    const shown = await readModel(app, 12);
+    assert.deepEqual(shown.heads.map((h) => h.head), [0, 1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(shown.heads.map((h) => h.kvHead), [0, 0, 0, 0, 1, 1, 1, 1]);
+    for (const h of shown.heads) {
+      const t = h.rows;
+      for (let q = 0; q < t; q++) {
+        const row = h.probs.slice(q * t, q * t + t);
+        assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-4, `head ${h.head} row ${q} sums to 1`);
+        assert.ok(row.slice(q + 1).every((p) => p === 0), `head ${h.head} row ${q} sees the future`);
+      }
+      // The scores are measured on this text from these very probabilities: previous = mean over
+      // queries 1.. of the weight on the token before.
+      let previous = 0;
+      for (let q = 1; q < t; q++) previous += h.probs[q * t + q - 1];
+      assert.ok(Math.abs(h.scores.previous - previous / (t - 1)) < 0.006, `head ${h.head} previous score`);
+      assert.ok(h.scores.induction !== null, "a repeated phrase lets induction be measured");
+      for (const label of (h.labels || "").split(" ").filter(Boolean)) assert.ok(h.caption.includes(label));
+    }
+    // The trained model has previous-token heads in layer 1 (quality.json: head 5 at 0.80).
+    await app.page.getByTestId("layer-strip").locator('[data-layer="1"]').first().click();
+    await app.waitForParam("layer", "1");
+    const layer1 = await readModel(app, 12);
+    assert.ok(layer1.heads[5].scores.previous > 0.5, JSON.stringify(layer1.heads[5].scores));
+    assert.match(layer1.heads[5].labels, /previous-token/);
+    // Top 5: decoded pieces with probabilities, most likely first, summing to at most 1.
+    assert.equal(layer1.next.length, 5);
+    const probs = layer1.next.map((n) => n.prob);
+    assert.deepEqual(probs, [...probs].sort((a, b) => b - a));
+    assert.ok(probs.every((p) => p > 0) && probs.reduce((a, b) => a + b) <= 1 + 1e-6);
+    assert.match(layer1.status, /whole forward pass \(4 layers over 12 tokens.*\) ran on the GPU/);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("Generate appends tokens to the text and the link, and the link reopens the same text", async () => {
+    const app = await AppPage.open(session, TINY + "&text=" + encodeURIComponent("fn main() {"));
+    const before = await readModel(app);
+    await app.page.getByTestId("generate-count").selectOption("4");
+    await app.page.getByTestId("generate").click();
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="generate"]')?.textContent === "Generate"
+      && !document.querySelector('[data-testid="generate"]').disabled, null, { timeout: 120_000 });
+    const after = await readModel(app);
+    assert.ok(after.text.startsWith("fn main() {") && after.text.length > "fn main() {".length, after.text);
+    assert.equal(await app.page.getByTestId("generate-note").count(), 0, "it stopped early");
+    // Greedy: the first token appended is the one the panel ranked first.
+    assert.ok(after.text.startsWith("fn main() {" + before.next[0].token), `${after.text} vs ${before.next[0].token}`);
+    assert.ok(after.heads[0].rows > before.heads[0].rows, "the heads redrew over the longer text");
+    await app.waitForParam("text", after.text);
+    const again = await AppPage.open(session, await app.query());
+    const reopened = await readModel(again, after.heads[0].rows);
+    assert.equal(reopened.text, after.text);
+    assertClose(reopened.heads[3].probs, after.heads[3].probs, 1e-6, "same text, same heads");
+    app.assertNoConsoleErrors();
+    await again.close();
+    await app.close();
+  });
+
+  test("without WebGPU the CPU pass shows the same heads and prediction", async () => {
+    const text = "let x = 5; let y = x + 1;";
+    const gpu = await AppPage.open(session, TINY + "&text=" + encodeURIComponent(text));
+    const onGpu = await readModel(gpu);
+    const cpu = await AppPage.open(session, TINY + "&backend=cpu&text=" + encodeURIComponent(text));
+    const onCpu = await readModel(cpu);
+    assert.match(onCpu.status, /ran on the CPU/);
+    for (let h = 0; h < 8; h++) assertClose(onGpu.heads[h].probs, onCpu.heads[h].probs, 1e-4, `head ${h}`);
+    assert.deepEqual(onGpu.next.map((n) => n.token), onCpu.next.map((n) => n.token));
+    gpu.assertNoConsoleErrors();
+    cpu.assertNoConsoleErrors();
+    await gpu.close();
+    await cpu.close();
+  });
+
+  test("text past the 128 tokens it was trained on is refused with a notice, and shorter text works again", async () => {
+    const app = await AppPage.open(session, TINY + "&text=" + encodeURIComponent("borrow ".repeat(200)));
+    const error = app.page.getByTestId("heatmap-error");
+    await error.waitFor({ timeout: 120_000 });
+    assert.match(await error.innerText(), /This text is \d+ tokens .* at most 128, the length it was trained on/);
+    assert.match(await app.page.getByTestId("next-token-error").innerText(), /at most 128/);
+    await app.typeText("Short again.");
+    const shown = await readModel(app);
+    assert.equal(shown.heads.length, 8);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+});
