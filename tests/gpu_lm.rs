@@ -282,3 +282,37 @@ fn the_last_logits_alone_and_bad_requests() {
 fn argmax(x: &[f32]) -> usize {
     (0..x.len()).max_by(|&a, &b| x[a].total_cmp(&x[b])).expect("not empty")
 }
+
+#[test]
+fn decoding_against_the_kv_cache_gives_the_whole_pass_logits() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    // A 60-token prompt prefilled at once, then 20 tokens one at a time: past the 64-token window of
+    // layers 0-2, so the cached rows the window leaves behind must stop counting.
+    let ids = token_ids(80, weights.geometry.vocab, 9);
+    let want = forward::forward(&ck, &ids).expect("CPU forward");
+    let vocab = weights.geometry.vocab as usize;
+    let mut cache = lm_forward::LmCache::new(&ctx, &weights, 128).expect("cache");
+    let mut step =
+        |tokens: &[u32]| pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, tokens));
+    let mut worst_diff = 0.0f32;
+    let prefill = step(&ids[..60]).expect("prefill");
+    worst("logits after the prefill", &prefill, want.logits_at(59), LOGIT_ABS, 0.0);
+    for i in 60..80 {
+        let got = step(&ids[i..=i]).expect("decode step");
+        assert_eq!(got.len(), vocab);
+        worst(&format!("logits after token {i}"), &got, want.logits_at(i), LOGIT_ABS, 0.0);
+        assert_eq!(argmax(&got), argmax(want.logits_at(i)), "the most likely token after position {i}");
+        worst_diff = worst_diff.max(max_abs_diff(&got, want.logits_at(i)));
+    }
+    println!("decode with the KV cache: logits max |diff| {worst_diff:e}");
+    assert_eq!(cache.len(), 80);
+    // Past the cache's capacity: refused, and the cache is left as it was.
+    let more = token_ids(49, weights.geometry.vocab, 10);
+    let err = pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, &more)).unwrap_err();
+    assert!(err.to_string().contains("do not fit a KV cache of 128"), "{err}");
+    assert_eq!(cache.len(), 80);
+    close(ctx);
+}

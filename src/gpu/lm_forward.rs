@@ -244,6 +244,8 @@ enum Step {
     Dispatch(Dispatch),
     /// Copy the hidden states after this layer out (between compute passes).
     SaveHidden(u32),
+    /// Copy this layer's new K and V rows into the KV cache (between compute passes).
+    CacheKv(usize),
 }
 
 /// A pass with its buffers made and its launches prepared: submit it (again, for a benchmark) and read
@@ -259,6 +261,46 @@ pub struct PreparedLm<'a> {
     logits: Scratch<'a>,
     probs: Vec<Scratch<'a>>,
     hidden: Option<Scratch<'a>>,
+    /// Decoding against a KV cache: where the new tokens' K and V go and what attention reads.
+    cache: Option<CacheView>,
+}
+
+/// A KV cache on the GPU for decoding: every layer's K and V, `[h_kv, capacity, d]` each, of which
+/// the first `len` rows are filled. Generation prefills it with the prompt, then adds one token a pass.
+pub struct LmCache {
+    k: Vec<wgpu::Buffer>,
+    v: Vec<wgpu::Buffer>,
+    capacity: u32,
+    len: u32,
+}
+
+impl LmCache {
+    /// An empty cache for `capacity` tokens, its size checked against the job budget first.
+    pub fn new(ctx: &GpuContext, weights: &LmWeights, capacity: u32) -> Result<Self, GpuError> {
+        let g = weights.geometry;
+        let floats = u64::from(g.h_kv) * u64::from(capacity) * u64::from(g.head_dim);
+        let buffers: Vec<(&str, u64)> = (0..2 * g.layers).map(|_| ("KV cache", floats)).collect();
+        check_sizes(ctx, &format!("A KV cache of {capacity} tokens"), &buffers)?;
+        let make = || (0..g.layers).map(|_| ctx.storage_output("KV cache", floats * 4)).collect::<Result<Vec<_>, _>>();
+        Ok(Self { k: make()?, v: make()?, capacity, len: 0 })
+    }
+
+    /// Tokens cached so far.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// What one cached pass needs of the cache: its buffers, and the row its new tokens start at.
+struct CacheView {
+    k: Vec<wgpu::Buffer>,
+    v: Vec<wgpu::Buffer>,
+    capacity: u32,
+    start: u32,
 }
 
 impl PreparedLm<'_> {
@@ -268,7 +310,7 @@ impl PreparedLm<'_> {
             .iter()
             .filter_map(|s| match s {
                 Step::Dispatch(d) => Some(d),
-                Step::SaveHidden(_) => None,
+                Step::SaveHidden(_) | Step::CacheKv(_) => None,
             })
             .collect()
     }
@@ -288,12 +330,28 @@ impl PreparedLm<'_> {
                     steps.next();
                 }
             }
-            if let (Some(Step::SaveHidden(layer)), Some(hidden)) = (steps.next(), &self.hidden) {
-                let bytes = u64::from(self.tokens) * u64::from(self.geometry.d_model) * 4;
-                encoder.copy_buffer_to_buffer(self.buffer("x"), 0, hidden, u64::from(*layer) * bytes, bytes);
+            match (steps.next(), &self.hidden, &self.cache) {
+                (Some(Step::SaveHidden(layer)), Some(hidden), _) => {
+                    let bytes = u64::from(self.tokens) * u64::from(self.geometry.d_model) * 4;
+                    encoder.copy_buffer_to_buffer(self.buffer("x"), 0, hidden, u64::from(*layer) * bytes, bytes);
+                }
+                (Some(Step::CacheKv(layer)), _, Some(cache)) => self.copy_into_cache(&mut encoder, cache, *layer),
+                _ => {}
             }
         }
         ctx.queue.submit([encoder.finish()])
+    }
+
+    /// Each KV head's new rows (`[h_kv, tokens, d]` in `k` and `v`) to rows `start..` of the cache's
+    /// `[h_kv, capacity, d]`.
+    fn copy_into_cache(&self, encoder: &mut wgpu::CommandEncoder, cache: &CacheView, layer: usize) {
+        let row_bytes = u64::from(self.geometry.head_dim) * 4;
+        let new_bytes = u64::from(self.tokens) * row_bytes;
+        for g in 0..u64::from(self.geometry.h_kv) {
+            let at = (g * u64::from(cache.capacity) + u64::from(cache.start)) * row_bytes;
+            encoder.copy_buffer_to_buffer(self.buffer("k"), g * new_bytes, &cache.k[layer], at, new_bytes);
+            encoder.copy_buffer_to_buffer(self.buffer("v"), g * new_bytes, &cache.v[layer], at, new_bytes);
+        }
     }
 
     fn buffer(&self, name: &str) -> &wgpu::Buffer {
@@ -336,6 +394,36 @@ pub async fn run(
     prepared.read(ctx).await
 }
 
+/// Runs `ids`, the tokens after those already in `cache`, against it (the first call prefills it with
+/// the prompt, each later one adds a generated token), and returns the logits after the last of
+/// them; their K and V join the cache.
+pub async fn decode(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    cache: &mut LmCache,
+    ids: &[u32],
+) -> Result<Vec<f32>, GpuError> {
+    let fits =
+        u32::try_from(ids.len()).ok().and_then(|t| cache.len.checked_add(t)).filter(|&end| end <= cache.capacity);
+    let Some(end) = fits else {
+        return Err(GpuError::LimitExceeded(format!(
+            "{} more tokens after {} do not fit a KV cache of {}",
+            ids.len(),
+            cache.len,
+            cache.capacity
+        )));
+    };
+    let view = CacheView { k: cache.k.clone(), v: cache.v.clone(), capacity: cache.capacity, start: cache.len };
+    let prepared =
+        prepare_pass(ctx, kernels, weights, ids, LmRequest { last_logits: Some(1), ..Default::default() }, Some(view))
+            .await?;
+    prepared.submit(ctx);
+    let out = prepared.read(ctx).await?;
+    cache.len = end;
+    Ok(out.logits)
+}
+
 /// Checks the request, makes the pass's buffers and prepares every launch.
 pub async fn prepare<'a>(
     ctx: &'a GpuContext,
@@ -343,6 +431,17 @@ pub async fn prepare<'a>(
     weights: &LmWeights,
     ids: &[u32],
     request: LmRequest,
+) -> Result<PreparedLm<'a>, GpuError> {
+    prepare_pass(ctx, kernels, weights, ids, request, None).await
+}
+
+async fn prepare_pass<'a>(
+    ctx: &'a GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    ids: &[u32],
+    request: LmRequest,
+    cache: Option<CacheView>,
 ) -> Result<PreparedLm<'a>, GpuError> {
     let g = weights.geometry;
     let tokens = check_ids(ids, g.vocab)?;
@@ -377,7 +476,7 @@ pub async fn prepare<'a>(
     };
     let logits = ctx.scratch_output("logits", u64::from(logit_rows) * u64::from(g.vocab) * 4)?;
     let mut prepared =
-        PreparedLm { geometry: g, tokens, logit_rows, steps: Vec::new(), activations, logits, probs, hidden };
+        PreparedLm { geometry: g, tokens, logit_rows, steps: Vec::new(), activations, logits, probs, hidden, cache };
     let steps = Recorder { ctx, kernels, weights, pass: &prepared, ids: &ids_buffer }.steps()?;
     prepared.steps = steps;
     Ok(prepared)
@@ -413,14 +512,20 @@ impl Recorder<'_, '_> {
         let mut tables: Vec<(Positional, wgpu::Buffer, RopeTable)> = Vec::new();
         for (l, layer) in self.weights.layers.iter().enumerate() {
             if !tables.iter().any(|(p, ..)| *p == layer.positional) {
-                let table = RopeTable::new(pass.tokens as usize, g.head_dim as usize, layer.positional);
+                let start = pass.cache.as_ref().map_or(0, |c| c.start as usize);
+                let positions = start..start + pass.tokens as usize;
+                let table = RopeTable::for_positions(positions, g.head_dim as usize, layer.positional);
                 let angles = rope::angles(&table);
                 let buffer =
                     ctx.storage_from("rope angles", if angles.is_empty() { &[[0.0; 2]; 2] } else { &angles })?;
                 tables.push((layer.positional, buffer, table));
             }
             let (_, angles, table) = tables.iter().find(|(p, ..)| *p == layer.positional).expect("just added");
-            steps.extend(self.layer(layer, l, angles, table)?.into_iter().map(Step::Dispatch));
+            steps.extend(self.layer_input(layer, angles, table)?.into_iter().map(Step::Dispatch));
+            if pass.cache.is_some() {
+                steps.push(Step::CacheKv(l));
+            }
+            steps.extend(self.layer(layer, l)?.into_iter().map(Step::Dispatch));
             if pass.hidden.is_some() {
                 steps.push(Step::SaveHidden(l as u32));
             }
@@ -435,11 +540,10 @@ impl Recorder<'_, '_> {
         Ok(steps)
     }
 
-    /// The launches of one layer (see the module's diagram).
-    fn layer(
+    /// The launches of one layer up to its rotated Q, K and V (see the module's diagram).
+    fn layer_input(
         &self,
         layer: &LayerBuffers,
-        l: usize,
         angles: &wgpu::Buffer,
         table: &RopeTable,
     ) -> Result<Vec<Dispatch>, GpuError> {
@@ -447,10 +551,9 @@ impl Recorder<'_, '_> {
         let b = |name| pass.buffer(name);
         let t = pass.tokens;
         let heads = Heads { tokens: t, h_q: g.h_q, h_kv: g.h_kv, d: g.head_dim };
-        let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: t, n_kv: t, d: g.head_dim };
-        let scale = 1.0 / (g.head_dim as f32).sqrt();
-        let (q_width, qkv_width) = (g.q_width() as u32, g.qkv_width() as u32);
-        let mut out = vec![
+        let qkv_width = g.qkv_width() as u32;
+        let split = SplitBuffers { qkv: b("qkv"), angles, q: b("q"), k: b("k"), v: b("v") };
+        Ok(vec![
             self.norm(b("x"), &layer.input_norm)?,
             self.matmul(
                 b("h"),
@@ -459,11 +562,27 @@ impl Recorder<'_, '_> {
                 b("qkv"),
                 MatmulLaunch::new(t, g.d_model, qkv_width),
             )?,
-        ];
-        let split = SplitBuffers { qkv: b("qkv"), angles, q: b("q"), k: b("k"), v: b("v") };
-        out.push(k.rope.prepare_split(ctx, &split, heads, table)?);
-        let flash = FlashBuffers { q: b("q"), k: b("k"), v: b("v"), o: b("o"), lse: b("lse") };
-        let launch = FlashLaunch { shape, kv_stride: t, mask: layer.mask, scale };
+            k.rope.prepare_split(ctx, &split, heads, table)?,
+        ])
+    }
+
+    /// The rest of one layer: attention (over the cache's rows when decoding), the output
+    /// projection and the MLP.
+    fn layer(&self, layer: &LayerBuffers, l: usize) -> Result<Vec<Dispatch>, GpuError> {
+        let (ctx, k, g, pass) = (self.ctx, self.kernels, self.weights.geometry, self.pass);
+        let b = |name| pass.buffer(name);
+        let t = pass.tokens;
+        let heads = Heads { tokens: t, h_q: g.h_q, h_kv: g.h_kv, d: g.head_dim };
+        let (keys, values, n_kv, kv_stride) = match &pass.cache {
+            Some(c) => (&c.k[l], &c.v[l], c.start + t, c.capacity),
+            None => (b("k"), b("v"), t, t),
+        };
+        let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: t, n_kv, d: g.head_dim };
+        let scale = 1.0 / (g.head_dim as f32).sqrt();
+        let q_width = g.q_width() as u32;
+        let mut out = Vec::new();
+        let flash = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
+        let launch = FlashLaunch { shape, kv_stride, mask: layer.mask, scale };
         out.push(k.flash.prepare(ctx, &flash, launch)?);
         if let Some(probs) = pass.probs.get(l) {
             let launch = RowLaunch { shape, q_offset: 0, mask: layer.mask, scale, output: RowOutput::Probabilities };

@@ -75,6 +75,9 @@ pub fn ExplorerControls(
             }
         });
     };
+    // The trained model reads its own tokens under its own masks, all exact: the controls for the
+    // synthetic layouts' inputs, masks, pooling and designed heads are left out while it is shown.
+    let synthetic = move || state.with(|s| !s.model.is_trained());
     let heads_text = RwSignal::new(state.with_untracked(|s| s.explorer.heads.to_param()));
     let heads_error = RwSignal::new(None::<String>);
 
@@ -100,8 +103,9 @@ pub fn ExplorerControls(
                         _ => set_mode(InputMode::Text),
                     }
                 }>
-                    {[(InputMode::Text, "typed text"), (InputMode::Generated, "generated sequence"), (InputMode::Cross, "cross-attention (two texts)")]
+                    {move || [(InputMode::Text, "typed text"), (InputMode::Generated, "generated sequence"), (InputMode::Cross, "cross-attention (two texts)")]
                         .into_iter()
+                        .filter(|(m, _)| *m != InputMode::Cross || synthetic())
                         .map(|(m, label)| view! { <option value=m.id() selected=move || mode() == m>{label}</option> })
                         .collect_view()}
                 </select>
@@ -131,7 +135,7 @@ pub fn ExplorerControls(
                         on:change=move |ev| { if let Some(n) = number(&ev).filter(|&n| (1..=MAX_GENERATED).contains(&n)) { state.try_update(|s| s.input.seq_tokens = Some(n)); } }/>
                 </label>
             </Show>
-            <Show when=move || mode() != InputMode::Generated>
+            <Show when=move || mode() != InputMode::Generated && synthetic()>
                 <label>
                     "Tokens"
                     <select data-testid="tok-select" on:change=move |ev| {
@@ -143,6 +147,7 @@ pub fn ExplorerControls(
                     </select>
                 </label>
             </Show>
+            <Show when=synthetic>
             <label>
                 "Mask"
                 <select data-testid="mask-select" prop:disabled=move || mode() == InputMode::Cross on:change=move |ev| {
@@ -175,6 +180,7 @@ pub fn ExplorerControls(
                         on:input=move |ev| { let _ = set_param(state, "chunk", &event_target_value(&ev)); }/>
                 </label>
             </Show>
+            </Show>
             <label>
                 "Seed"
                 <input type="number" min="0" data-testid="seed-input"
@@ -199,6 +205,7 @@ pub fn ExplorerControls(
                     }/>
                 {move || heads_error.get().map(|e| view! { <small class="field-error" role="alert">{e}</small> })}
             </label>
+            <Show when=synthetic>
             <label>
                 "Pooling"
                 <select data-testid="pool-select" on:change=move |ev| {
@@ -209,6 +216,7 @@ pub fn ExplorerControls(
                     }).collect_view()}
                 </select>
             </label>
+            </Show>
             <label>
                 "Colour"
                 <select data-testid="scale-select" on:change=move |ev| {
@@ -220,18 +228,22 @@ pub fn ExplorerControls(
                 </select>
             </label>
             <fieldset class="toggles">
+                <Show when=synthetic>
                 <label class="check"><input type="checkbox" data-testid="teach-toggle"
                     prop:checked=move || state.with(|s| s.explorer.teach)
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.teach = on); }/>"teaching heads"</label>
+                </Show>
                 <label class="check"><input type="checkbox" data-testid="tiles-toggle"
                     prop:checked=move || state.with(|s| s.explorer.tiles)
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.tiles = on); }/>"kernel tiles"</label>
+                <Show when=synthetic>
                 <label class="check"><input type="checkbox" data-testid="steps-toggle"
                     prop:checked=move || state.with(|s| s.explorer.steps)
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.steps = on); }/>"step-through"</label>
                 <label class="check"><input type="checkbox" data-testid="mix-toggle"
                     prop:checked=move || state.with(|s| s.explorer.mix.is_some())
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.mix = on.then_some(MixRow::Last)); }/>"head mixing (W_O)"</label>
+                </Show>
                 <label class="check"><input type="checkbox" data-testid="rope-toggle"
                     prop:checked=move || state.with(|s| s.explorer.rope)
                     on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.rope = on); }/>"RoPE frequencies"</label>

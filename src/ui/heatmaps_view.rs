@@ -23,7 +23,7 @@ use super::trained_compute;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::lm::head_scores::score_legend;
 use crate::model::Model;
-use crate::model::presets::{TRAINED_FACTS, TRAINED_FILES, TRAINED_ID};
+use crate::model::presets::{TRAINED_FACTS, TRAINED_FILES};
 use crate::model::units::format_thousands;
 use crate::state::AppState;
 use crate::views::heatmaps::compute::map_for_export;
@@ -51,7 +51,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
     on_cleanup(move || resize.remove());
     // The trained model (real weights) is fetched the first time it is chosen; its text is read by its
     // own tokenizer, so its request waits for the files.
-    let trained = Memo::new(move |_| state.with(|s| s.model.cfg.is_none() && s.model.preset == TRAINED_ID));
+    let trained = Memo::new(move |_| state.with(|s| s.model.is_trained()));
     let lm: LmSignal = RwSignal::new_local(None);
     let prediction: PredictionSignal = RwSignal::new_local(None);
     Effect::new(move |_| {
@@ -307,7 +307,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 </p>
             }>
                 <TrainedNote state=state/>
-                <NextTokenPanel state=state lm=lm prediction=prediction/>
+                <NextTokenPanel state=state lm=lm prediction=prediction engine=engine/>
             </Show>
             <Show when=move || attends.get()>
                 <Status progress=sinks.progress slow=slow/>

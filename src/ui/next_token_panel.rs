@@ -8,8 +8,10 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::browser;
+use super::engine_signal::EngineSignal;
 use super::trained_compute::{LoadedLm, Prediction};
 use crate::attention::tokens::display_token;
+use crate::engine::Engine;
 use crate::event_loop::yield_now;
 use crate::state::AppState;
 use crate::views::heatmaps::trained::{choose_next, model_text, model_tokens, with_token};
@@ -24,7 +26,12 @@ const TOKEN_COUNTS: [u32; 4] = [1, 4, 8, 16];
 const TOKEN_TIMEOUT_MS: f64 = 60_000.0;
 
 #[component]
-pub fn NextTokenPanel(state: RwSignal<AppState>, lm: LmSignal, prediction: PredictionSignal) -> impl IntoView {
+pub fn NextTokenPanel(
+    state: RwSignal<AppState>,
+    lm: LmSignal,
+    prediction: PredictionSignal,
+    engine: EngineSignal,
+) -> impl IntoView {
     let temperature = RwSignal::new(0.0f64);
     let count = RwSignal::new(8u32);
     let generating = RwSignal::new(false);
@@ -43,7 +50,11 @@ pub fn NextTokenPanel(state: RwSignal<AppState>, lm: LmSignal, prediction: Predi
         note.set(None);
         let (tokens, temp) = (count.get_untracked(), temperature.get_untracked());
         spawn_local(async move {
-            let stopped = generate_tokens(state, &model, prediction, tokens, temp).await;
+            let settings = Generation { count: tokens, temperature: temp };
+            let stopped = match engine.get_untracked() {
+                Some(engine) if engine.is_gpu() => generate_on_gpu(state, &model, engine, settings).await,
+                _ => generate_from_passes(state, &model, prediction, settings).await,
+            };
             generating.try_set(false);
             note.try_set(stopped);
         });
@@ -100,40 +111,115 @@ pub fn NextTokenPanel(state: RwSignal<AppState>, lm: LmSignal, prediction: Predi
     }
 }
 
-/// Appends up to `count` tokens, waiting each time for the explorer's pass over the text as it now
-/// is (which also redraws the heads); returns why it stopped early, if it did.
-async fn generate_tokens(
-    state: RwSignal<AppState>,
-    lm: &LoadedLm,
-    prediction: PredictionSignal,
+/// How many tokens to append, and how freely to choose them.
+#[derive(Clone, Copy)]
+struct Generation {
     count: u32,
     temperature: f64,
-) -> Option<String> {
-    for _ in 0..count {
-        let input = state.try_with_untracked(|s| s.input.clone())?;
-        let ids = match model_tokens(&lm.tokenizer, &model_text(&input), lm.max_tokens) {
-            Ok((ids, _)) => ids,
-            Err(why) => return Some(why),
-        };
-        if ids.len() >= lm.max_tokens {
-            return Some(format!("Stopped at {} tokens, the most the model reads.", lm.max_tokens));
-        }
-        let logits = match logits_for(prediction, &ids).await {
-            Ok(logits) => logits,
-            Err(why) => return Some(why),
-        };
-        let next = choose_next(&logits, temperature, input.seed, ids.len());
-        let text = with_token(&lm.tokenizer, &input, next);
-        let unchanged = state.try_with_untracked(|s| s.input == input)?;
-        if !unchanged {
-            return Some("Stopped: the text was changed while generating.".into());
-        }
+}
+
+/// The model's token ids of the text as it is now, or why generation cannot go on.
+fn text_ids(state: RwSignal<AppState>, lm: &LoadedLm) -> Result<(AppState, Vec<u32>), String> {
+    let now = state.try_get_untracked().ok_or("Stopped: the view was closed.")?;
+    let (ids, _) = model_tokens(&lm.tokenizer, &model_text(&now.input), lm.max_tokens)?;
+    Ok((now, ids))
+}
+
+/// Appends token `next` to the text (and so to the link), unless the reader changed the text since
+/// `before`; false if they did.
+fn append_token(state: RwSignal<AppState>, lm: &LoadedLm, before: &AppState, next: u32) -> bool {
+    let text = with_token(&lm.tokenizer, &before.input, next);
+    let unchanged = state.try_with_untracked(|s| s.input == before.input).unwrap_or(false);
+    if unchanged {
         state.try_update(|s| {
             s.input.text = text;
             s.input.seq_tokens = None;
         });
     }
-    None
+    unchanged
+}
+
+fn at_length_limit(lm: &LoadedLm) -> String {
+    format!("Stopped at {} tokens, the most the model reads.", lm.max_tokens)
+}
+
+/// Appends up to `count` tokens decoded on the GPU against a KV cache: the text's tokens prefilled
+/// once, then one token a pass. The heads redraw as the text grows (the explorer's own pass).
+/// Returns what it did, or why it stopped early.
+async fn generate_on_gpu(
+    state: RwSignal<AppState>,
+    lm: &LoadedLm,
+    engine: Rc<Engine>,
+    settings: Generation,
+) -> Option<String> {
+    let (mut before, mut ids) = match text_ids(state, lm) {
+        Ok(now) => now,
+        Err(why) => return Some(why),
+    };
+    let started = browser::now_ms();
+    let (mut decoder, mut logits) = match lm.gpu_decoder(engine, &ids).await? {
+        Ok(start) => start,
+        Err(why) => return Some(format!("Generation on the GPU failed: {why}")),
+    };
+    let prefill_ms = browser::now_ms() - started;
+    let (prompt, decode_started) = (ids.len(), browser::now_ms());
+    for i in 0..settings.count {
+        if ids.len() >= lm.max_tokens {
+            return Some(at_length_limit(lm));
+        }
+        let next = choose_next(&logits, settings.temperature, before.input.seed, ids.len());
+        if !append_token(state, lm, &before, next) {
+            return Some("Stopped: the text was changed while generating.".into());
+        }
+        ids.push(next);
+        before = state.try_get_untracked()?;
+        if i + 1 < settings.count {
+            logits = match decoder.next(next).await {
+                Ok(logits) => logits,
+                Err(why) => return Some(format!("Generation on the GPU failed: {why}")),
+            };
+        }
+    }
+    let steps = settings.count.saturating_sub(1).max(1);
+    Some(format!(
+        "Generated {} token{} with the KV cache on the GPU: the {prompt}-token prompt prefilled in {prefill_ms:.0} ms, \
+         then {:.1} ms a token.",
+        settings.count,
+        if settings.count == 1 { "" } else { "s" },
+        (browser::now_ms() - decode_started) / f64::from(steps)
+    ))
+}
+
+/// Without WebGPU: appends up to `count` tokens, each chosen from the explorer's CPU pass over the
+/// text as it now is (which also redraws the heads); returns what it did, or why it stopped early.
+async fn generate_from_passes(
+    state: RwSignal<AppState>,
+    lm: &LoadedLm,
+    prediction: PredictionSignal,
+    settings: Generation,
+) -> Option<String> {
+    for _ in 0..settings.count {
+        let (before, ids) = match text_ids(state, lm) {
+            Ok(now) => now,
+            Err(why) => return Some(why),
+        };
+        if ids.len() >= lm.max_tokens {
+            return Some(at_length_limit(lm));
+        }
+        let logits = match logits_for(prediction, &ids).await {
+            Ok(logits) => logits,
+            Err(why) => return Some(why),
+        };
+        let next = choose_next(&logits, settings.temperature, before.input.seed, ids.len());
+        if !append_token(state, lm, &before, next) {
+            return Some("Stopped: the text was changed while generating.".into());
+        }
+    }
+    Some(format!(
+        "Generated {} token{} on the CPU (no WebGPU here): a whole forward pass for each, no KV cache.",
+        settings.count,
+        if settings.count == 1 { "" } else { "s" }
+    ))
 }
 
 /// The logits after `ids`, once the explorer's pass over them has run.

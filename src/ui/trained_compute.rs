@@ -17,7 +17,7 @@ use super::explorer_compute::{Sinks, micro_yield};
 use super::heatmap::Shared;
 use crate::engine::Engine;
 use crate::event_loop::{breathe, resumed};
-use crate::gpu::lm_forward::{self, LmRequest, LmWeights};
+use crate::gpu::lm_forward::{self, LmCache, LmRequest, LmWeights};
 use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::{CpuPass, max_tokens};
@@ -130,18 +130,38 @@ impl LoadedLm {
         Ok(pass)
     }
 
+    /// The weights on `engine`'s GPU, uploaded the first time.
+    fn gpu_weights(&self, engine: &Engine) -> Result<Rc<LmWeights>, String> {
+        let Some((ctx, _)) = engine.gpu() else { return Err("no GPU".into()) };
+        let device = std::ptr::from_ref(ctx) as usize;
+        if let Some((_, w)) = self.gpu.borrow().as_ref().filter(|(d, _)| *d == device) {
+            return Ok(w.clone());
+        }
+        let w = Rc::new(LmWeights::upload(ctx, &self.checkpoint).map_err(|e| e.to_string())?);
+        *self.gpu.borrow_mut() = Some((device, w.clone()));
+        Ok(w)
+    }
+
+    /// Generation on the GPU: a KV cache for the model's length, prefilled with `ids`, and the logits
+    /// after them. `None` without WebGPU.
+    pub async fn gpu_decoder(&self, engine: Rc<Engine>, ids: &[u32]) -> Option<Result<(GpuDecoder, Vec<f32>), String>> {
+        let (ctx, kernels) = engine.gpu()?;
+        let start = async {
+            let weights = self.gpu_weights(&engine)?;
+            let mut cache = LmCache::new(ctx, &weights, self.max_tokens as u32).map_err(|e| e.to_string())?;
+            let logits =
+                lm_forward::decode(ctx, kernels, &weights, &mut cache, ids).await.map_err(|e| e.to_string())?;
+            resumed();
+            Ok((cache, weights, logits))
+        };
+        Some(
+            start.await.map(|(cache, weights, logits)| (GpuDecoder { engine: engine.clone(), weights, cache }, logits)),
+        )
+    }
+
     async fn gpu_pass(&self, engine: &Engine, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
         let Some((ctx, kernels)) = engine.gpu() else { return Err("no GPU".into()) };
-        let device = std::ptr::from_ref(ctx) as usize;
-        let cached = self.gpu.borrow().as_ref().filter(|(d, _)| *d == device).map(|(_, w)| w.clone());
-        let weights = match cached {
-            Some(w) => w,
-            None => {
-                let w = Rc::new(LmWeights::upload(ctx, &self.checkpoint).map_err(|e| e.to_string())?);
-                *self.gpu.borrow_mut() = Some((device, w.clone()));
-                w
-            }
-        };
+        let weights = self.gpu_weights(engine)?;
         let request = LmRequest { last_logits: Some(1), probabilities: true, hidden_states: false };
         let out = lm_forward::run(ctx, kernels, &weights, ids, request).await.map_err(|e| e.to_string())?;
         resumed();
@@ -155,6 +175,24 @@ impl LoadedLm {
         }
         let out = pass.finish();
         Ok((out.probs, out.logits, false))
+    }
+}
+
+/// Decoding on the GPU one token at a time against a KV cache (see [`LoadedLm::gpu_decoder`]).
+pub struct GpuDecoder {
+    engine: Rc<Engine>,
+    weights: Rc<LmWeights>,
+    cache: LmCache,
+}
+
+impl GpuDecoder {
+    /// Adds token `id` to the cache and returns the logits after it.
+    pub async fn next(&mut self, id: u32) -> Result<Vec<f32>, String> {
+        let Some((ctx, kernels)) = self.engine.gpu() else { return Err("the GPU is gone".into()) };
+        let logits =
+            lm_forward::decode(ctx, kernels, &self.weights, &mut self.cache, &[id]).await.map_err(|e| e.to_string());
+        resumed();
+        logits
     }
 }
 

@@ -35,6 +35,11 @@ impl ModelChoice {
             .unwrap_or_else(|| Model::simple(32, 4096, 32))
     }
 
+    /// Whether the views show the trained model (real weights) rather than a layout.
+    pub fn is_trained(&self) -> bool {
+        self.cfg.is_none() && self.preset == crate::model::presets::TRAINED_ID
+    }
+
     /// A layer past the model's last one falls back to its [`default_layer`], with a notice.
     pub fn check_layer(&mut self, model: &Model) -> Option<Notice> {
         let layers = model.n_layers();
