@@ -109,7 +109,8 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
 
 /// The shipped model (compiled into the test: 4.9 MB of float16 weights), 83 tokens (past the 64-token
 /// window of layers 0-2), on WebGPU against `lm::forward`: every layer's hidden states and
-/// probabilities and every logit, within the tolerances of tests/gpu_lm.rs (measured on lavapipe).
+/// probabilities and every logit, within the tolerances of tests/gpu_lm.rs (measured on lavapipe);
+/// then the same logits decoded token by token against the GPU KV cache.
 #[wasm_bindgen_test]
 async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
     let config = include_str!("../www/models/attention-lab-tiny/config.json");
@@ -134,4 +135,16 @@ async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
     }
     let err = max_abs_diff(&got.logits, &want.logits);
     assert!(err < 1e-4, "logits differ by {err}");
+
+    // Generation's path: the first 70 tokens prefilled into a KV cache, then 13 one at a time (past
+    // the window), each step's logits against the CPU pass's at that position.
+    let mut cache = lm_forward::LmCache::new(&ctx, &weights, 128).expect("cache");
+    let prefill = lm_forward::decode(&ctx, &kernels, &weights, &mut cache, &ids[..70]).await.expect("prefill");
+    let err = max_abs_diff(&prefill, want.logits_at(69));
+    assert!(err < 1e-4, "logits after the prefill differ by {err}");
+    for i in 70..83 {
+        let got = lm_forward::decode(&ctx, &kernels, &weights, &mut cache, &ids[i..=i]).await.expect("decode step");
+        let err = max_abs_diff(&got, want.logits_at(i));
+        assert!(err < 1e-4, "logits after token {i} (decoded against the cache) differ by {err}");
+    }
 }
