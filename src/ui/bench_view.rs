@@ -10,6 +10,7 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+use super::bench_lm_panel::BenchLmPanel;
 use super::browser;
 use super::engine_signal::EngineSignal;
 use crate::engine::Engine;
@@ -130,6 +131,7 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                     {move || rows.get().into_iter().map(|r| view! { <BenchRow result=r/> }).collect_view()}
                 </tbody>
             </table>
+            {move || engine.get().filter(|e| e.is_gpu()).map(|e| view! { <BenchLmPanel engine=e fma_gflops=fma_gflops/> })}
         </section>
     }
 }

@@ -1,0 +1,108 @@
+//! The benchmark view's rows for the trained model: the matrix multiply at each of its projection
+//! shapes and its whole forward pass over 256 tokens, timed on this GPU (pipelines compiled in a
+//! warm-up first) as fractions of the adapter's FMA peak. Its files are fetched when it is started.
+
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use super::browser;
+use super::trained_compute;
+use crate::engine::Engine;
+use crate::gpu::bench::{self, Repetitions};
+use crate::gpu::bench_lm::{self, MATMUL_SHAPES, OpResult};
+use crate::gpu::lm_forward::LmWeights;
+
+/// Repetitions per row: as few as the attention cases take in the browser.
+const REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0 };
+/// Tokens of the timed forward pass (twice the model's trained length: a benchmark, not a prediction).
+const FORWARD_TOKENS: u32 = 256;
+
+#[component]
+pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> impl IntoView {
+    let rows = RwSignal::new(Vec::<OpResult>::new());
+    let status = RwSignal::new(String::new());
+    let running = RwSignal::new(false);
+    let run = move |_| {
+        if running.get_untracked() {
+            return;
+        }
+        running.set(true);
+        rows.set(Vec::new());
+        let engine = engine.clone();
+        spawn_local(async move {
+            if let Err(e) = time_model(&engine, fma_gflops, rows, status).await {
+                status.try_set(format!("Stopped: {e}"));
+            }
+            running.try_set(false);
+        });
+    };
+    view! {
+        <section class="panel bench-lm" data-testid="bench-lm">
+            <h3>"The trained model's kernels"</h3>
+            <p class="explain">
+                {format!("The matrix multiply at each projection shape of Attention Lab tiny ({} rows), and its whole forward pass \
+                over {FORWARD_TOKENS} tokens with every head's probabilities, each after a warm-up that compiles its pipelines. \
+                Fetches the model's files (5 MB) the first time.", bench_lm::MATMUL_ROWS)}
+            </p>
+            <div class="bench-actions">
+                <button type="button" class="copy" data-testid="bench-lm-run" disabled=move || running.get() on:click=run>
+                    "Time the trained model"
+                </button>
+                <span class="status" data-testid="bench-lm-progress">{move || status.get()}</span>
+            </div>
+            <table class="bench-table">
+                <thead><tr><th>"op"</th><th>"shape"</th><th>"median ms"</th><th>"min ms"</th><th>"GFLOP/s"</th><th>"of FMA peak"</th></tr></thead>
+                <tbody>
+                    {move || rows.get().into_iter().map(|r| view! {
+                        <tr data-testid="bench-lm-row" data-op=r.name.clone() data-shape=r.shape.clone() data-ms=r.ms_median data-gflops=r.gflops>
+                            <td>{r.name.clone()}</td>
+                            <td>{r.shape.clone()}</td>
+                            <td>{format!("{:.2}", r.ms_median)}</td>
+                            <td>{format!("{:.2}", r.ms_min)}</td>
+                            <td>{format!("{:.2}", r.gflops)}</td>
+                            <td>{format!("{:.1} %", 100.0 * r.fraction_of_peak())}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </section>
+    }
+}
+
+/// Measures the peak (once per page), then each matmul shape and the forward pass, adding each row
+/// as it finishes.
+async fn time_model(
+    engine: &Engine,
+    fma_gflops: RwSignal<Option<f64>>,
+    rows: RwSignal<Vec<OpResult>>,
+    status: RwSignal<String>,
+) -> Result<(), String> {
+    let Some((ctx, kernels)) = engine.gpu() else { return Err("no WebGPU".into()) };
+    let peak = match fma_gflops.try_get_untracked().flatten() {
+        Some(peak) => peak,
+        None => {
+            status.try_set("Measuring the FMA peak…".into());
+            let peak = bench::measure_fma_gflops(ctx, kernels, browser::now_ms).await.map_err(|e| e.to_string())?;
+            fma_gflops.try_set(Some(peak));
+            peak
+        }
+    };
+    for (i, shape) in MATMUL_SHAPES.into_iter().enumerate() {
+        status.try_set(format!("Matrix multiply {} of {}…", i + 1, MATMUL_SHAPES.len()));
+        let row =
+            bench_lm::run_matmul(ctx, kernels, shape, peak, REPS, browser::now_ms).await.map_err(|e| e.to_string())?;
+        rows.try_update(|r| r.push(row));
+    }
+    status.try_set("Fetching the model…".into());
+    let lm = trained_compute::load().await?;
+    let weights = LmWeights::upload(ctx, &lm.checkpoint).map_err(|e| e.to_string())?;
+    status.try_set(format!("The forward pass over {FORWARD_TOKENS} tokens…"));
+    let row = bench_lm::run_lm_forward(ctx, kernels, &weights, FORWARD_TOKENS, peak, REPS, browser::now_ms)
+        .await
+        .map_err(|e| e.to_string())?;
+    rows.try_update(|r| r.push(row));
+    status.try_set(format!("Done: {} rows.", MATMUL_SHAPES.len() + 1));
+    Ok(())
+}
