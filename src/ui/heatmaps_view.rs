@@ -30,7 +30,7 @@ use crate::views::heatmaps::compute::map_for_export;
 use crate::views::heatmaps::jobs::{JobClock, Progress};
 use crate::views::heatmaps::params::generated_cap_notice;
 use crate::views::heatmaps::request::{build_request, format_n, layout_line};
-use crate::views::heatmaps::trained::{ignored_settings, model_text, model_tokens, trained_request};
+use crate::views::heatmaps::trained::{ignored_settings, model_input, trained_request};
 use crate::views::layer_kinds::{NoAttention, no_attention};
 
 #[component]
@@ -69,7 +69,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 return build_request(&s.input, &s.explorer, layout, screen.get());
             }
             lm.with(|lm| match lm {
-                Some(Ok(lm)) => model_tokens(&lm.tokenizer, &model_text(&s.input), lm.max_tokens)
+                Some(Ok(lm)) => model_input(&lm.tokenizer, &s.input, lm.max_tokens)
                     .and_then(|(ids, pieces)| trained_request(&s.explorer, layout, ids, pieces)),
                 Some(Err(why)) => Err(why.clone()),
                 None => Err(LOADING.into()),

@@ -14,7 +14,7 @@ use crate::attention::tokens::display_token;
 use crate::engine::Engine;
 use crate::event_loop::yield_now;
 use crate::state::AppState;
-use crate::views::heatmaps::trained::{choose_next, model_text, model_tokens, with_token};
+use crate::views::heatmaps::trained::{choose_next, model_input, with_token};
 
 /// What the panel reads: the model once loaded, and the prediction for the text on display.
 pub type LmSignal = RwSignal<Option<Result<Rc<LoadedLm>, String>>, LocalStorage>;
@@ -121,7 +121,7 @@ struct Generation {
 /// The model's token ids of the text as it is now, or why generation cannot go on.
 fn text_ids(state: RwSignal<AppState>, lm: &LoadedLm) -> Result<(AppState, Vec<u32>), String> {
     let now = state.try_get_untracked().ok_or("Stopped: the view was closed.")?;
-    let (ids, _) = model_tokens(&lm.tokenizer, &model_text(&now.input), lm.max_tokens)?;
+    let (ids, _) = model_input(&lm.tokenizer, &now.input, lm.max_tokens)?;
     Ok((now, ids))
 }
 

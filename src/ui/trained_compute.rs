@@ -36,8 +36,9 @@ pub struct LoadedLm {
     pub tokenizer: Tokenizer,
     /// The most tokens it reads (its trained length).
     pub max_tokens: usize,
-    /// Its weights on the GPU, with the device they belong to (a new device after a loss uploads again).
-    gpu: RefCell<Option<(usize, Rc<LmWeights>)>>,
+    /// Its weights on the GPU, with the engine whose device holds them: a new engine (after a lost
+    /// device) uploads again. The engine itself is kept, not its address, which a new one could reuse.
+    gpu: RefCell<Option<(Rc<Engine>, Rc<LmWeights>)>>,
     last: RefCell<Option<Rc<TrainedPass>>>,
 }
 
@@ -115,7 +116,7 @@ fn js_text(e: &wasm_bindgen::JsValue) -> String {
 
 impl LoadedLm {
     /// The pass over `ids`: the last one if it was over the same tokens, else a new one.
-    pub async fn pass(&self, engine: &Engine, ids: &[u32]) -> Result<Rc<TrainedPass>, String> {
+    pub async fn pass(&self, engine: &Rc<Engine>, ids: &[u32]) -> Result<Rc<TrainedPass>, String> {
         if let Some(last) = self.last.borrow().as_ref().filter(|p| p.ids == ids) {
             return Ok(last.clone());
         }
@@ -131,14 +132,15 @@ impl LoadedLm {
     }
 
     /// The weights on `engine`'s GPU, uploaded the first time.
-    fn gpu_weights(&self, engine: &Engine) -> Result<Rc<LmWeights>, String> {
+    fn gpu_weights(&self, engine: &Rc<Engine>) -> Result<Rc<LmWeights>, String> {
         let Some((ctx, _)) = engine.gpu() else { return Err("no GPU".into()) };
-        let device = std::ptr::from_ref(ctx) as usize;
-        if let Some((_, w)) = self.gpu.borrow().as_ref().filter(|(d, _)| *d == device) {
+        if let Some((_, w)) = self.gpu.borrow().as_ref().filter(|(e, _)| Rc::ptr_eq(e, engine)) {
             return Ok(w.clone());
         }
+        // The old device's weights go before the new ones are made.
+        *self.gpu.borrow_mut() = None;
         let w = Rc::new(LmWeights::upload(ctx, &self.checkpoint).map_err(|e| e.to_string())?);
-        *self.gpu.borrow_mut() = Some((device, w.clone()));
+        *self.gpu.borrow_mut() = Some((engine.clone(), w.clone()));
         Ok(w)
     }
 
@@ -159,7 +161,7 @@ impl LoadedLm {
         )
     }
 
-    async fn gpu_pass(&self, engine: &Engine, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
+    async fn gpu_pass(&self, engine: &Rc<Engine>, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
         let Some((ctx, kernels)) = engine.gpu() else { return Err("no GPU".into()) };
         let weights = self.gpu_weights(engine)?;
         let request = LmRequest { last_logits: Some(1), probabilities: true, hidden_states: false };

@@ -24,7 +24,7 @@ async function readModel(app, expectedTokens) {
       head: Number(el.dataset.head),
       kvHead: Number(el.dataset.kvHead),
       rows: Number(el.dataset.rows),
-      probs: el.dataset.probs.split(",").map(Number),
+      probs: el.dataset.probs ? el.dataset.probs.split(",").map(Number) : null, // only up to 64 x 64 cells
       scores: JSON.parse(el.dataset.scores),
       labels: el.dataset.labels,
       caption: el.querySelector("figcaption").textContent,
@@ -137,6 +137,72 @@ describe("the trained model", () => {
     cpu.assertNoConsoleErrors();
     await gpu.close();
     await cpu.close();
+  });
+
+  test("after a lost GPU device the model is uploaded to the new one and computes again", async () => {
+    const app = await AppPage.open(session, TINY + "&debug=hooks&text=" + encodeURIComponent("The borrow checker"));
+    await readModel(app);
+    await app.waitForEngine();
+    await app.page.evaluate(() => window.attentionLabLoseGpu());
+    await app.page.waitForFunction(
+      () => /a new device was started/.test(document.querySelector('[data-testid="url-notices"]')?.textContent ?? ""),
+      null, { timeout: 60_000 });
+    const job = Number(await app.page.getByTestId("explorer").getAttribute("data-job"));
+    await app.typeText("The borrow checker rejects");
+    await app.page.waitForFunction((before) => {
+      const el = document.querySelector('[data-testid="explorer"]');
+      return Number(el.dataset.job) > before && el.dataset.status === "ready";
+    }, job + 1, { timeout: 120_000 });
+    const shown = await readModel(app);
+    assert.equal(shown.text, "The borrow checker rejects");
+    assert.match(shown.status, /ran on the GPU/);
+    assert.equal(shown.heads.length, 8);
+    await app.close();
+  });
+
+  test("hostile links with the trained model: refused with notices, nothing injected, the page alive", async () => {
+    const html = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
+    for (const [query, expect] of [
+      ["&n=65536", /65,536 generated words make at least as many tokens/],
+      ["&layer=99", /Ignored layer: 99 is past the model's last layer \(3\)/],
+      ["&heads=0-99999", /head/i],
+      ["&text=" + encodeURIComponent(html), null],
+    ]) {
+      const app = await AppPage.open(session, TINY + query);
+      await app.page.waitForSelector('[data-testid="explorer"][data-status="ready"], [data-testid="explorer"][data-status="error"]', { timeout: 120_000 });
+      if (expect) assert.match(await app.page.locator("body").innerText(), expect, query);
+      assert.equal(await app.page.evaluate(() => window.__pwned), undefined, query);
+      assert.equal(await app.page.locator("main img, main script").count(), 0, query);
+      assert.equal(await app.page.getByTestId("panic-panel").count(), 0, query);
+      assert.equal(await app.page.evaluate(() => "alive"), "alive");
+      await app.close();
+    }
+  });
+
+  test("the CPU pass over 128 tokens never holds the page for long", async () => {
+    const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.addInitScript(() => {
+      window.__longTasks = [];
+      new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
+        .observe({ type: "longtask", buffered: true });
+    });
+    const app = new AppPage(await context.newPage(), session.baseUrl);
+    await app.page.goto(session.baseUrl + TINY + "&backend=cpu&text=" + encodeURIComponent("Hello"));
+    await readModel(app);
+    await app.page.evaluate(() => { window.__longTasks = []; });
+    // 126 words of 1 token each ("a" after a space), plus "Hello": 127 tokens on the CPU.
+    const job = Number(await app.page.getByTestId("explorer").getAttribute("data-job"));
+    await app.page.getByTestId("text-input").fill("Hello" + " a".repeat(126));
+    await app.page.waitForFunction((before) => {
+      const el = document.querySelector('[data-testid="explorer"]');
+      return Number(el.dataset.job) > before && el.dataset.status === "ready";
+    }, job, { timeout: 120_000 });
+    const shown = await readModel(app);
+    assert.match(shown.status, /ran on the CPU/);
+    const longest = await app.page.evaluate(() => Math.max(0, ...window.__longTasks));
+    console.log(`longest task during the CPU pass: ${longest} ms; ${shown.status}`);
+    assert.ok(longest < 250, `the main thread was blocked for ${longest} ms (${shown.status})`);
+    await app.close();
   });
 
   test("text past the 128 tokens it was trained on is refused with a notice, and shorter text works again", async () => {

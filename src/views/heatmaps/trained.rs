@@ -46,6 +46,23 @@ pub fn model_tokens(tokenizer: &Tokenizer, text: &str, max_tokens: usize) -> Res
     Ok((ids, pieces))
 }
 
+/// The model's tokens of the link's input: as [`model_tokens`], but a generated input (`n=`) longer
+/// than the model reads is refused before its words are made (each word is at least one token).
+pub fn model_input(
+    tokenizer: &Tokenizer,
+    input: &AttentionInput,
+    max_tokens: usize,
+) -> Result<(Vec<u32>, Vec<String>), String> {
+    if let Some(n) = input.seq_tokens.filter(|&n| n as usize > max_tokens) {
+        return Err(format!(
+            "{} generated words make at least as many tokens; the trained model reads at most {max_tokens}, the length \
+             it was trained on. Ask for fewer (n), or pick a synthetic layout for longer inputs.",
+            crate::model::units::format_thousands(n.into())
+        ));
+    }
+    model_tokens(tokenizer, &model_text(input), max_tokens)
+}
+
 /// What the explorer computes for the trained model: every cell of the chosen heads (its inputs are
 /// short), under the layer's own mask.
 pub fn trained_request(
@@ -234,7 +251,11 @@ mod tests {
         assert!((shown[0].prob - 10f64.exp() / (10f64.exp() + 4095.0)).abs() < 1e-9);
         let mut input = AttentionInput::default();
         assert_eq!(with_token(&tok, &input, space_the), format!("{} the", input.text));
+        input.set("n", "65536").unwrap();
+        let why = model_input(&tok, &input, 128).unwrap_err();
+        assert!(why.starts_with("65,536 generated words make at least as many tokens"), "{why}");
         input.set("n", "4").unwrap();
+        assert_eq!(model_input(&tok, &input, 128).unwrap().0, tok.encode(&model_text(&input)));
         let words = model_text(&input);
         assert_eq!(words.split(' ').count(), 4);
         assert_eq!(with_token(&tok, &input, space_the), format!("{words} the"));
