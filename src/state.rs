@@ -215,6 +215,22 @@ impl AppState {
         }
         self.model.check_layer(&model);
         self.explorer.check_heads(model.n_q_heads);
+        if self.model.is_trained() {
+            self.drop_what_the_trained_model_ignores(&model);
+        }
+    }
+
+    /// Picking the trained model clears the settings it does not take (a second text, a mask, a
+    /// tokenisation, more generated words than it reads), so the controls and the link say what it
+    /// shows. A link that names them keeps them, with a notice (`trained::ignored_settings`).
+    fn drop_what_the_trained_model_ignores(&mut self, model: &Model) {
+        let defaults = (AttentionInput::default(), ExplorerParams::default());
+        self.explorer.src = None;
+        self.explorer.tok = defaults.1.tok;
+        (self.input.mask, self.input.mask_given) = (defaults.0.mask, false);
+        if self.input.seq_tokens.is_some_and(|n| u64::from(n) > model.max_position_embeddings) {
+            self.input.seq_tokens = None;
+        }
     }
 
     /// The link a crashed page offers instead of its own: the same view with default settings (the
@@ -512,6 +528,22 @@ mod tests {
         let cfg = crate::model::encoding::encode_model(&Model::simple(6, 512, 8));
         state.choose_model("mistral-7b".into(), Some(cfg));
         assert_eq!(state.resolved_model().n_layers(), 6);
+    }
+
+    #[test]
+    fn choosing_the_trained_model_drops_the_settings_it_does_not_take() {
+        let (mut state, _) = AppState::from_query("src=le%20chat&mask=full&tok=char&n=4096&seed=7");
+        state.choose_model("attention-lab-tiny".into(), None);
+        assert_eq!(
+            (state.explorer.src.as_deref(), state.input.mask_given, state.input.seq_tokens),
+            (None, false, None)
+        );
+        assert_eq!((state.explorer.tok, state.input.seed), (ExplorerParams::default().tok, 7));
+        assert!(!state.to_query().contains("mask=") && !state.to_query().contains("src="), "{}", state.to_query());
+        // A short generated input stays: the model reads it.
+        let (mut short, _) = AppState::from_query("n=64");
+        short.choose_model("attention-lab-tiny".into(), None);
+        assert_eq!(short.input.seq_tokens, Some(64));
     }
 
     #[test]
