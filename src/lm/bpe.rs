@@ -129,8 +129,12 @@ impl Tokenizer {
     /// The text of `ids`, as the library's `decode(ids, false)`: the tokens' bytes joined, invalid
     /// UTF-8 replaced by U+FFFD. Ids outside the vocabulary are skipped, as the library skips them.
     pub fn decode(&self, ids: &[u32]) -> String {
-        let bytes: Vec<u8> = ids.iter().filter_map(|&id| self.bytes_of(id)).flatten().copied().collect();
-        String::from_utf8_lossy(&bytes).into_owned()
+        String::from_utf8_lossy(&self.decode_bytes(ids)).into_owned()
+    }
+
+    /// The tokens' bytes joined (a character may be split across two tokens).
+    pub fn decode_bytes(&self, ids: &[u32]) -> Vec<u8> {
+        ids.iter().filter_map(|&id| self.bytes_of(id)).flatten().copied().collect()
     }
 
     /// The token's text for display: a space is a space and a newline a newline (not GPT-2's `Ġ`

@@ -38,6 +38,7 @@ impl Forward {
     /// The logits after token `i` (one of the last `logit_rows`).
     pub fn logits_at(&self, i: usize) -> &[f32] {
         let vocab = self.logits.len() / self.logit_rows.max(1);
+        assert!(i < self.tokens && i + self.logit_rows >= self.tokens, "no logits kept after token {i}");
         let row = i + self.logit_rows - self.tokens;
         &self.logits[row * vocab..][..vocab]
     }

@@ -12,7 +12,8 @@ use super::trained_compute;
 use crate::engine::Engine;
 use crate::gpu::bench::{self, Repetitions};
 use crate::gpu::bench_lm::{self, MATMUL_SHAPES, OpResult};
-use crate::gpu::lm_forward::LmWeights;
+use crate::model::presets::TRAINED_FILES;
+use crate::model::units::format_thousands;
 
 /// Repetitions per row: as few as the attention cases take in the browser.
 const REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0 };
@@ -44,7 +45,7 @@ pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> im
             <p class="explain">
                 {format!("The matrix multiply at each projection shape of Attention Lab tiny ({} rows), and its whole forward pass \
                 over {FORWARD_TOKENS} tokens with every head's probabilities, each after a warm-up that compiles its pipelines. \
-                Fetches the model's files (5 MB) the first time.", bench_lm::MATMUL_ROWS)}
+                Fetches the model's files ({} bytes) the first time.", bench_lm::MATMUL_ROWS, format_thousands(TRAINED_FILES.iter().map(|(_, b)| u128::from(*b)).sum()))}
             </p>
             <div class="bench-actions">
                 <button type="button" class="copy" data-testid="bench-lm-run" disabled=move || running.get() on:click=run>
@@ -74,7 +75,7 @@ pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> im
 /// Measures the peak (once per page), then each matmul shape and the forward pass, adding each row
 /// as it finishes.
 async fn time_model(
-    engine: &Engine,
+    engine: &Rc<Engine>,
     fma_gflops: RwSignal<Option<f64>>,
     rows: RwSignal<Vec<OpResult>>,
     status: RwSignal<String>,
@@ -97,7 +98,7 @@ async fn time_model(
     }
     status.try_set("Fetching the model…".into());
     let lm = trained_compute::load().await?;
-    let weights = LmWeights::upload(ctx, &lm.checkpoint).map_err(|e| e.to_string())?;
+    let weights = lm.gpu_weights(engine)?;
     status.try_set(format!("The forward pass over {FORWARD_TOKENS} tokens…"));
     let row = bench_lm::run_lm_forward(ctx, kernels, &weights, FORWARD_TOKENS, peak, REPS, browser::now_ms)
         .await

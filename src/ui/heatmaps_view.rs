@@ -23,8 +23,7 @@ use super::trained_compute;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::lm::head_scores::score_legend;
 use crate::model::Model;
-use crate::model::presets::{TRAINED_FACTS, TRAINED_FILES};
-use crate::model::units::format_thousands;
+use crate::model::presets::trained_summary;
 use crate::state::AppState;
 use crate::views::heatmaps::compute::map_for_export;
 use crate::views::heatmaps::jobs::{JobClock, Progress};
@@ -306,8 +305,8 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                     {move || state.with(|s| s.explorer.teach).then_some("Heads 0–5 are designed teaching heads whose patterns are known: previous token, first-token sink, same token, induction-like, local and diffuse.")}
                 </p>
             }>
-                <TrainedNote state=state/>
-                <NextTokenPanel state=state lm=lm prediction=prediction engine=engine/>
+                <TrainedNote state=state model=model/>
+                <NextTokenPanel state=state lm=lm prediction=prediction engine=engine ids=Signal::derive(move || request.with(|r| r.as_ref().ok().and_then(|r| r.ids.clone())))/>
             </Show>
             <Show when=move || attends.get()>
                 <Status progress=sinks.progress slow=slow/>
@@ -356,17 +355,14 @@ const LOADING: &str = "Loading the trained model's weights and tokenizer…";
 /// What the trained model is, what its scores mean, and which of the link's settings it leaves to
 /// the synthetic layouts.
 #[component]
-fn TrainedNote(state: RwSignal<AppState>) -> impl IntoView {
-    let download: u64 = TRAINED_FILES.iter().map(|(_, bytes)| bytes).sum();
+fn TrainedNote(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let ignored = move || state.with(|s| ignored_settings(&s.input, &s.explorer));
     view! {
         <div class="trained-note" data-testid="trained-note">
             <p>
                 <strong>"Real weights: a small model trained here. "</strong>
-                {format!(
-                    "Attention Lab tiny has 2,460,864 parameters (4 layers, 8 query heads sharing 2 KV heads, head width 32) and                      reads at most 128 tokens. {TRAINED_FACTS} Its files ({} bytes) were fetched when you chose it. The other                      models in the list are real layouts with synthetic weights.",
-                    format_thousands(download.into())
-                )}
+                {model.with_untracked(trained_summary)}
+                " The other models in the list are real layouts with synthetic weights."
             </p>
             <p class="hint">{score_legend()}</p>
             {move || {

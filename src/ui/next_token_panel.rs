@@ -3,18 +3,18 @@
 //! temperature), each written into the text and so into the link, the heads redrawn as it grows.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::browser;
 use super::engine_signal::EngineSignal;
-use super::trained_compute::{LoadedLm, Prediction};
+use super::trained_compute::{GpuDecoder, LoadedLm, Prediction};
 use crate::attention::tokens::display_token;
 use crate::engine::Engine;
-use crate::event_loop::yield_now;
-use crate::state::AppState;
-use crate::views::heatmaps::trained::{choose_next, model_input, with_token};
+use crate::state::{AppState, View};
+use crate::views::heatmaps::trained::{choose_next, generated_text, model_input, model_text, with_token};
 
 /// What the panel reads: the model once loaded, and the prediction for the text on display.
 pub type LmSignal = RwSignal<Option<Result<Rc<LoadedLm>, String>>, LocalStorage>;
@@ -22,20 +22,22 @@ pub type PredictionSignal = RwSignal<Option<Result<Prediction, String>>, LocalSt
 
 /// Tokens one click of Generate may ask for.
 const TOKEN_COUNTS: [u32; 4] = [1, 4, 8, 16];
-/// How long Generate waits for one token's forward pass before giving up.
-const TOKEN_TIMEOUT_MS: f64 = 60_000.0;
 
+/// `ids`: the tokens of the text on display (`None` while they are not known), so candidates
+/// predicted for an earlier text are not offered for this one.
 #[component]
 pub fn NextTokenPanel(
     state: RwSignal<AppState>,
     lm: LmSignal,
     prediction: PredictionSignal,
     engine: EngineSignal,
+    #[prop(into)] ids: Signal<Option<Arc<Vec<u32>>>>,
 ) -> impl IntoView {
     let temperature = RwSignal::new(0.0f64);
     let count = RwSignal::new(8u32);
     let generating = RwSignal::new(false);
     let note = RwSignal::new(None::<String>);
+    let current = move |p: &Prediction| ids.with(|ids| ids.as_deref() == Some(&p.ids));
     let append = move |id: u32| {
         if let Some(Ok(lm)) = lm.get_untracked() {
             state.update(|s| {
@@ -45,18 +47,14 @@ pub fn NextTokenPanel(
         }
     };
     let generate = move |_| {
-        let Some(Ok(model)) = lm.get_untracked() else { return };
+        let (Some(Ok(model)), Some(engine)) = (lm.get_untracked(), engine.get_untracked()) else { return };
         generating.set(true);
         note.set(None);
-        let (tokens, temp) = (count.get_untracked(), temperature.get_untracked());
+        let settings = Generation { count: count.get_untracked(), temperature: temperature.get_untracked() };
         spawn_local(async move {
-            let settings = Generation { count: tokens, temperature: temp };
-            let stopped = match engine.get_untracked() {
-                Some(engine) if engine.is_gpu() => generate_on_gpu(state, &model, engine, settings).await,
-                _ => generate_from_passes(state, &model, prediction, settings).await,
-            };
+            let said = generate_tokens(state, &model, engine, settings).await;
             generating.try_set(false);
-            note.try_set(stopped);
+            note.try_set(Some(said));
         });
     };
 
@@ -66,23 +64,30 @@ pub fn NextTokenPanel(
             {move || match prediction.get() {
                 None => view! { <p class="hint">"Computing the prediction…"</p> }.into_any(),
                 Some(Err(why)) => view! { <p class="status error" data-testid="next-token-error">{why}</p> }.into_any(),
-                Some(Ok(p)) => view! {
-                    <p class="hint">{format!("After the text's {} tokens the model predicts (click one to append it):", p.ids.len())}</p>
-                    <ol class="candidates">
-                        {p.candidates.into_iter().map(|c| {
-                            let percent = c.prob * 100.0;
-                            view! {
-                                <li data-testid="next-token" data-token=c.text.clone() data-prob=c.prob.to_string() data-id=c.id>
-                                    <button type="button" class="candidate" disabled=move || generating.get() on:click=move |_| append(c.id)>
-                                        <code class="piece">{display_token(&c.text)}</code>
-                                        <span class="prob-bar" style=format!("width: {:.1}%", percent.clamp(0.0, 100.0))></span>
-                                        <span class="prob">{format!("{percent:.1} %")}</span>
-                                    </button>
-                                </li>
-                            }
-                        }).collect_view()}
-                    </ol>
-                }.into_any(),
+                Some(Ok(p)) => {
+                    let fresh = current(&p);
+                    view! {
+                        <p class="hint">{if fresh {
+                            format!("After the text's {} tokens the model predicts (click one to append it):", p.ids.len())
+                        } else {
+                            format!("Updating for the new text… (these followed its earlier {} tokens)", p.ids.len())
+                        }}</p>
+                        <ol class="candidates" class:stale=!fresh data-stale=(!fresh).then_some("true")>
+                            {p.candidates.into_iter().map(|c| {
+                                let percent = c.prob * 100.0;
+                                view! {
+                                    <li data-testid="next-token" data-token=c.text.clone() data-prob=c.prob.to_string() data-id=c.id>
+                                        <button type="button" class="candidate" disabled=move || !fresh || generating.get() on:click=move |_| append(c.id)>
+                                            <code class="piece">{display_token(&c.text)}</code>
+                                            <span class="prob-bar" style=format!("width: {:.1}%", percent.clamp(0.0, 100.0))></span>
+                                            <span class="prob">{format!("{percent:.1} %")}</span>
+                                        </button>
+                                    </li>
+                                }
+                            }).collect_view()}
+                        </ol>
+                    }.into_any()
+                }
             }}
             <div class="generate-controls">
                 <label>
@@ -102,7 +107,7 @@ pub fn NextTokenPanel(
                             temperature.set(if t.is_finite() { t.clamp(0.0, 2.0) } else { 0.0 });
                         }/>
                 </label>
-                <button type="button" data-testid="generate" disabled=move || generating.get() || !matches!(prediction.get(), Some(Ok(_))) on:click=generate>
+                <button type="button" data-testid="generate" disabled=move || generating.get() || !matches!(prediction.get(), Some(Ok(p)) if current(&p)) on:click=generate>
                     {move || if generating.get() { "Generating…" } else { "Generate" }}
                 </button>
             </div>
@@ -118,124 +123,97 @@ struct Generation {
     temperature: f64,
 }
 
-/// The model's token ids of the text as it is now, or why generation cannot go on.
-fn text_ids(state: RwSignal<AppState>, lm: &LoadedLm) -> Result<(AppState, Vec<u32>), String> {
-    let now = state.try_get_untracked().ok_or("Stopped: the view was closed.")?;
-    let (ids, _) = model_input(&lm.tokenizer, &now.input, lm.max_tokens)?;
-    Ok((now, ids))
+/// Where the next token's logits come from: the GPU with a KV cache, or CPU passes.
+enum Source {
+    Gpu(GpuDecoder),
+    Cpu(Rc<Engine>),
 }
 
-/// Appends token `next` to the text (and so to the link), unless the reader changed the text since
-/// `before`; false if they did.
-fn append_token(state: RwSignal<AppState>, lm: &LoadedLm, before: &AppState, next: u32) -> bool {
-    let text = with_token(&lm.tokenizer, &before.input, next);
-    let unchanged = state.try_with_untracked(|s| s.input == before.input).unwrap_or(false);
-    if unchanged {
-        state.try_update(|s| {
-            s.input.text = text;
-            s.input.seq_tokens = None;
-        });
-    }
-    unchanged
-}
-
-fn at_length_limit(lm: &LoadedLm) -> String {
-    format!("Stopped at {} tokens, the most the model reads.", lm.max_tokens)
-}
-
-/// Appends up to `count` tokens decoded on the GPU against a KV cache: the text's tokens prefilled
-/// once, then one token a pass. The heads redraw as the text grows (the explorer's own pass).
-/// Returns what it did, or why it stopped early.
-async fn generate_on_gpu(
-    state: RwSignal<AppState>,
-    lm: &LoadedLm,
-    engine: Rc<Engine>,
-    settings: Generation,
-) -> Option<String> {
-    let (mut before, mut ids) = match text_ids(state, lm) {
-        Ok(now) => now,
-        Err(why) => return Some(why),
+/// Appends up to `count` tokens to the text, each chosen from the logits after the model's own
+/// sequence so far (the text's tokens, then the generated ones): on the GPU one token a pass against
+/// a KV cache prefilled with the text, without WebGPU a whole CPU pass a token. The text (and the
+/// link) gets the generated tokens' text as they come; the heads redraw on their own. Returns what
+/// it did, or why it stopped.
+async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<Engine>, settings: Generation) -> String {
+    let Some(mut expected) = state.try_get_untracked() else { return "Stopped: the view was closed.".into() };
+    let prompt = model_text(&expected.input);
+    let mut seq = match model_input(&lm.tokenizer, &expected.input, lm.max_tokens) {
+        Ok((ids, _)) => ids,
+        Err(why) => return why,
     };
+    let prompt_len = seq.len();
     let started = browser::now_ms();
-    let (mut decoder, mut logits) = match lm.gpu_decoder(engine, &ids).await? {
-        Ok(start) => start,
-        Err(why) => return Some(format!("Generation on the GPU failed: {why}")),
+    let (mut source, mut logits) = match start(lm, engine, &seq).await {
+        Ok(started) => started,
+        Err(why) => return format!("Generation failed: {why}"),
     };
-    let prefill_ms = browser::now_ms() - started;
-    let (prompt, decode_started) = (ids.len(), browser::now_ms());
+    let first_ms = browser::now_ms() - started;
+    let mut generated = Vec::new();
+    let decode_started = browser::now_ms();
     for i in 0..settings.count {
-        if ids.len() >= lm.max_tokens {
-            return Some(at_length_limit(lm));
+        if seq.len() >= lm.max_tokens {
+            return format!("Stopped at {} tokens, the most the model reads.", lm.max_tokens);
         }
-        let next = choose_next(&logits, settings.temperature, before.input.seed, ids.len());
-        if !append_token(state, lm, &before, next) {
-            return Some("Stopped: the text was changed while generating.".into());
-        }
-        ids.push(next);
-        before = state.try_get_untracked()?;
+        let next = choose_next(&logits, settings.temperature, expected.input.seed, seq.len());
+        seq.push(next);
+        generated.push(next);
+        let text = generated_text(&lm.tokenizer, &prompt, &generated);
+        let Some(written) = write_text(state, &expected, text) else {
+            return "Stopped: the text, the model or the view changed while generating.".into();
+        };
+        expected = written;
         if i + 1 < settings.count {
-            logits = match decoder.next(next).await {
+            logits = match next_logits(lm, &mut source, &seq).await {
                 Ok(logits) => logits,
-                Err(why) => return Some(format!("Generation on the GPU failed: {why}")),
+                Err(why) => return format!("Generation failed: {why}"),
             };
         }
     }
-    let steps = settings.count.saturating_sub(1).max(1);
-    Some(format!(
-        "Generated {} token{} with the KV cache on the GPU: the {prompt}-token prompt prefilled in {prefill_ms:.0} ms, \
-         then {:.1} ms a token.",
-        settings.count,
-        if settings.count == 1 { "" } else { "s" },
-        (browser::now_ms() - decode_started) / f64::from(steps)
-    ))
+    let where_ = match source {
+        Source::Gpu(_) => "with the KV cache on the GPU",
+        Source::Cpu(_) => "on the CPU (no WebGPU here: a whole forward pass a token, no KV cache)",
+    };
+    let plural = if settings.count == 1 { "" } else { "s" };
+    let mut said = format!(
+        "Generated {} token{plural} {where_}: the {prompt_len}-token prompt took {first_ms:.0} ms",
+        settings.count
+    );
+    if settings.count > 1 {
+        let each = (browser::now_ms() - decode_started) / f64::from(settings.count - 1);
+        said += &format!(", then {each:.1} ms a token (wall time, beside the heads' redrawing)");
+    }
+    said + "."
 }
 
-/// Without WebGPU: appends up to `count` tokens, each chosen from the explorer's CPU pass over the
-/// text as it now is (which also redraws the heads); returns what it did, or why it stopped early.
-async fn generate_from_passes(
-    state: RwSignal<AppState>,
-    lm: &LoadedLm,
-    prediction: PredictionSignal,
-    settings: Generation,
-) -> Option<String> {
-    for _ in 0..settings.count {
-        let (before, ids) = match text_ids(state, lm) {
-            Ok(now) => now,
-            Err(why) => return Some(why),
-        };
-        if ids.len() >= lm.max_tokens {
-            return Some(at_length_limit(lm));
-        }
-        let logits = match logits_for(prediction, &ids).await {
-            Ok(logits) => logits,
-            Err(why) => return Some(why),
-        };
-        let next = choose_next(&logits, settings.temperature, before.input.seed, ids.len());
-        if !append_token(state, lm, &before, next) {
-            return Some("Stopped: the text was changed while generating.".into());
-        }
+/// The first logits after `ids`, and where the following ones come from.
+async fn start(lm: &LoadedLm, engine: Rc<Engine>, ids: &[u32]) -> Result<(Source, Vec<f32>), String> {
+    if let Some(decoder) = lm.gpu_decoder(engine.clone(), ids).await {
+        let (decoder, logits) = decoder?;
+        return Ok((Source::Gpu(decoder), logits));
     }
-    Some(format!(
-        "Generated {} token{} on the CPU (no WebGPU here): a whole forward pass for each, no KV cache.",
-        settings.count,
-        if settings.count == 1 { "" } else { "s" }
-    ))
+    let pass = lm.pass(&engine, ids, &|| true).await?;
+    Ok((Source::Cpu(engine), pass.last_logits.clone()))
 }
 
-/// The logits after `ids`, once the explorer's pass over them has run.
-async fn logits_for(prediction: PredictionSignal, ids: &[u32]) -> Result<Rc<Vec<f32>>, String> {
-    let started = browser::now_ms();
-    while browser::now_ms() - started < TOKEN_TIMEOUT_MS {
-        let ready = prediction.try_with_untracked(|p| match p {
-            Some(Ok(p)) if p.ids == ids => Some(Ok(p.last_logits.clone())),
-            Some(Err(why)) => Some(Err(why.clone())),
-            _ => None,
-        });
-        match ready {
-            None => return Err("Stopped: the view was closed.".into()),
-            Some(Some(result)) => return result,
-            Some(None) => yield_now().await,
-        }
+/// The logits after `seq`, whose last token is new.
+async fn next_logits(lm: &LoadedLm, source: &mut Source, seq: &[u32]) -> Result<Vec<f32>, String> {
+    match source {
+        Source::Gpu(decoder) => decoder.next(*seq.last().ok_or("no tokens")?).await,
+        Source::Cpu(engine) => Ok(lm.pass(engine, seq, &|| true).await?.last_logits.clone()),
     }
-    Err("Stopped: the forward pass took more than a minute.".into())
+}
+
+/// Writes `text` as the text (and so into the link) if the page is as generation left it (the same
+/// input, still the trained model in the heatmaps view); the state written, or `None` if not.
+fn write_text(state: RwSignal<AppState>, expected: &AppState, text: String) -> Option<AppState> {
+    let unchanged =
+        state.try_with_untracked(|s| s.input == expected.input && s.model.is_trained() && s.view == View::Heatmaps)?;
+    if !unchanged {
+        return None;
+    }
+    state.try_update(|s| {
+        s.input.text = text;
+        s.input.seq_tokens = None;
+    });
+    state.try_get_untracked()
 }

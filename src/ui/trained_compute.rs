@@ -43,6 +43,7 @@ pub struct LoadedLm {
 }
 
 /// One forward pass's results as the explorer uses them.
+#[derive(Clone)]
 pub struct TrainedPass {
     pub ids: Vec<u32>,
     /// Per layer, `[heads, tokens, tokens]`.
@@ -51,6 +52,8 @@ pub struct TrainedPass {
     pub last_logits: Vec<f32>,
     pub on_gpu: bool,
     pub ms: f64,
+    /// Kept from the last pass over the same tokens (another layer or heads), not run again.
+    pub reused: bool,
 }
 
 /// The next-token panel's content: the candidates after the text's last token.
@@ -58,7 +61,6 @@ pub struct TrainedPass {
 pub struct Prediction {
     pub ids: Vec<u32>,
     pub candidates: Vec<ShownCandidate>,
-    pub last_logits: Rc<Vec<f32>>,
 }
 
 thread_local! {
@@ -115,24 +117,30 @@ fn js_text(e: &wasm_bindgen::JsValue) -> String {
 }
 
 impl LoadedLm {
-    /// The pass over `ids`: the last one if it was over the same tokens, else a new one.
-    pub async fn pass(&self, engine: &Rc<Engine>, ids: &[u32]) -> Result<Rc<TrainedPass>, String> {
+    /// The pass over `ids`: the last one if it was over the same tokens (`reused`), else a new one.
+    /// A CPU pass stops between steps once `keep_going` says no (a newer text), with an error.
+    pub async fn pass(
+        &self,
+        engine: &Rc<Engine>,
+        ids: &[u32],
+        keep_going: &dyn Fn() -> bool,
+    ) -> Result<Rc<TrainedPass>, String> {
         if let Some(last) = self.last.borrow().as_ref().filter(|p| p.ids == ids) {
-            return Ok(last.clone());
+            return Ok(Rc::new(TrainedPass { reused: true, ..(**last).clone() }));
         }
         let started = browser::now_ms();
         let (probs, last_logits, on_gpu) = match engine.gpu() {
             Some(_) => self.gpu_pass(engine, ids).await?,
-            None => self.cpu_pass(ids).await?,
+            None => self.cpu_pass(ids, keep_going).await?,
         };
-        let pass =
-            Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms: browser::now_ms() - started });
+        let ms = browser::now_ms() - started;
+        let pass = Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms, reused: false });
         *self.last.borrow_mut() = Some(pass.clone());
         Ok(pass)
     }
 
     /// The weights on `engine`'s GPU, uploaded the first time.
-    fn gpu_weights(&self, engine: &Rc<Engine>) -> Result<Rc<LmWeights>, String> {
+    pub fn gpu_weights(&self, engine: &Rc<Engine>) -> Result<Rc<LmWeights>, String> {
         let Some((ctx, _)) = engine.gpu() else { return Err("no GPU".into()) };
         if let Some((_, w)) = self.gpu.borrow().as_ref().filter(|(e, _)| Rc::ptr_eq(e, engine)) {
             return Ok(w.clone());
@@ -170,10 +178,17 @@ impl LoadedLm {
         Ok((out.probs, out.logits, true))
     }
 
-    async fn cpu_pass(&self, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
+    async fn cpu_pass(
+        &self,
+        ids: &[u32],
+        keep_going: &dyn Fn() -> bool,
+    ) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
         let mut pass = CpuPass::new(&self.checkpoint, ids, 1).map_err(|e| e.0)?;
         while pass.step() {
             breathe().await;
+            if !keep_going() {
+                return Err("stopped for a newer text".into());
+            }
         }
         let out = pass.finish();
         Ok((out.probs, out.logits, false))
@@ -214,7 +229,7 @@ pub async fn run(
     let on_gpu = engine.is_gpu();
     sinks.progress.try_set(Progress { job, total: req.heads.len(), on_gpu, ..Default::default() });
     sinks.inputs.try_set(None);
-    let pass = match lm.pass(&engine, &ids).await {
+    let pass = match lm.pass(&engine, &ids, &live).await {
         Ok(pass) => pass,
         Err(e) => {
             if live() {
@@ -229,11 +244,7 @@ pub async fn run(
         return;
     }
     let candidates = next_tokens(&lm.tokenizer, &pass.last_logits);
-    prediction.try_set(Some(Ok(Prediction {
-        ids: ids.clone(),
-        candidates,
-        last_logits: Rc::new(pass.last_logits.clone()),
-    })));
+    prediction.try_set(Some(Ok(Prediction { ids: ids.clone(), candidates })));
     let layer = req.layout.layer as usize;
     let maps = pass.probs.get(layer).map(|probs| head_maps(probs, &ids, &req)).unwrap_or_default();
     let slots = sinks.slots.try_get_untracked().unwrap_or_default();
@@ -252,17 +263,18 @@ pub async fn run(
     let where_ = if pass.on_gpu { "GPU" } else { "CPU" };
     let note = format!(
         "The model's whole forward pass ({} layers over {} tokens, every head's probabilities) ran on the {where_} in \
-         {:.0} ms; these are layer {layer}'s heads.",
+         {:.0} ms{}; these are layer {layer}'s heads.",
         lm.checkpoint.layers.len(),
         ids.len(),
-        pass.ms
+        pass.ms,
+        if pass.reused { " (kept from when this text was last computed)" } else { "" }
     );
     let total_ms = browser::now_ms() - started_ms;
     sinks.progress.try_update(|p| {
         p.finished = true;
         p.on_gpu = pass.on_gpu;
         p.total_ms = total_ms;
-        p.kernel_ms = pass.ms;
+        p.kernel_ms = if pass.reused { 0.0 } else { pass.ms };
         p.draw_ms = browser::now_ms() - draw_started;
         p.note = Some(note);
     });

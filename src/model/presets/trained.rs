@@ -23,6 +23,26 @@ pub const TRAINED_FACTS: &str = "Trained by this project on a 2-core CPU in 38 m
      the Reference, Rust by Example, the Cargo Book, the Nomicon). Held-out loss 3.52 nats per token, against 4.54 \
      for a bigram model.";
 
+/// What the page says the model is, from its layout: size, heads, the longest text it reads, and
+/// what its files weigh.
+pub fn trained_summary(model: &crate::model::Model) -> String {
+    use crate::model::units::format_thousands;
+    let params = crate::model::params::model_params(model).total();
+    let download: u64 = TRAINED_FILES.iter().map(|(_, bytes)| bytes).sum();
+    format!(
+        "{} has {} parameters ({} layers, {} query heads sharing {} KV heads, head width {}) and reads at most {} \
+         tokens. {TRAINED_FACTS} Its files ({} bytes) are fetched only when it is chosen.",
+        model.name,
+        format_thousands(params),
+        model.n_layers(),
+        model.n_q_heads,
+        model.attn.n_kv_heads,
+        model.attn.head_dim,
+        model.max_position_embeddings,
+        format_thousands(download.into())
+    )
+}
+
 const CONFIG_JSON: &str = include_str!("../../../www/models/attention-lab-tiny/config.json");
 
 /// The preset record, its model imported from the shipped `config.json`.
@@ -78,6 +98,16 @@ mod tests {
         assert_eq!(recipe["threads"], 2);
         assert_eq!(format!("{:.2}", quality["heldout_loss"].as_f64().unwrap()), "3.52");
         assert_eq!(format!("{:.2}", quality["bigram_loss"].as_f64().unwrap()), "4.54");
+        let summary = trained_summary(&p.model);
+        assert!(
+            summary.starts_with(
+                "Attention Lab tiny has 2,460,864 parameters (4 layers, 8 query heads sharing 2 KV heads, head width 32) \
+                 and reads at most 128 tokens. Trained by this project"
+            ),
+            "{summary}"
+        );
+        // 688 + 107,706 + 4,926,960 bytes.
+        assert!(summary.ends_with("Its files (5,035,354 bytes) are fetched only when it is chosen."), "{summary}");
         for figure in ["38 minutes", "2,000 steps of 2,048 tokens", "4.1 million", "3.52", "4.54", "five Rust books"] {
             assert!(TRAINED_FACTS.contains(figure), "{figure}");
         }

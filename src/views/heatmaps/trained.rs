@@ -154,9 +154,21 @@ pub fn next_tokens(tokenizer: &Tokenizer, last_logits: &[f32]) -> Vec<ShownCandi
 }
 
 /// The text after appending token `id`: the model's text (the generated words, if `n=` chose them)
-/// with the token's decoded piece after it.
+/// with the token's text after it.
 pub fn with_token(tokenizer: &Tokenizer, input: &AttentionInput, id: u32) -> String {
-    model_text(input) + &tokenizer.decode(&[id])
+    generated_text(tokenizer, &model_text(input), &[id])
+}
+
+/// The prompt's text with the `generated` tokens' text after it. Their bytes are decoded together,
+/// and a character left unfinished at the end (a token can hold part of a multi-byte character) is
+/// held back until the token that completes it, rather than written as U+FFFD.
+pub fn generated_text(tokenizer: &Tokenizer, prompt: &str, generated: &[u32]) -> String {
+    let bytes = tokenizer.decode_bytes(generated);
+    let complete = match std::str::from_utf8(&bytes) {
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        _ => bytes.len(),
+    };
+    prompt.to_string() + &String::from_utf8_lossy(&bytes[..complete])
 }
 
 /// The token Generate appends after `position` tokens: the most likely at temperature 0, else a draw
@@ -259,6 +271,22 @@ mod tests {
         let words = model_text(&input);
         assert_eq!(words.split(' ').count(), 4);
         assert_eq!(with_token(&tok, &input, space_the), format!("{words} the"));
+    }
+
+    #[test]
+    fn a_character_split_across_tokens_waits_for_its_second_half() {
+        let tok = tokenizer();
+        // "é" is two bytes; find a vocabulary whose tokens split it (byte-level BPE always has the
+        // single bytes): 0xC3 then 0xA9.
+        let ids = tok.encode("é");
+        let bytes: Vec<Vec<u8>> = (0..tok.vocab_size() as u32).map(|id| tok.decode_bytes(&[id])).collect();
+        let first = bytes.iter().position(|b| b == &[0xC3]).unwrap() as u32;
+        let second = bytes.iter().position(|b| b == &[0xA9]).unwrap() as u32;
+        assert_eq!(generated_text(&tok, "caf", &[first]), "caf", "held back");
+        assert_eq!(generated_text(&tok, "caf", &[first, second]), "café");
+        assert_eq!(tok.decode(&ids), "é");
+        // A byte that can never start a character is not held back: it shows as U+FFFD.
+        assert_eq!(generated_text(&tok, "x", &[second]), "x\u{FFFD}");
     }
 
     #[test]
