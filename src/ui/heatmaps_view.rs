@@ -53,7 +53,10 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
     let trained = Memo::new(move |_| state.with(|s| s.model.is_trained()));
     let lm: LmSignal = RwSignal::new_local(None);
     let prediction: PredictionSignal = RwSignal::new_local(None);
+    // Bumped by "Try again" after a failed download.
+    let load_attempt = RwSignal::new(0u32);
     Effect::new(move |_| {
+        load_attempt.track();
         if trained.get() && lm.with_untracked(Option::is_none) {
             spawn_local(async move {
                 let loaded = trained_compute::load().await;
@@ -306,6 +309,12 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 </p>
             }>
                 <TrainedNote state=state model=model/>
+                {move || lm.with(|l| matches!(l, Some(Err(_)))).then(|| view! {
+                    <button type="button" class="secondary" data-testid="trained-retry" on:click=move |_| {
+                        lm.set(None);
+                        load_attempt.update(|n| *n += 1);
+                    }>"Try loading the model again"</button>
+                })}
                 <NextTokenPanel state=state lm=lm prediction=prediction engine=engine ids=Signal::derive(move || request.with(|r| r.as_ref().ok().and_then(|r| r.ids.clone())))/>
             </Show>
             <Show when=move || attends.get()>

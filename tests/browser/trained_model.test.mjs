@@ -206,6 +206,23 @@ describe("the trained model", () => {
     await app.close();
   });
 
+  test("a failed download says why, keeps the page alive, and loads on a second try", async () => {
+    const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    await page.route("**/model.safetensors", (route) => route.fulfill({ status: 503, body: "busy" }));
+    const app = new AppPage(page, session.baseUrl);
+    await page.goto(session.baseUrl + TINY);
+    const error = page.getByTestId("heatmap-error");
+    await error.waitFor({ timeout: 60_000 });
+    assert.match(await error.innerText(), /Could not load the trained model's model\.safetensors \(HTTP 503\)/);
+    await page.unroute("**/model.safetensors");
+    await page.getByTestId("trained-retry").click();
+    const shown = await readModel(app);
+    assert.equal(shown.heads.length, 8);
+    assert.equal(await page.getByTestId("trained-retry").count(), 0);
+    await app.close();
+  });
+
   test("text past the 128 tokens it was trained on is refused with a notice, and shorter text works again", async () => {
     const app = await AppPage.open(session, TINY + "&text=" + encodeURIComponent("borrow ".repeat(200)));
     const error = app.page.getByTestId("heatmap-error");
