@@ -54,6 +54,8 @@ pub struct TrainedPass {
     pub ms: f64,
     /// Kept from the last pass over the same tokens (another layer or heads), not run again.
     pub reused: bool,
+    /// The first pass on this GPU: its time includes uploading the weights and compiling the kernels.
+    pub first_on_device: bool,
 }
 
 /// The next-token panel's content: the candidates after the text's last token.
@@ -129,12 +131,15 @@ impl LoadedLm {
             return Ok(Rc::new(TrainedPass { reused: true, ..(**last).clone() }));
         }
         let started = browser::now_ms();
+        let first_on_device =
+            engine.is_gpu() && !self.gpu.borrow().as_ref().is_some_and(|(e, _)| Rc::ptr_eq(e, engine));
         let (probs, last_logits, on_gpu) = match engine.gpu() {
             Some(_) => self.gpu_pass(engine, ids).await?,
             None => self.cpu_pass(ids, keep_going).await?,
         };
         let ms = browser::now_ms() - started;
-        let pass = Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms, reused: false });
+        let pass =
+            Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms, reused: false, first_on_device });
         *self.last.borrow_mut() = Some(pass.clone());
         Ok(pass)
     }
@@ -267,7 +272,11 @@ pub async fn run(
         lm.checkpoint.layers.len(),
         ids.len(),
         pass.ms,
-        if pass.reused { " (kept from when this text was last computed)" } else { "" }
+        match (pass.reused, pass.first_on_device) {
+            (true, _) => " (kept from when this text was last computed)",
+            (false, true) => " (the first pass: uploading the weights and compiling the kernels included)",
+            (false, false) => "",
+        }
     );
     let total_ms = browser::now_ms() - started_ms;
     sinks.progress.try_update(|p| {
