@@ -325,7 +325,8 @@ fn dot(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum()
 }
 
-fn softmax(x: &mut [f64]) {
+/// `x` replaced by its softmax, in place (f64 throughout).
+pub(crate) fn softmax(x: &mut [f64]) {
     let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mut sum = 0.0;
     for v in x.iter_mut() {

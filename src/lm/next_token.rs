@@ -38,10 +38,9 @@ pub fn choose(logits: &[f32], temperature: f64, uniform: f64) -> u32 {
 
 /// Softmax of `logits / temperature` in f64.
 fn softmax(logits: &[f32], temperature: f64) -> Vec<f64> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let exps: Vec<f64> = logits.iter().map(|&l| (f64::from(l - max) / temperature).exp()).collect();
-    let sum: f64 = exps.iter().sum();
-    exps.into_iter().map(|e| e / sum).collect()
+    let mut scaled: Vec<f64> = logits.iter().map(|&l| f64::from(l) / temperature).collect();
+    super::forward::softmax(&mut scaled);
+    scaled
 }
 
 #[cfg(test)]

@@ -191,7 +191,7 @@ async fn start(lm: &LoadedLm, engine: Rc<Engine>, ids: &[u32]) -> Result<(Source
         let (decoder, logits) = decoder?;
         return Ok((Source::Gpu(decoder), logits));
     }
-    let pass = lm.pass(&engine, ids, &|| true).await?;
+    let (pass, _) = lm.pass(&engine, ids, &|| true).await?;
     Ok((Source::Cpu(engine), pass.last_logits.clone()))
 }
 
@@ -199,7 +199,7 @@ async fn start(lm: &LoadedLm, engine: Rc<Engine>, ids: &[u32]) -> Result<(Source
 async fn next_logits(lm: &LoadedLm, source: &mut Source, seq: &[u32]) -> Result<Vec<f32>, String> {
     match source {
         Source::Gpu(decoder) => decoder.next(*seq.last().ok_or("no tokens")?).await,
-        Source::Cpu(engine) => Ok(lm.pass(engine, seq, &|| true).await?.last_logits.clone()),
+        Source::Cpu(engine) => Ok(lm.pass(engine, seq, &|| true).await?.0.last_logits.clone()),
     }
 }
 

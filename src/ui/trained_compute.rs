@@ -43,7 +43,6 @@ pub struct LoadedLm {
 }
 
 /// One forward pass's results as the explorer uses them.
-#[derive(Clone)]
 pub struct TrainedPass {
     pub ids: Vec<u32>,
     /// Per layer, `[heads, tokens, tokens]`.
@@ -52,8 +51,6 @@ pub struct TrainedPass {
     pub last_logits: Vec<f32>,
     pub on_gpu: bool,
     pub ms: f64,
-    /// Kept from the last pass over the same tokens (another layer or heads), not run again.
-    pub reused: bool,
     /// The first pass on this GPU: its time includes uploading the weights and compiling the kernels.
     pub first_on_device: bool,
 }
@@ -119,16 +116,17 @@ fn js_text(e: &wasm_bindgen::JsValue) -> String {
 }
 
 impl LoadedLm {
-    /// The pass over `ids`: the last one if it was over the same tokens (`reused`), else a new one.
+    /// The pass over `ids`, and whether it was kept from the last one over the same tokens (another
+    /// layer or heads) rather than run.
     /// A CPU pass stops between steps once `keep_going` says no (a newer text), with an error.
     pub async fn pass(
         &self,
         engine: &Rc<Engine>,
         ids: &[u32],
         keep_going: &dyn Fn() -> bool,
-    ) -> Result<Rc<TrainedPass>, String> {
+    ) -> Result<(Rc<TrainedPass>, bool), String> {
         if let Some(last) = self.last.borrow().as_ref().filter(|p| p.ids == ids) {
-            return Ok(Rc::new(TrainedPass { reused: true, ..(**last).clone() }));
+            return Ok((last.clone(), true));
         }
         let started = browser::now_ms();
         let first_on_device =
@@ -138,10 +136,9 @@ impl LoadedLm {
             None => self.cpu_pass(ids, keep_going).await?,
         };
         let ms = browser::now_ms() - started;
-        let pass =
-            Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms, reused: false, first_on_device });
+        let pass = Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms, first_on_device });
         *self.last.borrow_mut() = Some(pass.clone());
-        Ok(pass)
+        Ok((pass, false))
     }
 
     /// The weights on `engine`'s GPU, uploaded the first time.
@@ -234,8 +231,8 @@ pub async fn run(
     let on_gpu = engine.is_gpu();
     sinks.progress.try_set(Progress { job, total: req.heads.len(), on_gpu, ..Default::default() });
     sinks.inputs.try_set(None);
-    let pass = match lm.pass(&engine, &ids, &live).await {
-        Ok(pass) => pass,
+    let (pass, reused) = match lm.pass(&engine, &ids, &live).await {
+        Ok(found) => found,
         Err(e) => {
             if live() {
                 let error = format!("The trained model's forward pass failed: {e}");
@@ -272,7 +269,7 @@ pub async fn run(
         lm.checkpoint.layers.len(),
         ids.len(),
         pass.ms,
-        match (pass.reused, pass.first_on_device) {
+        match (reused, pass.first_on_device) {
             (true, _) => " (kept from when this text was last computed)",
             (false, true) => " (the first pass: uploading the weights and compiling the kernels included)",
             (false, false) => "",
@@ -283,7 +280,7 @@ pub async fn run(
         p.finished = true;
         p.on_gpu = pass.on_gpu;
         p.total_ms = total_ms;
-        p.kernel_ms = if pass.reused { 0.0 } else { pass.ms };
+        p.kernel_ms = if reused { 0.0 } else { pass.ms };
         p.draw_ms = browser::now_ms() - draw_started;
         p.note = Some(note);
     });

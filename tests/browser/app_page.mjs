@@ -20,6 +20,25 @@ export class AppPage {
     return app;
   }
 
+  /** As `open`, in a window whose long-task observer records every task over 50 ms from the start. */
+  static async openWatchingLongTasks(session, query = "") {
+    const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.addInitScript(() => {
+      window.__longTasks = [];
+      new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
+        .observe({ type: "longtask", buffered: true });
+    });
+    const app = new AppPage(await context.newPage(), session.baseUrl);
+    await app.page.goto(session.baseUrl + query);
+    return app;
+  }
+
+  /** Forgets the long tasks seen so far (page loading, say). */
+  async forgetLongTasks() { await this.page.evaluate(() => { window.__longTasks = []; }); }
+
+  /** The longest task recorded since the last `forgetLongTasks`, in ms (0: none over 50 ms). */
+  async longestTask() { return this.page.evaluate(() => Math.max(0, ...window.__longTasks)); }
+
   async close() { await this.page.context().close(); }
 
   /** Waits for the heatmap to reflect the latest state and returns what it shows. */

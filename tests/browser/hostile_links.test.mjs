@@ -25,17 +25,10 @@ async function assertAlive(app, what, ms = 5_000) {
  * head computed yet); the tasks of loading the page are forgotten.
  */
 async function openWatchingLongTasks(query, rows) {
-  const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
-  await context.addInitScript(() => {
-    window.__longTasks = [];
-    new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
-      .observe({ type: "longtask", buffered: true });
-  });
-  const app = new AppPage(await context.newPage(), session.baseUrl);
-  await app.page.goto(session.baseUrl + query);
+  const app = await AppPage.openWatchingLongTasks(session, query);
   if (rows === undefined) await app.page.waitForSelector('[data-testid="explorer"]');
   else await app.heatmap(rows);
-  await app.page.evaluate(() => { window.__longTasks = []; });
+  await app.forgetLongTasks();
   return app;
 }
 
@@ -59,7 +52,7 @@ async function assertNoLongTaskDuring(app, before, minKernelMs) {
   }, before, { timeout: 120_000 });
   const explorer = await app.page.getByTestId("explorer").evaluate((e) => ({ ...e.dataset }));
   assert.ok(Number(explorer.msKernel) > minKernelMs, `the job took ${explorer.msKernel} ms: too short to show anything`);
-  const longest = await app.page.evaluate(() => Math.max(0, ...window.__longTasks));
+  const longest = await app.longestTask();
   assert.ok(longest < 250, `the main thread was blocked for ${longest} ms while a ${explorer.msTotal} ms job ran`);
   assert.equal(await app.page.getByTestId("panic-panel").count(), 0);
 }
@@ -152,7 +145,7 @@ describe("Hostile links", () => {
       await app.page.waitForSelector('[data-testid="explorer"][data-status="ready"]', { timeout: 120_000 });
       // The last heads' frames, and the fast form's build, come after the status says ready.
       await app.page.waitForTimeout(1_000);
-      longest = Math.max(longest, await app.page.evaluate(() => Math.max(0, ...window.__longTasks)));
+      longest = Math.max(longest, await app.longestTask());
       assert.equal(await app.page.getByTestId("panic-panel").count(), 0);
       await app.close();
     }

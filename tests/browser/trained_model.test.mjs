@@ -36,6 +36,14 @@ async function readModel(app, expectedTokens) {
   }));
 }
 
+/** Waits until an explorer job numbered after `job` has finished. */
+async function finishedAfter(app, job) {
+  await app.page.waitForFunction((before) => {
+    const el = document.querySelector('[data-testid="explorer"]');
+    return Number(el.dataset.job) > before && el.dataset.status === "ready";
+  }, job, { timeout: 120_000 });
+}
+
 describe("the trained model", () => {
   test("is the first model a newcomer is offered, and the default link keeps its meaning", async () => {
     const app = await AppPage.open(session, "?view=heatmaps");
@@ -150,10 +158,7 @@ describe("the trained model", () => {
       null, { timeout: 60_000 });
     const job = Number(await app.page.getByTestId("explorer").getAttribute("data-job"));
     await app.typeText("The borrow checker rejects");
-    await app.page.waitForFunction((before) => {
-      const el = document.querySelector('[data-testid="explorer"]');
-      return Number(el.dataset.job) > before && el.dataset.status === "ready";
-    }, job + 1, { timeout: 120_000 });
+    await finishedAfter(app, job + 1);
     const shown = await readModel(app);
     assert.equal(shown.text, "The borrow checker rejects");
     assert.match(shown.status, /ran on the GPU/);
@@ -181,26 +186,16 @@ describe("the trained model", () => {
   });
 
   test("the CPU pass over 128 tokens never holds the page for long", async () => {
-    const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
-    await context.addInitScript(() => {
-      window.__longTasks = [];
-      new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
-        .observe({ type: "longtask", buffered: true });
-    });
-    const app = new AppPage(await context.newPage(), session.baseUrl);
-    await app.page.goto(session.baseUrl + TINY + "&backend=cpu&text=" + encodeURIComponent("Hello"));
+    const app = await AppPage.openWatchingLongTasks(session, TINY + "&backend=cpu&text=" + encodeURIComponent("Hello"));
     await readModel(app);
-    await app.page.evaluate(() => { window.__longTasks = []; });
+    await app.forgetLongTasks();
     // 126 words of 1 token each ("a" after a space), plus "Hello": 127 tokens on the CPU.
     const job = Number(await app.page.getByTestId("explorer").getAttribute("data-job"));
     await app.page.getByTestId("text-input").fill("Hello" + " a".repeat(126));
-    await app.page.waitForFunction((before) => {
-      const el = document.querySelector('[data-testid="explorer"]');
-      return Number(el.dataset.job) > before && el.dataset.status === "ready";
-    }, job, { timeout: 120_000 });
+    await finishedAfter(app, job);
     const shown = await readModel(app);
     assert.match(shown.status, /ran on the CPU/);
-    const longest = await app.page.evaluate(() => Math.max(0, ...window.__longTasks));
+    const longest = await app.longestTask();
     console.log(`longest task during the CPU pass: ${longest} ms; ${shown.status}`);
     assert.ok(longest < 250, `the main thread was blocked for ${longest} ms (${shown.status})`);
     await app.close();
