@@ -156,9 +156,10 @@ mod native {
 
     fn op_row(r: &OpResult) -> String {
         format!(
-            "{:<24} {:<40} {:>10.3} {:>10.3} {:>9.2} {:>7.1}%",
+            "{:<24} {:<40} {:>8} {:>10.3} {:>10.3} {:>9.2} {:>7.1}%",
             r.name,
             r.shape,
+            r.launches,
             r.ms_median,
             r.ms_min,
             r.gflops,
@@ -182,7 +183,11 @@ mod native {
         }
         println!("adapter: {} · timing: {}", ctx.adapter, if ctx.timestamps { "GPU timestamps" } else { "wall clock" });
         println!("WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; matmul flops = 2 x rows x inputs x outputs");
-        println!("{:<24} {:<40} {:>10} {:>10} {:>9} {:>8}", "op", "shape", "ms median", "ms min", "GFLOP/s", "of peak");
+        println!("times are per launch; small shapes are launched several times in each timed submission");
+        println!(
+            "{:<24} {:<40} {:>8} {:>10} {:>10} {:>9} {:>8}",
+            "op", "shape", "launches", "ms median", "ms min", "GFLOP/s", "of peak"
+        );
         for shape in bench_lm::MATMUL_SHAPES {
             let r = bench_lm::run_matmul(ctx, kernels, shape, fma, reps, now_ms).await.map_err(|e| e.to_string())?;
             println!("{}", op_row(&r));

@@ -16,6 +16,16 @@ pub const MATMUL_ROWS: u32 = 256;
 /// fused, down, the output head (O is 256 -> 192).
 pub const MATMUL_SHAPES: [(u32, u32); 6] = [(192, 256), (192, 64), (192, 384), (192, 1024), (512, 192), (192, 4096)];
 
+/// Work one submission of a matmul row should hold at least: a single small launch (Q or K alone
+/// is 6 MFLOP) is timed mostly as submission and read-back overhead, while the forward pass records
+/// all its launches in one submission. Smaller shapes are launched several times back to back.
+pub const MIN_SUBMISSION_FLOPS: u64 = 32_000_000;
+
+/// Back-to-back launches of a `flops` matmul per timed submission (1 to 16).
+pub fn launches_per_submission(flops: u64) -> u32 {
+    MIN_SUBMISSION_FLOPS.div_ceil(flops.max(1)).clamp(1, 16) as u32
+}
+
 /// One timed row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpResult {
@@ -23,6 +33,8 @@ pub struct OpResult {
     pub name: String,
     /// Its size, e.g. "256 x 192 -> 1024".
     pub shape: String,
+    /// Launches per timed submission; the times are per launch.
+    pub launches: u32,
     pub ms_median: f64,
     pub ms_min: f64,
     pub gflops: f64,
@@ -47,7 +59,8 @@ pub fn matmul_name(kernels: &Kernels) -> String {
     }
 }
 
-/// Times `Y = X Wᵀ + bias` for `MATMUL_ROWS` rows of seeded inputs.
+/// Times `Y = X Wᵀ + bias` for `MATMUL_ROWS` rows of seeded inputs (per launch: small shapes are
+/// launched [`launches_per_submission`] times in each timed submission).
 pub async fn run_matmul(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -64,10 +77,14 @@ pub async fn run_matmul(
     let bias = ctx.storage_from("bias", &random(outputs))?;
     let y = ctx.storage_output("y", u64::from(MATMUL_ROWS * outputs) * 4)?;
     let dispatch = kernels.matmul.prepare(ctx, &MatmulBuffers { x: &x, w: &w, bias: Some(&bias), y: &y }, launch)?;
-    let (ms_median, ms_min) = time(ctx, &[&dispatch], reps, now_ms).await?;
+    let launches = launches_per_submission(launch.flops());
+    let repeated = vec![&dispatch; launches as usize];
+    let (ms_all, ms_min_all) = time(ctx, &repeated, reps, now_ms).await?;
+    let (ms_median, ms_min) = (ms_all / f64::from(launches), ms_min_all / f64::from(launches));
     Ok(OpResult {
         name: matmul_name(kernels),
         shape: format!("{MATMUL_ROWS} x {inputs} -> {outputs}"),
+        launches,
         ms_median,
         ms_min,
         gflops: bench::gflops(launch.flops(), ms_median),
@@ -96,6 +113,7 @@ pub async fn run_lm_forward(
     Ok(OpResult {
         name: "lm forward".into(),
         shape: format!("{tokens} tokens, {} layers, all probabilities", g.layers),
+        launches: 1,
         ms_median,
         ms_min,
         gflops: bench::gflops(flops, ms_median),
@@ -118,4 +136,21 @@ async fn time(
     }
     let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
     Ok((st.median_ms, st.min_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_shapes_share_a_submission() {
+        let flops = |(inputs, outputs)| MatmulLaunch::new(MATMUL_ROWS, inputs, outputs).flops();
+        // 2 x 256 x 192 x 64 = 6,291,456 flops: 32 M / 6.29 M = 5.09, so 6 launches.
+        assert_eq!(launches_per_submission(flops((192, 64))), 6);
+        // 2 x 256 x 192 x 256 = 25,165,824: 2 launches.
+        assert_eq!(launches_per_submission(flops((192, 256))), 2);
+        assert_eq!(launches_per_submission(flops((192, 384))), 1);
+        assert_eq!(launches_per_submission(flops((192, 4096))), 1);
+        assert_eq!(launches_per_submission(0), 16);
+    }
 }

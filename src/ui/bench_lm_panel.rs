@@ -45,7 +45,8 @@ pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> im
             <p class="explain">
                 {format!("The matrix multiply at each projection shape of Attention Lab tiny ({} rows), and its whole forward pass \
                 over {FORWARD_TOKENS} tokens with every head's probabilities, each after a warm-up that compiles its pipelines. \
-                Fetches the model's files ({} bytes) the first time.", bench_lm::MATMUL_ROWS, format_thousands(TRAINED_FILES.iter().map(|(_, b)| u128::from(*b)).sum()))}
+                Times are per launch: a shape under {} MFLOP is launched several times in each timed submission, as the forward pass \
+                records all its launches in one. Fetches the model's files ({} bytes) the first time.", bench_lm::MATMUL_ROWS, bench_lm::MIN_SUBMISSION_FLOPS / 1_000_000, format_thousands(TRAINED_FILES.iter().map(|(_, b)| u128::from(*b)).sum()))}
             </p>
             <div class="bench-actions">
                 <button type="button" class="copy" data-testid="bench-lm-run" disabled=move || running.get() on:click=run>
@@ -54,12 +55,13 @@ pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> im
                 <span class="status" data-testid="bench-lm-progress">{move || status.get()}</span>
             </div>
             <table class="bench-table">
-                <thead><tr><th>"op"</th><th>"shape"</th><th>"median ms"</th><th>"min ms"</th><th>"GFLOP/s"</th><th>"of FMA peak"</th></tr></thead>
+                <thead><tr><th>"op"</th><th>"shape"</th><th>"launches"</th><th>"median ms"</th><th>"min ms"</th><th>"GFLOP/s"</th><th>"of FMA peak"</th></tr></thead>
                 <tbody>
                     {move || rows.get().into_iter().map(|r| view! {
-                        <tr data-testid="bench-lm-row" data-op=r.name.clone() data-shape=r.shape.clone() data-ms=r.ms_median data-gflops=r.gflops>
+                        <tr data-testid="bench-lm-row" data-op=r.name.clone() data-shape=r.shape.clone() data-launches=r.launches data-ms=r.ms_median data-gflops=r.gflops>
                             <td>{r.name.clone()}</td>
                             <td>{r.shape.clone()}</td>
+                            <td>{r.launches}</td>
                             <td>{format!("{:.2}", r.ms_median)}</td>
                             <td>{format!("{:.2}", r.ms_min)}</td>
                             <td>{format!("{:.2}", r.gflops)}</td>
