@@ -161,6 +161,33 @@ fn norm_gather_rope_and_swiglu_match_their_twins() {
 }
 
 /// `split_heads` against the twin's rotation and a transpose, then `merge_heads` back.
+#[test]
+fn qk_norm_matches_rms_norm_of_each_query_and_key_head() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(13);
+    // (tokens, h_q, h_kv, d): Qwen3's 128-wide heads, GQA and MHA, one token.
+    for (tokens, h_q, h_kv, d) in [(9, 4, 2, 32), (1, 2, 2, 128), (70, 8, 1, 16)] {
+        let width = (h_q + 2 * h_kv) * d;
+        let qkv = random(tokens * width, 3.0, &mut rng);
+        let weight = random(2 * d, 1.0, &mut rng);
+        // Each query head by the first weight, each key head by the second, values untouched.
+        let mut want = qkv.clone();
+        for (c, head) in want.chunks_exact_mut(d).enumerate() {
+            let slot = c % (h_q + 2 * h_kv);
+            if slot < h_q + h_kv {
+                let w = if slot < h_q { &weight[..d] } else { &weight[d..] };
+                head.copy_from_slice(&forward::rms_norm(head, w, 1e-6));
+            }
+        }
+        let (buffer, wb) = (ctx.storage_from("qkv", &qkv).unwrap(), ctx.storage_from("w", &weight).unwrap());
+        let heads = Heads { tokens: tokens as u32, h_q: h_q as u32, h_kv: h_kv as u32, d: d as u32 };
+        let dispatch = kernels.qk_norm.prepare(&ctx, &buffer, &wb, heads, 1e-6).unwrap();
+        let got = run(&ctx, &dispatch, &buffer, want.len());
+        worst(&format!("qk_norm {heads:?}"), &got, &want, KERNEL_ABS, KERNEL_REL);
+    }
+}
+
 fn check_rope(ctx: &GpuContext, kernels: &Kernels, heads: Heads, rng: &mut SplitMix64) {
     let Heads { tokens, h_q, h_kv, d } = heads;
     let (t, d_us) = (tokens as usize, d as usize);

@@ -1,6 +1,6 @@
 //! The kernels inside a real browser: WebGPU (SwiftShader in headless Chromium) against the f64 CPU
-//! reference, the same comparison the native tests make on lavapipe, and the shipped language model's
-//! whole forward pass against the CPU forward pass. Run by scripts/test.sh through
+//! reference, the same comparison the native tests make on lavapipe, the shipped language model's
+//! whole forward pass against the CPU forward pass, and every family fixture against candle. Run by scripts/test.sh through
 //! wasm-bindgen-test-runner; natively this file is empty.
 #![cfg(target_arch = "wasm32")]
 
@@ -10,10 +10,14 @@ use attention_lab::attention::{AttentionProblem, AttentionShape, reference};
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::row_softmax::RowOutput;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion, launch};
+use attention_lab::lm::bpe::Tokenizer;
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
 use attention_lab::model::Mask;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+#[path = "common/fixtures.rs"]
+mod fixtures;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -146,5 +150,23 @@ async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
         let got = lm_forward::decode(&ctx, &kernels, &weights, &mut cache, &ids[i..=i]).await.expect("decode step");
         let err = max_abs_diff(&got, want.logits_at(i));
         assert!(err < 1e-4, "logits after token {i} (decoded against the cache) differ by {err}");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn every_family_fixture_matches_candle_on_browser_webgpu() {
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let reference = fixtures::reference();
+    let tokenizer = Tokenizer::from_json(fixtures::TOKENIZER).expect("the shipped tokenizer");
+    for (name, config, safetensors) in fixtures::FIXTURES {
+        let ck = Checkpoint::load(config, safetensors).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let weights = LmWeights::upload(&ctx, &ck).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for input in &reference.fixtures[name].inputs {
+            assert_eq!(tokenizer.encode(&input.text), input.ids, "{name}: {:?}", input.text);
+            let request = LmRequest { last_logits: Some(1), ..Default::default() };
+            let out = lm_forward::run(&ctx, &kernels, &weights, &input.ids, request).await.expect("GPU forward");
+            fixtures::check(&format!("{name} on WebGPU, {} tokens", input.ids.len()), &out.logits, input);
+        }
     }
 }

@@ -18,6 +18,7 @@
 //! |----------------------------------------------------------------------|-----------------------------------|
 //! | `embed_gather`                                                       | `embed_gather`                    |
 //! | `rms_norm`                                                           | `rms_norm`                        |
+//! | `qk_norm` (in place, each query and key head of the fused Q/K/V)     | `rms_norm` of each head           |
 //! | `matmul` (`tiled`, `direct`), `matmul_subgroup` (`accumulate`: Y +=) | `matmul`                          |
 //! | `rope` (`split_heads` rotates and moves heads, `merge_heads`)        | `rope` (the rotation)             |
 //! | `swiglu`                                                             | `swiglu`                          |

@@ -17,6 +17,7 @@ use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::matmul::Matmul;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
+use crate::gpu::qk_norm::QkNorm;
 use crate::gpu::rms_norm::RmsNorm;
 use crate::gpu::rope::Rope;
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput, RowSoftmax};
@@ -47,6 +48,7 @@ pub struct Kernels {
     /// The language model's steps besides attention (`lm_forward` composes them with the above).
     pub embed_gather: EmbedGather,
     pub rms_norm: RmsNorm,
+    pub qk_norm: QkNorm,
     pub matmul: Matmul,
     pub rope: Rope,
     pub swiglu: Swiglu,
@@ -71,6 +73,7 @@ impl Kernels {
             fma_peak: FmaPeak::new(ctx),
             embed_gather: EmbedGather::new(ctx),
             rms_norm: RmsNorm::new(ctx),
+            qk_norm: QkNorm::new(ctx),
             matmul: Matmul::new(ctx),
             rope: Rope::new(ctx),
             swiglu: Swiglu::new(ctx),

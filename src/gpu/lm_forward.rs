@@ -5,6 +5,7 @@
 //! ```text
 //! embed_gather                                   x = embed[ids]
 //! per layer:  rms_norm -> matmul (Q|K|V fused)   h = norm(x); qkv = h Wqkvᵀ + b
+//!             (qk_norm)                          each Q and K head RMS-normed in place (Qwen3)
 //!             rope split_heads                   Q, K rotated; Q [h_q, T, d], K, V [h_kv, T, d]
 //!             flash_attention                    O, lse under the layer's mask, GQA
 //!             (row_softmax)                      every head's probabilities, when asked
@@ -122,6 +123,8 @@ struct LayerBuffers {
     qkv_bias: Option<wgpu::Buffer>,
     o: wgpu::Buffer,
     post_norm: wgpu::Buffer,
+    /// QK-norm's weights `[2, head_dim]` (query heads', then key heads'), when the layer has it.
+    qk_norm: Option<wgpu::Buffer>,
     /// `[2 ffn, d_model]`: gate's rows, then up's.
     gate_up: wgpu::Buffer,
     down: wgpu::Buffer,
@@ -176,6 +179,7 @@ fn check_weight_sizes(ctx: &GpuContext, ck: &Checkpoint) -> Result<(), GpuError>
         tensors.push(("o", floats(&l.o)));
         tensors.push(("down", floats(&l.down)));
         tensors.push(("norms", 2 * l.input_norm.len() as u64));
+        tensors.extend(l.qk_norm.as_ref().map(|n| ("qk norm", (n.q.len() + n.k.len()) as u64)));
     }
     check_sizes(ctx, "the model's weights", &tensors)
 }
@@ -208,6 +212,7 @@ fn upload_layer(ctx: &GpuContext, l: &crate::lm::checkpoint::LayerWeights) -> Re
         input_norm: ctx.storage_from("input norm", &l.input_norm)?,
         qkv: ctx.storage_from("qkv", &stacked(&[&l.q.weight, &l.k.weight, &l.v.weight]))?,
         qkv_bias,
+        qk_norm: l.qk_norm.as_ref().map(|n| ctx.storage_from("qk norm", &stacked(&[&n.q, &n.k]))).transpose()?,
         o: ctx.storage_from("o", &l.o.weight)?,
         post_norm: ctx.storage_from("post-attention norm", &l.post_attention_norm)?,
         gate_up: ctx.storage_from("gate_up", &stacked(&[&l.gate.weight, &l.up.weight]))?,
@@ -553,7 +558,7 @@ impl Recorder<'_, '_> {
         let heads = Heads { tokens: t, h_q: g.h_q, h_kv: g.h_kv, d: g.head_dim };
         let qkv_width = g.qkv_width() as u32;
         let split = SplitBuffers { qkv: b("qkv"), angles, q: b("q"), k: b("k"), v: b("v") };
-        Ok(vec![
+        let mut out = vec![
             self.norm(b("x"), &layer.input_norm)?,
             self.matmul(
                 b("h"),
@@ -562,8 +567,12 @@ impl Recorder<'_, '_> {
                 b("qkv"),
                 MatmulLaunch::new(t, g.d_model, qkv_width),
             )?,
-            k.rope.prepare_split(ctx, &split, heads, table)?,
-        ])
+        ];
+        if let Some(weight) = &layer.qk_norm {
+            out.push(k.qk_norm.prepare(ctx, b("qkv"), weight, heads, self.weights.rms_norm_eps)?);
+        }
+        out.push(k.rope.prepare_split(ctx, &split, heads, table)?);
+        Ok(out)
     }
 
     /// The rest of one layer: attention (over the cache's rows when decoding), the output

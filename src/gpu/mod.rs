@@ -23,6 +23,7 @@ pub mod matmul;
 pub mod matmul_subgroup;
 pub mod naive_attention;
 pub mod pool_rows;
+pub mod qk_norm;
 pub mod rms_norm;
 pub mod rope;
 pub mod row_softmax;

@@ -35,11 +35,12 @@ pub struct Heads {
 }
 
 impl Heads {
-    fn check(self) -> Result<(), GpuError> {
+    /// Refuses empty heads and widths that are not a multiple of 4 (rope and qk_norm read vec4s).
+    pub(crate) fn check(self) -> Result<(), GpuError> {
         let Heads { tokens, h_q, h_kv, d } = self;
         if tokens == 0 || h_q == 0 || h_kv == 0 || d == 0 || !d.is_multiple_of(4) {
             return Err(GpuError::InvalidInput(format!(
-                "rope needs heads of a width that is a multiple of 4 ({self:?})"
+                "rope and qk_norm need heads of a width that is a multiple of 4 ({self:?})"
             )));
         }
         Ok(())

@@ -4,9 +4,9 @@
 //! transformers names, each checked for its shape.
 //!
 //! What is read: RMSNorm, rotary positions on the whole head or part of it, grouped-query attention
-//! with optional Q/K/V biases, causal (global) or sliding-window layers, a SwiGLU MLP, tied or
-//! separate output weights. Anything else (MoE, latent attention, QK-norm, other norms or MLPs) is
-//! refused with its name, before any weight is read.
+//! with optional Q/K/V biases, QK-norm on each head (Qwen3), causal (global) or sliding-window
+//! layers, a SwiGLU MLP, tied or separate output weights. Anything else (MoE, latent attention,
+//! other norms or MLPs) is refused with its name, before any weight is read.
 
 use super::LmError;
 use super::safetensors::SafeTensors;
@@ -25,6 +25,13 @@ pub struct Linear {
     pub inputs: usize,
 }
 
+/// QK-norm (Qwen3): RMSNorm weights, `[head_dim]` each, shared by every query head and by every
+/// key head, applied to each head after its projection and before rotary positions.
+pub struct QkNormWeights {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+}
+
 pub struct LayerWeights {
     /// Which keys each query sees in this layer.
     pub mask: Mask,
@@ -35,6 +42,7 @@ pub struct LayerWeights {
     pub k: Linear,
     pub v: Linear,
     pub o: Linear,
+    pub qk_norm: Option<QkNormWeights>,
     pub post_attention_norm: Vec<f32>,
     pub gate: Linear,
     pub up: Linear,
@@ -119,7 +127,7 @@ impl Geometry {
 
 /// Families whose forward pass is exactly this one (no extra multipliers or embedding scales, as
 /// Granite, MiniCPM or Gemma add), with plain or linearly scaled rotary positions.
-const FAMILIES: [&str; 3] = ["llama", "mistral", "qwen2"];
+const FAMILIES: [&str; 4] = ["llama", "mistral", "qwen2", "qwen3"];
 
 fn supported_family(config: &serde_json::Value) -> Result<(), LmError> {
     let text = |v: &serde_json::Value, key: &str| v.get(key).and_then(serde_json::Value::as_str).map(str::to_string);
@@ -148,8 +156,8 @@ fn supported(m: &Model) -> Result<Vec<Mask>, LmError> {
     if m.moe.is_some() || m.mla.is_some() || m.global_attn.is_some() {
         return lacks("mixture-of-experts, latent attention or per-layer-kind head geometry");
     }
-    if m.qk_norm || m.attn_sinks || m.attn.k_eq_v || m.per_layer_input_dim > 0 || m.biases.o || m.biases.ffn {
-        return lacks("QK-norm, attention sinks, K=V, per-layer inputs or output/MLP biases");
+    if m.qk_norm_per_head || m.attn_sinks || m.attn.k_eq_v || m.per_layer_input_dim > 0 || m.biases.o || m.biases.ffn {
+        return lacks("QK-norm across all heads, attention sinks, K=V, per-layer inputs or output/MLP biases");
     }
     if m.norm != NormKind::RmsNorm || m.ffn_kind != FfnKind::SwiGlu || m.norms_per_layer != 2 {
         return lacks("norms other than RMSNorm before attention and MLP, or MLPs other than SwiGLU");
@@ -184,6 +192,14 @@ fn layer(file: &SafeTensors<'_>, m: &Model, l: usize, mask: Mask) -> Result<Laye
         Ok(Linear { weight, bias, outputs, inputs })
     };
     let qkv_bias = m.biases.qkv;
+    let hd = m.attn.head_dim as usize;
+    let qk_norm = match m.qk_norm {
+        true => Some(QkNormWeights {
+            q: file.f32_tensor(&name("self_attn.q_norm.weight"), &[hd])?,
+            k: file.f32_tensor(&name("self_attn.k_norm.weight"), &[hd])?,
+        }),
+        false => None,
+    };
     Ok(LayerWeights {
         mask,
         positional,
@@ -192,6 +208,7 @@ fn layer(file: &SafeTensors<'_>, m: &Model, l: usize, mask: Mask) -> Result<Laye
         k: linear("self_attn.k_proj", g.kv, g.d, qkv_bias)?,
         v: linear("self_attn.v_proj", g.kv, g.d, qkv_bias)?,
         o: linear("self_attn.o_proj", g.d, g.q, false)?,
+        qk_norm,
         post_attention_norm: file.f32_tensor(&name("post_attention_layernorm.weight"), &[g.d])?,
         gate: linear("mlp.gate_proj", g.ffn, g.d, false)?,
         up: linear("mlp.up_proj", g.ffn, g.d, false)?,

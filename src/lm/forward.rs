@@ -192,15 +192,24 @@ impl<'a> CpuPass<'a> {
         let d = ck.model.d_model as usize;
         let h = rms_norm(&self.x[a * d..b * d], &layer.input_norm, ck.rms_norm_eps);
         let table = self.table.as_ref().expect("set at row 0");
-        let rotated = |lin: &Linear, width: usize| {
+        let eps = ck.rms_norm_eps;
+        let rotated = |lin: &Linear, width: usize, norm: Option<&[f32]>| {
             let mut rows = linear(&h, lin);
             for (i, token) in rows.chunks_exact_mut(width).enumerate() {
-                token.chunks_exact_mut(hd).for_each(|head| table.rotate(head, a + i));
+                for head in token.chunks_exact_mut(hd) {
+                    if let Some(weight) = norm {
+                        head.copy_from_slice(&rms_norm(head, weight, eps));
+                    }
+                    table.rotate(head, a + i);
+                }
             }
             rows
         };
-        self.q[a * q_width..b * q_width].copy_from_slice(&rotated(&layer.q, q_width));
-        self.k[a * kv_width..b * kv_width].copy_from_slice(&rotated(&layer.k, kv_width));
+        let qk_norm = layer.qk_norm.as_ref();
+        let q_rows = rotated(&layer.q, q_width, qk_norm.map(|n| n.q.as_slice()));
+        self.q[a * q_width..b * q_width].copy_from_slice(&q_rows);
+        let k_rows = rotated(&layer.k, kv_width, qk_norm.map(|n| n.k.as_slice()));
+        self.k[a * kv_width..b * kv_width].copy_from_slice(&k_rows);
         self.v[a * kv_width..b * kv_width].copy_from_slice(&linear(&h, &layer.v));
     }
 

@@ -166,9 +166,13 @@ fn bad_inputs_and_checkpoints_are_errors() {
     assert!(err.contains("has shape") && err.contains("expected"), "{err}");
     let untied = config.replace("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
     assert!(Checkpoint::load(&untied, &weights).err().unwrap().0.contains("no tensor lm_head.weight"));
-    // Qwen3 normalises Q and K per head, which this forward pass does not.
+    // Qwen3 normalises Q and K per head: this checkpoint has no such weights, and says which.
     let qwen3 = config.replace("\"model_type\": \"qwen2\"", "\"model_type\": \"qwen3\"");
-    assert!(Checkpoint::load(&qwen3, &weights).err().unwrap().0.contains("not model_type \"qwen3\""));
+    let err = Checkpoint::load(&qwen3, &weights).err().unwrap().0;
+    assert!(err.contains("no tensor model.layers.0.self_attn.q_norm.weight"), "{err}");
+    // A family whose forward pass differs (Gemma's scaled embeddings and norms) is refused by name.
+    let gemma = config.replace("\"model_type\": \"qwen2\"", "\"model_type\": \"gemma\"");
+    assert!(Checkpoint::load(&gemma, &weights).err().unwrap().0.contains("not model_type \"gemma\""));
     let llama3_rope = config.replace(
         "\"rope_theta\"",
         "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}, \"rope_theta\"",

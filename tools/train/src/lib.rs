@@ -5,6 +5,7 @@ pub mod bpe;
 pub mod checkpoint;
 pub mod corpus;
 pub mod export;
+pub mod fixtures;
 pub mod model;
 pub mod quality;
 pub mod reference;

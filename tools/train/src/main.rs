@@ -25,6 +25,8 @@ const DATA: &str = "data";
 const SHIPPED: &str = "../../www/models/attention-lab-tiny";
 const MODEL_REFERENCE: &str = "../../tests/data/tiny-model/reference.json";
 const TOKENIZER_REFERENCE: &str = "../../tests/data/tiny-model/tokenizer-reference.json";
+/// The family fixtures and their reference logits (`fixtures`).
+const FIXTURES: &str = "../../tests/data/fixtures";
 const SEPARATOR: &str = "\n<|endoftext|>\n";
 
 /// Every candle op allocates its result, megabytes at a time. By default glibc maps each block of
@@ -55,9 +57,10 @@ fn main() {
         Some("train") => Flags::parse(&args[1..]).and_then(|f| train_cmd(&f)),
         Some("reference") => Flags::parse(&args[1..]).and_then(|f| reference_cmd(&f)),
         Some("evaluate") => Flags::parse(&args[1..]).and_then(|f| evaluate_cmd(&f)),
+        Some("fixtures") => Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| fixtures_cmd()),
         Some("tokenizer-reference") => Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| tokenizer_reference_cmd()),
         _ => Err(
-            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate|tokenizer-reference> [--flag value ...] \
+            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate|tokenizer-reference|fixtures> [--flag value ...] \
              (see README.md)"
                 .into(),
         ),
@@ -342,6 +345,35 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
 }
 
 /// reference [--checkpoint DIR] [--out FILE]: the checkpoint's logits and attention for fixed inputs.
+/// Texts whose last position's logits each fixture's reference holds: a short one, and one longer
+/// than Mistral's 8-key window.
+const FIXTURE_TEXTS: [&str; 2] = ["fn main() {", "let v = vec![1, 2, 3];\nfor x in &v {\n    println!(\"{x}\");\n}"];
+
+fn fixtures_cmd() -> Result<(), Error> {
+    use attention_lab_train::fixtures::{self, last_logits, summary};
+    let tok = bpe::load(&Path::new(SHIPPED).join("tokenizer.json"))?;
+    let mut entries = serde_json::Map::new();
+    for (i, f) in fixtures::fixtures().iter().enumerate() {
+        let dir = Path::new(FIXTURES).join(f.name);
+        let weights = fixtures::save(f, &dir, 0xf1c5 + i as u64)?;
+        let mut inputs = Vec::new();
+        for text in FIXTURE_TEXTS {
+            let ids = bpe::encode(&tok, text)?;
+            inputs.push(summary(text, &ids, &last_logits(f, &weights, &ids)?));
+        }
+        entries.insert(f.name.into(), json!({ "about": f.about, "inputs": inputs }));
+        let bytes = std::fs::metadata(dir.join("model.safetensors"))?.len();
+        println!("{}: {} ({bytes} bytes of weights)", f.name, dir.display());
+    }
+    let value = json!({
+        "about": "Last-position logits of each fixture by candle-transformers (f32, weights widened from the stored \
+                  dtype), tokenised by www/models/attention-lab-tiny/tokenizer.json: `cargo run -- fixtures` in tools/train",
+        "fixtures": entries,
+    });
+    std::fs::write(Path::new(FIXTURES).join("reference.json"), serde_json::to_string_pretty(&value)? + "\n")?;
+    Ok(())
+}
+
 fn reference_cmd(flags: &Flags) -> Result<(), Error> {
     use attention_lab_train::reference::{CODE, PROSE, reference, repeated_sequence};
     let mut f = Flags(flags.0.clone());

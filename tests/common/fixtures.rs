@@ -1,0 +1,81 @@
+//! The family fixtures (`tests/data/fixtures/`, made by `cargo run -- fixtures` in tools/train) and
+//! their candle-transformers reference logits, shared by the native test (`lm_fixtures.rs`) and the
+//! in-browser one (`web.rs`): the files are compiled in, so both read the same bytes a user drops.
+//!
+//! Tolerance: each stored logit within `1e-4 + 1e-5 |want|` and the log-sum-exp within 1e-4
+//! (candle sums in f32 in another order; the stored values are rounded to 1e-5; measured at most
+//! 1.6e-5 on lavapipe and on the CPU); the ten largest logits name the same ids where their values
+//! differ by more than the tolerance.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+const ABS: f64 = 1e-4;
+const REL: f64 = 1e-5;
+
+macro_rules! fixture {
+    ($name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../data/fixtures/", $name, "/config.json")),
+            include_bytes!(concat!("../data/fixtures/", $name, "/model.safetensors")),
+        )
+    };
+}
+
+/// (name, config.json, model.safetensors) of every fixture, in reference.json's order.
+pub const FIXTURES: [(&str, &str, &[u8]); 5] =
+    [fixture!("llama3"), fixture!("mistral"), fixture!("qwen2"), fixture!("qwen3"), fixture!("smollm")];
+
+/// The tokenizer every fixture uses (the shipped model's).
+pub const TOKENIZER: &str = include_str!("../../www/models/attention-lab-tiny/tokenizer.json");
+
+#[derive(Deserialize)]
+pub struct Reference {
+    pub fixtures: BTreeMap<String, Fixture>,
+}
+
+#[derive(Deserialize)]
+pub struct Fixture {
+    pub inputs: Vec<Input>,
+}
+
+#[derive(Deserialize)]
+pub struct Input {
+    pub text: String,
+    pub ids: Vec<u32>,
+    pub lse: f64,
+    pub top10: Vec<(usize, f64)>,
+    pub every16: Vec<f64>,
+}
+
+pub fn reference() -> Reference {
+    serde_json::from_str(include_str!("../data/fixtures/reference.json")).expect("reference.json")
+}
+
+/// `logits` (one position) against the reference; returns the largest difference seen.
+pub fn check(what: &str, logits: &[f32], want: &Input) -> f64 {
+    let got = |i: usize| f64::from(logits[i]);
+    let close = |g: f64, w: f64| (g - w).abs() <= ABS + REL * w.abs();
+    let mut worst = 0.0f64;
+    for (k, &w) in want.every16.iter().enumerate() {
+        let g = got(16 * k);
+        assert!(close(g, w), "{what}: logit {} is {g}, candle {w}", 16 * k);
+        worst = worst.max((g - w).abs());
+    }
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let lse = max + logits.iter().map(|&v| (f64::from(v) - max).exp()).sum::<f64>().ln();
+    assert!((lse - want.lse).abs() <= ABS, "{what}: log-sum-exp {lse}, candle {}", want.lse);
+    for &(id, w) in &want.top10 {
+        assert!(close(got(id), w), "{what}: top logit {id} is {}, candle {w}", got(id));
+        worst = worst.max((got(id) - w).abs());
+    }
+    // The order of the ten largest, up to near ties.
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    for (rank, &(id, w)) in want.top10.iter().enumerate() {
+        let mine = order[rank];
+        assert!(mine == id || (got(mine) - w).abs() <= ABS, "{what}: rank {rank} is {mine}, candle {id}");
+    }
+    worst
+}
