@@ -19,9 +19,11 @@ use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::matmul::{MatmulBuffers, MatmulForm, MatmulLaunch};
 use attention_lab::gpu::rms_norm::NormBuffers;
 use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
+use attention_lab::gpu::widen::Half;
 use attention_lab::gpu::{GpuContext, Kernels};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
+use attention_lab::lm::safetensors::{DType, to_f32};
 use attention_lab::model::config::Positional;
 
 mod common;
@@ -185,6 +187,39 @@ fn qk_norm_matches_rms_norm_of_each_query_and_key_head() {
         let dispatch = kernels.qk_norm.prepare(&ctx, &buffer, &wb, heads, 1e-6).unwrap();
         let got = run(&ctx, &dispatch, &buffer, want.len());
         worst(&format!("qk_norm {heads:?}"), &got, &want, KERNEL_ABS, KERNEL_REL);
+    }
+}
+
+#[test]
+fn widen_unpacks_f16_and_bf16_exactly() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(17);
+    for (dtype, half) in [(DType::F16, Half::F16), (DType::Bf16, Half::Bf16)] {
+        // 1001 values (odd: the last word's high half is padding), written from float 7 on.
+        let values: Vec<u16> = (0..1001)
+            .map(|_| {
+                loop {
+                    let bits = rng.next_u64() as u16;
+                    // Finite and normal (f16 subnormals may be flushed by unpack2x16float), or zero.
+                    let exponent = if dtype == DType::F16 { (bits >> 10) & 0x1f } else { (bits >> 7) & 0xff };
+                    let top = if dtype == DType::F16 { 0x1f } else { 0xff };
+                    if exponent != 0 && exponent != top || bits & 0x7fff == 0 {
+                        break bits;
+                    }
+                }
+            })
+            .collect();
+        let mut bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let want = to_f32(dtype, &bytes);
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        let src = ctx.storage_from("src", &bytes).unwrap();
+        let dst = ctx.storage_from("dst", &vec![-1.0f32; 7 + 1001 + 3]).unwrap();
+        let dispatch = kernels.widen.prepare(&ctx, &src, &dst, (1001, 7), half).unwrap();
+        let got = run(&ctx, &dispatch, &dst, 7 + 1001 + 3);
+        assert_eq!(&got[7..1008], &want[..], "{dtype:?}");
+        assert!(got[..7].iter().chain(&got[1008..]).all(|&v| v == -1.0), "{dtype:?}: wrote outside its range");
+        assert!(kernels.widen.prepare(&ctx, &src, &dst, (1001, 11), half).is_err(), "past the end of dst");
     }
 }
 

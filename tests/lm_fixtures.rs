@@ -3,8 +3,10 @@
 //! closely): on the CPU forward pass, and on the GPU forward pass on a real wgpu device (lavapipe in
 //! CI). The browser's twin of the GPU test is in `web.rs`.
 
+use attention_lab::gpu::GpuContext;
 use attention_lab::gpu::Kernels;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
+use attention_lab::gpu::lm_stream::{self, WeightSource};
 use attention_lab::lm::bpe::Tokenizer;
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
@@ -14,7 +16,7 @@ mod common;
 use common::gpu::{close, device};
 #[path = "common/fixtures.rs"]
 mod fixtures;
-use fixtures::{FIXTURES, TOKENIZER, check, reference};
+use fixtures::{FIXTURES, Input, TOKENIZER, check, reference, split_in_two};
 
 fn loaded() -> impl Iterator<Item = (&'static str, Checkpoint)> {
     FIXTURES.into_iter().map(|(name, config, weights)| {
@@ -48,6 +50,48 @@ fn the_cpu_forward_pass_matches_candle_on_every_family() {
     }
 }
 
+/// The last position's logits of `input` on `weights`, checked against candle.
+fn check_gpu(ctx: &GpuContext, kernels: &Kernels, weights: &LmWeights, what: &str, input: &Input) {
+    let request = LmRequest { last_logits: Some(1), ..Default::default() };
+    let out = pollster::block_on(lm_forward::run(ctx, kernels, weights, &input.ids, request))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let what = format!("{what}, {} tokens", input.ids.len());
+    let worst = check(&what, &out.logits, input);
+    println!("{what}: largest difference {worst:.2e}");
+}
+
+/// Plans from the files' headers and streams the weights a chunk at a time, as the page does.
+fn stream(ctx: &GpuContext, kernels: &Kernels, config: &str, files: &[&[u8]]) -> LmWeights {
+    let plan = pollster::block_on(lm_stream::plan(config, files)).unwrap();
+    let total: u64 = (0..files.shards()).map(|s| files.file_len(s)).sum();
+    let mut seen = Vec::new();
+    let weights =
+        pollster::block_on(LmWeights::stream(ctx, kernels, &plan, files, &mut |done, all| seen.push((done, all))))
+            .unwrap();
+    // Progress rises to every byte of every tensor (the headers are all that is left).
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
+    let (done, all) = *seen.last().unwrap();
+    assert!(done == all && all < total && total - all < 4096, "{done} / {all} of {total}");
+    weights
+}
+
+#[test]
+fn streamed_weights_match_candle_on_every_family_whole_or_sharded() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let reference = reference();
+    for (name, config, safetensors) in FIXTURES {
+        let [a, b] = split_in_two(safetensors);
+        for (files, how) in [(vec![safetensors], "streamed"), (vec![&b[..], &a[..]], "streamed from 2 shards")] {
+            let weights = stream(&ctx, &kernels, config, &files);
+            for input in &reference.fixtures[name].inputs {
+                check_gpu(&ctx, &kernels, &weights, &format!("{name} {how}"), input);
+            }
+        }
+    }
+    close(ctx);
+}
+
 #[test]
 fn the_gpu_forward_pass_matches_candle_on_every_family() {
     let Some(ctx) = device() else { return };
@@ -56,12 +100,7 @@ fn the_gpu_forward_pass_matches_candle_on_every_family() {
     for (name, ck) in loaded() {
         let weights = LmWeights::upload(&ctx, &ck).unwrap_or_else(|e| panic!("{name}: {e}"));
         for input in &reference.fixtures[name].inputs {
-            let request = LmRequest { last_logits: Some(1), ..Default::default() };
-            let out = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &input.ids, request))
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            let what = format!("{name} GPU, {} tokens", input.ids.len());
-            let worst = check(&what, &out.logits, input);
-            println!("{what}: largest difference {worst:.2e}");
+            check_gpu(&ctx, &kernels, &weights, &format!("{name} GPU"), input);
         }
     }
     close(ctx);

@@ -8,6 +8,7 @@ use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::pooled::{Pool, PooledMap};
 use attention_lab::attention::{AttentionProblem, AttentionShape, reference};
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
+use attention_lab::gpu::lm_stream;
 use attention_lab::gpu::row_softmax::RowOutput;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion, launch};
 use attention_lab::lm::bpe::Tokenizer;
@@ -160,13 +161,21 @@ async fn every_family_fixture_matches_candle_on_browser_webgpu() {
     let reference = fixtures::reference();
     let tokenizer = Tokenizer::from_json(fixtures::TOKENIZER).expect("the shipped tokenizer");
     for (name, config, safetensors) in fixtures::FIXTURES {
-        let ck = Checkpoint::load(config, safetensors).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let weights = LmWeights::upload(&ctx, &ck).unwrap_or_else(|e| panic!("{name}: {e}"));
-        for input in &reference.fixtures[name].inputs {
-            assert_eq!(tokenizer.encode(&input.text), input.ids, "{name}: {:?}", input.text);
-            let request = LmRequest { last_logits: Some(1), ..Default::default() };
-            let out = lm_forward::run(&ctx, &kernels, &weights, &input.ids, request).await.expect("GPU forward");
-            fixtures::check(&format!("{name} on WebGPU, {} tokens", input.ids.len()), &out.logits, input);
+        // As a user's files, whole and in two shards: planned from the headers, streamed in chunks,
+        // 16-bit values widened on the GPU.
+        let [a, b] = fixtures::split_in_two(safetensors);
+        for files in [vec![safetensors], vec![&a[..], &b[..]]] {
+            let plan = lm_stream::plan(config, &files[..]).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+            let weights = LmWeights::stream(&ctx, &kernels, &plan, &files[..], &mut |_, _| {})
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            for input in &reference.fixtures[name].inputs {
+                assert_eq!(tokenizer.encode(&input.text), input.ids, "{name}: {:?}", input.text);
+                let request = LmRequest { last_logits: Some(1), ..Default::default() };
+                let out = lm_forward::run(&ctx, &kernels, &weights, &input.ids, request).await.expect("GPU forward");
+                let what = format!("{name} on WebGPU from {} files, {} tokens", files.len(), input.ids.len());
+                fixtures::check(&what, &out.logits, input);
+            }
         }
     }
 }

@@ -22,6 +22,7 @@
 //! | `matmul` (`tiled`, `direct`), `matmul_subgroup` (`accumulate`: Y +=) | `matmul`                          |
 //! | `rope` (`split_heads` rotates and moves heads, `merge_heads`)        | `rope` (the rotation)             |
 //! | `swiglu`                                                             | `swiglu`                          |
+//! | `widen` (f16 / bf16 weights to f32 while a checkpoint streams in)    | `lm::safetensors::to_f32`         |
 
 use crate::attention::AttentionProblem;
 use crate::attention::pooled::{Pool, block_range};

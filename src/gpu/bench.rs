@@ -314,7 +314,7 @@ pub async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() 
     if !ctx.timestamps {
         let t0 = now_ms();
         Dispatch::submit_all(ctx, dispatches);
-        wait_for_gpu(ctx).await?;
+        ctx.wait_idle().await?;
         let ms = now_ms() - t0;
         // Without timestamps nothing reads a result back, so a failed submission would still be timed.
         ctx.check_job()?;
@@ -358,17 +358,6 @@ pub async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() 
     let ticks: Vec<u64> = ctx.map_and_read(&staging).await?;
     let ns = ticks[1].saturating_sub(ticks[0]) as f64 * f64::from(ctx.queue.get_timestamp_period());
     Ok(ns / 1e6)
-}
-
-/// Resolves once all submitted work is done (natively `poll` blocks; in the browser the callback fires
-/// from the event loop).
-async fn wait_for_gpu(ctx: &GpuContext) -> Result<(), GpuError> {
-    let (tx, rx) = futures_channel::oneshot::channel();
-    ctx.queue.on_submitted_work_done(move || {
-        tx.send(()).ok();
-    });
-    ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
-    rx.await.map_err(|_| GpuError::Readback("the device was lost while timing".into()))
 }
 
 #[cfg(test)]

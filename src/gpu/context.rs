@@ -396,6 +396,17 @@ impl GpuContext {
         }
     }
 
+    /// Resolves once all submitted work is done (natively `poll` blocks; in the browser the
+    /// callback fires from the event loop).
+    pub async fn wait_idle(&self) -> Result<(), GpuError> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.queue.on_submitted_work_done(move || {
+            tx.send(()).ok();
+        });
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
+        rx.await.map_err(|_| GpuError::Readback("the device was lost while waiting for it".into()))
+    }
+
     /// Whether the job that just finished may be believed: not if the device ran out of memory while
     /// it ran, nor if the device is faulted.
     pub fn check_job(&self) -> Result<(), GpuError> {

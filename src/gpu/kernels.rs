@@ -22,6 +22,7 @@ use crate::gpu::rms_norm::RmsNorm;
 use crate::gpu::rope::Rope;
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput, RowSoftmax};
 use crate::gpu::swiglu::Swiglu;
+use crate::gpu::widen::Widen;
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
 
@@ -52,6 +53,8 @@ pub struct Kernels {
     pub matmul: Matmul,
     pub rope: Rope,
     pub swiglu: Swiglu,
+    /// f16 / bf16 weights to f32 while a user's checkpoint streams in.
+    pub widen: Widen,
 }
 
 /// Q, K, V uploaded with rows padded to a multiple of 4 floats.
@@ -77,6 +80,7 @@ impl Kernels {
             matmul: Matmul::new(ctx),
             rope: Rope::new(ctx),
             swiglu: Swiglu::new(ctx),
+            widen: Widen::new(ctx),
         }
     }
 

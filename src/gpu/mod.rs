@@ -19,6 +19,8 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod launch;
 pub mod lm_forward;
+pub mod lm_stream;
+pub mod lm_weights;
 pub mod matmul;
 pub mod matmul_subgroup;
 pub mod naive_attention;
@@ -32,6 +34,7 @@ pub mod shader_text;
 pub mod swiglu;
 #[cfg(target_arch = "wasm32")]
 pub mod web_subgroups;
+pub mod widen;
 
 pub use context::{AdapterSummary, GpuContext, GpuError};
 pub use kernels::{Kernels, Pool, PooledMap, ProbRegion};

@@ -14,7 +14,8 @@ use crate::model::config::{FfnKind, Model, NormKind, Positional};
 use crate::model::hf_import::import_hf_config;
 use crate::model::mask::Mask;
 
-/// A checkpoint this large (parameters) is not loaded on the CPU path: it is for small models.
+/// A checkpoint this large (parameters) is not loaded into host memory (the CPU pass, the shipped
+/// model): larger ones stream to the GPU (`lm::weight_plan`).
 const MAX_CPU_PARAMS: u128 = 64 << 20;
 
 /// `y = x W^T + b` with `W` stored (out, in) as PyTorch keeps it.
@@ -64,17 +65,13 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Reads `config.json` and `model.safetensors` (their contents).
     pub fn load(config_json: &str, safetensors: &[u8]) -> Result<Checkpoint, LmError> {
-        let imported = import_hf_config(config_json).map_err(|e| LmError(format!("config.json: {e}")))?;
-        let model = imported.model;
-        let config: serde_json::Value = serde_json::from_str(config_json).map_err(|e| LmError(e.to_string()))?;
-        supported_family(&config)?;
-        let masks = supported(&model)?;
-        let rms_norm_eps = config
-            .get("rms_norm_eps")
-            .and_then(serde_json::Value::as_f64)
-            .filter(|e| e.is_finite() && *e > 0.0)
-            .ok_or_else(|| LmError("config.json: rms_norm_eps is missing or not a positive number".into()))?
-            as f32;
+        let ModelConfig { model, rms_norm_eps, masks } = ModelConfig::read(config_json)?;
+        let params = crate::model::params::model_params(&model).total();
+        if params > MAX_CPU_PARAMS {
+            return Err(LmError(format!(
+                "{params} parameters are too many to hold in this page's memory as f32 (at most {MAX_CPU_PARAMS})"
+            )));
+        }
         let file = SafeTensors::parse(safetensors)?;
         let g = Geometry::of(&model);
         let layers =
@@ -100,6 +97,31 @@ impl Checkpoint {
 
     pub fn vocab(&self) -> usize {
         self.model.vocab_size as usize
+    }
+}
+
+/// What config.json says of a checkpoint the forward passes run: its geometry, its norms' epsilon and
+/// each layer's mask, after refusing every family and feature they do not implement.
+pub struct ModelConfig {
+    pub model: Model,
+    pub rms_norm_eps: f32,
+    pub masks: Vec<Mask>,
+}
+
+impl ModelConfig {
+    pub fn read(config_json: &str) -> Result<ModelConfig, LmError> {
+        let imported = import_hf_config(config_json).map_err(|e| LmError(format!("config.json: {e}")))?;
+        let model = imported.model;
+        let config: serde_json::Value = serde_json::from_str(config_json).map_err(|e| LmError(e.to_string()))?;
+        supported_family(&config)?;
+        let masks = supported(&model)?;
+        let rms_norm_eps = config
+            .get("rms_norm_eps")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .ok_or_else(|| LmError("config.json: rms_norm_eps is missing or not a positive number".into()))?
+            as f32;
+        Ok(ModelConfig { model, rms_norm_eps, masks })
     }
 }
 
@@ -165,12 +187,6 @@ fn supported(m: &Model) -> Result<Vec<Mask>, LmError> {
     let rope = |p: Positional| matches!(p, Positional::Rope { proportional: false, .. });
     if !rope(m.positional) || m.global_positional.is_some_and(|p| !rope(p)) {
         return lacks("positions other than rotary embeddings");
-    }
-    let params = crate::model::params::model_params(m).total();
-    if params > MAX_CPU_PARAMS {
-        return Err(LmError(format!(
-            "{params} parameters are too many for the CPU forward pass (at most {MAX_CPU_PARAMS})"
-        )));
     }
     m.schedule
         .layers()

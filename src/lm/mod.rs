@@ -10,6 +10,7 @@ pub mod head_scores;
 pub mod next_token;
 pub mod safetensors;
 mod unicode_classes;
+pub mod weight_plan;
 
 #[cfg(test)]
 mod bpe_tests;

@@ -43,14 +43,47 @@ impl DType {
 pub struct TensorInfo {
     pub dtype: DType,
     pub shape: Vec<usize>,
-    /// Byte range within the data section (after the header).
-    pub start: usize,
-    pub end: usize,
+    /// Byte range within the data section (after the header): u64, as files outgrow wasm32's usize.
+    pub start: u64,
+    pub end: u64,
 }
 
 impl TensorInfo {
     pub fn elements(&self) -> usize {
         self.shape.iter().product()
+    }
+}
+
+/// The tensors a safetensors file's header names, read without its data: what a streamed load
+/// plans from (the header is a few hundred KB, the data gigabytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Where the data section starts in the file: 8 + the header's length.
+    pub data_start: u64,
+    pub tensors: BTreeMap<String, TensorInfo>,
+}
+
+impl Header {
+    /// The header's length from the file's first 8 bytes, checked against the file's length.
+    pub fn json_len(first8: [u8; 8], file_len: u64) -> Result<u64, LmError> {
+        let header_len = u64::from_le_bytes(first8);
+        if header_len > MAX_HEADER_BYTES || header_len > file_len.saturating_sub(8) {
+            return Err(bad(format!("its header length {header_len} does not fit the file")));
+        }
+        Ok(header_len)
+    }
+
+    /// Parses the header JSON (the `json_len` bytes after the first 8) of a file of `file_len` bytes.
+    pub fn parse(json: &[u8], file_len: u64) -> Result<Header, LmError> {
+        let data_start = 8 + json.len() as u64;
+        let data_len = file_len.checked_sub(data_start).ok_or_else(|| bad("its header does not fit the file"))?;
+        let header: Value = serde_json::from_slice(json).map_err(|e| bad(format!("its header is not JSON: {e}")))?;
+        let entries = header.as_object().ok_or_else(|| bad("its header is not a JSON object"))?;
+        let mut tensors = BTreeMap::new();
+        for (name, entry) in entries.iter().filter(|(name, _)| name.as_str() != "__metadata__") {
+            tensors.insert(name.clone(), tensor_info(name, entry, data_len)?);
+        }
+        Ok(Header { data_start, tensors })
     }
 }
 
@@ -62,19 +95,10 @@ pub struct SafeTensors<'a> {
 
 impl<'a> SafeTensors<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Self, LmError> {
-        let (len, rest) = bytes.split_first_chunk::<8>().ok_or_else(|| bad("shorter than its 8-byte header length"))?;
-        let header_len = u64::from_le_bytes(*len);
-        if header_len > MAX_HEADER_BYTES || header_len > rest.len() as u64 {
-            return Err(bad(format!("its header length {header_len} does not fit the file")));
-        }
-        let (header, data) = rest.split_at(header_len as usize);
-        let header: Value = serde_json::from_slice(header).map_err(|e| bad(format!("its header is not JSON: {e}")))?;
-        let entries = header.as_object().ok_or_else(|| bad("its header is not a JSON object"))?;
-        let mut tensors = BTreeMap::new();
-        for (name, entry) in entries.iter().filter(|(name, _)| name.as_str() != "__metadata__") {
-            tensors.insert(name.clone(), tensor_info(name, entry, data.len())?);
-        }
-        Ok(Self { data, tensors })
+        let first8 = bytes.first_chunk::<8>().ok_or_else(|| bad("shorter than its 8-byte header length"))?;
+        let json_len = Header::json_len(*first8, bytes.len() as u64)? as usize;
+        let header = Header::parse(&bytes[8..8 + json_len], bytes.len() as u64)?;
+        Ok(Self { data: &bytes[8 + json_len..], tensors: header.tensors })
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -91,7 +115,7 @@ impl<'a> SafeTensors<'a> {
         if info.shape != shape {
             return Err(LmError(format!("tensor {name} has shape {:?}, expected {shape:?}", info.shape)));
         }
-        Ok(to_f32(info.dtype, &self.data[info.start..info.end]))
+        Ok(to_f32(info.dtype, &self.data[info.start as usize..info.end as usize]))
     }
 }
 
@@ -101,21 +125,22 @@ fn bad(why: impl std::fmt::Display) -> LmError {
 
 /// One header entry: `{"dtype": "F16", "shape": [..], "data_offsets": [begin, end]}`, checked
 /// against the data section's length `data_len`.
-fn tensor_info(name: &str, entry: &Value, data_len: usize) -> Result<TensorInfo, LmError> {
+fn tensor_info(name: &str, entry: &Value, data_len: u64) -> Result<TensorInfo, LmError> {
     let entry: &Map<String, Value> = entry.as_object().ok_or_else(|| bad(format!("{name} is not an object")))?;
     let dtype_name = entry.get("dtype").and_then(Value::as_str).unwrap_or("(none)");
     let dtype = DType::parse(dtype_name)
         .ok_or_else(|| LmError(format!("tensor {name} is {dtype_name}; only F16, BF16 and F32 are read")))?;
-    let numbers = |key: &str| -> Result<Vec<usize>, LmError> {
+    let numbers = |key: &str| -> Result<Vec<u64>, LmError> {
         let list = entry.get(key).and_then(Value::as_array).ok_or_else(|| bad(format!("{name} has no {key}")))?;
-        list.iter()
-            .map(|v| v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| bad(format!("{name}.{key}"))))
-            .collect()
+        list.iter().map(|v| v.as_u64().ok_or_else(|| bad(format!("{name}.{key}")))).collect()
     };
-    let shape = numbers("shape")?;
+    let shape = numbers("shape")?
+        .into_iter()
+        .map(|n| usize::try_from(n).map_err(|_| bad(format!("{name}.shape"))))
+        .collect::<Result<Vec<usize>, _>>()?;
     let offsets = numbers("data_offsets")?;
     let [start, end] = offsets[..] else { return Err(bad(format!("{name}.data_offsets is not [begin, end]"))) };
-    let bytes = shape.iter().try_fold(dtype.bytes(), |n, &d| n.checked_mul(d));
+    let bytes = shape.iter().try_fold(dtype.bytes() as u64, |n, &d| n.checked_mul(d as u64));
     if start > end || end > data_len || bytes != Some(end - start) {
         return Err(bad(format!("{name}'s byte range {start}..{end} does not match its shape {shape:?} and the file")));
     }
@@ -123,7 +148,7 @@ fn tensor_info(name: &str, entry: &Value, data_len: usize) -> Result<TensorInfo,
 }
 
 /// Little-endian elements of `dtype` widened to f32 (exact for all three).
-fn to_f32(dtype: DType, bytes: &[u8]) -> Vec<f32> {
+pub fn to_f32(dtype: DType, bytes: &[u8]) -> Vec<f32> {
     match dtype {
         DType::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
         DType::Bf16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),

@@ -79,3 +79,30 @@ pub fn check(what: &str, logits: &[f32], want: &Input) -> f64 {
     }
     worst
 }
+
+/// A safetensors file split into two valid files (its first half of tensors, by name, then the
+/// rest), as a sharded checkpoint stores them.
+pub fn split_in_two(file: &[u8]) -> [Vec<u8>; 2] {
+    let json_len = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&file[8..8 + json_len]).unwrap();
+    let data = &file[8 + json_len..];
+    let names: Vec<&String> = header.keys().filter(|k| *k != "__metadata__").collect();
+    let (first, second) = names.split_at(names.len() / 2);
+    [first, second].map(|part| {
+        let (mut entries, mut bytes) = (serde_json::Map::new(), Vec::new());
+        for &name in part {
+            let mut entry = header[name].clone();
+            let offsets: Vec<usize> =
+                entry["data_offsets"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+            let start = bytes.len();
+            bytes.extend_from_slice(&data[offsets[0]..offsets[1]]);
+            entry["data_offsets"] = serde_json::json!([start, bytes.len()]);
+            entries.insert(name.clone(), entry);
+        }
+        let json = serde_json::to_vec(&entries).unwrap();
+        let mut out = (json.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&json);
+        out.extend_from_slice(&bytes);
+        out
+    })
+}

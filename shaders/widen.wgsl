@@ -1,0 +1,47 @@
+// f16 or bf16 weights to f32: a chunk of a checkpoint's tensor, uploaded as the file stores it
+// (two 16-bit values per u32, little-endian: the first value in the low half), written as f32 at
+// an offset into the tensor's GPU buffer. f16 is unpacked with unpack2x16float (shader-f16 is
+// optional on the web); bf16 is the high half of an f32, so a shift is exact.
+//
+// One invocation per u32 (two values); an odd count leaves the last high half unwritten.
+
+// Keep in sync with `WidenParams` in src/gpu/widen.rs.
+struct Params {
+    // Values in this chunk.
+    count: u32,
+    // Where the first goes in `dst` (in floats).
+    dst_offset: u32,
+    // 1: bf16, 0: f16.
+    bf16: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+
+override WG: u32 = 64u;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wg_id: vec3<u32>,
+    @builtin(num_workgroups) wg_count: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let pair = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+    let first = 2u * pair;
+    if first >= params.count {
+        return;
+    }
+    let word = src[pair];
+    var values: vec2<f32>;
+    if params.bf16 != 0u {
+        values = vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+    } else {
+        values = unpack2x16float(word);
+    }
+    dst[params.dst_offset + first] = values.x;
+    if first + 1u < params.count {
+        dst[params.dst_offset + first + 1u] = values.y;
+    }
+}

@@ -1,0 +1,230 @@
+//! A user's checkpoint streamed into GPU buffers: after a [`WeightPlan`] has checked the files'
+//! headers against config.json, every buffer is sized and checked against the adapter's limits
+//! and the job budget before one is made, then each tensor is read a chunk at a time (at most
+//! [`CHUNK_BYTES`] in the page's memory) and written to its place: f32 as it is, f16 and bf16
+//! through `widen` on the GPU.
+
+use std::future::Future;
+use std::ops::Range;
+
+use crate::gpu::launch::Dispatch;
+use crate::gpu::lm_weights::{LayerBuffers, LmGeometry, LmWeights, check_rotations, check_sizes};
+use crate::gpu::widen::Half;
+use crate::gpu::{GpuContext, GpuError, Kernels};
+use crate::lm::LmError;
+use crate::lm::safetensors::{DType, Header};
+use crate::lm::weight_plan::{LayerSlot, Piece, Slot, WeightPlan};
+
+/// Bytes read and written at a time: a multiple of 4, so 16-bit chunks hold whole u32 words.
+pub const CHUNK_BYTES: u64 = 4 << 20;
+
+/// Chunks queued before waiting for the GPU, so uploads do not pile up in memory.
+const CHUNKS_IN_FLIGHT: usize = 8;
+
+/// Byte ranges of the checkpoint's weight files (by shard index): the dropped files in the page,
+/// files or bytes natively.
+pub trait WeightSource {
+    /// How many weight files there are.
+    fn shards(&self) -> usize;
+    /// The length of weight file `shard` in bytes.
+    fn file_len(&self, shard: usize) -> u64;
+    fn read(&self, shard: usize, range: Range<u64>) -> impl Future<Output = Result<Vec<u8>, String>>;
+}
+
+/// Bytes held in memory (tests, and files already read).
+impl WeightSource for [&[u8]] {
+    fn shards(&self) -> usize {
+        self.len()
+    }
+
+    fn file_len(&self, shard: usize) -> u64 {
+        self.get(shard).map_or(0, |f| f.len() as u64)
+    }
+
+    fn read(&self, shard: usize, range: Range<u64>) -> impl Future<Output = Result<Vec<u8>, String>> {
+        let bytes = self
+            .get(shard)
+            .and_then(|file| file.get(usize::try_from(range.start).ok()?..usize::try_from(range.end).ok()?))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| format!("weight file {shard} has no bytes {range:?}"));
+        std::future::ready(bytes)
+    }
+}
+
+/// Reads every weight file's header (8 bytes, then the JSON they size) and plans the load of
+/// `config_json` from them: nothing else of the files is read.
+pub async fn plan(config_json: &str, source: &(impl WeightSource + ?Sized)) -> Result<WeightPlan, LmError> {
+    let mut headers = Vec::new();
+    for shard in 0..source.shards() {
+        let file_len = source.file_len(shard);
+        let first8 = source.read(shard, 0..8.min(file_len)).await.map_err(LmError)?;
+        let first8: [u8; 8] = first8.try_into().map_err(|_| LmError("a weight file is shorter than 8 bytes".into()))?;
+        let json_len = Header::json_len(first8, file_len)?;
+        let json = source.read(shard, 8..8 + json_len).await.map_err(LmError)?;
+        headers.push(Header::parse(&json, file_len)?);
+    }
+    WeightPlan::new(config_json, &headers)
+}
+
+/// The name each buffer has in messages.
+fn slot_name(slot: Slot) -> &'static str {
+    match slot {
+        Slot::Embed => "embed",
+        Slot::FinalNorm => "final norm",
+        Slot::LmHead => "lm head",
+        Slot::Layer(_, part) => match part {
+            LayerSlot::InputNorm => "input norm",
+            LayerSlot::Qkv => "qkv",
+            LayerSlot::QkvBias => "qkv bias",
+            LayerSlot::QkNorm => "qk norm",
+            LayerSlot::O => "o",
+            LayerSlot::PostNorm => "post-attention norm",
+            LayerSlot::GateUp => "gate_up",
+            LayerSlot::Down => "down",
+        },
+    }
+}
+
+/// Refuses `plan` before anything is made when a kernel cannot take its geometry or rotation, or
+/// its buffers (and the staging chunk) exceed the binding limit or the job budget.
+pub fn check(ctx: &GpuContext, plan: &WeightPlan) -> Result<LmGeometry, GpuError> {
+    let geometry = LmGeometry::of_model(plan.model())?;
+    let m = plan.model();
+    check_rotations(&geometry, m.schedule.layers().iter().map(|&kind| m.positional_for(kind)))?;
+    let mut sizes: Vec<(&str, u64)> = plan.slots.iter().map(|(&slot, &floats)| (slot_name(slot), floats)).collect();
+    sizes.push(("staging", CHUNK_BYTES / 4));
+    check_sizes(ctx, "the model's weights", &sizes)?;
+    Ok(geometry)
+}
+
+impl LmWeights {
+    /// Streams the plan's tensors from `source` into new buffers, calling `progress(bytes read,
+    /// bytes in all)` after each chunk.
+    pub async fn stream(
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        plan: &WeightPlan,
+        source: &(impl WeightSource + ?Sized),
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<LmWeights, GpuError> {
+        let geometry = check(ctx, plan)?;
+        let buffers: Vec<(Slot, wgpu::Buffer)> = plan
+            .slots
+            .iter()
+            .map(|(&slot, &floats)| Ok((slot, ctx.storage_output(slot_name(slot), floats * 4)?)))
+            .collect::<Result<_, GpuError>>()?;
+        let buffer = |slot: Slot| buffers.iter().find(|(s, _)| *s == slot).map(|(_, b)| b);
+        let staging = ctx.storage_output("staging", CHUNK_BYTES)?;
+        let (total, mut done, mut queued) = (plan.file_bytes(), 0u64, 0usize);
+        for piece in &plan.pieces {
+            let dst = buffer(piece.slot).expect("every piece's slot has a buffer");
+            for (range, first) in chunks(piece) {
+                let bytes = source.read(piece.shard, range.clone()).await.map_err(GpuError::InvalidInput)?;
+                if bytes.len() as u64 != range.end - range.start {
+                    return Err(GpuError::InvalidInput(format!("{}: the file ended early", piece.name)));
+                }
+                write_chunk(ctx, kernels, (&staging, dst), piece.dtype, bytes, piece.dest_offset + first)?;
+                done += range.end - range.start;
+                progress(done, total);
+                queued += 1;
+                if queued.is_multiple_of(CHUNKS_IN_FLIGHT) {
+                    ctx.wait_idle().await?;
+                }
+            }
+        }
+        ctx.wait_idle().await?;
+        ctx.check_job()?;
+        let m = plan.model();
+        let take = |slot| buffer(slot).cloned();
+        let layers = plan
+            .masks()
+            .iter()
+            .enumerate()
+            .map(|(l, &mask)| {
+                let part = |p| take(Slot::Layer(l, p));
+                LayerBuffers {
+                    mask,
+                    positional: m.positional_for(m.schedule.layers()[l]),
+                    input_norm: part(LayerSlot::InputNorm).expect("planned"),
+                    qkv: part(LayerSlot::Qkv).expect("planned"),
+                    qkv_bias: part(LayerSlot::QkvBias),
+                    qk_norm: part(LayerSlot::QkNorm),
+                    o: part(LayerSlot::O).expect("planned"),
+                    post_norm: part(LayerSlot::PostNorm).expect("planned"),
+                    gate_up: part(LayerSlot::GateUp).expect("planned"),
+                    down: part(LayerSlot::Down).expect("planned"),
+                }
+            })
+            .collect();
+        Ok(LmWeights {
+            geometry,
+            rms_norm_eps: plan.config.rms_norm_eps,
+            embed: take(Slot::Embed).expect("planned"),
+            layers,
+            final_norm: take(Slot::FinalNorm).expect("planned"),
+            lm_head: take(Slot::LmHead),
+        })
+    }
+}
+
+/// A piece's chunks: each file byte range and the index of its first element within the tensor.
+fn chunks(piece: &Piece) -> impl Iterator<Item = (Range<u64>, u64)> + '_ {
+    let width = piece.dtype.bytes() as u64;
+    (0..piece.bytes()).step_by(CHUNK_BYTES as usize).map(move |at| {
+        let end = (at + CHUNK_BYTES).min(piece.bytes());
+        (piece.file_offset + at..piece.file_offset + end, at / width)
+    })
+}
+
+/// Writes one chunk's values to `dst` from element `dst_offset` on: f32 straight in, 16-bit values
+/// through `staging` and `widen`.
+fn write_chunk(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    (staging, dst): (&wgpu::Buffer, &wgpu::Buffer),
+    dtype: DType,
+    mut bytes: Vec<u8>,
+    dst_offset: u64,
+) -> Result<(), GpuError> {
+    let half = match dtype {
+        DType::F32 => {
+            ctx.queue.write_buffer(dst, dst_offset * 4, &bytes);
+            return Ok(());
+        }
+        DType::F16 => Half::F16,
+        DType::Bf16 => Half::Bf16,
+    };
+    let count = (bytes.len() / 2) as u32;
+    bytes.resize(bytes.len().next_multiple_of(4), 0); // queue writes are whole words
+    ctx.queue.write_buffer(staging, 0, &bytes);
+    let offset = u32::try_from(dst_offset).map_err(|_| GpuError::LimitExceeded("a tensor past 2^32 floats".into()))?;
+    let dispatch = kernels.widen.prepare(ctx, staging, dst, (count, offset), half)?;
+    Dispatch::submit_all(ctx, &[&dispatch]);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_a_piece_in_whole_words() {
+        let piece = |dtype, elements| Piece {
+            name: "t".into(),
+            shard: 0,
+            dtype,
+            file_offset: 1000,
+            elements,
+            slot: Slot::Embed,
+            dest_offset: 0,
+        };
+        // 3 M bf16 values = 6 MiB: a 4 MiB chunk (2 Mi values) and a 2 MiB one.
+        let got: Vec<_> = chunks(&piece(DType::Bf16, 3 << 20)).collect();
+        assert_eq!(got, [(1000..1000 + (4 << 20), 0), (1000 + (4 << 20)..1000 + (6 << 20), 2 << 20)]);
+        // 5 f16 values: one chunk of 10 bytes (padded to 12 when written).
+        assert_eq!(chunks(&piece(DType::F16, 5)).collect::<Vec<_>>(), [(1000..1010, 0)]);
+        // f32 chunks start at whole elements: 1 Mi values per 4 MiB.
+        let f32_chunks: Vec<_> = chunks(&piece(DType::F32, (1 << 20) + 1)).map(|c| c.1).collect();
+        assert_eq!(f32_chunks, [0, 1 << 20]);
+    }
+}

@@ -1,0 +1,210 @@
+//! A checkpoint's weights on the GPU ([`LmWeights`]) and the sizes the kernels take them in
+//! ([`LmGeometry`]): uploaded from a [`Checkpoint`] held in memory (the shipped model), or streamed
+//! from a user's files a chunk at a time after a [`WeightPlan`] has checked them, f16 and bf16
+//! unpacked to f32 on the GPU (`widen`), so the page never holds the whole file.
+
+use crate::attention::AttentionShape;
+use crate::attention::rope::RopeTable;
+use crate::gpu::rope;
+use crate::gpu::{GpuContext, GpuError};
+use crate::lm::checkpoint::{Checkpoint, Linear};
+use crate::model::config::{Model, Positional};
+use crate::model::{Mask, job_budget};
+
+/// The sizes of a model, as the kernels take them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LmGeometry {
+    pub d_model: u32,
+    pub h_q: u32,
+    pub h_kv: u32,
+    pub head_dim: u32,
+    pub ffn: u32,
+    pub vocab: u32,
+    pub layers: u32,
+}
+
+impl LmGeometry {
+    /// The geometry of `ck`, refused when a kernel cannot take it (widths must be multiples of 4,
+    /// heads at most the attention kernels' 256).
+    pub fn of(ck: &Checkpoint) -> Result<Self, GpuError> {
+        Self::of_model(&ck.model)
+    }
+
+    /// The geometry of `m` (as [`LmGeometry::of`]).
+    pub fn of_model(m: &Model) -> Result<Self, GpuError> {
+        let narrow = |v: u64| u32::try_from(v).unwrap_or(0);
+        let g = LmGeometry {
+            d_model: narrow(m.d_model),
+            h_q: m.n_q_heads,
+            h_kv: m.attn.n_kv_heads,
+            head_dim: m.attn.head_dim,
+            ffn: narrow(m.ffn_size),
+            vocab: narrow(m.vocab_size),
+            layers: m.schedule.layers().len() as u32,
+        };
+        let widths = [g.d_model, g.head_dim, g.ffn];
+        let fits = widths.iter().all(|w| *w > 0 && w.is_multiple_of(4))
+            && g.head_dim <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM
+            && g.h_kv > 0
+            && g.h_q.is_multiple_of(g.h_kv)
+            && g.vocab > 0;
+        if !fits {
+            return Err(GpuError::InvalidInput(format!(
+                "the GPU forward pass needs widths that are multiples of 4, heads of at most 256 and \
+                 query heads in whole groups per KV head ({g:?})"
+            )));
+        }
+        Ok(g)
+    }
+
+    pub(crate) fn q_width(&self) -> u64 {
+        u64::from(self.h_q) * u64::from(self.head_dim)
+    }
+
+    pub(crate) fn qkv_width(&self) -> u64 {
+        u64::from(self.h_q + 2 * self.h_kv) * u64::from(self.head_dim)
+    }
+
+    /// Floats of each activation buffer one pass over `tokens` tokens uses, by name.
+    pub(crate) fn activations(&self, tokens: u64) -> [(&'static str, u64); 10] {
+        let (d, ffn) = (u64::from(self.d_model), u64::from(self.ffn));
+        let kv = u64::from(self.h_kv) * u64::from(self.head_dim);
+        [
+            ("x", tokens * d),
+            ("h", tokens * d),
+            ("qkv", tokens * self.qkv_width()),
+            ("q", tokens * self.q_width()),
+            ("k", tokens * kv),
+            ("v", tokens * kv),
+            ("o", tokens * self.q_width()),
+            ("lse", tokens * u64::from(self.h_q)),
+            ("attended", tokens * self.q_width()),
+            ("gate_up", tokens * 2 * ffn),
+        ]
+    }
+
+    /// Flops of one pass: 2 per multiply-add of every matmul, 4 d per attended (query, key) pair of
+    /// attention and, with probabilities, 2 d more (the row softmax's Q·Kᵀ again).
+    pub fn flops(&self, masks: &[Mask], tokens: u32, logit_rows: u32, probabilities: bool) -> u64 {
+        let (t, d, ffn) = (u64::from(tokens), u64::from(self.d_model), u64::from(self.ffn));
+        let per_layer_matmuls = 2 * t * (d * self.qkv_width() + self.q_width() * d + d * 2 * ffn + ffn * d);
+        let shape = AttentionShape { h_q: self.h_q, h_kv: self.h_kv, n_q: tokens, n_kv: tokens, d: self.head_dim };
+        let per_pair = if probabilities { 6 } else { 4 } * u64::from(self.head_dim);
+        let attention: u64 = masks.iter().map(|&m| per_pair * shape.attended_pairs(m)).sum();
+        let logits = 2 * u64::from(logit_rows) * d * u64::from(self.vocab);
+        per_layer_matmuls * u64::from(self.layers) + attention + logits
+    }
+}
+
+/// One layer's weights on the GPU; Q/K/V and gate/up stacked so each pair is one matmul.
+pub(crate) struct LayerBuffers {
+    pub(crate) mask: Mask,
+    pub(crate) positional: Positional,
+    pub(crate) input_norm: wgpu::Buffer,
+    /// `[(h_q + 2 h_kv) d, d_model]` and its bias.
+    pub(crate) qkv: wgpu::Buffer,
+    pub(crate) qkv_bias: Option<wgpu::Buffer>,
+    pub(crate) o: wgpu::Buffer,
+    pub(crate) post_norm: wgpu::Buffer,
+    /// QK-norm's weights `[2, head_dim]` (query heads', then key heads'), when the layer has it.
+    pub(crate) qk_norm: Option<wgpu::Buffer>,
+    /// `[2 ffn, d_model]`: gate's rows, then up's.
+    pub(crate) gate_up: wgpu::Buffer,
+    pub(crate) down: wgpu::Buffer,
+}
+
+/// A checkpoint's weights on the GPU, uploaded once and used by every pass.
+pub struct LmWeights {
+    pub geometry: LmGeometry,
+    pub rms_norm_eps: f32,
+    pub(crate) embed: wgpu::Buffer,
+    pub(crate) layers: Vec<LayerBuffers>,
+    pub(crate) final_norm: wgpu::Buffer,
+    /// `None`: tied to the embedding.
+    pub(crate) lm_head: Option<wgpu::Buffer>,
+}
+
+impl LmWeights {
+    /// Uploads `ck` after checking its geometry, its total bytes against the job budget and each
+    /// tensor against the binding limit.
+    pub fn upload(ctx: &GpuContext, ck: &Checkpoint) -> Result<Self, GpuError> {
+        let geometry = LmGeometry::of(ck)?;
+        check_rotations(&geometry, ck.layers.iter().map(|l| l.positional))?;
+        check_weight_sizes(ctx, ck)?;
+        let layers = ck.layers.iter().map(|l| upload_layer(ctx, l)).collect::<Result<_, _>>()?;
+        Ok(Self {
+            geometry,
+            rms_norm_eps: ck.rms_norm_eps,
+            embed: ctx.storage_from("embed", &ck.embed)?,
+            layers,
+            final_norm: ctx.storage_from("final norm", &ck.final_norm)?,
+            lm_head: ck.lm_head.as_deref().map(|w| ctx.storage_from("lm head", w)).transpose()?,
+        })
+    }
+
+    /// Each layer's mask.
+    pub fn masks(&self) -> Vec<Mask> {
+        self.layers.iter().map(|l| l.mask).collect()
+    }
+}
+
+/// Refuses rotary positions the GPU's rope cannot apply a vec4 at a time (the CPU pass takes them).
+pub(crate) fn check_rotations(g: &LmGeometry, positionals: impl Iterator<Item = Positional>) -> Result<(), GpuError> {
+    for positional in positionals {
+        let table = RopeTable::new(1, g.head_dim as usize, positional);
+        rope::check_rotation((table.rotary_dims / 2) as u32, table.offset() as u32)?;
+    }
+    Ok(())
+}
+
+/// Each stacked tensor's floats, checked against the binding limit, and their sum against the job budget.
+fn check_weight_sizes(ctx: &GpuContext, ck: &Checkpoint) -> Result<(), GpuError> {
+    let floats = |l: &Linear| (l.weight.len() + l.bias.as_ref().map_or(0, Vec::len)) as u64;
+    let mut tensors = vec![("embed", ck.embed.len() as u64), ("final norm", ck.final_norm.len() as u64)];
+    tensors.extend(ck.lm_head.as_ref().map(|w| ("lm head", w.len() as u64)));
+    for l in &ck.layers {
+        tensors.push(("qkv", floats(&l.q) + floats(&l.k) + floats(&l.v)));
+        tensors.push(("gate_up", floats(&l.gate) + floats(&l.up)));
+        tensors.push(("o", floats(&l.o)));
+        tensors.push(("down", floats(&l.down)));
+        tensors.push(("norms", 2 * l.input_norm.len() as u64));
+        tensors.extend(l.qk_norm.as_ref().map(|n| ("qk norm", (n.q.len() + n.k.len()) as u64)));
+    }
+    check_sizes(ctx, "the model's weights", &tensors)
+}
+
+/// Refuses `buffers` (name, floats) when one exceeds the binding limit or all exceed the job budget.
+pub(crate) fn check_sizes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
+    let total = buffers.iter().fold(0u64, |sum, &(_, floats)| sum.saturating_add(floats.saturating_mul(4)));
+    job_budget::check(total, job_budget::job_limit(Some(ctx.limits.max_buffer_size)))
+        .map_err(|over| GpuError::LimitExceeded(over.text(what)))?;
+    for &(name, floats) in buffers {
+        ctx.check_binding_size(name, floats.saturating_mul(4))?;
+    }
+    Ok(())
+}
+
+fn upload_layer(ctx: &GpuContext, l: &crate::lm::checkpoint::LayerWeights) -> Result<LayerBuffers, GpuError> {
+    let stacked = |parts: &[&[f32]]| parts.concat();
+    let qkv_bias = match (&l.q.bias, &l.k.bias, &l.v.bias) {
+        (None, None, None) => None,
+        (q, k, v) => {
+            // A projection without a bias adds zeros.
+            let or_zeros = |b: &Option<Vec<f32>>, n: usize| b.clone().unwrap_or_else(|| vec![0.0; n]);
+            let bias = stacked(&[&or_zeros(q, l.q.outputs), &or_zeros(k, l.k.outputs), &or_zeros(v, l.v.outputs)]);
+            Some(ctx.storage_from("qkv bias", &bias)?)
+        }
+    };
+    Ok(LayerBuffers {
+        mask: l.mask,
+        positional: l.positional,
+        input_norm: ctx.storage_from("input norm", &l.input_norm)?,
+        qkv: ctx.storage_from("qkv", &stacked(&[&l.q.weight, &l.k.weight, &l.v.weight]))?,
+        qkv_bias,
+        qk_norm: l.qk_norm.as_ref().map(|n| ctx.storage_from("qk norm", &stacked(&[&n.q, &n.k]))).transpose()?,
+        o: ctx.storage_from("o", &l.o.weight)?,
+        post_norm: ctx.storage_from("post-attention norm", &l.post_attention_norm)?,
+        gate_up: ctx.storage_from("gate_up", &stacked(&[&l.gate.weight, &l.up.weight]))?,
+        down: ctx.storage_from("down", &l.down.weight)?,
+    })
+}

@@ -1,0 +1,199 @@
+//! Where every tensor of a user's checkpoint goes on the GPU, planned from `config.json` and the
+//! safetensors headers alone, before a byte of weights is read: the model must be one the forward
+//! passes run ([`ModelConfig`]), every tensor it needs must be present once with its shape and a
+//! dtype the GPU unpacks, and the plan names each tensor's byte range in its file and its place in
+//! the GPU buffers (`gpu::lm_weights` streams them there, a chunk at a time).
+//!
+//! The GPU buffers fuse what one launch reads: Q, K and V rows (and their biases) in one, gate and
+//! up in one, QK-norm's two weights in one, as `gpu::lm_forward` expects.
+
+use std::collections::BTreeMap;
+
+use super::LmError;
+use super::checkpoint::ModelConfig;
+use super::safetensors::{DType, Header};
+use crate::model::Mask;
+use crate::model::config::Model;
+
+/// The GPU buffer a tensor is written into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Slot {
+    Embed,
+    FinalNorm,
+    LmHead,
+    Layer(usize, LayerSlot),
+}
+
+/// A layer's buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LayerSlot {
+    InputNorm,
+    /// `[q + 2 kv, d]`: Q's rows, then K's, then V's.
+    Qkv,
+    /// `[q + 2 kv]`, when the projections have biases.
+    QkvBias,
+    /// `[2, head_dim]`: the query heads' weight, then the key heads'.
+    QkNorm,
+    O,
+    PostNorm,
+    /// `[2 ffn, d]`: gate's rows, then up's.
+    GateUp,
+    Down,
+}
+
+/// One tensor's copy: from `file_offset..file_offset + elements * dtype.bytes()` of shard `shard`
+/// to elements `dest_offset..dest_offset + elements` of `slot`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub name: String,
+    pub shard: usize,
+    pub dtype: DType,
+    pub file_offset: u64,
+    pub elements: u64,
+    pub slot: Slot,
+    pub dest_offset: u64,
+}
+
+impl Piece {
+    pub fn bytes(&self) -> u64 {
+        self.elements * self.dtype.bytes() as u64
+    }
+}
+
+/// A checked plan: the model, and every piece in file order.
+pub struct WeightPlan {
+    pub config: ModelConfig,
+    pub pieces: Vec<Piece>,
+    /// Floats of each GPU buffer.
+    pub slots: BTreeMap<Slot, u64>,
+}
+
+impl WeightPlan {
+    /// Plans the load of the tensors named by `headers` (one per shard, in the order the pieces
+    /// refer to) for `config_json`. Tensors the model does not use are ignored; a missing one, one
+    /// of the wrong shape or dtype, or one named by two shards is an error naming it.
+    pub fn new(config_json: &str, headers: &[Header]) -> Result<WeightPlan, LmError> {
+        let config = ModelConfig::read(config_json)?;
+        let mut found: BTreeMap<&str, (usize, &Header)> = BTreeMap::new();
+        for (shard, header) in headers.iter().enumerate() {
+            for name in header.tensors.keys() {
+                if found.insert(name, (shard, header)).is_some() {
+                    return Err(LmError(format!("tensor {name} is in two of the weight files")));
+                }
+            }
+        }
+        let mut pieces = Vec::new();
+        let mut slots = BTreeMap::new();
+        for want in expected(&config.model) {
+            let (shard, header) = found
+                .get(want.name.as_str())
+                .copied()
+                .ok_or_else(|| LmError(format!("the checkpoint has no tensor {}", want.name)))?;
+            let info = &header.tensors[&want.name];
+            if info.shape != want.shape {
+                return Err(LmError(format!(
+                    "tensor {} has shape {:?}, expected {:?}",
+                    want.name, info.shape, want.shape
+                )));
+            }
+            let elements = want.shape.iter().map(|&n| n as u64).product::<u64>();
+            *slots.entry(want.slot).or_insert(0) += elements;
+            pieces.push(Piece {
+                name: want.name,
+                shard,
+                dtype: info.dtype,
+                file_offset: header.data_start + info.start,
+                elements,
+                slot: want.slot,
+                dest_offset: want.dest_offset,
+            });
+        }
+        pieces.sort_by_key(|p| (p.shard, p.file_offset));
+        Ok(WeightPlan { config, pieces, slots })
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.config.model
+    }
+
+    pub fn masks(&self) -> &[Mask] {
+        &self.config.masks
+    }
+
+    /// Bytes read from the files.
+    pub fn file_bytes(&self) -> u64 {
+        self.pieces.iter().map(Piece::bytes).sum()
+    }
+
+    /// Floats the GPU holds once loaded.
+    pub fn gpu_floats(&self) -> u64 {
+        self.slots.values().sum()
+    }
+}
+
+/// A tensor the model needs: its name, shape and place.
+struct Expected {
+    name: String,
+    shape: Vec<usize>,
+    slot: Slot,
+    dest_offset: u64,
+}
+
+/// Every tensor `m` needs, by its transformers name (Llama / Mistral / Qwen2 / Qwen3 layout).
+fn expected(m: &Model) -> Vec<Expected> {
+    let (d, vocab, ffn) = (m.d_model as usize, m.vocab_size as usize, m.ffn_size as usize);
+    let hd = m.attn.head_dim as usize;
+    let (q, kv) = (m.n_q_heads as usize * hd, m.attn.n_kv_heads as usize * hd);
+    let mut out = Vec::new();
+    let mut put = |name: String, shape: Vec<usize>, slot: Slot, dest_offset: usize| {
+        out.push(Expected { name, shape, slot, dest_offset: dest_offset as u64 });
+    };
+    put("model.embed_tokens.weight".into(), vec![vocab, d], Slot::Embed, 0);
+    for l in 0..m.schedule.layers().len() {
+        let name = |part: &str| format!("model.layers.{l}.{part}");
+        let at = |slot| Slot::Layer(l, slot);
+        put(name("input_layernorm.weight"), vec![d], at(LayerSlot::InputNorm), 0);
+        for (part, rows, row0) in [("q_proj", q, 0), ("k_proj", kv, q), ("v_proj", kv, q + kv)] {
+            put(name(&format!("self_attn.{part}.weight")), vec![rows, d], at(LayerSlot::Qkv), row0 * d);
+            if m.biases.qkv {
+                put(name(&format!("self_attn.{part}.bias")), vec![rows], at(LayerSlot::QkvBias), row0);
+            }
+        }
+        if m.qk_norm {
+            put(name("self_attn.q_norm.weight"), vec![hd], at(LayerSlot::QkNorm), 0);
+            put(name("self_attn.k_norm.weight"), vec![hd], at(LayerSlot::QkNorm), hd);
+        }
+        put(name("self_attn.o_proj.weight"), vec![d, q], at(LayerSlot::O), 0);
+        put(name("post_attention_layernorm.weight"), vec![d], at(LayerSlot::PostNorm), 0);
+        put(name("mlp.gate_proj.weight"), vec![ffn, d], at(LayerSlot::GateUp), 0);
+        put(name("mlp.up_proj.weight"), vec![ffn, d], at(LayerSlot::GateUp), ffn * d);
+        put(name("mlp.down_proj.weight"), vec![d, ffn], at(LayerSlot::Down), 0);
+    }
+    put("model.norm.weight".into(), vec![d], Slot::FinalNorm, 0);
+    if !m.tie_embeddings {
+        put("lm_head.weight".into(), vec![vocab, d], Slot::LmHead, 0);
+    }
+    out
+}
+
+/// The shard each tensor is in, from a sharded checkpoint's `model.safetensors.index.json`
+/// (`{"weight_map": {"tensor": "model-00001-of-00002.safetensors", ...}}`): the shard files it
+/// names, in order of first mention sorted by name, so the files can be asked for by name.
+pub fn index_shards(index_json: &str) -> Result<Vec<String>, LmError> {
+    let bad = |why: &str| LmError(format!("model.safetensors.index.json: {why}"));
+    let index: serde_json::Value = serde_json::from_str(index_json).map_err(|e| bad(&e.to_string()))?;
+    let map = index.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| bad("no weight_map object"))?;
+    let mut files: Vec<String> = Vec::new();
+    for file in map.values() {
+        let file = file.as_str().ok_or_else(|| bad("a weight_map entry is not a file name"))?;
+        if !files.iter().any(|f| f == file) {
+            files.push(file.to_string());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+#[path = "weight_plan_tests.rs"]
+mod tests;
