@@ -196,20 +196,20 @@ fn widen_unpacks_f16_and_bf16_exactly() {
     let kernels = Kernels::new(&ctx);
     let mut rng = SplitMix64::new(17);
     for (dtype, half) in [(DType::F16, Half::F16), (DType::Bf16, Half::Bf16)] {
-        // 1001 values (odd: the last word's high half is padding), written from float 7 on.
-        let values: Vec<u16> = (0..1001)
+        // 1001 finite values (odd: the last word's high half is padding), subnormals and both zeros
+        // among them, written from float 7 on.
+        let top = if dtype == DType::F16 { 0x7c00 } else { 0x7f80 }; // exponent all ones: inf / NaN
+        let mut values: Vec<u16> = (0..997)
             .map(|_| {
                 loop {
                     let bits = rng.next_u64() as u16;
-                    // Finite and normal (f16 subnormals may be flushed by unpack2x16float), or zero.
-                    let exponent = if dtype == DType::F16 { (bits >> 10) & 0x1f } else { (bits >> 7) & 0xff };
-                    let top = if dtype == DType::F16 { 0x1f } else { 0xff };
-                    if exponent != 0 && exponent != top || bits & 0x7fff == 0 {
+                    if bits & top != top {
                         break bits;
                     }
                 }
             })
             .collect();
+        values.extend([0x0000, 0x8000, 0x0001, 0x83ff]);
         let mut bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let want = to_f32(dtype, &bytes);
         bytes.resize(bytes.len().next_multiple_of(4), 0);
