@@ -220,6 +220,16 @@ impl AppState {
         }
     }
 
+    /// Shows a checkpoint whose real weights the user dropped: its layout (`cfg`, the compact
+    /// encoding) on the default layer, without the settings real weights do not take.
+    pub fn show_dropped_checkpoint(&mut self, cfg: String) {
+        self.model.layer = 0;
+        self.choose_model(self.model.preset.clone(), Some(cfg));
+        let model = self.resolved_model();
+        self.model.layer = default_layer(&model);
+        self.drop_what_the_trained_model_ignores(&model);
+    }
+
     /// Picking the trained model clears the settings it does not take (a second text, a mask, a
     /// tokenisation, more generated words than it reads), so the controls and the link say what it
     /// shows. A link that names them keeps them, with a notice (`trained::ignored_settings`).
@@ -544,6 +554,20 @@ mod tests {
         let (mut short, _) = AppState::from_query("n=64");
         short.choose_model("attention-lab-tiny".into(), None);
         assert_eq!(short.input.seq_tokens, Some(64));
+    }
+
+    #[test]
+    fn showing_a_dropped_checkpoint_shows_its_layout_without_synthetic_settings() {
+        let (mut state, _) = AppState::from_query("model=mistral-7b&layer=5&src=le%20chat&mask=full&tok=char");
+        let mut m = Model::simple(2, 64, 4);
+        m.name = "qwen3".into();
+        let cfg = crate::model::encoding::encode_model(&m);
+        state.show_dropped_checkpoint(cfg.clone());
+        assert_eq!((state.model.cfg.as_deref(), state.model.layer), (Some(cfg.as_str()), 0));
+        assert_eq!((state.explorer.src.as_deref(), state.input.mask_given), (None, false));
+        assert_eq!(state.explorer.tok, ExplorerParams::default().tok);
+        let query = state.to_query();
+        assert!(query.contains("cfg=") && !query.contains("mask=") && !query.contains("layer="), "{query}");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use super::LmError;
 use super::checkpoint::{Checkpoint, LayerWeights, Linear};
 use crate::attention::rope::RopeTable;
+use crate::model::Model;
 
 /// The longest input the CPU pass takes (less where the model was trained on fewer positions, or its
 /// buffers would pass [`MAX_CPU_BYTES`]).
@@ -53,8 +54,14 @@ impl Forward {
 /// The most tokens `ck` takes on the CPU: its trained length, [`MAX_CPU_TOKENS`], and what
 /// [`MAX_CPU_BYTES`] holds.
 pub fn max_tokens(ck: &Checkpoint) -> usize {
-    let trained = usize::try_from(ck.model.max_position_embeddings).unwrap_or(usize::MAX);
-    let fits = |t: usize| host_bytes(ck, t).is_some_and(|b| b <= MAX_CPU_BYTES);
+    max_tokens_of(&ck.model)
+}
+
+/// The most tokens a pass of `m` takes whose results the page holds (every layer's probabilities
+/// and the logits: the GPU pass reads them back too), as [`max_tokens`].
+pub fn max_tokens_of(m: &Model) -> usize {
+    let trained = usize::try_from(m.max_position_embeddings).unwrap_or(usize::MAX);
+    let fits = |t: usize| host_bytes(m, t).is_some_and(|b| b <= MAX_CPU_BYTES);
     let mut t = trained.min(MAX_CPU_TOKENS);
     while t > 0 && !fits(t) {
         t /= 2;
@@ -63,11 +70,10 @@ pub fn max_tokens(ck: &Checkpoint) -> usize {
 }
 
 /// Bytes the pass holds for `t` tokens (None past u64).
-fn host_bytes(ck: &Checkpoint, t: usize) -> Option<u64> {
-    let m = &ck.model;
+fn host_bytes(m: &Model, t: usize) -> Option<u64> {
     let t = t as u64;
     let heads = u64::from(m.n_q_heads);
-    let probs = (ck.layers.len() as u64).checked_mul(heads)?.checked_mul(t.checked_mul(t)?)?;
+    let probs = (m.schedule.layers().len() as u64).checked_mul(heads)?.checked_mul(t.checked_mul(t)?)?;
     let logits = t.checked_mul(m.vocab_size)?;
     let widths = m.d_model.checked_mul(4)?.checked_add(m.ffn_size.checked_mul(3)?)?;
     let activations =

@@ -7,6 +7,7 @@ use leptos::task::spawn_local;
 
 use super::browser;
 use super::model_picker::ModelSelect;
+use super::user_checkpoint;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
@@ -75,9 +76,9 @@ pub fn ExplorerControls(
             }
         });
     };
-    // The trained model reads its own tokens under its own masks, all exact: the controls for the
-    // synthetic layouts' inputs, masks, pooling and designed heads are left out while it is shown.
-    let synthetic = move || state.with(|s| !s.model.is_trained());
+    // Real weights read their own tokens under their own masks, all exact: the controls for the
+    // synthetic layouts' inputs, masks, pooling and designed heads are left out while they are shown.
+    let synthetic = move || state.with(|s| !user_checkpoint::shows_real_weights(&s.model));
     let heads_text = RwSignal::new(state.with_untracked(|s| s.explorer.heads.to_param()));
     let heads_error = RwSignal::new(None::<String>);
 

@@ -20,11 +20,13 @@ use super::layer_strip::LayerStrip;
 use super::next_token_panel::{LmSignal, NextTokenPanel, PredictionSignal};
 use super::rope_panel::RopePanel;
 use super::trained_compute;
+use super::user_checkpoint::{self, UserCheckpointPanel};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::lm::head_scores::score_legend;
 use crate::model::Model;
 use crate::model::presets::trained_summary;
 use crate::state::AppState;
+use crate::views::heatmaps::checkpoint_files::user_summary;
 use crate::views::heatmaps::compute::map_for_export;
 use crate::views::heatmaps::jobs::{JobClock, Progress};
 use crate::views::heatmaps::params::generated_cap_notice;
@@ -48,20 +50,34 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         pending_resize.try_set_value(handle);
     });
     on_cleanup(move || resize.remove());
-    // The trained model (real weights) is fetched the first time it is chosen; its text is read by its
-    // own tokenizer, so its request waits for the files.
-    let trained = Memo::new(move |_| state.with(|s| s.model.is_trained()));
+    // Real weights: the trained model, fetched the first time it is chosen, or a checkpoint the user
+    // dropped (already on the GPU). Their text is read by their own tokenizer, so the request waits.
+    let real = Memo::new(move |_| {
+        state.with(|s| match s.model.is_trained() {
+            true => Some(RealWeights::Trained),
+            false => user_checkpoint::shown(&s.model).is_some().then_some(RealWeights::Dropped),
+        })
+    });
+    let trained = Memo::new(move |_| real.get().is_some());
     let lm: LmSignal = RwSignal::new_local(None);
     let prediction: PredictionSignal = RwSignal::new_local(None);
     // Bumped by "Try again" after a failed download.
     let load_attempt = RwSignal::new(0u32);
     Effect::new(move |_| {
         load_attempt.track();
-        if trained.get() && lm.with_untracked(Option::is_none) {
-            spawn_local(async move {
-                let loaded = trained_compute::load().await;
-                lm.try_set(Some(loaded));
-            });
+        match real.get() {
+            Some(RealWeights::Trained) => {
+                lm.set(None);
+                spawn_local(async move {
+                    let loaded = trained_compute::load().await;
+                    lm.try_set(Some(loaded));
+                });
+            }
+            Some(RealWeights::Dropped) => {
+                let dropped = state.with_untracked(|s| user_checkpoint::shown(&s.model));
+                lm.set(dropped.map(|d| Ok(d.lm.clone())));
+            }
+            None => {}
         }
     });
     let request = Memo::new(move |_| {
@@ -317,6 +333,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 })}
                 <NextTokenPanel state=state lm=lm prediction=prediction engine=engine ids=Signal::derive(move || request.with(|r| r.as_ref().ok().and_then(|r| r.ids.clone())))/>
             </Show>
+            <UserCheckpointPanel state=state engine=engine/>
             <Show when=move || attends.get()>
                 <Status progress=sinks.progress slow=slow/>
                 {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
@@ -359,20 +376,38 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
 }
 
 /// Said while the trained model's files are fetched and read.
-const LOADING: &str = "Loading the trained model's weights and tokenizer…";
+const LOADING: &str = "Loading the model's weights and tokenizer…";
 
-/// What the trained model is, what its scores mean, and which of the link's settings it leaves to
-/// the synthetic layouts.
+/// Which real weights the view shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RealWeights {
+    Trained,
+    Dropped,
+}
+
+/// What the model with real weights is, what its scores mean, and which of the link's settings it
+/// leaves to the synthetic layouts.
 #[component]
 fn TrainedNote(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let ignored = move || state.with(|s| ignored_settings(&s.input, &s.explorer));
+    let dropped = move || state.with(|s| user_checkpoint::shown(&s.model));
     view! {
         <div class="trained-note" data-testid="trained-note">
-            <p>
-                <strong>"Real weights: a small model trained here. "</strong>
-                {model.with_untracked(trained_summary)}
-                " The other models in the list are real layouts with synthetic weights."
-            </p>
+            {move || match dropped() {
+                Some(d) => view! {
+                    <p data-testid="dropped-note">
+                        <strong>"Real weights from your files. "</strong>
+                        {user_summary(&d.lm.model, d.lm.max_tokens, d.file_bytes)}
+                    </p>
+                }.into_any(),
+                None => view! {
+                    <p>
+                        <strong>"Real weights: a small model trained here. "</strong>
+                        {model.with_untracked(trained_summary)}
+                        " The other models in the list are real layouts with synthetic weights."
+                    </p>
+                }.into_any(),
+            }}
             <p class="hint">{score_legend()}</p>
             {move || {
                 let list = ignored();

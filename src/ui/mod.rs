@@ -27,6 +27,7 @@ mod params;
 mod rope_panel;
 mod step_through;
 mod trained_compute;
+mod user_checkpoint;
 mod view_lessons;
 
 /// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.

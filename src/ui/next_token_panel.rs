@@ -11,6 +11,7 @@ use leptos::task::spawn_local;
 use super::browser;
 use super::engine_signal::EngineSignal;
 use super::trained_compute::{GpuDecoder, LoadedLm, Prediction};
+use super::user_checkpoint;
 use crate::attention::tokens::display_token;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
@@ -204,10 +205,14 @@ async fn next_logits(lm: &LoadedLm, source: &mut Source, seq: &[u32]) -> Result<
 }
 
 /// Writes `text` as the text (and so into the link) if the page is as generation left it (the same
-/// input, still the trained model in the heatmaps view); the state written, or `None` if not.
+/// input, still the same real weights in the heatmaps view); the state written, or `None` if not.
 fn write_text(state: RwSignal<AppState>, expected: &AppState, text: String) -> Option<AppState> {
-    let unchanged =
-        state.try_with_untracked(|s| s.input == expected.input && s.model.is_trained() && s.view == View::Heatmaps)?;
+    let unchanged = state.try_with_untracked(|s| {
+        s.input == expected.input
+            && s.model == expected.model
+            && user_checkpoint::shows_real_weights(&s.model)
+            && s.view == View::Heatmaps
+    })?;
     if !unchanged {
         return None;
     }

@@ -20,7 +20,8 @@ use crate::event_loop::{breathe, resumed};
 use crate::gpu::lm_forward::{self, LmCache, LmRequest, LmWeights};
 use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
-use crate::lm::forward::{CpuPass, max_tokens};
+use crate::lm::forward::{CpuPass, max_tokens, max_tokens_of};
+use crate::model::Model;
 use crate::model::presets::{TRAINED_DIR, TRAINED_FILES};
 use crate::views::heatmaps::jobs::Progress;
 use crate::views::heatmaps::request::Request;
@@ -30,12 +31,14 @@ use crate::views::heatmaps::trained::{ShownCandidate, head_maps, next_tokens};
 /// bigger is not them (a misconfigured server's page, say) and is refused before it is copied in.
 const MAX_FILE_BYTES: u32 = 64 << 20;
 
-/// The trained model, loaded.
+/// A model with real weights, loaded: the trained model, or a checkpoint the user dropped.
 pub struct LoadedLm {
-    pub checkpoint: Checkpoint,
+    pub model: Model,
     pub tokenizer: Tokenizer,
-    /// The most tokens it reads (its trained length).
+    /// The most tokens it reads (its trained length, or what the page can hold of its results).
     pub max_tokens: usize,
+    /// Where the weights live besides the GPU.
+    host: Option<Checkpoint>,
     /// Its weights on the GPU, with the engine whose device holds them: a new engine (after a lost
     /// device) uploads again. The engine itself is kept, not its address, which a new one could reuse.
     gpu: RefCell<Option<(Rc<Engine>, Rc<LmWeights>)>>,
@@ -78,8 +81,9 @@ pub async fn load() -> Result<Rc<LoadedLm>, String> {
     let tokenizer = Tokenizer::from_json(&tokenizer_json).map_err(|e| format!("tokenizer.json: {e}"))?;
     let checkpoint = Checkpoint::load(&config, &weights).map_err(|e| e.0)?;
     let lm = Rc::new(LoadedLm {
+        model: checkpoint.model.clone(),
         max_tokens: max_tokens(&checkpoint),
-        checkpoint,
+        host: Some(checkpoint),
         tokenizer,
         gpu: RefCell::new(None),
         last: RefCell::new(None),
@@ -116,6 +120,22 @@ fn js_text(e: &wasm_bindgen::JsValue) -> String {
 }
 
 impl LoadedLm {
+    /// A checkpoint whose weights were streamed to `engine`'s GPU (they live nowhere else).
+    pub fn streamed(model: Model, tokenizer: Tokenizer, engine: Rc<Engine>, weights: LmWeights) -> LoadedLm {
+        LoadedLm {
+            max_tokens: max_tokens_of(&model),
+            model,
+            tokenizer,
+            host: None,
+            gpu: RefCell::new(Some((engine, Rc::new(weights)))),
+            last: RefCell::new(None),
+        }
+    }
+
+    pub fn layers(&self) -> usize {
+        self.model.schedule.layers().len()
+    }
+
     /// The pass over `ids`, and whether it was kept from the last one over the same tokens (another
     /// layer or heads) rather than run.
     /// A CPU pass stops between steps once `keep_going` says no (a newer text), with an error.
@@ -147,9 +167,14 @@ impl LoadedLm {
         if let Some((_, w)) = self.gpu.borrow().as_ref().filter(|(e, _)| Rc::ptr_eq(e, engine)) {
             return Ok(w.clone());
         }
+        let Some(checkpoint) = &self.host else {
+            return Err("The GPU was reset after your files were read, and their weights went with it: drop the \
+                        files again."
+                .into());
+        };
         // The old device's weights go before the new ones are made.
         *self.gpu.borrow_mut() = None;
-        let w = Rc::new(LmWeights::upload(ctx, &self.checkpoint).map_err(|e| e.to_string())?);
+        let w = Rc::new(LmWeights::upload(ctx, checkpoint).map_err(|e| e.to_string())?);
         *self.gpu.borrow_mut() = Some((engine.clone(), w.clone()));
         Ok(w)
     }
@@ -185,7 +210,12 @@ impl LoadedLm {
         ids: &[u32],
         keep_going: &dyn Fn() -> bool,
     ) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
-        let mut pass = CpuPass::new(&self.checkpoint, ids, 1).map_err(|e| e.0)?;
+        let Some(checkpoint) = &self.host else {
+            return Err(
+                "Your checkpoint runs on the GPU only (its weights were streamed there), and there is none now".into(),
+            );
+        };
+        let mut pass = CpuPass::new(checkpoint, ids, 1).map_err(|e| e.0)?;
         while pass.step() {
             breathe().await;
             if !keep_going() {
@@ -235,7 +265,7 @@ pub async fn run(
         Ok(found) => found,
         Err(e) => {
             if live() {
-                let error = format!("The trained model's forward pass failed: {e}");
+                let error = format!("The model's forward pass failed: {e}");
                 prediction.try_set(Some(Err(error.clone())));
                 sinks.progress.try_update(|p| (p.error, p.finished) = (Some(error), true));
             }
@@ -266,7 +296,7 @@ pub async fn run(
     let note = format!(
         "The model's whole forward pass ({} layers over {} tokens, every head's probabilities) ran on the {where_} in \
          {:.0} ms{}; these are layer {layer}'s heads.",
-        lm.checkpoint.layers.len(),
+        lm.layers(),
         ids.len(),
         pass.ms,
         match (reused, pass.first_on_device) {

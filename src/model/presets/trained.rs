@@ -30,16 +30,24 @@ pub fn trained_summary(model: &crate::model::Model) -> String {
     let params = crate::model::params::model_params(model).total();
     let download: u64 = TRAINED_FILES.iter().map(|(_, bytes)| bytes).sum();
     format!(
-        "{} has {} parameters ({} layers, {} query heads sharing {} KV heads, head width {}) and reads at most {} \
-         tokens. {TRAINED_FACTS} Its files ({} bytes) are fetched only when it is chosen.",
+        "{} has {} parameters ({}) and reads at most {} tokens. {TRAINED_FACTS} Its files ({} bytes) are fetched only \
+         when it is chosen.",
         model.name,
         format_thousands(params),
+        heads_phrase(model),
+        model.max_position_embeddings,
+        format_thousands(download.into())
+    )
+}
+
+/// "4 layers, 8 query heads sharing 2 KV heads, head width 32": what a model with real weights is made of.
+pub fn heads_phrase(model: &crate::model::Model) -> String {
+    format!(
+        "{} layers, {} query heads sharing {} KV heads, head width {}",
         model.n_layers(),
         model.n_q_heads,
         model.attn.n_kv_heads,
-        model.attn.head_dim,
-        model.max_position_embeddings,
-        format_thousands(download.into())
+        model.attn.head_dim
     )
 }
 

@@ -1,6 +1,7 @@
 //! The heatmap explorer (`view=heatmaps`), native: its link parameters, what it computes for them,
 //! how that work is cut up for the GPU, and what each head's picture shows.
 
+pub mod checkpoint_files;
 pub mod compute;
 pub mod entropy;
 pub mod head_map;

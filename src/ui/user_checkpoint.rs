@@ -1,0 +1,196 @@
+//! "See your own checkpoint": the user drops (or chooses) a model's config.json, tokenizer.json and
+//! safetensors files; the page checks them (`views::heatmaps::checkpoint_files`, the weight plan),
+//! streams the weights to the GPU a chunk at a time (`gpu::lm_stream`), and shows the model's real
+//! heads in the heatmaps view. Nothing is uploaded anywhere: the files are read in the page.
+
+use std::cell::RefCell;
+use std::ops::Range;
+use std::rc::Rc;
+
+use js_sys::Uint8Array;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use wasm_bindgen::JsCast as _;
+use wasm_bindgen_futures::JsFuture;
+
+use super::engine_signal::EngineSignal;
+use super::trained_compute::LoadedLm;
+use crate::engine::Engine;
+use crate::event_loop::resumed;
+use crate::gpu::lm_forward::LmWeights;
+use crate::gpu::lm_stream::{self, WeightSource};
+use crate::lm::bpe::Tokenizer;
+use crate::model::encoding::encode_model;
+use crate::model::units::format_bytes;
+use crate::state::AppState;
+use crate::views::heatmaps::checkpoint_files::{check_shards, check_tokenizer, classify};
+use crate::views::model_choice::ModelChoice;
+
+/// The checkpoint read from the user's files: the layout it is shown as (`cfg`), and the model.
+pub struct Dropped {
+    pub cfg: String,
+    pub lm: Rc<LoadedLm>,
+    /// Bytes of weights read.
+    pub file_bytes: u64,
+}
+
+thread_local! {
+    static DROPPED: RefCell<Option<Rc<Dropped>>> = const { RefCell::new(None) };
+}
+
+/// The dropped checkpoint, when the views show its layout.
+pub fn shown(choice: &ModelChoice) -> Option<Rc<Dropped>> {
+    DROPPED.with_borrow(|d| d.clone().filter(|d| choice.cfg.as_deref() == Some(d.cfg.as_str())))
+}
+
+/// Whether the views show real weights for `choice`: the trained model's, or the dropped checkpoint's.
+pub fn shows_real_weights(choice: &ModelChoice) -> bool {
+    choice.is_trained() || shown(choice).is_some()
+}
+
+/// Where a load stands.
+#[derive(Clone, Debug, PartialEq)]
+enum LoadStatus {
+    Idle,
+    Working(String),
+    Done(String),
+    Failed(String),
+}
+
+/// The dropped files, read through `Blob.slice` a range at a time.
+struct DroppedFiles(Vec<web_sys::File>);
+
+impl WeightSource for DroppedFiles {
+    fn shards(&self) -> usize {
+        self.0.len()
+    }
+
+    fn file_len(&self, shard: usize) -> u64 {
+        self.0.get(shard).map_or(0, |f| f.size() as u64)
+    }
+
+    async fn read(&self, shard: usize, range: Range<u64>) -> Result<Vec<u8>, String> {
+        let file = self.0.get(shard).ok_or("no such file")?;
+        let failed = |e: wasm_bindgen::JsValue| format!("{} could not be read ({e:?})", file.name());
+        let blob = file.slice_with_f64_and_f64(range.start as f64, range.end as f64).map_err(failed)?;
+        let buffer = JsFuture::from(blob.array_buffer()).await.map_err(failed)?;
+        resumed();
+        Ok(Uint8Array::new(&buffer).to_vec())
+    }
+}
+
+async fn text_of(file: &web_sys::File) -> Result<String, String> {
+    let text = JsFuture::from(file.text()).await.map_err(|_| format!("{} could not be read", file.name()))?;
+    resumed();
+    text.as_string().ok_or_else(|| format!("{} is not text", file.name()))
+}
+
+/// Checks and streams `files`; `status` says how far it got.
+async fn load(files: Vec<web_sys::File>, engine: Rc<Engine>, status: RwSignal<LoadStatus>) -> Result<Dropped, String> {
+    let listed: Vec<(String, u64)> = files.iter().map(|f| (f.name(), f.size() as u64)).collect();
+    let roles = classify(&listed)?;
+    let config = text_of(&files[roles.config]).await?;
+    let tokenizer_json = text_of(&files[roles.tokenizer]).await?;
+    let weight_names: Vec<&str> = roles.weights.iter().map(|&i| listed[i].0.as_str()).collect();
+    if let Some(index) = roles.index {
+        check_shards(&text_of(&files[index]).await?, &weight_names)?;
+    }
+    let Some((ctx, kernels)) = engine.gpu() else {
+        return Err("Your checkpoint runs on the GPU, and this browser offers no WebGPU (the app is on its CPU \
+                    fallback): open the page in a browser with WebGPU to see it."
+            .into());
+    };
+    let source = DroppedFiles(roles.weights.iter().map(|&i| files[i].clone()).collect());
+    status.set(LoadStatus::Working("Reading the weight files' headers…".into()));
+    let plan = lm_stream::plan(&config, &source).await.map_err(|e| e.0)?;
+    let tokenizer = Tokenizer::from_json(&tokenizer_json).map_err(|e| format!("tokenizer.json: {e}"))?;
+    check_tokenizer(tokenizer.vocab_size(), plan.model())?;
+    lm_stream::check(ctx, &plan).map_err(|e| e.to_string())?;
+    let total = plan.file_bytes();
+    let mut progress = |done: u64, all: u64| {
+        let line =
+            format!("Streaming the weights to the GPU: {} of {}", format_bytes(done.into()), format_bytes(all.into()));
+        status.try_set(LoadStatus::Working(line));
+    };
+    let weights: LmWeights =
+        LmWeights::stream(ctx, kernels, &plan, &source, &mut progress).await.map_err(|e| e.to_string())?;
+    let model = plan.config.model.clone();
+    let cfg = encode_model(&model);
+    let lm = Rc::new(LoadedLm::streamed(model, tokenizer, engine.clone(), weights));
+    Ok(Dropped { cfg, lm, file_bytes: total })
+}
+
+/// The drop zone and file chooser, with what the page checks and how far a load got.
+#[component]
+pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
+    let status = RwSignal::new(LoadStatus::Idle);
+    let dragging = RwSignal::new(false);
+    let take = move |list: Option<web_sys::FileList>| {
+        let files: Vec<web_sys::File> =
+            list.map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect()).unwrap_or_default();
+        if files.is_empty() || matches!(status.get_untracked(), LoadStatus::Working(_)) {
+            return;
+        }
+        let Some(engine) = engine.get_untracked() else { return };
+        status.set(LoadStatus::Working(format!("Checking {} files…", files.len())));
+        spawn_local(async move {
+            match load(files, engine, status).await {
+                Ok(dropped) => {
+                    let done = format!(
+                        "Loaded {} ({} of weights). Its heads are below.",
+                        dropped.lm.model.name,
+                        format_bytes(dropped.file_bytes.into())
+                    );
+                    let cfg = dropped.cfg.clone();
+                    DROPPED.with_borrow_mut(|d| *d = Some(Rc::new(dropped)));
+                    status.try_set(LoadStatus::Done(done));
+                    state.try_update(|s| s.show_dropped_checkpoint(cfg));
+                }
+                Err(why) => _ = status.try_set(LoadStatus::Failed(why)),
+            }
+        });
+    };
+    view! {
+        <details class="panel user-checkpoint" data-testid="user-checkpoint"
+            open=move || !matches!(status.get(), LoadStatus::Idle)>
+            <summary>"See your own checkpoint's attention"</summary>
+            <p class="hint">
+                "Drop a model's " <code>"config.json"</code> ", " <code>"tokenizer.json"</code> " and its "
+                <code>".safetensors"</code> " file (or all its shards with " <code>"model.safetensors.index.json"</code>
+                "). Llama 2 and 3, Mistral, Qwen2, Qwen3 and SmolLM layouts run; f32, f16 and bf16 weights. The files are "
+                "read here and streamed to your GPU a few MB at a time; nothing is uploaded."
+            </p>
+            <div class="drop-zone" data-testid="checkpoint-drop" class:dragging=move || dragging.get()
+                on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }
+                on:dragleave=move |_| dragging.set(false)
+                on:drop=move |ev: web_sys::DragEvent| {
+                    ev.prevent_default();
+                    dragging.set(false);
+                    take(ev.data_transfer().and_then(|d| d.files()));
+                }>
+                "Drop the files here, or "
+                <label class="file">
+                    "choose them "
+                    <input type="file" multiple data-testid="checkpoint-files" on:change=move |ev| {
+                        let input = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok());
+                        take(input.as_ref().and_then(web_sys::HtmlInputElement::files));
+                        if let Some(input) = input {
+                            input.set_value(""); // the same files can be chosen again
+                        }
+                    }/>
+                </label>
+            </div>
+            {move || match status.get() {
+                LoadStatus::Idle => None,
+                LoadStatus::Working(line) | LoadStatus::Done(line) => Some(view! {
+                    <p class="status" role="status" data-testid="checkpoint-status">{line}</p>
+                }.into_any()),
+                LoadStatus::Failed(why) => Some(view! {
+                    <p class="status error" role="alert" data-testid="checkpoint-error">
+                        "These files could not be shown: " {why}
+                    </p>
+                }.into_any()),
+            }}
+        </details>
+    }
+}

@@ -1,0 +1,179 @@
+//! The files a user drops to see their own checkpoint's heads: which is the config, the tokenizer
+//! and each weight shard (by name, as Hugging Face names them), what is missing or unreadable, and
+//! whether the tokenizer belongs to the model. Platform-free; the page reads the files
+//! (`ui::user_checkpoint`).
+
+use crate::lm::weight_plan::index_shards;
+use crate::model::Model;
+use crate::model::presets::heads_phrase;
+
+/// config.json and tokenizer.json are read whole; real ones are a few KB to a few MB.
+pub const MAX_TEXT_FILE_BYTES: u64 = 32 << 20;
+
+/// What each dropped file is, by its index in the list dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRoles {
+    pub config: usize,
+    pub tokenizer: usize,
+    /// `model.safetensors.index.json`, when the weights are sharded.
+    pub index: Option<usize>,
+    /// The weight files in name order (the order the index lists them in).
+    pub weights: Vec<usize>,
+    /// Names of files that play no part (generation_config.json, README.md, ...).
+    pub ignored: Vec<String>,
+}
+
+/// Sorts `files` (name, bytes) into roles, or says in one sentence what is missing or wrong.
+pub fn classify(files: &[(String, u64)]) -> Result<FileRoles, String> {
+    let named = |wanted: &str| files.iter().position(|(n, _)| n == wanted);
+    let mut weights: Vec<usize> = (0..files.len()).filter(|&i| files[i].0.ends_with(".safetensors")).collect();
+    weights.sort_by(|&a, &b| files[a].0.cmp(&files[b].0));
+    if weights.is_empty() {
+        let foreign =
+            files.iter().find(|(n, _)| [".bin", ".pt", ".pth", ".gguf", ".ckpt"].iter().any(|e| n.ends_with(e)));
+        return Err(match foreign {
+            Some((name, _)) => format!(
+                "{name} is not a safetensors file: the page reads weights only from .safetensors files (convert \
+                 PyTorch or GGUF weights first)"
+            ),
+            None => "No weights: drop the model's .safetensors file (or all its shards) with config.json and \
+                     tokenizer.json"
+                .into(),
+        });
+    }
+    let config = named("config.json").ok_or("config.json is missing: drop it with the weights")?;
+    let tokenizer = named("tokenizer.json").ok_or(
+        "tokenizer.json is missing: drop it with the weights (the page tokenises your text with the model's own tokenizer)",
+    )?;
+    if let Some((name, bytes)) = [config, tokenizer].iter().map(|&i| &files[i]).find(|(_, b)| *b > MAX_TEXT_FILE_BYTES)
+    {
+        return Err(format!("{name} is {bytes} bytes, more than a {name} can be ({MAX_TEXT_FILE_BYTES} at most)"));
+    }
+    let index = files.iter().position(|(n, _)| n.ends_with(".safetensors.index.json"));
+    if weights.len() > 1 && index.is_none() {
+        return Err("These are several .safetensors files but no model.safetensors.index.json: drop it too".into());
+    }
+    let used: Vec<usize> = [config, tokenizer].into_iter().chain(index).chain(weights.iter().copied()).collect();
+    let ignored = (0..files.len()).filter(|i| !used.contains(i)).map(|i| files[i].0.clone()).collect();
+    Ok(FileRoles { config, tokenizer, index, weights, ignored })
+}
+
+/// Checks the shard files dropped against those the index names: each must be there, and no other.
+pub fn check_shards(index_json: &str, dropped: &[&str]) -> Result<(), String> {
+    let named = index_shards(index_json).map_err(|e| e.0)?;
+    let missing: Vec<&str> = named.iter().map(String::as_str).filter(|n| !dropped.contains(n)).collect();
+    if !missing.is_empty() {
+        return Err(format!("Missing weight files named by the index: {} (drop every shard)", missing.join(", ")));
+    }
+    if let Some(extra) = dropped.iter().find(|d| !named.iter().any(|n| n == *d)) {
+        return Err(format!("{extra} is not among the files the index names: is it from another model?"));
+    }
+    Ok(())
+}
+
+/// Refuses a tokenizer whose ids reach past the model's vocabulary: its text would name rows of the
+/// embedding that do not exist (the files are from two models).
+pub fn check_tokenizer(tokenizer_vocab: usize, model: &Model) -> Result<(), String> {
+    if tokenizer_vocab as u64 > model.vocab_size {
+        return Err(format!(
+            "tokenizer.json has {tokenizer_vocab} tokens but config.json's vocab_size is {}: these files are not \
+             from the same model",
+            model.vocab_size
+        ));
+    }
+    Ok(())
+}
+
+/// What the page says of a checkpoint streamed from the user's files.
+pub fn user_summary(model: &Model, max_tokens: usize, file_bytes: u64) -> String {
+    use crate::model::units::format_thousands;
+    let params = crate::model::params::model_params(model).total();
+    format!(
+        "{}: {} parameters ({}), read from your files ({} bytes of weights) and streamed to this GPU; nothing left \
+         this page. It reads at most {max_tokens} tokens here. A link to this view keeps the layout, not the \
+         weights: it shows synthetic weights until the same files are dropped again.",
+        model.name,
+        format_thousands(params),
+        heads_phrase(model),
+        format_thousands(file_bytes.into()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(names: &[&str]) -> Vec<(String, u64)> {
+        names.iter().map(|n| (n.to_string(), 1000)).collect()
+    }
+
+    #[test]
+    fn a_whole_and_a_sharded_checkpoint() {
+        let roles = classify(&files(&["model.safetensors", "tokenizer.json", "config.json", "README.md"])).unwrap();
+        assert_eq!((roles.config, roles.tokenizer, roles.index, roles.weights.clone()), (2, 1, None, vec![0]));
+        assert_eq!(roles.ignored, ["README.md"]);
+        let sharded = files(&[
+            "model-00002-of-00002.safetensors",
+            "config.json",
+            "model.safetensors.index.json",
+            "model-00001-of-00002.safetensors",
+            "tokenizer.json",
+            "generation_config.json",
+        ]);
+        let roles = classify(&sharded).unwrap();
+        // Shards in name order, whatever order they were dropped in.
+        assert_eq!((roles.weights, roles.index), (vec![3, 0], Some(2)));
+        assert_eq!(roles.ignored, ["generation_config.json"]);
+    }
+
+    #[test]
+    fn what_is_missing_or_foreign_is_said() {
+        let err = |names: &[&str]| classify(&files(names)).unwrap_err();
+        assert!(err(&["config.json", "tokenizer.json"]).starts_with("No weights"));
+        assert!(err(&["pytorch_model.bin", "config.json"]).starts_with("pytorch_model.bin is not a safetensors file"));
+        assert!(err(&["model.safetensors", "tokenizer.json"]).starts_with("config.json is missing"));
+        assert!(err(&["model.safetensors", "config.json"]).starts_with("tokenizer.json is missing"));
+        assert!(
+            err(&["a.safetensors", "b.safetensors", "config.json", "tokenizer.json"])
+                .contains("no model.safetensors.index.json")
+        );
+        let mut huge = files(&["model.safetensors", "config.json", "tokenizer.json"]);
+        huge[1].1 = 40 << 20;
+        assert!(classify(&huge).unwrap_err().starts_with("config.json is 41943040 bytes"));
+    }
+
+    #[test]
+    fn shards_against_their_index() {
+        let index =
+            r#"{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}"#;
+        let both = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"];
+        assert_eq!(check_shards(index, &both), Ok(()));
+        assert!(check_shards(index, &both[..1]).unwrap_err().contains("model-00002-of-00002.safetensors"));
+        let stray = [both[0], both[1], "model-00003-of-00003.safetensors"];
+        assert!(check_shards(index, &stray).unwrap_err().starts_with("model-00003-of-00003.safetensors is not among"));
+        assert!(check_shards("{}", &both).unwrap_err().contains("weight_map"));
+    }
+
+    #[test]
+    fn the_summary_counts_by_hand() {
+        let m = Model::simple(2, 64, 4);
+        let text = user_summary(&m, 256, 1_234_567);
+        // 2 layers of d = 64 with 4 heads: the parameters are model_params' (tested there).
+        let params = crate::model::units::format_thousands(crate::model::params::model_params(&m).total());
+        assert!(
+            text.contains(&format!("{params} parameters (2 layers, 4 query heads sharing 4 KV heads, head width 16)")),
+            "{text}"
+        );
+        assert!(text.contains("(1,234,567 bytes of weights)") && text.contains("at most 256 tokens"), "{text}");
+    }
+
+    #[test]
+    fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
+        let mut m = Model::simple(2, 64, 4);
+        m.vocab_size = 4096;
+        assert_eq!(check_tokenizer(4096, &m), Ok(()));
+        // Fewer tokens than rows (padded vocabularies, as Qwen's) are fine.
+        assert_eq!(check_tokenizer(4000, &m), Ok(()));
+        assert!(check_tokenizer(32_000, &m).unwrap_err().contains("32000 tokens but config.json's vocab_size is 4096"));
+    }
+}

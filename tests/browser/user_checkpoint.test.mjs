@@ -1,0 +1,177 @@
+// A user's own checkpoint in the heatmaps view, as they would bring it: the family fixtures'
+// files (tests/data/fixtures, made by tools/train) chosen in the page, whole and sharded, their real
+// heads and next-token probabilities against candle's logits (reference.json), and broken files each
+// refused with a message that names the problem while the page keeps working.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+const ROOT = join(import.meta.dirname, "..", "..");
+const FIXTURES = join(ROOT, "tests", "data", "fixtures");
+const TOKENIZER = join(ROOT, "www", "models", "attention-lab-tiny", "tokenizer.json");
+const REFERENCE = JSON.parse(readFileSync(join(FIXTURES, "reference.json"), "utf8"));
+
+const file = (name, buffer) => ({ name, mimeType: "application/octet-stream", buffer });
+const fixtureFiles = (name) => [
+  file("config.json", readFileSync(join(FIXTURES, name, "config.json"))),
+  file("model.safetensors", readFileSync(join(FIXTURES, name, "model.safetensors"))),
+  file("tokenizer.json", readFileSync(TOKENIZER)),
+];
+
+/** A safetensors file cut into two shards and the index that names them, as Hugging Face stores them. */
+function sharded(bytes) {
+  const headerLength = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString("utf8"));
+  const data = bytes.subarray(8 + headerLength);
+  const names = Object.keys(header).filter((n) => n !== "__metadata__").sort();
+  const halves = [names.slice(0, names.length / 2), names.slice(names.length / 2)];
+  const weightMap = {};
+  const shards = halves.map((part, i) => {
+    const shardName = `model-0000${i + 1}-of-00002.safetensors`;
+    const entries = {};
+    const chunks = [];
+    let at = 0;
+    for (const name of part) {
+      const [start, end] = header[name].data_offsets;
+      chunks.push(data.subarray(start, end));
+      entries[name] = { ...header[name], data_offsets: [at, at + end - start] };
+      at += end - start;
+      weightMap[name] = shardName;
+    }
+    const json = Buffer.from(JSON.stringify(entries));
+    const length = Buffer.alloc(8);
+    length.writeBigUInt64LE(BigInt(json.length));
+    return file(shardName, Buffer.concat([length, json, ...chunks]));
+  });
+  const index = file("model.safetensors.index.json", Buffer.from(JSON.stringify({ metadata: {}, weight_map: weightMap })));
+  return [...shards, index];
+}
+
+/** Chooses `files` in the panel and waits until they are loaded (or refused). */
+async function choose(app, files) {
+  await app.page.getByTestId("checkpoint-files").setInputFiles(files);
+  await app.page.waitForSelector('[data-testid="checkpoint-status"]:text-matches("^Loaded"), [data-testid="checkpoint-error"]', { timeout: 120_000 });
+}
+
+/** The next-token candidates for the current text, once the heads are drawn. */
+async function candidates(app, heads) {
+  await app.page.waitForSelector(`[data-testid="explorer"][data-status="ready"]:has([data-testid="head-heatmap"]:nth-of-type(1))`, { timeout: 120_000 });
+  await app.page.waitForFunction((n) => document.querySelectorAll('[data-testid="head-heatmap"]').length === n, heads, { timeout: 60_000 });
+  await app.page.waitForFunction(() => document.querySelectorAll('ol.candidates:not([data-stale]) [data-testid="next-token"]').length === 5, null, { timeout: 60_000 });
+  return app.page.$$eval('[data-testid="next-token"]', (els) => els.map((el) => Number(el.dataset.prob)));
+}
+
+/** candle's probabilities of its five most likely next tokens after `text`. */
+function candleTop5(fixture, text) {
+  const input = REFERENCE.fixtures[fixture].inputs.find((i) => i.text === text);
+  return input.top10.slice(0, 5).map(([, logit]) => Math.exp(logit - input.lse));
+}
+
+describe("your own checkpoint", () => {
+  test("chosen files show the model's real heads, and its next tokens match candle", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps");
+    await app.waitForEngine();
+    await choose(app, fixtureFiles("qwen3"));
+    assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded .* of weights\)/);
+    // The view now shows its layout (in the link as cfg=) with the real weights.
+    await app.page.waitForFunction(() => new URL(location.href).searchParams.has("cfg"));
+    const note = await app.page.getByTestId("dropped-note").innerText();
+    assert.match(note, /Real weights from your files/);
+    assert.match(note, /2 layers, 4 query heads sharing 2 KV heads, head width 32/);
+    await app.typeText("fn main() {");
+    const probs = await candidates(app, 4);
+    const want = candleTop5("qwen3", "fn main() {");
+    probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `candidate ${i}: ${p} vs candle ${want[i]}`));
+    // Each head's causal rows sum to 1.
+    const sums = await app.page.$$eval('[data-testid="head-heatmap"]', (els) => els.map((el) => {
+      const n = Number(el.dataset.rows);
+      const p = el.dataset.probs.split(",").map(Number);
+      return Array.from({ length: n }, (_, r) => p.slice(r * n, r * n + n).reduce((a, b) => a + b, 0));
+    }));
+    for (const rows of sums) for (const s of rows) assert.ok(Math.abs(s - 1) < 1e-4, `a row sums to ${s}`);
+    // The controls for synthetic inputs are gone, as for the trained model.
+    assert.equal(await app.page.getByTestId("mask-select").count(), 0);
+    // Generate: greedy, with the KV cache on the GPU; the first token is the top candidate.
+    const top = await app.page.$eval('[data-testid="next-token"]', (el) => el.dataset.token);
+    await app.page.getByTestId("generate-count").selectOption("4");
+    await app.page.getByTestId("generate").click();
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="generate"]')?.textContent === "Generate"
+      && !document.querySelector('[data-testid="generate"]').disabled, null, { timeout: 120_000 });
+    assert.match(await app.page.getByTestId("generate-note").innerText(), /^Generated 4 tokens with the KV cache on the GPU/);
+    const text = await app.page.getByTestId("text-input").inputValue();
+    assert.ok(text.startsWith("fn main() {" + top), `${text} vs ${top}`);
+    // A link to this view reopens the layout with synthetic weights, and says so.
+    const again = await AppPage.open(session, await app.query());
+    await again.page.waitForSelector('[data-testid="synthetic-note"]');
+    assert.equal(await again.page.getByTestId("dropped-note").count(), 0);
+    await again.close();
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("sharded weights with their index load as one model (Mistral's sliding window, 25 tokens)", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps");
+    await app.waitForEngine();
+    const [config, weights, tokenizer] = fixtureFiles("mistral");
+    await choose(app, [config, tokenizer, ...sharded(weights.buffer)]);
+    assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded/);
+    const text = REFERENCE.fixtures.mistral.inputs[1].text;
+    await app.typeText(text);
+    const probs = await candidates(app, 4);
+    const want = candleTop5("mistral", text);
+    probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `candidate ${i}: ${p} vs candle ${want[i]}`));
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("broken files are refused with the reason, and the page keeps working", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps");
+    await app.waitForEngine();
+    const [config, weights, tokenizer] = fixtureFiles("qwen3");
+    const llama = fixtureFiles("llama3");
+    const refused = async (files, pattern) => {
+      await app.page.getByTestId("checkpoint-files").setInputFiles(files);
+      await app.page.waitForSelector('[data-testid="checkpoint-error"]', { timeout: 60_000 });
+      const text = await app.page.getByTestId("checkpoint-error").innerText();
+      assert.match(text, pattern);
+      return text;
+    };
+    await refused([config, tokenizer], /No weights/);
+    await refused([weights, tokenizer], /config\.json is missing/);
+    await refused([file("pytorch_model.bin", Buffer.from("x")), config, tokenizer], /not a safetensors file/);
+    // Another model's weights under this config: the first tensor that does not fit is named.
+    await refused([config, llama[1], tokenizer], /tensor model\.layers\.0\.self_attn\.q_proj\.weight has shape \[64, 64\], expected \[128, 64\]/);
+    await refused([config, file("model.safetensors", weights.buffer.subarray(0, 1000)), tokenizer], /not a readable safetensors file/);
+    await refused([file("config.json", Buffer.from('{"model_type": "mamba", "hidden_size": 64}')), weights, tokenizer], /config\.json|mamba/);
+    await refused([config, weights, file("tokenizer.json", Buffer.from("{not json"))], /tokenizer\.json/);
+    // Shards without one of the files the index names.
+    const [first, , index] = sharded(weights.buffer);
+    await refused([config, tokenizer, first, index], /Missing weight files named by the index: model-00002-of-00002\.safetensors/);
+    // HTML in a file name is text, not markup.
+    await refused([file("<img src=x onerror=alert(1)>.bin", Buffer.from("x")), config, tokenizer], /not a safetensors file/);
+    assert.equal(await app.page.locator('[data-testid="checkpoint-error"] img').count(), 0);
+    // The synthetic model is still on show and still computes.
+    assert.equal(new URL(app.page.url()).searchParams.has("cfg"), false);
+    await app.page.waitForSelector('[data-testid="explorer"][data-status="ready"] [data-testid="head-heatmap"]', { timeout: 120_000 });
+    // And good files still load afterwards.
+    await choose(app, [config, weights, tokenizer]);
+    assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded/);
+    await app.close();
+  });
+
+  test("without WebGPU the page says the checkpoint needs it", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps&backend=cpu");
+    await app.waitForEngine();
+    await app.page.getByTestId("checkpoint-files").setInputFiles(fixtureFiles("smollm"));
+    await app.page.waitForSelector('[data-testid="checkpoint-error"]', { timeout: 60_000 });
+    assert.match(await app.page.getByTestId("checkpoint-error").innerText(), /no WebGPU/);
+    await app.close();
+  });
+});
