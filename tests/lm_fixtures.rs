@@ -105,3 +105,44 @@ fn the_gpu_forward_pass_matches_candle_on_every_family() {
     }
     close(ctx);
 }
+
+#[test]
+fn a_checkpoint_too_large_for_the_budget_is_refused_before_anything_is_made() {
+    let Some(ctx) = device() else { return };
+    // SmolLM2-1.7B's layout: 24 layers of 2048, MLP 8192, vocab 49,152, tied; bf16. Only its header
+    // exists: the plan and the check read nothing else.
+    let config = r#"{"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 49152, "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5, "rope_theta": 130000, "tie_word_embeddings": true, "hidden_act": "silu"}"#;
+    let mut tensors = serde_json::Map::new();
+    let mut at = 0u64;
+    let mut add = |name: String, shape: &[u64]| {
+        let bytes = 2 * shape.iter().product::<u64>();
+        tensors.insert(name, serde_json::json!({"dtype": "BF16", "shape": shape, "data_offsets": [at, at + bytes]}));
+        at += bytes;
+    };
+    add("model.embed_tokens.weight".into(), &[49152, 2048]);
+    add("model.norm.weight".into(), &[2048]);
+    for l in 0..24 {
+        let p = |part: &str| format!("model.layers.{l}.{part}");
+        for part in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+            add(p(&format!("self_attn.{part}.weight")), &[2048, 2048]);
+        }
+        add(p("mlp.gate_proj.weight"), &[8192, 2048]);
+        add(p("mlp.up_proj.weight"), &[8192, 2048]);
+        add(p("mlp.down_proj.weight"), &[2048, 8192]);
+        add(p("input_layernorm.weight"), &[2048]);
+        add(p("post_attention_layernorm.weight"), &[2048]);
+    }
+    let json = serde_json::to_vec(&tensors).unwrap();
+    let header = attention_lab::lm::safetensors::Header::parse(&json, 8 + json.len() as u64 + at).unwrap();
+    let plan = attention_lab::lm::weight_plan::WeightPlan::new(config, &[header]).unwrap();
+    // 49,152 x 2,048 + 2,048 + 24 x (4 x 2,048^2 + 3 x 8,192 x 2,048 + 2 x 2,048) = 1,711,376,384.
+    assert_eq!(plan.gpu_floats(), 1_711_376_384);
+    let err = lm_stream::check(&ctx, &plan).unwrap_err().to_string();
+    // The budget is 1 GiB, less where the adapter's largest buffer is smaller.
+    let want = "too large for this GPU: its 1,711,376,384 parameters take 6.85 GB (6.38 GiB) as f32 (3.42 GB (3.19 GiB) \
+                in its files), more than the ";
+    assert!(err.starts_with(want) && err.ends_with("million parameters fit (every weight is kept as f32)"), "{err}");
+    close(ctx);
+}

@@ -14,6 +14,8 @@ use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::lm::LmError;
 use crate::lm::safetensors::{DType, Header};
 use crate::lm::weight_plan::{LayerSlot, Piece, Slot, WeightPlan};
+use crate::model::job_budget;
+use crate::model::units::{format_bytes, format_thousands};
 
 /// Bytes read and written at a time: a multiple of 4, so 16-bit chunks hold whole u32 words.
 pub const CHUNK_BYTES: u64 = 4 << 20;
@@ -93,8 +95,29 @@ pub fn check(ctx: &GpuContext, plan: &WeightPlan) -> Result<LmGeometry, GpuError
     check_rotations(&geometry, m.schedule.layers().iter().map(|&kind| m.positional_for(kind)))?;
     let mut sizes: Vec<(&str, u64)> = plan.slots.iter().map(|(&slot, &floats)| (slot_name(slot), floats)).collect();
     sizes.push(("staging", CHUNK_BYTES / 4));
-    check_sizes(ctx, "the model's weights", &sizes)?;
+    check_sizes(ctx, "the model's weights", &sizes).map_err(|e| GpuError::LimitExceeded(too_large(ctx, plan, e)))?;
     Ok(geometry)
+}
+
+/// What does not fit, in the words a user with a checkpoint needs (after "too large for this GPU: "):
+/// how much the weights take on the GPU as f32 against their files, and the limit they meet.
+fn too_large(ctx: &GpuContext, plan: &WeightPlan, limit: GpuError) -> String {
+    let budget = job_budget::job_limit(Some(ctx.limits.max_buffer_size));
+    let what = format!(
+        "its {} parameters take {} as f32 ({} in its files)",
+        format_thousands(plan.gpu_floats().into()),
+        format_bytes(plan.gpu_floats().saturating_mul(4).into()),
+        format_bytes(plan.file_bytes().into()),
+    );
+    match limit {
+        GpuError::LimitExceeded(why) if plan.gpu_floats().saturating_mul(4) <= budget => format!("{what}, and {why}"),
+        _ => format!(
+            "{what}, more than the {} one job may use here: checkpoints of up to about {} million parameters fit \
+             (every weight is kept as f32)",
+            format_bytes(budget.into()),
+            budget / 4 / 1_000_000
+        ),
+    }
 }
 
 impl LmWeights {

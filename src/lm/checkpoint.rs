@@ -156,7 +156,7 @@ fn supported_family(config: &serde_json::Value) -> Result<(), LmError> {
     let family = text(config, "model_type").unwrap_or_default();
     if !FAMILIES.contains(&family.as_str()) {
         return Err(LmError(format!(
-            "The CPU forward pass runs {} checkpoints, not model_type {family:?}",
+            "This page runs {} checkpoints (SmolLM's are llama), not model_type {family:?}",
             FAMILIES.join(", ")
         )));
     }
@@ -164,7 +164,7 @@ fn supported_family(config: &serde_json::Value) -> Result<(), LmError> {
         let Some(scaling) = config.get(key).filter(|v| !v.is_null()) else { continue };
         let kind = text(scaling, "rope_type").or_else(|| text(scaling, "type")).unwrap_or_else(|| "default".into());
         if !["default", "linear"].contains(&kind.as_str()) {
-            return Err(LmError(format!("The CPU forward pass does not run {kind} rotary scaling yet ({key})")));
+            return Err(LmError(format!("This page's forward pass does not run {kind} rotary scaling yet ({key})")));
         }
     }
     Ok(())
@@ -173,7 +173,7 @@ fn supported_family(config: &serde_json::Value) -> Result<(), LmError> {
 /// Each layer's mask, when the forward pass implements every part of `m`; else what it lacks.
 fn supported(m: &Model) -> Result<Vec<Mask>, LmError> {
     fn lacks<T>(what: &str) -> Result<T, LmError> {
-        Err(LmError(format!("The CPU forward pass does not run {what} yet")))
+        Err(LmError(format!("This page's forward pass does not run {what} yet")))
     }
     if m.moe.is_some() || m.mla.is_some() || m.global_attn.is_some() {
         return lacks("mixture-of-experts, latent attention or per-layer-kind head geometry");
