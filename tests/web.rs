@@ -179,3 +179,29 @@ async fn every_family_fixture_matches_candle_on_browser_webgpu() {
         }
     }
 }
+
+#[wasm_bindgen_test]
+async fn the_trained_model_streamed_as_files_matches_its_reference_on_browser_webgpu() {
+    #[derive(serde::Deserialize)]
+    struct Reference {
+        inputs: Vec<Input>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Input {
+        ids: Vec<u32>,
+        last_logits: Vec<f32>,
+    }
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let config = include_str!("../www/models/attention-lab-tiny/config.json");
+    let files: &[&[u8]] = &[include_bytes!("../www/models/attention-lab-tiny/model.safetensors")];
+    let plan = lm_stream::plan(config, files).await.expect("plan");
+    let weights = LmWeights::stream(&ctx, &kernels, &plan, files, &mut |_, _| {}).await.expect("stream");
+    let reference: Reference = serde_json::from_str(include_str!("data/tiny-model/reference.json")).expect("reference");
+    for input in reference.inputs {
+        let request = LmRequest { last_logits: Some(1), ..Default::default() };
+        let out = lm_forward::run(&ctx, &kernels, &weights, &input.ids, request).await.expect("GPU forward");
+        let err = max_abs_diff(&out.logits, &input.last_logits);
+        assert!(err < 1e-4, "{} tokens: logits differ by {err}", input.ids.len());
+    }
+}

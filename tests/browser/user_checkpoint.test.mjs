@@ -54,6 +54,17 @@ function sharded(bytes) {
   return [...shards, index];
 }
 
+/** `bytes` with tensor `name` relabelled as `dtype` (same byte range): a header the page must refuse. */
+function withDtype(bytes, name, dtype) {
+  const headerLength = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString("utf8"));
+  header[name].dtype = dtype;
+  const json = Buffer.from(JSON.stringify(header));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(json.length));
+  return file("model.safetensors", Buffer.concat([length, json, bytes.subarray(8 + headerLength)]));
+}
+
 /** Chooses `files` in the panel and waits until they are loaded (or refused). */
 async function choose(app, files) {
   await app.page.getByTestId("checkpoint-files").setInputFiles(files);
@@ -136,12 +147,12 @@ describe("your own checkpoint", () => {
     await app.waitForEngine();
     const [config, weights, tokenizer] = fixtureFiles("qwen3");
     const llama = fixtureFiles("llama3");
+    // Each refusal replaces the last one's message: wait for this one's words.
     const refused = async (files, pattern) => {
       await app.page.getByTestId("checkpoint-files").setInputFiles(files);
-      await app.page.waitForSelector('[data-testid="checkpoint-error"]', { timeout: 60_000 });
-      const text = await app.page.getByTestId("checkpoint-error").innerText();
-      assert.match(text, pattern);
-      return text;
+      await app.page.waitForFunction(([source, flags]) => new RegExp(source, flags)
+        .test(document.querySelector('[data-testid="checkpoint-error"]')?.textContent ?? ""), [pattern.source, pattern.flags], { timeout: 60_000 })
+        .catch(async () => assert.fail(`${pattern}: the page says ${await app.page.locator('[data-testid="checkpoint-error"], [data-testid="checkpoint-status"]').allInnerTexts()}`));
     };
     await refused([config, tokenizer], /No weights/);
     await refused([weights, tokenizer], /config\.json is missing/);
@@ -151,11 +162,18 @@ describe("your own checkpoint", () => {
     await refused([config, file("model.safetensors", weights.buffer.subarray(0, 1000)), tokenizer], /not a readable safetensors file/);
     await refused([file("config.json", Buffer.from('{"model_type": "mamba", "hidden_size": 64}')), weights, tokenizer], /config\.json|mamba/);
     await refused([config, weights, file("tokenizer.json", Buffer.from("{not json"))], /tokenizer\.json/);
+    // A tensor stored as a type the page does not read.
+    await refused([config, withDtype(weights.buffer, "model.norm.weight", "F64"), tokenizer], /tensor model\.norm\.weight is F64; only F16, BF16 and F32 are read/);
+    // A tokenizer with more tokens than the model has rows: from another model.
+    const bigger = JSON.parse(tokenizer.buffer.toString("utf8"));
+    bigger.model.vocab["ĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠ"] = 4096;
+    await refused([config, weights, file("tokenizer.json", Buffer.from(JSON.stringify(bigger)))],
+      /tokenizer\.json has 4097 tokens but config\.json's vocab_size is 4096: these files are not from the same model/);
     // Shards without one of the files the index names.
     const [first, , index] = sharded(weights.buffer);
     await refused([config, tokenizer, first, index], /Missing weight files named by the index: model-00002-of-00002\.safetensors/);
     // HTML in a file name is text, not markup.
-    await refused([file("<img src=x onerror=alert(1)>.bin", Buffer.from("x")), config, tokenizer], /not a safetensors file/);
+    await refused([file("<img src=x onerror=alert(1)>.bin", Buffer.from("x")), config, tokenizer], /<img src=x onerror=alert\(1\)>\.bin is not a safetensors file/);
     assert.equal(await app.page.locator('[data-testid="checkpoint-error"] img').count(), 0);
     // The synthetic model is still on show and still computes.
     assert.equal(new URL(app.page.url()).searchParams.has("cfg"), false);
