@@ -160,7 +160,12 @@ describe("your own checkpoint", () => {
     // Another model's weights under this config: the first tensor that does not fit is named.
     await refused([config, llama[1], tokenizer], /tensor model\.layers\.0\.self_attn\.q_proj\.weight has shape \[64, 64\], expected \[128, 64\]/);
     await refused([config, file("model.safetensors", weights.buffer.subarray(0, 1000)), tokenizer], /not a readable safetensors file/);
-    await refused([file("config.json", Buffer.from('{"model_type": "mamba", "hidden_size": 64}')), weights, tokenizer], /config\.json|mamba/);
+    await refused([file("config.json", Buffer.from('{"model_type": "mamba", "hidden_size": 64}')), weights, tokenizer],
+      /config\.json: required field num_hidden_layers is missing/);
+    // An architecture whose forward pass differs (Gemma 2: scaled embeddings, soft-capping, GeGLU).
+    const gemma = { ...JSON.parse(config.buffer.toString("utf8")), model_type: "gemma2", architectures: ["Gemma2ForCausalLM"] };
+    await refused([file("config.json", Buffer.from(JSON.stringify(gemma))), weights, tokenizer],
+      /This page runs llama, mistral, qwen2, qwen3 checkpoints \(SmolLM's are llama\), not model_type "gemma2"/);
     await refused([config, weights, file("tokenizer.json", Buffer.from("{not json"))], /tokenizer\.json/);
     // A tensor stored as a type the page does not read.
     await refused([config, withDtype(weights.buffer, "model.norm.weight", "F64"), tokenizer], /tensor model\.norm\.weight is F64; only F16, BF16 and F32 are read/);
