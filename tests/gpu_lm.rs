@@ -162,7 +162,6 @@ fn norm_gather_rope_and_swiglu_match_their_twins() {
     close(ctx);
 }
 
-/// `split_heads` against the twin's rotation and a transpose, then `merge_heads` back.
 #[test]
 fn qk_norm_matches_rms_norm_of_each_query_and_key_head() {
     let Some(ctx) = device() else { return };
@@ -223,6 +222,7 @@ fn widen_unpacks_f16_and_bf16_exactly() {
     }
 }
 
+/// `split_heads` against the twin's rotation and a transpose, then `merge_heads` back.
 fn check_rope(ctx: &GpuContext, kernels: &Kernels, heads: Heads, rng: &mut SplitMix64) {
     let Heads { tokens, h_q, h_kv, d } = heads;
     let (t, d_us) = (tokens as usize, d as usize);

@@ -60,19 +60,26 @@ fn check_gpu(ctx: &GpuContext, kernels: &Kernels, weights: &LmWeights, what: &st
     println!("{what}: largest difference {worst:.2e}");
 }
 
-/// Plans from the files' headers and streams the weights a chunk at a time, as the page does.
-fn stream(ctx: &GpuContext, kernels: &Kernels, config: &str, files: &[&[u8]]) -> LmWeights {
+/// Plans from the files' headers and streams the weights a chunk at a time, as the page does; with
+/// `small_chunks`, in chunks of 4 KiB, so every fixture's larger tensors cross many chunk seams
+/// (the page's 4 MiB chunks hold them whole).
+fn stream_with(ctx: &GpuContext, kernels: &Kernels, config: &str, files: &[&[u8]], small_chunks: bool) -> LmWeights {
     let plan = pollster::block_on(lm_stream::plan(config, files)).unwrap();
     let total: u64 = (0..files.shards()).map(|s| files.file_len(s)).sum();
     let mut seen = Vec::new();
-    let weights =
-        pollster::block_on(LmWeights::stream(ctx, kernels, &plan, files, &mut |done, all| seen.push((done, all))))
-            .unwrap();
+    let chunk = if small_chunks { 4096 } else { lm_stream::CHUNK_BYTES };
+    let mut progress = |done, all| seen.push((done, all));
+    let streamed = LmWeights::stream_in_chunks(ctx, kernels, &plan, files, &mut progress, chunk);
+    let weights = pollster::block_on(streamed).unwrap();
     // Progress rises to every byte of every tensor: all of the files but their headers.
     assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
     let headers: u64 = files.iter().map(|f| 8 + u64::from_le_bytes(f[..8].try_into().unwrap())).sum();
     assert_eq!(*seen.last().unwrap(), (total - headers, total - headers));
     weights
+}
+
+fn stream(ctx: &GpuContext, kernels: &Kernels, config: &str, files: &[&[u8]]) -> LmWeights {
+    stream_with(ctx, kernels, config, files, false)
 }
 
 #[test]
@@ -82,8 +89,13 @@ fn streamed_weights_match_candle_on_every_family_whole_or_sharded() {
     let reference = reference();
     for (name, config, safetensors) in FIXTURES {
         let [a, b] = split_in_two(safetensors);
-        for (files, how) in [(vec![safetensors], "streamed"), (vec![&b[..], &a[..]], "streamed from 2 shards")] {
-            let weights = stream(&ctx, &kernels, config, &files);
+        let ways = [
+            (vec![safetensors], "streamed", false),
+            (vec![safetensors], "streamed in 4 KiB chunks", true),
+            (vec![&b[..], &a[..]], "streamed from 2 shards", false),
+        ];
+        for (files, how, small_chunks) in ways {
+            let weights = stream_with(&ctx, &kernels, config, &files, small_chunks);
             for input in &reference.fixtures[name].inputs {
                 check_gpu(&ctx, &kernels, &weights, &format!("{name} {how}"), input);
             }

@@ -20,6 +20,9 @@ use crate::model::units::{format_bytes, format_thousands};
 /// Bytes read and written at a time: a multiple of 4, so 16-bit chunks hold whole u32 words.
 pub const CHUNK_BYTES: u64 = 4 << 20;
 
+/// All the weight files' headers together: real ones are a few hundred KB each.
+const MAX_HEADERS_BYTES: u64 = 64 << 20;
+
 /// Chunks queued before waiting for the GPU, so uploads do not pile up in memory.
 const CHUNKS_IN_FLIGHT: usize = 8;
 
@@ -57,11 +60,19 @@ impl WeightSource for [&[u8]] {
 /// `config_json` from them: nothing else of the files is read.
 pub async fn plan(config_json: &str, source: &(impl WeightSource + ?Sized)) -> Result<WeightPlan, LmError> {
     let mut headers = Vec::new();
+    let mut header_bytes = 0u64;
     for shard in 0..source.shards() {
         let file_len = source.file_len(shard);
         let first8 = source.read(shard, 0..8.min(file_len)).await.map_err(LmError)?;
         let first8: [u8; 8] = first8.try_into().map_err(|_| LmError("a weight file is shorter than 8 bytes".into()))?;
         let json_len = Header::json_len(first8, file_len)?;
+        header_bytes += json_len;
+        if header_bytes > MAX_HEADERS_BYTES {
+            return Err(LmError(format!(
+                "the weight files' headers come to more than {} MiB: not a checkpoint this page reads",
+                MAX_HEADERS_BYTES >> 20
+            )));
+        }
         let json = source.read(shard, 8..8 + json_len).await.map_err(LmError)?;
         headers.push(Header::parse(&json, file_len)?);
     }
@@ -130,6 +141,22 @@ impl LmWeights {
         source: &(impl WeightSource + ?Sized),
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<LmWeights, GpuError> {
+        Self::stream_in_chunks(ctx, kernels, plan, source, progress, CHUNK_BYTES).await
+    }
+
+    /// [`LmWeights::stream`] with chunks of `chunk_bytes` (a multiple of 4, at most [`CHUNK_BYTES`]):
+    /// tests cut small tensors into many chunks to check the seams.
+    pub async fn stream_in_chunks(
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        plan: &WeightPlan,
+        source: &(impl WeightSource + ?Sized),
+        progress: &mut dyn FnMut(u64, u64),
+        chunk_bytes: u64,
+    ) -> Result<LmWeights, GpuError> {
+        if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(4) || chunk_bytes > CHUNK_BYTES {
+            return Err(GpuError::InvalidInput(format!("chunks of {chunk_bytes} bytes")));
+        }
         let geometry = check(ctx, plan)?;
         let buffers: Vec<(Slot, wgpu::Buffer)> = plan
             .slots
@@ -137,11 +164,11 @@ impl LmWeights {
             .map(|(&slot, &floats)| Ok((slot, ctx.storage_output(slot_name(slot), floats * 4)?)))
             .collect::<Result<_, GpuError>>()?;
         let buffer = |slot: Slot| buffers.iter().find(|(s, _)| *s == slot).map(|(_, b)| b);
-        let staging = ctx.storage_output("staging", CHUNK_BYTES)?;
+        let staging = ctx.storage_output("staging", chunk_bytes)?;
         let (total, mut done, mut queued) = (plan.file_bytes(), 0u64, 0usize);
         for piece in &plan.pieces {
             let dst = buffer(piece.slot).expect("every piece's slot has a buffer");
-            for (range, first) in chunks(piece) {
+            for (range, first) in chunks(piece, chunk_bytes) {
                 let bytes = source.read(piece.shard, range.clone()).await.map_err(GpuError::InvalidInput)?;
                 if bytes.len() as u64 != range.end - range.start {
                     return Err(GpuError::InvalidInput(format!("{}: the file ended early", piece.name)));
@@ -191,10 +218,10 @@ impl LmWeights {
 }
 
 /// A piece's chunks: each file byte range and the index of its first element within the tensor.
-fn chunks(piece: &Piece) -> impl Iterator<Item = (Range<u64>, u64)> + '_ {
+fn chunks(piece: &Piece, chunk_bytes: u64) -> impl Iterator<Item = (Range<u64>, u64)> + '_ {
     let width = piece.dtype.bytes() as u64;
-    (0..piece.bytes()).step_by(CHUNK_BYTES as usize).map(move |at| {
-        let end = (at + CHUNK_BYTES).min(piece.bytes());
+    (0..piece.bytes()).step_by(chunk_bytes as usize).map(move |at| {
+        let end = (at + chunk_bytes).min(piece.bytes());
         (piece.file_offset + at..piece.file_offset + end, at / width)
     })
 }
@@ -242,12 +269,12 @@ mod tests {
             dest_offset: 0,
         };
         // 3 M bf16 values = 6 MiB: a 4 MiB chunk (2 Mi values) and a 2 MiB one.
-        let got: Vec<_> = chunks(&piece(DType::Bf16, 3 << 20)).collect();
+        let got: Vec<_> = chunks(&piece(DType::Bf16, 3 << 20), CHUNK_BYTES).collect();
         assert_eq!(got, [(1000..1000 + (4 << 20), 0), (1000 + (4 << 20)..1000 + (6 << 20), 2 << 20)]);
         // 5 f16 values: one chunk of 10 bytes (padded to 12 when written).
-        assert_eq!(chunks(&piece(DType::F16, 5)).collect::<Vec<_>>(), [(1000..1010, 0)]);
+        assert_eq!(chunks(&piece(DType::F16, 5), CHUNK_BYTES).collect::<Vec<_>>(), [(1000..1010, 0)]);
         // f32 chunks start at whole elements: 1 Mi values per 4 MiB.
-        let f32_chunks: Vec<_> = chunks(&piece(DType::F32, (1 << 20) + 1)).map(|c| c.1).collect();
+        let f32_chunks: Vec<_> = chunks(&piece(DType::F32, (1 << 20) + 1), CHUNK_BYTES).map(|c| c.1).collect();
         assert_eq!(f32_chunks, [0, 1 << 20]);
     }
 }

@@ -49,8 +49,10 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
-    pub fn elements(&self) -> usize {
-        self.shape.iter().product()
+    /// Checked against the file when the header was read, so the product fits (in u64: on wasm32 a
+    /// large file's tensor can pass usize).
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().map(|&n| n as u64).product()
     }
 }
 

@@ -90,13 +90,12 @@ impl WeightPlan {
                 .copied()
                 .ok_or_else(|| LmError(format!("the checkpoint has no tensor {}", want.name)))?;
             let info = &header.tensors[&want.name];
-            if info.shape != want.shape {
-                return Err(LmError(format!(
-                    "tensor {} has shape {:?}, expected {:?}",
-                    want.name, info.shape, want.shape
-                )));
+            let shape: Vec<u64> = info.shape.iter().map(|&n| n as u64).collect();
+            if shape != want.shape {
+                return Err(LmError(format!("tensor {} has shape {shape:?}, expected {:?}", want.name, want.shape)));
             }
-            let elements = want.shape.iter().map(|&n| n as u64).product::<u64>();
+            // Equal to a shape the file holds, so the product is the file's own (checked) count.
+            let elements = info.elements();
             *slots.entry(want.slot).or_insert(0) += elements;
             pieces.push(Piece {
                 name: want.name,
@@ -134,27 +133,28 @@ impl WeightPlan {
 /// A tensor the model needs: its name, shape and place.
 struct Expected {
     name: String,
-    shape: Vec<usize>,
+    shape: Vec<u64>,
     slot: Slot,
     dest_offset: u64,
 }
 
 /// Every tensor `m` needs, by its transformers name (Llama / Mistral / Qwen2 / Qwen3 layout).
 fn expected(m: &Model) -> Vec<Expected> {
-    let (d, vocab, ffn) = (m.d_model as usize, m.vocab_size as usize, m.ffn_size as usize);
-    let hd = m.attn.head_dim as usize;
-    let (q, kv) = (m.n_q_heads as usize * hd, m.attn.n_kv_heads as usize * hd);
+    // u64 throughout: a config alone could make these products pass wasm32's usize.
+    let (d, vocab, ffn) = (m.d_model, m.vocab_size, m.ffn_size);
+    let hd = u64::from(m.attn.head_dim);
+    let (q, kv) = (u64::from(m.n_q_heads).saturating_mul(hd), u64::from(m.attn.n_kv_heads).saturating_mul(hd));
     let mut out = Vec::new();
-    let mut put = |name: String, shape: Vec<usize>, slot: Slot, dest_offset: usize| {
-        out.push(Expected { name, shape, slot, dest_offset: dest_offset as u64 });
+    let mut put = |name: String, shape: Vec<u64>, slot: Slot, dest_offset: u64| {
+        out.push(Expected { name, shape, slot, dest_offset });
     };
     put("model.embed_tokens.weight".into(), vec![vocab, d], Slot::Embed, 0);
     for l in 0..m.schedule.layers().len() {
         let name = |part: &str| format!("model.layers.{l}.{part}");
         let at = |slot| Slot::Layer(l, slot);
         put(name("input_layernorm.weight"), vec![d], at(LayerSlot::InputNorm), 0);
-        for (part, rows, row0) in [("q_proj", q, 0), ("k_proj", kv, q), ("v_proj", kv, q + kv)] {
-            put(name(&format!("self_attn.{part}.weight")), vec![rows, d], at(LayerSlot::Qkv), row0 * d);
+        for (part, rows, row0) in [("q_proj", q, 0), ("k_proj", kv, q), ("v_proj", kv, q.saturating_add(kv))] {
+            put(name(&format!("self_attn.{part}.weight")), vec![rows, d], at(LayerSlot::Qkv), row0.saturating_mul(d));
             if m.biases.qkv {
                 put(name(&format!("self_attn.{part}.bias")), vec![rows], at(LayerSlot::QkvBias), row0);
             }
@@ -166,7 +166,7 @@ fn expected(m: &Model) -> Vec<Expected> {
         put(name("self_attn.o_proj.weight"), vec![d, q], at(LayerSlot::O), 0);
         put(name("post_attention_layernorm.weight"), vec![d], at(LayerSlot::PostNorm), 0);
         put(name("mlp.gate_proj.weight"), vec![ffn, d], at(LayerSlot::GateUp), 0);
-        put(name("mlp.up_proj.weight"), vec![ffn, d], at(LayerSlot::GateUp), ffn * d);
+        put(name("mlp.up_proj.weight"), vec![ffn, d], at(LayerSlot::GateUp), ffn.saturating_mul(d));
         put(name("mlp.down_proj.weight"), vec![d, ffn], at(LayerSlot::Down), 0);
     }
     put("model.norm.weight".into(), vec![d], Slot::FinalNorm, 0);

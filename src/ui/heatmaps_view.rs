@@ -55,7 +55,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
     let real = Memo::new(move |_| {
         state.with(|s| match s.model.is_trained() {
             true => Some(RealWeights::Trained),
-            false => user_checkpoint::shown(&s.model).is_some().then_some(RealWeights::Dropped),
+            false => user_checkpoint::shown(&s.model).map(|d| RealWeights::Dropped(d.serial)),
         })
     });
     let trained = Memo::new(move |_| real.get().is_some());
@@ -65,19 +65,25 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
     let load_attempt = RwSignal::new(0u32);
     Effect::new(move |_| {
         load_attempt.track();
-        match real.get() {
+        let shown = real.get();
+        prediction.set(None);
+        match shown {
             Some(RealWeights::Trained) => {
                 lm.set(None);
                 spawn_local(async move {
                     let loaded = trained_compute::load().await;
-                    lm.try_set(Some(loaded));
+                    // Unless the view moved on (to a dropped checkpoint, say) while the files came.
+                    if real.try_get_untracked() == Some(shown) {
+                        lm.try_set(Some(loaded));
+                    }
                 });
             }
-            Some(RealWeights::Dropped) => {
+            Some(RealWeights::Dropped(_)) => {
                 let dropped = state.with_untracked(|s| user_checkpoint::shown(&s.model));
                 lm.set(dropped.map(|d| Ok(d.lm.clone())));
             }
-            None => {}
+            // Synthetic weights: let go of real ones (a dropped checkpoint's GPU buffers).
+            None => lm.set(None),
         }
     });
     let request = Memo::new(move |_| {
@@ -378,11 +384,11 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
 /// Said while the trained model's files are fetched and read.
 const LOADING: &str = "Loading the model's weights and tokenizer…";
 
-/// Which real weights the view shows.
+/// Which real weights the view shows: the trained model's, or the dropped checkpoint of this load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RealWeights {
     Trained,
-    Dropped,
+    Dropped(u64),
 }
 
 /// What the model with real weights is, what its scores mean, and which of the link's settings it

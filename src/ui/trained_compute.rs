@@ -211,9 +211,9 @@ impl LoadedLm {
         keep_going: &dyn Fn() -> bool,
     ) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
         let Some(checkpoint) = &self.host else {
-            return Err(
-                "Your checkpoint runs on the GPU only (its weights were streamed there), and there is none now".into(),
-            );
+            return Err("Your checkpoint's weights were streamed to the GPU, and the page computes on the CPU now \
+                        (no WebGPU, or backend=cpu)"
+                .into());
         };
         let mut pass = CpuPass::new(checkpoint, ids, 1).map_err(|e| e.0)?;
         while pass.step() {

@@ -3,7 +3,7 @@
 //! streams the weights to the GPU a chunk at a time (`gpu::lm_stream`), and shows the model's real
 //! heads in the heatmaps view. Nothing is uploaded anywhere: the files are read in the page.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ops::Range;
 use std::rc::Rc;
 
@@ -21,21 +21,28 @@ use crate::gpu::lm_forward::LmWeights;
 use crate::gpu::lm_stream::{self, WeightSource};
 use crate::lm::bpe::Tokenizer;
 use crate::model::encoding::encode_model;
+use crate::model::job_budget::JOB_BYTES;
 use crate::model::units::format_bytes;
 use crate::state::AppState;
-use crate::views::heatmaps::checkpoint_files::{check_shards, check_tokenizer, classify};
+use crate::views::heatmaps::checkpoint_files::{check_tokenizer, classify, pick_shards};
 use crate::views::model_choice::ModelChoice;
 
 /// The checkpoint read from the user's files: the layout it is shown as (`cfg`), and the model.
 pub struct Dropped {
+    /// Counts the loads, so a second checkpoint of the same layout is told from the first.
+    pub serial: u64,
     pub cfg: String,
     pub lm: Rc<LoadedLm>,
     /// Bytes of weights read.
     pub file_bytes: u64,
+    /// Weight files dropped that the index does not name.
+    pub left_out: Vec<String>,
 }
 
 thread_local! {
     static DROPPED: RefCell<Option<Rc<Dropped>>> = const { RefCell::new(None) };
+    /// Loads so far, and whether one is running (page-wide: the panel may be unmounted and made again).
+    static LOADS: Cell<(u64, bool)> = const { Cell::new((0, false)) };
 }
 
 /// The dropped checkpoint, when the views show its layout.
@@ -86,38 +93,46 @@ async fn text_of(file: &web_sys::File) -> Result<String, String> {
 }
 
 /// Checks and streams `files`; `status` says how far it got.
-async fn load(files: Vec<web_sys::File>, engine: Rc<Engine>, status: RwSignal<LoadStatus>) -> Result<Dropped, String> {
+async fn load(
+    files: Vec<web_sys::File>,
+    engine: Rc<Engine>,
+    status: RwSignal<LoadStatus>,
+    release_previous: &dyn Fn(),
+) -> Result<Dropped, String> {
     let listed: Vec<(String, u64)> = files.iter().map(|f| (f.name(), f.size() as u64)).collect();
     let roles = classify(&listed)?;
     let config = text_of(&files[roles.config]).await?;
     let tokenizer_json = text_of(&files[roles.tokenizer]).await?;
     let weight_names: Vec<&str> = roles.weights.iter().map(|&i| listed[i].0.as_str()).collect();
-    if let Some(index) = roles.index {
-        check_shards(&text_of(&files[index]).await?, &weight_names)?;
-    }
+    let (weights, left_out) = match roles.index {
+        Some(index) => pick_shards(&text_of(&files[index]).await?, &weight_names)?,
+        None => ((0..weight_names.len()).collect(), Vec::new()),
+    };
     let Some((ctx, kernels)) = engine.gpu() else {
         return Err("Your checkpoint runs on the GPU, and this browser offers no WebGPU (the app is on its CPU \
                     fallback): open the page in a browser with WebGPU to see it."
             .into());
     };
-    let source = DroppedFiles(roles.weights.iter().map(|&i| files[i].clone()).collect());
+    let source = DroppedFiles(weights.iter().map(|&w| files[roles.weights[w]].clone()).collect());
     status.set(LoadStatus::Working("Reading the weight files' headers…".into()));
     let plan = lm_stream::plan(&config, &source).await.map_err(|e| e.0)?;
     let tokenizer = Tokenizer::from_json(&tokenizer_json).map_err(|e| format!("tokenizer.json: {e}"))?;
     check_tokenizer(tokenizer.vocab_size(), plan.model())?;
     lm_stream::check(ctx, &plan).map_err(|e| e.to_string())?;
+    release_previous();
     let total = plan.file_bytes();
     let mut progress = |done: u64, all: u64| {
         let line =
             format!("Streaming the weights to the GPU: {} of {}", format_bytes(done.into()), format_bytes(all.into()));
         status.try_set(LoadStatus::Working(line));
     };
-    let weights: LmWeights =
+    let streamed: LmWeights =
         LmWeights::stream(ctx, kernels, &plan, &source, &mut progress).await.map_err(|e| e.to_string())?;
     let model = plan.config.model.clone();
     let cfg = encode_model(&model);
-    let lm = Rc::new(LoadedLm::streamed(model, tokenizer, engine.clone(), weights));
-    Ok(Dropped { cfg, lm, file_bytes: total })
+    let lm = Rc::new(LoadedLm::streamed(model, tokenizer, engine.clone(), streamed));
+    let serial = LOADS.get().0;
+    Ok(Dropped { serial, cfg, lm, file_bytes: total, left_out })
 }
 
 /// The drop zone and file chooser, with what the page checks and how far a load got.
@@ -128,23 +143,49 @@ pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
     let take = move |list: Option<web_sys::FileList>| {
         let files: Vec<web_sys::File> =
             list.map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect()).unwrap_or_default();
-        if files.is_empty() || matches!(status.get_untracked(), LoadStatus::Working(_)) {
+        if files.is_empty() {
             return;
         }
-        let Some(engine) = engine.get_untracked() else { return };
+        let (loads, running) = LOADS.get();
+        if running {
+            status
+                .set(LoadStatus::Working("Still reading the files dropped before; drop these again after it.".into()));
+            return;
+        }
+        let Some(engine) = engine.get_untracked() else {
+            status
+                .set(LoadStatus::Failed("the page is still opening the GPU: drop the files again in a moment".into()));
+            return;
+        };
+        LOADS.set((loads + 1, true));
         status.set(LoadStatus::Working(format!("Checking {} files…", files.len())));
+        // Once the new files pass every check, the last checkpoint's GPU buffers go before the new
+        // ones are made (the view lets go of them once its layout is no longer the one shown).
+        let release_previous = move || {
+            if DROPPED.with_borrow_mut(Option::take).is_some() {
+                state.try_update(|_| {});
+            }
+        };
         spawn_local(async move {
-            match load(files, engine, status).await {
+            let loaded = load(files, engine, status, &release_previous).await;
+            LOADS.set((loads + 1, false));
+            match loaded {
                 Ok(dropped) => {
-                    let done = format!(
-                        "Loaded {} ({} of weights). Its heads are below.",
+                    let mut done = format!(
+                        "Loaded {} ({} of weights).",
                         dropped.lm.model.name,
                         format_bytes(dropped.file_bytes.into())
                     );
-                    let cfg = dropped.cfg.clone();
-                    DROPPED.with_borrow_mut(|d| *d = Some(Rc::new(dropped)));
-                    status.try_set(LoadStatus::Done(done));
-                    state.try_update(|s| s.show_dropped_checkpoint(cfg));
+                    if !dropped.left_out.is_empty() {
+                        done +=
+                            &format!(" Left out, as the index does not name them: {}.", dropped.left_out.join(", "));
+                    }
+                    // A panel gone meanwhile (another view) does not switch the model under it.
+                    if status.try_set(LoadStatus::Done(done)).is_none() {
+                        let cfg = dropped.cfg.clone();
+                        DROPPED.with_borrow_mut(|d| *d = Some(Rc::new(dropped)));
+                        state.try_update(|s| s.show_dropped_checkpoint(cfg));
+                    }
                 }
                 Err(why) => _ = status.try_set(LoadStatus::Failed(why)),
             }
@@ -157,8 +198,10 @@ pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
             <p class="hint">
                 "Drop a model's " <code>"config.json"</code> ", " <code>"tokenizer.json"</code> " and its "
                 <code>".safetensors"</code> " file (or all its shards with " <code>"model.safetensors.index.json"</code>
-                "). Llama 2 and 3, Mistral, Qwen2, Qwen3 and SmolLM layouts run; f32, f16 and bf16 weights. The files are "
-                "read here and streamed to your GPU a few MB at a time; nothing is uploaded."
+                "). Llama 2 and 3, Mistral, Qwen2, Qwen3 and SmolLM layouts run (rotary positions plain or linearly \
+                scaled), with f32, f16 or bf16 weights, " {format!("up to about {} million parameters: ", JOB_BYTES / 4 / 1_000_000)}
+                "every weight is kept as f32 within one job's 1 GiB, so SmolLM2-135M fits and most released Llama, Mistral and \
+                Qwen checkpoints do not. The files are read here and streamed to your GPU a few MB at a time; nothing is uploaded."
             </p>
             <div class="drop-zone" data-testid="checkpoint-drop" class:dragging=move || dragging.get()
                 on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }

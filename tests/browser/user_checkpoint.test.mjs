@@ -127,12 +127,18 @@ describe("your own checkpoint", () => {
     await app.close();
   });
 
-  test("sharded weights with their index load as one model (Mistral's sliding window, 25 tokens)", async () => {
+  test("a second checkpoint replaces the first: sharded weights with their index (Mistral's window, 25 tokens)", async () => {
     const app = await AppPage.open(session, "?view=heatmaps");
     await app.waitForEngine();
+    await choose(app, fixtureFiles("qwen3"));
+    await app.typeText("fn main() {");
+    await candidates(app, 4);
     const [config, weights, tokenizer] = fixtureFiles("mistral");
-    await choose(app, [config, tokenizer, ...sharded(weights.buffer)]);
-    assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded/);
+    // Mistral's repositories keep consolidated.safetensors beside the shards: left out, and said.
+    const consolidated = file("consolidated.safetensors", weights.buffer);
+    await app.page.getByTestId("checkpoint-files").setInputFiles([config, tokenizer, consolidated, ...sharded(weights.buffer)]);
+    await app.page.waitForFunction(() => /^Loaded mistral/.test(document.querySelector('[data-testid="checkpoint-status"]')?.textContent ?? ""), null, { timeout: 120_000 });
+    assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /Left out, as the index does not name them: consolidated\.safetensors\./);
     const text = REFERENCE.fixtures.mistral.inputs[1].text;
     await app.typeText(text);
     const probs = await candidates(app, 4);
@@ -166,7 +172,7 @@ describe("your own checkpoint", () => {
     const gemma = { ...JSON.parse(config.buffer.toString("utf8")), model_type: "gemma2", architectures: ["Gemma2ForCausalLM"] };
     await refused([file("config.json", Buffer.from(JSON.stringify(gemma))), weights, tokenizer],
       /This page runs llama, mistral, qwen2, qwen3 checkpoints \(SmolLM's are llama\), not model_type "gemma2"/);
-    await refused([config, weights, file("tokenizer.json", Buffer.from("{not json"))], /tokenizer\.json/);
+    await refused([config, weights, file("tokenizer.json", Buffer.from("{not json"))], /could not be shown: tokenizer\.json: /);
     // A tensor stored as a type the page does not read.
     await refused([config, withDtype(weights.buffer, "model.norm.weight", "F64"), tokenizer], /tensor model\.norm\.weight is F64; only F16, BF16 and F32 are read/);
     // A tokenizer with more tokens than the model has rows: from another model.

@@ -7,7 +7,7 @@ use crate::lm::weight_plan::index_shards;
 use crate::model::Model;
 use crate::model::presets::heads_phrase;
 
-/// config.json and tokenizer.json are read whole; real ones are a few KB to a few MB.
+/// config.json, tokenizer.json and the shards' index are read whole; real ones are a few KB to a few MB.
 pub const MAX_TEXT_FILE_BYTES: u64 = 32 << 20;
 
 /// What each dropped file is, by its index in the list dropped.
@@ -45,11 +45,11 @@ pub fn classify(files: &[(String, u64)]) -> Result<FileRoles, String> {
     let tokenizer = named("tokenizer.json").ok_or(
         "tokenizer.json is missing: drop it with the weights (the page tokenises your text with the model's own tokenizer)",
     )?;
-    if let Some((name, bytes)) = [config, tokenizer].iter().map(|&i| &files[i]).find(|(_, b)| *b > MAX_TEXT_FILE_BYTES)
-    {
+    let index = files.iter().position(|(n, _)| n.ends_with(".safetensors.index.json"));
+    let mut texts = [config, tokenizer].into_iter().chain(index).map(|i| &files[i]);
+    if let Some((name, bytes)) = texts.find(|(_, b)| *b > MAX_TEXT_FILE_BYTES) {
         return Err(format!("{name} is {bytes} bytes, more than a {name} can be ({MAX_TEXT_FILE_BYTES} at most)"));
     }
-    let index = files.iter().position(|(n, _)| n.ends_with(".safetensors.index.json"));
     if weights.len() > 1 && index.is_none() {
         return Err("These are several .safetensors files but no model.safetensors.index.json: drop it too".into());
     }
@@ -58,17 +58,18 @@ pub fn classify(files: &[(String, u64)]) -> Result<FileRoles, String> {
     Ok(FileRoles { config, tokenizer, index, weights, ignored })
 }
 
-/// Checks the shard files dropped against those the index names: each must be there, and no other.
-pub fn check_shards(index_json: &str, dropped: &[&str]) -> Result<(), String> {
+/// The shard files the index names among those dropped (their positions in `dropped`), and the
+/// names of dropped .safetensors files it does not name (a repository's `consolidated.safetensors`
+/// beside its shards, say), which are left out; every file it names must be there.
+pub fn pick_shards(index_json: &str, dropped: &[&str]) -> Result<(Vec<usize>, Vec<String>), String> {
     let named = index_shards(index_json).map_err(|e| e.0)?;
     let missing: Vec<&str> = named.iter().map(String::as_str).filter(|n| !dropped.contains(n)).collect();
     if !missing.is_empty() {
         return Err(format!("Missing weight files named by the index: {} (drop every shard)", missing.join(", ")));
     }
-    if let Some(extra) = dropped.iter().find(|d| !named.iter().any(|n| n == *d)) {
-        return Err(format!("{extra} is not among the files the index names: is it from another model?"));
-    }
-    Ok(())
+    let (used, left): (Vec<usize>, Vec<usize>) =
+        (0..dropped.len()).partition(|&i| named.iter().any(|n| n == dropped[i]));
+    Ok((used, left.into_iter().map(|i| dropped[i].to_string()).collect()))
 }
 
 /// Refuses a tokenizer whose ids reach past the model's vocabulary: its text would name rows of the
@@ -140,6 +141,10 @@ mod tests {
         let mut huge = files(&["model.safetensors", "config.json", "tokenizer.json"]);
         huge[1].1 = 40 << 20;
         assert!(classify(&huge).unwrap_err().starts_with("config.json is 41943040 bytes"));
+        let mut huge_index =
+            files(&["a.safetensors", "b.safetensors", "config.json", "tokenizer.json", "model.safetensors.index.json"]);
+        huge_index[4].1 = 1 << 30;
+        assert!(classify(&huge_index).unwrap_err().starts_with("model.safetensors.index.json is 1073741824 bytes"));
     }
 
     #[test]
@@ -147,11 +152,12 @@ mod tests {
         let index =
             r#"{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}"#;
         let both = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"];
-        assert_eq!(check_shards(index, &both), Ok(()));
-        assert!(check_shards(index, &both[..1]).unwrap_err().contains("model-00002-of-00002.safetensors"));
-        let stray = [both[0], both[1], "model-00003-of-00003.safetensors"];
-        assert!(check_shards(index, &stray).unwrap_err().starts_with("model-00003-of-00003.safetensors is not among"));
-        assert!(check_shards("{}", &both).unwrap_err().contains("weight_map"));
+        assert_eq!(pick_shards(index, &both), Ok((vec![0, 1], vec![])));
+        assert!(pick_shards(index, &both[..1]).unwrap_err().contains("model-00002-of-00002.safetensors"));
+        // Mistral's repositories keep consolidated.safetensors beside the shards: left out, and said.
+        let with_consolidated = ["consolidated.safetensors", both[0], both[1]];
+        assert_eq!(pick_shards(index, &with_consolidated), Ok((vec![1, 2], vec!["consolidated.safetensors".into()])));
+        assert!(pick_shards("{}", &both).unwrap_err().contains("weight_map"));
     }
 
     #[test]
