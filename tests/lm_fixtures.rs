@@ -16,25 +16,36 @@ mod common;
 use common::gpu::{close, device};
 #[path = "common/fixtures.rs"]
 mod fixtures;
-use fixtures::{FIXTURES, Input, TOKENIZER, check, reference, split_in_two};
+use fixtures::{FIXTURES, FixtureFiles, Input, TOKENIZER, check, reference, split_in_two};
 
 fn loaded() -> impl Iterator<Item = (&'static str, Checkpoint)> {
-    FIXTURES.into_iter().map(|(name, config, weights)| {
-        (name, Checkpoint::load(config, weights).unwrap_or_else(|e| panic!("{name}: {e}")))
-    })
+    FIXTURES
+        .into_iter()
+        .map(|f| (f.name, Checkpoint::load(f.config, f.weights).unwrap_or_else(|e| panic!("{}: {e}", f.name))))
 }
 
 #[test]
 fn every_fixture_is_tokenised_as_the_reference_says() {
-    let tok = Tokenizer::from_json(TOKENIZER).unwrap();
     let reference = reference();
     let names: Vec<&str> = reference.fixtures.keys().map(String::as_str).collect();
-    assert_eq!(names, FIXTURES.map(|f| f.0));
-    for (name, fixture) in reference.fixtures {
-        for input in fixture.inputs {
-            assert_eq!(tok.encode(&input.text), input.ids, "{name}: {:?}", input.text);
+    assert_eq!(names, FIXTURES.map(|f| f.name));
+    for f in FIXTURES {
+        let tok = Tokenizer::from_json(f.tokenizer).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+        let fixture = &reference.fixtures[f.name];
+        let texts = fixture
+            .inputs
+            .iter()
+            .map(|i| (&i.text, &i.ids))
+            .chain(fixture.tokenizer_cases.iter().map(|c| (&c.text, &c.ids)));
+        for (text, ids) in texts {
+            assert_eq!(&tok.encode(text), ids, "{}: {text:?}", f.name);
         }
     }
+    // SmolLM's tokenizer splits digits: its own cases are checked, and they differ from the shipped one's.
+    let smollm = &reference.fixtures["smollm"];
+    assert_eq!(smollm.tokenizer_cases.len(), 21);
+    let shipped = Tokenizer::from_json(TOKENIZER).unwrap();
+    assert!(smollm.tokenizer_cases.iter().any(|c| shipped.encode(&c.text) != c.ids));
 }
 
 #[test]
@@ -87,7 +98,7 @@ fn streamed_weights_match_candle_on_every_family_whole_or_sharded() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let reference = reference();
-    for (name, config, safetensors) in FIXTURES {
+    for FixtureFiles { name, config, weights: safetensors, .. } in FIXTURES {
         let [a, b] = split_in_two(safetensors);
         let ways = [
             (vec![safetensors], "streamed", false),

@@ -159,8 +159,11 @@ async fn every_family_fixture_matches_candle_on_browser_webgpu() {
     let ctx = GpuContext::new().await.expect("a WebGPU adapter");
     let kernels = Kernels::new(&ctx);
     let reference = fixtures::reference();
-    let tokenizer = Tokenizer::from_json(fixtures::TOKENIZER).expect("the shipped tokenizer");
-    for (name, config, safetensors) in fixtures::FIXTURES {
+    for fixtures::FixtureFiles { name, config, weights: safetensors, tokenizer } in fixtures::FIXTURES {
+        let tokenizer = Tokenizer::from_json(tokenizer).expect("the fixture's tokenizer");
+        for case in &reference.fixtures[name].tokenizer_cases {
+            assert_eq!(tokenizer.encode(&case.text), case.ids, "{name}: {:?}", case.text);
+        }
         // As a user's files, whole and in two shards: planned from the headers, streamed in chunks,
         // 16-bit values widened on the GPU.
         let [a, b] = fixtures::split_in_two(safetensors);

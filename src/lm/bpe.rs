@@ -67,6 +67,18 @@ pub struct Tokenizer {
     merges: HashMap<(u32, u32), Merge>,
     /// Added tokens, one matcher per pass (see [`AddedTokens`]).
     added: Vec<AddedTokens>,
+    /// A `Digits` pre-tokenizer before the ByteLevel one (StarCoder's and SmolLM's tokenizers).
+    digits: DigitSplit,
+}
+
+/// How a `Digits` pre-tokenizer cuts the text before GPT-2's pattern does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigitSplit {
+    None,
+    /// `individual_digits: true`: every digit on its own.
+    Each,
+    /// `individual_digits: false`: each run of digits on its own.
+    Runs,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +103,7 @@ impl Tokenizer {
     /// Reads a `tokenizer.json` as the `tokenizers` library writes it.
     pub fn from_json(json: &str) -> Result<Tokenizer, BpeError> {
         let file: TokenizerFile = serde_json::from_str(json).map_err(|e| BpeError::Json(e.to_string()))?;
-        file.check_pipeline()?;
+        let digits = file.check_pipeline()?;
         file.model.check_settings()?;
         let vocab = &file.model.vocab;
         let alphabet = byte_alphabet();
@@ -99,7 +111,7 @@ impl Tokenizer {
         let byte_ids = byte_ids(vocab, &alphabet)?;
         let merges = read_merges(&file.model.merges, vocab)?;
         let added = added_token_passes(&file.added_tokens, vocab)?;
-        Ok(Tokenizer { token_bytes, byte_ids, merges, added })
+        Ok(Tokenizer { token_bytes, byte_ids, merges, added, digits })
     }
 
     /// Number of ids, `0..vocab_size()`.
@@ -117,7 +129,7 @@ impl Tokenizer {
             match piece {
                 Piece::Added(id) => ids.push(id),
                 Piece::Text(text) => {
-                    for word in words(text) {
+                    for word in digit_pieces(text, self.digits).flat_map(words) {
                         ids.extend_from_slice(cache.entry(word).or_insert_with(|| self.merge_word(word.as_bytes())));
                     }
                 }
@@ -263,6 +275,25 @@ fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
     let c = u32::from(c);
     let i = ranges.partition_point(|&(_, hi)| hi < c);
     ranges.get(i).is_some_and(|&(lo, _)| lo <= c)
+}
+
+/// A `Digits` pre-tokenizer's pieces of `text` (the library's `char::is_numeric`, isolated one by
+/// one or in runs); the whole text when there is none.
+pub fn digit_pieces(text: &str, split: DigitSplit) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let rest = text.get(start..).filter(|r| !r.is_empty())?;
+        let mut chars = rest.char_indices();
+        let (_, first) = chars.next()?;
+        let end = match (split, first.is_numeric()) {
+            (DigitSplit::None, _) => rest.len(),
+            (DigitSplit::Each, true) => first.len_utf8(),
+            (DigitSplit::Runs, true) => chars.find(|(_, c)| !c.is_numeric()).map_or(rest.len(), |(i, _)| i),
+            (_, false) => chars.find(|(_, c)| c.is_numeric()).map_or(rest.len(), |(i, _)| i),
+        };
+        start += end;
+        Some(&rest[..end])
+    })
 }
 
 /// Step 2, GPT-2's pre-tokenizer: the words of a text that holds no added token, each merged on its
@@ -500,7 +531,7 @@ struct AddedTokenFile {
     normalized: bool,
 }
 
-fn unsupported(what: impl Into<String>) -> Result<(), BpeError> {
+fn unsupported<T>(what: impl Into<String>) -> Result<T, BpeError> {
     Err(BpeError::Unsupported(what.into()))
 }
 
@@ -513,8 +544,9 @@ fn stage_type(stage: &Value) -> &str {
 }
 
 impl TokenizerFile {
-    /// Everything around the model: ByteLevel pre-tokenizer and decoder, nothing else that changes ids.
-    fn check_pipeline(&self) -> Result<(), BpeError> {
+    /// Everything around the model: a ByteLevel pre-tokenizer (after a `Digits` one, or alone) and
+    /// decoder, nothing else that changes ids; the digit split it asks for.
+    fn check_pipeline(&self) -> Result<DigitSplit, BpeError> {
         if let Some(v) = self.version.as_deref().filter(|&v| v != "1.0") {
             return unsupported(format!("format version {v:?} (the library reads \"1.0\")"));
         }
@@ -525,9 +557,12 @@ impl TokenizerFile {
                 return unsupported(name);
             }
         }
-        let pre = &self.pre_tokenizer;
+        let (digits, pre) = digits_then_byte_level(&self.pre_tokenizer)?;
         if stage_type(pre) != "ByteLevel" {
-            return unsupported(format!("pre-tokenizer {} (this encoder is ByteLevel only)", stage_type(pre)));
+            return unsupported(format!(
+                "pre-tokenizer {} (this encoder reads ByteLevel, alone or after Digits)",
+                stage_type(pre)
+            ));
         }
         if pre.get("add_prefix_space").and_then(Value::as_bool) != Some(false) {
             return unsupported("a ByteLevel pre-tokenizer without add_prefix_space: false");
@@ -535,16 +570,39 @@ impl TokenizerFile {
         if pre.get("use_regex").is_some_and(|r| r.as_bool() != Some(true)) {
             return unsupported("a ByteLevel pre-tokenizer without GPT-2's regex (use_regex)");
         }
-        // A ByteLevel post-processor only trims offsets; with add_special_tokens = false others add nothing,
-        // but are refused to keep the promise simple.
-        if !matches!(stage_type(&self.post_processor), "null" | "ByteLevel") {
+        // A ByteLevel post-processor only trims offsets, and a template adds its special tokens only when
+        // asked (the app encodes with add_special_tokens = false); others are refused.
+        if !matches!(stage_type(&self.post_processor), "null" | "ByteLevel" | "TemplateProcessing") {
             return unsupported(format!("post-processor {}", stage_type(&self.post_processor)));
         }
         if stage_type(&self.decoder) != "ByteLevel" {
             return unsupported(format!("decoder {} (decode assumes ByteLevel)", stage_type(&self.decoder)));
         }
-        Ok(())
+        Ok(digits)
     }
+}
+
+/// `Sequence[Digits, ByteLevel]` as (the digit split, the ByteLevel stage); any other stage as
+/// (no split, itself).
+fn digits_then_byte_level(pre: &Value) -> Result<(DigitSplit, &Value), BpeError> {
+    let Some(stages) = pre.get("pretokenizers").and_then(Value::as_array).filter(|_| stage_type(pre) == "Sequence")
+    else {
+        return Ok((DigitSplit::None, pre));
+    };
+    let [digits, byte_level] = stages.as_slice() else {
+        return unsupported(format!(
+            "a pre-tokenizer Sequence of {} stages (Digits then ByteLevel is read)",
+            stages.len()
+        ));
+    };
+    if stage_type(digits) != "Digits" {
+        return unsupported(format!("a pre-tokenizer Sequence starting with {}", stage_type(digits)));
+    }
+    let split = match digits.get("individual_digits").and_then(Value::as_bool) {
+        Some(true) => DigitSplit::Each,
+        _ => DigitSplit::Runs,
+    };
+    Ok((split, byte_level))
 }
 
 impl ModelFile {

@@ -236,6 +236,37 @@ fn unsupported_settings_are_errors() {
     );
     // A dropout of 0 is none, as in the library.
     assert!(altered(|j| j["model"]["dropout"] = json!(0.0)).is_ok());
+    // Llama 3's and Qwen's regex split before ByteLevel is not read yet, and says so.
+    let split = json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]});
+    let err = altered(|j| j["pre_tokenizer"] = split.clone()).unwrap_err().to_string();
+    assert!(err.contains("a pre-tokenizer Sequence starting with Split"), "{err}");
+    // Digits then ByteLevel reads; a template post-processor adds nothing without special tokens.
+    let digits = json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]});
+    let runs = altered(|j| {
+        j["pre_tokenizer"] = digits.clone();
+        j["post_processor"] = json!({"type": "TemplateProcessing", "single": [], "pair": [], "special_tokens": {}});
+    })
+    .unwrap();
+    // Runs of digits stay together, away from the letters and the space before them.
+    assert_eq!(
+        shown(&runs, &runs.encode("x12 34")),
+        shown(tokenizer(), &[vocab_id("x"), vocab_id("12"), vocab_id("Ġ"), vocab_id("34")])
+    );
+}
+
+#[test]
+fn digit_pieces_by_hand() {
+    use super::bpe::{DigitSplit, digit_pieces};
+    let pieces = |text, split| digit_pieces(text, split).collect::<Vec<_>>();
+    assert_eq!(pieces("ab12 c٣4", DigitSplit::Each), ["ab", "1", "2", " c", "٣", "4"]);
+    assert_eq!(pieces("ab12 c٣4", DigitSplit::Runs), ["ab", "12", " c", "٣4"]);
+    assert_eq!(pieces("ab12", DigitSplit::None), ["ab12"]);
+    assert_eq!(pieces("", DigitSplit::Each), Vec::<&str>::new());
+    assert_eq!(pieces("7", DigitSplit::Each), ["7"]);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 // refused with a message that names the problem while the page keeps working.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startSession } from "./harness.mjs";
 import { AppPage } from "./app_page.mjs";
@@ -19,10 +19,11 @@ const TOKENIZER = join(ROOT, "www", "models", "attention-lab-tiny", "tokenizer.j
 const REFERENCE = JSON.parse(readFileSync(join(FIXTURES, "reference.json"), "utf8"));
 
 const file = (name, buffer) => ({ name, mimeType: "application/octet-stream", buffer });
+// A fixture's files: its own tokenizer.json where it has one (SmolLM's splits digits), else the shipped one.
 const fixtureFiles = (name) => [
   file("config.json", readFileSync(join(FIXTURES, name, "config.json"))),
   file("model.safetensors", readFileSync(join(FIXTURES, name, "model.safetensors"))),
-  file("tokenizer.json", readFileSync(TOKENIZER)),
+  file("tokenizer.json", readFileSync(existsSync(join(FIXTURES, name, "tokenizer.json")) ? join(FIXTURES, name, "tokenizer.json") : TOKENIZER)),
 ];
 
 /** A safetensors file cut into two shards and the index that names them, as Hugging Face stores them. */
@@ -145,6 +146,22 @@ describe("your own checkpoint", () => {
     const want = candleTop5("mistral", text);
     probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `candidate ${i}: ${p} vs candle ${want[i]}`));
     app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("SmolLM's own tokenizer (each digit on its own) reads the text as the library does", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps");
+    await app.waitForEngine();
+    await choose(app, fixtureFiles("smollm"));
+    const text = REFERENCE.fixtures.smollm.inputs[1].text;
+    assert.match(text, /22, 333/);
+    await app.typeText(text);
+    const probs = await candidates(app, 4);
+    const want = candleTop5("smollm", text);
+    probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `candidate ${i}: ${p} vs candle ${want[i]}`));
+    // The axes show the digits one by one.
+    const labels = await app.page.$eval('[data-testid="head-heatmap"]', (el) => el.dataset.rows);
+    assert.equal(Number(labels), REFERENCE.fixtures.smollm.inputs[1].ids.length);
     await app.close();
   });
 

@@ -14,30 +14,54 @@ const ABS: f64 = 1e-4;
 const REL: f64 = 1e-5;
 
 macro_rules! fixture {
-    ($name:literal) => {
-        (
-            $name,
-            include_str!(concat!("../data/fixtures/", $name, "/config.json")),
-            include_bytes!(concat!("../data/fixtures/", $name, "/model.safetensors")),
-        )
+    ($name:literal, $tokenizer:expr) => {
+        FixtureFiles {
+            name: $name,
+            config: include_str!(concat!("../data/fixtures/", $name, "/config.json")),
+            weights: include_bytes!(concat!("../data/fixtures/", $name, "/model.safetensors")),
+            tokenizer: $tokenizer,
+        }
     };
 }
 
-/// (name, config.json, model.safetensors) of every fixture, in reference.json's order.
-pub const FIXTURES: [(&str, &str, &[u8]); 5] =
-    [fixture!("llama3"), fixture!("mistral"), fixture!("qwen2"), fixture!("qwen3"), fixture!("smollm")];
-
-/// The tokenizer every fixture uses (the shipped model's).
+/// The tokenizer most fixtures use (the shipped model's).
 pub const TOKENIZER: &str = include_str!("../../www/models/attention-lab-tiny/tokenizer.json");
+
+/// One fixture's files.
+#[derive(Clone, Copy)]
+pub struct FixtureFiles {
+    pub name: &'static str,
+    pub config: &'static str,
+    pub weights: &'static [u8],
+    pub tokenizer: &'static str,
+}
+
+/// Every fixture, in reference.json's order; SmolLM's has its own tokenizer (digits split first).
+pub const FIXTURES: [FixtureFiles; 5] = [
+    fixture!("llama3", TOKENIZER),
+    fixture!("mistral", TOKENIZER),
+    fixture!("qwen2", TOKENIZER),
+    fixture!("qwen3", TOKENIZER),
+    fixture!("smollm", include_str!("../data/fixtures/smollm/tokenizer.json")),
+];
 
 #[derive(Deserialize)]
 pub struct Reference {
-    pub fixtures: BTreeMap<String, Fixture>,
+    pub fixtures: BTreeMap<String, FixtureReference>,
 }
 
 #[derive(Deserialize)]
-pub struct Fixture {
+pub struct FixtureReference {
     pub inputs: Vec<Input>,
+    /// The library's ids for `tokenizer_reference::CASES`, for a fixture with its own tokenizer.
+    #[serde(default)]
+    pub tokenizer_cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+pub struct Case {
+    pub text: String,
+    pub ids: Vec<u32>,
 }
 
 #[derive(Deserialize)]

@@ -3,8 +3,9 @@
 //! output weights, dtype), and reference logits from candle-transformers' own implementation of the
 //! family, an implementation independent of the app's forward pass and of this crate's `model`.
 //!
-//! Every fixture uses the shipped model's tokenizer (4,096 ids), so the app's tests and a user who
-//! drops the files read the same text the same way. Each writes `config.json` and
+//! Every fixture uses the shipped model's vocabulary (4,096 ids); SmolLM's has its own
+//! `tokenizer.json` beside it, the shipped one behind a `Digits` pre-tokenizer and with a template
+//! post-processor, as SmolLM's and StarCoder's tokenizers are made. Each writes `config.json` and
 //! `model.safetensors` into `tests/data/fixtures/<name>/`; `reference.json` beside them holds, per
 //! fixture and input, the token ids, the log-sum-exp of the last position's logits, its ten largest
 //! logits with their ids and every 16th logit (rounded to 1e-5), which together pin the whole vector.
@@ -39,6 +40,22 @@ pub struct Fixture {
     pub about: &'static str,
     pub config: Value,
     pub dtype: DType,
+    /// Its own tokenizer.json's pipeline, when it is not the shipped one's: (pre_tokenizer,
+    /// post_processor) to put in the shipped file.
+    pub tokenizer: Option<(Value, Value)>,
+}
+
+/// SmolLM's pipeline: each digit on its own, then GPT-2's byte-level pattern; a template that adds
+/// nothing without special tokens.
+fn digits_pipeline() -> (Value, Value) {
+    let pre = json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": true},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]});
+    let post = json!({"type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {}});
+    (pre, post)
 }
 
 /// The fixtures: Llama 3, Mistral (sliding window), Qwen2 (Q/K/V biases), Qwen3 (QK-norm, a head
@@ -65,6 +82,7 @@ pub fn fixtures() -> Vec<Fixture> {
             about: "Llama 3 layout: GQA 4/2, rotary base 500,000, separate lm_head, bfloat16",
             config: with(base("llama", "LlamaForCausalLM"), json!({"rope_theta": 500000.0, "torch_dtype": "bfloat16"})),
             dtype: DType::BF16,
+            tokenizer: None,
         },
         Fixture {
             name: "mistral",
@@ -74,6 +92,7 @@ pub fn fixtures() -> Vec<Fixture> {
                 json!({"sliding_window": MISTRAL_WINDOW, "head_dim": HIDDEN / HEADS, "torch_dtype": "float16"}),
             ),
             dtype: DType::F16,
+            tokenizer: None,
         },
         Fixture {
             name: "qwen2",
@@ -84,6 +103,7 @@ pub fn fixtures() -> Vec<Fixture> {
                        "max_window_layers": LAYERS, "rope_theta": 1000000.0, "torch_dtype": "float32"}),
             ),
             dtype: DType::F32,
+            tokenizer: None,
         },
         Fixture {
             name: "qwen3",
@@ -95,15 +115,18 @@ pub fn fixtures() -> Vec<Fixture> {
                        "torch_dtype": "bfloat16"}),
             ),
             dtype: DType::BF16,
+            tokenizer: None,
         },
         Fixture {
             name: "smollm",
-            about: "SmolLM layout (Llama): 4 heads with their own K/V (no grouping), tied embeddings, float16",
+            about: "SmolLM layout (Llama): 4 heads with their own K/V (no grouping), tied embeddings, float16; its \
+                    tokenizer splits digits first",
             config: with(
                 base("llama", "LlamaForCausalLM"),
                 json!({"num_key_value_heads": HEADS, "tie_word_embeddings": true, "rope_theta": 100000.0, "torch_dtype": "float16"}),
             ),
             dtype: DType::F16,
+            tokenizer: Some(digits_pipeline()),
         },
     ]
 }

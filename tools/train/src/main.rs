@@ -347,27 +347,49 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
 /// reference [--checkpoint DIR] [--out FILE]: the checkpoint's logits and attention for fixed inputs.
 /// Texts whose last position's logits each fixture's reference holds: a short one, and one longer
 /// than Mistral's 8-key window.
-const FIXTURE_TEXTS: [&str; 2] = ["fn main() {", "let v = vec![1, 2, 3];\nfor x in &v {\n    println!(\"{x}\");\n}"];
+const FIXTURE_TEXTS: [&str; 2] = ["fn main() {", "let v = vec![1, 22, 333];\nfor x in &v {\n    println!(\"{x}\");\n}"];
 
 fn fixtures_cmd() -> Result<(), Error> {
     use attention_lab_train::fixtures::{self, last_logits, summary};
-    let tok = bpe::load(&Path::new(SHIPPED).join("tokenizer.json"))?;
+    let shipped_path = Path::new(SHIPPED).join("tokenizer.json");
+    let shipped = bpe::load(&shipped_path)?;
     let mut entries = serde_json::Map::new();
     for (i, f) in fixtures::fixtures().iter().enumerate() {
         let dir = Path::new(FIXTURES).join(f.name);
         let weights = fixtures::save(f, &dir, 0xf1c5 + i as u64)?;
+        // A fixture with its own pipeline gets its own tokenizer.json, and its cases' ids.
+        let own = match &f.tokenizer {
+            Some((pre, post)) => {
+                let mut file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&shipped_path)?)?;
+                (file["pre_tokenizer"], file["post_processor"]) = (pre.clone(), post.clone());
+                let path = dir.join("tokenizer.json");
+                std::fs::write(&path, serde_json::to_string(&file)? + "\n")?;
+                Some(bpe::load(&path)?)
+            }
+            None => None,
+        };
+        let tok = own.as_ref().unwrap_or(&shipped);
         let mut inputs = Vec::new();
         for text in FIXTURE_TEXTS {
-            let ids = bpe::encode(&tok, text)?;
+            let ids = bpe::encode(tok, text)?;
             inputs.push(summary(text, &ids, &last_logits(f, &weights, &ids)?));
         }
-        entries.insert(f.name.into(), json!({ "about": f.about, "inputs": inputs }));
+        let mut entry = json!({ "about": f.about, "inputs": inputs });
+        if own.is_some() {
+            let cases = attention_lab_train::tokenizer_reference::CASES
+                .iter()
+                .map(|text| Ok(json!({"text": text, "ids": bpe::encode(tok, text)?})))
+                .collect::<Result<Vec<_>, Error>>()?;
+            entry["tokenizer_cases"] = json!(cases);
+        }
+        entries.insert(f.name.into(), entry);
         let bytes = std::fs::metadata(dir.join("model.safetensors"))?.len();
         println!("{}: {} ({bytes} bytes of weights)", f.name, dir.display());
     }
     let value = json!({
         "about": "Last-position logits of each fixture by candle-transformers (f32, weights widened from the stored \
-                  dtype), tokenised by www/models/attention-lab-tiny/tokenizer.json: `cargo run -- fixtures` in tools/train",
+                  dtype), tokenised by the `tokenizers` library with www/models/attention-lab-tiny/tokenizer.json or the \
+                  fixture's own tokenizer.json: `cargo run -- fixtures` in tools/train",
         "fixtures": entries,
     });
     std::fs::write(Path::new(FIXTURES).join("reference.json"), serde_json::to_string_pretty(&value)? + "\n")?;
