@@ -614,8 +614,10 @@ impl ModelFile {
         if self.dropout.is_some_and(|p| p != 0.0) {
             return unsupported("BPE dropout (random merges)");
         }
-        if let Some(unk) = &self.unk_token {
-            return unsupported(format!("an unknown token ({unk:?})"));
+        // Every byte has its own token (`byte_ids` checks), so a byte-level BPE never falls back to
+        // an unknown token: one named in the vocabulary is harmless (SmolLM's is `<|endoftext|>`).
+        if let Some(unk) = self.unk_token.as_ref().filter(|unk| !self.vocab.contains_key(unk.as_str())) {
+            return unsupported(format!("an unknown token ({unk:?}) outside the vocabulary"));
         }
         if self.continuing_subword_prefix.is_some() || self.end_of_word_suffix.is_some() {
             return unsupported("a continuing-subword prefix or end-of-word suffix");

@@ -223,6 +223,9 @@ fn unsupported_settings_are_errors() {
     is_err(altered(|j| j["model"]["byte_fallback"] = json!(true)), unsupported, "byte_fallback");
     is_err(altered(|j| j["model"]["ignore_merges"] = json!(true)), unsupported, "ignore_merges");
     is_err(altered(|j| j["model"]["unk_token"] = json!("<unk>")), unsupported, "unknown token");
+    // An unknown token the vocabulary holds is never produced: every byte has its own token.
+    let with_unk = altered(|j| j["model"]["unk_token"] = json!("<|endoftext|>")).unwrap();
+    assert_eq!(with_unk.encode("fn main() {}"), tokenizer().encode("fn main() {}"));
     is_err(altered(|j| j["model"]["type"] = json!("WordPiece")), unsupported, "WordPiece");
     is_err(altered(|j| j["normalizer"] = json!({"type": "NFC"})), unsupported, "normalizer");
     is_err(altered(|j| j["pre_tokenizer"]["add_prefix_space"] = json!(true)), unsupported, "add_prefix_space");
