@@ -72,6 +72,22 @@ async function choose(app, files) {
   await app.page.waitForSelector('[data-testid="checkpoint-status"]:text-matches("^Loaded"), [data-testid="checkpoint-error"]', { timeout: 120_000 });
 }
 
+/** Drops `files` on the panel's drop zone as a drag from the desktop would (a DataTransfer of Files). */
+async function drop(app, files) {
+  const payload = files.map((f) => ({ name: f.name, base64: f.buffer.toString("base64") }));
+  await app.page.evaluate((list) => {
+    const transfer = new DataTransfer();
+    for (const { name, base64 } of list) {
+      const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+      transfer.items.add(new File([bytes], name));
+    }
+    const zone = document.querySelector('[data-testid="checkpoint-drop"]');
+    zone.dispatchEvent(new DragEvent("dragover", { dataTransfer: transfer, bubbles: true, cancelable: true }));
+    zone.dispatchEvent(new DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }));
+  }, payload);
+  await app.page.waitForSelector('[data-testid="checkpoint-status"]:text-matches("^Loaded"), [data-testid="checkpoint-error"]', { timeout: 120_000 });
+}
+
 /** The next-token candidates for the current text, once the heads are drawn. */
 async function candidates(app, heads) {
   await app.page.waitForSelector(`[data-testid="explorer"][data-status="ready"]:has([data-testid="head-heatmap"]:nth-of-type(1))`, { timeout: 120_000 });
@@ -149,10 +165,12 @@ describe("your own checkpoint", () => {
     await app.close();
   });
 
-  test("SmolLM's own tokenizer (each digit on its own) reads the text as the library does", async () => {
+  test("files dropped on the page: SmolLM's own tokenizer (each digit on its own) reads the text as the library does", async () => {
     const app = await AppPage.open(session, "?view=heatmaps");
     await app.waitForEngine();
-    await choose(app, fixtureFiles("smollm"));
+    await drop(app, fixtureFiles("smollm"));
+    // Named by its config (no _name_or_path: its model_type).
+    assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded llama \(/);
     const text = REFERENCE.fixtures.smollm.inputs[1].text;
     assert.match(text, /22, 333/);
     await app.typeText(text);
