@@ -8,7 +8,7 @@ use std::future::Future;
 use std::ops::Range;
 
 use crate::gpu::launch::Dispatch;
-use crate::gpu::lm_weights::{LayerBuffers, LmGeometry, LmWeights, check_rotations, check_sizes};
+use crate::gpu::lm_weights::{LayerBuffers, LmGeometry, LmWeights, check_rotations, check_weight_sizes};
 use crate::gpu::widen::Half;
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::lm::LmError;
@@ -79,34 +79,14 @@ pub async fn plan(config_json: &str, source: &(impl WeightSource + ?Sized)) -> R
     WeightPlan::new(config_json, &headers)
 }
 
-/// The name each buffer has in messages.
-fn slot_name(slot: Slot) -> &'static str {
-    match slot {
-        Slot::Embed => "embed",
-        Slot::FinalNorm => "final norm",
-        Slot::LmHead => "lm head",
-        Slot::Layer(_, part) => match part {
-            LayerSlot::InputNorm => "input norm",
-            LayerSlot::Qkv => "qkv",
-            LayerSlot::QkvBias => "qkv bias",
-            LayerSlot::QkNorm => "qk norm",
-            LayerSlot::O => "o",
-            LayerSlot::PostNorm => "post-attention norm",
-            LayerSlot::GateUp => "gate_up",
-            LayerSlot::Down => "down",
-        },
-    }
-}
-
 /// Refuses `plan` before anything is made when a kernel cannot take its geometry or rotation, or
 /// its buffers (and the staging chunk) exceed the binding limit or the job budget.
 pub fn check(ctx: &GpuContext, plan: &WeightPlan) -> Result<LmGeometry, GpuError> {
     let geometry = LmGeometry::of_model(plan.model())?;
     let m = plan.model();
     check_rotations(&geometry, m.schedule.layers().iter().map(|&kind| m.positional_for(kind)))?;
-    let mut sizes: Vec<(&str, u64)> = plan.slots.iter().map(|(&slot, &floats)| (slot_name(slot), floats)).collect();
-    sizes.push(("staging", CHUNK_BYTES / 4));
-    check_sizes(ctx, "the model's weights", &sizes).map_err(|e| GpuError::LimitExceeded(too_large(ctx, plan, e)))?;
+    check_weight_sizes(ctx, plan.model(), CHUNK_BYTES / 4)
+        .map_err(|e| GpuError::LimitExceeded(too_large(ctx, plan, e)))?;
     Ok(geometry)
 }
 
@@ -161,7 +141,7 @@ impl LmWeights {
         let buffers: Vec<(Slot, wgpu::Buffer)> = plan
             .slots
             .iter()
-            .map(|(&slot, &floats)| Ok((slot, ctx.storage_output(slot_name(slot), floats * 4)?)))
+            .map(|(&slot, &floats)| Ok((slot, ctx.storage_output(slot.name(), floats * 4)?)))
             .collect::<Result<_, GpuError>>()?;
         let buffer = |slot: Slot| buffers.iter().find(|(s, _)| *s == slot).map(|(_, b)| b);
         let staging = ctx.storage_output("staging", chunk_bytes)?;

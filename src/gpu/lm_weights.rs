@@ -7,7 +7,8 @@ use crate::attention::AttentionShape;
 use crate::attention::rope::RopeTable;
 use crate::gpu::rope;
 use crate::gpu::{GpuContext, GpuError};
-use crate::lm::checkpoint::{Checkpoint, Linear};
+use crate::lm::checkpoint::Checkpoint;
+use crate::lm::weight_plan::slot_floats;
 use crate::model::config::{Model, Positional};
 use crate::model::{Mask, job_budget};
 
@@ -130,7 +131,7 @@ impl LmWeights {
     pub fn upload(ctx: &GpuContext, ck: &Checkpoint) -> Result<Self, GpuError> {
         let geometry = LmGeometry::of(ck)?;
         check_rotations(&geometry, ck.layers.iter().map(|l| l.positional))?;
-        check_weight_sizes(ctx, ck)?;
+        check_weight_sizes(ctx, &ck.model, 0)?;
         let layers = ck.layers.iter().map(|l| upload_layer(ctx, l)).collect::<Result<_, _>>()?;
         Ok(Self {
             geometry,
@@ -157,20 +158,14 @@ pub(crate) fn check_rotations(g: &LmGeometry, positionals: impl Iterator<Item = 
     Ok(())
 }
 
-/// Each stacked tensor's floats, checked against the binding limit, and their sum against the job budget.
-fn check_weight_sizes(ctx: &GpuContext, ck: &Checkpoint) -> Result<(), GpuError> {
-    let floats = |l: &Linear| (l.weight.len() + l.bias.as_ref().map_or(0, Vec::len)) as u64;
-    let mut tensors = vec![("embed", ck.embed.len() as u64), ("final norm", ck.final_norm.len() as u64)];
-    tensors.extend(ck.lm_head.as_ref().map(|w| ("lm head", w.len() as u64)));
-    for l in &ck.layers {
-        tensors.push(("qkv", floats(&l.q) + floats(&l.k) + floats(&l.v)));
-        tensors.push(("gate_up", floats(&l.gate) + floats(&l.up)));
-        tensors.push(("o", floats(&l.o)));
-        tensors.push(("down", floats(&l.down)));
-        tensors.push(("norms", 2 * l.input_norm.len() as u64));
-        tensors.extend(l.qk_norm.as_ref().map(|n| ("qk norm", (n.q.len() + n.k.len()) as u64)));
+/// The model's weight buffers (see `lm::weight_plan::slot_floats`) and `extra` floats of staging,
+/// each checked against the binding limit and all against the job budget.
+pub(crate) fn check_weight_sizes(ctx: &GpuContext, m: &Model, extra: u64) -> Result<(), GpuError> {
+    let mut sizes: Vec<(&str, u64)> = slot_floats(m).into_iter().map(|(slot, floats)| (slot.name(), floats)).collect();
+    if extra > 0 {
+        sizes.push(("staging", extra));
     }
-    check_sizes(ctx, "the model's weights", &tensors)
+    check_sizes(ctx, "the model's weights", &sizes)
 }
 
 /// Refuses `buffers` (name, floats) when one exceeds the binding limit or all exceed the job budget.

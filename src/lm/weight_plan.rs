@@ -83,7 +83,6 @@ impl WeightPlan {
             }
         }
         let mut pieces = Vec::new();
-        let mut slots = BTreeMap::new();
         for want in expected(&config.model) {
             let (shard, header) = found
                 .get(want.name.as_str())
@@ -96,7 +95,6 @@ impl WeightPlan {
             }
             // Equal to a shape the file holds, so the product is the file's own (checked) count.
             let elements = info.elements();
-            *slots.entry(want.slot).or_insert(0) += elements;
             pieces.push(Piece {
                 name: want.name,
                 shard,
@@ -108,6 +106,7 @@ impl WeightPlan {
             });
         }
         pieces.sort_by_key(|p| (p.shard, p.file_offset));
+        let slots = slot_floats(&config.model);
         Ok(WeightPlan { config, pieces, slots })
     }
 
@@ -127,6 +126,38 @@ impl WeightPlan {
     /// Floats the GPU holds once loaded.
     pub fn gpu_floats(&self) -> u64 {
         self.slots.values().sum()
+    }
+}
+
+/// Floats of each GPU buffer `m`'s weights fill: the one account of them, for a checkpoint streamed
+/// from files and one uploaded from memory alike.
+pub fn slot_floats(m: &Model) -> BTreeMap<Slot, u64> {
+    let mut slots = BTreeMap::new();
+    for want in expected(m) {
+        let floats = want.shape.iter().fold(1u64, |n, &d| n.saturating_mul(d));
+        *slots.entry(want.slot).or_insert(0u64) += floats;
+    }
+    slots
+}
+
+impl Slot {
+    /// The buffer's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Slot::Embed => "embed",
+            Slot::FinalNorm => "final norm",
+            Slot::LmHead => "lm head",
+            Slot::Layer(_, part) => match part {
+                LayerSlot::InputNorm => "input norm",
+                LayerSlot::Qkv => "qkv",
+                LayerSlot::QkvBias => "qkv bias",
+                LayerSlot::QkNorm => "qk norm",
+                LayerSlot::O => "o",
+                LayerSlot::PostNorm => "post-attention norm",
+                LayerSlot::GateUp => "gate_up",
+                LayerSlot::Down => "down",
+            },
+        }
     }
 }
 
