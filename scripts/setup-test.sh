@@ -24,3 +24,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# Real tokenizer.json files (Mistral 7B, Llama 3.1, Qwen3) for the tokenizer's tests.
+bash scripts/real-tokenizers.sh

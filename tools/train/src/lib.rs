@@ -8,6 +8,7 @@ pub mod export;
 pub mod fixtures;
 pub mod model;
 pub mod quality;
+pub mod real_tokenizer_reference;
 pub mod reference;
 pub mod rng;
 pub mod softmax;

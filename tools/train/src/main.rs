@@ -25,6 +25,9 @@ const DATA: &str = "data";
 const SHIPPED: &str = "../../www/models/attention-lab-tiny";
 const MODEL_REFERENCE: &str = "../../tests/data/tiny-model/reference.json";
 const TOKENIZER_REFERENCE: &str = "../../tests/data/tiny-model/tokenizer-reference.json";
+/// Real models' tokenizers (`scripts/real-tokenizers.sh`) and what the library makes of texts with them.
+const REAL_TOKENIZERS: &str = "../../tests/data/real-tokenizers";
+const REAL_TOKENIZER_REFERENCE: &str = "../../tests/data/real-tokenizer-reference.json";
 /// The family fixtures and their reference logits (`fixtures`).
 const FIXTURES: &str = "../../tests/data/fixtures";
 const SEPARATOR: &str = "\n<|endoftext|>\n";
@@ -59,8 +62,11 @@ fn main() {
         Some("evaluate") => Flags::parse(&args[1..]).and_then(|f| evaluate_cmd(&f)),
         Some("fixtures") => Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| fixtures_cmd()),
         Some("tokenizer-reference") => Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| tokenizer_reference_cmd()),
+        Some("real-tokenizer-reference") => {
+            Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| real_tokenizer_reference_cmd())
+        }
         _ => Err(
-            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate|tokenizer-reference|fixtures> [--flag value ...] \
+            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate|tokenizer-reference|real-tokenizer-reference|fixtures> [--flag value ...] \
              (see README.md)"
                 .into(),
         ),
@@ -215,6 +221,30 @@ fn tokenizer_cmd(flags: &Flags) -> Result<(), Error> {
 
 /// tokenizer-reference: the library's ids for fixed texts and the corpus files (see
 /// `tokenizer_reference::reference`), written to TOKENIZER_REFERENCE.
+fn real_tokenizer_reference_cmd() -> Result<(), Error> {
+    use attention_lab_train::real_tokenizer_reference::{VARIANTS, patched, reference};
+    let corpus_file = "tools/train/data/corpus/heldout.txt";
+    let corpus = std::fs::read_to_string(Path::new(DATA).join("corpus/heldout.txt"))?;
+    let start = Instant::now();
+    let mut variants = Vec::new();
+    for variant in VARIANTS {
+        let path = Path::new(REAL_TOKENIZERS).join(variant.file);
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e} (run scripts/real-tokenizers.sh)", path.display()))?;
+        let json = patched(std::str::from_utf8(&bytes)?, variant)?;
+        let tok: tokenizers::Tokenizer = json.parse()?;
+        variants.push(reference(&tok, variant, &sha256(&bytes), (corpus_file, &corpus))?);
+        println!("{}: {:.1} s", variant.name, start.elapsed().as_secs_f64());
+    }
+    let out = json!({
+        "about": "Token ids from the tokenizers library 0.22 (tools/train, `cargo run -- real-tokenizer-reference`) for real models' tokenizer.json files (scripts/real-tokenizers.sh; `file` under tests/data/real-tokenizers, its SHA-256, and top-level fields replaced by `patch`): tokenizer.encode(text, false).get_ids(), and encode(text, true) for with_special_tokens.",
+        "checksum": "h = 0; for id in ids { h = h * 1000003 + (id + 1) } in wrapping u64 arithmetic, as a decimal string",
+        "variants": variants,
+    });
+    std::fs::write(REAL_TOKENIZER_REFERENCE, serde_json::to_string_pretty(&out)? + "\n")?;
+    println!("{REAL_TOKENIZER_REFERENCE} written");
+    Ok(())
+}
+
 fn tokenizer_reference_cmd() -> Result<(), Error> {
     let tok_path = Path::new(DATA).join("tokenizer.json");
     let tok = bpe::load(&tok_path)?;
