@@ -208,3 +208,18 @@ async fn the_trained_model_streamed_as_files_matches_its_reference_on_browser_we
         assert!(err < 1e-4, "{} tokens: logits differ by {err}", input.ids.len());
     }
 }
+
+/// Qwen's NFC normalizer runs on the browser's own `String.prototype.normalize` in the page: a
+/// decomposed é reads as the composed one, as the `tokenizers` library reads it.
+#[wasm_bindgen_test]
+fn an_nfc_normalizer_composes_text_in_the_browser() {
+    let json = include_str!("../www/models/attention-lab-tiny/tokenizer.json");
+    let plain = Tokenizer::from_json(json).expect("tokenizer");
+    let mut file: serde_json::Value = serde_json::from_str(json).expect("json");
+    file["normalizer"] = serde_json::json!({"type": "NFC"});
+    let nfc = Tokenizer::from_json(&file.to_string()).expect("NFC tokenizer");
+    let decomposed = "cafe\u{301} \u{212b}ngstr\u{f6}m";
+    assert_eq!(nfc.encode(decomposed), plain.encode("caf\u{e9} \u{c5}ngstr\u{f6}m"));
+    assert_ne!(nfc.encode(decomposed), plain.encode(decomposed));
+    assert_eq!(nfc.encode("plain ascii"), plain.encode("plain ascii"));
+}

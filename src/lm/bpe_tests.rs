@@ -10,7 +10,8 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::bpe::{BpeError, Class, Tokenizer, class, words};
+use super::bpe::{BpeError, Tokenizer, words};
+use super::pre_tokenize::{Class, class};
 
 #[derive(Deserialize)]
 struct Reference {
@@ -59,17 +60,17 @@ fn reference() -> Reference {
 }
 
 /// The reference's checksum: `h = h * 1_000_003 + (id + 1)`, wrapping.
-fn checksum(ids: &[u32]) -> u64 {
+pub(super) fn checksum(ids: &[u32]) -> u64 {
     ids.iter().fold(0u64, |h, &id| h.wrapping_mul(1_000_003).wrapping_add(u64::from(id) + 1))
 }
 
 /// Ids with their pieces, `12:"fn"`, for failure messages.
-fn shown(tok: &Tokenizer, ids: &[u32]) -> String {
+pub(super) fn shown(tok: &Tokenizer, ids: &[u32]) -> String {
     ids.iter().map(|&id| format!("{id}:{:?}", tok.piece(id))).collect::<Vec<_>>().join(" ")
 }
 
 /// Where two id lists part, with the ids around that point and the text they cover; None if equal.
-fn difference(tok: &Tokenizer, ours: &[u32], theirs: &[u32]) -> Option<String> {
+pub(super) fn difference(tok: &Tokenizer, ours: &[u32], theirs: &[u32]) -> Option<String> {
     let at = ours.iter().zip(theirs).position(|(a, b)| a != b).unwrap_or(ours.len().min(theirs.len()));
     if ours == theirs {
         return None;
@@ -219,39 +220,47 @@ fn malformed_files_are_errors() {
 #[test]
 fn unsupported_settings_are_errors() {
     let unsupported = |e: &BpeError| matches!(e, BpeError::Unsupported(_));
+    let invalid = |e: &BpeError| matches!(e, BpeError::Invalid(_));
     is_err(altered(|j| j["model"]["dropout"] = json!(0.1)), unsupported, "dropout");
-    is_err(altered(|j| j["model"]["byte_fallback"] = json!(true)), unsupported, "byte_fallback");
-    is_err(altered(|j| j["model"]["ignore_merges"] = json!(true)), unsupported, "ignore_merges");
     is_err(altered(|j| j["model"]["unk_token"] = json!("<unk>")), unsupported, "unknown token");
     // An unknown token the vocabulary holds is never produced: every byte has its own token.
     let with_unk = altered(|j| j["model"]["unk_token"] = json!("<|endoftext|>")).unwrap();
     assert_eq!(with_unk.encode("fn main() {}"), tokenizer().encode("fn main() {}"));
     is_err(altered(|j| j["model"]["type"] = json!("WordPiece")), unsupported, "WordPiece");
-    is_err(altered(|j| j["normalizer"] = json!({"type": "NFC"})), unsupported, "normalizer");
+    is_err(altered(|j| j["model"]["continuing_subword_prefix"] = json!("##")), unsupported, "prefix");
+    is_err(altered(|j| j["normalizer"] = json!({"type": "NFKC"})), unsupported, "normalizer NFKC");
+    let regex_replace = json!({"type": "Replace", "pattern": {"Regex": " +"}, "content": " "});
+    is_err(altered(|j| j["normalizer"] = regex_replace.clone()), unsupported, "regex pattern");
     is_err(altered(|j| j["pre_tokenizer"]["add_prefix_space"] = json!(true)), unsupported, "add_prefix_space");
     is_err(altered(|j| j["pre_tokenizer"] = json!({"type": "Whitespace"})), unsupported, "Whitespace");
     is_err(altered(|j| j["decoder"] = Value::Null), unsupported, "decoder null");
+    is_err(altered(|j| j["decoder"] = json!({"type": "Metaspace"})), unsupported, "decoder Metaspace with a ByteLevel");
     is_err(altered(|j| j["added_tokens"][0]["lstrip"] = json!(true)), unsupported, "lstrip");
-    is_err(
-        altered(|j| j["added_tokens"][0]["content"] = json!("<|eos|>")),
-        unsupported,
-        "outside the model's vocabulary",
-    );
+    is_err(altered(|j| j["post_processor"] = json!({"type": "RobertaProcessing"})), unsupported, "RobertaProcessing");
+    // A token outside the vocabulary takes the next id; one past it leaves a gap.
+    is_err(altered(|j| j["added_tokens"][0]["content"] = json!("<|eos|>")), invalid, "has id 0; tokens outside");
+    let extra = altered(|j| {
+        j["added_tokens"].as_array_mut().unwrap().push(json!({"id": 4096, "content": "<|eos|>", "normalized": false}))
+    })
+    .unwrap();
+    assert_eq!(extra.vocab_size(), 4097);
+    assert_eq!(extra.encode("a<|eos|>"), [vocab_id("a"), 4096]);
+    assert_eq!(extra.piece(4096), "<|eos|>");
     // A dropout of 0 is none, as in the library.
     assert!(altered(|j| j["model"]["dropout"] = json!(0.0)).is_ok());
-    // Llama 3's and Qwen's regex split before ByteLevel is not read yet, and says so.
+    // A Split on a pattern this encoder does not know is refused, and the pattern named.
     let split = json!({"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": false},
         {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]});
     let err = altered(|j| j["pre_tokenizer"] = split.clone()).unwrap_err().to_string();
-    assert!(err.contains("a pre-tokenizer Sequence starting with Split"), "{err}");
+    assert!(err.contains("a Split pre-tokenizer on \"\\\\p{N}{1,3}\""), "{err}");
     // Digits then ByteLevel reads; a template post-processor adds nothing without special tokens.
     let digits = json!({"type": "Sequence", "pretokenizers": [
         {"type": "Digits", "individual_digits": false},
         {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]});
     let runs = altered(|j| {
         j["pre_tokenizer"] = digits.clone();
-        j["post_processor"] = json!({"type": "TemplateProcessing", "single": [], "pair": [], "special_tokens": {}});
+        j["post_processor"] = json!({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}});
     })
     .unwrap();
     // Runs of digits stay together, away from the letters and the space before them.
@@ -259,6 +268,27 @@ fn unsupported_settings_are_errors() {
         shown(&runs, &runs.encode("x12 34")),
         shown(tokenizer(), &[vocab_id("x"), vocab_id("12"), vocab_id("Ġ"), vocab_id("34")])
     );
+}
+
+#[test]
+fn templates_put_their_special_tokens_around_the_text() {
+    let eot = |ids: Value| json!({"<|endoftext|>": {"id": "<|endoftext|>", "ids": ids, "tokens": ["<|endoftext|>"]}});
+    let with = |single: Value, specials: Value| {
+        altered(|j| {
+            j["post_processor"] = json!({"type": "TemplateProcessing", "single": single, "special_tokens": specials})
+        })
+    };
+    let special = json!({"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}});
+    let text = json!({"Sequence": {"id": "A", "type_id": 0}});
+    let around = with(json!([special, text, special]), eot(json!([0]))).unwrap();
+    assert_eq!(around.encode_with_special_tokens("a"), [0, vocab_id("a"), 0]);
+    assert_eq!(around.encode("a"), [vocab_id("a")]);
+    assert_eq!(tokenizer().encode_with_special_tokens("a"), [vocab_id("a")]);
+    let invalid = |e: &BpeError| matches!(e, BpeError::Invalid(_));
+    is_err(with(json!([special]), eot(json!([0]))), invalid, "must hold the text");
+    is_err(with(json!([special, text]), json!({})), invalid, "without its ids");
+    is_err(with(json!([special, text]), eot(json!([-1]))), invalid, "gives \"<|endoftext|>\" the id -1");
+    is_err(with(json!([special, text]), eot(json!([4096]))), invalid, "adds id 4096, past the vocabulary");
 }
 
 #[test]

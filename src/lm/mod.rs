@@ -1,17 +1,22 @@
-//! A real language model's pieces, platform-free: its tokenizer (byte-level BPE read from
-//! `tokenizer.json`), its checkpoint read from the files a Hugging Face model ships (`config.json`,
-//! `model.safetensors`), its CPU forward pass (logits and every head's attention), the reference for
+//! A real language model's pieces, platform-free: its tokenizer (BPE read from `tokenizer.json`),
+//! its checkpoint read from the files a Hugging Face model ships (`config.json`, `model.safetensors`), its CPU forward pass (logits and every head's attention), the reference for
 //! the GPU, and what each head's attention measures on a text.
 
 pub mod bpe;
+mod bpe_file;
 pub mod checkpoint;
 pub mod forward;
 pub mod head_scores;
 pub mod next_token;
+mod normalize;
+pub mod pre_tokenize;
 pub mod safetensors;
+mod spelling;
 mod unicode_classes;
 pub mod weight_plan;
 
+#[cfg(test)]
+mod bpe_real_tests;
 #[cfg(test)]
 mod bpe_tests;
 #[cfg(test)]

@@ -66,6 +66,60 @@ function withDtype(bytes, name, dtype) {
   return file("model.safetensors", Buffer.concat([length, json, bytes.subarray(8 + headerLength)]));
 }
 
+const REAL_TOKENIZERS = join(ROOT, "tests", "data", "real-tokenizers");
+const REAL_REFERENCE = JSON.parse(readFileSync(join(ROOT, "tests", "data", "real-tokenizer-reference.json"), "utf8"));
+
+/**
+ * A one-layer Llama-layout model with seeded bf16 weights and `vocab` rows: synthetic weights, there
+ * only so a real tokenizer of that many tokens can be dropped with it.
+ */
+function modelOfVocabulary(vocab) {
+  const [d, ffn, heads, kvHeads, headDim] = [32, 64, 2, 1, 16];
+  const config = { architectures: ["LlamaForCausalLM"], model_type: "llama", hidden_size: d, intermediate_size: ffn,
+    num_hidden_layers: 1, num_attention_heads: heads, num_key_value_heads: kvHeads, vocab_size: vocab,
+    max_position_embeddings: 64, rms_norm_eps: 1e-5, rope_theta: 500000.0, tie_word_embeddings: true, torch_dtype: "bfloat16" };
+  const shapes = {
+    "model.embed_tokens.weight": [vocab, d],
+    "model.layers.0.self_attn.q_proj.weight": [heads * headDim, d],
+    "model.layers.0.self_attn.k_proj.weight": [kvHeads * headDim, d],
+    "model.layers.0.self_attn.v_proj.weight": [kvHeads * headDim, d],
+    "model.layers.0.self_attn.o_proj.weight": [d, heads * headDim],
+    "model.layers.0.mlp.gate_proj.weight": [ffn, d],
+    "model.layers.0.mlp.up_proj.weight": [ffn, d],
+    "model.layers.0.mlp.down_proj.weight": [d, ffn],
+    "model.layers.0.input_layernorm.weight": [d],
+    "model.layers.0.post_attention_layernorm.weight": [d],
+    "model.norm.weight": [d],
+  };
+  let seed = 0x9e3779b9;
+  const random = () => { seed ^= seed << 13; seed ^= seed >>> 17; seed ^= seed << 5; return (seed >>> 0) / 2 ** 32 - 0.5; };
+  const header = {};
+  const chunks = [];
+  let at = 0;
+  for (const [name, shape] of Object.entries(shapes)) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    const f32 = new Float32Array(n).map(() => (name.endsWith("norm.weight") ? 1 : 0.2 * random()));
+    // bf16: the upper half of each f32.
+    const bits = new Uint16Array(n).map((_, i) => new Uint32Array(f32.buffer)[i] >>> 16);
+    chunks.push(Buffer.from(bits.buffer));
+    header[name] = { dtype: "BF16", shape, data_offsets: [at, at + 2 * n] };
+    at += 2 * n;
+  }
+  const json = Buffer.from(JSON.stringify(header));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(json.length));
+  return [file("config.json", Buffer.from(JSON.stringify(config))), file("model.safetensors", Buffer.concat([length, json, ...chunks]))];
+}
+
+/** What the heatmap's axis shows for each id: the token's text, spaces as spaces (GPT-2's Ġ, SentencePiece's ▁), as the page's pieces. */
+function expectedLabels(tokenizer, ids) {
+  const byId = new Map(Object.entries(tokenizer.model.vocab).map(([token, id]) => [id, token]));
+  for (const t of tokenizer.added_tokens) byId.set(t.id, t.content);
+  const byteLevel = JSON.stringify(tokenizer.pre_tokenizer ?? null).includes("ByteLevel");
+  const text = (token) => byteLevel ? token.replaceAll("Ġ", " ").replaceAll("Ċ", "\n") : token.replaceAll("▁", " ");
+  return ids.map((id) => ({ " ": "␣", "\n": "⏎" })[text(byId.get(id))] ?? text(byId.get(id)));
+}
+
 /** Chooses `files` in the panel and waits until they are loaded (or refused). */
 async function choose(app, files) {
   await app.page.getByTestId("checkpoint-files").setInputFiles(files);
@@ -180,6 +234,30 @@ describe("your own checkpoint", () => {
     // The axes show the digits one by one.
     const labels = await app.page.$eval('[data-testid="head-heatmap"]', (el) => el.dataset.rows);
     assert.equal(Number(labels), REFERENCE.fixtures.smollm.inputs[1].ids.length);
+    await app.close();
+  });
+
+  test("real tokenizers (Llama 3.1's, Mistral's) read the text as the library does, with the model's start token", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps");
+    await app.waitForEngine();
+    for (const name of ["llama3_1", "mistral"]) {
+      const json = readFileSync(join(REAL_TOKENIZERS, name, "tokenizer.json"));
+      const tokenizer = JSON.parse(json.toString("utf8"));
+      const vocab = Object.keys(tokenizer.model.vocab).length + tokenizer.added_tokens.filter((t) => !(t.content in tokenizer.model.vocab)).length;
+      await choose(app, [...modelOfVocabulary(vocab), file("tokenizer.json", json)]);
+      assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded llama/, name);
+      // The library's encode(text, true): the start token, then the text's own ids.
+      const reference = REAL_REFERENCE.variants.find((v) => v.name === name).with_special_tokens[0];
+      assert.match(reference.text, /^Don.t \(sit\)/);
+      await app.typeText(reference.text);
+      await candidates(app, 2);
+      const [rows, labels] = await app.page.$eval('[data-testid="head-heatmap"]', (el) =>
+        [Number(el.dataset.rows), [...el.querySelectorAll(".hm-ylabels .hm-label")].map((label) => label.textContent)]);
+      assert.equal(rows, reference.ids.length, name);
+      assert.deepEqual(labels, expectedLabels(tokenizer, reference.ids), name);
+      assert.equal(labels[0], name === "mistral" ? "<s>" : "<|begin_of_text|>");
+    }
+    app.assertNoConsoleErrors();
     await app.close();
   });
 

@@ -1,0 +1,500 @@
+//! Reading a `tokenizer.json` into a [`Tokenizer`]: every stage of its pipeline checked against what
+//! the encoder implements, and refused by name otherwise.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::bpe::{AddedTokens, BpeError, MAX_VOCAB, Merge, Template, Tokenizer};
+use super::normalize::Normalize;
+use super::pre_tokenize::{DigitSplit, METASPACE, Metaspace, PreTokenizer, Prepend, WordPattern};
+use super::spelling::{Spelling, alphabet_bytes, byte_alphabet, byte_level_bytes, byte_token, text_bytes};
+
+impl Tokenizer {
+    /// Reads a `tokenizer.json` as the `tokenizers` library writes it.
+    pub fn from_json(json: &str) -> Result<Tokenizer, BpeError> {
+        let file: TokenizerFile = serde_json::from_str(json).map_err(|e| BpeError::Json(e.to_string()))?;
+        file.check_top_level()?;
+        let normalizer = normalizer_steps(&file.normalizer)?;
+        let (pre_tokenizer, byte_level) = pre_tokenizer(&file.pre_tokenizer)?;
+        let byte_tokens = check_decoder(&file.decoder, byte_level)?;
+        let template = template(&file.post_processor)?;
+        let model = file.model;
+        model.check_settings()?;
+        let vocab = &model.vocab;
+        let mut token_bytes = if byte_level {
+            let bytes = alphabet_bytes(&byte_alphabet());
+            ordered_token_bytes(vocab, |token| byte_level_bytes(token, &bytes))?
+        } else {
+            ordered_token_bytes(vocab, |token| text_bytes(token, byte_tokens))?
+        };
+        let spelling = if byte_level { byte_level_spelling(vocab)? } else { model.text_spelling()? };
+        let merges = read_merges(&model.merges, vocab)?;
+        let (raw_added, normalized_added) = added_tokens(&file.added_tokens, vocab, &mut token_bytes)?;
+        if let Some(&id) = template.before.iter().chain(&template.after).find(|&&id| id as usize >= token_bytes.len()) {
+            return Err(BpeError::Invalid(format!("the post-processor's template adds id {id}, past the vocabulary")));
+        }
+        let whole_words = (model.ignore_merges == Some(true)).then_some(model.vocab);
+        Ok(Tokenizer {
+            token_bytes,
+            spelling,
+            merges,
+            whole_words,
+            raw_added,
+            normalized_added,
+            normalizer,
+            pre_tokenizer,
+            template,
+        })
+    }
+}
+
+/// The parts of `tokenizer.json` that change ids; other fields are ignored, as the library does.
+#[derive(Deserialize)]
+struct TokenizerFile {
+    version: Option<String>,
+    #[serde(default)]
+    truncation: Value,
+    #[serde(default)]
+    padding: Value,
+    #[serde(default)]
+    added_tokens: Vec<AddedTokenFile>,
+    #[serde(default)]
+    normalizer: Value,
+    #[serde(default)]
+    pre_tokenizer: Value,
+    #[serde(default)]
+    post_processor: Value,
+    #[serde(default)]
+    decoder: Value,
+    model: ModelFile,
+}
+
+#[derive(Deserialize)]
+struct ModelFile {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    dropout: Option<f64>,
+    unk_token: Option<String>,
+    continuing_subword_prefix: Option<String>,
+    end_of_word_suffix: Option<String>,
+    #[serde(default = "default_true")]
+    fuse_unk: bool,
+    byte_fallback: Option<bool>,
+    ignore_merges: Option<bool>,
+    vocab: HashMap<String, u32>,
+    merges: Vec<Value>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+struct AddedTokenFile {
+    id: u32,
+    content: String,
+    #[serde(default)]
+    single_word: bool,
+    #[serde(default)]
+    lstrip: bool,
+    #[serde(default)]
+    rstrip: bool,
+    #[serde(default)]
+    normalized: bool,
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, BpeError> {
+    Err(BpeError::Unsupported(what.into()))
+}
+
+/// The `type` of a pipeline stage, "null" when there is none.
+fn stage_type(stage: &Value) -> &str {
+    match stage {
+        Value::Null => "null",
+        _ => stage.get("type").and_then(Value::as_str).unwrap_or("an untyped stage"),
+    }
+}
+
+/// The stages of a `Sequence` (under `key`), or the stage alone.
+fn stages<'v>(stage: &'v Value, key: &str) -> Vec<&'v Value> {
+    match stage.get(key).and_then(Value::as_array).filter(|_| stage_type(stage) == "Sequence") {
+        Some(list) => list.iter().collect(),
+        None => vec![stage],
+    }
+}
+
+fn string_field<'v>(stage: &'v Value, key: &str) -> Option<&'v str> {
+    stage.get(key).and_then(Value::as_str)
+}
+
+impl TokenizerFile {
+    fn check_top_level(&self) -> Result<(), BpeError> {
+        if let Some(v) = self.version.as_deref().filter(|&v| v != "1.0") {
+            return unsupported(format!("format version {v:?} (the library reads \"1.0\")"));
+        }
+        for (name, stage) in [("truncation", &self.truncation), ("padding", &self.padding)] {
+            if !stage.is_null() {
+                return unsupported(name);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// NFC, `Prepend` and `Replace` of a plain string, alone or in a `Sequence`.
+fn normalizer_steps(normalizer: &Value) -> Result<Vec<Normalize>, BpeError> {
+    if normalizer.is_null() {
+        return Ok(Vec::new());
+    }
+    stages(normalizer, "normalizers").into_iter().map(normalize_step).collect()
+}
+
+fn normalize_step(stage: &Value) -> Result<Normalize, BpeError> {
+    match stage_type(stage) {
+        "NFC" => Ok(Normalize::Nfc),
+        "Prepend" => match string_field(stage, "prepend") {
+            Some(prefix) => Ok(Normalize::Prepend(prefix.to_string())),
+            None => Err(BpeError::Invalid("a Prepend normalizer without its string".into())),
+        },
+        "Replace" => {
+            let pattern = stage.get("pattern").and_then(|p| string_field(p, "String"));
+            match (pattern, string_field(stage, "content")) {
+                (Some(pattern), Some(content)) => {
+                    Ok(Normalize::Replace { pattern: pattern.to_string(), content: content.to_string() })
+                }
+                _ => unsupported("a Replace normalizer with a regex pattern"),
+            }
+        }
+        other => unsupported(format!("normalizer {other} (this encoder reads NFC, Prepend and Replace)")),
+    }
+}
+
+/// The pre-tokenizer, and whether it spells bytes in GPT-2's alphabet (a ByteLevel stage).
+fn pre_tokenizer(pre: &Value) -> Result<(PreTokenizer, bool), BpeError> {
+    match stages(pre, "pretokenizers").as_slice() {
+        [stage] if stage.is_null() => Ok((PreTokenizer::Whole, false)),
+        [stage] if stage_type(stage) == "Metaspace" => Ok((PreTokenizer::Metaspace(metaspace(stage)?), false)),
+        [byte_level] if stage_type(byte_level) == "ByteLevel" => {
+            let whole = PreTokenizer::Whole;
+            Ok((if byte_level_regex(byte_level)? { PreTokenizer::Gpt2(DigitSplit::None) } else { whole }, true))
+        }
+        [first, byte_level] if stage_type(byte_level) == "ByteLevel" => {
+            let regex = byte_level_regex(byte_level)?;
+            match (stage_type(first), regex) {
+                ("Digits", true) => Ok((PreTokenizer::Gpt2(digit_split(first)), true)),
+                ("Split", false) => Ok((PreTokenizer::Pattern(split_pattern(first)?), true)),
+                (kind, _) => unsupported(format!(
+                    "a pre-tokenizer Sequence of {kind} then ByteLevel {} GPT-2's regex (this encoder reads \
+                     Digits then ByteLevel with it, Split then ByteLevel without)",
+                    if regex { "with" } else { "without" }
+                )),
+            }
+        }
+        [stage] => unsupported(format!(
+            "pre-tokenizer {} (this encoder reads ByteLevel, Metaspace, Split or Digits then ByteLevel, or none)",
+            stage_type(stage)
+        )),
+        list => unsupported(format!(
+            "a pre-tokenizer Sequence of {} (this encoder reads Digits or Split, then ByteLevel)",
+            list.iter().map(|s| stage_type(s)).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// Whether a ByteLevel pre-tokenizer cuts words with GPT-2's regex; it must not add a prefix space.
+fn byte_level_regex(stage: &Value) -> Result<bool, BpeError> {
+    if stage.get("add_prefix_space").and_then(Value::as_bool) != Some(false) {
+        return unsupported("a ByteLevel pre-tokenizer without add_prefix_space: false");
+    }
+    Ok(stage.get("use_regex").is_none_or(|r| r.as_bool() != Some(false)))
+}
+
+fn digit_split(digits: &Value) -> DigitSplit {
+    match digits.get("individual_digits").and_then(Value::as_bool) {
+        Some(true) => DigitSplit::Each,
+        _ => DigitSplit::Runs,
+    }
+}
+
+/// A `Split` stage that isolates the matches of GPT-2's, Llama 3's or Qwen2's pattern.
+fn split_pattern(split: &Value) -> Result<WordPattern, BpeError> {
+    let regex = split.get("pattern").and_then(|p| string_field(p, "Regex"));
+    let Some(pattern) = regex.and_then(WordPattern::from_regex) else {
+        let shown = regex.map_or_else(|| "a plain string".to_string(), |r| format!("{r:?}"));
+        return unsupported(format!(
+            "a Split pre-tokenizer on {shown} (this encoder reads GPT-2's, Llama 3's and Qwen2's patterns)"
+        ));
+    };
+    if string_field(split, "behavior") != Some("Isolated")
+        || split.get("invert").and_then(Value::as_bool) != Some(false)
+    {
+        return unsupported("a Split pre-tokenizer other than Isolated and not inverted");
+    }
+    Ok(pattern)
+}
+
+/// A Metaspace pre-tokenizer: `▁` for a space, the library's defaults and its older
+/// `add_prefix_space` field.
+fn metaspace(stage: &Value) -> Result<Metaspace, BpeError> {
+    if string_field(stage, "replacement").is_some_and(|r| r != METASPACE.to_string()) {
+        return unsupported("a Metaspace pre-tokenizer with a replacement other than \u{2581}");
+    }
+    let prepend = match (string_field(stage, "prepend_scheme"), stage.get("add_prefix_space").and_then(Value::as_bool))
+    {
+        (_, Some(false)) | (Some("never"), _) => Prepend::Never,
+        (Some("first"), _) => Prepend::First,
+        (Some("always") | None, _) => Prepend::Always,
+        (Some(other), _) => return unsupported(format!("a Metaspace prepend_scheme {other:?}")),
+    };
+    Ok(Metaspace { prepend, split: stage.get("split").and_then(Value::as_bool).unwrap_or(true) })
+}
+
+/// The decoder must undo the pre-tokenizer's spelling: ByteLevel for GPT-2's alphabet; for text,
+/// `▁` back to a space (a `Replace` or `Metaspace`), with `ByteFallback`, `Fuse` and `Strip` allowed.
+/// Returns whether `<0xNN>` tokens decode to their byte.
+fn check_decoder(decoder: &Value, byte_level: bool) -> Result<bool, BpeError> {
+    let list = stages(decoder, "decoders");
+    let kinds: Vec<&str> = list.iter().map(|s| stage_type(s)).collect();
+    if byte_level {
+        return match kinds.as_slice() {
+            ["ByteLevel"] => Ok(false),
+            _ => unsupported(format!(
+                "decoder {} with a ByteLevel pre-tokenizer (decode assumes ByteLevel)",
+                kinds.join(", ")
+            )),
+        };
+    }
+    let spaces_back = |s: &&Value| match stage_type(s) {
+        "Metaspace" => true,
+        "Replace" => {
+            s.get("pattern").and_then(|p| string_field(p, "String")) == Some("\u{2581}")
+                && string_field(s, "content") == Some(" ")
+        }
+        _ => false,
+    };
+    let known = |kind: &&str| matches!(*kind, "Metaspace" | "Replace" | "ByteFallback" | "Fuse" | "Strip");
+    if !list.iter().any(spaces_back) || !kinds.iter().all(known) {
+        return unsupported(format!(
+            "decoder {} (with a text vocabulary, decode reads \u{2581} as a space and <0xNN> as a byte)",
+            kinds.join(", ")
+        ));
+    }
+    Ok(kinds.contains(&"ByteFallback"))
+}
+
+/// The special tokens a single text gets around it (`encode(text, true)`): a `TemplateProcessing`
+/// post-processor's `single` template, alone or after a ByteLevel one (which only trims offsets).
+/// Other post-processors are refused.
+fn template(post: &Value) -> Result<Template, BpeError> {
+    let mut template = Template::default();
+    for stage in stages(post, "processors") {
+        match stage_type(stage) {
+            "null" | "ByteLevel" => {}
+            "TemplateProcessing" => template = single_template(stage)?,
+            other => return unsupported(format!("post-processor {other}")),
+        }
+    }
+    Ok(template)
+}
+
+fn single_template(stage: &Value) -> Result<Template, BpeError> {
+    let invalid = |why: &str| BpeError::Invalid(format!("the post-processor's template {why}"));
+    let items = stage.get("single").and_then(Value::as_array).ok_or_else(|| invalid("has no single-text form"))?;
+    let mut template = Template::default();
+    let mut seen_text = false;
+    for item in items {
+        if let Some(sequence) = item.get("Sequence") {
+            if seen_text || string_field(sequence, "id") != Some("A") {
+                return Err(invalid("must hold the text ($A) once"));
+            }
+            seen_text = true;
+            continue;
+        }
+        let name = item
+            .get("SpecialToken")
+            .and_then(|t| string_field(t, "id"))
+            .ok_or_else(|| invalid("has an item that is neither text nor a special token"))?;
+        let ids =
+            stage.get("special_tokens").and_then(|t| t.get(name)).and_then(|t| t.get("ids")).and_then(Value::as_array);
+        let ids = ids.ok_or_else(|| invalid(&format!("names {name:?} without its ids")))?;
+        for id in ids {
+            let id = id
+                .as_u64()
+                .and_then(|id| u32::try_from(id).ok())
+                .ok_or_else(|| invalid(&format!("gives {name:?} the id {id}")))?;
+            if seen_text { &mut template.after } else { &mut template.before }.push(id);
+        }
+    }
+    if !seen_text {
+        return Err(invalid("must hold the text ($A) once"));
+    }
+    Ok(template)
+}
+
+impl ModelFile {
+    fn check_settings(&self) -> Result<(), BpeError> {
+        if let Some(kind) = self.kind.as_deref().filter(|&k| k != "BPE") {
+            return unsupported(format!("model type {kind:?} (BPE only)"));
+        }
+        // The library treats a dropout of 0 as none.
+        if self.dropout.is_some_and(|p| p != 0.0) {
+            return unsupported("BPE dropout (random merges)");
+        }
+        // The library looks an unknown token up when it needs one; one outside the vocabulary is an
+        // error there. (A byte-level BPE never needs it: every byte has its own token.)
+        if let Some(unk) = self.unk_token.as_ref().filter(|unk| !self.vocab.contains_key(unk.as_str())) {
+            return unsupported(format!("an unknown token ({unk:?}) outside the vocabulary"));
+        }
+        // Qwen's write both as "": nothing to add.
+        let affix = |a: &Option<String>| a.as_deref().is_some_and(|a| !a.is_empty());
+        if affix(&self.continuing_subword_prefix) || affix(&self.end_of_word_suffix) {
+            return unsupported("a continuing-subword prefix or end-of-word suffix");
+        }
+        Ok(())
+    }
+
+    /// A SentencePiece-style vocabulary's spelling: single characters' tokens, the byte tokens if
+    /// `byte_fallback` is on, the unknown token.
+    fn text_spelling(&self) -> Result<Spelling, BpeError> {
+        let mut char_ids = HashMap::new();
+        for (token, &id) in &self.vocab {
+            let mut chars = token.chars();
+            if let (Some(c), None) = (chars.next(), chars.next()) {
+                char_ids.insert(c, id);
+            }
+        }
+        let fallback = (self.byte_fallback == Some(true))
+            .then(|| Box::new(std::array::from_fn(|b| self.vocab.get(&byte_token(b as u8)).copied())));
+        let unk = self.unk_token.as_ref().and_then(|unk| self.vocab.get(unk)).copied();
+        Ok(Spelling::Text { char_ids, fallback, unk, fuse_unk: self.fuse_unk })
+    }
+}
+
+/// GPT-2's alphabet: the id of each byte's token. All 256 must be there: the library would silently
+/// drop a byte without one (there is no unknown token), and its text with it.
+fn byte_level_spelling(vocab: &HashMap<String, u32>) -> Result<Spelling, BpeError> {
+    let alphabet = byte_alphabet();
+    let mut byte_ids = [0; 256];
+    for (b, c) in alphabet.iter().enumerate() {
+        byte_ids[b] = *vocab
+            .get(c.to_string().as_str())
+            .ok_or_else(|| BpeError::Invalid(format!("the vocabulary has no token for byte 0x{b:02x} ({c:?})")))?;
+    }
+    Ok(Spelling::ByteLevel { byte_ids: Box::new(byte_ids) })
+}
+
+/// Each id's bytes, index = id. Ids must be exactly `0..len`: an embedding has a row for each.
+fn ordered_token_bytes(
+    vocab: &HashMap<String, u32>,
+    bytes_of: impl Fn(&str) -> Box<[u8]>,
+) -> Result<Vec<Box<[u8]>>, BpeError> {
+    if vocab.len() > MAX_VOCAB {
+        return Err(BpeError::Invalid(format!("{} vocabulary entries (at most {MAX_VOCAB})", vocab.len())));
+    }
+    let mut slots: Vec<Option<Box<[u8]>>> = vec![None; vocab.len()];
+    for (token, &id) in vocab {
+        let slot = slots.get_mut(id as usize).ok_or_else(|| {
+            BpeError::Invalid(format!("token {token:?} has id {id}; ids must run 0..{} with no gap", vocab.len()))
+        })?;
+        if slot.is_some() {
+            return Err(BpeError::Invalid(format!("id {id} is given to two tokens, one of them {token:?}")));
+        }
+        *slot = Some(bytes_of(token));
+    }
+    // n distinct ids below n fill every slot.
+    Ok(slots.into_iter().flatten().collect())
+}
+
+/// Merges in rank order, `["a", "b"]` or the older `"a b"`; as in the library, a pair listed twice
+/// keeps its later rank, and `#version` lines are skipped.
+fn read_merges(entries: &[Value], vocab: &HashMap<String, u32>) -> Result<HashMap<(u32, u32), Merge>, BpeError> {
+    if entries.len() > MAX_VOCAB {
+        return Err(BpeError::Invalid(format!("{} merges (at most {MAX_VOCAB})", entries.len())));
+    }
+    let lines = entries.iter().filter(|e| !e.as_str().is_some_and(|s| s.starts_with("#version")));
+    let mut merges = HashMap::with_capacity(entries.len());
+    for (rank, entry) in lines.enumerate() {
+        let (left, right) = merge_parts(entry).ok_or_else(|| {
+            BpeError::Invalid(format!("merge {rank} is {entry}, not [\"left\", \"right\"] or \"left right\""))
+        })?;
+        let id_of = |token: &str| {
+            vocab.get(token).copied().ok_or_else(|| {
+                BpeError::Invalid(format!("merge {rank} ({left:?} + {right:?}): {token:?} is not in the vocabulary"))
+            })
+        };
+        let pair = (id_of(left)?, id_of(right)?);
+        merges.insert(pair, Merge { rank: rank as u32, id: id_of(&format!("{left}{right}"))? });
+    }
+    Ok(merges)
+}
+
+fn merge_parts(entry: &Value) -> Option<(&str, &str)> {
+    match entry {
+        Value::Array(parts) => match parts.as_slice() {
+            [Value::String(left), Value::String(right)] => Some((left, right)),
+            _ => None,
+        },
+        // The library splits on every space and wants exactly two parts.
+        Value::String(line) => line.split_once(' ').filter(|(_, right)| !right.contains(' ')),
+        _ => None,
+    }
+}
+
+/// The added tokens' two passes (raw-text tokens, then normalized-text ones). Tokens the vocabulary
+/// lacks (Llama 3's and Qwen's specials) take the ids after it, each spelt as its own text.
+fn added_tokens(
+    tokens: &[AddedTokenFile],
+    vocab: &HashMap<String, u32>,
+    token_bytes: &mut Vec<Box<[u8]>>,
+) -> Result<(AddedTokens, AddedTokens), BpeError> {
+    if tokens.len() > MAX_VOCAB {
+        return Err(BpeError::Invalid(format!("{} added tokens (at most {MAX_VOCAB})", tokens.len())));
+    }
+    let mut passes: [Vec<(String, u32)>; 2] = Default::default();
+    let mut beyond: Vec<&AddedTokenFile> = Vec::new();
+    for token in tokens {
+        // The library ignores an empty added token.
+        if token.content.is_empty() {
+            continue;
+        }
+        if token.check(vocab)? {
+            beyond.push(token);
+        }
+        passes[usize::from(token.normalized)].push((token.content.clone(), token.id));
+    }
+    beyond.sort_by_key(|t| t.id);
+    for token in beyond {
+        if token.id as usize != token_bytes.len() {
+            return Err(BpeError::Invalid(format!(
+                "added token {:?} has id {}; tokens outside the vocabulary must take the ids after it, from {}, \
+                 with no gap",
+                token.content,
+                token.id,
+                token_bytes.len()
+            )));
+        }
+        token_bytes.push(token.content.as_bytes().into());
+    }
+    let [raw, normalized] = passes;
+    Ok((AddedTokens(raw), AddedTokens(normalized)))
+}
+
+impl AddedTokenFile {
+    /// Checks the token against the vocabulary; true when the vocabulary does not have it.
+    fn check(&self, vocab: &HashMap<String, u32>) -> Result<bool, BpeError> {
+        let content = &self.content;
+        if self.single_word || self.lstrip || self.rstrip {
+            return unsupported(format!("added token {content:?} with single_word, lstrip or rstrip"));
+        }
+        match vocab.get(content) {
+            Some(&id) if id == self.id => Ok(false),
+            Some(&id) => Err(BpeError::Invalid(format!(
+                "added token {content:?} has id {}, but {id} in the vocabulary",
+                self.id
+            ))),
+            None => Ok(true),
+        }
+    }
+}
