@@ -1,13 +1,13 @@
 //! Reading a `tokenizer.json` into a [`Tokenizer`]: every stage of its pipeline checked against what
 //! the encoder implements, and refused by name otherwise.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::bpe::{AddedTokens, BpeError, MAX_VOCAB, Merge, Template, Tokenizer};
-use super::normalize::Normalize;
+use super::normalize::{Normalize, normalized};
 use super::pre_tokenize::{DigitSplit, METASPACE, Metaspace, PreTokenizer, Prepend, WordPattern};
 use super::spelling::{Spelling, alphabet_bytes, byte_alphabet, byte_level_bytes, byte_token, text_bytes};
 
@@ -18,6 +18,7 @@ impl Tokenizer {
         file.check_top_level()?;
         let normalizer = normalizer_steps(&file.normalizer)?;
         let (pre_tokenizer, byte_level) = pre_tokenizer(&file.pre_tokenizer)?;
+        check_first_prepend(&normalizer, pre_tokenizer)?;
         let byte_tokens = check_decoder(&file.decoder, byte_level)?;
         let template = template(&file.post_processor)?;
         let model = file.model;
@@ -31,7 +32,7 @@ impl Tokenizer {
         };
         let spelling = if byte_level { byte_level_spelling(vocab)? } else { model.text_spelling()? };
         let merges = read_merges(&model.merges, vocab)?;
-        let (raw_added, normalized_added) = added_tokens(&file.added_tokens, vocab, &mut token_bytes)?;
+        let (raw_added, normalized_added) = added_tokens(&file.added_tokens, vocab, &normalizer, &mut token_bytes)?;
         if let Some(&id) = template.before.iter().chain(&template.after).find(|&&id| id as usize >= token_bytes.len()) {
             return Err(BpeError::Invalid(format!("the post-processor's template adds id {id}, past the vocabulary")));
         }
@@ -79,16 +80,12 @@ struct ModelFile {
     unk_token: Option<String>,
     continuing_subword_prefix: Option<String>,
     end_of_word_suffix: Option<String>,
-    #[serde(default = "default_true")]
-    fuse_unk: bool,
+    /// The library's default is false, and it reads null as the default.
+    fuse_unk: Option<bool>,
     byte_fallback: Option<bool>,
     ignore_merges: Option<bool>,
     vocab: HashMap<String, u32>,
     merges: Vec<Value>,
-}
-
-fn default_true() -> bool {
-    true
 }
 
 #[derive(Deserialize)]
@@ -144,31 +141,62 @@ impl TokenizerFile {
 }
 
 /// NFC, `Prepend` and `Replace` of a plain string, alone or in a `Sequence`.
+/// Normalizer steps accepted, and the longest string one may add: each step may make the text up to
+/// 4 times longer, so one typed text stays within 256 times its length (real tokenizers take 1 to 3
+/// steps: NFC; or `▁` for each space, and one in front).
+const MAX_NORMALIZE_STEPS: usize = 4;
+const MAX_NORMALIZE_STRING: usize = 16;
+
 fn normalizer_steps(normalizer: &Value) -> Result<Vec<Normalize>, BpeError> {
     if normalizer.is_null() {
         return Ok(Vec::new());
     }
-    stages(normalizer, "normalizers").into_iter().map(normalize_step).collect()
+    let list = stages(normalizer, "normalizers");
+    if list.len() > MAX_NORMALIZE_STEPS {
+        return unsupported(format!("a normalizer of {} steps (at most {MAX_NORMALIZE_STEPS} are read)", list.len()));
+    }
+    list.into_iter().map(normalize_step).collect()
 }
 
 fn normalize_step(stage: &Value) -> Result<Normalize, BpeError> {
     match stage_type(stage) {
         "NFC" => Ok(Normalize::Nfc),
         "Prepend" => match string_field(stage, "prepend") {
-            Some(prefix) => Ok(Normalize::Prepend(prefix.to_string())),
+            Some(prefix) if prefix.len() <= MAX_NORMALIZE_STRING => Ok(Normalize::Prepend(prefix.to_string())),
+            Some(_) => unsupported(format!("a Prepend normalizer of more than {MAX_NORMALIZE_STRING} bytes")),
             None => Err(BpeError::Invalid("a Prepend normalizer without its string".into())),
         },
         "Replace" => {
             let pattern = stage.get("pattern").and_then(|p| string_field(p, "String"));
             match (pattern, string_field(stage, "content")) {
-                (Some(pattern), Some(content)) => {
+                // The library puts the content between every two characters for an empty pattern.
+                (Some(""), _) => unsupported("a Replace normalizer of the empty string"),
+                (Some(pattern), Some(content))
+                    if content.len() <= MAX_NORMALIZE_STRING && content.len() <= 4 * pattern.len() =>
+                {
                     Ok(Normalize::Replace { pattern: pattern.to_string(), content: content.to_string() })
                 }
+                (Some(_), Some(_)) => unsupported(format!(
+                    "a Replace normalizer whose content is more than {MAX_NORMALIZE_STRING} bytes or 4 times its pattern"
+                )),
                 _ => unsupported("a Replace normalizer with a regex pattern"),
             }
         }
         other => unsupported(format!("normalizer {other} (this encoder reads NFC, Prepend and Replace)")),
     }
+}
+
+/// Metaspace's `first` asks whether a stretch starts at the start of the original text; a Replace that
+/// deletes characters could move the text's start, which this encoder does not follow.
+fn check_first_prepend(normalizer: &[Normalize], pre: PreTokenizer) -> Result<(), BpeError> {
+    let first = matches!(pre, PreTokenizer::Metaspace(Metaspace { prepend: Prepend::First, .. }));
+    let deletes = normalizer.iter().any(|n| matches!(n, Normalize::Replace { content, .. } if content.is_empty()));
+    if first && deletes {
+        return unsupported(
+            "a Replace normalizer that deletes text before a Metaspace pre-tokenizer with prepend_scheme first",
+        );
+    }
+    Ok(())
 }
 
 /// The pre-tokenizer, and whether it spells bytes in GPT-2's alphabet (a ByteLevel stage).
@@ -243,7 +271,13 @@ fn metaspace(stage: &Value) -> Result<Metaspace, BpeError> {
     }
     let prepend = match (string_field(stage, "prepend_scheme"), stage.get("add_prefix_space").and_then(Value::as_bool))
     {
-        (_, Some(false)) | (Some("never"), _) => Prepend::Never,
+        (Some("never"), _) => Prepend::Never,
+        // As the library: the older field may only agree with the newer one.
+        (_, Some(false)) => {
+            return Err(BpeError::Invalid(
+                "a Metaspace pre-tokenizer's add_prefix_space false contradicts its prepend_scheme".into(),
+            ));
+        }
         (Some("first"), _) => Prepend::First,
         (Some("always") | None, _) => Prepend::Always,
         (Some(other), _) => return unsupported(format!("a Metaspace prepend_scheme {other:?}")),
@@ -288,15 +322,16 @@ fn check_decoder(decoder: &Value, byte_level: bool) -> Result<bool, BpeError> {
 /// post-processor's `single` template, alone or after a ByteLevel one (which only trims offsets).
 /// Other post-processors are refused.
 fn template(post: &Value) -> Result<Template, BpeError> {
-    let mut template = Template::default();
+    let mut template = None;
     for stage in stages(post, "processors") {
         match stage_type(stage) {
             "null" | "ByteLevel" => {}
-            "TemplateProcessing" => template = single_template(stage)?,
+            "TemplateProcessing" if template.is_some() => return unsupported("two TemplateProcessing post-processors"),
+            "TemplateProcessing" => template = Some(single_template(stage)?),
             other => return unsupported(format!("post-processor {other}")),
         }
     }
-    Ok(template)
+    Ok(template.unwrap_or_default())
 }
 
 fn single_template(stage: &Value) -> Result<Template, BpeError> {
@@ -368,7 +403,7 @@ impl ModelFile {
         let fallback = (self.byte_fallback == Some(true))
             .then(|| Box::new(std::array::from_fn(|b| self.vocab.get(&byte_token(b as u8)).copied())));
         let unk = self.unk_token.as_ref().and_then(|unk| self.vocab.get(unk)).copied();
-        Ok(Spelling::Text { char_ids, fallback, unk, fuse_unk: self.fuse_unk })
+        Ok(Spelling::Text { char_ids, fallback, unk, fuse_unk: self.fuse_unk == Some(true) })
     }
 }
 
@@ -382,7 +417,7 @@ fn byte_level_spelling(vocab: &HashMap<String, u32>) -> Result<Spelling, BpeErro
             .get(c.to_string().as_str())
             .ok_or_else(|| BpeError::Invalid(format!("the vocabulary has no token for byte 0x{b:02x} ({c:?})")))?;
     }
-    Ok(Spelling::ByteLevel { byte_ids: Box::new(byte_ids) })
+    Ok(Spelling::ByteLevel { byte_ids: Box::new(byte_ids), alphabet: Box::new(alphabet) })
 }
 
 /// Each id's bytes, index = id. Ids must be exactly `0..len`: an embedding has a row for each.
@@ -415,6 +450,7 @@ fn read_merges(entries: &[Value], vocab: &HashMap<String, u32>) -> Result<HashMa
     }
     let lines = entries.iter().filter(|e| !e.as_str().is_some_and(|s| s.starts_with("#version")));
     let mut merges = HashMap::with_capacity(entries.len());
+    let mut joined = String::new();
     for (rank, entry) in lines.enumerate() {
         let (left, right) = merge_parts(entry).ok_or_else(|| {
             BpeError::Invalid(format!("merge {rank} is {entry}, not [\"left\", \"right\"] or \"left right\""))
@@ -425,7 +461,10 @@ fn read_merges(entries: &[Value], vocab: &HashMap<String, u32>) -> Result<HashMa
             })
         };
         let pair = (id_of(left)?, id_of(right)?);
-        merges.insert(pair, Merge { rank: rank as u32, id: id_of(&format!("{left}{right}"))? });
+        joined.clear();
+        joined.push_str(left);
+        joined.push_str(right);
+        merges.insert(pair, Merge { rank: rank as u32, id: id_of(&joined)? });
     }
     Ok(merges)
 }
@@ -442,43 +481,52 @@ fn merge_parts(entry: &Value) -> Option<(&str, &str)> {
     }
 }
 
-/// The added tokens' two passes (raw-text tokens, then normalized-text ones). Tokens the vocabulary
-/// lacks (Llama 3's and Qwen's specials) take the ids after it, each spelt as its own text.
+/// Most added tokens accepted: each is searched for in every text (Llama 3 has 256, Gemma 3 6,000 or so).
+pub const MAX_ADDED_TOKENS: usize = 1 << 16;
+
+/// The added tokens' two passes (raw-text tokens, then normalized-text ones, whose content is
+/// normalized first, as the library does). Tokens the vocabulary lacks (Llama 3's and Qwen's
+/// specials) take the ids after it in the order listed, as the library numbers them; a file whose
+/// ids say otherwise is refused, since the embedding's rows follow its ids.
 fn added_tokens(
     tokens: &[AddedTokenFile],
     vocab: &HashMap<String, u32>,
+    normalizer: &[Normalize],
     token_bytes: &mut Vec<Box<[u8]>>,
 ) -> Result<(AddedTokens, AddedTokens), BpeError> {
-    if tokens.len() > MAX_VOCAB {
-        return Err(BpeError::Invalid(format!("{} added tokens (at most {MAX_VOCAB})", tokens.len())));
+    if tokens.len() > MAX_ADDED_TOKENS {
+        return Err(BpeError::Invalid(format!("{} added tokens (at most {MAX_ADDED_TOKENS})", tokens.len())));
     }
     let mut passes: [Vec<(String, u32)>; 2] = Default::default();
-    let mut beyond: Vec<&AddedTokenFile> = Vec::new();
+    let mut beyond: HashMap<&str, u32> = HashMap::new();
     for token in tokens {
         // The library ignores an empty added token.
         if token.content.is_empty() {
             continue;
         }
-        if token.check(vocab)? {
-            beyond.push(token);
+        if token.check(vocab)? && !beyond.contains_key(token.content.as_str()) {
+            if token.id as usize != token_bytes.len() {
+                return Err(BpeError::Invalid(format!(
+                    "added token {:?} has id {}, but as listed it takes id {} (tokens outside the vocabulary are \
+                     numbered after it, in order)",
+                    token.content,
+                    token.id,
+                    token_bytes.len()
+                )));
+            }
+            beyond.insert(&token.content, token.id);
+            token_bytes.push(token.content.as_bytes().into());
         }
-        passes[usize::from(token.normalized)].push((token.content.clone(), token.id));
-    }
-    beyond.sort_by_key(|t| t.id);
-    for token in beyond {
-        if token.id as usize != token_bytes.len() {
-            return Err(BpeError::Invalid(format!(
-                "added token {:?} has id {}; tokens outside the vocabulary must take the ids after it, from {}, \
-                 with no gap",
-                token.content,
-                token.id,
-                token_bytes.len()
-            )));
+        let content = match token.normalized {
+            true => normalized(normalizer, &token.content).into_owned(),
+            false => token.content.clone(),
+        };
+        if !content.is_empty() {
+            passes[usize::from(token.normalized)].push((content, token.id));
         }
-        token_bytes.push(token.content.as_bytes().into());
     }
     let [raw, normalized] = passes;
-    Ok((AddedTokens(raw), AddedTokens(normalized)))
+    Ok((AddedTokens::new(raw), AddedTokens::new(normalized)))
 }
 
 impl AddedTokenFile {

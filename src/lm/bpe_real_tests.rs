@@ -58,14 +58,17 @@ fn reference() -> &'static Reference {
     })
 }
 
-/// The variant's tokenizer.json: the real file with the variant's top-level fields replaced.
+/// The variant's tokenizer.json: the real file with the variant's fields replaced (`a.b`: field `b`
+/// of field `a`).
 fn variant_json(variant: &Variant) -> String {
     let path = repo_path("tests/data/real-tokenizers").join(&variant.file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!("{}: {e}: run scripts/real-tokenizers.sh (scripts/setup-test.sh does)", path.display())
     });
     let mut file: Value = serde_json::from_str(&text).unwrap();
-    file.as_object_mut().unwrap().extend(variant.patch.clone());
+    for (key, value) in &variant.patch {
+        *file.pointer_mut(&format!("/{}", key.replace('.', "/"))).unwrap() = value.clone();
+    }
     file.to_string()
 }
 
@@ -116,7 +119,8 @@ fn real_tokenizers_give_the_library_ids() {
 /// composes, and SentencePiece's normalizer puts a space in front (which a continuation keeps).
 #[test]
 fn real_tokenizers_decode_to_the_text() {
-    for variant in &reference().variants {
+    // Without byte fallback, characters outside the vocabulary read as <unk>: not this test's business.
+    for variant in reference().variants.iter().filter(|v| !v.name.contains("unknown")) {
         let tok = Tokenizer::from_json(&variant_json(variant)).unwrap();
         let text = "Hello, world!\n  It's 2024: naïve café, 東京 🦀\tdone.";
         let decoded = tok.decode(&tok.encode(text));

@@ -238,7 +238,18 @@ fn unsupported_settings_are_errors() {
     is_err(altered(|j| j["added_tokens"][0]["lstrip"] = json!(true)), unsupported, "lstrip");
     is_err(altered(|j| j["post_processor"] = json!({"type": "RobertaProcessing"})), unsupported, "RobertaProcessing");
     // A token outside the vocabulary takes the next id; one past it leaves a gap.
-    is_err(altered(|j| j["added_tokens"][0]["content"] = json!("<|eos|>")), invalid, "has id 0; tokens outside");
+    is_err(
+        altered(|j| j["added_tokens"][0]["content"] = json!("<|eos|>")),
+        invalid,
+        "has id 0, but as listed it takes id 4096",
+    );
+    // The library numbers them in the order listed, whatever ids the file gives.
+    let swapped = |j: &mut Value| {
+        let added = j["added_tokens"].as_array_mut().unwrap();
+        added.push(json!({"id": 4097, "content": "<|a|>", "normalized": false}));
+        added.push(json!({"id": 4096, "content": "<|b|>", "normalized": false}));
+    };
+    is_err(altered(swapped), invalid, "\"<|a|>\" has id 4097, but as listed it takes id 4096");
     let extra = altered(|j| {
         j["added_tokens"].as_array_mut().unwrap().push(json!({"id": 4096, "content": "<|eos|>", "normalized": false}))
     })
@@ -246,6 +257,26 @@ fn unsupported_settings_are_errors() {
     assert_eq!(extra.vocab_size(), 4097);
     assert_eq!(extra.encode("a<|eos|>"), [vocab_id("a"), 4096]);
     assert_eq!(extra.piece(4096), "<|eos|>");
+    // Normalizers that could blow a typed text up are refused: too many steps, a Replace that grows
+    // the text more than 4 times or inserts everywhere (an empty pattern).
+    let replace =
+        |pattern: &str, content: &str| json!({"type": "Replace", "pattern": {"String": pattern}, "content": content});
+    let steps = |n: usize| json!({"type": "Sequence", "normalizers": vec![replace("a", "aa"); n]});
+    assert!(altered(|j| j["normalizer"] = steps(4)).is_ok());
+    is_err(altered(|j| j["normalizer"] = steps(5)), unsupported, "5 steps");
+    is_err(altered(|j| j["normalizer"] = replace("a", "aaaaa")), unsupported, "4 times its pattern");
+    is_err(altered(|j| j["normalizer"] = replace("", "x")), unsupported, "the empty string");
+    let many: Vec<Value> =
+        (0..=super::bpe_file::MAX_ADDED_TOKENS).map(|i| json!({"id": 4096 + i, "content": format!("<{i}>")})).collect();
+    is_err(altered(|j| j["added_tokens"] = json!(many)), invalid, "65537 added tokens");
+    let metaspace = |j: &mut Value| {
+        j["pre_tokenizer"] = json!({"type": "Metaspace", "replacement": "\u{2581}", "add_prefix_space": false});
+        j["decoder"] = json!({"type": "Metaspace", "replacement": "\u{2581}"});
+    };
+    is_err(altered(metaspace), invalid, "contradicts its prepend_scheme");
+    let template = json!({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}});
+    let two = json!({"type": "Sequence", "processors": [template.clone(), template.clone()]});
+    is_err(altered(|j| j["post_processor"] = two.clone()), unsupported, "two TemplateProcessing");
     // A dropout of 0 is none, as in the library.
     assert!(altered(|j| j["model"]["dropout"] = json!(0.0)).is_ok());
     // A Split on a pattern this encoder does not know is refused, and the pattern named.
@@ -283,6 +314,8 @@ fn templates_put_their_special_tokens_around_the_text() {
     let around = with(json!([special, text, special]), eot(json!([0]))).unwrap();
     assert_eq!(around.encode_with_special_tokens("a"), [0, vocab_id("a"), 0]);
     assert_eq!(around.encode("a"), [vocab_id("a")]);
+    // A model reads the tokens before the text, not the end-of-text one after it.
+    assert_eq!(around.with_start_tokens(vec![vocab_id("a")]), [0, vocab_id("a")]);
     assert_eq!(tokenizer().encode_with_special_tokens("a"), [vocab_id("a")]);
     let invalid = |e: &BpeError| matches!(e, BpeError::Invalid(_));
     is_err(with(json!([special]), eot(json!([0]))), invalid, "must hold the text");

@@ -2,8 +2,9 @@
 //! do: GPT-2's pattern (ByteLevel's own regex, after an optional `Digits` split), the patterns of
 //! Llama 3's and Qwen2's `Split` stages, and SentencePiece's Metaspace. The regexes are written out
 //! by hand over the Unicode classes in `unicode_classes.rs`: the `regex` crate would add 0.8 MB to the
-//! wasm module (0.28 MB gzipped), and has no look-ahead for `(?!\S)` anyway. `bpe_tests.rs` checks
-//! each against the library's regex engine (fancy-regex).
+//! wasm module (0.28 MB gzipped), and has no look-ahead for `(?!\S)` anyway. `bpe_tests.rs` and
+//! `bpe_real_tests.rs` check each against fancy-regex, the regex engine of the library's wasm build,
+//! with which tools/train makes the reference ids (its default build uses Oniguruma).
 
 use super::unicode_classes::{LETTER, NUMBER};
 

@@ -2,7 +2,7 @@
 //! GPT-2's byte alphabet (byte-level BPE: Llama 3, Qwen, SmolLM, GPT-2) or SentencePiece's text with
 //! `▁` for a space and `<0xNN>` tokens for bytes (Llama 2, Mistral).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::pre_tokenize::METASPACE;
 
@@ -10,7 +10,7 @@ use super::pre_tokenize::METASPACE;
 #[derive(Debug, Clone)]
 pub enum Spelling {
     /// Every byte is one printable character of GPT-2's alphabet, and has its own token.
-    ByteLevel { byte_ids: Box<[u32; 256]> },
+    ByteLevel { byte_ids: Box<[u32; 256]>, alphabet: Box<[char; 256]> },
     /// Tokens are text. A character without a token of its own falls back on its UTF-8 bytes'
     /// `<0xNN>` tokens if the model has them all (`byte_fallback`), else on the unknown token (runs
     /// of them fused into one with `fuse_unk`), else is left out, as the library does.
@@ -21,7 +21,7 @@ impl Spelling {
     /// A word's symbols before merging.
     pub fn first_symbols(&self, word: &str) -> Vec<u32> {
         match self {
-            Spelling::ByteLevel { byte_ids } => word.bytes().map(|b| byte_ids[usize::from(b)]).collect(),
+            Spelling::ByteLevel { byte_ids, .. } => word.bytes().map(|b| byte_ids[usize::from(b)]).collect(),
             Spelling::Text { char_ids, fallback, unk, fuse_unk } => {
                 text_symbols(word, char_ids, fallback.as_deref(), *unk, *fuse_unk)
             }
@@ -31,10 +31,7 @@ impl Spelling {
     /// The word as the vocabulary writes it (for `ignore_merges`, which looks the whole word up).
     pub fn spelt(&self, word: &str) -> String {
         match self {
-            Spelling::ByteLevel { .. } => {
-                let alphabet = byte_alphabet();
-                word.bytes().map(|b| alphabet[usize::from(b)]).collect()
-            }
+            Spelling::ByteLevel { alphabet, .. } => word.bytes().map(|b| alphabet[usize::from(b)]).collect(),
             Spelling::Text { .. } => word.to_string(),
         }
     }
@@ -140,7 +137,7 @@ mod tests {
 
     #[test]
     fn unknown_characters_fall_back_as_the_library_does() {
-        let char_ids: HashMap<char, u32> = [('a', 1), ('b', 2)].into();
+        let char_ids: HashMap<char, u32> = [('a', 1), ('b', 2)].into_iter().collect();
         let mut table = [None; 256];
         for b in 0..=0x7fu8 {
             table[usize::from(b)] = Some(100 + u32::from(b));

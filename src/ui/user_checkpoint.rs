@@ -201,10 +201,10 @@ pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
                 "). Llama 2 and 3, Mistral, Qwen2, Qwen3 and SmolLM layouts run (rotary positions plain or linearly \
                 scaled), with f32, f16 or bf16 weights, " {format!("up to about {} million parameters: ", JOB_BYTES / 4 / 1_000_000)}
                 "every weight is kept as f32 within one job's 1 GiB, so SmolLM2-135M fits and most released Llama, Mistral and \
-                Qwen checkpoints do not. Their tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, Llama 3's, \
-                Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's), with the special tokens \
-                the model expects before a text. The files are read here and streamed to your GPU a few MB at a time; \
-                nothing is uploaded."
+                Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
+                Llama 3's, Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's), with the special \
+                tokens the model expects before a text; other tokenizer settings are refused by name. The files are read \
+                here and streamed to your GPU a few MB at a time; nothing is uploaded."
             </p>
             <div class="drop-zone" data-testid="checkpoint-drop" class:dragging=move || dragging.get()
                 on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }

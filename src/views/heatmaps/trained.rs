@@ -28,7 +28,7 @@ pub fn model_text(input: &AttentionInput) -> String {
     }
 }
 
-/// The text's token ids (with the special tokens its tokenizer puts around a text) and pieces, or why
+/// The text's token ids (after the special tokens its tokenizer puts before a text) and pieces, or why
 /// the model cannot read it: empty, or longer than
 /// `max_tokens` (the length it was trained on; past it RoPE positions it never saw).
 pub fn model_tokens(tokenizer: &Tokenizer, text: &str, max_tokens: usize) -> Result<(Vec<u32>, Vec<String>), String> {
@@ -36,9 +36,9 @@ pub fn model_tokens(tokenizer: &Tokenizer, text: &str, max_tokens: usize) -> Res
     if own.is_empty() {
         return Err("Type a sentence to see the trained model's attention.".into());
     }
-    // With the special tokens the model was trained with around the text (Llama's `<s>`), as its
+    // After the special tokens the model was trained to see before a text (Llama's `<s>`), as its
     // library adds them by default.
-    let ids = tokenizer.with_special_tokens(own);
+    let ids = tokenizer.with_start_tokens(own);
     if ids.len() > max_tokens {
         return Err(format!(
             "This text is {} tokens for the trained model's tokenizer; the model reads at most {max_tokens}, the \

@@ -219,8 +219,8 @@ fn tokenizer_cmd(flags: &Flags) -> Result<(), Error> {
     Ok(())
 }
 
-/// tokenizer-reference: the library's ids for fixed texts and the corpus files (see
-/// `tokenizer_reference::reference`), written to TOKENIZER_REFERENCE.
+/// real-tokenizer-reference: the library's ids with real models' tokenizers and variants of them (see
+/// `real_tokenizer_reference`), written to REAL_TOKENIZER_REFERENCE.
 fn real_tokenizer_reference_cmd() -> Result<(), Error> {
     use attention_lab_train::real_tokenizer_reference::{VARIANTS, patched, reference};
     let corpus_file = "tools/train/data/corpus/heldout.txt";
@@ -236,7 +236,7 @@ fn real_tokenizer_reference_cmd() -> Result<(), Error> {
         println!("{}: {:.1} s", variant.name, start.elapsed().as_secs_f64());
     }
     let out = json!({
-        "about": "Token ids from the tokenizers library 0.22 (tools/train, `cargo run -- real-tokenizer-reference`) for real models' tokenizer.json files (scripts/real-tokenizers.sh; `file` under tests/data/real-tokenizers, its SHA-256, and top-level fields replaced by `patch`): tokenizer.encode(text, false).get_ids(), and encode(text, true) for with_special_tokens.",
+        "about": "Token ids from the tokenizers library 0.22 (tools/train, `cargo run -- real-tokenizer-reference`) for real models' tokenizer.json files (scripts/real-tokenizers.sh; `file` under tests/data/real-tokenizers, its SHA-256, and fields replaced by `patch`, a key a.b naming field b of field a; built with the unstable_wasm features, so the Split patterns run in fancy-regex): tokenizer.encode(text, false).get_ids(), and encode(text, true) for with_special_tokens.",
         "checksum": "h = 0; for id in ids { h = h * 1000003 + (id + 1) } in wrapping u64 arithmetic, as a decimal string",
         "variants": variants,
     });
@@ -245,6 +245,8 @@ fn real_tokenizer_reference_cmd() -> Result<(), Error> {
     Ok(())
 }
 
+/// tokenizer-reference: the library's ids for fixed texts and the corpus files (see
+/// `tokenizer_reference::reference`), written to TOKENIZER_REFERENCE.
 fn tokenizer_reference_cmd() -> Result<(), Error> {
     let tok_path = Path::new(DATA).join("tokenizer.json");
     let tok = bpe::load(&tok_path)?;

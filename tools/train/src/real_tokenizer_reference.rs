@@ -30,12 +30,16 @@ pub const REAL_CASES: &[&str] = &[
     "<|begin_of_text|>Hi there<|eot_id|><|start_header_id|>user<|end_header_id|>",
     "<|im_start|>user\nhi<|im_end|>\n<|endoftext|>",
     "Das Straßenbahn-Netz ist 123km lang; 東京は大きい。 Привет, мир! مرحبا",
+    // Words that Llama 3's vocabulary holds whole but its merges would not reach (`ignore_merges`).
+    "Tôi làm việc ở Việt Nam",
+    "a<s>b Hi <s>there",
 ];
 
 /// A sentence short enough for the page to label every token of its heatmaps.
 pub const SHORT_CASE: &str = "Don't (sit) 1234!";
 
-/// A variant of a real tokenizer: its file with the top-level fields of `patch` replaced.
+/// A variant of a real tokenizer: its file with the fields of `patch` replaced (a key `a.b` names
+/// field `b` of field `a`).
 pub struct Variant {
     pub name: &'static str,
     pub file: &'static str,
@@ -57,10 +61,27 @@ fn metaspace_split() -> Value {
     json!({"normalizer": null, "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true}})
 }
 
+/// Mistral 7B's tokenizer with `<s>` matched after the normalizer (as older conversions mark their
+/// special tokens): its content is normalized too, so it no longer matches a bare `<s>`.
+fn normalized_specials() -> Value {
+    json!({"added_tokens": [
+        {"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+        {"id": 1, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": true},
+        {"id": 2, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}]})
+}
+
+/// Mistral 7B's tokenizer without byte fallback: characters it lacks become the unknown token, one
+/// each (`fuse_unk` left to the library's default).
+fn unknown_characters() -> Value {
+    json!({"model.byte_fallback": false, "model.fuse_unk": null})
+}
+
 pub const VARIANTS: &[Variant] = &[
     Variant { name: "mistral", file: "mistral/tokenizer.json", patch: no_patch },
     Variant { name: "mistral-metaspace-first", file: "mistral/tokenizer.json", patch: metaspace_first },
     Variant { name: "mistral-metaspace-split", file: "mistral/tokenizer.json", patch: metaspace_split },
+    Variant { name: "mistral-normalized-specials", file: "mistral/tokenizer.json", patch: normalized_specials },
+    Variant { name: "mistral-unknown-characters", file: "mistral/tokenizer.json", patch: unknown_characters },
     Variant { name: "llama3_1", file: "llama3_1/tokenizer.json", patch: no_patch },
     Variant { name: "qwen3", file: "qwen3/tokenizer.json", patch: no_patch },
 ];
@@ -68,8 +89,11 @@ pub const VARIANTS: &[Variant] = &[
 /// The file's JSON with the variant's patch applied.
 pub fn patched(json: &str, variant: &Variant) -> Result<String, Error> {
     let mut file: Value = serde_json::from_str(json)?;
-    if let (Some(file), Value::Object(patch)) = (file.as_object_mut(), (variant.patch)()) {
-        file.extend(patch);
+    if let Value::Object(patch) = (variant.patch)() {
+        for (key, value) in patch {
+            let pointer = format!("/{}", key.replace('.', "/"));
+            *file.pointer_mut(&pointer).ok_or_else(|| format!("{}: no field {key}", variant.name))? = value;
+        }
     }
     Ok(serde_json::to_string(&file)?)
 }
