@@ -672,6 +672,45 @@ fn tokenizer_text() -> impl Strategy<Value = String> {
     prop_oneof![prop::collection::vec(part, 0..40).prop_map(|parts| parts.concat()), any::<String>(), "\\PC{0,60}"]
 }
 
+/// A stage of a tokenizer's pipeline as real files write them, with hostile settings mixed in:
+/// normalizers, pre-tokenizers (the Split patterns read and others), templates with any ids, decoders.
+fn pipeline_stage() -> impl Strategy<Value = Value> {
+    let text = prop::sample::select(vec!["", " ", "\u{2581}", "a", "aaaa", "<|endoftext|>", "Ġ"]);
+    let pattern = prop::sample::select(vec![
+        attention_lab::lm::pre_tokenize::LLAMA3_PATTERN,
+        attention_lab::lm::pre_tokenize::QWEN2_PATTERN,
+        attention_lab::lm::pre_tokenize::GPT2_PATTERN,
+        "\\p{N}",
+        "",
+    ]);
+    let scheme = prop::sample::select(vec!["first", "always", "never", "sometimes"]);
+    prop_oneof![
+        Just(json!({"type": "NFC"})),
+        Just(json!({"type": "NFKC"})),
+        text.clone().prop_map(|t| json!({"type": "Prepend", "prepend": t})),
+        (text.clone(), text.clone()).prop_map(|(p, c)| json!({"type": "Replace", "pattern": {"String": p}, "content": c})),
+        (pattern, any::<bool>()).prop_map(|(p, invert)| {
+            json!({"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": invert})
+        }),
+        (any::<bool>(), any::<bool>()).prop_map(|(prefix, regex)| {
+            json!({"type": "ByteLevel", "add_prefix_space": prefix, "use_regex": regex})
+        }),
+        (scheme, any::<bool>(), any::<Option<bool>>()).prop_map(|(scheme, split, prefix)| {
+            json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": scheme, "split": split, "add_prefix_space": prefix})
+        }),
+        Just(json!({"type": "Digits", "individual_digits": true})),
+        (prop::collection::vec(any::<u32>(), 0..4), any::<bool>()).prop_map(|(ids, text_first)| {
+            let special = json!({"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}});
+            let a = json!({"Sequence": {"id": "A", "type_id": 0}});
+            let single = if text_first { json!([a, special]) } else { json!([special, a, special]) };
+            json!({"type": "TemplateProcessing", "single": single, "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": ids}}})
+        }),
+        Just(json!({"type": "ByteFallback"})),
+        Just(json!({"type": "Fuse"})),
+        Just(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0})),
+    ]
+}
+
 /// The real tokenizer.json with a few parts set to hostile values.
 fn mutated_tokenizer_json() -> impl Strategy<Value = String> {
     let pointer = prop::sample::select(vec![
@@ -698,11 +737,19 @@ fn mutated_tokenizer_json() -> impl Strategy<Value = String> {
         "/pre_tokenizer/use_regex",
         "/decoder",
         "/normalizer",
+        "/post_processor",
+        "/model/fuse_unk",
+        "/model/ignore_merges",
+        "/model/continuing_subword_prefix",
         "/version",
     ]);
     let value = prop_oneof![
         any_json(),
         json_number(),
+        pipeline_stage(),
+        prop::collection::vec(pipeline_stage(), 0..6).prop_map(|stages| {
+            json!({"type": "Sequence", "normalizers": stages, "pretokenizers": stages, "processors": stages, "decoders": stages})
+        }),
         prop::sample::select(vec!["Ġ", "Ġthe", "<|endoftext|>", "", "a b", "BPE", "ByteLevel", "1.0"])
             .prop_map(|s| json!(s)),
     ];
