@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Map, Number, Value, json};
 
-use attention_lab::lm::bpe::{Tokenizer, words};
+use attention_lab::lm::bpe::{Tokenizer, WordPattern};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward::forward;
 use attention_lab::model::config::limits;
@@ -777,7 +777,7 @@ proptest! {
                 .expect("GPT-2's pattern")
         });
         let gpt2: Vec<&str> = re.find_iter(&text).map(|m| m.expect("no backtracking limit here").as_str()).collect();
-        prop_assert_eq!(words(&text).collect::<Vec<_>>(), gpt2);
+        prop_assert_eq!(WordPattern::Gpt2.words(&text).collect::<Vec<_>>(), gpt2);
     }
 
     /// Any text encodes to ids in the vocabulary and decodes back to itself.

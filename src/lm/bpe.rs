@@ -27,7 +27,7 @@ use std::collections::BinaryHeap;
 use foldhash::{HashMap, HashMapExt};
 use std::fmt::{self, Write as _};
 
-pub use super::pre_tokenize::{DigitSplit, digit_pieces, words};
+pub use super::pre_tokenize::{DigitSplit, WordPattern, digit_pieces};
 
 use super::normalize::{Normalize, normalized};
 use super::pre_tokenize::PreTokenizer;

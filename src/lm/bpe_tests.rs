@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::bpe::{BpeError, Tokenizer, words};
+use super::bpe::{BpeError, Tokenizer, WordPattern};
 use super::pre_tokenize::{Class, class};
 
 #[derive(Deserialize)]
@@ -368,7 +368,8 @@ fn added_tokens_match_leftmost_longest_raw_ones_first() {
     assert_eq!(tok.encode("sing the<|endoftext|>inside"), expected);
 }
 
-/// GPT-2's pattern as the library writes it, in the library's regex engine: the oracle for [`words`].
+/// GPT-2's pattern as the library writes it, in the library's regex engine: the oracle for
+/// [`WordPattern::Gpt2`].
 fn gpt2_words(text: &str) -> Vec<&str> {
     static RE: OnceLock<fancy_regex::Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
@@ -381,7 +382,7 @@ fn gpt2_words(text: &str) -> Vec<&str> {
 }
 
 fn words_differ(text: &str) -> Option<String> {
-    let (ours, theirs): (Vec<&str>, Vec<&str>) = (words(text).collect(), gpt2_words(text));
+    let (ours, theirs): (Vec<&str>, Vec<&str>) = (WordPattern::Gpt2.words(text).collect(), gpt2_words(text));
     let at = ours.iter().zip(&theirs).position(|(a, b)| a != b).unwrap_or(ours.len().min(theirs.len()));
     (ours != theirs).then(|| {
         let around = |w: &[&str]| format!("{:?}", &w[at.saturating_sub(3)..(at + 3).min(w.len())]);

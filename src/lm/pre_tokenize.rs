@@ -198,23 +198,21 @@ impl WordPattern {
     }
 }
 
-/// Step 2 of GPT-2's scheme: the words of a text that holds no added token, each merged on its own.
-pub fn words(text: &str) -> impl Iterator<Item = &str> {
-    WordPattern::Gpt2.words(text)
-}
-
 /// Bytes of the run of `class` characters at the start of `text`, at most `limit` characters.
 fn run(text: &str, of: Class, limit: usize) -> usize {
     text.chars().take_while(|&c| class(c) == of).take(limit).map(char::len_utf8).sum()
 }
 
+/// The endings of the patterns' first alternatives, after an apostrophe, in their order.
+const CONTRACTIONS: [&str; 7] = ["s", "t", "re", "ve", "m", "ll", "d"];
+
 /// Where the word starting at `start` ends: GPT-2's pattern, alternative by alternative, the first
 /// that matches winning (a regex engine's leftmost-first order).
 fn gpt2_word_end(text: &str, start: usize) -> usize {
-    const CONTRACTIONS: [&str; 7] = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"];
     let rest = &text[start..];
-    if let Some(c) = CONTRACTIONS.iter().find(|c| rest.starts_with(*c)) {
-        return start + c.len();
+    let after = rest.strip_prefix('\'').unwrap_or_default();
+    if let Some(c) = CONTRACTIONS.iter().find(|c| after.starts_with(*c)) {
+        return start + 1 + c.len();
     }
     let mut chars = rest.chars();
     let (Some(first), second) = (chars.next(), chars.next()) else { return text.len() };
@@ -279,7 +277,6 @@ fn llama3_word_end(text: &str, start: usize, max_digits: usize) -> usize {
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)`: the length of the contraction `text` starts with, in any case.
 /// Unicode case folding makes the long s `ſ` an `s` too; no other character folds to these letters.
 fn contraction_any_case(text: &str) -> Option<usize> {
-    const CONTRACTIONS: [&str; 7] = ["s", "t", "re", "ve", "m", "ll", "d"];
     let after = text.strip_prefix('\'')?;
     let folds = |c: char, letter: char| c.to_ascii_lowercase() == letter || (letter == 's' && c == 'ſ');
     CONTRACTIONS.iter().find_map(|contraction| {
