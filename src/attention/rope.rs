@@ -64,6 +64,47 @@ impl Rotary {
     }
 }
 
+/// Llama 3.1's rotary scaling (`rope_scaling` with `rope_type: "llama3"`): pairs that turn fast
+/// (wavelength under `original / high_freq_factor` tokens) keep their frequency, slow ones (over
+/// `original / low_freq_factor`) turn `factor` times slower, and those between blend the two by where
+/// their wavelength falls, as transformers' `_compute_llama3_parameters` does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Llama3Scaling {
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    /// The context length the model was first trained on.
+    pub original_max_positions: f64,
+}
+
+impl Llama3Scaling {
+    /// The scaling, if its numbers make one (all positive and finite, low below high).
+    pub fn new(factor: f64, low_freq_factor: f64, high_freq_factor: f64, original_max_positions: f64) -> Option<Self> {
+        let values = [factor, low_freq_factor, high_freq_factor, original_max_positions];
+        (values.iter().all(|v| v.is_finite() && *v > 0.0) && low_freq_factor < high_freq_factor).then_some(Self {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_max_positions,
+        })
+    }
+
+    pub fn apply(&self, inv_freq: &mut [f64]) {
+        let low_freq_wavelength = self.original_max_positions / self.low_freq_factor;
+        let high_freq_wavelength = self.original_max_positions / self.high_freq_factor;
+        for w in inv_freq {
+            let wavelength = TAU / *w;
+            if wavelength > low_freq_wavelength {
+                *w /= self.factor;
+            } else if wavelength >= high_freq_wavelength {
+                let smooth = (self.original_max_positions / wavelength - self.low_freq_factor)
+                    / (self.high_freq_factor - self.low_freq_factor);
+                *w = (1.0 - smooth) * *w / self.factor + smooth * *w;
+            }
+        }
+    }
+}
+
 /// The rotation angles of every position, computed once per (length, head width, positional scheme).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RopeTable {
@@ -147,7 +188,15 @@ impl RopeTable {
 
     /// As [`RopeTable::new`], for positions `positions` only (rows of a long input, a piece at a time).
     pub fn for_positions(positions: Range<usize>, d: usize, positional: Positional) -> Self {
-        let rotary = Rotary::of(d, positional).unwrap_or(Rotary { head_dim: d, offset: 0, inv_freq: Vec::new() });
+        Self::scaled(positions, d, positional, None)
+    }
+
+    /// As [`RopeTable::for_positions`], with Llama 3.1's frequency scaling when a checkpoint has it.
+    pub fn scaled(positions: Range<usize>, d: usize, positional: Positional, scaling: Option<Llama3Scaling>) -> Self {
+        let mut rotary = Rotary::of(d, positional).unwrap_or(Rotary { head_dim: d, offset: 0, inv_freq: Vec::new() });
+        if let Some(scaling) = scaling {
+            scaling.apply(&mut rotary.inv_freq);
+        }
         let size = positions.len() * rotary.inv_freq.len();
         let first = positions.start;
         let (mut sin, mut cos) = (Vec::with_capacity(size), Vec::with_capacity(size));
@@ -206,6 +255,26 @@ impl RopeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn llama3_scaling_keeps_fast_pairs_slows_slow_ones_and_blends_between() {
+        // Llama 3.1's numbers at head width 16, base 500,000: pair j's wavelength is 2π 500000^(j/8).
+        let scaling = Llama3Scaling::new(8.0, 1.0, 4.0, 8192.0).unwrap();
+        let plain = inverse_frequencies(16, 500_000.0);
+        let mut scaled = plain.clone();
+        scaling.apply(&mut scaled);
+        // Wavelengths 6.3, 32, 167 and 862 tokens: under 8192 / 4 = 2048, kept.
+        assert_eq!(&scaled[..4], &plain[..4]);
+        // 4443 tokens, between 2048 and 8192: smooth = (8192 / 4443 - 1) / 3 = 0.28128, so the pair keeps
+        // (1 - 0.28128) / 8 + 0.28128 = 0.37112 of its frequency.
+        assert!((scaled[4] / plain[4] - 0.371_12).abs() < 1e-5, "{}", scaled[4] / plain[4]);
+        // 22,900 tokens and slower: over 8192, eight times slower.
+        for j in 5..8 {
+            assert!((scaled[j] * 8.0 / plain[j] - 1.0).abs() < 1e-12);
+        }
+        assert_eq!(Llama3Scaling::new(8.0, 4.0, 1.0, 8192.0), None);
+        assert_eq!(Llama3Scaling::new(f64::NAN, 1.0, 4.0, 8192.0), None);
+    }
 
     fn rope(theta: f64, fraction: f64) -> Positional {
         Positional::Rope { theta, partial_rotary_factor: fraction, proportional: false, linear_factor: 1.0 }

@@ -331,7 +331,8 @@ impl Recorder<'_, '_> {
             if !tables.iter().any(|(p, ..)| *p == layer.positional) {
                 let start = pass.cache.as_ref().map_or(0, |c| c.start as usize);
                 let positions = start..start + pass.tokens as usize;
-                let table = RopeTable::for_positions(positions, g.head_dim as usize, layer.positional);
+                let table =
+                    RopeTable::scaled(positions, g.head_dim as usize, layer.positional, self.weights.rope_scaling);
                 let angles = rope::angles(&table);
                 let buffer =
                     ctx.storage_from("rope angles", if angles.is_empty() { &[[0.0; 2]; 2] } else { &angles })?;

@@ -189,6 +189,7 @@ impl LmWeights {
         Ok(LmWeights {
             geometry,
             rms_norm_eps: plan.config.rms_norm_eps,
+            rope_scaling: plan.config.rope_scaling,
             embed: take(Slot::Embed).expect("planned"),
             layers,
             final_norm: take(Slot::FinalNorm).expect("planned"),

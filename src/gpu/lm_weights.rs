@@ -4,7 +4,7 @@
 //! unpacked to f32 on the GPU (`widen`), so the page never holds the whole file.
 
 use crate::attention::AttentionShape;
-use crate::attention::rope::RopeTable;
+use crate::attention::rope::{Llama3Scaling, RopeTable};
 use crate::gpu::rope;
 use crate::gpu::{GpuContext, GpuError};
 use crate::lm::checkpoint::Checkpoint;
@@ -118,6 +118,8 @@ pub(crate) struct LayerBuffers {
 pub struct LmWeights {
     pub geometry: LmGeometry,
     pub rms_norm_eps: f32,
+    /// Llama 3.1's rotary scaling, on every layer.
+    pub(crate) rope_scaling: Option<Llama3Scaling>,
     pub(crate) embed: wgpu::Buffer,
     pub(crate) layers: Vec<LayerBuffers>,
     pub(crate) final_norm: wgpu::Buffer,
@@ -136,6 +138,7 @@ impl LmWeights {
         Ok(Self {
             geometry,
             rms_norm_eps: ck.rms_norm_eps,
+            rope_scaling: ck.rope_scaling,
             embed: ctx.storage_from("embed", &ck.embed)?,
             layers,
             final_norm: ctx.storage_from("final norm", &ck.final_norm)?,

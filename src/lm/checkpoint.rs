@@ -10,6 +10,7 @@
 
 use super::LmError;
 use super::safetensors::SafeTensors;
+use crate::attention::rope::Llama3Scaling;
 use crate::model::config::{FfnKind, Model, NormKind, Positional};
 use crate::model::hf_import::import_hf_config;
 use crate::model::mask::Mask;
@@ -54,6 +55,8 @@ pub struct LayerWeights {
 pub struct Checkpoint {
     pub model: Model,
     pub rms_norm_eps: f32,
+    /// Llama 3.1's rotary scaling, on every layer.
+    pub rope_scaling: Option<Llama3Scaling>,
     /// (vocab, d): the input embedding, and the output weights when they are tied.
     pub embed: Vec<f32>,
     pub layers: Vec<LayerWeights>,
@@ -65,7 +68,7 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Reads `config.json` and `model.safetensors` (their contents).
     pub fn load(config_json: &str, safetensors: &[u8]) -> Result<Checkpoint, LmError> {
-        let ModelConfig { model, rms_norm_eps, masks } = ModelConfig::read(config_json)?;
+        let ModelConfig { model, rms_norm_eps, masks, rope_scaling } = ModelConfig::read(config_json)?;
         let params = crate::model::params::model_params(&model).total();
         if params > MAX_CPU_PARAMS {
             return Err(LmError(format!(
@@ -82,7 +85,7 @@ impl Checkpoint {
             false => Some(file.f32_tensor("lm_head.weight", &[g.vocab, g.d])?),
         };
         let final_norm = file.f32_tensor("model.norm.weight", &[g.d])?;
-        Ok(Checkpoint { model, rms_norm_eps, embed, layers, final_norm, lm_head })
+        Ok(Checkpoint { model, rms_norm_eps, rope_scaling, embed, layers, final_norm, lm_head })
     }
 
     pub fn head_dim(&self) -> usize {
@@ -106,6 +109,8 @@ pub struct ModelConfig {
     pub model: Model,
     pub rms_norm_eps: f32,
     pub masks: Vec<Mask>,
+    /// Llama 3.1's rotary scaling, on every layer (the layout's positions do not carry it).
+    pub rope_scaling: Option<Llama3Scaling>,
 }
 
 impl ModelConfig {
@@ -113,7 +118,7 @@ impl ModelConfig {
         let imported = import_hf_config(config_json).map_err(|e| LmError(format!("config.json: {e}")))?;
         let model = imported.model;
         let config: serde_json::Value = serde_json::from_str(config_json).map_err(|e| LmError(e.to_string()))?;
-        supported_family(&config)?;
+        let rope_scaling = supported_family(&config)?;
         let masks = supported(&model)?;
         let rms_norm_eps = config
             .get("rms_norm_eps")
@@ -121,7 +126,7 @@ impl ModelConfig {
             .filter(|e| e.is_finite() && *e > 0.0)
             .ok_or_else(|| LmError("config.json: rms_norm_eps is missing or not a positive number".into()))?
             as f32;
-        Ok(ModelConfig { model, rms_norm_eps, masks })
+        Ok(ModelConfig { model, rms_norm_eps, masks, rope_scaling })
     }
 }
 
@@ -148,10 +153,12 @@ impl Geometry {
 }
 
 /// Families whose forward pass is exactly this one (no extra multipliers or embedding scales, as
-/// Granite, MiniCPM or Gemma add), with plain or linearly scaled rotary positions.
+/// Granite, MiniCPM or Gemma add), with plain, linearly scaled or Llama 3.1-scaled rotary positions.
 const FAMILIES: [&str; 4] = ["llama", "mistral", "qwen2", "qwen3"];
 
-fn supported_family(config: &serde_json::Value) -> Result<(), LmError> {
+/// Refuses a family or a rotary scaling the forward passes do not run; returns Llama 3.1's scaling
+/// when the config asks for it (plain and linear scaling are in the layout's positions already).
+fn supported_family(config: &serde_json::Value) -> Result<Option<Llama3Scaling>, LmError> {
     let text = |v: &serde_json::Value, key: &str| v.get(key).and_then(serde_json::Value::as_str).map(str::to_string);
     let family = text(config, "model_type").unwrap_or_default();
     if !FAMILIES.contains(&family.as_str()) {
@@ -160,14 +167,37 @@ fn supported_family(config: &serde_json::Value) -> Result<(), LmError> {
             FAMILIES.join(", ")
         )));
     }
+    let mut llama3 = None;
     for key in ["rope_scaling", "rope_parameters"] {
         let Some(scaling) = config.get(key).filter(|v| !v.is_null()) else { continue };
         let kind = text(scaling, "rope_type").or_else(|| text(scaling, "type")).unwrap_or_else(|| "default".into());
-        if !["default", "linear"].contains(&kind.as_str()) {
-            return Err(LmError(format!("This page's forward pass does not run {kind} rotary scaling yet ({key})")));
+        match kind.as_str() {
+            "default" | "linear" => {}
+            "llama3" => llama3 = Some(llama3_scaling(scaling, key)?),
+            _ => {
+                return Err(LmError(format!(
+                    "This page's forward pass does not run {kind} rotary scaling yet ({key})"
+                )));
+            }
         }
     }
-    Ok(())
+    Ok(llama3)
+}
+
+fn llama3_scaling(scaling: &serde_json::Value, key: &str) -> Result<Llama3Scaling, LmError> {
+    let number = |name: &str| scaling.get(name).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN);
+    Llama3Scaling::new(
+        number("factor"),
+        number("low_freq_factor"),
+        number("high_freq_factor"),
+        number("original_max_position_embeddings"),
+    )
+    .ok_or_else(|| {
+        LmError(format!(
+            "config.json: {key} of type llama3 needs a positive factor, low_freq_factor below high_freq_factor and \
+             original_max_position_embeddings"
+        ))
+    })
 }
 
 /// Each layer's mask, when the forward pass implements every part of `m`; else what it lacks.

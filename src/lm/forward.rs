@@ -192,7 +192,7 @@ impl<'a> CpuPass<'a> {
         let hd = ck.head_dim();
         let (q_width, kv_width) = ck.widths();
         if a == 0 {
-            self.table = Some(RopeTable::new(t, hd, layer.positional));
+            self.table = Some(RopeTable::scaled(0..t, hd, layer.positional, ck.rope_scaling));
             self.probs.push(vec![0.0; ck.model.n_q_heads as usize * t * t]);
         }
         let d = ck.model.d_model as usize;

@@ -173,11 +173,25 @@ fn bad_inputs_and_checkpoints_are_errors() {
     // A family whose forward pass differs (Gemma's scaled embeddings and norms) is refused by name.
     let gemma = config.replace("\"model_type\": \"qwen2\"", "\"model_type\": \"gemma\"");
     assert!(Checkpoint::load(&gemma, &weights).err().unwrap().0.contains("not model_type \"gemma\""));
-    let llama3_rope = config.replace(
-        "\"rope_theta\"",
-        "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}, \"rope_theta\"",
+    // Llama 3.1's rotary scaling runs (tests/lm_fixtures.rs checks it against candle); broken numbers for
+    // it, or another scaling, are refused by name.
+    let scaled =
+        |scaling: &str| config.replace("\"rope_theta\"", &format!("\"rope_scaling\": {scaling}, \"rope_theta\""));
+    let llama3 = |low: f64| {
+        format!(
+            "{{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": {low}, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}"
+        )
+    };
+    assert!(Checkpoint::load(&scaled(&llama3(1.0)), &weights).unwrap().rope_scaling.is_some());
+    assert!(
+        Checkpoint::load(&scaled(&llama3(5.0)), &weights)
+            .err()
+            .unwrap()
+            .0
+            .contains("low_freq_factor below high_freq_factor")
     );
-    assert!(Checkpoint::load(&llama3_rope, &weights).err().unwrap().0.contains("llama3 rotary scaling"));
+    let yarn = scaled("{\"rope_type\": \"yarn\", \"factor\": 4.0}");
+    assert!(Checkpoint::load(&yarn, &weights).err().unwrap().0.contains("yarn rotary scaling"));
     let no_eps = config.replace("\"rms_norm_eps\"", "\"rms_norm_epsilon\"");
     assert!(Checkpoint::load(&no_eps, &weights).err().unwrap().0.contains("rms_norm_eps"));
     assert!(Checkpoint::load(&config, &weights[..weights.len() - 1]).is_err());

@@ -198,8 +198,8 @@ pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
             <p class="hint">
                 "Drop a model's " <code>"config.json"</code> ", " <code>"tokenizer.json"</code> " and its "
                 <code>".safetensors"</code> " file (or all its shards with " <code>"model.safetensors.index.json"</code>
-                "). Llama 2 and 3, Mistral, Qwen2, Qwen3 and SmolLM layouts run (rotary positions plain or linearly \
-                scaled), with f32, f16 or bf16 weights, " {format!("up to about {} million parameters: ", JOB_BYTES / 4 / 1_000_000)}
+                "). Llama 2 and 3, Mistral, Qwen2, Qwen3 and SmolLM layouts run (rotary positions plain, linearly \
+                scaled or scaled as Llama 3.1's), with f32, f16 or bf16 weights, " {format!("up to about {} million parameters: ", JOB_BYTES / 4 / 1_000_000)}
                 "every weight is kept as f32 within one job's 1 GiB, so SmolLM2-135M fits and most released Llama, Mistral and \
                 Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
                 Llama 3's, Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's), with the special \

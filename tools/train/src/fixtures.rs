@@ -79,8 +79,14 @@ pub fn fixtures() -> Vec<Fixture> {
     vec![
         Fixture {
             name: "llama3",
-            about: "Llama 3 layout: GQA 4/2, rotary base 500,000, separate lm_head, bfloat16",
-            config: with(base("llama", "LlamaForCausalLM"), json!({"rope_theta": 500000.0, "torch_dtype": "bfloat16"})),
+            about: "Llama 3.1 layout: GQA 4/2, rotary base 500,000 with Llama 3.1's rotary scaling (factor 8; at head \
+                    width 16 it leaves 4 pairs, blends one and slows 3), separate lm_head, bfloat16",
+            config: with(
+                base("llama", "LlamaForCausalLM"),
+                json!({"rope_theta": 500000.0, "torch_dtype": "bfloat16", "rope_scaling": {"rope_type": "llama3",
+                       "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}}),
+            ),
             dtype: DType::BF16,
             tokenizer: None,
         },
