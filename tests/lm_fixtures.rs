@@ -200,3 +200,31 @@ fn the_trained_model_streamed_as_files_matches_its_reference() {
     }
     close(ctx);
 }
+
+/// Decoding with the KV cache starts the rotary table past position 0: with Llama 3.1's scaling too,
+/// each step gives the CPU pass's logits at that position.
+#[test]
+fn decoding_a_scaled_rope_fixture_against_the_kv_cache_gives_the_cpu_logits() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let (_, ck) = loaded().find(|(name, _)| *name == "llama3").expect("the llama3 fixture");
+    assert!(ck.rope_scaling.is_some(), "the llama3 fixture has Llama 3.1's scaling");
+    let ids = reference().fixtures["llama3"].inputs.iter().map(|i| i.ids.clone()).max_by_key(Vec::len).unwrap();
+    let want = forward::forward(&ck, &ids).expect("CPU forward");
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let mut cache = lm_forward::LmCache::new(&ctx, &weights, 64).expect("cache");
+    let prefill = ids.len() / 2;
+    let mut step =
+        |tokens: &[u32]| pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, tokens));
+    let mut worst = 0.0f32;
+    for (at, tokens) in
+        std::iter::once((prefill - 1, &ids[..prefill])).chain((prefill..ids.len()).map(|i| (i, &ids[i..=i])))
+    {
+        let got = step(tokens).expect("decode");
+        let diff = got.iter().zip(want.logits_at(at)).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(diff < 1e-4, "position {at}: logits differ by {diff}");
+        worst = worst.max(diff);
+    }
+    println!("llama3 decode with the KV cache: largest difference {worst:.2e}");
+    close(ctx);
+}

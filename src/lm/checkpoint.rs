@@ -119,6 +119,11 @@ impl ModelConfig {
         let model = imported.model;
         let config: serde_json::Value = serde_json::from_str(config_json).map_err(|e| LmError(e.to_string()))?;
         let rope_scaling = supported_family(&config)?;
+        // Llama 3.1's scaling replaces a linear one: never both (the pass would scale twice).
+        let linear = |p: Positional| matches!(p, Positional::Rope { linear_factor, .. } if linear_factor != 1.0);
+        if rope_scaling.is_some() && (linear(model.positional) || model.global_positional.is_some_and(linear)) {
+            return Err(LmError("config.json: Llama 3.1's rotary scaling cannot be combined with a linear one".into()));
+        }
         let masks = supported(&model)?;
         let rms_norm_eps = config
             .get("rms_norm_eps")
@@ -168,18 +173,40 @@ fn supported_family(config: &serde_json::Value) -> Result<Option<Llama3Scaling>,
         )));
     }
     let mut llama3 = None;
+    let mut seen: Option<&serde_json::Value> = None;
     for key in ["rope_scaling", "rope_parameters"] {
         let Some(scaling) = config.get(key).filter(|v| !v.is_null()) else { continue };
         let kind = text(scaling, "rope_type").or_else(|| text(scaling, "type")).unwrap_or_else(|| "default".into());
-        match kind.as_str() {
-            "default" | "linear" => {}
-            "llama3" => llama3 = Some(llama3_scaling(scaling, key)?),
+        let parsed = match kind.as_str() {
+            "default" | "linear" => None,
+            "llama3" => Some(llama3_scaling(scaling, key)?),
             _ => {
                 return Err(LmError(format!(
                     "This page's forward pass does not run {kind} rotary scaling yet ({key})"
                 )));
             }
+        };
+        // Both keys, one of them Llama 3.1's: the layout reads one and the pass would apply the other.
+        if let Some(first) = seen.filter(|_| llama3.is_some() || parsed.is_some()) {
+            let fields = |v: &serde_json::Value| {
+                [
+                    "rope_type",
+                    "type",
+                    "factor",
+                    "low_freq_factor",
+                    "high_freq_factor",
+                    "original_max_position_embeddings",
+                ]
+                .map(|k| v.get(k).cloned())
+            };
+            if fields(first) != fields(scaling) {
+                return Err(LmError(
+                    "config.json: rope_scaling and rope_parameters disagree about the rotary scaling".into(),
+                ));
+            }
         }
+        seen = Some(scaling);
+        llama3 = llama3.or(parsed);
     }
     Ok(llama3)
 }

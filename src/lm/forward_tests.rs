@@ -182,7 +182,17 @@ fn bad_inputs_and_checkpoints_are_errors() {
             "{{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": {low}, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}"
         )
     };
-    assert!(Checkpoint::load(&scaled(&llama3(1.0)), &weights).unwrap().rope_scaling.is_some());
+    let want = crate::attention::rope::Llama3Scaling::new(8.0, 1.0, 4.0, 8192.0);
+    assert_eq!(Checkpoint::load(&scaled(&llama3(1.0)), &weights).unwrap().rope_scaling, want);
+    // transformers' older key name for the type.
+    let older = scaled(&llama3(1.0).replace("rope_type", "type"));
+    assert_eq!(Checkpoint::load(&older, &weights).unwrap().rope_scaling, want);
+    // Both keys, disagreeing: the layout would read one and the pass apply the other.
+    let both = config.replace(
+        "\"rope_theta\"",
+        &format!("\"rope_scaling\": {}, \"rope_parameters\": {{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}, \"rope_theta\"", llama3(1.0)),
+    );
+    assert!(Checkpoint::load(&both, &weights).err().unwrap().0.contains("disagree"));
     assert!(
         Checkpoint::load(&scaled(&llama3(5.0)), &weights)
             .err()

@@ -36,7 +36,8 @@ pub fn RopePanel(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>) 
             </p>
             <p class="hint">
                 "Drawn from the config's θ, rotary fraction and linear or proportional scaling. Other RoPE scalings "
-                "(llama3, YaRN) are not modelled; the model's notes in the KV view say where they apply."
+                "(llama3, YaRN) are drawn unscaled here; the model's notes in the KV view say where they apply. (A "
+                "dropped Llama 3.1 checkpoint's own forward pass does apply its llama3 scaling.)"
             </p>
         </section>
     }
