@@ -156,6 +156,14 @@ function candleTop5(fixture, text) {
   return input.top10.slice(0, 5).map(([, logit]) => Math.exp(logit - input.lse));
 }
 
+/** Types `text` and checks the page's five next-token probabilities (4 heads drawn) against candle's. */
+async function expectCandleTop5(app, fixture, text) {
+  await app.typeText(text);
+  const probs = await candidates(app, 4);
+  const want = candleTop5(fixture, text);
+  probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `${fixture}, candidate ${i}: ${p} vs candle ${want[i]}`));
+}
+
 describe("your own checkpoint", () => {
   test("chosen files show the model's real heads, and its next tokens match candle", async () => {
     const app = await AppPage.open(session, "?view=heatmaps");
@@ -167,10 +175,7 @@ describe("your own checkpoint", () => {
     const note = await app.page.getByTestId("dropped-note").innerText();
     assert.match(note, /Real weights from your files/);
     assert.match(note, /2 layers, 4 query heads sharing 2 KV heads, head width 32/);
-    await app.typeText("fn main() {");
-    const probs = await candidates(app, 4);
-    const want = candleTop5("qwen3", "fn main() {");
-    probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `candidate ${i}: ${p} vs candle ${want[i]}`));
+    await expectCandleTop5(app, "qwen3", "fn main() {");
     // Each head's causal rows sum to 1.
     const sums = await app.page.$$eval('[data-testid="head-heatmap"]', (els) => els.map((el) => {
       const n = Number(el.dataset.rows);
@@ -211,10 +216,7 @@ describe("your own checkpoint", () => {
     await app.page.waitForFunction(() => /^Loaded mistral/.test(document.querySelector('[data-testid="checkpoint-status"]')?.textContent ?? ""), null, { timeout: 120_000 });
     assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /Left out, as the index does not name them: consolidated\.safetensors\./);
     const text = REFERENCE.fixtures.mistral.inputs[1].text;
-    await app.typeText(text);
-    const probs = await candidates(app, 4);
-    const want = candleTop5("mistral", text);
-    probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `candidate ${i}: ${p} vs candle ${want[i]}`));
+    await expectCandleTop5(app, "mistral", text);
     app.assertNoConsoleErrors();
     await app.close();
   });
@@ -227,10 +229,7 @@ describe("your own checkpoint", () => {
     assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded llama \(/);
     const text = REFERENCE.fixtures.smollm.inputs[1].text;
     assert.match(text, /22, 333/);
-    await app.typeText(text);
-    const probs = await candidates(app, 4);
-    const want = candleTop5("smollm", text);
-    probs.forEach((p, i) => assert.ok(Math.abs(p - want[i]) < 1e-4, `candidate ${i}: ${p} vs candle ${want[i]}`));
+    await expectCandleTop5(app, "smollm", text);
     // The axes show the digits one by one.
     const labels = await app.page.$eval('[data-testid="head-heatmap"]', (el) => el.dataset.rows);
     assert.equal(Number(labels), REFERENCE.fixtures.smollm.inputs[1].ids.length);
