@@ -15,6 +15,7 @@
 // adapters with subgroups, matmul_subgroup.wgsl replaces `direct`.
 
 // #include matmul_io.wgsl
+// #include matmul_y.wgsl
 
 // ---- tiled ----
 

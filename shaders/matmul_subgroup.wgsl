@@ -9,10 +9,14 @@
 // row as well as per column). LANES, RB and COLS are compile-time constants, and
 // src/gpu/matmul_subgroup.rs writes their loops out so the blocks stay in registers.
 //
+// Y's binding and row stores come from matmul_subgroup_y4.wgsl (vec4s), or matmul_subgroup_y.wgsl
+// (f32s) where the owner swaps it in.
+//
 // Browsers need `enable subgroups;` first; Naga rejects that line but accepts the builtins without
 // it, so the owner adds it on the web.
 
 // #include matmul_io.wgsl
+// #include matmul_subgroup_y4.wgsl
 
 // Compile-time constants, rewritten by src/gpu/matmul_subgroup.rs (these defaults keep the file valid).
 // The subgroup size; X rows each lane loads per step; Y columns each lane owns.
@@ -67,12 +71,11 @@ fn main(
     }
     for (var i = 0u; i < RB; i++) {
         for (var s = 0u; s < LANES; s++) {
+            var values: array<f32, COLS>;
             for (var j = 0u; j < COLS; j++) {
-                let r = row0 + s + LANES * i;
-                if r < params.rows && col0 + j < params.outputs {
-                    put(r, col0 + j, acc[i][s][j] + col_bias[j]);
-                }
+                values[j] = acc[i][s][j] + col_bias[j];
             }
+            store_cols(row0 + s + LANES * i, col0, values);
         }
     }
 }

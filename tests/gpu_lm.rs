@@ -16,7 +16,7 @@ use attention_lab::attention::rope::RopeTable;
 use attention_lab::gpu::embed_gather::EmbedBuffers;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
-use attention_lab::gpu::matmul::{MatmulBuffers, MatmulForm, MatmulLaunch};
+use attention_lab::gpu::matmul::{DirectBlock, MatmulBuffers, MatmulForm, MatmulLaunch};
 use attention_lab::gpu::rms_norm::NormBuffers;
 use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
 use attention_lab::gpu::widen::Half;
@@ -61,11 +61,26 @@ fn matmul_matches_its_twin_in_both_forms() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let mut rng = SplitMix64::new(7);
-    // (rows, inputs, outputs): the model's shapes with rows that fill no tile, and odd outputs.
-    let shapes =
-        [(37, 192, 256), (83, 192, 64), (5, 192, 1024), (130, 512, 192), (27, 192, 4096), (1, 64, 3), (70, 4, 65)];
-    for form in [MatmulForm::Tiled, MatmulForm::Direct, MatmulForm::Subgroup] {
+    // (rows, inputs, outputs): the model's shapes with rows that fill no tile, and odd outputs; rows
+    // of whole vec4s that end inside a block (36, 4: the subgroup form's vec4 stores).
+    let shapes = [
+        (37, 192, 256),
+        (83, 192, 64),
+        (5, 192, 1024),
+        (130, 512, 192),
+        (27, 192, 4096),
+        (1, 64, 3),
+        (70, 4, 65),
+        (9, 64, 36),
+        (3, 8, 4),
+    ];
+    // The subgroup form with its default block (vec4 stores), two vec4s a lane, and f32 stores.
+    let blocks =
+        [None, Some(DirectBlock { rows: 2, cols: 8, lanes: 0 }), Some(DirectBlock { rows: 3, cols: 3, lanes: 0 })];
+    let forms = [(MatmulForm::Tiled, None), (MatmulForm::Direct, None)];
+    for (form, block) in forms.into_iter().chain(blocks.map(|b| (MatmulForm::Subgroup, b))) {
         kernels.matmul.set_form(form);
+        kernels.matmul.set_block(block.unwrap_or_default());
         for (n, &(rows, inputs, outputs)) in shapes.iter().enumerate() {
             // Every other case reads from row 3 of X, has a bias and adds to Y.
             let (x_row0, with_bias, accumulate) = if n % 2 == 1 { (3, true, true) } else { (0, false, false) };
@@ -89,7 +104,7 @@ fn matmul_matches_its_twin_in_both_forms() {
             };
             let dispatch = kernels.matmul.prepare(&ctx, &buffers, launch).expect("prepare");
             let got = run(&ctx, &dispatch, &y, want.len());
-            let what = format!("{form:?} matmul {launch:?}");
+            let what = format!("{form:?} {:?} matmul {launch:?}", kernels.matmul.block());
             worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
             println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));
         }

@@ -1,5 +1,6 @@
-// The parameters, bindings and epilogue of both matmul kernels, matmul.wgsl and matmul_subgroup.wgsl
-// (pasted in at their `// #include matmul_io.wgsl` line by src/gpu/shader_text.rs).
+// The parameters and input bindings of both matmul kernels, matmul.wgsl and matmul_subgroup.wgsl
+// (pasted in at their `// #include matmul_io.wgsl` line by src/gpu/shader_text.rs). Y's binding
+// and stores are in matmul_y.wgsl (one f32 at a time) or matmul_subgroup_y4.wgsl (a vec4 at a time).
 
 // Keep in sync with `MatmulParams` in src/gpu/matmul.rs.
 struct Params {
@@ -20,26 +21,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
 // [outputs]; a 4-byte stand-in when has_bias is 0.
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-
-// Y[r, c] = value (+ Y[r, c] with accumulate): the bias is already in `value`.
-fn put(r: u32, c: u32, value: f32) {
-    let at = r * params.outputs + c;
-    if params.accumulate != 0u {
-        y[at] += value;
-    } else {
-        y[at] = value;
-    }
-}
-
-// Y[r, c] = sum + bias[c] (+ Y[r, c] with accumulate).
-fn store(r: u32, c: u32, sum: f32) {
-    var value = sum;
-    if params.has_bias != 0u {
-        value += bias[c];
-    }
-    put(r, c, value);
-}
 
 fn workgroup_index(wg_id: vec3<u32>, wg_count: vec3<u32>) -> u32 {
     // Large launches fold into a 2D grid (65535 workgroups per dimension).

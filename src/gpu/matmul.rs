@@ -24,6 +24,10 @@ pub struct MatmulParams {
 /// The `tiled` entry point's tile of Y (keep in sync with `TILE` in the shader).
 const TILE: u32 = 64;
 
+/// The `tiled` entry point's constants (as in the shader), passed so that its loops over them are
+/// written out ([`crate::gpu::shader_text::unroll_loops`] unrolls loops over named constants only).
+const TILED_CONSTANTS: [(&str, u32); 2] = [("PER", 4), ("STEP4", 4)];
+
 /// Which entry point runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatmulForm {
@@ -42,7 +46,7 @@ pub enum MatmulForm {
 /// The defaults measured fastest on lavapipe at the model's shapes (`bench --lm --matmul-block`, on
 /// a 2-core machine shared with other work, so within about 10 %): direct 8 x 4 on 8 lanes (13 % of
 /// the FMA peak; 4 x 4: 12 %, 8 x 1: 4 %: every load is a scalar load per lane), subgroup 8 x 4
-/// (40-55 %; 4 x 4 a few % slower, 2 x 4: 33 %, 1 x 4: 25 %, 8 x 1: 25 %, 8 x 2 between 33 % and 65 %
+/// (40-55 %, and 50-57 % since Y is stored a vec4 at a time; 4 x 4 a few % slower, 2 x 4: 33 %, 1 x 4: 25 %, 8 x 1: 25 %, 8 x 2 between 33 % and 65 %
 /// from run to run; four fmas in place of dot() and an add, or two vec4s of the inputs per step,
 /// gained nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +117,8 @@ impl Matmul {
         );
         let source = include_str!("../../shaders/matmul.wgsl");
         let tiled = PipelineCache::new(&ctx.device, "matmul tiled", source, "tiled", &layout);
+        // GPUs too: with its loops kept the tiled form ran 7x slower on an H100 (Vulkan).
+        tiled.set_unrolled(true);
         let direct = PipelineCache::new(&ctx.device, "matmul direct", source, "direct", &layout);
         // Only the loops over the block are written out, never the loop over the inputs.
         direct.set_unrolled(true);
@@ -181,7 +187,7 @@ impl Matmul {
     ) -> Result<Dispatch, GpuError> {
         check(buffers, launch)?;
         let (row_block, col_block, pipeline) = match self.form.get() {
-            MatmulForm::Tiled => (TILE, TILE, self.tiled.get(&ctx.device, &[])),
+            MatmulForm::Tiled => (TILE, TILE, self.tiled.get_specialised(&ctx.device, &TILED_CONSTANTS, &[])),
             MatmulForm::Direct => {
                 let b = self.block.get();
                 let constants = [("ROWS", b.rows), ("COLS", b.cols)];
@@ -190,7 +196,7 @@ impl Matmul {
             MatmulForm::Subgroup => {
                 let b = self.subgroup_block.get();
                 let subgroup = self.subgroup.as_ref().ok_or_else(|| GpuError::Device("no subgroups".into()))?;
-                (b.rows * b.lanes, b.cols * b.lanes, subgroup.pipeline(&ctx.device, b.rows, b.cols))
+                (b.rows * b.lanes, b.cols * b.lanes, subgroup.pipeline(&ctx.device, b.rows, b.cols, launch.outputs))
             }
         };
         let col_tiles = launch.outputs.div_ceil(col_block);

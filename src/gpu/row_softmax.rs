@@ -90,6 +90,8 @@ pub struct RowSoftmax {
     form: std::cell::Cell<RowForm>,
     max_invocations: u32,
     max_workgroups: u32,
+    /// Whether the adapter is a GPU (not CPU-emulated).
+    on_gpu: bool,
 }
 
 /// CPU adapters compile the unrolled forms slowly in the browser (SwiftShader: about a second for a
@@ -145,6 +147,7 @@ impl RowSoftmax {
             form: form.into(),
             max_invocations,
             max_workgroups: ctx.limits.max_compute_workgroups_per_dimension,
+            on_gpu: !ctx.adapter.is_cpu,
         }
     }
 
@@ -175,7 +178,9 @@ impl RowSoftmax {
             (RowForm::CpuSubgroup, Some(sg)) => sg.pipeline(device, &plan.constants, build),
             _ => {
                 // Only the loops over the head width and the rows are written out, never the key loop.
-                self.pipelines.set_unrolled(plan.form == RowForm::Cpu);
+                // On GPUs the GPU form too (kept, they made it 3-9x slower on an H100); on CPU adapters
+                // it stays the quick form to compile (`QUICK_FORM_FIRST`).
+                self.pipelines.set_unrolled(plan.form == RowForm::Cpu || self.on_gpu);
                 let overrides = [("WG", plan.invocations)];
                 (build || self.pipelines.is_built(&plan.constants, &overrides))
                     .then(|| self.pipelines.get_specialised(device, &plan.constants, &overrides))

@@ -6,13 +6,14 @@
 //! while every index into it is a compile-time constant. An index that is a loop counter puts the
 //! array in memory, where each access is a loop of scalar loads, one per SIMD lane, and their own
 //! unrollers give up on loops as large as an attention step. Unrolling the text fixes the indices, and
-//! made the forward kernel about 3x faster on lavapipe. GPUs keep the loops (their compilers unroll
-//! what pays, and code size costs them).
+//! made the forward kernel about 3x faster on lavapipe. GPUs get the unrolled text too: on an H100
+//! (wgpu's Vulkan backend, measured with `bench`) the tiled matmul ran 7x and the flash forward 6-11x
+//! slower with their loops kept, so their compiler did not do this for us.
 
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 10] = [
+const INCLUDES: [(&str, &str); 13] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
@@ -21,6 +22,9 @@ const INCLUDES: [(&str, &str); 10] = [
     ("flash_rows_start.wgsl", include_str!("../../shaders/include/flash_rows_start.wgsl")),
     ("flash_softmax_step.wgsl", include_str!("../../shaders/include/flash_softmax_step.wgsl")),
     ("matmul_io.wgsl", include_str!("../../shaders/include/matmul_io.wgsl")),
+    ("matmul_subgroup_y.wgsl", include_str!("../../shaders/include/matmul_subgroup_y.wgsl")),
+    ("matmul_subgroup_y4.wgsl", include_str!("../../shaders/include/matmul_subgroup_y4.wgsl")),
+    ("matmul_y.wgsl", include_str!("../../shaders/include/matmul_y.wgsl")),
     ("softmax_rows.wgsl", include_str!("../../shaders/include/softmax_rows.wgsl")),
     ("softmax_rows_start.wgsl", include_str!("../../shaders/include/softmax_rows_start.wgsl")),
 ];
@@ -34,7 +38,7 @@ pub fn with_includes(source: &str) -> String {
             Some(name) => {
                 let (_, text) =
                     INCLUDES.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("no shaders/include/{name}"));
-                out.push_str(text);
+                out.push_str(&with_includes(text)); // an include may name others
             }
             None => {
                 out.push_str(line);
