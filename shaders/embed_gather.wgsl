@@ -14,8 +14,8 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
-// [vocab, width] as vec4s.
-@group(0) @binding(2) var<storage, read> embed: array<vec4<f32>>;
+// The table [vocab, width], as `w4` (f32, or bf16 where the owner pastes in weights_bf16.wgsl).
+// #include weights_f32.wgsl
 // [tokens, width] as vec4s.
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 
@@ -33,5 +33,5 @@ fn main(
         return;
     }
     let token = i / params.width4;
-    out[i] = embed[ids[token] * params.width4 + i % params.width4];
+    out[i] = w4(ids[token] * params.width4 + i % params.width4);
 }

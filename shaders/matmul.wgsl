@@ -15,6 +15,7 @@
 // adapters with subgroups, matmul_subgroup.wgsl replaces `direct`.
 
 // #include matmul_io.wgsl
+// #include weights_f32.wgsl
 // #include matmul_y.wgsl
 
 // ---- tiled ----
@@ -56,7 +57,7 @@ fn tiled(
         }
         var wv = vec4<f32>(0.0);
         if col0 + load_row < params.outputs && e < params.inputs4 {
-            wv = w[(col0 + load_row) * params.inputs4 + e];
+            wv = w4((col0 + load_row) * params.inputs4 + e);
         }
         x_tile[lid] = xv;
         w_tile[lid] = wv;
@@ -124,7 +125,7 @@ fn direct(
             xs[i] = x[x_at[i] + e];
         }
         for (var j = 0u; j < COLS; j++) {
-            let ws = w[w_at[j] + e];
+            let ws = w4(w_at[j] + e);
             for (var i = 0u; i < ROWS; i++) {
                 acc[i][j] += dot(xs[i], ws);
             }

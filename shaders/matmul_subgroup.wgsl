@@ -16,6 +16,7 @@
 // it, so the owner adds it on the web.
 
 // #include matmul_io.wgsl
+// #include weights_f32.wgsl
 // #include matmul_subgroup_y4.wgsl
 
 // Compile-time constants, rewritten by src/gpu/matmul_subgroup.rs (these defaults keep the file valid).
@@ -50,7 +51,7 @@ fn main(
     for (var e = 0u; e < params.inputs4; e++) {
         var ws: array<vec4<f32>, COLS>;
         for (var j = 0u; j < COLS; j++) {
-            ws[j] = w[w_at[j] + e];
+            ws[j] = w4(w_at[j] + e);
         }
         for (var i = 0u; i < RB; i++) {
             let mine = x[x_at[i] + e];

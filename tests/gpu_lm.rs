@@ -24,6 +24,7 @@ use attention_lab::gpu::{GpuContext, Kernels};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
 use attention_lab::lm::safetensors::{DType, to_f32};
+use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
 
 mod common;
@@ -56,6 +57,21 @@ fn run(ctx: &GpuContext, dispatch: &Dispatch, out: &wgpu::Buffer, len: usize) ->
 const KERNEL_ABS: f32 = 1e-5;
 const KERNEL_REL: f32 = 1e-5;
 
+/// `values` as a weight buffer in `format`, and the values it holds: as they are (f32), or cut to
+/// bf16 (the high half of each f32) and packed two to a u32 word, the first in the low half, as a
+/// bf16 safetensors file stores them.
+fn weights(ctx: &GpuContext, values: &[f32], format: WeightFormat) -> (Vec<f32>, wgpu::Buffer) {
+    match format {
+        WeightFormat::F32 => (values.to_vec(), ctx.storage_from("w", values).unwrap()),
+        WeightFormat::Bf16 => {
+            let halves: Vec<u32> = values.iter().map(|v| v.to_bits() >> 16).collect();
+            let held = halves.iter().map(|h| f32::from_bits(h << 16)).collect();
+            let words: Vec<u32> = halves.chunks(2).map(|p| p[0] | (p.get(1).copied().unwrap_or(0) << 16)).collect();
+            (held, ctx.storage_from("w", &words).unwrap())
+        }
+    }
+}
+
 #[test]
 fn matmul_matches_its_twin_in_both_forms() {
     let Some(ctx) = device() else { return };
@@ -78,14 +94,16 @@ fn matmul_matches_its_twin_in_both_forms() {
     let blocks =
         [None, Some(DirectBlock { rows: 2, cols: 8, lanes: 0 }), Some(DirectBlock { rows: 3, cols: 3, lanes: 0 })];
     let forms = [(MatmulForm::Tiled, None), (MatmulForm::Direct, None)];
-    for (form, block) in forms.into_iter().chain(blocks.map(|b| (MatmulForm::Subgroup, b))) {
+    let configs = forms.into_iter().chain(blocks.map(|b| (MatmulForm::Subgroup, b)));
+    // Every form reads W as f32, and as a bf16 checkpoint's matrix kept packed.
+    for ((form, block), w_format) in configs.flat_map(|c| [(c, WeightFormat::F32), (c, WeightFormat::Bf16)]) {
         kernels.matmul.set_form(form);
         kernels.matmul.set_block(block.unwrap_or_default());
         for (n, &(rows, inputs, outputs)) in shapes.iter().enumerate() {
             // Every other case reads from row 3 of X, has a bias and adds to Y.
             let (x_row0, with_bias, accumulate) = if n % 2 == 1 { (3, true, true) } else { (0, false, false) };
             let x = random((x_row0 + rows) * inputs, 1.0, &mut rng);
-            let w = random(outputs * inputs, 0.2, &mut rng);
+            let (w, wb) = weights(&ctx, &random(outputs * inputs, 0.2, &mut rng), w_format);
             let bias = random(outputs, 1.0, &mut rng);
             let y0 = random(rows * outputs, 1.0, &mut rng);
             let bias_used = with_bias.then_some(bias.as_slice());
@@ -93,10 +111,10 @@ fn matmul_matches_its_twin_in_both_forms() {
             if accumulate {
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
             }
-            let (xb, wb) = (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("w", &w).unwrap());
+            let xb = ctx.storage_from("x", &x).unwrap();
             let bias_buffer = ctx.storage_from("bias", &bias).unwrap();
             let y = ctx.storage_from("y", &y0).unwrap();
-            let buffers = MatmulBuffers { x: &xb, w: &wb, bias: with_bias.then_some(&bias_buffer), y: &y };
+            let buffers = MatmulBuffers { x: &xb, w: &wb, w_format, bias: with_bias.then_some(&bias_buffer), y: &y };
             let launch = MatmulLaunch {
                 x_row0: x_row0 as u32,
                 accumulate,
@@ -104,16 +122,20 @@ fn matmul_matches_its_twin_in_both_forms() {
             };
             let dispatch = kernels.matmul.prepare(&ctx, &buffers, launch).expect("prepare");
             let got = run(&ctx, &dispatch, &y, want.len());
-            let what = format!("{form:?} {:?} matmul {launch:?}", kernels.matmul.block());
+            let what = format!("{form:?} {:?} {w_format:?} matmul {launch:?}", kernels.matmul.block());
             worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
             println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));
         }
     }
     // Sizes the buffers cannot hold are refused before anything runs.
     let small = ctx.storage_output("small", 16).unwrap();
-    let buffers = MatmulBuffers { x: &small, w: &small, bias: None, y: &small };
+    let buffers = MatmulBuffers { x: &small, w: &small, w_format: WeightFormat::F32, bias: None, y: &small };
     assert!(kernels.matmul.prepare(&ctx, &buffers, MatmulLaunch::new(2, 4, 4)).is_err());
     assert!(kernels.matmul.prepare(&ctx, &buffers, MatmulLaunch::new(1, 3, 1)).is_err());
+    // W [2, 4] takes 32 bytes as f32, 16 as bf16.
+    assert!(kernels.matmul.prepare(&ctx, &buffers, MatmulLaunch::new(1, 4, 2)).is_err());
+    let packed = MatmulBuffers { w_format: WeightFormat::Bf16, ..buffers };
+    assert!(kernels.matmul.prepare(&ctx, &packed, MatmulLaunch::new(1, 4, 2)).is_ok());
     close(ctx);
 }
 
@@ -140,16 +162,16 @@ fn norm_gather_rope_and_swiglu_match_their_twins() {
     }
 
     let (vocab, width) = (100, 192);
-    let embed = random(vocab * width, 1.0, &mut rng);
-    let ids: Vec<u32> = (0..27).map(|i| (i * 37 % vocab) as u32).collect();
-    let want = forward::embed_gather(&embed, &ids, width);
-    let (idb, eb) = (ctx.storage_from("ids", &ids).unwrap(), ctx.storage_from("embed", &embed).unwrap());
-    let out = ctx.storage_output("out", (want.len() * 4) as u64).unwrap();
-    let dispatch = kernels
-        .embed_gather
-        .prepare(&ctx, &EmbedBuffers { ids: &idb, embed: &eb, out: &out }, ids.len() as u32, width as u32)
-        .unwrap();
-    assert_eq!(run(&ctx, &dispatch, &out, want.len()), want, "embed_gather copies exactly");
+    for format in [WeightFormat::F32, WeightFormat::Bf16] {
+        let (embed, eb) = weights(&ctx, &random(vocab * width, 1.0, &mut rng), format);
+        let ids: Vec<u32> = (0..27).map(|i| (i * 37 % vocab) as u32).collect();
+        let want = forward::embed_gather(&embed, &ids, width);
+        let idb = ctx.storage_from("ids", &ids).unwrap();
+        let out = ctx.storage_output("out", (want.len() * 4) as u64).unwrap();
+        let buffers = EmbedBuffers { ids: &idb, embed: &eb, format, out: &out };
+        let dispatch = kernels.embed_gather.prepare(&ctx, &buffers, ids.len() as u32, width as u32).unwrap();
+        assert_eq!(run(&ctx, &dispatch, &out, want.len()), want, "embed_gather copies {format:?} exactly");
+    }
 
     for (rows, ffn) in [(27, 512), (3, 4)] {
         // Gate values down to -40: silu's tail, where exp(-g) is huge.

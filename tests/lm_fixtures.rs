@@ -10,6 +10,8 @@ use attention_lab::gpu::lm_stream::{self, WeightSource};
 use attention_lab::lm::bpe::Tokenizer;
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
+use attention_lab::lm::safetensors::DType;
+use attention_lab::lm::weight_plan::{WeightFormat, WeightPlan};
 
 #[expect(dead_code, reason = "common::gpu::random is for the kernel tests")]
 mod common;
@@ -76,6 +78,9 @@ fn check_gpu(ctx: &GpuContext, kernels: &Kernels, weights: &LmWeights, what: &st
 /// (the page's 4 MiB chunks hold them whole).
 fn stream_with(ctx: &GpuContext, kernels: &Kernels, config: &str, files: &[&[u8]], small_chunks: bool) -> LmWeights {
     let plan = pollster::block_on(lm_stream::plan(config, files)).unwrap();
+    // A bf16 file's matrices stay bf16 on the GPU (the kernels widen them as they read); others are f32.
+    let bf16 = plan.pieces.iter().all(|p| p.dtype == DType::Bf16);
+    assert!(plan.formats.iter().all(|(slot, &f)| (f == WeightFormat::Bf16) == (bf16 && slot.is_matrix())));
     let total: u64 = (0..files.shards()).map(|s| files.file_len(s)).sum();
     let mut seen = Vec::new();
     let chunk = if small_chunks { 4096 } else { lm_stream::CHUNK_BYTES };
@@ -129,44 +134,84 @@ fn the_gpu_forward_pass_matches_candle_on_every_family() {
     close(ctx);
 }
 
-#[test]
-fn a_checkpoint_too_large_for_the_budget_is_refused_before_anything_is_made() {
-    let Some(ctx) = device() else { return };
-    // SmolLM2-1.7B's layout: 24 layers of 2048, MLP 8192, vocab 49,152, tied; bf16. Only its header
-    // exists: the plan and the check read nothing else.
-    let config = r#"{"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
-        "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 49152, "max_position_embeddings": 8192,
-        "rms_norm_eps": 1e-5, "rope_theta": 130000, "tie_word_embeddings": true, "hidden_act": "silu"}"#;
+/// A plan made from a header alone (no weights exist: the plan and the check read nothing else) for
+/// a tied Llama layout: `layers` layers of `d`, Q/K/V `[q, d]`, `[kv, d]`, MLP `ffn`, `vocab`, every
+/// tensor in `dtype`.
+fn header_only_plan(
+    config: &str,
+    (layers, d, q, kv, ffn, vocab): (u64, u64, u64, u64, u64, u64),
+    dtype: &str,
+) -> WeightPlan {
     let mut tensors = serde_json::Map::new();
     let mut at = 0u64;
     let mut add = |name: String, shape: &[u64]| {
         let bytes = 2 * shape.iter().product::<u64>();
-        tensors.insert(name, serde_json::json!({"dtype": "BF16", "shape": shape, "data_offsets": [at, at + bytes]}));
+        tensors.insert(name, serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [at, at + bytes]}));
         at += bytes;
     };
-    add("model.embed_tokens.weight".into(), &[49152, 2048]);
-    add("model.norm.weight".into(), &[2048]);
-    for l in 0..24 {
+    add("model.embed_tokens.weight".into(), &[vocab, d]);
+    add("model.norm.weight".into(), &[d]);
+    for l in 0..layers {
         let p = |part: &str| format!("model.layers.{l}.{part}");
-        for part in ["q_proj", "k_proj", "v_proj", "o_proj"] {
-            add(p(&format!("self_attn.{part}.weight")), &[2048, 2048]);
-        }
-        add(p("mlp.gate_proj.weight"), &[8192, 2048]);
-        add(p("mlp.up_proj.weight"), &[8192, 2048]);
-        add(p("mlp.down_proj.weight"), &[2048, 8192]);
-        add(p("input_layernorm.weight"), &[2048]);
-        add(p("post_attention_layernorm.weight"), &[2048]);
+        add(p("self_attn.q_proj.weight"), &[q, d]);
+        add(p("self_attn.k_proj.weight"), &[kv, d]);
+        add(p("self_attn.v_proj.weight"), &[kv, d]);
+        add(p("self_attn.o_proj.weight"), &[d, q]);
+        add(p("mlp.gate_proj.weight"), &[ffn, d]);
+        add(p("mlp.up_proj.weight"), &[ffn, d]);
+        add(p("mlp.down_proj.weight"), &[d, ffn]);
+        add(p("input_layernorm.weight"), &[d]);
+        add(p("post_attention_layernorm.weight"), &[d]);
     }
     let json = serde_json::to_vec(&tensors).unwrap();
     let header = attention_lab::lm::safetensors::Header::parse(&json, 8 + json.len() as u64 + at).unwrap();
-    let plan = attention_lab::lm::weight_plan::WeightPlan::new(config, &[header]).unwrap();
+    WeightPlan::new(config, &[header]).unwrap()
+}
+
+#[test]
+fn a_checkpoint_too_large_for_the_budget_is_refused_before_anything_is_made() {
+    let Some(ctx) = device() else { return };
+    // SmolLM2-1.7B's layout: 24 layers of 2048, MLP 8192, vocab 49,152, tied; bf16.
+    let config = r#"{"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 49152, "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5, "rope_theta": 130000, "tie_word_embeddings": true, "hidden_act": "silu"}"#;
+    let plan = header_only_plan(config, (24, 2048, 2048, 2048, 8192, 49152), "BF16");
     // 49,152 x 2,048 + 2,048 + 24 x (4 x 2,048^2 + 3 x 8,192 x 2,048 + 2 x 2,048) = 1,711,376,384.
-    assert_eq!(plan.gpu_floats(), 1_711_376_384);
+    assert_eq!(plan.parameters(), 1_711_376_384);
+    // Matrices kept as bf16: 2 x (1,711,376,384 - 49 x 2,048) + 4 x 49 x 2,048 = 3,422,953,472 bytes.
+    assert_eq!(plan.gpu_bytes(), 3_422_953_472);
     let err = lm_stream::check(&ctx, &plan).unwrap_err().to_string();
     // The budget is 1 GiB, less where the adapter's largest buffer is smaller.
-    let want = "too large for this GPU: its 1,711,376,384 parameters take 6.85 GB (6.38 GiB) as f32 (3.42 GB (3.19 GiB) \
-                in its files), more than the ";
-    assert!(err.starts_with(want) && err.ends_with("million parameters fit (every weight is kept as f32)"), "{err}");
+    let want = "too large for this GPU: its 1,711,376,384 parameters take 3.42 GB (3.19 GiB) on the GPU (3.42 GB \
+                (3.19 GiB) in its files), more than the ";
+    let tail = "million parameters fit in bf16 (its weight matrices are kept as they are), half that in f16 or f32 (kept as f32)";
+    assert!(err.starts_with(want) && err.ends_with(tail), "{err}");
+    close(ctx);
+}
+
+#[test]
+fn a_bf16_checkpoint_of_360_m_parameters_fits_where_its_f16_twin_does_not() {
+    let Some(ctx) = device() else { return };
+    // SmolLM2-360M's layout: 32 layers of 960, 15 query heads and 5 KV heads of 64, MLP 2560, vocab
+    // 49,152, tied.
+    let config = r#"{"model_type": "llama", "hidden_size": 960, "intermediate_size": 2560, "num_hidden_layers": 32,
+        "num_attention_heads": 15, "num_key_value_heads": 5, "vocab_size": 49152, "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5, "rope_theta": 100000, "tie_word_embeddings": true, "hidden_act": "silu"}"#;
+    let dims = (32, 960, 960, 320, 2560, 49152);
+    let bf16 = header_only_plan(config, dims, "BF16");
+    // 49,152 x 960 + 960 + 32 x (2 x 960^2 + 2 x 320 x 960 + 3 x 2,560 x 960 + 2 x 960) = 361,821,120.
+    assert_eq!(bf16.parameters(), 361_821_120);
+    // Norms (65 x 960 = 62,400) as f32, the rest as bf16: 2 x 361,758,720 + 4 x 62,400.
+    assert_eq!(bf16.gpu_bytes(), 723_767_040);
+    assert!(bf16.formats.iter().all(|(slot, &f)| (f == WeightFormat::Bf16) == slot.is_matrix()));
+    lm_stream::check(&ctx, &bf16).expect("724 MB fits the 1 GiB budget");
+    let f16 = header_only_plan(config, dims, "F16");
+    assert_eq!(f16.gpu_bytes(), 4 * 361_821_120);
+    let err = lm_stream::check(&ctx, &f16).unwrap_err().to_string();
+    assert!(
+        err.starts_with("too large for this GPU: its 361,821,120 parameters take 1.45 GB (1.35 GiB) on the GPU"),
+        "{err}"
+    );
     close(ctx);
 }
 

@@ -8,6 +8,7 @@ use crate::gpu::launch::Dispatch;
 use crate::gpu::lm_forward::{self, LmRequest, LmWeights};
 use crate::gpu::matmul::{MatmulBuffers, MatmulForm, MatmulLaunch};
 use crate::gpu::{GpuContext, GpuError, Kernels};
+use crate::lm::weight_plan::WeightFormat;
 
 /// X rows of the matmul rows: a 256-token prefill.
 pub const MATMUL_ROWS: u32 = 256;
@@ -76,7 +77,11 @@ pub async fn run_matmul(
     let w = ctx.storage_from("w", &random(outputs * inputs))?;
     let bias = ctx.storage_from("bias", &random(outputs))?;
     let y = ctx.storage_output("y", u64::from(MATMUL_ROWS * outputs) * 4)?;
-    let dispatch = kernels.matmul.prepare(ctx, &MatmulBuffers { x: &x, w: &w, bias: Some(&bias), y: &y }, launch)?;
+    let dispatch = kernels.matmul.prepare(
+        ctx,
+        &MatmulBuffers { x: &x, w: &w, w_format: WeightFormat::F32, bias: Some(&bias), y: &y },
+        launch,
+    )?;
     let launches = launches_per_submission(launch.flops());
     let repeated = vec![&dispatch; launches as usize];
     let (ms_all, ms_min_all) = time(ctx, &repeated, reps, now_ms).await?;

@@ -2,8 +2,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
-use crate::gpu::{GpuContext, GpuError};
+use crate::gpu::launch::{self, Binding, Dispatch, PerWeightFormat, PipelineCache};
+use crate::gpu::{GpuContext, GpuError, shader_text};
+use crate::lm::weight_plan::WeightFormat;
 
 /// Keep in sync with `Params` in `shaders/embed_gather.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -17,17 +18,18 @@ pub struct EmbedParams {
 /// Invocations per workgroup (the shader's `WG`).
 const WORKGROUP: u32 = 64;
 
-/// ids `[tokens]` (each checked below the vocabulary by the caller), the embedding `[vocab, width]`,
-/// out `[tokens, width]`.
+/// ids `[tokens]` (each checked below the vocabulary by the caller), the embedding `[vocab, width]`
+/// held in `format`, out `[tokens, width]`.
 pub struct EmbedBuffers<'a> {
     pub ids: &'a wgpu::Buffer,
     pub embed: &'a wgpu::Buffer,
+    pub format: WeightFormat,
     pub out: &'a wgpu::Buffer,
 }
 
 pub struct EmbedGather {
     layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
+    pipelines: PerWeightFormat<PipelineCache>,
     max_per_dim: u32,
 }
 
@@ -38,9 +40,13 @@ impl EmbedGather {
             "embed_gather",
             &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
         );
-        let source = include_str!("../../shaders/embed_gather.wgsl");
-        let pipelines = PipelineCache::new(&ctx.device, "embed_gather", source, "main", &layout);
+        let pipelines = PerWeightFormat::new(Self::pipelines(ctx, &layout, WeightFormat::F32));
         Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+    }
+
+    fn pipelines(ctx: &GpuContext, layout: &wgpu::BindGroupLayout, format: WeightFormat) -> PipelineCache {
+        let source = shader_text::with_weights(include_str!("../../shaders/embed_gather.wgsl"), format);
+        PipelineCache::new(&ctx.device, "embed_gather", &source, "main", layout)
     }
 
     /// Prepares the gather of `tokens` rows of `width` floats (a multiple of 4).
@@ -58,7 +64,8 @@ impl EmbedGather {
         }
         let params = EmbedParams { tokens, width4: width / 4, _pad: [0; 2] };
         let params = ctx.uniform_from("embed_gather params", &params);
-        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
+        let pipelines = self.pipelines.get(buffers.format, || Self::pipelines(ctx, &self.layout, buffers.format));
+        let pipeline = pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
         let bind_group = launch::bind_buffers(
             &ctx.device,
             &self.layout,

@@ -2,6 +2,7 @@
 //! padding (kernels read rows as `vec4<f32>`, so `d` is rounded up to a multiple of 4 with zeros).
 
 use crate::gpu::shader_text;
+use crate::lm::weight_plan::WeightFormat;
 
 /// WebGPU's default `max_compute_workgroups_per_dimension`.
 pub const WEB_MAX_WORKGROUPS_PER_DIM: u32 = 65535;
@@ -273,5 +274,30 @@ impl PipelineCache {
         });
         self.built.borrow_mut().push((key, overrides.to_vec(), pipeline.clone()));
         pipeline
+    }
+}
+
+/// A kernel's pipelines for each weight format ([`shader_text::with_weights`]): the f32 ones made
+/// at once, the bf16 ones when a bf16 checkpoint first needs them.
+pub struct PerWeightFormat<T> {
+    f32: T,
+    bf16: std::cell::OnceCell<T>,
+}
+
+impl<T> PerWeightFormat<T> {
+    pub fn new(f32: T) -> Self {
+        Self { f32, bf16: Default::default() }
+    }
+
+    pub fn f32(&self) -> &T {
+        &self.f32
+    }
+
+    /// The pipelines of `format`, made by `make` if they are new.
+    pub fn get(&self, format: WeightFormat, make: impl FnOnce() -> T) -> &T {
+        match format {
+            WeightFormat::F32 => &self.f32,
+            WeightFormat::Bf16 => self.bf16.get_or_init(make),
+        }
     }
 }

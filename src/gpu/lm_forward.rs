@@ -23,7 +23,7 @@ use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedBuffers;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::launch::Dispatch;
-use crate::gpu::lm_weights::{LayerBuffers, check_sizes};
+use crate::gpu::lm_weights::{LayerBuffers, Matrix, check_sizes};
 pub use crate::gpu::lm_weights::{LmGeometry, LmWeights};
 use crate::gpu::matmul::{MatmulBuffers, MatmulLaunch};
 use crate::gpu::rms_norm::NormBuffers;
@@ -324,7 +324,8 @@ impl Recorder<'_, '_> {
         let (ctx, k, g, pass) = (self.ctx, self.kernels, self.weights.geometry, self.pass);
         let b = |name| pass.buffer(name);
         let mut steps = Vec::new();
-        let embed = EmbedBuffers { ids: self.ids, embed: &self.weights.embed, out: b("x") };
+        let table = &self.weights.embed;
+        let embed = EmbedBuffers { ids: self.ids, embed: &table.buffer, format: table.format, out: b("x") };
         steps.push(Step::Dispatch(k.embed_gather.prepare(ctx, &embed, pass.tokens, g.d_model)?));
         let mut tables: Vec<(Positional, wgpu::Buffer, RopeTable)> = Vec::new();
         for (l, layer) in self.weights.layers.iter().enumerate() {
@@ -436,11 +437,12 @@ impl Recorder<'_, '_> {
     fn matmul(
         &self,
         x: &wgpu::Buffer,
-        w: &wgpu::Buffer,
+        w: &Matrix,
         bias: Option<&wgpu::Buffer>,
         y: &wgpu::Buffer,
         launch: MatmulLaunch,
     ) -> Result<Dispatch, GpuError> {
-        self.kernels.matmul.prepare(self.ctx, &MatmulBuffers { x, w, bias, y }, launch)
+        let buffers = MatmulBuffers { x, w: &w.buffer, w_format: w.format, bias, y };
+        self.kernels.matmul.prepare(self.ctx, &buffers, launch)
     }
 }

@@ -1,19 +1,19 @@
 //! A user's checkpoint streamed into GPU buffers: after a [`WeightPlan`] has checked the files'
 //! headers against config.json, every buffer is sized and checked against the adapter's limits
 //! and the job budget before one is made, then each tensor is read a chunk at a time (at most
-//! [`CHUNK_BYTES`] in the page's memory) and written to its place: f32 as it is, f16 and bf16
-//! through `widen` on the GPU.
+//! [`CHUNK_BYTES`] in the page's memory) and written to its place: f32 and bf16 matrices as they
+//! are, f16 and bf16 vectors through `widen` on the GPU.
 
 use std::future::Future;
 use std::ops::Range;
 
 use crate::gpu::launch::Dispatch;
-use crate::gpu::lm_weights::{LayerBuffers, LmGeometry, LmWeights, check_rotations, check_weight_sizes};
+use crate::gpu::lm_weights::{LayerBuffers, LmGeometry, LmWeights, Matrix, check_rotations, check_weight_sizes};
 use crate::gpu::widen::Half;
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::lm::LmError;
 use crate::lm::safetensors::{DType, Header};
-use crate::lm::weight_plan::{LayerSlot, Piece, Slot, WeightPlan};
+use crate::lm::weight_plan::{LayerSlot, Piece, Slot, WeightFormat, WeightPlan};
 use crate::model::job_budget;
 use crate::model::units::{format_bytes, format_thousands};
 
@@ -85,28 +85,29 @@ pub fn check(ctx: &GpuContext, plan: &WeightPlan) -> Result<LmGeometry, GpuError
     let geometry = LmGeometry::of_model(plan.model())?;
     let m = plan.model();
     check_rotations(&geometry, m.schedule.layers().iter().map(|&kind| m.positional_for(kind)))?;
-    check_weight_sizes(ctx, plan.model(), CHUNK_BYTES / 4)
+    check_weight_sizes(ctx, plan.gpu_buffers(), CHUNK_BYTES)
         .map_err(|e| GpuError::LimitExceeded(too_large(ctx, plan, e)))?;
     Ok(geometry)
 }
 
 /// What does not fit, in the words a user with a checkpoint needs (after "too large for this GPU: "):
-/// how much the weights take on the GPU as f32 against their files, and the limit they meet.
+/// how much the weights take on the GPU against their files, and the limit they meet.
 fn too_large(ctx: &GpuContext, plan: &WeightPlan, limit: GpuError) -> String {
     let budget = job_budget::job_limit(Some(ctx.limits.max_buffer_size));
+    let gpu_bytes = plan.gpu_bytes();
     let what = format!(
-        "its {} parameters take {} as f32 ({} in its files)",
-        format_thousands(plan.gpu_floats().into()),
-        format_bytes(plan.gpu_floats().saturating_mul(4).into()),
+        "its {} parameters take {} on the GPU ({} in its files)",
+        format_thousands(plan.parameters().into()),
+        format_bytes(gpu_bytes.into()),
         format_bytes(plan.file_bytes().into()),
     );
     match limit {
-        GpuError::LimitExceeded(why) if plan.gpu_floats().saturating_mul(4) <= budget => format!("{what}, and {why}"),
+        GpuError::LimitExceeded(why) if gpu_bytes <= budget => format!("{what}, and {why}"),
         _ => format!(
-            "{what}, more than the {} one job may use here: checkpoints of up to about {} million parameters fit \
-             (every weight is kept as f32)",
+            "{what}, more than the {} one job may use here: checkpoints of up to about {} million parameters \
+             fit in bf16 (its weight matrices are kept as they are), half that in f16 or f32 (kept as f32)",
             format_bytes(budget.into()),
-            budget / 4 / 1_000_000
+            budget / 2 / 1_000_000
         ),
     }
 }
@@ -141,7 +142,7 @@ impl LmWeights {
         let buffers: Vec<(Slot, wgpu::Buffer)> = plan
             .slots
             .iter()
-            .map(|(&slot, &floats)| Ok((slot, ctx.storage_output(slot.name(), floats * 4)?)))
+            .map(|(&slot, &values)| Ok((slot, ctx.storage_output(slot.name(), values * plan.format(slot).bytes())?)))
             .collect::<Result<_, GpuError>>()?;
         let buffer = |slot: Slot| buffers.iter().find(|(s, _)| *s == slot).map(|(_, b)| b);
         let staging = ctx.storage_output("staging", chunk_bytes)?;
@@ -153,7 +154,9 @@ impl LmWeights {
                 if bytes.len() as u64 != range.end - range.start {
                     return Err(GpuError::InvalidInput(format!("{}: the file ended early", piece.name)));
                 }
-                write_chunk(ctx, kernels, (&staging, dst), piece.dtype, bytes, piece.dest_offset + first)?;
+                let to =
+                    Destination { buffer: dst, format: plan.format(piece.slot), offset: piece.dest_offset + first };
+                write_chunk(ctx, kernels, &staging, piece.dtype, bytes, to)?;
                 done += range.end - range.start;
                 progress(done, total);
                 queued += 1;
@@ -166,23 +169,25 @@ impl LmWeights {
         ctx.check_job()?;
         let m = plan.model();
         let take = |slot| buffer(slot).cloned();
+        let matrix = |slot| Some(Matrix { buffer: take(slot)?, format: plan.format(slot) });
         let layers = plan
             .masks()
             .iter()
             .enumerate()
             .map(|(l, &mask)| {
                 let part = |p| take(Slot::Layer(l, p));
+                let matrix_part = |p| matrix(Slot::Layer(l, p));
                 LayerBuffers {
                     mask,
                     positional: m.positional_for(m.schedule.layers()[l]),
                     input_norm: part(LayerSlot::InputNorm).expect("planned"),
-                    qkv: part(LayerSlot::Qkv).expect("planned"),
+                    qkv: matrix_part(LayerSlot::Qkv).expect("planned"),
                     qkv_bias: part(LayerSlot::QkvBias),
                     qk_norm: part(LayerSlot::QkNorm),
-                    o: part(LayerSlot::O).expect("planned"),
+                    o: matrix_part(LayerSlot::O).expect("planned"),
                     post_norm: part(LayerSlot::PostNorm).expect("planned"),
-                    gate_up: part(LayerSlot::GateUp).expect("planned"),
-                    down: part(LayerSlot::Down).expect("planned"),
+                    gate_up: matrix_part(LayerSlot::GateUp).expect("planned"),
+                    down: matrix_part(LayerSlot::Down).expect("planned"),
                 }
             })
             .collect();
@@ -190,10 +195,10 @@ impl LmWeights {
             geometry,
             rms_norm_eps: plan.config.rms_norm_eps,
             rope_scaling: plan.config.rope_scaling,
-            embed: take(Slot::Embed).expect("planned"),
+            embed: matrix(Slot::Embed).expect("planned"),
             layers,
             final_norm: take(Slot::FinalNorm).expect("planned"),
-            lm_head: take(Slot::LmHead),
+            lm_head: matrix(Slot::LmHead),
         })
     }
 }
@@ -207,23 +212,36 @@ fn chunks(piece: &Piece, chunk_bytes: u64) -> impl Iterator<Item = (Range<u64>, 
     })
 }
 
-/// Writes one chunk's values to `dst` from element `dst_offset` on: f32 straight in, 16-bit values
-/// through `staging` and `widen`.
+/// Where a chunk goes: a buffer, how it holds values, and the element the chunk's first goes to.
+struct Destination<'a> {
+    buffer: &'a wgpu::Buffer,
+    format: WeightFormat,
+    offset: u64,
+}
+
+/// Writes one chunk's values to their destination: f32 and bf16 kept packed straight in, other
+/// 16-bit values through `staging` and `widen`.
 fn write_chunk(
     ctx: &GpuContext,
     kernels: &Kernels,
-    (staging, dst): (&wgpu::Buffer, &wgpu::Buffer),
+    staging: &wgpu::Buffer,
     dtype: DType,
     mut bytes: Vec<u8>,
-    dst_offset: u64,
+    to: Destination<'_>,
 ) -> Result<(), GpuError> {
-    let half = match dtype {
-        DType::F32 => {
+    let (dst, dst_offset) = (to.buffer, to.offset);
+    let half = match (dtype, to.format) {
+        (DType::F32, _) => {
             ctx.queue.write_buffer(dst, dst_offset * 4, &bytes);
             return Ok(());
         }
-        DType::F16 => Half::F16,
-        DType::Bf16 => Half::Bf16,
+        // The plan packs only whole words of bf16 pieces: an even offset and byte count.
+        (DType::Bf16, WeightFormat::Bf16) => {
+            ctx.queue.write_buffer(dst, dst_offset * 2, &bytes);
+            return Ok(());
+        }
+        (DType::F16, _) => Half::F16,
+        (DType::Bf16, _) => Half::Bf16,
     };
     let count = (bytes.len() / 2) as u32;
     bytes.resize(bytes.len().next_multiple_of(4), 0); // queue writes are whole words

@@ -1,14 +1,15 @@
 //! A checkpoint's weights on the GPU ([`LmWeights`]) and the sizes the kernels take them in
 //! ([`LmGeometry`]): uploaded from a [`Checkpoint`] held in memory (the shipped model), or streamed
-//! from a user's files a chunk at a time after a [`WeightPlan`] has checked them, f16 and bf16
-//! unpacked to f32 on the GPU (`widen`), so the page never holds the whole file.
+//! from a user's files a chunk at a time after a [`WeightPlan`] has checked them, so the page never
+//! holds the whole file: f16 unpacked to f32 on the GPU (`widen`), and bf16 matrices kept as they
+//! are (the kernels widen them as they read), vectors widened.
 
 use crate::attention::AttentionShape;
 use crate::attention::rope::{Llama3Scaling, RopeTable};
 use crate::gpu::rope;
 use crate::gpu::{GpuContext, GpuError};
 use crate::lm::checkpoint::Checkpoint;
-use crate::lm::weight_plan::slot_floats;
+use crate::lm::weight_plan::{WeightFormat, slot_floats};
 use crate::model::config::{Model, Positional};
 use crate::model::{Mask, job_budget};
 
@@ -97,21 +98,33 @@ impl LmGeometry {
     }
 }
 
+/// A weight matrix on the GPU and how it holds its values (f32, or a bf16 checkpoint's as they are).
+pub(crate) struct Matrix {
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) format: WeightFormat,
+}
+
+impl Matrix {
+    fn f32(ctx: &GpuContext, name: &str, values: &[f32]) -> Result<Self, GpuError> {
+        Ok(Self { buffer: ctx.storage_from(name, values)?, format: WeightFormat::F32 })
+    }
+}
+
 /// One layer's weights on the GPU; Q/K/V and gate/up stacked so each pair is one matmul.
 pub(crate) struct LayerBuffers {
     pub(crate) mask: Mask,
     pub(crate) positional: Positional,
     pub(crate) input_norm: wgpu::Buffer,
     /// `[(h_q + 2 h_kv) d, d_model]` and its bias.
-    pub(crate) qkv: wgpu::Buffer,
+    pub(crate) qkv: Matrix,
     pub(crate) qkv_bias: Option<wgpu::Buffer>,
-    pub(crate) o: wgpu::Buffer,
+    pub(crate) o: Matrix,
     pub(crate) post_norm: wgpu::Buffer,
     /// QK-norm's weights `[2, head_dim]` (query heads', then key heads'), when the layer has it.
     pub(crate) qk_norm: Option<wgpu::Buffer>,
     /// `[2 ffn, d_model]`: gate's rows, then up's.
-    pub(crate) gate_up: wgpu::Buffer,
-    pub(crate) down: wgpu::Buffer,
+    pub(crate) gate_up: Matrix,
+    pub(crate) down: Matrix,
 }
 
 /// A checkpoint's weights on the GPU, uploaded once and used by every pass.
@@ -120,11 +133,11 @@ pub struct LmWeights {
     pub rms_norm_eps: f32,
     /// Llama 3.1's rotary scaling, on every layer.
     pub(crate) rope_scaling: Option<Llama3Scaling>,
-    pub(crate) embed: wgpu::Buffer,
+    pub(crate) embed: Matrix,
     pub(crate) layers: Vec<LayerBuffers>,
     pub(crate) final_norm: wgpu::Buffer,
     /// `None`: tied to the embedding.
-    pub(crate) lm_head: Option<wgpu::Buffer>,
+    pub(crate) lm_head: Option<Matrix>,
 }
 
 impl LmWeights {
@@ -133,16 +146,16 @@ impl LmWeights {
     pub fn upload(ctx: &GpuContext, ck: &Checkpoint) -> Result<Self, GpuError> {
         let geometry = LmGeometry::of(ck)?;
         check_rotations(&geometry, ck.layers.iter().map(|l| l.positional))?;
-        check_weight_sizes(ctx, &ck.model, 0)?;
+        check_weight_sizes(ctx, f32_buffers(&ck.model), 0)?;
         let layers = ck.layers.iter().map(|l| upload_layer(ctx, l)).collect::<Result<_, _>>()?;
         Ok(Self {
             geometry,
             rms_norm_eps: ck.rms_norm_eps,
             rope_scaling: ck.rope_scaling,
-            embed: ctx.storage_from("embed", &ck.embed)?,
+            embed: Matrix::f32(ctx, "embed", &ck.embed)?,
             layers,
             final_norm: ctx.storage_from("final norm", &ck.final_norm)?,
-            lm_head: ck.lm_head.as_deref().map(|w| ctx.storage_from("lm head", w)).transpose()?,
+            lm_head: ck.lm_head.as_deref().map(|w| Matrix::f32(ctx, "lm head", w)).transpose()?,
         })
     }
 
@@ -161,23 +174,33 @@ pub(crate) fn check_rotations(g: &LmGeometry, positionals: impl Iterator<Item = 
     Ok(())
 }
 
-/// The model's weight buffers (see `lm::weight_plan::slot_floats`) and `extra` floats of staging,
-/// each checked against the binding limit and all against the job budget.
-pub(crate) fn check_weight_sizes(ctx: &GpuContext, m: &Model, extra: u64) -> Result<(), GpuError> {
-    let mut sizes: Vec<(&str, u64)> = slot_floats(m).into_iter().map(|(slot, floats)| (slot.name(), floats)).collect();
+/// The model's weight buffers (name, bytes) and `extra` bytes of staging, each checked against the
+/// binding limit and all against the job budget.
+pub(crate) fn check_weight_sizes(ctx: &GpuContext, mut buffers: Vec<(&str, u64)>, extra: u64) -> Result<(), GpuError> {
     if extra > 0 {
-        sizes.push(("staging", extra));
+        buffers.push(("staging", extra));
     }
-    check_sizes(ctx, "the model's weights", &sizes)
+    check_bytes(ctx, "the model's weights", &buffers)
+}
+
+/// The buffers (name, bytes) of `m`'s weights held as f32 (see `lm::weight_plan::slot_floats`).
+fn f32_buffers(m: &Model) -> Vec<(&'static str, u64)> {
+    slot_floats(m).into_iter().map(|(slot, floats)| (slot.name(), floats.saturating_mul(4))).collect()
 }
 
 /// Refuses `buffers` (name, floats) when one exceeds the binding limit or all exceed the job budget.
 pub(crate) fn check_sizes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
-    let total = buffers.iter().fold(0u64, |sum, &(_, floats)| sum.saturating_add(floats.saturating_mul(4)));
+    let bytes: Vec<(&str, u64)> = buffers.iter().map(|&(name, floats)| (name, floats.saturating_mul(4))).collect();
+    check_bytes(ctx, what, &bytes)
+}
+
+/// Refuses `buffers` (name, bytes) when one exceeds the binding limit or all exceed the job budget.
+fn check_bytes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
+    let total = buffers.iter().fold(0u64, |sum, &(_, bytes)| sum.saturating_add(bytes));
     job_budget::check(total, job_budget::job_limit(Some(ctx.limits.max_buffer_size)))
         .map_err(|over| GpuError::LimitExceeded(over.text(what)))?;
-    for &(name, floats) in buffers {
-        ctx.check_binding_size(name, floats.saturating_mul(4))?;
+    for &(name, bytes) in buffers {
+        ctx.check_binding_size(name, bytes)?;
     }
     Ok(())
 }
@@ -197,12 +220,12 @@ fn upload_layer(ctx: &GpuContext, l: &crate::lm::checkpoint::LayerWeights) -> Re
         mask: l.mask,
         positional: l.positional,
         input_norm: ctx.storage_from("input norm", &l.input_norm)?,
-        qkv: ctx.storage_from("qkv", &stacked(&[&l.q.weight, &l.k.weight, &l.v.weight]))?,
+        qkv: Matrix::f32(ctx, "qkv", &stacked(&[&l.q.weight, &l.k.weight, &l.v.weight]))?,
         qkv_bias,
         qk_norm: l.qk_norm.as_ref().map(|n| ctx.storage_from("qk norm", &stacked(&[&n.q, &n.k]))).transpose()?,
-        o: ctx.storage_from("o", &l.o.weight)?,
+        o: Matrix::f32(ctx, "o", &l.o.weight)?,
         post_norm: ctx.storage_from("post-attention norm", &l.post_attention_norm)?,
-        gate_up: ctx.storage_from("gate_up", &stacked(&[&l.gate.weight, &l.up.weight]))?,
-        down: ctx.storage_from("down", &l.down.weight)?,
+        gate_up: Matrix::f32(ctx, "gate_up", &stacked(&[&l.gate.weight, &l.up.weight]))?,
+        down: Matrix::f32(ctx, "down", &l.down.weight)?,
     })
 }

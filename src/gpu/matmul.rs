@@ -3,9 +3,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::launch::{self, Binding, Dispatch, PerWeightFormat, PipelineCache};
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
-use crate::gpu::{GpuContext, GpuError};
+use crate::gpu::{GpuContext, GpuError, shader_text};
+use crate::lm::weight_plan::WeightFormat;
 
 /// Keep in sync with `Params` in `shaders/include/matmul_io.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -85,19 +86,40 @@ impl MatmulLaunch {
     }
 }
 
-/// X `[x_row0 + rows, inputs]`, W `[outputs, inputs]`, bias `[outputs]` if any, Y `[rows, outputs]`.
+/// X `[x_row0 + rows, inputs]`, W `[outputs, inputs]` held in `w_format`, bias `[outputs]` if any,
+/// Y `[rows, outputs]`.
 pub struct MatmulBuffers<'a> {
     pub x: &'a wgpu::Buffer,
     pub w: &'a wgpu::Buffer,
+    pub w_format: WeightFormat,
     pub bias: Option<&'a wgpu::Buffer>,
     pub y: &'a wgpu::Buffer,
 }
 
-pub struct Matmul {
-    layout: wgpu::BindGroupLayout,
+/// One weight format's pipelines, a cache per form.
+struct FormPipelines {
     tiled: PipelineCache,
     direct: PipelineCache,
     subgroup: Option<MatmulSubgroup>,
+}
+
+impl FormPipelines {
+    fn new(ctx: &GpuContext, layout: &wgpu::BindGroupLayout, format: WeightFormat) -> Self {
+        let source = shader_text::with_weights(include_str!("../../shaders/matmul.wgsl"), format);
+        let tiled = PipelineCache::new(&ctx.device, "matmul tiled", &source, "tiled", layout);
+        // GPUs too: with its loops kept the tiled form ran 7x slower on an H100 (Vulkan).
+        tiled.set_unrolled(true);
+        let direct = PipelineCache::new(&ctx.device, "matmul direct", &source, "direct", layout);
+        // Only the loops over the block are written out, never the loop over the inputs.
+        direct.set_unrolled(true);
+        let subgroup = if ctx.adapter.is_cpu { MatmulSubgroup::new(ctx, layout, format) } else { None };
+        Self { tiled, direct, subgroup }
+    }
+}
+
+pub struct Matmul {
+    layout: wgpu::BindGroupLayout,
+    pipelines: PerWeightFormat<FormPipelines>,
     /// The block of the `Subgroup` form.
     subgroup_block: std::cell::Cell<DirectBlock>,
     form: std::cell::Cell<MatmulForm>,
@@ -115,15 +137,9 @@ impl Matmul {
             "matmul",
             &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
         );
-        let source = include_str!("../../shaders/matmul.wgsl");
-        let tiled = PipelineCache::new(&ctx.device, "matmul tiled", source, "tiled", &layout);
-        // GPUs too: with its loops kept the tiled form ran 7x slower on an H100 (Vulkan).
-        tiled.set_unrolled(true);
-        let direct = PipelineCache::new(&ctx.device, "matmul direct", source, "direct", &layout);
-        // Only the loops over the block are written out, never the loop over the inputs.
-        direct.set_unrolled(true);
-        let subgroup = if ctx.adapter.is_cpu { MatmulSubgroup::new(ctx, &layout) } else { None };
-        let form = match (ctx.adapter.is_cpu, &subgroup) {
+        let pipelines = FormPipelines::new(ctx, &layout, WeightFormat::F32);
+        let subgroup = &pipelines.subgroup;
+        let form = match (ctx.adapter.is_cpu, subgroup) {
             (false, _) => MatmulForm::Tiled,
             (true, None) => MatmulForm::Direct,
             (true, Some(_)) => MatmulForm::Subgroup,
@@ -136,13 +152,11 @@ impl Matmul {
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
+        let subgroup_lanes = subgroup.as_ref().map_or(1, |s| s.subgroup_size);
         Self {
             layout,
-            tiled,
-            direct,
-            subgroup_block: DirectBlock { rows: 8, cols: 4, lanes: subgroup.as_ref().map_or(1, |s| s.subgroup_size) }
-                .into(),
-            subgroup,
+            pipelines: PerWeightFormat::new(pipelines),
+            subgroup_block: DirectBlock { rows: 8, cols: 4, lanes: subgroup_lanes }.into(),
             form: form.into(),
             block: Default::default(),
             max_invocations,
@@ -157,7 +171,11 @@ impl Matmul {
 
     /// Forces a form (tests run every form the adapter can); `Subgroup` without subgroups is `Direct`.
     pub fn set_form(&self, form: MatmulForm) {
-        self.form.set(if form == MatmulForm::Subgroup && self.subgroup.is_none() { MatmulForm::Direct } else { form });
+        self.form.set(if form == MatmulForm::Subgroup && self.pipelines.f32().subgroup.is_none() {
+            MatmulForm::Direct
+        } else {
+            form
+        });
     }
 
     /// The block of the current form (`Tiled`: none, the direct form's).
@@ -186,16 +204,19 @@ impl Matmul {
         launch: MatmulLaunch,
     ) -> Result<Dispatch, GpuError> {
         check(buffers, launch)?;
+        let format = buffers.w_format;
+        let pipelines = self.pipelines.get(format, || FormPipelines::new(ctx, &self.layout, format));
         let (row_block, col_block, pipeline) = match self.form.get() {
-            MatmulForm::Tiled => (TILE, TILE, self.tiled.get_specialised(&ctx.device, &TILED_CONSTANTS, &[])),
+            MatmulForm::Tiled => (TILE, TILE, pipelines.tiled.get_specialised(&ctx.device, &TILED_CONSTANTS, &[])),
             MatmulForm::Direct => {
                 let b = self.block.get();
                 let constants = [("ROWS", b.rows), ("COLS", b.cols)];
-                (b.rows, b.cols * b.lanes, self.direct.get_specialised(&ctx.device, &constants, &[("WG", b.lanes)]))
+                let pipeline = pipelines.direct.get_specialised(&ctx.device, &constants, &[("WG", b.lanes)]);
+                (b.rows, b.cols * b.lanes, pipeline)
             }
             MatmulForm::Subgroup => {
                 let b = self.subgroup_block.get();
-                let subgroup = self.subgroup.as_ref().ok_or_else(|| GpuError::Device("no subgroups".into()))?;
+                let subgroup = pipelines.subgroup.as_ref().ok_or_else(|| GpuError::Device("no subgroups".into()))?;
                 (b.rows * b.lanes, b.cols * b.lanes, subgroup.pipeline(&ctx.device, b.rows, b.cols, launch.outputs))
             }
         };
@@ -235,7 +256,7 @@ fn check(buffers: &MatmulBuffers<'_>, launch: MatmulLaunch) -> Result<(), GpuErr
     let floats = |a: u64, b: u32| 4 * a * u64::from(b);
     let needs = [
         ("X", buffers.x, floats(u64::from(x_row0) + u64::from(rows), inputs)),
-        ("W", buffers.w, floats(outputs.into(), inputs)),
+        ("W", buffers.w, buffers.w_format.bytes() * u64::from(outputs) * u64::from(inputs)),
         ("Y", buffers.y, floats(rows.into(), outputs)),
     ];
     let bias = buffers.bias.map(|b| ("bias", b, floats(outputs.into(), 1)));

@@ -4,6 +4,7 @@
 
 use crate::gpu::launch::PipelineCache;
 use crate::gpu::{GpuContext, shader_text};
+use crate::lm::weight_plan::WeightFormat;
 
 /// The pipelines, one per block and way of storing Y.
 pub struct MatmulSubgroup {
@@ -16,10 +17,11 @@ pub struct MatmulSubgroup {
 }
 
 impl MatmulSubgroup {
-    /// `None` unless the device has subgroups of one fixed size.
-    pub fn new(ctx: &GpuContext, layout: &wgpu::BindGroupLayout) -> Option<Self> {
+    /// `None` unless the device has subgroups of one fixed size; W read in `format`.
+    pub fn new(ctx: &GpuContext, layout: &wgpu::BindGroupLayout, format: WeightFormat) -> Option<Self> {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
-        let source = shader_text::for_subgroups(include_str!("../../shaders/matmul_subgroup.wgsl"));
+        let source = include_str!("../../shaders/matmul_subgroup.wgsl");
+        let source = shader_text::for_subgroups(&shader_text::with_weights(source, format));
         let singles_source =
             source.replace("// #include matmul_subgroup_y4.wgsl", "// #include matmul_subgroup_y.wgsl");
         let quads = PipelineCache::new(&ctx.device, "matmul_subgroup", &source, "main", layout);

@@ -10,10 +10,12 @@
 //! (wgpu's Vulkan backend, measured with `bench`) the tiled matmul ran 7x and the flash forward 6-11x
 //! slower with their loops kept, so their compiler did not do this for us.
 
+use crate::lm::weight_plan::WeightFormat;
+
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 13] = [
+const INCLUDES: [(&str, &str); 15] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
@@ -27,6 +29,8 @@ const INCLUDES: [(&str, &str); 13] = [
     ("matmul_y.wgsl", include_str!("../../shaders/include/matmul_y.wgsl")),
     ("softmax_rows.wgsl", include_str!("../../shaders/include/softmax_rows.wgsl")),
     ("softmax_rows_start.wgsl", include_str!("../../shaders/include/softmax_rows_start.wgsl")),
+    ("weights_bf16.wgsl", include_str!("../../shaders/include/weights_bf16.wgsl")),
+    ("weights_f32.wgsl", include_str!("../../shaders/include/weights_f32.wgsl")),
 ];
 
 /// `source` with each line `// #include NAME` replaced by the file `shaders/include/NAME`.
@@ -47,6 +51,15 @@ pub fn with_includes(source: &str) -> String {
         }
     }
     out
+}
+
+/// `source` with the weight matrix read in `format`: a kernel that pastes in `weights_f32.wgsl` gets
+/// its bf16 twin instead (same binding, same `w4`).
+pub fn with_weights(source: &str, format: WeightFormat) -> String {
+    match format {
+        WeightFormat::F32 => source.to_owned(),
+        WeightFormat::Bf16 => source.replace("// #include weights_f32.wgsl", "// #include weights_bf16.wgsl"),
+    }
 }
 
 /// `source` ready for a device with subgroups: browsers want the extension enabled first, while Naga

@@ -60,12 +60,35 @@ impl Piece {
     }
 }
 
+/// How a GPU buffer holds its values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WeightFormat {
+    /// One f32 each (what f32 and f16 files become, and every vector).
+    #[default]
+    F32,
+    /// bf16 as the file stores it, two to a u32 word: a matrix whose every tensor is bf16, read by
+    /// the kernels a vec4 at a time and widened as they read (a shift: exact). Half the memory.
+    Bf16,
+}
+
+impl WeightFormat {
+    /// Bytes per value.
+    pub fn bytes(self) -> u64 {
+        match self {
+            WeightFormat::F32 => 4,
+            WeightFormat::Bf16 => 2,
+        }
+    }
+}
+
 /// A checked plan: the model, and every piece in file order.
 pub struct WeightPlan {
     pub config: ModelConfig,
     pub pieces: Vec<Piece>,
-    /// Floats of each GPU buffer.
+    /// Values of each GPU buffer.
     pub slots: BTreeMap<Slot, u64>,
+    /// How each GPU buffer holds them.
+    pub formats: BTreeMap<Slot, WeightFormat>,
 }
 
 impl WeightPlan {
@@ -107,7 +130,23 @@ impl WeightPlan {
         }
         pieces.sort_by_key(|p| (p.shard, p.file_offset));
         let slots = slot_floats(&config.model);
-        Ok(WeightPlan { config, pieces, slots })
+        let formats = slots.keys().map(|&slot| (slot, format_of(slot, &pieces))).collect();
+        Ok(WeightPlan { config, pieces, slots, formats })
+    }
+
+    /// How `slot`'s buffer holds its values.
+    pub fn format(&self, slot: Slot) -> WeightFormat {
+        self.formats.get(&slot).copied().unwrap_or_default()
+    }
+
+    /// Bytes of each GPU buffer, by name.
+    pub fn gpu_buffers(&self) -> Vec<(&'static str, u64)> {
+        self.slots.iter().map(|(&slot, &n)| (slot.name(), n.saturating_mul(self.format(slot).bytes()))).collect()
+    }
+
+    /// Bytes the GPU holds once loaded.
+    pub fn gpu_bytes(&self) -> u64 {
+        self.gpu_buffers().iter().fold(0u64, |sum, (_, bytes)| sum.saturating_add(*bytes))
     }
 
     pub fn model(&self) -> &Model {
@@ -123,8 +162,8 @@ impl WeightPlan {
         self.pieces.iter().map(Piece::bytes).sum()
     }
 
-    /// Floats the GPU holds once loaded.
-    pub fn gpu_floats(&self) -> u64 {
+    /// Values the GPU holds once loaded: the parameters the model uses.
+    pub fn parameters(&self) -> u64 {
         self.slots.values().sum()
     }
 }
@@ -140,7 +179,28 @@ pub fn slot_floats(m: &Model) -> BTreeMap<Slot, u64> {
     slots
 }
 
+/// `slot`'s format: bf16 kept packed for a matrix (what matmul and embed_gather read) whose every
+/// piece is bf16 and starts and ends on a whole u32 word, f32 otherwise.
+fn format_of(slot: Slot, pieces: &[Piece]) -> WeightFormat {
+    let mut mine = pieces.iter().filter(|p| p.slot == slot).peekable();
+    let packed = slot.is_matrix()
+        && mine.peek().is_some()
+        && mine.all(|p| p.dtype == DType::Bf16 && p.dest_offset % 2 == 0 && p.elements % 2 == 0);
+    if packed { WeightFormat::Bf16 } else { WeightFormat::F32 }
+}
+
 impl Slot {
+    /// Whether the buffer is a weight matrix (read by matmul, and embed_gather for the embedding),
+    /// not a vector (norms, biases).
+    pub fn is_matrix(self) -> bool {
+        matches!(
+            self,
+            Slot::Embed
+                | Slot::LmHead
+                | Slot::Layer(_, LayerSlot::Qkv | LayerSlot::O | LayerSlot::GateUp | LayerSlot::Down)
+        )
+    }
+
     /// The buffer's name in messages.
     pub fn name(self) -> &'static str {
         match self {

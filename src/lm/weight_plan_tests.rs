@@ -24,7 +24,7 @@ fn qwen3_fixture_plan_by_hand() {
     assert_eq!((layer(LayerSlot::O), layer(LayerSlot::GateUp), layer(LayerSlot::Down)), (8_192, 16_384, 8_192));
     assert!(!plan.slots.contains_key(&Slot::Layer(0, LayerSlot::QkvBias)) && !plan.slots.contains_key(&Slot::LmHead));
     // 2 x (16,384 + 64 + 8,192 + 16,384 + 8,192 + 128) = 98,688; embed 262,144; final norm 64.
-    assert_eq!(plan.gpu_floats(), 360_896);
+    assert_eq!(plan.parameters(), 360_896);
     // 2 layers x 11 tensors + embed + final norm, all bf16: 2 bytes each.
     assert_eq!(plan.pieces.len(), 24);
     assert_eq!(plan.file_bytes(), 2 * 360_896);
@@ -38,6 +38,29 @@ fn qwen3_fixture_plan_by_hand() {
     // Pieces lie in file order, each inside the file.
     assert!(plan.pieces.windows(2).all(|w| w[0].file_offset + w[0].bytes() <= w[1].file_offset));
     assert!(plan.pieces.iter().all(|p| p.file_offset + p.bytes() <= file.len() as u64));
+}
+
+#[test]
+fn bf16_matrices_stay_packed_and_the_rest_is_f32() {
+    let (config, file) = fixture("qwen3");
+    let plan = WeightPlan::new(&config, &[header(&file)]).unwrap();
+    let format = |slot| plan.format(slot);
+    assert_eq!(format(Slot::Embed), WeightFormat::Bf16);
+    assert_eq!(format(Slot::Layer(1, LayerSlot::GateUp)), WeightFormat::Bf16);
+    assert_eq!(format(Slot::Layer(1, LayerSlot::QkNorm)), WeightFormat::F32);
+    assert_eq!(format(Slot::FinalNorm), WeightFormat::F32);
+    // Matrices 360,896 - 2 x (64 + 128) - 64 = 360,448 values at 2 bytes, vectors 448 at 4.
+    assert_eq!(plan.gpu_bytes(), 2 * 360_448 + 4 * 448);
+    // One f16 tensor in a fused matrix leaves that matrix f32 (it is widened on its way in).
+    let mut mixed = plan.pieces.clone();
+    let k = mixed.iter_mut().find(|p| p.name == "model.layers.0.self_attn.k_proj.weight").unwrap();
+    k.dtype = DType::F16;
+    assert_eq!(format_of(Slot::Layer(0, LayerSlot::Qkv), &mixed), WeightFormat::F32);
+    assert_eq!(format_of(Slot::Layer(1, LayerSlot::Qkv), &mixed), WeightFormat::Bf16);
+    // As does a piece that would start inside a u32 word.
+    let mut odd = plan.pieces.clone();
+    odd.iter_mut().find(|p| p.name == "model.layers.0.mlp.up_proj.weight").unwrap().dest_offset += 1;
+    assert_eq!(format_of(Slot::Layer(0, LayerSlot::GateUp), &odd), WeightFormat::F32);
 }
 
 #[test]
