@@ -17,8 +17,8 @@ pub const MATMUL_ROWS: u32 = 256;
 /// fused, O, gate/up fused, down, the output head (over every row, as the benchmark's pass asks).
 pub const MATMUL_SHAPES: [(u32, u32); 5] = [(192, 384), (256, 192), (192, 1024), (512, 192), (192, 4096)];
 
-/// Work one submission of a matmul row should hold at least: a single small launch (Q or K alone
-/// is 6 MFLOP) is timed mostly as submission and read-back overhead, while the forward pass records
+/// Work one submission of a matmul row should hold at least: a single small launch (O is 25 MFLOP)
+/// is timed mostly as submission and read-back overhead, while the forward pass records
 /// all its launches in one submission. Smaller shapes are launched several times back to back.
 pub const MIN_SUBMISSION_FLOPS: u64 = 32_000_000;
 

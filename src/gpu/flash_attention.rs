@@ -7,12 +7,14 @@ use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE};
 use crate::gpu::launch::{self, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 
-/// Whether CPU adapters get unrolled kernels ([`crate::gpu::shader_text`]) unless told otherwise.
-/// Natively yes: 5-15x faster on lavapipe, compiled in seconds. In the browser no: on SwiftShader the
-/// unrolled subgroup kernel halves the explorer's time at n = 256, but its first compile made the
-/// first heatmap take 9 s instead of 1.4 s. The benchmark view turns them on (compiling is not timed).
-/// GPUs always get them: on an H100 (Vulkan) the kernel with its loops kept ran 6-11x slower.
-const UNROLL_ON_CPU_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
+/// Whether the kernel is unrolled ([`crate::gpu::shader_text`]) unless told otherwise. Natively yes:
+/// 5-15x faster on lavapipe, compiled in seconds, and 6-11x faster on an H100 (Vulkan), whose
+/// compiler ran the loop form as it is. In the browser no: on SwiftShader the unrolled subgroup
+/// kernel halves the explorer's time at n = 256, but its first compile made the first heatmap take
+/// 9 s instead of 1.4 s; and a GPU's unrolled text is about 15,000 lines per head width, whose
+/// compile time in browsers (Tint, then D3D or Metal) has not been measured. The benchmark view
+/// turns it on (compiling is not timed).
+const UNROLL_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
 
 /// The bind-group layout and the per-head-width pipelines.
 pub struct FlashAttention {
@@ -31,7 +33,7 @@ impl FlashAttention {
         let layout = launch::bind_group_layout(&ctx.device, "flash_attention", &FLASH_BINDINGS);
         let source = include_str!("../../shaders/flash_attention.wgsl");
         let pipelines = PipelineCache::new(&ctx.device, "flash_attention", source, "main", &layout);
-        pipelines.set_unrolled(!ctx.adapter.is_cpu || UNROLL_ON_CPU_BY_DEFAULT);
+        pipelines.set_unrolled(UNROLL_BY_DEFAULT);
         let subgroup = if ctx.adapter.is_cpu { FlashSubgroup::new(ctx) } else { None };
         Self {
             layout,
@@ -43,10 +45,10 @@ impl FlashAttention {
         }
     }
 
-    /// Whether CPU adapters' pipelines built from now on unroll their loops (the benchmark asks for
-    /// them; see [`UNROLL_ON_CPU_BY_DEFAULT`]). GPUs always do.
+    /// Whether pipelines built from now on unroll their loops (the benchmark asks for them; see
+    /// [`UNROLL_BY_DEFAULT`]).
     pub fn set_unrolled(&self, unroll: bool) {
-        self.pipelines.set_unrolled(unroll || !self.is_cpu);
+        self.pipelines.set_unrolled(unroll);
     }
 
     pub fn is_unrolled(&self) -> bool {

@@ -165,7 +165,7 @@ type ModuleKey = (Values, bool);
 /// Pipelines specialised by compile-time constants (written into the WGSL text, see
 /// [`shader_text::with_constants`]; one shader module per set) and by override constants, built on
 /// first use and kept (one per head width, say). With [`PipelineCache::set_unrolled`], loops over
-/// those constants are also written out ([`shader_text::unroll_loops`]; for CPU adapters).
+/// those constants are also written out ([`shader_text::unroll_loops`]).
 pub struct PipelineCache {
     label: &'static str,
     source: String,

@@ -230,6 +230,10 @@ fn write_chunk(
     to: Destination<'_>,
 ) -> Result<(), GpuError> {
     let (dst, dst_offset) = (to.buffer, to.offset);
+    if to.format == WeightFormat::Bf16 && dtype != DType::Bf16 {
+        // The plan packs a buffer only when all its pieces are bf16.
+        return Err(GpuError::InvalidInput(format!("{dtype:?} values into a bf16 buffer")));
+    }
     let half = match (dtype, to.format) {
         (DType::F32, _) => {
             ctx.queue.write_buffer(dst, dst_offset * 4, &bytes);

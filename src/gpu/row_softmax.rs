@@ -73,7 +73,8 @@ pub struct RowBuffers<'a> {
 /// How a launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowForm {
-    /// One row per invocation, 64 per workgroup, loops kept (GPUs).
+    /// One row per invocation, 64 per workgroup (GPUs; its loops written out there, kept when it is
+    /// the quick form of CPU adapters in the browser).
     Gpu,
     /// CPU adapters: several rows per invocation (each K read serves them all), loops over the head
     /// width and the rows written out.
@@ -178,7 +179,7 @@ impl RowSoftmax {
             (RowForm::CpuSubgroup, Some(sg)) => sg.pipeline(device, &plan.constants, build),
             _ => {
                 // Only the loops over the head width and the rows are written out, never the key loop.
-                // On GPUs the GPU form too (kept, they made it 3-9x slower on an H100); on CPU adapters
+                // On GPUs the GPU form too (kept, they made it 2-3x slower on an H100); on CPU adapters
                 // it stays the quick form to compile (`QUICK_FORM_FIRST`).
                 self.pipelines.set_unrolled(plan.form == RowForm::Cpu || self.on_gpu);
                 let overrides = [("WG", plan.invocations)];

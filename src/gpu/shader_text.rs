@@ -8,7 +8,8 @@
 //! unrollers give up on loops as large as an attention step. Unrolling the text fixes the indices, and
 //! made the forward kernel about 3x faster on lavapipe. GPUs get the unrolled text too: on an H100
 //! (wgpu's Vulkan backend, measured with `bench`) the tiled matmul ran 7x and the flash forward 6-11x
-//! slower with their loops kept, so their compiler did not do this for us.
+//! slower with their loops kept, so their compiler did not do this for us (the forward kernel's
+//! owner keeps its loops in the browser, where its long unrolled text's compile time is unmeasured).
 
 use crate::lm::weight_plan::WeightFormat;
 
@@ -58,7 +59,11 @@ pub fn with_includes(source: &str) -> String {
 pub fn with_weights(source: &str, format: WeightFormat) -> String {
     match format {
         WeightFormat::F32 => source.to_owned(),
-        WeightFormat::Bf16 => source.replace("// #include weights_f32.wgsl", "// #include weights_bf16.wgsl"),
+        WeightFormat::Bf16 => {
+            let line = "// #include weights_f32.wgsl";
+            assert!(source.contains(line), "a kernel that reads weights names weights_f32.wgsl itself");
+            source.replace(line, "// #include weights_bf16.wgsl")
+        }
     }
 }
 
@@ -216,10 +221,39 @@ mod tests {
         for (source, constants) in cases {
             let text = unroll_loops(&with_constants(&with_includes(source), constants), constants);
             assert!(!text.contains("< R; j++") && !text.contains("< D4; e++"), "loops left:\n{text}");
-            let module = naga::front::wgsl::parse_str(&text).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&text)));
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
-                .validate(&module)
-                .unwrap_or_else(|e| panic!("{constants:?}: {e:?}"));
+            validate(&text, constants);
+        }
+    }
+
+    fn validate(text: &str, constants: &[(&str, u32)]) {
+        let module = naga::front::wgsl::parse_str(text).unwrap_or_else(|e| panic!("{}", e.emit_to_string(text)));
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{constants:?}: {e:?}"));
+    }
+
+    #[test]
+    fn weight_readers_are_valid_wgsl_in_every_format_and_store_form() {
+        let matmul = include_str!("../../shaders/matmul.wgsl");
+        let subgroup = include_str!("../../shaders/matmul_subgroup.wgsl");
+        let gather = include_str!("../../shaders/embed_gather.wgsl");
+        let y_singles =
+            |s: &str| s.replace("// #include matmul_subgroup_y4.wgsl", "// #include matmul_subgroup_y.wgsl");
+        for format in [WeightFormat::F32, WeightFormat::Bf16] {
+            let tiled: &[(&str, u32)] = &[("PER", 4), ("STEP4", 4)];
+            let quads: &[(&str, u32)] = &[("LANES", 8), ("RB", 8), ("COLS", 8), ("QUADS", 2)];
+            let singles: &[(&str, u32)] = &[("LANES", 8), ("RB", 3), ("COLS", 3)];
+            let cases = [
+                (with_weights(matmul, format), tiled),
+                (with_weights(subgroup, format), quads),
+                (y_singles(&with_weights(subgroup, format)), singles),
+                (with_weights(gather, format), &[]),
+            ];
+            for (source, constants) in cases {
+                let text = unroll_loops(&with_constants(&with_includes(&source), constants), constants);
+                assert_eq!(text.contains("array<vec2<u32>>"), format == WeightFormat::Bf16, "{format:?}");
+                validate(&text, constants);
+            }
         }
     }
 }
