@@ -46,9 +46,10 @@ impl FlashAttention {
     }
 
     /// Whether pipelines built from now on unroll their loops (the benchmark asks for them; see
-    /// [`UNROLL_BY_DEFAULT`]).
+    /// [`UNROLL_BY_DEFAULT`]). GPUs in the browser keep the loops even then: the unrolled text's
+    /// compile time there is unmeasured.
     pub fn set_unrolled(&self, unroll: bool) {
-        self.pipelines.set_unrolled(unroll);
+        self.pipelines.set_unrolled(unroll && (self.is_cpu || UNROLL_BY_DEFAULT));
     }
 
     pub fn is_unrolled(&self) -> bool {
