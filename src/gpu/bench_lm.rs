@@ -133,12 +133,7 @@ async fn time(
     reps: Repetitions,
     now_ms: fn() -> f64,
 ) -> Result<(f64, f64), GpuError> {
-    bench::time_once(ctx, dispatches, now_ms).await?; // warm-up: pipeline compilation, first touch
-    let mut samples = Vec::new();
-    let start = now_ms();
-    while samples.len() < reps.max as usize && (samples.len() < 2 || now_ms() - start < reps.budget_ms) {
-        samples.push(bench::time_once(ctx, dispatches, now_ms).await?);
-    }
+    let samples = bench::samples(ctx, dispatches, reps, now_ms).await?;
     let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
     Ok((st.median_ms, st.min_ms))
 }
