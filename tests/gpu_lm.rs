@@ -58,16 +58,14 @@ const KERNEL_ABS: f32 = 1e-5;
 const KERNEL_REL: f32 = 1e-5;
 
 /// `values` as a weight buffer in `format`, and the values it holds: as they are (f32), or cut to
-/// bf16 (the high half of each f32) and packed two to a u32 word, the first in the low half, as a
-/// bf16 safetensors file stores them.
+/// bf16 (the high half of each f32) and laid out as a bf16 safetensors file stores them, read back
+/// by the checkpoint reader's own `to_f32`.
 fn weights(ctx: &GpuContext, values: &[f32], format: WeightFormat) -> (Vec<f32>, wgpu::Buffer) {
     match format {
         WeightFormat::F32 => (values.to_vec(), ctx.storage_from("w", values).unwrap()),
         WeightFormat::Bf16 => {
-            let halves: Vec<u32> = values.iter().map(|v| v.to_bits() >> 16).collect();
-            let held = halves.iter().map(|h| f32::from_bits(h << 16)).collect();
-            let words: Vec<u32> = halves.chunks(2).map(|p| p[0] | (p.get(1).copied().unwrap_or(0) << 16)).collect();
-            (held, ctx.storage_from("w", &words).unwrap())
+            let bytes: Vec<u8> = values.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect();
+            (to_f32(DType::Bf16, &bytes), ctx.storage_from("w", &bytes).unwrap())
         }
     }
 }

@@ -295,7 +295,7 @@ pub async fn run_case(
         }
     };
     let refs: Vec<&Dispatch> = dispatches.iter().collect();
-    let samples = samples(ctx, &refs, reps, now_ms).await?;
+    let samples = timed_samples(ctx, &refs, reps, now_ms).await?;
     if let Some(st) = stats(&samples) {
         result.ms_median = Some(st.median_ms);
         result.ms_min = Some(st.min_ms);
@@ -315,7 +315,7 @@ const MAX_WARM_UPS: u32 = 1000;
 
 /// Milliseconds of each timed submission of `dispatches`, after the warm-up: `reps.max` of them, or
 /// fewer (at least 2) once `reps.budget_ms` has passed.
-pub async fn samples(
+pub async fn timed_samples(
     ctx: &GpuContext,
     dispatches: &[&Dispatch],
     reps: Repetitions,

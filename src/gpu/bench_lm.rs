@@ -133,7 +133,7 @@ async fn time(
     reps: Repetitions,
     now_ms: fn() -> f64,
 ) -> Result<(f64, f64), GpuError> {
-    let samples = bench::samples(ctx, dispatches, reps, now_ms).await?;
+    let samples = bench::timed_samples(ctx, dispatches, reps, now_ms).await?;
     let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
     Ok((st.median_ms, st.min_ms))
 }

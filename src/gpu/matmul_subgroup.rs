@@ -22,8 +22,7 @@ impl MatmulSubgroup {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
         let source = include_str!("../../shaders/matmul_subgroup.wgsl");
         let source = shader_text::for_subgroups(&shader_text::with_weights(source, format));
-        let singles_source =
-            source.replace("// #include matmul_subgroup_y4.wgsl", "// #include matmul_subgroup_y.wgsl");
+        let singles_source = with_single_stores(&source);
         let quads = PipelineCache::new(&ctx.device, "matmul_subgroup", &source, "main", layout);
         let singles = PipelineCache::new(&ctx.device, "matmul_subgroup f32 stores", &singles_source, "main", layout);
         // Sharing registers across lanes only pays when they are registers: unrolled.
@@ -43,6 +42,12 @@ impl MatmulSubgroup {
             self.singles.get_specialised(device, &constants, &[])
         }
     }
+}
+
+/// `source` (matmul_subgroup.wgsl) storing Y an f32 at a time: `matmul_subgroup_y.wgsl` in place of
+/// `matmul_subgroup_y4.wgsl`.
+pub fn with_single_stores(source: &str) -> String {
+    source.replace("// #include matmul_subgroup_y4.wgsl", "// #include matmul_subgroup_y.wgsl")
 }
 
 /// Whether Y can be stored a vec4 at a time: each lane's columns and each row are whole vec4s.

@@ -237,8 +237,6 @@ mod tests {
         let matmul = include_str!("../../shaders/matmul.wgsl");
         let subgroup = include_str!("../../shaders/matmul_subgroup.wgsl");
         let gather = include_str!("../../shaders/embed_gather.wgsl");
-        let y_singles =
-            |s: &str| s.replace("// #include matmul_subgroup_y4.wgsl", "// #include matmul_subgroup_y.wgsl");
         for format in [WeightFormat::F32, WeightFormat::Bf16] {
             let tiled: &[(&str, u32)] = &[("PER", 4), ("STEP4", 4)];
             let quads: &[(&str, u32)] = &[("LANES", 8), ("RB", 8), ("COLS", 8), ("QUADS", 2)];
@@ -246,7 +244,7 @@ mod tests {
             let cases = [
                 (with_weights(matmul, format), tiled),
                 (with_weights(subgroup, format), quads),
-                (y_singles(&with_weights(subgroup, format)), singles),
+                (crate::gpu::matmul_subgroup::with_single_stores(&with_weights(subgroup, format)), singles),
                 (with_weights(gather, format), &[]),
             ];
             for (source, constants) in cases {
