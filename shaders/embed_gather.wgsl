@@ -1,4 +1,5 @@
-// The model's first step: the embedding row of every token, out[t, :] = embed[ids[t], :].
+// The model's first step: the embedding row of every token, out[t, :] = embed[ids[t], :] * scale
+// (Gemma scales by sqrt(d_model); others by 1).
 //
 // One invocation per vec4 of the output (Rust requires the width to be a multiple of 4, and checks
 // every id against the vocabulary before launching).
@@ -8,8 +9,8 @@ struct Params {
     tokens: u32,
     // The row width / 4.
     width4: u32,
-    _pad0: u32,
-    _pad1: u32,
+    scale: f32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -33,5 +34,5 @@ fn main(
         return;
     }
     let token = i / params.width4;
-    out[i] = w4(ids[token] * params.width4 + i % params.width4);
+    out[i] = w4(ids[token] * params.width4 + i % params.width4) * params.scale;
 }

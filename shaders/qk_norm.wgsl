@@ -1,5 +1,6 @@
 // QK-norm (Qwen3, OLMo-style per-head norms): RMSNorm of each query and each key head on its own,
-// times a weight shared by all query heads (and one shared by all key heads), applied in place to the
+// times (offset + a weight) shared by all query heads (and one shared by all key heads; the offset is
+// 1 for Gemma 3, which stores weights as w - 1, else 0), applied in place to the
 // fused Q/K/V projection [tokens, (h_q + 2 h_kv) * d] before rotary positions. Value heads pass.
 //
 // One invocation per (token, head) of the h_q + h_kv query and key heads: a head is at most 256
@@ -13,9 +14,9 @@ struct Params {
     // The head width / 4.
     d4: u32,
     eps: f32,
+    offset: f32,
     _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -48,6 +49,6 @@ fn main(
     }
     let inv_rms = inverseSqrt(sum_squares / f32(params.d4 * 4u) + params.eps);
     for (var e = 0u; e < params.d4; e++) {
-        qkv[base + e] = qkv[base + e] * inv_rms * weight[w0 + e];
+        qkv[base + e] = qkv[base + e] * inv_rms * (params.offset + weight[w0 + e]);
     }
 }

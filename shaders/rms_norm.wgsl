@@ -1,5 +1,7 @@
-// RMSNorm of rows: out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight, the norm before each
-// attention and MLP block and after the last layer.
+// RMSNorm of rows: out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (offset + weight), the norm
+// before each attention and MLP block and after the last layer (offset 1 for Gemma, which stores
+// weights as w - 1), or, accumulating, out[r, :] += that (Gemma 3's norms on each block's output,
+// added to the residual stream).
 //
 // One invocation per row: rows are a few hundred floats wide, so the whole norm costs less than a
 // read of the matmul's weights, and a row per invocation needs no barrier (barriers are slow on CPU
@@ -11,7 +13,12 @@ struct Params {
     // The row width / 4.
     width4: u32,
     eps: f32,
-    _pad: u32,
+    offset: f32,
+    // 1: add to out; 0: write out.
+    accumulate: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -42,6 +49,12 @@ fn main(
     }
     let inv_rms = inverseSqrt(sum_squares / f32(params.width4 * 4u) + params.eps);
     for (var e = 0u; e < params.width4; e++) {
-        out[base + e] = x[base + e] * inv_rms * weight[e];
+        let normed = x[base + e] * inv_rms * (params.offset + weight[e]);
+        // A branch, not a product with 0: out may hold anything (even NaN) when written afresh.
+        if params.accumulate != 0u {
+            out[base + e] += normed;
+        } else {
+            out[base + e] = normed;
+        }
     }
 }

@@ -17,12 +17,12 @@ use attention_lab::gpu::embed_gather::EmbedBuffers;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::matmul::{DirectBlock, MatmulBuffers, MatmulForm, MatmulLaunch};
-use attention_lab::gpu::rms_norm::NormBuffers;
+use attention_lab::gpu::rms_norm::{NormBuffers, NormConstants};
 use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
 use attention_lab::gpu::widen::Half;
 use attention_lab::gpu::{GpuContext, Kernels};
 use attention_lab::lm::checkpoint::Checkpoint;
-use attention_lab::lm::forward;
+use attention_lab::lm::forward::{self, Gate};
 use attention_lab::lm::safetensors::{DType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
@@ -144,16 +144,26 @@ fn norm_gather_rope_and_swiglu_match_their_twins() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let mut rng = SplitMix64::new(11);
-    for (rows, width) in [(37, 192), (1, 64), (130, 512)] {
+    // (rows, width, weight offset, add to what out holds): Llama's norm, Gemma's `1 + w` written
+    // over NaN (a write must not read out) and added to the residual stream.
+    for (rows, width, offset, accumulate) in [(37, 192, 0.0, false), (1, 64, 1.0, false), (130, 512, 1.0, true)] {
         let x = random(rows * width, 3.0, &mut rng);
         let weight = random(width, 1.0, &mut rng);
-        let want = forward::rms_norm(&x, &weight, 1e-6);
+        let before = match accumulate {
+            true => random(rows * width, 2.0, &mut rng),
+            false => vec![f32::NAN; rows * width],
+        };
+        let mut want = forward::rms_norm(&x, &weight, 1e-6, offset);
+        if accumulate {
+            want.iter_mut().zip(&before).for_each(|(w, b)| *w += b);
+        }
         let (xb, wb) = (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("w", &weight).unwrap());
-        let out = ctx.storage_output("out", (rows * width * 4) as u64).unwrap();
-        let buffers = NormBuffers { x: &xb, weight: &wb, out: &out };
-        let dispatch = kernels.rms_norm.prepare(&ctx, &buffers, rows as u32, width as u32, 1e-6).unwrap();
+        let out = ctx.storage_from("out", &before).unwrap();
+        let buffers = NormBuffers { x: &xb, weight: &wb, out: &out, accumulate };
+        let constants = NormConstants { eps: 1e-6, offset };
+        let dispatch = kernels.rms_norm.prepare(&ctx, &buffers, rows as u32, width as u32, constants).unwrap();
         worst(
-            &format!("rms_norm {rows} x {width}"),
+            &format!("rms_norm {rows} x {width}, offset {offset}, accumulate {accumulate}"),
             &run(&ctx, &dispatch, &out, want.len()),
             &want,
             KERNEL_ABS,
@@ -162,30 +172,32 @@ fn norm_gather_rope_and_swiglu_match_their_twins() {
     }
 
     let (vocab, width) = (100, 192);
-    for format in [WeightFormat::F32, WeightFormat::Bf16] {
+    // Scaled by 1, or by Gemma's sqrt(d) (one f32 product each, correctly rounded on both sides).
+    for (format, scale) in [(WeightFormat::F32, 1.0), (WeightFormat::Bf16, 1.0), (WeightFormat::Bf16, 640f32.sqrt())] {
         let (embed, eb) = weights(&ctx, &random(vocab * width, 1.0, &mut rng), format);
         let ids: Vec<u32> = (0..27).map(|i| (i * 37 % vocab) as u32).collect();
-        let want = forward::embed_gather(&embed, &ids, width);
+        let want = forward::embed_gather(&embed, &ids, width, scale);
         let idb = ctx.storage_from("ids", &ids).unwrap();
         let out = ctx.storage_output("out", (want.len() * 4) as u64).unwrap();
         let buffers = EmbedBuffers { ids: &idb, embed: &eb, format, out: &out };
-        let dispatch = kernels.embed_gather.prepare(&ctx, &buffers, ids.len() as u32, width as u32).unwrap();
-        assert_eq!(run(&ctx, &dispatch, &out, want.len()), want, "embed_gather copies {format:?} exactly");
+        let dispatch = kernels.embed_gather.prepare(&ctx, &buffers, ids.len() as u32, width as u32, scale).unwrap();
+        assert_eq!(run(&ctx, &dispatch, &out, want.len()), want, "embed_gather of {format:?} times {scale} is exact");
     }
 
-    for (rows, ffn) in [(27, 512), (3, 4)] {
-        // Gate values down to -40: silu's tail, where exp(-g) is huge.
+    for (rows, ffn, act) in [(27, 512, Gate::Silu), (3, 4, Gate::Silu), (27, 512, Gate::GeluTanh)] {
+        // Gate values down to -40: silu's tail, where exp(-g) is huge; GELU's cube overflows tanh's
+        // argument far beyond where tanh is 1.
         let gate_up = random(rows * 2 * ffn, 40.0, &mut rng);
         let (gate, up): (Vec<f32>, Vec<f32>) = {
             let rows_of = |half: usize| gate_up.chunks(ffn).skip(half).step_by(2).flatten().copied().collect();
             (rows_of(0), rows_of(1))
         };
-        let want = forward::swiglu(&gate, &up);
+        let want = forward::swiglu(&gate, &up, act);
         let gub = ctx.storage_from("gate_up", &gate_up).unwrap();
         let out = ctx.storage_output("out", (want.len() * 4) as u64).unwrap();
-        let dispatch = kernels.swiglu.prepare(&ctx, &gub, &out, rows as u32, ffn as u32).unwrap();
+        let dispatch = kernels.swiglu.prepare(&ctx, &gub, &out, rows as u32, ffn as u32, act).unwrap();
         worst(
-            &format!("swiglu {rows} x {ffn}"),
+            &format!("swiglu {rows} x {ffn} {act:?}"),
             &run(&ctx, &dispatch, &out, want.len()),
             &want,
             KERNEL_ABS,
@@ -204,8 +216,11 @@ fn qk_norm_matches_rms_norm_of_each_query_and_key_head() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let mut rng = SplitMix64::new(13);
-    // (tokens, h_q, h_kv, d): Qwen3's 128-wide heads, GQA and MHA, one token.
-    for (tokens, h_q, h_kv, d) in [(9, 4, 2, 32), (1, 2, 2, 128), (70, 8, 1, 16)] {
+    // (tokens, h_q, h_kv, d, weight offset): Qwen3's 128-wide heads, GQA and MHA, one token; Gemma 3's
+    // 256-wide heads with `1 + w`.
+    for (tokens, h_q, h_kv, d, offset) in
+        [(9, 4, 2, 32, 0.0), (1, 2, 2, 128, 0.0), (70, 8, 1, 16, 0.0), (5, 4, 1, 256, 1.0)]
+    {
         let width = (h_q + 2 * h_kv) * d;
         let qkv = random(tokens * width, 3.0, &mut rng);
         let weight = random(2 * d, 1.0, &mut rng);
@@ -215,12 +230,12 @@ fn qk_norm_matches_rms_norm_of_each_query_and_key_head() {
             let slot = c % (h_q + 2 * h_kv);
             if slot < h_q + h_kv {
                 let w = if slot < h_q { &weight[..d] } else { &weight[d..] };
-                head.copy_from_slice(&forward::rms_norm(head, w, 1e-6));
+                head.copy_from_slice(&forward::rms_norm(head, w, 1e-6, offset));
             }
         }
         let (buffer, wb) = (ctx.storage_from("qkv", &qkv).unwrap(), ctx.storage_from("w", &weight).unwrap());
         let heads = Heads { tokens: tokens as u32, h_q: h_q as u32, h_kv: h_kv as u32, d: d as u32 };
-        let dispatch = kernels.qk_norm.prepare(&ctx, &buffer, &wb, heads, 1e-6).unwrap();
+        let dispatch = kernels.qk_norm.prepare(&ctx, &buffer, &wb, heads, NormConstants { eps: 1e-6, offset }).unwrap();
         let got = run(&ctx, &dispatch, &buffer, want.len());
         worst(&format!("qk_norm {heads:?}"), &got, &want, KERNEL_ABS, KERNEL_REL);
     }

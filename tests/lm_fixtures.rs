@@ -134,12 +134,16 @@ fn the_gpu_forward_pass_matches_candle_on_every_family() {
     close(ctx);
 }
 
+/// Llama's vectors in each layer: its two norms.
+const LLAMA_VECTORS: [(&str, u64); 2] = [("input_layernorm.weight", 0), ("post_attention_layernorm.weight", 0)];
+
 /// A plan made from a header alone (no weights exist: the plan and the check read nothing else) for
-/// a tied Llama layout: `layers` layers of `d`, Q/K/V `[q, d]`, `[kv, d]`, MLP `ffn`, `vocab`, every
-/// tensor in `dtype`.
+/// a tied layout: `layers` layers of `d`, Q/K/V `[q, d]`, `[kv, d]`, MLP `ffn`, `vocab`, each layer's
+/// `vectors` (name, length; 0 for `d`), every tensor in `dtype`.
 fn header_only_plan(
     config: &str,
     (layers, d, q, kv, ffn, vocab): (u64, u64, u64, u64, u64, u64),
+    vectors: &[(&str, u64)],
     dtype: &str,
 ) -> WeightPlan {
     let mut tensors = serde_json::Map::new();
@@ -160,8 +164,9 @@ fn header_only_plan(
         add(p("mlp.gate_proj.weight"), &[ffn, d]);
         add(p("mlp.up_proj.weight"), &[ffn, d]);
         add(p("mlp.down_proj.weight"), &[d, ffn]);
-        add(p("input_layernorm.weight"), &[d]);
-        add(p("post_attention_layernorm.weight"), &[d]);
+        for &(name, len) in vectors {
+            add(p(name), &[if len == 0 { d } else { len }]);
+        }
     }
     let json = serde_json::to_vec(&tensors).unwrap();
     let header = attention_lab::lm::safetensors::Header::parse(&json, 8 + json.len() as u64 + at).unwrap();
@@ -174,7 +179,7 @@ fn a_checkpoint_too_large_for_the_budget_is_refused_before_anything_is_made() {
     let config = r#"{"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
         "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 49152, "max_position_embeddings": 8192,
         "rms_norm_eps": 1e-5, "rope_theta": 130000, "tie_word_embeddings": true, "hidden_act": "silu"}"#;
-    let plan = header_only_plan(config, (24, 2048, 2048, 2048, 8192, 49152), "BF16");
+    let plan = header_only_plan(config, (24, 2048, 2048, 2048, 8192, 49152), &LLAMA_VECTORS, "BF16");
     // 49,152 x 2,048 + 2,048 + 24 x (4 x 2,048^2 + 3 x 8,192 x 2,048 + 2 x 2,048) = 1,711,376,384.
     assert_eq!(plan.parameters(), 1_711_376_384);
     // Matrices kept as bf16: 2 x (1,711,376,384 - 49 x 2,048) + 4 x 49 x 2,048 = 3,422,953,472 bytes.
@@ -197,13 +202,13 @@ fn a_bf16_checkpoint_of_360_m_parameters_fits_where_its_f16_twin_does_not() {
         "num_attention_heads": 15, "num_key_value_heads": 5, "vocab_size": 49152, "max_position_embeddings": 8192,
         "rms_norm_eps": 1e-5, "rope_theta": 100000, "tie_word_embeddings": true, "hidden_act": "silu"}"#;
     let dims = (32, 960, 960, 320, 2560, 49152);
-    let bf16 = header_only_plan(config, dims, "BF16");
+    let bf16 = header_only_plan(config, dims, &LLAMA_VECTORS, "BF16");
     // 49,152 x 960 + 960 + 32 x (2 x 960^2 + 2 x 320 x 960 + 3 x 2,560 x 960 + 2 x 960) = 361,821,120.
     assert_eq!(bf16.parameters(), 361_821_120);
     // Norms (65 x 960 = 62,400) as f32, the rest as bf16: 2 x 361,758,720 + 4 x 62,400.
     assert_eq!(bf16.gpu_bytes(), 723_767_040);
     assert!(bf16.formats.iter().all(|(slot, &f)| (f == WeightFormat::Bf16) == slot.is_matrix()));
-    let f16 = header_only_plan(config, dims, "F16");
+    let f16 = header_only_plan(config, dims, &LLAMA_VECTORS, "F16");
     assert_eq!(f16.gpu_bytes(), 4 * 361_821_120);
     let Some(ctx) = device() else { return };
     lm_stream::check(&ctx, &bf16).expect("724 MB fits the 1 GiB budget");
@@ -212,6 +217,40 @@ fn a_bf16_checkpoint_of_360_m_parameters_fits_where_its_f16_twin_does_not() {
         err.starts_with("too large for this GPU: its 361,821,120 parameters take 1.45 GB (1.35 GiB) on the GPU"),
         "{err}"
     );
+    close(ctx);
+}
+
+#[test]
+fn gemma_3_270m_fits_in_bf16() {
+    let config = include_str!("data/configs/gemma-3-270m.json");
+    // Four norms of 640 and QK-norm's two of 256 in each layer.
+    let vectors = [
+        ("input_layernorm.weight", 0),
+        ("post_attention_layernorm.weight", 0),
+        ("pre_feedforward_layernorm.weight", 0),
+        ("post_feedforward_layernorm.weight", 0),
+        ("self_attn.q_norm.weight", 256),
+        ("self_attn.k_norm.weight", 256),
+    ];
+    let plan = header_only_plan(config, (18, 640, 1024, 256, 2048, 262_144), &vectors, "BF16");
+    // 262,144 x 640 + 640 + 18 x (2 x 1,024 x 640 + 2 x 256 x 640 + 3 x 2,048 x 640 + 4 x 640 + 2 x 256)
+    // = 167,772,160 + 640 + 18 x 5,573,632 = 268,098,176: the published 268 M, and the importer's count.
+    assert_eq!(plan.parameters(), 268_098_176);
+    assert_eq!(attention_lab::model::params::model_params(plan.model()).total(), 268_098_176);
+    // Vectors (18 x 3,072 + 640 = 55,936) as f32, the rest as bf16: 2 x 268,042,240 + 4 x 55,936.
+    assert_eq!(plan.gpu_bytes(), 536_308_224);
+    // Its embedding is the largest binding: 262,144 x 640 x 2 = 335,544,320 bytes.
+    assert_eq!(plan.gpu_buffers().iter().map(|b| b.1).max(), Some(335_544_320));
+    let Some(ctx) = device() else { return };
+    match ctx.limits.max_storage_buffer_binding_size >= 335_544_320 {
+        true => {
+            lm_stream::check(&ctx, &plan).expect("536 MB fits the 1 GiB budget");
+        }
+        false => {
+            let err = lm_stream::check(&ctx, &plan).unwrap_err().to_string();
+            assert!(err.contains("embed"), "{err}");
+        }
+    }
     close(ctx);
 }
 

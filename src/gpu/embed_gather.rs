@@ -12,7 +12,9 @@ use crate::lm::weight_plan::WeightFormat;
 pub struct EmbedParams {
     pub tokens: u32,
     pub width4: u32,
-    pub _pad: [u32; 2],
+    /// Each row is multiplied by this (Gemma: sqrt(d_model)).
+    pub scale: f32,
+    pub _pad: u32,
 }
 
 /// Invocations per workgroup (the shader's `WG`).
@@ -49,20 +51,21 @@ impl EmbedGather {
         PipelineCache::new(&ctx.device, "embed_gather", &source, "main", layout)
     }
 
-    /// Prepares the gather of `tokens` rows of `width` floats (a multiple of 4).
+    /// Prepares the gather of `tokens` rows of `width` floats (a multiple of 4), each times `scale`.
     pub fn prepare(
         &self,
         ctx: &GpuContext,
         buffers: &EmbedBuffers<'_>,
         tokens: u32,
         width: u32,
+        scale: f32,
     ) -> Result<Dispatch, GpuError> {
         if tokens == 0 || width == 0 || !width.is_multiple_of(4) {
             return Err(GpuError::InvalidInput(format!(
                 "embed_gather needs tokens and a width that is a multiple of 4 (got {tokens} x {width})"
             )));
         }
-        let params = EmbedParams { tokens, width4: width / 4, _pad: [0; 2] };
+        let params = EmbedParams { tokens, width4: width / 4, scale, _pad: 0 };
         let params = ctx.uniform_from("embed_gather params", &params);
         let pipelines = self.pipelines.get(buffers.format, || Self::pipelines(ctx, &self.layout, buffers.format));
         let pipeline = pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);

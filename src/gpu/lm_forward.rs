@@ -3,17 +3,20 @@
 //! encoder and submitted once:
 //!
 //! ```text
-//! embed_gather                                   x = embed[ids]
+//! embed_gather                                   x = embed[ids] (times sqrt(d) for Gemma)
 //! per layer:  rms_norm -> matmul (Q|K|V fused)   h = norm(x); qkv = h Wqkvᵀ + b
-//!             (qk_norm)                          each Q and K head RMS-normed in place (Qwen3)
+//!             (qk_norm)                          each Q and K head RMS-normed in place (Qwen3, Gemma 3)
 //!             rope split_heads                   Q, K rotated; Q [h_q, T, d], K, V [h_kv, T, d]
 //!             flash_attention                    O, lse under the layer's mask, GQA
 //!             (row_softmax)                      every head's probabilities, when asked
 //!             rope merge_heads -> matmul (+=)    x += O Woᵀ
 //!             rms_norm -> matmul (gate|up fused) h = norm(x); gu = h [Wg|Wu]ᵀ
-//!             swiglu -> matmul (+=)              x += (silu(g) * u) Wdownᵀ
+//!             swiglu -> matmul (+=)              x += (act(g) * u) Wdownᵀ
 //! rms_norm -> matmul                             logits = norm(x) Wheadᵀ (the last rows asked for)
 //! ```
+//!
+//! Gemma 3 norms each block's output before it joins the residual stream: its O and down
+//! projections write `h`, and `rms_norm` adds `norm(h)` to `x`. Its norms scale by `1 + w`.
 //!
 //! Every size is checked against the job budget and the binding limit before any buffer exists.
 
@@ -26,7 +29,7 @@ use crate::gpu::launch::Dispatch;
 use crate::gpu::lm_weights::{LayerBuffers, Matrix, check_sizes};
 pub use crate::gpu::lm_weights::{LmGeometry, LmWeights};
 use crate::gpu::matmul::{MatmulBuffers, MatmulLaunch};
-use crate::gpu::rms_norm::NormBuffers;
+use crate::gpu::rms_norm::{NormBuffers, NormConstants};
 use crate::gpu::rope::{self, Heads, SplitBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
@@ -326,7 +329,8 @@ impl Recorder<'_, '_> {
         let mut steps = Vec::new();
         let table = &self.weights.embed;
         let embed = EmbedBuffers { ids: self.ids, embed: &table.buffer, format: table.format, out: b("x") };
-        steps.push(Step::Dispatch(k.embed_gather.prepare(ctx, &embed, pass.tokens, g.d_model)?));
+        let scale = self.weights.style.embed_scale;
+        steps.push(Step::Dispatch(k.embed_gather.prepare(ctx, &embed, pass.tokens, g.d_model, scale)?));
         let mut tables: Vec<(Positional, wgpu::Buffer, RopeTable)> = Vec::new();
         for (l, layer) in self.weights.layers.iter().enumerate() {
             if !tables.iter().any(|(p, ..)| *p == layer.positional) {
@@ -383,7 +387,7 @@ impl Recorder<'_, '_> {
             )?,
         ];
         if let Some(weight) = &layer.qk_norm {
-            out.push(k.qk_norm.prepare(ctx, b("qkv"), weight, heads, self.weights.rms_norm_eps)?);
+            out.push(k.qk_norm.prepare(ctx, b("qkv"), weight, heads, self.norm_constants())?);
         }
         out.push(k.rope.prepare_split(ctx, &split, heads, table)?);
         Ok(out)
@@ -401,7 +405,7 @@ impl Recorder<'_, '_> {
             None => (b("k"), b("v"), t, t),
         };
         let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: t, n_kv, d: g.head_dim };
-        let scale = 1.0 / (g.head_dim as f32).sqrt();
+        let scale = self.weights.style.attn_scale;
         let q_width = g.q_width() as u32;
         let mut out = Vec::new();
         let flash = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
@@ -412,9 +416,9 @@ impl Recorder<'_, '_> {
             out.push(k.rows.prepare(ctx, &RowBuffers { q: b("q"), k: b("k"), out: probs }, launch)?);
         }
         out.push(k.rope.prepare_merge(ctx, b("o"), b("attended"), heads)?);
-        let residual = |inputs, outputs| MatmulLaunch { accumulate: true, ..MatmulLaunch::new(t, inputs, outputs) };
-        out.push(self.matmul(b("attended"), &layer.o, None, b("x"), residual(q_width, g.d_model))?);
-        out.push(self.norm(b("x"), &layer.post_norm)?);
+        let norms = layer.output_norms.as_ref();
+        out.extend(self.residual(b("attended"), &layer.o, q_width, norms.map(|n| &n.attention))?);
+        out.push(self.norm(b("x"), &layer.mlp_norm)?);
         out.push(self.matmul(
             b("h"),
             &layer.gate_up,
@@ -422,16 +426,46 @@ impl Recorder<'_, '_> {
             b("gate_up"),
             MatmulLaunch::new(t, g.d_model, 2 * g.ffn),
         )?);
-        out.push(k.swiglu.prepare(ctx, b("gate_up"), b("act"), t, g.ffn)?);
-        out.push(self.matmul(b("act"), &layer.down, None, b("x"), residual(g.ffn, g.d_model))?);
+        out.push(k.swiglu.prepare(ctx, b("gate_up"), b("act"), t, g.ffn, self.weights.style.gate)?);
+        out.extend(self.residual(b("act"), &layer.down, g.ffn, norms.map(|n| &n.mlp))?);
         Ok(out)
+    }
+
+    /// A block's output projection of `x` (`inputs` wide) added to the residual stream: straight
+    /// into `x`, or through `h` and Gemma 3's output norm `out_norm`.
+    fn residual(
+        &self,
+        x: &wgpu::Buffer,
+        w: &Matrix,
+        inputs: u32,
+        out_norm: Option<&wgpu::Buffer>,
+    ) -> Result<Vec<Dispatch>, GpuError> {
+        let (t, d) = (self.pass.tokens, self.weights.geometry.d_model);
+        let (residual, h) = (self.pass.buffer("x"), self.pass.buffer("h"));
+        Ok(match out_norm {
+            None => {
+                let launch = MatmulLaunch { accumulate: true, ..MatmulLaunch::new(t, inputs, d) };
+                vec![self.matmul(x, w, None, residual, launch)?]
+            }
+            Some(weight) => vec![
+                self.matmul(x, w, None, h, MatmulLaunch::new(t, inputs, d))?,
+                self.rms_norm(NormBuffers { x: h, weight, out: residual, accumulate: true })?,
+            ],
+        })
     }
 
     /// `h = rms_norm(x) * weight` over every token.
     fn norm(&self, x: &wgpu::Buffer, weight: &wgpu::Buffer) -> Result<Dispatch, GpuError> {
-        let buffers = NormBuffers { x, weight, out: self.pass.buffer("h") };
-        let g = self.weights.geometry;
-        self.kernels.rms_norm.prepare(self.ctx, &buffers, self.pass.tokens, g.d_model, self.weights.rms_norm_eps)
+        self.rms_norm(NormBuffers { x, weight, out: self.pass.buffer("h"), accumulate: false })
+    }
+
+    fn rms_norm(&self, buffers: NormBuffers<'_>) -> Result<Dispatch, GpuError> {
+        let d = self.weights.geometry.d_model;
+        self.kernels.rms_norm.prepare(self.ctx, &buffers, self.pass.tokens, d, self.norm_constants())
+    }
+
+    fn norm_constants(&self) -> NormConstants {
+        NormConstants { eps: self.weights.rms_norm_eps, offset: self.weights.style.norm_offset }
     }
 
     fn matmul(

@@ -8,7 +8,9 @@ use std::future::Future;
 use std::ops::Range;
 
 use crate::gpu::launch::Dispatch;
-use crate::gpu::lm_weights::{LayerBuffers, LmGeometry, LmWeights, Matrix, check_rotations, check_weight_sizes};
+use crate::gpu::lm_weights::{
+    LayerBuffers, LmGeometry, LmWeights, Matrix, OutputNormBuffers, check_rotations, check_weight_sizes,
+};
 use crate::gpu::widen::Half;
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::lm::LmError;
@@ -185,7 +187,10 @@ impl LmWeights {
                     qkv_bias: part(LayerSlot::QkvBias),
                     qk_norm: part(LayerSlot::QkNorm),
                     o: matrix_part(LayerSlot::O).expect("planned"),
-                    post_norm: part(LayerSlot::PostNorm).expect("planned"),
+                    mlp_norm: part(LayerSlot::MlpNorm).expect("planned"),
+                    output_norms: part(LayerSlot::AttentionOutNorm)
+                        .zip(part(LayerSlot::MlpOutNorm))
+                        .map(|(attention, mlp)| OutputNormBuffers { attention, mlp }),
                     gate_up: matrix_part(LayerSlot::GateUp).expect("planned"),
                     down: matrix_part(LayerSlot::Down).expect("planned"),
                 }
@@ -194,6 +199,7 @@ impl LmWeights {
         Ok(LmWeights {
             geometry,
             rms_norm_eps: plan.config.rms_norm_eps,
+            style: plan.config.style,
             rope_scaling: plan.config.rope_scaling,
             embed: matrix(Slot::Embed).expect("planned"),
             layers,

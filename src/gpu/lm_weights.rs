@@ -8,7 +8,8 @@ use crate::attention::AttentionShape;
 use crate::attention::rope::{Llama3Scaling, RopeTable};
 use crate::gpu::rope;
 use crate::gpu::{GpuContext, GpuError};
-use crate::lm::checkpoint::Checkpoint;
+use crate::lm::checkpoint::{Checkpoint, OutputNorms};
+use crate::lm::model_config::BlockStyle;
 use crate::lm::weight_plan::{WeightFormat, slot_floats};
 use crate::model::config::{Model, Positional};
 use crate::model::{Mask, job_budget};
@@ -119,7 +120,9 @@ pub(crate) struct LayerBuffers {
     pub(crate) qkv: Matrix,
     pub(crate) qkv_bias: Option<wgpu::Buffer>,
     pub(crate) o: Matrix,
-    pub(crate) post_norm: wgpu::Buffer,
+    pub(crate) mlp_norm: wgpu::Buffer,
+    /// Gemma 3's norms on the attention's and the MLP's outputs.
+    pub(crate) output_norms: Option<OutputNormBuffers>,
     /// QK-norm's weights `[2, head_dim]` (query heads', then key heads'), when the layer has it.
     pub(crate) qk_norm: Option<wgpu::Buffer>,
     /// `[2 ffn, d_model]`: gate's rows, then up's.
@@ -127,10 +130,17 @@ pub(crate) struct LayerBuffers {
     pub(crate) down: Matrix,
 }
 
+/// Gemma 3's norms on a block's outputs (`lm::checkpoint::OutputNorms`).
+pub(crate) struct OutputNormBuffers {
+    pub(crate) attention: wgpu::Buffer,
+    pub(crate) mlp: wgpu::Buffer,
+}
+
 /// A checkpoint's weights on the GPU, uploaded once and used by every pass.
 pub struct LmWeights {
     pub geometry: LmGeometry,
     pub rms_norm_eps: f32,
+    pub style: BlockStyle,
     /// Llama 3.1's rotary scaling, on every layer.
     pub(crate) rope_scaling: Option<Llama3Scaling>,
     pub(crate) embed: Matrix,
@@ -151,6 +161,7 @@ impl LmWeights {
         Ok(Self {
             geometry,
             rms_norm_eps: ck.rms_norm_eps,
+            style: ck.style,
             rope_scaling: ck.rope_scaling,
             embed: Matrix::f32(ctx, "embed", &ck.embed)?,
             layers,
@@ -224,8 +235,16 @@ fn upload_layer(ctx: &GpuContext, l: &crate::lm::checkpoint::LayerWeights) -> Re
         qkv_bias,
         qk_norm: l.qk_norm.as_ref().map(|n| ctx.storage_from("qk norm", &stacked(&[&n.q, &n.k]))).transpose()?,
         o: Matrix::f32(ctx, "o", &l.o.weight)?,
-        post_norm: ctx.storage_from("post-attention norm", &l.post_attention_norm)?,
+        mlp_norm: ctx.storage_from("MLP norm", &l.mlp_norm)?,
+        output_norms: l.output_norms.as_ref().map(|n| upload_output_norms(ctx, n)).transpose()?,
         gate_up: Matrix::f32(ctx, "gate_up", &stacked(&[&l.gate.weight, &l.up.weight]))?,
         down: Matrix::f32(ctx, "down", &l.down.weight)?,
+    })
+}
+
+fn upload_output_norms(ctx: &GpuContext, n: &OutputNorms) -> Result<OutputNormBuffers, GpuError> {
+    Ok(OutputNormBuffers {
+        attention: ctx.storage_from("attention output norm", &n.attention)?,
+        mlp: ctx.storage_from("MLP output norm", &n.mlp)?,
     })
 }

@@ -4,6 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::rms_norm::NormConstants;
 use crate::gpu::rope::Heads;
 use crate::gpu::{GpuContext, GpuError};
 
@@ -16,7 +17,8 @@ pub struct QkNormParams {
     pub h_kv: u32,
     pub d4: u32,
     pub eps: f32,
-    pub _pad: [u32; 3],
+    pub offset: f32,
+    pub _pad: [u32; 2],
 }
 
 /// Invocations (heads) per workgroup (the shader's `WG`).
@@ -48,11 +50,12 @@ impl QkNorm {
         qkv: &wgpu::Buffer,
         weight: &wgpu::Buffer,
         heads: Heads,
-        eps: f32,
+        constants: NormConstants,
     ) -> Result<Dispatch, GpuError> {
         heads.check()?;
-        let params =
-            QkNormParams { tokens: heads.tokens, h_q: heads.h_q, h_kv: heads.h_kv, d4: heads.d / 4, eps, _pad: [0; 3] };
+        let NormConstants { eps, offset } = constants;
+        let (tokens, h_q, h_kv, d4) = (heads.tokens, heads.h_q, heads.h_kv, heads.d / 4);
+        let params = QkNormParams { tokens, h_q, h_kv, d4, eps, offset, _pad: [0; 2] };
         let params = ctx.uniform_from("qk_norm params", &params);
         let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
         let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "qk_norm", &[&params, weight, qkv]);

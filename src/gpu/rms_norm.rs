@@ -1,4 +1,5 @@
-//! Owner of `shaders/rms_norm.wgsl`: RMSNorm of rows, times a weight.
+//! Owner of `shaders/rms_norm.wgsl`: RMSNorm of rows, times a weight (plus Gemma's offset), written
+//! out or added to it.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -12,7 +13,16 @@ pub struct NormParams {
     pub rows: u32,
     pub width4: u32,
     pub eps: f32,
-    pub _pad: u32,
+    pub offset: f32,
+    pub accumulate: u32,
+    pub _pad: [u32; 3],
+}
+
+/// A norm's epsilon, and what is added to its weight (Gemma stores `w` and scales by `1 + w`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormConstants {
+    pub eps: f32,
+    pub offset: f32,
 }
 
 /// Invocations (rows) per workgroup (the shader's `WG`).
@@ -23,6 +33,9 @@ pub struct NormBuffers<'a> {
     pub x: &'a wgpu::Buffer,
     pub weight: &'a wgpu::Buffer,
     pub out: &'a wgpu::Buffer,
+    /// Add the normed rows to `out` (Gemma 3's output norms join the residual stream) rather than
+    /// write them.
+    pub accumulate: bool,
 }
 
 pub struct RmsNorm {
@@ -50,14 +63,17 @@ impl RmsNorm {
         buffers: &NormBuffers<'_>,
         rows: u32,
         width: u32,
-        eps: f32,
+        constants: NormConstants,
     ) -> Result<Dispatch, GpuError> {
         if rows == 0 || width == 0 || !width.is_multiple_of(4) {
             return Err(GpuError::InvalidInput(format!(
                 "rms_norm needs rows and a width that is a multiple of 4 (got {rows} x {width})"
             )));
         }
-        let params = ctx.uniform_from("rms_norm params", &NormParams { rows, width4: width / 4, eps, _pad: 0 });
+        let NormConstants { eps, offset } = constants;
+        let accumulate = u32::from(buffers.accumulate);
+        let params = NormParams { rows, width4: width / 4, eps, offset, accumulate, _pad: [0; 3] };
+        let params = ctx.uniform_from("rms_norm params", &params);
         let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
         let bind_group = launch::bind_buffers(
             &ctx.device,
@@ -73,7 +89,7 @@ impl RmsNorm {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn params_are_16_bytes() {
-        assert_eq!(size_of::<super::NormParams>(), 16);
+    fn params_are_32_bytes() {
+        assert_eq!(size_of::<super::NormParams>(), 32);
     }
 }

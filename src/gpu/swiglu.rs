@@ -1,9 +1,11 @@
-//! Owner of `shaders/swiglu.wgsl`: the MLP's gate, `silu(gate) * up`, from the fused gate/up matmul.
+//! Owner of `shaders/swiglu.wgsl`: the MLP's gate, `silu(gate) * up` (or Gemma's GELU in place of
+//! silu), from the fused gate/up matmul.
 
 use bytemuck::{Pod, Zeroable};
 
 use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
+use crate::lm::model_config::Gate;
 
 /// Keep in sync with `Params` in `shaders/swiglu.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -11,7 +13,9 @@ use crate::gpu::{GpuContext, GpuError};
 pub struct SwigluParams {
     pub rows: u32,
     pub ffn4: u32,
-    pub _pad: [u32; 2],
+    /// 1: GELU's tanh form; 0: silu.
+    pub gelu: u32,
+    pub _pad: u32,
 }
 
 /// Invocations per workgroup (the shader's `WG`).
@@ -35,7 +39,7 @@ impl Swiglu {
         Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
     }
 
-    /// Prepares `out [rows, ffn] = silu(gate) * up` from `gate_up [rows, 2 ffn]` (each row's gate
+    /// Prepares `out [rows, ffn] = act(gate) * up` from `gate_up [rows, 2 ffn]` (each row's gate
     /// values, then its up values); `ffn` a multiple of 4.
     pub fn prepare(
         &self,
@@ -44,13 +48,15 @@ impl Swiglu {
         out: &wgpu::Buffer,
         rows: u32,
         ffn: u32,
+        act: Gate,
     ) -> Result<Dispatch, GpuError> {
         if rows == 0 || ffn == 0 || !ffn.is_multiple_of(4) {
             return Err(GpuError::InvalidInput(format!(
                 "swiglu needs rows and an MLP width that is a multiple of 4 (got {rows} x {ffn})"
             )));
         }
-        let params = ctx.uniform_from("swiglu params", &SwigluParams { rows, ffn4: ffn / 4, _pad: [0; 2] });
+        let gelu = u32::from(act == Gate::GeluTanh);
+        let params = ctx.uniform_from("swiglu params", &SwigluParams { rows, ffn4: ffn / 4, gelu, _pad: 0 });
         let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
         let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "swiglu", &[&params, gate_up, out]);
         let workgroups = launch::workgroups_for(u64::from(rows) * u64::from(ffn / 4), WORKGROUP)?;

@@ -17,7 +17,7 @@ impl Tokenizer {
         let file: TokenizerFile = serde_json::from_str(json).map_err(|e| BpeError::Json(e.to_string()))?;
         file.check_top_level()?;
         let normalizer = normalizer_steps(&file.normalizer)?;
-        let (pre_tokenizer, byte_level) = pre_tokenizer(&file.pre_tokenizer)?;
+        let (pre_tokenizer, byte_level) = pre_tokenizer(&file.pre_tokenizer, &normalizer)?;
         check_first_prepend(&normalizer, pre_tokenizer)?;
         let byte_tokens = check_decoder(&file.decoder, byte_level)?;
         let template = template(&file.post_processor)?;
@@ -200,9 +200,12 @@ fn check_first_prepend(normalizer: &[Normalize], pre: PreTokenizer) -> Result<()
 }
 
 /// The pre-tokenizer, and whether it spells bytes in GPT-2's alphabet (a ByteLevel stage).
-fn pre_tokenizer(pre: &Value) -> Result<(PreTokenizer, bool), BpeError> {
+fn pre_tokenizer(pre: &Value, normalizer: &[Normalize]) -> Result<(PreTokenizer, bool), BpeError> {
     match stages(pre, "pretokenizers").as_slice() {
         [stage] if stage.is_null() => Ok((PreTokenizer::Whole, false)),
+        [split] if stage_type(split) == "Split" && split_never_matches(split, normalizer) => {
+            Ok((PreTokenizer::Whole, false))
+        }
         [stage] if stage_type(stage) == "Metaspace" => Ok((PreTokenizer::Metaspace(metaspace(stage)?), false)),
         [byte_level] if stage_type(byte_level) == "ByteLevel" => {
             let whole = PreTokenizer::Whole;
@@ -229,6 +232,21 @@ fn pre_tokenizer(pre: &Value) -> Result<(PreTokenizer, bool), BpeError> {
             list.iter().map(|s| stage_type(s)).collect::<Vec<_>>().join(", ")
         )),
     }
+}
+
+/// Whether a `Split` on a plain string cuts nothing because the normalizer has replaced every
+/// occurrence of it: Gemma 3's tokenizer splits on " " after turning every space into `▁`.
+fn split_never_matches(split: &Value, normalizer: &[Normalize]) -> bool {
+    let Some(pattern) = split.get("pattern").and_then(|p| string_field(p, "String")).filter(|p| !p.is_empty()) else {
+        return false;
+    };
+    // The last step that removes the pattern, and none after it that writes it back.
+    let removes = |n: &Normalize| matches!(n, Normalize::Replace { pattern: p, content } if p == pattern && !content.contains(pattern));
+    let writes = |n: &Normalize| match n {
+        Normalize::Replace { content, .. } | Normalize::Prepend(content) => content.contains(pattern),
+        Normalize::Nfc => false,
+    };
+    normalizer.iter().rposition(removes).is_some_and(|at| !normalizer[at + 1..].iter().any(writes))
 }
 
 /// Whether a ByteLevel pre-tokenizer cuts words with GPT-2's regex; it must not add a prefix space.

@@ -285,6 +285,17 @@ fn unsupported_settings_are_errors() {
         {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]});
     let err = altered(|j| j["pre_tokenizer"] = split.clone()).unwrap_err().to_string();
     assert!(err.contains("a Split pre-tokenizer on \"\\\\p{N}{1,3}\""), "{err}");
+    // A Split on a plain string reads only where the normalizer has replaced that string everywhere
+    // (Gemma 3's: " " after every space became `▁`), so it cuts nothing; not where a step writes it back.
+    let space_split =
+        json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false});
+    is_err(altered(|j| j["pre_tokenizer"] = space_split.clone()), unsupported, "pre-tokenizer Split");
+    let back = json!({"type": "Sequence", "normalizers": [replace(" ", "\u{2581}"), replace("\u{2581}", " ")]});
+    let split_after = |j: &mut Value| {
+        j["pre_tokenizer"] = space_split.clone();
+        j["normalizer"] = back.clone();
+    };
+    is_err(altered(split_after), unsupported, "pre-tokenizer Split");
     // Digits then ByteLevel reads; a template post-processor adds nothing without special tokens.
     let digits = json!({"type": "Sequence", "pretokenizers": [
         {"type": "Digits", "individual_digits": false},

@@ -1,15 +1,17 @@
 //! The CPU forward pass of a [`Checkpoint`]: logits for every position and every head's attention
-//! probabilities, in f32 storage with f64 sums, as transformers' Llama / Qwen2 code computes them
-//! (pre-norm blocks, RMSNorm, rotary Q and K, grouped-query attention under each layer's mask, a
-//! SwiGLU MLP, a final norm, the output projection). It is the reference the GPU forward pass is
-//! checked against, and serves short inputs where there is no GPU.
+//! probabilities, in f32 storage with f64 sums, as transformers' Llama / Qwen2 / Gemma 3 code computes
+//! them (pre-norm blocks, RMSNorm, rotary Q and K, grouped-query attention under each layer's mask, a
+//! gated MLP, a final norm, the output projection; Gemma 3's scaled embedding, `1 + w` norms and norms
+//! on each block's output). It is the reference the GPU forward pass is checked against, and serves
+//! short inputs where there is no GPU.
 //!
 //! Its steps are the CPU twins of the GPU pass's kernels (`src/gpu/lm_forward.rs`), named after
-//! them: [`embed_gather`], [`rms_norm`], [`matmul`], [`rope`], [`swiglu`]; attention itself is
+//! them: [`embed_gather`], [`rms_norm`], [`matmul`], [`rope`], [`swiglu`] (with either [`Gate`]); attention itself is
 //! `flash_attention`'s and `row_softmax`'s.
 
 use super::LmError;
 use super::checkpoint::{Checkpoint, LayerWeights, Linear};
+pub use super::model_config::Gate;
 use crate::attention::rope::RopeTable;
 use crate::model::Model;
 
@@ -155,7 +157,7 @@ impl<'a> CpuPass<'a> {
             ids: ids.to_vec(),
             work,
             next: 0,
-            x: embed_gather(&ck.embed, ids, ck.model.d_model as usize),
+            x: embed_gather(&ck.embed, ids, ck.model.d_model as usize, ck.style.embed_scale),
             q: vec![0.0; t * q_width],
             k: vec![0.0; t * kv_width],
             v: vec![0.0; t * kv_width],
@@ -196,15 +198,15 @@ impl<'a> CpuPass<'a> {
             self.probs.push(vec![0.0; ck.model.n_q_heads as usize * t * t]);
         }
         let d = ck.model.d_model as usize;
-        let h = rms_norm(&self.x[a * d..b * d], &layer.input_norm, ck.rms_norm_eps);
+        let norm = |x: &[f32], weight: &[f32]| rms_norm(x, weight, ck.rms_norm_eps, ck.style.norm_offset);
+        let h = norm(&self.x[a * d..b * d], &layer.input_norm);
         let table = self.table.as_ref().expect("set at row 0");
-        let eps = ck.rms_norm_eps;
-        let rotated = |lin: &Linear, width: usize, norm: Option<&[f32]>| {
+        let rotated = |lin: &Linear, width: usize, head_norm: Option<&[f32]>| {
             let mut rows = linear(&h, lin);
             for (i, token) in rows.chunks_exact_mut(width).enumerate() {
                 for head in token.chunks_exact_mut(hd) {
-                    if let Some(weight) = norm {
-                        head.copy_from_slice(&rms_norm(head, weight, eps));
+                    if let Some(weight) = head_norm {
+                        head.copy_from_slice(&norm(head, weight));
                     }
                     table.rotate(head, a + i);
                 }
@@ -226,7 +228,7 @@ impl<'a> CpuPass<'a> {
         let (q_width, kv_width) = ck.widths();
         // Grouped-query attention: query head h reads KV head h / (heads / kv_heads).
         let kv = head / (ck.model.n_q_heads / ck.model.attn.n_kv_heads) as usize;
-        let scale = 1.0 / (hd as f64).sqrt();
+        let scale = f64::from(ck.style.attn_scale);
         let mut weights = vec![0.0f64; t];
         let probs = self.probs.last_mut().expect("pushed by the layer's first rows");
         for i in 0..t {
@@ -255,10 +257,17 @@ impl<'a> CpuPass<'a> {
         let (ck, layer) = (self.ck, &self.ck.layers[l]);
         let d = ck.model.d_model as usize;
         let (q_width, _) = ck.widths();
+        let norm = |x: &[f32], weight: &[f32]| rms_norm(x, weight, ck.rms_norm_eps, ck.style.norm_offset);
+        let out_norms = layer.output_norms.as_ref();
+        // Each block's output joins the residual stream, through Gemma 3's norm where it has one.
+        let join = |x: &mut [f32], out: Vec<f32>, weight: Option<&Vec<f32>>| match weight {
+            Some(w) => add(x, &norm(&out, w)),
+            None => add(x, &out),
+        };
         let x = &mut self.x[a * d..b * d];
-        add(x, &linear(&self.attended[a * q_width..b * q_width], &layer.o));
-        let h = rms_norm(x, &layer.post_attention_norm, ck.rms_norm_eps);
-        add(x, &mlp(layer, &h));
+        join(x, linear(&self.attended[a * q_width..b * q_width], &layer.o), out_norms.map(|n| &n.attention));
+        let h = norm(x, &layer.mlp_norm);
+        join(x, mlp(layer, &h, ck.style.gate), out_norms.map(|n| &n.mlp));
         if b == self.ids.len() {
             self.hidden.push(self.x.clone());
         }
@@ -267,16 +276,16 @@ impl<'a> CpuPass<'a> {
     fn logits(&mut self, (a, b): (usize, usize)) {
         let ck = self.ck;
         let d = ck.model.d_model as usize;
-        let x = rms_norm(&self.x[a * d..b * d], &ck.final_norm, ck.rms_norm_eps);
+        let x = rms_norm(&self.x[a * d..b * d], &ck.final_norm, ck.rms_norm_eps, ck.style.norm_offset);
         let head = ck.lm_head.as_deref().unwrap_or(&ck.embed);
         self.logits.extend(matmul(&x, head, None, d));
     }
 }
 
 /// Twin of `embed_gather.wgsl`: the rows of `embed` (each `d` wide) of the tokens `ids` (each below
-/// the vocabulary), `[tokens, d]`.
-pub fn embed_gather(embed: &[f32], ids: &[u32], d: usize) -> Vec<f32> {
-    ids.iter().flat_map(|&id| embed[id as usize * d..][..d].iter().copied()).collect()
+/// the vocabulary) times `scale`, `[tokens, d]`.
+pub fn embed_gather(embed: &[f32], ids: &[u32], d: usize, scale: f32) -> Vec<f32> {
+    ids.iter().flat_map(|&id| embed[id as usize * d..][..d].iter().map(move |&v| v * scale)).collect()
 }
 
 /// Twin of `rope.wgsl` (its rotation; the kernel also moves each head into a `[heads, tokens, d]`
@@ -288,32 +297,39 @@ pub fn rope(x: &mut [f32], width: usize, head_dim: usize, table: &RopeTable) {
     }
 }
 
-/// `down(silu(gate(h)) * up(h))`.
-fn mlp(layer: &LayerWeights, h: &[f32]) -> Vec<f32> {
-    let gated = swiglu(&linear(h, &layer.gate), &linear(h, &layer.up));
+/// `down(act(gate(h)) * up(h))`.
+fn mlp(layer: &LayerWeights, h: &[f32], gate: Gate) -> Vec<f32> {
+    let gated = swiglu(&linear(h, &layer.gate), &linear(h, &layer.up), gate);
     linear(&gated, &layer.down)
 }
 
-/// Twin of `swiglu.wgsl`: `silu(gate) * up` elementwise, `silu(g) = g / (1 + e^-g)`.
-pub fn swiglu(gate: &[f32], up: &[f32]) -> Vec<f32> {
+/// Twin of `swiglu.wgsl`: `act(gate) * up` elementwise, `silu(g) = g / (1 + e^-g)` or GELU's tanh
+/// form (see [`Gate`]).
+pub fn swiglu(gate: &[f32], up: &[f32], act: Gate) -> Vec<f32> {
     gate.iter()
         .zip(up)
         .map(|(&g, &u)| {
             let g = f64::from(g);
-            (g / (1.0 + (-g).exp()) * f64::from(u)) as f32
+            let a = match act {
+                Gate::Silu => g / (1.0 + (-g).exp()),
+                Gate::GeluTanh => {
+                    0.5 * g * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g * g * g)).tanh())
+                }
+            };
+            (a * f64::from(u)) as f32
         })
         .collect()
 }
 
 /// Twin of `rms_norm.wgsl`: rows of `x` (each `weight.len()` wide) scaled to unit root-mean-square,
-/// times `weight`.
-pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+/// times `offset + weight` (Gemma's offset is 1).
+pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, offset: f32) -> Vec<f32> {
     let d = weight.len();
     let mut out = Vec::with_capacity(x.len());
     for row in x.chunks_exact(d) {
         let mean_square = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / d as f64;
         let inv = 1.0 / (mean_square + f64::from(eps)).sqrt();
-        out.extend(row.iter().zip(weight).map(|(&v, &w)| (f64::from(v) * inv) as f32 * w));
+        out.extend(row.iter().zip(weight).map(|(&v, &w)| (f64::from(v) * inv) as f32 * (offset + w)));
     }
     out
 }

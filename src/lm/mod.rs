@@ -7,6 +7,7 @@ mod bpe_file;
 pub mod checkpoint;
 pub mod forward;
 pub mod head_scores;
+pub mod model_config;
 pub mod next_token;
 mod normalize;
 pub mod pre_tokenize;
@@ -21,6 +22,8 @@ mod bpe_real_tests;
 mod bpe_tests;
 #[cfg(test)]
 mod forward_tests;
+#[cfg(test)]
+mod model_config_tests;
 
 /// Why a checkpoint or an input cannot be used, in words for the page.
 #[derive(Debug, Clone, PartialEq, Eq)]

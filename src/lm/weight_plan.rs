@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::LmError;
-use super::checkpoint::ModelConfig;
+use super::model_config::ModelConfig;
 use super::safetensors::{DType, Header};
 use crate::model::Mask;
 use crate::model::config::Model;
@@ -35,7 +35,12 @@ pub enum LayerSlot {
     /// `[2, head_dim]`: the query heads' weight, then the key heads'.
     QkNorm,
     O,
-    PostNorm,
+    /// Gemma 3's norm on the attention's output.
+    AttentionOutNorm,
+    /// The norm before the MLP.
+    MlpNorm,
+    /// Gemma 3's norm on the MLP's output.
+    MlpOutNorm,
     /// `[2 ffn, d]`: gate's rows, then up's.
     GateUp,
     Down,
@@ -213,7 +218,9 @@ impl Slot {
                 LayerSlot::QkvBias => "qkv bias",
                 LayerSlot::QkNorm => "qk norm",
                 LayerSlot::O => "o",
-                LayerSlot::PostNorm => "post-attention norm",
+                LayerSlot::AttentionOutNorm => "attention output norm",
+                LayerSlot::MlpNorm => "MLP norm",
+                LayerSlot::MlpOutNorm => "MLP output norm",
                 LayerSlot::GateUp => "gate_up",
                 LayerSlot::Down => "down",
             },
@@ -229,7 +236,22 @@ struct Expected {
     dest_offset: u64,
 }
 
-/// Every tensor `m` needs, by its transformers name (Llama / Mistral / Qwen2 / Qwen3 layout).
+/// A layer's norms by their transformers names: Llama's two, or Gemma 3's four (the same
+/// `post_attention_layernorm` is the MLP's input norm in one and the attention's output norm in
+/// the other).
+pub fn norm_tensors(m: &Model) -> &'static [(&'static str, LayerSlot)] {
+    match m.norms_per_layer {
+        4 => &[
+            ("input_layernorm", LayerSlot::InputNorm),
+            ("post_attention_layernorm", LayerSlot::AttentionOutNorm),
+            ("pre_feedforward_layernorm", LayerSlot::MlpNorm),
+            ("post_feedforward_layernorm", LayerSlot::MlpOutNorm),
+        ],
+        _ => &[("input_layernorm", LayerSlot::InputNorm), ("post_attention_layernorm", LayerSlot::MlpNorm)],
+    }
+}
+
+/// Every tensor `m` needs, by its transformers name (Llama / Mistral / Qwen2 / Qwen3 / Gemma 3 layout).
 fn expected(m: &Model) -> Vec<Expected> {
     // u64 throughout: a config alone could make these products pass wasm32's usize.
     let (d, vocab, ffn) = (m.d_model, m.vocab_size, m.ffn_size);
@@ -243,7 +265,9 @@ fn expected(m: &Model) -> Vec<Expected> {
     for l in 0..m.schedule.layers().len() {
         let name = |part: &str| format!("model.layers.{l}.{part}");
         let at = |slot| Slot::Layer(l, slot);
-        put(name("input_layernorm.weight"), vec![d], at(LayerSlot::InputNorm), 0);
+        for (part, slot) in norm_tensors(m) {
+            put(name(&format!("{part}.weight")), vec![d], at(*slot), 0);
+        }
         for (part, rows, row0) in [("q_proj", q, 0), ("k_proj", kv, q), ("v_proj", kv, q.saturating_add(kv))] {
             put(name(&format!("self_attn.{part}.weight")), vec![rows, d], at(LayerSlot::Qkv), row0.saturating_mul(d));
             if m.biases.qkv {
@@ -255,7 +279,6 @@ fn expected(m: &Model) -> Vec<Expected> {
             put(name("self_attn.k_norm.weight"), vec![hd], at(LayerSlot::QkNorm), hd);
         }
         put(name("self_attn.o_proj.weight"), vec![d, q], at(LayerSlot::O), 0);
-        put(name("post_attention_layernorm.weight"), vec![d], at(LayerSlot::PostNorm), 0);
         put(name("mlp.gate_proj.weight"), vec![ffn, d], at(LayerSlot::GateUp), 0);
         put(name("mlp.up_proj.weight"), vec![ffn, d], at(LayerSlot::GateUp), ffn.saturating_mul(d));
         put(name("mlp.down_proj.weight"), vec![d, ffn], at(LayerSlot::Down), 0);

@@ -198,12 +198,12 @@ pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
             <p class="hint">
                 "Drop a model's " <code>"config.json"</code> ", " <code>"tokenizer.json"</code> " and its "
                 <code>".safetensors"</code> " file (or all its shards with " <code>"model.safetensors.index.json"</code>
-                "). Llama 2 and 3, Mistral, Qwen2, Qwen3 and SmolLM layouts run (rotary positions plain, linearly \
-                scaled or scaled as Llama 3.1's), with f32, f16 or bf16 weights, within one job's 1 GiB: " {format!("up to about {} million parameters in bf16 \
+                "). Llama 2 and 3, Mistral, Qwen2, Qwen3, SmolLM and Gemma 3 text (gemma3_text) layouts run (rotary \
+                positions plain, linearly scaled or scaled as Llama 3.1's), with f32, f16 or bf16 weights, within one job's 1 GiB: " {format!("up to about {} million parameters in bf16 \
                 (the weight matrices stay bf16 on your GPU; the kernels widen them as they read) and {} million in f16 or f32 \
                 (kept as f32), less where your GPU's largest buffer is smaller, ", JOB_BYTES / 2 / 1_000_000, JOB_BYTES / 4 / 1_000_000)}
-                "so SmolLM2-135M and -360M fit and the multi-billion Llama, Mistral and Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
-                Llama 3's, Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's), with the special \
+                "so SmolLM2-135M and -360M and Gemma 3 270M fit and Gemma 3 1B and the multi-billion Llama, Mistral and Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
+                Llama 3's, Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's, Gemma's), with the special \
                 tokens the model expects before a text; other tokenizer settings are refused by name. The files are read \
                 here and streamed to your GPU a few MB at a time; nothing is uploaded."
             </p>

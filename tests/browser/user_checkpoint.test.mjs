@@ -221,6 +221,35 @@ describe("your own checkpoint", () => {
     await app.close();
   });
 
+  test("Gemma 3's block: its next tokens match candle, its sliding layer sees 8 keys and its global layer all", async () => {
+    const app = await AppPage.open(session, "?view=heatmaps");
+    await app.waitForEngine();
+    await choose(app, fixtureFiles("gemma3"));
+    assert.match(await app.page.getByTestId("checkpoint-status").innerText(), /^Loaded gemma3_text \(/);
+    assert.match(await app.page.getByTestId("dropped-note").innerText(), /2 layers, 4 query heads sharing 1 KV head, head width 32/);
+    const input = REFERENCE.fixtures.gemma3.inputs[1];
+    await expectCandleTop5(app, "gemma3", input.text);
+    // Keys with a nonzero probability in each query row of the first head drawn, once the layer's
+    // maps show (or after a minute, to report what shows).
+    const keysSeen = (want) => {
+      const el = document.querySelector('[data-testid="head-heatmap"]');
+      const n = Number(el?.dataset.rows);
+      const p = (el?.dataset.probs ?? "").split(",").map(Number);
+      const got = Array.from({ length: n }, (_, r) => p.slice(r * n, r * n + n).filter((v) => v > 0).length);
+      return want ? JSON.stringify(got) === JSON.stringify(want) : got;
+    };
+    const expectKeys = async (layer, want) => {
+      await app.page.getByTestId("layer-cell").nth(layer).click();
+      await app.page.waitForFunction(keysSeen, want, { timeout: 60_000 }).catch(() => {});
+      assert.deepEqual(await app.page.evaluate(keysSeen, null), want, `layer ${layer}`);
+    };
+    const rows = input.ids.length;
+    await expectKeys(1, Array.from({ length: rows }, (_, r) => r + 1));
+    await expectKeys(0, Array.from({ length: rows }, (_, r) => Math.min(r + 1, 8)));
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("files dropped on the page: SmolLM's own tokenizer (each digit on its own) reads the text as the library does", async () => {
     const app = await AppPage.open(session, "?view=heatmaps");
     await app.waitForEngine();
@@ -280,10 +309,10 @@ describe("your own checkpoint", () => {
     await refused([config, file("model.safetensors", weights.buffer.subarray(0, 1000)), tokenizer], /not a readable safetensors file/);
     await refused([file("config.json", Buffer.from('{"model_type": "mamba", "hidden_size": 64}')), weights, tokenizer],
       /config\.json: required field num_hidden_layers is missing/);
-    // An architecture whose forward pass differs (Gemma 2: scaled embeddings, soft-capping, GeGLU).
+    // An architecture whose forward pass differs (Gemma 2: soft-capping, alternating layers).
     const gemma = { ...JSON.parse(config.buffer.toString("utf8")), model_type: "gemma2", architectures: ["Gemma2ForCausalLM"] };
     await refused([file("config.json", Buffer.from(JSON.stringify(gemma))), weights, tokenizer],
-      /This page runs llama, mistral, qwen2, qwen3 checkpoints \(SmolLM's are llama\), not model_type "gemma2"/);
+      /This page runs llama, mistral, qwen2, qwen3, gemma3_text checkpoints \(SmolLM's are llama; Gemma 3's text-only ones gemma3_text\), not model_type "gemma2"/);
     await refused([config, weights, file("tokenizer.json", Buffer.from("{not json"))], /could not be shown: tokenizer\.json: /);
     // A tensor stored as a type the page does not read.
     await refused([config, withDtype(weights.buffer, "model.norm.weight", "F64"), tokenizer], /tensor model\.norm\.weight is F64; only F16, BF16 and F32 are read/);

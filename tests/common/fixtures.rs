@@ -36,8 +36,9 @@ pub struct FixtureFiles {
     pub tokenizer: &'static str,
 }
 
-/// Every fixture, in reference.json's order; SmolLM's has its own tokenizer (digits split first).
-pub const FIXTURES: [FixtureFiles; 5] = [
+/// Every fixture, in reference.json's (alphabetical) order; SmolLM's has its own tokenizer (digits split first).
+pub const FIXTURES: [FixtureFiles; 6] = [
+    fixture!("gemma3", TOKENIZER),
     fixture!("llama3", TOKENIZER),
     fixture!("mistral", TOKENIZER),
     fixture!("qwen2", TOKENIZER),

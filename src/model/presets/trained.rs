@@ -40,13 +40,15 @@ pub fn trained_summary(model: &crate::model::Model) -> String {
     )
 }
 
-/// "4 layers, 8 query heads sharing 2 KV heads, head width 32": what a model with real weights is made of.
+/// "4 layers, 8 query heads sharing 2 KV heads, head width 32" ("... sharing 1 KV head ..." for
+/// multi-query): what a model with real weights is made of.
 pub fn heads_phrase(model: &crate::model::Model) -> String {
+    let kv = model.attn.n_kv_heads;
     format!(
-        "{} layers, {} query heads sharing {} KV heads, head width {}",
+        "{} layers, {} query heads sharing {kv} KV head{}, head width {}",
         model.n_layers(),
         model.n_q_heads,
-        model.attn.n_kv_heads,
+        if kv == 1 { "" } else { "s" },
         model.attn.head_dim
     )
 }

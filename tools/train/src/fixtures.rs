@@ -15,7 +15,7 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::{llama, mistral, qwen2, qwen3};
+use candle_transformers::models::{gemma3, llama, mistral, qwen2, qwen3};
 use serde_json::{Value, json};
 
 use crate::rng::Rng;
@@ -30,7 +30,7 @@ const HEADS: usize = 4;
 const KV_HEADS: usize = 2;
 const FFN: usize = 128;
 const LAYERS: usize = 2;
-/// Mistral's window, shorter than the longer input so that rows past it are checked.
+/// Mistral's and Gemma 3's window, shorter than the longer input so that rows past it are checked.
 const MISTRAL_WINDOW: usize = 8;
 
 /// One family's fixture.
@@ -59,7 +59,8 @@ fn digits_pipeline() -> (Value, Value) {
 }
 
 /// The fixtures: Llama 3, Mistral (sliding window), Qwen2 (Q/K/V biases), Qwen3 (QK-norm, a head
-/// width that is not hidden / heads) and SmolLM (Llama layout, tied embeddings, full multi-head).
+/// width that is not hidden / heads), SmolLM (Llama layout, tied embeddings, full multi-head) and
+/// Gemma 3 (its own block: see [`gemma3_config`]).
 pub fn fixtures() -> Vec<Fixture> {
     let base = |model_type: &str, arch: &str| {
         json!({
@@ -134,7 +135,33 @@ pub fn fixtures() -> Vec<Fixture> {
             dtype: DType::F16,
             tokenizer: Some(digits_pipeline()),
         },
+        Fixture {
+            name: "gemma3",
+            about: "Gemma 3 text layout (gemma3_text, as Gemma 3 270M): embedding times sqrt(64), norms as (1 + w), four \
+                    per layer (before and after attention and MLP), QK-norm, GELU-tanh gate, one KV head for 4 query \
+                    heads 32 wide, a sliding layer (8 keys, rotary base 10,000) then a global one (base 1,000,000), \
+                    tied, bfloat16",
+            config: gemma3_config(),
+            dtype: DType::BF16,
+            tokenizer: None,
+        },
     ]
+}
+
+/// Gemma 3 270M's config.json at the fixtures' sizes: the fields its real file has (its layer list
+/// and `sliding_window_pattern` for candle, which reads only that), tied embeddings by Gemma's
+/// default. `query_pre_attn_scalar` is the head width, as in the 270M: candle scales by the head width.
+fn gemma3_config() -> Value {
+    json!({
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": VOCAB,
+        "hidden_size": HIDDEN, "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+        "num_key_value_heads": 1, "head_dim": 32, "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+        "rope_scaling": null, "query_pre_attn_scalar": 32, "sliding_window": MISTRAL_WINDOW, "sliding_window_pattern": 2,
+        "layer_types": ["sliding_attention", "full_attention"], "attention_bias": false, "attn_logit_softcapping": null,
+        "final_logit_softcapping": null, "use_bidirectional_attention": false, "bos_token_id": 0, "eos_token_id": 0,
+        "pad_token_id": 0, "torch_dtype": "bfloat16",
+    })
 }
 
 /// The seeded weights of `f` by their transformers names, f32 (stored in `f.dtype`).
@@ -144,6 +171,9 @@ pub fn weights(f: &Fixture, seed: u64) -> Result<HashMap<String, Tensor>, Error>
     let head_dim = n("head_dim").unwrap_or(HIDDEN / HEADS);
     let (q, kv) = (HEADS * head_dim, n("num_key_value_heads").unwrap_or(HEADS) * head_dim);
     let mut w = Seeded { rng: Rng::new(seed), out: HashMap::new() };
+    let gemma = c["model_type"] == "gemma3_text";
+    // Gemma stores norm weights as w - 1 (it scales by 1 + w).
+    let norm_mean = if gemma { 0.0 } else { 1.0 };
     // Projections ~ N(0, 1 / inputs) keep every layer's activations near unit size; embeddings
     // N(0, 1); norm weights near 1 and biases near 0, but not exactly, so a missed one shows.
     w.put("model.embed_tokens.weight", &[VOCAB, HIDDEN], 0.0, 1.0)?;
@@ -156,20 +186,24 @@ pub fn weights(f: &Fixture, seed: u64) -> Result<HashMap<String, Tensor>, Error>
         w.linear(&p("mlp.gate_proj"), FFN, HIDDEN)?;
         w.linear(&p("mlp.up_proj"), FFN, HIDDEN)?;
         w.linear(&p("mlp.down_proj"), HIDDEN, FFN)?;
-        w.put(&p("input_layernorm.weight"), &[HIDDEN], 1.0, 0.2)?;
-        w.put(&p("post_attention_layernorm.weight"), &[HIDDEN], 1.0, 0.2)?;
+        w.put(&p("input_layernorm.weight"), &[HIDDEN], norm_mean, 0.2)?;
+        w.put(&p("post_attention_layernorm.weight"), &[HIDDEN], norm_mean, 0.2)?;
         if c["model_type"] == "qwen2" {
             for (part, width) in [("q_proj", q), ("k_proj", kv), ("v_proj", kv)] {
                 w.put(&p(&format!("self_attn.{part}.bias")), &[width], 0.0, 0.1)?;
             }
         }
-        if c["model_type"] == "qwen3" {
-            w.put(&p("self_attn.q_norm.weight"), &[head_dim], 1.0, 0.2)?;
-            w.put(&p("self_attn.k_norm.weight"), &[head_dim], 1.0, 0.2)?;
+        if c["model_type"] == "qwen3" || gemma {
+            w.put(&p("self_attn.q_norm.weight"), &[head_dim], norm_mean, 0.2)?;
+            w.put(&p("self_attn.k_norm.weight"), &[head_dim], norm_mean, 0.2)?;
+        }
+        if gemma {
+            w.put(&p("pre_feedforward_layernorm.weight"), &[HIDDEN], norm_mean, 0.2)?;
+            w.put(&p("post_feedforward_layernorm.weight"), &[HIDDEN], norm_mean, 0.2)?;
         }
     }
-    w.put("model.norm.weight", &[HIDDEN], 1.0, 0.2)?;
-    if c["tie_word_embeddings"] != true {
+    w.put("model.norm.weight", &[HIDDEN], norm_mean, 0.2)?;
+    if c["tie_word_embeddings"] == false {
         w.linear("lm_head", VOCAB, HIDDEN)?;
     }
     Ok(w.out)
@@ -233,6 +267,12 @@ pub fn last_logits(f: &Fixture, weights: &HashMap<String, Tensor>, ids: &[u32]) 
         Some("qwen3") => {
             let cfg: qwen3::Config = serde_json::from_str(&text)?;
             qwen3::ModelForCausalLM::new(&cfg, vb)?.forward(&input, 0)?
+        }
+        Some("gemma3_text") => {
+            let mut cfg: gemma3::Config = serde_json::from_str(&text)?;
+            // As Mistral's: candle's window is one key wider than transformers'.
+            cfg.sliding_window -= 1;
+            gemma3::Model::new(false, &cfg, vb)?.forward(&input, 0)?
         }
         other => return Err(format!("no reference model for {other:?}").into()),
     };

@@ -85,6 +85,7 @@ pub const VARIANTS: &[Variant] = &[
     Variant { name: "llama3_1", file: "llama3_1/tokenizer.json", patch: no_patch },
     Variant { name: "qwen3", file: "qwen3/tokenizer.json", patch: no_patch },
     Variant { name: "gemma", file: "gemma/tokenizer.json", patch: no_patch },
+    Variant { name: "gemma3", file: "gemma3/tokenizer.json", patch: no_patch },
 ];
 
 /// The file's JSON with the variant's patch applied.
