@@ -6,61 +6,68 @@ use foldhash::{HashMap, HashMapExt};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::bpe::{AddedTokens, BpeError, MAX_VOCAB, Merge, Template, Tokenizer};
+use super::bpe::{AddedTokens, BpeError, Template};
 use super::normalize::{Normalize, normalized};
 use super::pre_tokenize::{DigitSplit, METASPACE, Metaspace, PreTokenizer, Prepend, WordPattern};
 use super::spelling::{Spelling, alphabet_bytes, byte_alphabet, byte_level_bytes, byte_token, text_bytes};
 
-impl Tokenizer {
-    /// Reads a `tokenizer.json` as the `tokenizers` library writes it.
-    pub fn from_json(json: &str) -> Result<Tokenizer, BpeError> {
-        let file: TokenizerFile = serde_json::from_str(json).map_err(|e| BpeError::Json(e.to_string()))?;
-        file.check_top_level()?;
-        let normalizer = normalizer_steps(&file.normalizer)?;
-        let (pre_tokenizer, byte_level) = pre_tokenizer(&file.pre_tokenizer, &normalizer)?;
-        check_first_prepend(&normalizer, pre_tokenizer)?;
-        let byte_tokens = check_decoder(&file.decoder, byte_level)?;
-        let template = template(&file.post_processor)?;
-        let model = file.model;
-        model.check_settings()?;
-        let vocab = &model.vocab;
-        let mut token_bytes = if byte_level {
-            let bytes = alphabet_bytes(&byte_alphabet());
-            ordered_token_bytes(vocab, |token| byte_level_bytes(token, &bytes))?
-        } else {
-            ordered_token_bytes(vocab, |token| text_bytes(token, byte_tokens))?
-        };
-        let spelling = if byte_level { byte_level_spelling(vocab)? } else { model.text_spelling()? };
-        let merges = read_merges(&model.merges, vocab)?;
-        let (raw_added, normalized_added) = added_tokens(&file.added_tokens, vocab, &normalizer, &mut token_bytes)?;
-        if let Some(&id) = template.before.iter().chain(&template.after).find(|&&id| id as usize >= token_bytes.len()) {
-            return Err(BpeError::Invalid(format!("the post-processor's template adds id {id}, past the vocabulary")));
+/// A file's pipeline, checked: what happens to a text before and after the merges.
+pub(super) struct Pipeline {
+    pub normalizer: Vec<Normalize>,
+    pub pre_tokenizer: PreTokenizer,
+    pub template: Template,
+    pub bytes: TokenBytes,
+}
+
+/// How a vocabulary entry spells its bytes.
+pub(super) enum TokenBytes {
+    /// GPT-2's alphabet (a ByteLevel pre-tokenizer): each character one byte.
+    ByteLevel(HashMap<char, u8>),
+    /// Text, with `<0xNN>` tokens standing for their byte when the decoder reads them so.
+    Text { byte_tokens: bool },
+}
+
+impl TokenBytes {
+    pub fn of(&self, token: &str) -> Box<[u8]> {
+        match self {
+            TokenBytes::ByteLevel(bytes) => byte_level_bytes(token, bytes),
+            TokenBytes::Text { byte_tokens } => text_bytes(token, *byte_tokens),
         }
-        let whole_words = (model.ignore_merges == Some(true)).then_some(model.vocab);
-        Ok(Tokenizer {
-            token_bytes,
-            spelling,
-            merges,
-            whole_words,
-            raw_added,
-            normalized_added,
-            normalizer,
-            pre_tokenizer,
-            template,
-        })
+    }
+
+    pub fn byte_level(&self) -> bool {
+        matches!(self, TokenBytes::ByteLevel(_))
+    }
+}
+
+impl TokenizerFile {
+    /// The pipeline's stages, each checked against what the encoder implements.
+    pub(super) fn pipeline(&self) -> Result<Pipeline, BpeError> {
+        self.check_top_level()?;
+        let normalizer = normalizer_steps(&self.normalizer)?;
+        let (pre_tokenizer, byte_level) = pre_tokenizer(&self.pre_tokenizer, &normalizer)?;
+        check_first_prepend(&normalizer, pre_tokenizer)?;
+        let byte_tokens = check_decoder(&self.decoder, byte_level)?;
+        let template = template(&self.post_processor)?;
+        let bytes = match byte_level {
+            true => TokenBytes::ByteLevel(alphabet_bytes(&byte_alphabet())),
+            false => TokenBytes::Text { byte_tokens },
+        };
+        Ok(Pipeline { normalizer, pre_tokenizer, template, bytes })
     }
 }
 
 /// The parts of `tokenizer.json` that change ids; other fields are ignored, as the library does.
+/// `bpe_reader` parses it with the model's vocab and merges emptied, and reads those apart.
 #[derive(Deserialize)]
-struct TokenizerFile {
+pub(super) struct TokenizerFile {
     version: Option<String>,
     #[serde(default)]
     truncation: Value,
     #[serde(default)]
     padding: Value,
     #[serde(default)]
-    added_tokens: Vec<AddedTokenFile>,
+    pub added_tokens: Vec<AddedTokenFile>,
     #[serde(default)]
     normalizer: Value,
     #[serde(default)]
@@ -69,11 +76,12 @@ struct TokenizerFile {
     post_processor: Value,
     #[serde(default)]
     decoder: Value,
-    model: ModelFile,
+    pub model: ModelFile,
 }
 
+/// The model's settings; its `vocab` and `merges` must be there (and are read by `bpe_reader`).
 #[derive(Deserialize)]
-struct ModelFile {
+pub(super) struct ModelFile {
     #[serde(rename = "type")]
     kind: Option<String>,
     dropout: Option<f64>,
@@ -83,13 +91,15 @@ struct ModelFile {
     /// The library's default is false, and it reads null as the default.
     fuse_unk: Option<bool>,
     byte_fallback: Option<bool>,
-    ignore_merges: Option<bool>,
-    vocab: HashMap<String, u32>,
-    merges: Vec<Value>,
+    pub ignore_merges: Option<bool>,
+    #[serde(rename = "vocab")]
+    _vocab: HashMap<String, u32>,
+    #[serde(rename = "merges")]
+    _merges: Vec<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
-struct AddedTokenFile {
+pub(super) struct AddedTokenFile {
     id: u32,
     content: String,
     #[serde(default)]
@@ -387,7 +397,8 @@ fn single_template(stage: &Value) -> Result<Template, BpeError> {
 }
 
 impl ModelFile {
-    fn check_settings(&self) -> Result<(), BpeError> {
+    /// Refuses settings the encoder does not implement (`vocab`: the model's vocabulary).
+    pub(super) fn check_settings(&self, vocab: &HashMap<String, u32>) -> Result<(), BpeError> {
         if let Some(kind) = self.kind.as_deref().filter(|&k| k != "BPE") {
             return unsupported(format!("model type {kind:?} (BPE only)"));
         }
@@ -397,7 +408,7 @@ impl ModelFile {
         }
         // The library looks an unknown token up when it needs one; one outside the vocabulary is an
         // error there. (A byte-level BPE never needs it: every byte has its own token.)
-        if let Some(unk) = self.unk_token.as_ref().filter(|unk| !self.vocab.contains_key(unk.as_str())) {
+        if let Some(unk) = self.unk_token.as_ref().filter(|unk| !vocab.contains_key(unk.as_str())) {
             return unsupported(format!("an unknown token ({unk:?}) outside the vocabulary"));
         }
         // Qwen's write both as "": nothing to add.
@@ -408,26 +419,19 @@ impl ModelFile {
         Ok(())
     }
 
-    /// A SentencePiece-style vocabulary's spelling: single characters' tokens, the byte tokens if
-    /// `byte_fallback` is on, the unknown token.
-    fn text_spelling(&self) -> Result<Spelling, BpeError> {
-        let mut char_ids = HashMap::new();
-        for (token, &id) in &self.vocab {
-            let mut chars = token.chars();
-            if let (Some(c), None) = (chars.next(), chars.next()) {
-                char_ids.insert(c, id);
-            }
-        }
+    /// A SentencePiece-style vocabulary's spelling: single characters' tokens (`char_ids`), the
+    /// byte tokens if `byte_fallback` is on, the unknown token.
+    pub(super) fn text_spelling(&self, vocab: &HashMap<String, u32>, char_ids: HashMap<char, u32>) -> Spelling {
         let fallback = (self.byte_fallback == Some(true))
-            .then(|| Box::new(std::array::from_fn(|b| self.vocab.get(&byte_token(b as u8)).copied())));
-        let unk = self.unk_token.as_ref().and_then(|unk| self.vocab.get(unk)).copied();
-        Ok(Spelling::Text { char_ids, fallback, unk, fuse_unk: self.fuse_unk == Some(true) })
+            .then(|| Box::new(std::array::from_fn(|b| vocab.get(&byte_token(b as u8)).copied())));
+        let unk = self.unk_token.as_ref().and_then(|unk| vocab.get(unk)).copied();
+        Spelling::Text { char_ids, fallback, unk, fuse_unk: self.fuse_unk == Some(true) }
     }
 }
 
 /// GPT-2's alphabet: the id of each byte's token. All 256 must be there: the library would silently
 /// drop a byte without one (there is no unknown token), and its text with it.
-fn byte_level_spelling(vocab: &HashMap<String, u32>) -> Result<Spelling, BpeError> {
+pub(super) fn byte_level_spelling(vocab: &HashMap<String, u32>) -> Result<Spelling, BpeError> {
     let alphabet = byte_alphabet();
     let mut byte_ids = [0; 256];
     for (b, c) in alphabet.iter().enumerate() {
@@ -438,67 +442,6 @@ fn byte_level_spelling(vocab: &HashMap<String, u32>) -> Result<Spelling, BpeErro
     Ok(Spelling::ByteLevel { byte_ids: Box::new(byte_ids), alphabet: Box::new(alphabet) })
 }
 
-/// Each id's bytes, index = id. Ids must be exactly `0..len`: an embedding has a row for each.
-fn ordered_token_bytes(
-    vocab: &HashMap<String, u32>,
-    bytes_of: impl Fn(&str) -> Box<[u8]>,
-) -> Result<Vec<Box<[u8]>>, BpeError> {
-    if vocab.len() > MAX_VOCAB {
-        return Err(BpeError::Invalid(format!("{} vocabulary entries (at most {MAX_VOCAB})", vocab.len())));
-    }
-    let mut slots: Vec<Option<Box<[u8]>>> = vec![None; vocab.len()];
-    for (token, &id) in vocab {
-        let slot = slots.get_mut(id as usize).ok_or_else(|| {
-            BpeError::Invalid(format!("token {token:?} has id {id}; ids must run 0..{} with no gap", vocab.len()))
-        })?;
-        if slot.is_some() {
-            return Err(BpeError::Invalid(format!("id {id} is given to two tokens, one of them {token:?}")));
-        }
-        *slot = Some(bytes_of(token));
-    }
-    // n distinct ids below n fill every slot.
-    Ok(slots.into_iter().flatten().collect())
-}
-
-/// Merges in rank order, `["a", "b"]` or the older `"a b"`; as in the library, a pair listed twice
-/// keeps its later rank, and `#version` lines are skipped.
-fn read_merges(entries: &[Value], vocab: &HashMap<String, u32>) -> Result<HashMap<(u32, u32), Merge>, BpeError> {
-    if entries.len() > MAX_VOCAB {
-        return Err(BpeError::Invalid(format!("{} merges (at most {MAX_VOCAB})", entries.len())));
-    }
-    let lines = entries.iter().filter(|e| !e.as_str().is_some_and(|s| s.starts_with("#version")));
-    let mut merges = HashMap::with_capacity(entries.len());
-    let mut joined = String::new();
-    for (rank, entry) in lines.enumerate() {
-        let (left, right) = merge_parts(entry).ok_or_else(|| {
-            BpeError::Invalid(format!("merge {rank} is {entry}, not [\"left\", \"right\"] or \"left right\""))
-        })?;
-        let id_of = |token: &str| {
-            vocab.get(token).copied().ok_or_else(|| {
-                BpeError::Invalid(format!("merge {rank} ({left:?} + {right:?}): {token:?} is not in the vocabulary"))
-            })
-        };
-        let pair = (id_of(left)?, id_of(right)?);
-        joined.clear();
-        joined.push_str(left);
-        joined.push_str(right);
-        merges.insert(pair, Merge { rank: rank as u32, id: id_of(&joined)? });
-    }
-    Ok(merges)
-}
-
-fn merge_parts(entry: &Value) -> Option<(&str, &str)> {
-    match entry {
-        Value::Array(parts) => match parts.as_slice() {
-            [Value::String(left), Value::String(right)] => Some((left, right)),
-            _ => None,
-        },
-        // The library splits on every space and wants exactly two parts.
-        Value::String(line) => line.split_once(' ').filter(|(_, right)| !right.contains(' ')),
-        _ => None,
-    }
-}
-
 /// Most added tokens accepted: each is searched for in every text (Llama 3 has 256, Gemma 3 6,000 or so).
 pub const MAX_ADDED_TOKENS: usize = 1 << 16;
 
@@ -506,7 +449,7 @@ pub const MAX_ADDED_TOKENS: usize = 1 << 16;
 /// normalized first, as the library does). Tokens the vocabulary lacks (Llama 3's and Qwen's
 /// specials) take the ids after it in the order listed, as the library numbers them; a file whose
 /// ids say otherwise is refused, since the embedding's rows follow its ids.
-fn added_tokens(
+pub(super) fn added_tokens(
     tokens: &[AddedTokenFile],
     vocab: &HashMap<String, u32>,
     normalizer: &[Normalize],

@@ -4,6 +4,7 @@
 
 pub mod bpe;
 mod bpe_file;
+pub mod bpe_reader;
 pub mod checkpoint;
 pub mod forward;
 pub mod head_scores;

@@ -16,10 +16,11 @@ use wasm_bindgen_futures::JsFuture;
 use super::engine_signal::EngineSignal;
 use super::trained_compute::LoadedLm;
 use crate::engine::Engine;
-use crate::event_loop::resumed;
+use crate::event_loop::{breathe, resumed};
 use crate::gpu::lm_forward::LmWeights;
 use crate::gpu::lm_stream::{self, WeightSource};
-use crate::lm::bpe::Tokenizer;
+use crate::lm::bpe::{BpeError, Tokenizer};
+use crate::lm::bpe_reader::TokenizerReader;
 use crate::model::encoding::encode_model;
 use crate::model::job_budget::JOB_BYTES;
 use crate::model::units::format_bytes;
@@ -77,19 +78,56 @@ impl WeightSource for DroppedFiles {
     }
 
     async fn read(&self, shard: usize, range: Range<u64>) -> Result<Vec<u8>, String> {
-        let file = self.0.get(shard).ok_or("no such file")?;
-        let failed = |e: wasm_bindgen::JsValue| format!("{} could not be read ({e:?})", file.name());
-        let blob = file.slice_with_f64_and_f64(range.start as f64, range.end as f64).map_err(failed)?;
-        let buffer = JsFuture::from(blob.array_buffer()).await.map_err(failed)?;
-        resumed();
-        Ok(Uint8Array::new(&buffer).to_vec())
+        read_range(self.0.get(shard).ok_or("no such file")?, range).await
     }
 }
 
-async fn text_of(file: &web_sys::File) -> Result<String, String> {
-    let text = JsFuture::from(file.text()).await.map_err(|_| format!("{} could not be read", file.name()))?;
+/// Bytes `range` of `file`.
+async fn read_range(file: &web_sys::File, range: Range<u64>) -> Result<Vec<u8>, String> {
+    let failed = |e: wasm_bindgen::JsValue| format!("{} could not be read ({e:?})", file.name());
+    let blob = file.slice_with_f64_and_f64(range.start as f64, range.end as f64).map_err(failed)?;
+    let buffer = JsFuture::from(blob.array_buffer()).await.map_err(failed)?;
     resumed();
-    text.as_string().ok_or_else(|| format!("{} is not text", file.name()))
+    Ok(Uint8Array::new(&buffer).to_vec())
+}
+
+/// Bytes of a text file taken into the page's memory between pauses.
+const TEXT_CHUNK_BYTES: u64 = 2 << 20;
+
+/// `file` as UTF-8 text, read and checked a chunk at a time: the browser's `text()` of Gemma 3's 33 MB
+/// tokenizer.json takes over 200 ms to turn into the page's string in one piece. (`classify` has
+/// checked the size.)
+async fn text_of(file: &web_sys::File) -> Result<String, String> {
+    let len = file.size() as u64;
+    let mut text = String::with_capacity(len as usize);
+    let mut carried = Vec::new();
+    for start in (0..len).step_by(TEXT_CHUNK_BYTES as usize) {
+        let mut bytes = std::mem::take(&mut carried);
+        bytes.extend(read_range(file, start..(start + TEXT_CHUNK_BYTES).min(len)).await?);
+        // A character cut by the chunk's end waits for the next chunk.
+        let whole = match std::str::from_utf8(&bytes) {
+            Ok(all) => all.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => return Err(format!("{} is not UTF-8 text", file.name())),
+        };
+        text.push_str(std::str::from_utf8(&bytes[..whole]).map_err(|e| e.to_string())?);
+        carried = bytes.split_off(whole);
+        breathe().await;
+    }
+    match carried.is_empty() {
+        true => Ok(text),
+        false => Err(format!("{} is not UTF-8 text (it ends inside a character)", file.name())),
+    }
+}
+
+/// Reads `json` a few ms at a time, letting the browser in between (Gemma 3's 33 MB file takes most of a
+/// second in all).
+async fn read_tokenizer(json: &str) -> Result<Tokenizer, BpeError> {
+    let mut reader = TokenizerReader::new(json);
+    while reader.step()? {
+        breathe().await;
+    }
+    Ok(reader.finish())
 }
 
 /// Checks and streams `files`; `status` says how far it got.
@@ -116,7 +154,8 @@ async fn load(
     let source = DroppedFiles(weights.iter().map(|&w| files[roles.weights[w]].clone()).collect());
     status.set(LoadStatus::Working("Reading the weight files' headers…".into()));
     let plan = lm_stream::plan(&config, &source).await.map_err(|e| e.0)?;
-    let tokenizer = Tokenizer::from_json(&tokenizer_json).map_err(|e| format!("tokenizer.json: {e}"))?;
+    status.set(LoadStatus::Working("Reading tokenizer.json…".into()));
+    let tokenizer = read_tokenizer(&tokenizer_json).await.map_err(|e| format!("tokenizer.json: {e}"))?;
     check_tokenizer(tokenizer.vocab_size(), plan.model())?;
     lm_stream::check(ctx, &plan).map_err(|e| e.to_string())?;
     release_previous();

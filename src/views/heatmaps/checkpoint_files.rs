@@ -7,8 +7,9 @@ use crate::lm::weight_plan::index_shards;
 use crate::model::Model;
 use crate::model::presets::heads_phrase;
 
-/// config.json, tokenizer.json and the shards' index are read whole; real ones are a few KB to a few MB.
-pub const MAX_TEXT_FILE_BYTES: u64 = 32 << 20;
+/// config.json, tokenizer.json and the shards' index are read whole; real ones are a few KB to a few MB,
+/// and up to 33.4 MB for Gemma 3's tokenizer.json.
+pub const MAX_TEXT_FILE_BYTES: u64 = 64 << 20;
 
 /// What each dropped file is, by its index in the list dropped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,8 +140,8 @@ mod tests {
                 .contains("no model.safetensors.index.json")
         );
         let mut huge = files(&["model.safetensors", "config.json", "tokenizer.json"]);
-        huge[1].1 = 40 << 20;
-        assert!(classify(&huge).unwrap_err().starts_with("config.json is 41943040 bytes"));
+        huge[1].1 = 80 << 20;
+        assert!(classify(&huge).unwrap_err().starts_with("config.json is 83886080 bytes"));
         let mut huge_index =
             files(&["a.safetensors", "b.safetensors", "config.json", "tokenizer.json", "model.safetensors.index.json"]);
         huge_index[4].1 = 1 << 30;
