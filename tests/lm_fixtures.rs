@@ -137,6 +137,29 @@ fn the_gpu_forward_pass_matches_candle_on_every_family() {
 /// Llama's vectors in each layer: its two norms.
 const LLAMA_VECTORS: [(&str, u64); 2] = [("input_layernorm.weight", 0), ("post_attention_layernorm.weight", 0)];
 
+#[test]
+fn gemma3_scales_attention_by_query_pre_attn_scalar_on_the_cpu_and_the_gpu_alike() {
+    // candle scales by the head width (32), as the fixture's query_pre_attn_scalar says; at 256 the
+    // logits must move away from candle's, and the GPU pass must follow the CPU pass there.
+    let f = FIXTURES.iter().find(|f| f.name == "gemma3").expect("the gemma3 fixture");
+    let config = f.config.replace("\"query_pre_attn_scalar\": 32", "\"query_pre_attn_scalar\": 256");
+    assert_ne!(config, f.config);
+    let ck = Checkpoint::load(&config, f.weights).unwrap();
+    let input = &reference().fixtures["gemma3"].inputs[1];
+    let cpu = forward::forward(&ck, &input.ids).unwrap();
+    let cpu = cpu.logits_at(input.ids.len() - 1);
+    let moved = cpu.iter().step_by(16).zip(&input.every16).map(|(&c, &w)| (f64::from(c) - w).abs()).fold(0.0, f64::max);
+    assert!(moved > 0.01, "the scalar moved no logit: {moved}");
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let weights = LmWeights::upload(&ctx, &ck).unwrap();
+    let request = LmRequest { last_logits: Some(1), ..Default::default() };
+    let gpu = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &input.ids, request)).unwrap();
+    let apart = gpu.logits.iter().zip(cpu).map(|(g, c)| (g - c).abs()).fold(0.0, f32::max);
+    assert!(apart < 1e-4, "GPU and CPU differ by {apart}");
+    close(ctx);
+}
+
 /// A plan made from a header alone (no weights exist: the plan and the check read nothing else) for
 /// a tied layout: `layers` layers of `d`, Q/K/V `[q, d]`, `[kv, d]`, MLP `ffn`, `vocab`, each layer's
 /// `vectors` (name, length; 0 for `d`), every tensor in `dtype`.

@@ -13,8 +13,8 @@
 //!    bytes or the unknown token for characters the vocabulary lacks (`spelling.rs`); merges join
 //!    neighbours, lowest rank first. With `ignore_merges` (Llama 3), a word that is a token is that token.
 //!
-//! Settings this encoder does not implement make [`Tokenizer::from_json`] (`bpe_file.rs`) fail instead
-//! of being ignored, so a tokenizer that loads encodes as the library does. Tested against the
+//! Settings this encoder does not implement make [`Tokenizer::from_json`] (`bpe_reader.rs`, which reads
+//! the file a step at a time; `bpe_file.rs` checks each stage) fail instead of being ignored, so a tokenizer that loads encodes as the library does. Tested against the
 //! library's ids on the whole training corpus (`bpe_tests.rs`) and with real models' tokenizers
 //! (`bpe_real_tests.rs`).
 

@@ -244,12 +244,16 @@ fn pre_tokenizer(pre: &Value, normalizer: &[Normalize]) -> Result<(PreTokenizer,
     }
 }
 
-/// Whether a `Split` on a plain string cuts nothing because the normalizer has replaced every
-/// occurrence of it: Gemma 3's tokenizer splits on " " after turning every space into `▁`.
+/// Whether a `Split` on one character cuts nothing because the normalizer has replaced every
+/// occurrence of it: Gemma 3's tokenizer splits on " " after turning every space into `▁`. (Not
+/// inverted: an inverted Split would keep only the matches. A longer pattern could form again from
+/// what a Replace leaves.)
 fn split_never_matches(split: &Value, normalizer: &[Normalize]) -> bool {
-    let Some(pattern) = split.get("pattern").and_then(|p| string_field(p, "String")).filter(|p| !p.is_empty()) else {
+    let pattern = split.get("pattern").and_then(|p| string_field(p, "String"));
+    let Some(pattern) = pattern.filter(|p| p.chars().count() == 1) else { return false };
+    if split.get("invert").and_then(Value::as_bool) != Some(false) {
         return false;
-    };
+    }
     // The last step that removes the pattern, and none after it that writes it back.
     let removes = |n: &Normalize| matches!(n, Normalize::Replace { pattern: p, content } if p == pattern && !content.contains(pattern));
     let writes = |n: &Normalize| match n {
@@ -397,8 +401,8 @@ fn single_template(stage: &Value) -> Result<Template, BpeError> {
 }
 
 impl ModelFile {
-    /// Refuses settings the encoder does not implement (`vocab`: the model's vocabulary).
-    pub(super) fn check_settings(&self, vocab: &HashMap<String, u32>) -> Result<(), BpeError> {
+    /// Refuses settings the encoder does not implement (before the vocabulary is read).
+    pub(super) fn check_settings(&self) -> Result<(), BpeError> {
         if let Some(kind) = self.kind.as_deref().filter(|&k| k != "BPE") {
             return unsupported(format!("model type {kind:?} (BPE only)"));
         }
@@ -406,17 +410,21 @@ impl ModelFile {
         if self.dropout.is_some_and(|p| p != 0.0) {
             return unsupported("BPE dropout (random merges)");
         }
-        // The library looks an unknown token up when it needs one; one outside the vocabulary is an
-        // error there. (A byte-level BPE never needs it: every byte has its own token.)
-        if let Some(unk) = self.unk_token.as_ref().filter(|unk| !vocab.contains_key(unk.as_str())) {
-            return unsupported(format!("an unknown token ({unk:?}) outside the vocabulary"));
-        }
         // Qwen's write both as "": nothing to add.
         let affix = |a: &Option<String>| a.as_deref().is_some_and(|a| !a.is_empty());
         if affix(&self.continuing_subword_prefix) || affix(&self.end_of_word_suffix) {
             return unsupported("a continuing-subword prefix or end-of-word suffix");
         }
         Ok(())
+    }
+
+    /// The library looks an unknown token up when it needs one; one outside the vocabulary is an
+    /// error there. (A byte-level BPE never needs it: every byte has its own token.)
+    pub(super) fn check_unknown_token(&self, vocab: &HashMap<String, u32>) -> Result<(), BpeError> {
+        match self.unk_token.as_ref().filter(|unk| !vocab.contains_key(unk.as_str())) {
+            Some(unk) => unsupported(format!("an unknown token ({unk:?}) outside the vocabulary")),
+            None => Ok(()),
+        }
     }
 
     /// A SentencePiece-style vocabulary's spelling: single characters' tokens (`char_ids`), the

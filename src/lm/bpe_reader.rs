@@ -20,6 +20,9 @@ const SCAN_BYTES: usize = 1 << 20;
 /// Vocabulary entries or merges read per step (a few ms of wasm).
 const ENTRIES: usize = 4096;
 
+/// Deepest nesting the scan follows: serde_json's own limit, which then refuses the file.
+const MAX_DEPTH: usize = 128;
+
 impl Tokenizer {
     /// Reads a `tokenizer.json` as the `tokenizers` library writes it, in one go.
     pub fn from_json(json: &str) -> Result<Tokenizer, BpeError> {
@@ -182,7 +185,7 @@ impl<'j> TokenizerReader<'j> {
     fn spell(&mut self) -> Result<(), BpeError> {
         let Head { file, pipeline, .. } = self.head.as_ref().expect("read before the vocabulary");
         let (model, bytes, vocab) = (&file.model, &pipeline.bytes, &self.vocab);
-        model.check_settings(vocab)?;
+        model.check_unknown_token(vocab)?;
         let (token_bytes, char_ids) = match self.listed_twice {
             false => (ordered(std::mem::take(&mut self.entries), vocab.len())?, std::mem::take(&mut self.char_ids)),
             // Rare: the map holds the later id of each token; work everything out from it.
@@ -207,22 +210,26 @@ impl<'j> TokenizerReader<'j> {
     fn read_head(&mut self) -> Result<(), BpeError> {
         let json = self.json;
         let found = self.scan.spans();
-        let rest = match &found {
+        // (Where the rest's bytes come from: each emptied span's two brackets stand for all of it.)
+        let (rest, cuts) = match &found {
             Some(s) => {
                 let (first, second, empty) = match s.vocab.start < s.merges.start {
                     true => (&s.vocab, &s.merges, ["{}", "[]"]),
                     false => (&s.merges, &s.vocab, ["[]", "{}"]),
                 };
-                [&json[..first.start], empty[0], &json[first.end..second.start], empty[1], &json[second.end..]].concat()
+                let rest =
+                    [&json[..first.start], empty[0], &json[first.end..second.start], empty[1], &json[second.end..]];
+                (rest.concat(), vec![first.clone(), second.clone()])
             }
-            None => json.to_string(),
+            None => (json.to_string(), Vec::new()),
         };
-        let file: TokenizerFile = serde_json::from_str(&rest).map_err(|e| BpeError::Json(e.to_string()))?;
+        let file: TokenizerFile = serde_json::from_str(&rest).map_err(|e| json_error(&e, &rest, &cuts))?;
         // The scan finds both wherever serde does, unless their keys are written with escapes.
         let spans = found.ok_or_else(|| {
             BpeError::Unsupported("a model whose vocab and merges keys are written with escapes".into())
         })?;
         let pipeline = file.pipeline()?;
+        file.model.check_settings()?;
         for (what, n) in [("vocabulary entries", spans.vocab_entries), ("merges", spans.merge_entries)] {
             if n > MAX_VOCAB {
                 return Err(BpeError::Invalid(format!("{n} {what} (at most {MAX_VOCAB})")));
@@ -241,13 +248,13 @@ impl<'j> TokenizerReader<'j> {
     /// Reads the next block of vocab entries; true at the end of the object.
     fn read_vocab(&mut self) -> Result<bool, BpeError> {
         let bytes = &self.head.as_ref().expect("read before the vocabulary").pipeline.bytes;
-        let bad = |e: String| BpeError::Json(format!("model.vocab: {e}"));
         for _ in 0..ENTRIES {
+            let at = self.cursor.at;
+            let bad = |e: String| BpeError::Json(format!("model.vocab, the entry at byte {at}: {e}"));
             let Some(token) = self.cursor.next_entry::<String>(self.json, b'}').map_err(bad)? else { return Ok(true) };
             self.cursor.expect(self.json, b':').map_err(bad)?;
             let id: u32 = self.cursor.value(self.json).map_err(bad)?;
-            let mut chars = token.chars();
-            if let (Some(c), None) = (chars.next(), chars.next()) {
+            if let Some(c) = single_char(&token) {
                 self.char_ids.insert(c, id);
             }
             self.entries.push((id, bytes.of(&token)));
@@ -258,8 +265,9 @@ impl<'j> TokenizerReader<'j> {
 
     /// Reads the next block of merges; true at the end of the array.
     fn read_merges(&mut self) -> Result<bool, BpeError> {
-        let bad = |e: String| BpeError::Json(format!("model.merges: {e}"));
         for _ in 0..ENTRIES {
+            let at = self.cursor.at;
+            let bad = |e: String| BpeError::Json(format!("model.merges, the entry at byte {at}: {e}"));
             let Some(entry) = self.cursor.next_entry::<Value>(self.json, b']').map_err(bad)? else { return Ok(true) };
             self.merges.add(&entry, &self.vocab)?;
         }
@@ -267,16 +275,38 @@ impl<'j> TokenizerReader<'j> {
     }
 }
 
-/// Single characters' ids in `vocab`.
-fn single_chars(vocab: &HashMap<String, u32>) -> HashMap<char, u32> {
-    let mut out = HashMap::new();
-    for (token, &id) in vocab {
-        let mut chars = token.chars();
-        if let (Some(c), None) = (chars.next(), chars.next()) {
-            out.insert(c, id);
+/// serde_json's error in the file with `cuts` emptied, placed in the whole file: its line and column
+/// count in the emptied text, so the byte of the whole file is said instead.
+fn json_error(e: &serde_json::Error, rest: &str, cuts: &[Range<usize>]) -> BpeError {
+    if cuts.is_empty() || e.line() == 0 {
+        return BpeError::Json(e.to_string());
+    }
+    let line_start: usize = rest.split_inclusive('\n').take(e.line() - 1).map(str::len).sum();
+    let mut at = line_start + e.column().saturating_sub(1);
+    // Past an emptied span's brackets, the span's own bytes come back in.
+    for cut in cuts {
+        if at >= cut.start + 2 {
+            at += cut.len() - 2;
         }
     }
-    out
+    BpeError::Json(format!("{} at byte {at}", without_position(e)))
+}
+
+/// serde_json's message without its line and column.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    text.rsplit_once(" at line ").map_or(text.clone(), |(message, _)| message.to_string())
+}
+
+/// Single characters' ids in `vocab`.
+fn single_chars(vocab: &HashMap<String, u32>) -> HashMap<char, u32> {
+    vocab.iter().filter_map(|(token, &id)| Some((single_char(token)?, id))).collect()
+}
+
+/// The token's character when it is one.
+fn single_char(token: &str) -> Option<char> {
+    let mut chars = token.chars();
+    chars.next().filter(|_| chars.next().is_none())
 }
 
 /// Each id's bytes, index = id. Ids must be exactly `0..len`: an embedding has a row for each.
@@ -376,7 +406,7 @@ impl Cursor {
         self.skip_space(json);
         let mut values = serde_json::Deserializer::from_str(&json[self.at..]).into_iter::<T>();
         let value = values.next().ok_or_else(|| format!("a value is missing at byte {}", self.at))?;
-        let value = value.map_err(|e| e.to_string())?;
+        let value = value.map_err(|e| without_position(&e))?;
         self.at += values.byte_offset();
         Ok(value)
     }
@@ -487,6 +517,12 @@ impl Scanner {
                 };
                 if let Some(outer) = self.open.last_mut() {
                     outer.filled = true;
+                }
+                // Deeper than serde_json reads: stop (no spans), and let it say so, before a file of
+                // brackets grows the list by gigabytes.
+                if self.open.len() >= MAX_DEPTH {
+                    self.done = true;
+                    return;
                 }
                 self.open.push(Open {
                     object: b == b'{',

@@ -41,6 +41,11 @@ fn the_scan_finds_the_models_vocab_and_merges_wherever_a_step_ends() {
     assert_eq!((spans.vocab_entries, spans.merge_entries), (0, 0));
     assert_eq!(scan(r#"{"model": {"vocab": {"a": 0}}}"#, usize::MAX), None);
     assert_eq!(scan(r#"{"model": {"vocab": ["a"], "merges": []}}"#, usize::MAX), None);
+    // A file of brackets: the scan stops at serde_json's depth instead of holding one entry each.
+    let deep = format!("{{\"model\": {}", "[".repeat(1 << 20));
+    let mut scanner = Scanner::default();
+    assert!(scanner.advance(&deep, usize::MAX));
+    assert_eq!((scanner.open.len(), scanner.spans()), (super::MAX_DEPTH, None));
 }
 
 /// The shipped tokenizer.json re-written with `model`'s fields in `order` (the rest as they were).
@@ -94,17 +99,32 @@ fn broken_entries_are_errors_that_say_where() {
     let vocab_at = json.find("\"vocab\"").unwrap();
     // A trailing comma, a missing colon, an id that is not a number: each in the vocabulary.
     for (from, to, says) in [
-        ("\"!\":1,", "\"!\":1,,", "model.vocab: "),
+        ("\"!\":1,", "\"!\":1,,", "model.vocab, the entry at byte "),
         ("\"!\":1", "\"!\" 1", "expected ':'"),
-        ("\"!\":1", "\"!\":\"1\"", "model.vocab: invalid type: string"),
+        ("\"!\":1", "\"!\":\"1\"", "invalid type: string"),
     ] {
         let at = vocab_at + json[vocab_at..].find(from).unwrap();
         let broken = format!("{}{to}{}", &json[..at], &json[at + from.len()..]);
         let err = error_of(&broken);
         assert!(matches!(err, BpeError::Json(_)) && err.to_string().contains(says), "{from} -> {to}: {err}");
     }
+    // A trailing comma closing the vocabulary.
+    let end = scan(&json, usize::MAX).unwrap().vocab.end - 1;
+    let trailing = format!("{},{}", &json[..end], &json[end..]);
+    assert!(error_of(&trailing).to_string().contains("model.vocab, the entry at byte"), "{}", error_of(&trailing));
     // The file cut short: serde_json says where.
     assert!(matches!(error_of(&json[..json.len() / 2]), BpeError::Json(_)));
+    // An error after the vocabulary and merges is placed in the whole file, not in the text parsed
+    // without them.
+    let merges_end = json.rfind(']').unwrap() + 1;
+    let broken = format!("{}, \"x\": nope{}", &json[..merges_end], &json[merges_end..]);
+    let err = error_of(&broken).to_string();
+    let at: usize = err.rsplit_once("at byte ").and_then(|(_, n)| n.parse().ok()).expect("a byte");
+    let nope = broken.find("nope").unwrap();
+    assert!((nope..nope + 4).contains(&at), "{err}: \"nope\" is at byte {nope}");
+    // Nesting deeper than serde_json reads is refused at once, not followed bracket by bracket.
+    let deep = format!("{{\"normalizer\": {}", "[".repeat(100_000));
+    assert!(error_of(&deep).to_string().contains("recursion limit"), "{}", error_of(&deep));
     // Keys written with escapes are read by serde but not found by the scan: refused, not misread.
     let escaped = json.replacen("\"vocab\"", "\"voc\\u0061b\"", 1);
     assert!(error_of(&escaped).to_string().contains("written with escapes"));

@@ -198,7 +198,7 @@ impl<'a> CpuPass<'a> {
             self.probs.push(vec![0.0; ck.model.n_q_heads as usize * t * t]);
         }
         let d = ck.model.d_model as usize;
-        let norm = |x: &[f32], weight: &[f32]| rms_norm(x, weight, ck.rms_norm_eps, ck.style.norm_offset);
+        let norm = |x: &[f32], weight: &[f32]| checkpoint_norm(ck, x, weight);
         let h = norm(&self.x[a * d..b * d], &layer.input_norm);
         let table = self.table.as_ref().expect("set at row 0");
         let rotated = |lin: &Linear, width: usize, head_norm: Option<&[f32]>| {
@@ -257,7 +257,7 @@ impl<'a> CpuPass<'a> {
         let (ck, layer) = (self.ck, &self.ck.layers[l]);
         let d = ck.model.d_model as usize;
         let (q_width, _) = ck.widths();
-        let norm = |x: &[f32], weight: &[f32]| rms_norm(x, weight, ck.rms_norm_eps, ck.style.norm_offset);
+        let norm = |x: &[f32], weight: &[f32]| checkpoint_norm(ck, x, weight);
         let out_norms = layer.output_norms.as_ref();
         // Each block's output joins the residual stream, through Gemma 3's norm where it has one.
         let join = |x: &mut [f32], out: Vec<f32>, weight: Option<&Vec<f32>>| match weight {
@@ -276,7 +276,7 @@ impl<'a> CpuPass<'a> {
     fn logits(&mut self, (a, b): (usize, usize)) {
         let ck = self.ck;
         let d = ck.model.d_model as usize;
-        let x = rms_norm(&self.x[a * d..b * d], &ck.final_norm, ck.rms_norm_eps, ck.style.norm_offset);
+        let x = checkpoint_norm(ck, &self.x[a * d..b * d], &ck.final_norm);
         let head = ck.lm_head.as_deref().unwrap_or(&ck.embed);
         self.logits.extend(matmul(&x, head, None, d));
     }
@@ -319,6 +319,11 @@ pub fn swiglu(gate: &[f32], up: &[f32], act: Gate) -> Vec<f32> {
             (a * f64::from(u)) as f32
         })
         .collect()
+}
+
+/// [`rms_norm`] with the checkpoint's epsilon and its family's weight offset.
+fn checkpoint_norm(ck: &Checkpoint, x: &[f32], weight: &[f32]) -> Vec<f32> {
+    rms_norm(x, weight, ck.rms_norm_eps, ck.style.norm_offset)
 }
 
 /// Twin of `rms_norm.wgsl`: rows of `x` (each `weight.len()` wide) scaled to unit root-mean-square,

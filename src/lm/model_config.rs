@@ -100,15 +100,25 @@ fn supported_family(config: &serde_json::Value) -> Result<Option<Llama3Scaling>,
     let mut seen: Option<&serde_json::Value> = None;
     for key in ["rope_scaling", "rope_parameters"] {
         let Some(scaling) = config.get(key).filter(|v| !v.is_null()) else { continue };
-        let kind = text(scaling, "rope_type").or_else(|| text(scaling, "type")).unwrap_or_else(|| "default".into());
+        let kind_of = |v: &serde_json::Value| text(v, "rope_type").or_else(|| text(v, "type"));
+        let refuse = |kind: &str, at: &str| {
+            Err(LmError(format!("This page's forward pass does not run {kind} rotary scaling yet ({at})")))
+        };
+        // transformers 5 may write one object per layer type: the layout reads plain or linear ones.
+        for layers in ["sliding_attention", "full_attention"] {
+            match scaling.get(layers).map(kind_of) {
+                Some(Some(kind)) if !matches!(kind.as_str(), "default" | "linear") => {
+                    return refuse(&kind, &format!("{key}.{layers}"));
+                }
+                _ => {}
+            }
+        }
+        let kind = kind_of(scaling).unwrap_or_else(|| "default".into());
         let parsed = match kind.as_str() {
             "default" | "linear" => None,
-            "llama3" => Some(llama3_scaling(scaling, key)?),
-            _ => {
-                return Err(LmError(format!(
-                    "This page's forward pass does not run {kind} rotary scaling yet ({key})"
-                )));
-            }
+            // On every layer: Gemma 3 would keep it off its sliding layers.
+            "llama3" if family != GEMMA3 => Some(llama3_scaling(scaling, key)?),
+            _ => return refuse(&kind, key),
         };
         // Both keys, one of them Llama 3.1's: the layout reads one and the pass would apply the other.
         if let Some(first) = seen.filter(|_| llama3.is_some() || parsed.is_some()) {
@@ -185,8 +195,10 @@ fn supported(m: &Model) -> Result<Vec<Mask>, LmError> {
 /// attention) and activations neither pass runs.
 fn block_style(config: &serde_json::Value, m: &Model) -> Result<BlockStyle, LmError> {
     let gemma = config.get("model_type").and_then(serde_json::Value::as_str) == Some(GEMMA3);
-    let activation = ["hidden_activation", "hidden_act"].iter().find_map(|k| config.get(*k)?.as_str());
-    let gate = match activation.unwrap_or(if gemma { "gelu_pytorch_tanh" } else { "silu" }) {
+    // Each family's transformers code reads its own key, with its own default.
+    let (key, default) = if gemma { ("hidden_activation", "gelu_pytorch_tanh") } else { ("hidden_act", "silu") };
+    let activation = config.get(key).and_then(serde_json::Value::as_str);
+    let gate = match activation.unwrap_or(default) {
         "silu" | "swish" => Gate::Silu,
         "gelu_pytorch_tanh" | "gelu_new" => Gate::GeluTanh,
         other => {
@@ -209,16 +221,12 @@ fn block_style(config: &serde_json::Value, m: &Model) -> Result<BlockStyle, LmEr
     }
     // transformers' default for Gemma 3 when the file is silent.
     let scalar = match config.get("query_pre_attn_scalar") {
-        None => 256.0,
-        Some(v) => v
-            .as_f64()
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .ok_or_else(|| LmError("config.json: query_pre_attn_scalar is not a positive number".into()))?,
+        None => Some(256.0),
+        Some(v) => v.as_f64(),
     };
-    Ok(BlockStyle {
-        norm_offset: 1.0,
-        embed_scale: (m.d_model as f64).sqrt() as f32,
-        gate,
-        attn_scale: (1.0 / scalar.sqrt()) as f32,
-    })
+    // A scale an f32 holds (not 0 or infinite), as the kernels take it.
+    let attn_scale = scalar.filter(|s| *s > 0.0).map(|s| (1.0 / s.sqrt()) as f32).filter(|s| s.is_normal());
+    let attn_scale = attn_scale
+        .ok_or_else(|| LmError("config.json: query_pre_attn_scalar is not a usable positive number".into()))?;
+    Ok(BlockStyle { norm_offset: 1.0, embed_scale: (m.d_model as f64).sqrt() as f32, gate, attn_scale })
 }

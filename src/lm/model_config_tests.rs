@@ -49,7 +49,7 @@ fn gemma3_scales_attention_by_query_pre_attn_scalar_not_the_head_width() {
     assert_eq!(read(&gemma_with("query_pre_attn_scalar", 256.into())), 1.0 / 16.0);
     // Absent: transformers' default for Gemma 3, 256.
     assert_eq!(read(&gemma_with("query_pre_attn_scalar", serde_json::Value::Null)), 1.0 / 16.0);
-    for bad in [serde_json::json!(-4), serde_json::json!("32"), serde_json::json!(0)] {
+    for bad in [serde_json::json!(-4), serde_json::json!("32"), serde_json::json!(0), serde_json::json!(1e-300)] {
         assert!(refusal(&gemma_with("query_pre_attn_scalar", bad)).contains("query_pre_attn_scalar"));
     }
 }
@@ -60,11 +60,26 @@ fn what_gemma3_pass_leaves_out_is_refused_by_name() {
     assert_eq!(softcap, "This page's forward pass does not run soft-capping yet (attn_logit_softcapping)");
     assert!(refusal(&gemma_with("final_logit_softcapping", 30.0.into())).contains("final_logit_softcapping"));
     assert!(refusal(&gemma_with("use_bidirectional_attention", true.into())).contains("not bidirectional"));
-    // Exact (erf) GELU is another function: refused rather than approximated.
+    // Llama 3.1's scaling would reach the sliding layers; transformers 5's per-layer-type objects are
+    // read only when plain or linear.
+    let llama3 = serde_json::json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+    assert!(refusal(&gemma_with("rope_scaling", llama3)).contains("llama3 rotary scaling"));
+    let per_type = serde_json::json!({"full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}});
+    let text = refusal(&gemma_with("rope_parameters", per_type));
+    assert!(text.contains("yarn rotary scaling yet (rope_parameters.full_attention)"), "{text}");
+    let plain = serde_json::json!({"full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 8.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}});
+    assert!(ModelConfig::read(&gemma_with("rope_parameters", plain)).is_ok());
+    // Exact (erf) GELU is another function: refused rather than approximated. Gemma reads
+    // hidden_activation only, as its transformers code does.
     assert_eq!(
         refusal(&gemma_with("hidden_activation", "gelu".into())),
         "This page's forward pass gates its MLP with silu or gelu_pytorch_tanh, not \"gelu\""
     );
+    let both = gemma_with("hidden_act", "gelu".into());
+    assert_eq!(ModelConfig::read(&both).unwrap().style.gate, Gate::GeluTanh);
     // Gemma 2 and the multimodal Gemma 3 wrapper (weights under language_model.) are other families.
     for family in ["gemma2", "gemma3", "gemma"] {
         let text = refusal(&gemma_with("model_type", family.into()));

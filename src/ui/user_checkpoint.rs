@@ -95,8 +95,8 @@ async fn read_range(file: &web_sys::File, range: Range<u64>) -> Result<Vec<u8>, 
 const TEXT_CHUNK_BYTES: u64 = 2 << 20;
 
 /// `file` as UTF-8 text, read and checked a chunk at a time: the browser's `text()` of Gemma 3's 33 MB
-/// tokenizer.json takes over 200 ms to turn into the page's string in one piece. (`classify` has
-/// checked the size.)
+/// tokenizer.json takes over 200 ms to turn into the page's string in one piece. A byte-order mark
+/// is dropped, as `text()` drops it. (`classify` has checked the size.)
 async fn text_of(file: &web_sys::File) -> Result<String, String> {
     let len = file.size() as u64;
     let mut text = String::with_capacity(len as usize);
@@ -106,12 +106,13 @@ async fn text_of(file: &web_sys::File) -> Result<String, String> {
         bytes.extend(read_range(file, start..(start + TEXT_CHUNK_BYTES).min(len)).await?);
         // A character cut by the chunk's end waits for the next chunk.
         let whole = match std::str::from_utf8(&bytes) {
-            Ok(all) => all.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Ok(all) => all,
+            Err(e) if e.error_len().is_none() => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
             Err(_) => return Err(format!("{} is not UTF-8 text", file.name())),
         };
-        text.push_str(std::str::from_utf8(&bytes[..whole]).map_err(|e| e.to_string())?);
-        carried = bytes.split_off(whole);
+        let skip = if start == 0 && whole.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+        text.push_str(&whole[skip..]);
+        carried = bytes.split_off(whole.len());
         breathe().await;
     }
     match carried.is_empty() {
@@ -241,7 +242,7 @@ pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
                 positions plain, linearly scaled or scaled as Llama 3.1's), with f32, f16 or bf16 weights, within one job's 1 GiB: " {format!("up to about {} million parameters in bf16 \
                 (the weight matrices stay bf16 on your GPU; the kernels widen them as they read) and {} million in f16 or f32 \
                 (kept as f32), less where your GPU's largest buffer is smaller, ", JOB_BYTES / 2 / 1_000_000, JOB_BYTES / 4 / 1_000_000)}
-                "so SmolLM2-135M and -360M and Gemma 3 270M fit and Gemma 3 1B and the multi-billion Llama, Mistral and Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
+                "so SmolLM2-135M and -360M fit, and Gemma 3 270M where your GPU takes its 335 MB embedding in one buffer; Gemma 3 1B and the multi-billion Llama, Mistral and Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
                 Llama 3's, Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's, Gemma's), with the special \
                 tokens the model expects before a text; other tokenizer settings are refused by name. The files are read \
                 here and streamed to your GPU a few MB at a time; nothing is uploaded."

@@ -7,9 +7,11 @@ use crate::lm::weight_plan::index_shards;
 use crate::model::Model;
 use crate::model::presets::heads_phrase;
 
-/// config.json, tokenizer.json and the shards' index are read whole; real ones are a few KB to a few MB,
-/// and up to 33.4 MB for Gemma 3's tokenizer.json.
-pub const MAX_TEXT_FILE_BYTES: u64 = 64 << 20;
+/// config.json and the shards' index are read and parsed whole; real ones are a few KB.
+pub const MAX_TEXT_FILE_BYTES: u64 = 32 << 20;
+
+/// tokenizer.json is read and parsed a few ms at a time; real ones are up to 33.4 MB (Gemma 3's).
+pub const MAX_TOKENIZER_BYTES: u64 = 64 << 20;
 
 /// What each dropped file is, by its index in the list dropped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,9 +49,10 @@ pub fn classify(files: &[(String, u64)]) -> Result<FileRoles, String> {
         "tokenizer.json is missing: drop it with the weights (the page tokenises your text with the model's own tokenizer)",
     )?;
     let index = files.iter().position(|(n, _)| n.ends_with(".safetensors.index.json"));
-    let mut texts = [config, tokenizer].into_iter().chain(index).map(|i| &files[i]);
-    if let Some((name, bytes)) = texts.find(|(_, b)| *b > MAX_TEXT_FILE_BYTES) {
-        return Err(format!("{name} is {bytes} bytes, more than a {name} can be ({MAX_TEXT_FILE_BYTES} at most)"));
+    let texts = [(config, MAX_TEXT_FILE_BYTES), (tokenizer, MAX_TOKENIZER_BYTES)];
+    let texts = texts.into_iter().chain(index.map(|i| (i, MAX_TEXT_FILE_BYTES)));
+    if let Some(((name, bytes), most)) = texts.map(|(i, most)| (&files[i], most)).find(|((_, b), most)| b > most) {
+        return Err(format!("{name} is {bytes} bytes, more than a {name} can be ({most} at most)"));
     }
     if weights.len() > 1 && index.is_none() {
         return Err("These are several .safetensors files but no model.safetensors.index.json: drop it too".into());
@@ -140,8 +143,13 @@ mod tests {
                 .contains("no model.safetensors.index.json")
         );
         let mut huge = files(&["model.safetensors", "config.json", "tokenizer.json"]);
-        huge[1].1 = 80 << 20;
-        assert!(classify(&huge).unwrap_err().starts_with("config.json is 83886080 bytes"));
+        huge[1].1 = 40 << 20;
+        assert!(classify(&huge).unwrap_err().starts_with("config.json is 41943040 bytes"));
+        huge[1].1 = 1;
+        huge[2].1 = 40 << 20;
+        assert!(classify(&huge).is_ok(), "a tokenizer.json of 40 MiB is read");
+        huge[2].1 = 80 << 20;
+        assert!(classify(&huge).unwrap_err().starts_with("tokenizer.json is 83886080 bytes"));
         let mut huge_index =
             files(&["a.safetensors", "b.safetensors", "config.json", "tokenizer.json", "model.safetensors.index.json"]);
         huge_index[4].1 = 1 << 30;
