@@ -79,6 +79,8 @@ pub struct Tokenizer {
     /// The special tokens the post-processor puts around a text (Llama's `<s>` or
     /// `<|begin_of_text|>` before it).
     pub(super) template: Template,
+    /// The model's vocabulary's entries: ids from here on are added tokens beyond it.
+    pub(super) model_vocab: usize,
 }
 
 /// Ids before and after a text, from a `TemplateProcessing` post-processor's single-text form.
@@ -112,6 +114,17 @@ impl Tokenizer {
     /// Number of ids, `0..vocab_size()`: the vocabulary and the added tokens beyond it.
     pub fn vocab_size(&self) -> usize {
         self.token_bytes.len()
+    }
+
+    /// Ids below this are the model vocabulary's; those from it on are added tokens beyond it, which a
+    /// text gives only by spelling them out (Gemma 3's `<image_soft_token>`).
+    pub fn model_vocab_size(&self) -> usize {
+        self.model_vocab
+    }
+
+    /// The ids the template puts around every text.
+    pub fn template_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.template.before.iter().chain(&self.template.after).copied()
     }
 
     /// The library's `tokenizer.encode(text, false).get_ids()`.

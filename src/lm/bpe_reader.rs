@@ -154,6 +154,7 @@ impl<'j> TokenizerReader<'j> {
         let Head { file, pipeline, .. } = self.head.take().expect("read before the vocabulary");
         let Pipeline { normalizer, pre_tokenizer, template, .. } = pipeline;
         let (mut token_bytes, spelling) = self.spelt.take().expect("spelt before the merges");
+        let model_vocab = token_bytes.len();
         let (raw_added, normalized_added) =
             added_tokens(&file.added_tokens, &self.vocab, &normalizer, &mut token_bytes)?;
         if let Some(&id) = template.before.iter().chain(&template.after).find(|&&id| id as usize >= token_bytes.len()) {
@@ -177,6 +178,7 @@ impl<'j> TokenizerReader<'j> {
             normalizer,
             pre_tokenizer,
             template,
+            model_vocab,
         });
         Ok(())
     }

@@ -93,7 +93,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 return build_request(&s.input, &s.explorer, layout, screen.get());
             }
             lm.with(|lm| match lm {
-                Some(Ok(lm)) => model_input(&lm.tokenizer, &s.input, lm.max_tokens)
+                Some(Ok(lm)) => model_input(&lm.tokenizer, &s.input, lm.reads())
                     .and_then(|(ids, pieces)| trained_request(&s.explorer, layout, ids, pieces)),
                 Some(Err(why)) => Err(why.clone()),
                 None => Err(LOADING.into()),

@@ -138,7 +138,7 @@ enum Source {
 async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<Engine>, settings: Generation) -> String {
     let Some(mut expected) = state.try_get_untracked() else { return "Stopped: the view was closed.".into() };
     let prompt = model_text(&expected.input);
-    let mut seq = match model_input(&lm.tokenizer, &expected.input, lm.max_tokens) {
+    let mut seq = match model_input(&lm.tokenizer, &expected.input, lm.reads()) {
         Ok((ids, _)) => ids,
         Err(why) => return why,
     };

@@ -120,6 +120,11 @@ fn js_text(e: &wasm_bindgen::JsValue) -> String {
 }
 
 impl LoadedLm {
+    /// The most tokens it reads, and its embedding's rows (the ids it takes).
+    pub fn reads(&self) -> (usize, u64) {
+        (self.max_tokens, self.model.vocab_size)
+    }
+
     /// A checkpoint whose weights were streamed to `engine`'s GPU (they live nowhere else).
     pub fn streamed(model: Model, tokenizer: Tokenizer, engine: Rc<Engine>, weights: LmWeights) -> LoadedLm {
         LoadedLm {

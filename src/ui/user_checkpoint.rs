@@ -157,7 +157,7 @@ async fn load(
     let plan = lm_stream::plan(&config, &source).await.map_err(|e| e.0)?;
     status.set(LoadStatus::Working("Reading tokenizer.json…".into()));
     let tokenizer = read_tokenizer(&tokenizer_json).await.map_err(|e| format!("tokenizer.json: {e}"))?;
-    check_tokenizer(tokenizer.vocab_size(), plan.model())?;
+    check_tokenizer(&tokenizer, plan.model())?;
     lm_stream::check(ctx, &plan).map_err(|e| e.to_string())?;
     release_previous();
     let total = plan.file_bytes();

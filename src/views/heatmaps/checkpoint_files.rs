@@ -3,6 +3,7 @@
 //! whether the tokenizer belongs to the model. Platform-free; the page reads the files
 //! (`ui::user_checkpoint`).
 
+use crate::lm::bpe::Tokenizer;
 use crate::lm::weight_plan::index_shards;
 use crate::model::Model;
 use crate::model::presets::heads_phrase;
@@ -78,12 +79,22 @@ pub fn pick_shards(index_json: &str, dropped: &[&str]) -> Result<(Vec<usize>, Ve
 
 /// Refuses a tokenizer whose ids reach past the model's vocabulary: its text would name rows of the
 /// embedding that do not exist (the files are from two models).
-pub fn check_tokenizer(tokenizer_vocab: usize, model: &Model) -> Result<(), String> {
-    if tokenizer_vocab as u64 > model.vocab_size {
+pub fn check_tokenizer(tokenizer: &Tokenizer, model: &Model) -> Result<(), String> {
+    let rows = model.vocab_size;
+    if tokenizer.model_vocab_size() as u64 > rows {
         return Err(format!(
-            "tokenizer.json has {tokenizer_vocab} tokens but config.json's vocab_size is {}: these files are not \
-             from the same model",
-            model.vocab_size
+            "tokenizer.json has {} tokens but config.json's vocab_size is {rows}: these files are not from the same \
+             model",
+            tokenizer.vocab_size()
+        ));
+    }
+    // Added tokens past the rows may stay (Gemma 3's text models and `<image_soft_token>`): a text
+    // spelling one out is refused when typed. The template's are in every text.
+    if let Some(id) = tokenizer.template_ids().find(|&id| u64::from(id) >= rows) {
+        return Err(format!(
+            "tokenizer.json puts {} (id {id}) around every text, but config.json's vocab_size is {rows}: these files \
+             are not from the same model",
+            tokenizer.piece(id)
         ));
     }
     Ok(())
@@ -105,7 +116,7 @@ pub fn user_summary(model: &Model, max_tokens: usize, file_bytes: u64) -> String
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn files(names: &[&str]) -> Vec<(String, u64)> {
@@ -182,13 +193,37 @@ mod tests {
         assert!(text.contains("(1,234,567 bytes of weights)") && text.contains("at most 256 tokens"), "{text}");
     }
 
+    /// The shipped tokenizer (4,096 tokens) with `<|image|>` added as id 4096, and put before every
+    /// text when `in_template`.
+    pub(crate) fn with_token_past_the_rows(in_template: bool) -> Tokenizer {
+        let json = include_str!("../../../www/models/attention-lab-tiny/tokenizer.json");
+        let mut file: serde_json::Value = serde_json::from_str(json).unwrap();
+        let added = serde_json::json!({"id": 4096, "content": "<|image|>", "normalized": false, "special": true});
+        file["added_tokens"].as_array_mut().unwrap().push(added);
+        if in_template {
+            file["post_processor"] = serde_json::json!({"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<|image|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "special_tokens": {"<|image|>": {"id": "<|image|>", "ids": [4096], "tokens": ["<|image|>"]}}});
+        }
+        Tokenizer::from_json(&file.to_string()).unwrap()
+    }
+
     #[test]
     fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
+        let json = include_str!("../../../www/models/attention-lab-tiny/tokenizer.json");
+        let tok = Tokenizer::from_json(json).unwrap();
         let mut m = Model::simple(2, 64, 4);
         m.vocab_size = 4096;
-        assert_eq!(check_tokenizer(4096, &m), Ok(()));
-        // Fewer tokens than rows (padded vocabularies, as Qwen's) are fine.
-        assert_eq!(check_tokenizer(4000, &m), Ok(()));
-        assert!(check_tokenizer(32_000, &m).unwrap_err().contains("32000 tokens but config.json's vocab_size is 4096"));
+        assert_eq!(check_tokenizer(&tok, &m), Ok(()));
+        // More rows than tokens (padded vocabularies, as Qwen's) are fine.
+        m.vocab_size = 5000;
+        assert_eq!(check_tokenizer(&tok, &m), Ok(()));
+        m.vocab_size = 4000;
+        assert!(check_tokenizer(&tok, &m).unwrap_err().contains("4096 tokens but config.json's vocab_size is 4000"));
+        // An added token past the rows may stay (Gemma 3's <image_soft_token>), unless every text gets it.
+        m.vocab_size = 4096;
+        assert_eq!(check_tokenizer(&with_token_past_the_rows(false), &m), Ok(()));
+        let err = check_tokenizer(&with_token_past_the_rows(true), &m).unwrap_err();
+        assert!(err.starts_with("tokenizer.json puts <|image|> (id 4096) around every text"), "{err}");
     }
 }

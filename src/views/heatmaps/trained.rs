@@ -29,12 +29,24 @@ pub fn model_text(input: &AttentionInput) -> String {
 }
 
 /// The text's token ids (after the special tokens its tokenizer puts before a text) and pieces, or why
-/// the model cannot read it: empty, or longer than
-/// `max_tokens` (the length it was trained on; past it RoPE positions it never saw).
-pub fn model_tokens(tokenizer: &Tokenizer, text: &str, max_tokens: usize) -> Result<(Vec<u32>, Vec<String>), String> {
+/// the model cannot read it: empty, longer than `max_tokens` (the length it was trained on; past it
+/// RoPE positions it never saw), or spelling out an added token past the model's `rows` of embedding.
+pub fn model_tokens(
+    tokenizer: &Tokenizer,
+    text: &str,
+    (max_tokens, rows): (usize, u64),
+) -> Result<(Vec<u32>, Vec<String>), String> {
     let own = tokenizer.encode(text);
     if own.is_empty() {
         return Err("Type a sentence to see the trained model's attention.".into());
+    }
+    if let Some(&id) = own.iter().find(|&&id| u64::from(id) >= rows) {
+        return Err(format!(
+            "The text holds {:?}, a token of the tokenizer (id {id}) that the model has no embedding for (its ids \
+             stop at {}): take it out of the text.",
+            tokenizer.piece(id),
+            rows.saturating_sub(1)
+        ));
     }
     // After the special tokens the model was trained to see before a text (Llama's `<s>`), as its
     // library adds them by default.
@@ -55,7 +67,7 @@ pub fn model_tokens(tokenizer: &Tokenizer, text: &str, max_tokens: usize) -> Res
 pub fn model_input(
     tokenizer: &Tokenizer,
     input: &AttentionInput,
-    max_tokens: usize,
+    (max_tokens, rows): (usize, u64),
 ) -> Result<(Vec<u32>, Vec<String>), String> {
     if let Some(n) = input.seq_tokens.filter(|&n| n as usize > max_tokens) {
         return Err(format!(
@@ -64,7 +76,7 @@ pub fn model_input(
             crate::model::units::format_thousands(n.into())
         ));
     }
-    model_tokens(tokenizer, &model_text(input), max_tokens)
+    model_tokens(tokenizer, &model_text(input), (max_tokens, rows))
 }
 
 /// What the explorer computes for the trained model: every cell of the chosen heads (its inputs are
@@ -200,17 +212,18 @@ mod tests {
     #[test]
     fn the_text_is_read_by_the_models_tokenizer_up_to_its_trained_length() {
         let tok = tokenizer();
-        let (ids, pieces) = model_tokens(&tok, "fn main() {}", 128).unwrap();
+        let (ids, pieces) = model_tokens(&tok, "fn main() {}", (128, 4096)).unwrap();
         assert_eq!(ids, tok.encode("fn main() {}"));
         assert_eq!(pieces.concat(), "fn main() {}", "the pieces spell the text");
-        assert!(model_tokens(&tok, "", 128).unwrap_err().starts_with("Type a sentence"));
+        assert!(model_tokens(&tok, "", (128, 4096)).unwrap_err().starts_with("Type a sentence"));
         // The browser test's sentence (tests/browser/trained_model.test.mjs): its phrase repeats, so
         // induction can be measured on it.
         let (ids, _) =
-            model_tokens(&tok, "The compiler checks the borrow, and the compiler checks the borrow", 128).unwrap();
+            model_tokens(&tok, "The compiler checks the borrow, and the compiler checks the borrow", (128, 4096))
+                .unwrap();
         assert_eq!(ids, [475, 940, 2508, 265, 1038, 12, 318, 265, 940, 2508, 265, 1038]);
         let long = "word ".repeat(200);
-        let why = model_tokens(&tok, &long, 128).unwrap_err();
+        let why = model_tokens(&tok, &long, (128, 4096)).unwrap_err();
         assert!(why.starts_with(&format!("This text is {} tokens", tok.encode(&long).len())), "{why}");
         assert!(why.contains("at most 128"), "{why}");
     }
@@ -218,7 +231,7 @@ mod tests {
     #[test]
     fn layers_keep_their_own_masks_and_every_cell_is_drawn() {
         let tok = tokenizer();
-        let (ids, pieces) = model_tokens(&tok, "The cat sat on the mat.", 128).unwrap();
+        let (ids, pieces) = model_tokens(&tok, "The cat sat on the mat.", (128, 4096)).unwrap();
         let n = ids.len() as u32;
         let req = trained_request(&ExplorerParams::default(), layout(0), ids.clone(), pieces.clone()).unwrap();
         // Layers 0-2 slide over 64 tokens, layer 3 is global (config.json's layer_types).
@@ -268,10 +281,15 @@ mod tests {
         let mut input = AttentionInput::default();
         assert_eq!(with_token(&tok, &input, space_the), format!("{} the", input.text));
         input.set("n", "65536").unwrap();
-        let why = model_input(&tok, &input, 128).unwrap_err();
+        let why = model_input(&tok, &input, (128, 4096)).unwrap_err();
+        // A text spelling out an added token the model has no row for is refused, naming it.
+        let past = crate::views::heatmaps::checkpoint_files::tests::with_token_past_the_rows(false);
+        let why_not = model_tokens(&past, "a <|image|> b", (128, 4096)).unwrap_err();
+        assert!(why_not.starts_with("The text holds \"<|image|>\", a token of the tokenizer (id 4096)"), "{why_not}");
+        assert!(model_tokens(&past, "a b", (128, 4096)).is_ok());
         assert!(why.starts_with("65,536 generated words make at least as many tokens"), "{why}");
         input.set("n", "4").unwrap();
-        assert_eq!(model_input(&tok, &input, 128).unwrap().0, tok.encode(&model_text(&input)));
+        assert_eq!(model_input(&tok, &input, (128, 4096)).unwrap().0, tok.encode(&model_text(&input)));
         let words = model_text(&input);
         assert_eq!(words.split(' ').count(), 4);
         assert_eq!(with_token(&tok, &input, space_the), format!("{words} the"));
