@@ -20,7 +20,7 @@ use crate::model::Model;
 pub const MAX_CPU_TOKENS: usize = 1024;
 
 /// Host memory the pass may hold at once: every layer's probabilities (`layers x heads x tokens^2`
-/// floats) plus the logits (`tokens x vocab`) and the activations. 4 x 8 x 128^2 x 4 B = 2 MiB for
+/// floats) plus the logits kept (`rows x vocab`) and the activations. 4 x 8 x 128^2 x 4 B = 2 MiB for
 /// the shipped model at its trained length.
 pub const MAX_CPU_BYTES: u64 = 256 << 20;
 
@@ -60,10 +60,11 @@ pub fn max_tokens(ck: &Checkpoint) -> usize {
 }
 
 /// The most tokens a pass of `m` takes whose results the page holds (every layer's probabilities
-/// and the logits: the GPU pass reads them back too), as [`max_tokens`].
+/// and the last position's logits: the GPU pass reads them back too), as [`max_tokens`]. (A
+/// 262,144-token vocabulary's logits for every position would cut Gemma 3 270M to 128 tokens.)
 pub fn max_tokens_of(m: &Model) -> usize {
     let trained = usize::try_from(m.max_position_embeddings).unwrap_or(usize::MAX);
-    let fits = |t: usize| host_bytes(m, t).is_some_and(|b| b <= MAX_CPU_BYTES);
+    let fits = |t: usize| host_bytes(m, t, 1).is_some_and(|b| b <= MAX_CPU_BYTES);
     let mut t = trained.min(MAX_CPU_TOKENS);
     while t > 0 && !fits(t) {
         t /= 2;
@@ -71,12 +72,12 @@ pub fn max_tokens_of(m: &Model) -> usize {
     t
 }
 
-/// Bytes the pass holds for `t` tokens (None past u64).
-fn host_bytes(m: &Model, t: usize) -> Option<u64> {
+/// Bytes the pass holds for `t` tokens keeping `logit_rows` positions' logits (None past u64).
+fn host_bytes(m: &Model, t: usize, logit_rows: usize) -> Option<u64> {
     let t = t as u64;
     let heads = u64::from(m.n_q_heads);
     let probs = (m.schedule.layers().len() as u64).checked_mul(heads)?.checked_mul(t.checked_mul(t)?)?;
-    let logits = t.checked_mul(m.vocab_size)?;
+    let logits = (logit_rows as u64).min(t).checked_mul(m.vocab_size)?;
     let widths = m.d_model.checked_mul(4)?.checked_add(m.ffn_size.checked_mul(3)?)?;
     let activations =
         t.checked_mul(widths.checked_add(heads.checked_mul(u64::from(m.attn.head_dim))?.checked_mul(3)?)?)?;
@@ -136,6 +137,13 @@ impl<'a> CpuPass<'a> {
         if t == 0 || t > most {
             return Err(LmError(format!(
                 "The CPU forward pass of this model takes 1 to {most} tokens (its trained length, within {} MiB), not {t}",
+                MAX_CPU_BYTES >> 20
+            )));
+        }
+        // Every position's logits (the reference) may not fit where the last one's do.
+        if host_bytes(&ck.model, t, logit_rows).is_none_or(|b| b > MAX_CPU_BYTES) {
+            return Err(LmError(format!(
+                "{logit_rows} positions' logits of {t} tokens pass the CPU pass's {} MiB",
                 MAX_CPU_BYTES >> 20
             )));
         }

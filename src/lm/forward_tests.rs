@@ -159,6 +159,11 @@ fn bad_inputs_and_checkpoints_are_errors() {
     wide.model.max_position_embeddings = u64::MAX;
     wide.model.n_q_heads = 8;
     assert_eq!(max_tokens(&wide), MAX_CPU_TOKENS);
+    // The page keeps the last position's logits only: Gemma 3 270M (vocabulary 262,144) reads 512
+    // tokens, its probabilities 18 x 4 x 512^2 floats (75.5 MB); every position's logits would be
+    // 512 x 262,144 floats more (537 MB), past the 256 MiB.
+    let gemma = include_str!("../../tests/data/configs/gemma-3-270m.json");
+    assert_eq!(super::forward::max_tokens_of(&import_hf_config(gemma).unwrap().model), 512);
     let weights = shipped_file("model.safetensors");
     let config = shipped_config();
     let wider = config.replace("\"hidden_size\": 192", "\"hidden_size\": 200");
