@@ -68,7 +68,9 @@ describe("models without attention in some layers", () => {
     await app.waitForParam("layer", null);
     await app.page.waitForSelector('[data-testid="no-attention"]', { state: "detached" });
     await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="head-heatmap"]').length === 32);
-    assert.equal(await app.page.getByTestId("explorer").getAttribute("data-status"), "ready");
+    // The maps show as each head is done; the job says ready after the last (a loaded machine may
+    // be between the two).
+    await app.page.waitForSelector('[data-testid="explorer"][data-status="ready"]', { timeout: 60_000 });
     app.assertNoConsoleErrors();
     await app.close();
   });
