@@ -1,51 +1,17 @@
-//! The step-by-step reader: the scan finds the model's vocab and merges wherever the text puts them and
-//! wherever a step ends; reading in steps gives the tokenizer the whole file gives, in any layout;
+//! The step-by-step reader: reading in steps gives the tokenizer the whole file gives, in any layout;
 //! broken entries are errors that name where; a token listed twice keeps its later id, as in the
 //! library. (The real tokenizers' tests, `bpe_real_tests`, read five real files through it.)
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::{Scanner, Spans, TokenizerReader};
+use super::TokenizerReader;
 use crate::lm::bpe::{BpeError, Tokenizer};
+use crate::lm::bpe_scan::tests::scan;
 
 fn shipped_json() -> String {
     let path = format!("{}/www/models/attention-lab-tiny/tokenizer.json", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(path).unwrap()
-}
-
-/// The spans of `json` scanned `budget` bytes at a time.
-fn scan(json: &str, budget: usize) -> Option<Spans> {
-    let mut scanner = Scanner::default();
-    while !scanner.advance(json, budget) {}
-    scanner.spans()
-}
-
-/// Braces, brackets, quotes and keys named vocab or merges in strings, escapes and other objects.
-const TRICKY: &str = r#"{"added_tokens": [{"content": "}\"]{[\\"}], "pre_tokenizer": {"vocab": {"x": 1}, "merges": ["a b"]},
-  "model": {"type": "BPE", "merges": [["a", "b"], "c d"], "note": "\"vocab\": {", "vocab": {"a": 0, "b": 1, "ab": 2},
-  "extra": [1, {"vocab": {}}]}}"#;
-
-#[test]
-fn the_scan_finds_the_models_vocab_and_merges_wherever_a_step_ends() {
-    let spans = scan(TRICKY, usize::MAX).expect("both found");
-    assert_eq!(&TRICKY[spans.vocab.clone()], r#"{"a": 0, "b": 1, "ab": 2}"#);
-    assert_eq!(&TRICKY[spans.merges.clone()], r#"[["a", "b"], "c d"]"#);
-    assert_eq!((spans.vocab_entries, spans.merge_entries), (3, 2));
-    for budget in [1, 2, 3, 7, 64] {
-        assert_eq!(scan(TRICKY, budget), Some(spans.clone()), "{budget} bytes a step");
-    }
-    // Empty ones hold no entries; a missing one is not found.
-    let empty = r#"{"model": {"vocab": { }, "merges": [ ]}}"#;
-    let spans = scan(empty, usize::MAX).unwrap();
-    assert_eq!((spans.vocab_entries, spans.merge_entries), (0, 0));
-    assert_eq!(scan(r#"{"model": {"vocab": {"a": 0}}}"#, usize::MAX), None);
-    assert_eq!(scan(r#"{"model": {"vocab": ["a"], "merges": []}}"#, usize::MAX), None);
-    // A file of brackets: the scan stops at serde_json's depth instead of holding one entry each.
-    let deep = format!("{{\"model\": {}", "[".repeat(1 << 20));
-    let mut scanner = Scanner::default();
-    assert!(scanner.advance(&deep, usize::MAX));
-    assert_eq!((scanner.open.len(), scanner.spans()), (super::MAX_DEPTH, None));
 }
 
 /// The shipped tokenizer.json re-written with `model`'s fields in `order` (the rest as they were).

@@ -5,6 +5,7 @@
 pub mod bpe;
 mod bpe_file;
 pub mod bpe_reader;
+mod bpe_scan;
 pub mod checkpoint;
 pub mod forward;
 pub mod head_scores;
