@@ -155,16 +155,17 @@ fn layer(file: &SafeTensors<'_>, m: &Model, l: usize, mask: Mask) -> Result<Laye
         }),
         false => None,
     };
-    let mut norms = Vec::new();
-    for (part, slot) in norm_tensors(m) {
-        norms.push((*slot, file.f32_tensor(&name(&format!("{part}.weight")), &[g.d])?));
-    }
-    let mut norm = |slot: LayerSlot| norms.iter().position(|(s, _)| *s == slot).map(|i| norms.swap_remove(i).1);
-    let input_norm = norm(LayerSlot::InputNorm).expect("every layer has one");
-    let mlp_norm = norm(LayerSlot::MlpNorm).expect("every layer has one");
-    let output_norms = norm(LayerSlot::AttentionOutNorm)
-        .zip(norm(LayerSlot::MlpOutNorm))
-        .map(|(attention, mlp)| OutputNorms { attention, mlp });
+    // The family's norm in `slot`, by its tensor name (None where the family has no such norm).
+    let norm = |slot: LayerSlot| match norm_tensors(m).iter().find(|(_, s)| *s == slot) {
+        Some((part, _)) => file.f32_tensor(&name(&format!("{part}.weight")), &[g.d]).map(Some),
+        None => Ok(None),
+    };
+    let input_norm = norm(LayerSlot::InputNorm)?.expect("every family has one");
+    let mlp_norm = norm(LayerSlot::MlpNorm)?.expect("every family has one");
+    let output_norms = match (norm(LayerSlot::AttentionOutNorm)?, norm(LayerSlot::MlpOutNorm)?) {
+        (Some(attention), Some(mlp)) => Some(OutputNorms { attention, mlp }),
+        _ => None,
+    };
     Ok(LayerWeights {
         mask,
         positional,

@@ -141,7 +141,6 @@ async fn load(
     let listed: Vec<(String, u64)> = files.iter().map(|f| (f.name(), f.size() as u64)).collect();
     let roles = classify(&listed)?;
     let config = text_of(&files[roles.config]).await?;
-    let tokenizer_json = text_of(&files[roles.tokenizer]).await?;
     let weight_names: Vec<&str> = roles.weights.iter().map(|&i| listed[i].0.as_str()).collect();
     let (weights, left_out) = match roles.index {
         Some(index) => pick_shards(&text_of(&files[index]).await?, &weight_names)?,
@@ -155,10 +154,12 @@ async fn load(
     let source = DroppedFiles(weights.iter().map(|&w| files[roles.weights[w]].clone()).collect());
     status.set(LoadStatus::Working("Reading the weight files' headers…".into()));
     let plan = lm_stream::plan(&config, &source).await.map_err(|e| e.0)?;
+    // A model the GPU cannot hold is refused before its tokenizer (up to 64 MiB) is read.
+    lm_stream::check(ctx, &plan).map_err(|e| e.to_string())?;
     status.set(LoadStatus::Working("Reading tokenizer.json…".into()));
+    let tokenizer_json = text_of(&files[roles.tokenizer]).await?;
     let tokenizer = read_tokenizer(&tokenizer_json).await.map_err(|e| format!("tokenizer.json: {e}"))?;
     check_tokenizer(&tokenizer, plan.model())?;
-    lm_stream::check(ctx, &plan).map_err(|e| e.to_string())?;
     release_previous();
     let total = plan.file_bytes();
     let mut progress = |done: u64, all: u64| {
