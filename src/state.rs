@@ -1,107 +1,56 @@
-//! The app state and its URL encoding: the views' parameter sets, composed, and the view switch.
+//! The app state and its URL encoding: which view is shown, the backend, and every view's settings.
 //!
 //! Each view owns its parameters ([`crate::views`]: what they mean, their defaults, how they are read
-//! and written); this module only routes each key of a link to its owner and writes the pairs back in
-//! one fixed order, so a copied link reopens the exact configuration. Parsing never fails: a missing
-//! parameter takes its default, an invalid one takes its default *and* leaves a [`Notice`] the page shows.
+//! and written) and the registry ([`crate::views::registry`]) composes them into [`Settings`]; this
+//! module reads a link into them and writes them back in one fixed order, so a copied link reopens
+//! the exact configuration. Parsing never fails: a missing parameter takes its default, an invalid one
+//! takes its default *and* leaves a [`Notice`] the page shows.
+//!
+//! The fields are private: the page reads the settings through [`AppState`]'s `Deref`, and changes
+//! them only through the link's own parsers ([`AppState::set_from_control`], [`AppState::edit`]) or
+//! a named transition (choose a model, show a dropped checkpoint, back to the lesson index), so a
+//! control can never hold a value a link would refuse.
 
-use std::str::FromStr;
+use std::ops::Deref;
 
 use crate::engine::BackendChoice;
 use crate::model::Model;
-use crate::views::attention_input::AttentionInput;
-use crate::views::bench::BenchParams;
-use crate::views::compare::CompareParams;
-use crate::views::heatmaps::params::ExplorerParams;
-use crate::views::kv::KvParams;
-use crate::views::lesson::params::LessonParams;
 pub use crate::views::link::Notice;
-use crate::views::link::{Accepted, LinkParams, MAX_LINK_PAIRS, encode_component, parse_query, parse_query_capped};
-use crate::views::model_choice::{ModelChoice, default_layer};
+use crate::views::link::{Accepted, LinkParams, MAX_LINK_PAIRS, parse_query, parse_query_capped};
+use crate::views::model_choice::default_layer;
+use crate::views::registry::write_query;
+pub use crate::views::registry::{Settings, View, WRITE_ORDER};
 
-/// The top-level views (URL `view=`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum View {
-    #[default]
-    Heatmaps,
-    Kv,
-    Compare,
-    Lesson,
-    Bench,
-}
-
-impl View {
-    pub const ALL: [View; 5] = [View::Heatmaps, View::Kv, View::Compare, View::Lesson, View::Bench];
-
-    pub fn id(self) -> &'static str {
-        match self {
-            View::Heatmaps => "heatmaps",
-            View::Kv => "kv",
-            View::Compare => "compare",
-            View::Lesson => "lesson",
-            View::Bench => "bench",
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            View::Heatmaps => "Heatmaps",
-            View::Kv => "KV cache",
-            View::Compare => "Compare variants",
-            View::Lesson => "Lessons",
-            View::Bench => "Benchmark",
-        }
-    }
-}
-
-impl FromStr for View {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        View::ALL
-            .into_iter()
-            .find(|v| v.id() == s)
-            .ok_or_else(|| format!("unknown view \"{s}\" (expected heatmaps, kv, compare, lesson or bench)"))
-    }
-}
-
-/// Everything a link can say, one parameter set per owner.
+/// Everything a link can say.
 ///
 /// In the lessons view a link `view=lesson&lesson=ID&step=N` opens that step as written: the state is
 /// the step's own parameters, with any other key of the link on top. Once the reader has changed
 /// something, the link says `edited=on` and carries the whole state instead.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AppState {
-    pub view: View,
-    pub backend: BackendChoice,
-    /// `model`, `cfg`, `layer`: shared by the heatmaps, KV and compare views.
-    pub model: ModelChoice,
-    /// `text`, `mask`, `window`, `chunk`, `seed`, `n`: shared by the heatmaps and the benchmark.
-    pub input: AttentionInput,
-    /// `scale`, `tok`, `src`, `heads`, `pool`, `focus`, `teach`, `tiles`, `steps`, `mix`, `rope`.
-    pub explorer: ExplorerParams,
-    /// `ctx`, `dtype`, `axis`, `budget`, `weights` (the compare view reads `ctx` and `dtype` too).
-    pub kv: KvParams,
-    /// `variants`.
-    pub compare: CompareParams,
-    /// `d`.
-    pub bench: BenchParams,
-    /// `lesson`, `step`.
-    pub lesson: LessonParams,
+    view: View,
+    backend: BackendChoice,
+    settings: Settings,
     /// `debug=panic`: the page panics on purpose, to prove the error panel (never written back).
-    pub panic_test: bool,
+    panic_test: bool,
     /// `debug=hooks`: the page offers test hooks on `window` (losing the GPU device; never written back).
-    pub test_hooks: bool,
+    test_hooks: bool,
 }
 
-/// The order in which a link's parameters are written (what links written so far look like).
-pub const WRITE_ORDER: [&str; 32] = [
-    "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
-    "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
-    "steps", "mix", "lesson", "step", "edited", "rope",
-];
+/// The settings are read through the state; there is no `DerefMut`, so nothing writes them but the
+/// state's own parsers and transitions.
+impl Deref for AppState {
+    type Target = Settings;
+    fn deref(&self) -> &Settings {
+        &self.settings
+    }
+}
 
 /// Set in a lessons link once the reader has changed the step: the link holds the whole state.
 const EDITED: (&str, &str) = ("edited", "on");
+
+/// The state's own keys, beside the settings' (every key has one owner: a registry test checks it).
+pub const STATE_KEYS: [&str; 3] = ["view", "backend", EDITED.0];
 
 impl AppState {
     /// Parses a query string (with or without the leading `?`). Never fails.
@@ -127,7 +76,7 @@ impl AppState {
             }
         }
         if state.view == View::Lesson {
-            notices.extend(state.lesson.check());
+            notices.extend(state.settings.lesson.check());
             let edited = pairs.iter().any(|(k, v)| (k.as_str(), v.as_str()) == EDITED);
             if let (false, Some((lesson, step))) = (edited, state.lesson.current()) {
                 // The step as written, then the link's own keys on top (their notices are said above).
@@ -139,82 +88,126 @@ impl AppState {
                 state = at_step;
             }
         }
-        let model = state.resolved_model();
-        notices.extend(state.model.check_layer(&model));
-        if !pairs.iter().any(|(k, _)| k == "layer") && state.model.layer == 0 {
-            // A hybrid opens on its first attention layer (a transformer's is layer 0, as before).
-            state.model.layer = default_layer(&model);
-        }
-        notices.extend(state.explorer.check_heads(model.n_q_heads));
+        let layer_named = pairs.iter().any(|(k, _)| k == "layer");
+        notices.extend(state.settings.settle(layer_named));
         (state, notices)
     }
 
     /// Step `step` (from 1) of lesson `id` as written: the step's parameters on the defaults.
     pub fn at_step(id: &str, step: u32) -> Self {
-        let lesson = LessonParams::at(id, step);
+        let lesson = crate::views::lesson::params::LessonParams::at(id, step);
         let Some((found, step)) = lesson.current() else { return Self { view: View::Lesson, ..Self::default() } };
         let mut state = Self::default();
         for (key, value) in &found.steps[step as usize - 1].params {
             state.set(key, value);
         }
         let model = state.resolved_model();
-        state.model.check_layer(&model);
-        state.explorer.check_heads(model.n_q_heads);
+        state.settings.model.check_layer(&model);
+        state.settings.explorer.check_heads(model.n_q_heads);
         state.view = View::Lesson;
-        state.lesson = LessonParams::at(id, step);
+        state.settings.lesson = crate::views::lesson::params::LessonParams::at(id, step);
         state
     }
 
-    /// Hands one key to the parameter set that owns it; `None` when none does.
+    /// The view shown.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// Where the page computes: the GPU when it can, or the CPU reference (`backend=cpu`).
+    pub fn backend(&self) -> BackendChoice {
+        self.backend
+    }
+
+    /// `debug=panic` was in the link.
+    pub fn panic_test(&self) -> bool {
+        self.panic_test
+    }
+
+    /// `debug=hooks` was in the link.
+    pub fn test_hooks(&self) -> bool {
+        self.test_hooks
+    }
+
+    /// Every view's settings (also reachable through `Deref`).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Hands one key to its owner: the state's own keys here, the others to the settings.
     fn set(&mut self, key: &str, value: &str) -> Option<Result<Accepted, String>> {
-        fn to<P: LinkParams>(params: &mut P, key: &str, value: &str) -> Option<Result<Accepted, String>> {
-            P::KEYS.contains(&key).then(|| params.set(key, value))
-        }
         match key {
             "view" => Some(value.parse().map(|v| self.view = v).map(|()| Accepted::Yes)),
             "backend" => Some(value.parse().map(|b| self.backend = b).map(|()| Accepted::Yes)),
-            _ => to(&mut self.model, key, value)
-                .or_else(|| to(&mut self.input, key, value))
-                .or_else(|| to(&mut self.explorer, key, value))
-                .or_else(|| to(&mut self.kv, key, value))
-                .or_else(|| to(&mut self.compare, key, value))
-                .or_else(|| to(&mut self.bench, key, value))
-                .or_else(|| to(&mut self.lesson, key, value)),
+            _ => self.settings.set(key, value),
         }
     }
 
-    /// A value typed or picked in a control, read exactly as the same key in a link. A value the link
-    /// would refuse or cut to a limit (or a layer the model does not have) leaves the state as it is
-    /// and comes back as the reason, for the control to show.
+    /// A value typed or picked in a control, read exactly as the same key in a link (surrounding
+    /// spaces dropped). A value the link would refuse or cut to a limit (or a layer the model does
+    /// not have) leaves the state as it is and comes back as the reason, for the control to show.
     pub fn set_from_control(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.edit(&[(key, Some(value.trim()))])
+    }
+
+    /// Several keys changed at once, all or nothing: each `Some` value is read by the key's link
+    /// parser as given (a typed text keeps its spaces), each `None` clears the key to what a link
+    /// without it reads. The first refusal leaves the state as it was and comes back as the reason.
+    pub fn edit(&mut self, changes: &[(&str, Option<&str>)]) -> Result<(), String> {
         let mut next = self.clone();
-        match next.set(key, value.trim()) {
+        for &(key, value) in changes {
+            match value {
+                Some(value) => next.set_one(key, value)?,
+                None if key == "view" => next.view = View::default(),
+                None if key == "backend" => next.backend = BackendChoice::default(),
+                None if next.settings.clear(key) => {}
+                None => return Err(format!("unknown parameter \"{key}\"")),
+            }
+        }
+        *self = next;
+        Ok(())
+    }
+
+    fn set_one(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match self.set(key, value) {
             Some(Ok(Accepted::Yes)) => {}
             Some(Ok(Accepted::Adjusted(notice))) => return Err(notice.0),
             Some(Err(why)) => return Err(why),
             None => return Err(format!("unknown parameter \"{key}\"")),
         }
-        if key == "layer"
-            && let Some(notice) = next.model.check_layer(&next.resolved_model())
-        {
-            return Err(notice.0);
+        match key {
+            "layer" => self.settings.model.check_layer(&self.resolved_model()).map_or(Ok(()), |n| Err(n.0)),
+            _ => Ok(()),
         }
-        *self = next;
-        Ok(())
+    }
+
+    /// Shows another view (a tab), keeping every setting.
+    pub fn show_view(&mut self, view: View) {
+        self.view = view;
+    }
+
+    /// Back to the list of lessons, from a lesson's step.
+    pub fn show_lesson_index(&mut self) {
+        self.settings.lesson = Default::default();
+    }
+
+    /// The compare view's list with `variant` chosen for the knob it belongs to (one per kind).
+    pub fn choose_variant(&mut self, base: &Model, variant: crate::model::Variant) {
+        self.settings.compare.set_variant(base, variant);
     }
 
     /// Switches to another model (a preset id, or a custom one in `cfg`): a layer, heads or a focus it
     /// does not have fall back quietly (the user chose the model; nothing in a link was wrong).
     pub fn choose_model(&mut self, preset: String, cfg: Option<String>) {
         let on_default_layer = self.model.layer == default_layer(&self.resolved_model());
-        self.model.preset = preset;
-        self.model.cfg = cfg;
+        self.settings.model.preset = preset;
+        self.settings.model.cfg = cfg;
         let model = self.resolved_model();
         if on_default_layer {
-            self.model.layer = default_layer(&model);
+            self.settings.model.layer = default_layer(&model);
         }
-        self.model.check_layer(&model);
-        self.explorer.check_heads(model.n_q_heads);
+        self.settings.model.check_layer(&model);
+        self.settings.explorer.check_heads(model.n_q_heads);
         if self.model.is_trained() {
             self.drop_what_the_trained_model_ignores(&model);
         }
@@ -223,10 +216,10 @@ impl AppState {
     /// Shows a checkpoint whose real weights the user dropped: its layout (`cfg`, the compact
     /// encoding) on the default layer, without the settings real weights do not take.
     pub fn show_dropped_checkpoint(&mut self, cfg: String) {
-        self.model.layer = 0;
+        self.settings.model.layer = 0;
         self.choose_model(self.model.preset.clone(), Some(cfg));
         let model = self.resolved_model();
-        self.model.layer = default_layer(&model);
+        self.settings.model.layer = default_layer(&model);
         self.drop_what_the_trained_model_ignores(&model);
     }
 
@@ -234,13 +227,18 @@ impl AppState {
     /// tokenisation, more generated words than it reads), so the controls and the link say what it
     /// shows. A link that names them keeps them, with a notice (`trained::ignored_settings`).
     fn drop_what_the_trained_model_ignores(&mut self, model: &Model) {
-        let defaults = (AttentionInput::default(), ExplorerParams::default());
-        self.explorer.src = None;
-        self.explorer.tok = defaults.1.tok;
-        (self.input.mask, self.input.mask_given) = (defaults.0.mask, false);
-        if self.input.seq_tokens.is_some_and(|n| u64::from(n) > model.max_position_embeddings) {
-            self.input.seq_tokens = None;
+        let settings = &mut self.settings;
+        for key in ["src", "tok", "mask"] {
+            settings.clear(key);
         }
+        if settings.input.seq_tokens.is_some_and(|n| u64::from(n) > model.max_position_embeddings) {
+            settings.clear("n");
+        }
+    }
+
+    /// The state as its link reads back: the `debug` switches are read but never written.
+    pub fn as_written(&self) -> Self {
+        Self { panic_test: false, test_hooks: false, ..self.clone() }
     }
 
     /// The link a crashed page offers instead of its own: the same view with default settings (the
@@ -248,11 +246,6 @@ impl AppState {
     pub fn restart_query(search: &str) -> String {
         let view = parse_query(search).into_iter().find(|(k, _)| k == "view").and_then(|(_, v)| v.parse().ok());
         Self { view: view.unwrap_or_default(), ..Self::default() }.to_query()
-    }
-
-    /// The model the views show: the custom `cfg` if there is one, else the preset.
-    pub fn resolved_model(&self) -> Model {
-        self.model.resolve()
     }
 
     /// The query string for this state (no leading `?`), listing only what differs from the defaults;
@@ -264,30 +257,18 @@ impl AppState {
         }
         if let (View::Lesson, Some((lesson, step))) = (self.view, self.lesson.current()) {
             // The debug switches are never written, so they do not make a step "edited" either.
-            let as_written = Self { panic_test: false, test_hooks: false, ..self.clone() };
-            if as_written == Self::at_step(&lesson.id, step) {
+            if self.as_written() == Self::at_step(&lesson.id, step) {
                 pairs.extend(self.lesson.pairs());
-                return join_pairs(&pairs);
+                return write_query(pairs);
             }
             pairs.push((EDITED.0, EDITED.1.into()));
         }
         if self.backend != BackendChoice::default() {
             pairs.push(("backend", self.backend.id().into()));
         }
-        pairs.extend(self.model.pairs());
-        pairs.extend(self.input.pairs());
-        pairs.extend(self.explorer.pairs());
-        pairs.extend(self.kv.pairs());
-        pairs.extend(self.compare.pairs());
-        pairs.extend(self.bench.pairs());
-        pairs.extend(self.lesson.pairs());
-        pairs.sort_by_key(|(key, _)| WRITE_ORDER.iter().position(|k| k == key));
-        join_pairs(&pairs)
+        pairs.extend(self.settings.pairs());
+        write_query(pairs)
     }
-}
-
-fn join_pairs(pairs: &[(&str, String)]) -> String {
-    pairs.iter().map(|(k, v)| format!("{k}={}", encode_component(v))).collect::<Vec<_>>().join("&")
 }
 
 #[cfg(test)]
@@ -307,7 +288,14 @@ mod tests {
     use crate::model::MaskKind;
     use crate::model::plot::Axis;
     use crate::model::{DType, Variant};
-    use crate::views::heatmaps::params::{HeadSelection, MAX_TEXT_CHARS, MixRow};
+    use crate::views::attention_input::AttentionInput;
+    use crate::views::bench::BenchParams;
+    use crate::views::compare::CompareParams;
+    use crate::views::heatmaps::params::{ExplorerParams, HeadSelection, MAX_TEXT_CHARS, MixRow};
+    use crate::views::kv::KvParams;
+    use crate::views::lesson::params::LessonParams;
+    use crate::views::link::encode_component;
+    use crate::views::model_choice::ModelChoice;
 
     #[test]
     fn empty_query_is_the_default_without_notices() {
@@ -317,32 +305,16 @@ mod tests {
     }
 
     #[test]
-    fn every_key_has_one_owner_and_a_place_in_the_written_order() {
-        let owned: Vec<&str> = [
-            &["view", "backend", EDITED.0][..],
-            ModelChoice::KEYS,
-            AttentionInput::KEYS,
-            ExplorerParams::KEYS,
-            KvParams::KEYS,
-            CompareParams::KEYS,
-            BenchParams::KEYS,
-            LessonParams::KEYS,
-        ]
-        .concat();
-        let mut sorted = owned.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), owned.len(), "a key with two owners: {owned:?}");
-        let mut order = WRITE_ORDER.to_vec();
-        order.sort_unstable();
-        assert_eq!(order, sorted);
+    fn the_states_own_keys_are_the_ones_the_settings_leave() {
+        for key in STATE_KEYS {
+            assert!(WRITE_ORDER.contains(&key), "{key}");
+            assert!(Settings::owned_keys().concat().iter().all(|k| k != &key), "{key}");
+        }
     }
 
     #[test]
     fn round_trip_of_every_field() {
-        let state = AppState {
-            view: View::Kv,
-            backend: BackendChoice::Cpu,
+        let settings = Settings {
             model: ModelChoice { preset: "gemma-3-27b".into(), cfg: None, layer: 5 },
             input: AttentionInput {
                 text: "héllo & <b>world</b> 100% + more".into(),
@@ -383,9 +355,8 @@ mod tests {
             },
             bench: BenchParams { head_dim: Some(128) },
             lesson: LessonParams::at("kv-cache", 2),
-            panic_test: false,
-            test_hooks: false,
         };
+        let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings, ..AppState::default() };
         let query = state.to_query();
         assert!(!query.contains(' ') && !query.contains('<'));
         assert_eq!(AppState::from_query(&query), (state, vec![]));
@@ -478,7 +449,7 @@ mod tests {
         assert_eq!((tweaked.kv.ctx_tokens, tweaked.kv.dtype), (131_072, DType::Fp8));
         // The reader sets the step's context back to the default: the link says so, whole.
         let mut changed = state.clone();
-        changed.kv.ctx_tokens = KvParams::default().ctx_tokens;
+        changed.settings.kv.ctx_tokens = KvParams::default().ctx_tokens;
         let query = changed.to_query();
         assert!(query.contains("edited=on"), "{query}");
         assert_eq!(AppState::from_query(&query).0, changed);

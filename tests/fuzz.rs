@@ -130,11 +130,6 @@ fn assert_within_limits(state: &AppState, notices: usize, pairs_in_link: usize) 
     Ok(())
 }
 
-/// The state as a link writes it: the `debug` switches are read but never written.
-fn as_written(state: &AppState) -> AppState {
-    AppState { panic_test: false, test_hooks: false, ..state.clone() }
-}
-
 proptest! {
     #![proptest_config(config(10_000))]
 
@@ -182,7 +177,7 @@ proptest! {
         }
         let written = state.to_query();
         let (again, again_notices) = AppState::from_query(&written);
-        prop_assert_eq!(&again, &as_written(&state), "link {} wrote {}", query, written);
+        prop_assert_eq!(&again, &state.as_written(), "link {} wrote {}", query, written);
         prop_assert!(again_notices.is_empty(), "{written}: {again_notices:?}");
         prop_assert_eq!(again.to_query(), written);
     }

@@ -23,7 +23,7 @@ use attention_lab::gpu::widen::Half;
 use attention_lab::gpu::{GpuContext, Kernels};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward::{self, Gate};
-use attention_lab::lm::safetensors::{DType, to_f32};
+use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
 
@@ -65,7 +65,7 @@ fn weights(ctx: &GpuContext, values: &[f32], format: WeightFormat) -> (Vec<f32>,
         WeightFormat::F32 => (values.to_vec(), ctx.storage_from("w", values).unwrap()),
         WeightFormat::Bf16 => {
             let bytes: Vec<u8> = values.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect();
-            (to_f32(DType::Bf16, &bytes), ctx.storage_from("w", &bytes).unwrap())
+            (to_f32(TensorDType::Bf16, &bytes), ctx.storage_from("w", &bytes).unwrap())
         }
     }
 }
@@ -246,10 +246,10 @@ fn widen_unpacks_f16_and_bf16_exactly() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let mut rng = SplitMix64::new(17);
-    for (dtype, half) in [(DType::F16, Half::F16), (DType::Bf16, Half::Bf16)] {
+    for (dtype, half) in [(TensorDType::F16, Half::F16), (TensorDType::Bf16, Half::Bf16)] {
         // 1001 finite values (odd: the last word's high half is padding), subnormals and both zeros
         // among them, written from float 7 on.
-        let top = if dtype == DType::F16 { 0x7c00 } else { 0x7f80 }; // exponent all ones: inf / NaN
+        let top = if dtype == TensorDType::F16 { 0x7c00 } else { 0x7f80 }; // exponent all ones: inf / NaN
         let mut values: Vec<u16> = (0..997)
             .map(|_| {
                 loop {

@@ -10,7 +10,7 @@ use attention_lab::gpu::lm_stream::{self, WeightSource};
 use attention_lab::lm::bpe::Tokenizer;
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
-use attention_lab::lm::safetensors::DType;
+use attention_lab::lm::safetensors::TensorDType;
 use attention_lab::lm::weight_plan::{WeightFormat, WeightPlan};
 
 #[expect(dead_code, reason = "common::gpu::random is for the kernel tests")]
@@ -79,7 +79,7 @@ fn check_gpu(ctx: &GpuContext, kernels: &Kernels, weights: &LmWeights, what: &st
 fn stream_with(ctx: &GpuContext, kernels: &Kernels, config: &str, files: &[&[u8]], small_chunks: bool) -> LmWeights {
     let plan = pollster::block_on(lm_stream::plan(config, files)).unwrap();
     // A bf16 file's matrices stay bf16 on the GPU (the kernels widen them as they read); others are f32.
-    let bf16 = plan.pieces.iter().all(|p| p.dtype == DType::Bf16);
+    let bf16 = plan.pieces.iter().all(|p| p.dtype == TensorDType::Bf16);
     assert!(plan.formats.iter().all(|(slot, &f)| (f == WeightFormat::Bf16) == (bf16 && slot.is_matrix())));
     let total: u64 = (0..files.shards()).map(|s| files.file_len(s)).sum();
     let mut seen = Vec::new();
@@ -334,7 +334,7 @@ fn decode_steps(
     kernels: &Kernels,
     weights: &LmWeights,
     ids: &[u32],
-    want: &forward::Forward,
+    want: &forward::ModelPass,
     how: &str,
 ) {
     let mut cache = lm_forward::LmCache::new(ctx, weights, 64).expect("cache");

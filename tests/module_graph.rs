@@ -6,7 +6,10 @@
 //! Declaring a module (`mod x;`) is not a reference. Code under `#[cfg(test)]` is left out.
 //!
 //! The rules: the graph has no cycle; only `main.rs` and `lib.rs` reach into `src/ui/` from outside it;
-//! the platform-free layers (`model`, `attention`, `gpu`, `lm`) refer to nothing in `views` or `ui`.
+//! the platform-free layers (`model`, `attention`, `gpu`, `lm`) refer to nothing in `views` or `ui`;
+//! `views` never refers to `state.rs` (the state is built from the views' list, not the other way),
+//! in its tests neither; and the app state's fields are private, so `ui` writes it only through the
+//! link's parsers and named transitions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -50,6 +53,9 @@ fn src_has_no_import_cycle_and_layers_point_one_way() {
             if into_ui && from != "main.rs" && from != "lib.rs" {
                 problems.push(format!("{from} reaches into the UI ({to}); only main.rs and lib.rs may"));
             }
+            if from.starts_with("views/") && to == "state.rs" {
+                problems.push(format!("{from} refers to the app state; views read `views::registry::Settings`"));
+            }
             let pure = ["model/", "attention/", "gpu/", "lm/"].iter().any(|p| from.starts_with(p));
             if pure && (to.starts_with("ui/") || to.starts_with("views/")) {
                 problems.push(format!("{from} (platform-free) refers to {to}"));
@@ -60,6 +66,46 @@ fn src_has_no_import_cycle_and_layers_point_one_way() {
     // The check must see the code it guards: a few references every version of the app has.
     assert!(edges.get("main.rs").is_some_and(|t| t.contains("ui/mod.rs")), "{edges:#?}");
     assert!(edges.values().flatten().any(|t| t.starts_with("model/")), "{edges:#?}");
+}
+
+#[test]
+fn views_do_not_name_the_app_state_even_in_their_tests() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    collect_rs_files(&src.join("views"), &mut paths);
+    assert!(paths.len() > 20, "the check must see the views: {paths:?}");
+    let naming: Vec<String> = paths
+        .iter()
+        .filter(|p| std::fs::read_to_string(p).unwrap().contains("crate::state"))
+        .map(|p| p.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    assert!(naming.is_empty(), "views that name crate::state: {naming:?}");
+}
+
+#[test]
+fn the_app_state_is_written_only_through_its_own_methods() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let ast = syn::parse_file(&std::fs::read_to_string(src.join("state.rs")).unwrap()).unwrap();
+    let app_state = ast.items.iter().find_map(|item| match item {
+        syn::Item::Struct(s) if s.ident == "AppState" => Some(s),
+        _ => None,
+    });
+    let app_state = app_state.expect("state.rs defines AppState");
+    let public: Vec<String> = app_state
+        .fields
+        .iter()
+        .filter(|f| !matches!(f.vis, syn::Visibility::Inherited))
+        .map(|f| f.ident.as_ref().map_or("?".into(), ToString::to_string))
+        .collect();
+    assert!(app_state.fields.len() >= 3 && public.is_empty(), "public fields of AppState: {public:?}");
+    // Reading through `Deref` is the point; a `DerefMut` would open every field to writes again.
+    let mut paths = Vec::new();
+    collect_rs_files(&src, &mut paths);
+    for path in paths {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let compact: String = text.split_whitespace().collect();
+        assert!(!compact.contains("DerefMutforAppState"), "{}: DerefMut for AppState", path.display());
+    }
 }
 
 impl Crate {

@@ -13,7 +13,6 @@ use std::ops::Range;
 use super::inputs::{add_sinusoidal_positions, embed, projection};
 use super::rope::RopeTable;
 use super::teaching_heads::{Designer, TeachingHead};
-use crate::model::describe::positional_words;
 use crate::model::{LayerKind, Model, Positional};
 
 /// Width of the synthetic embeddings (small: the head width is the model's, projections are seeded).
@@ -82,24 +81,7 @@ impl LayerLayout {
     pub fn kv_head(&self, h: u32) -> u32 {
         h / self.group_size().max(1)
     }
-
-    /// A short description of the positional scheme, saying where the heatmaps differ from the model.
-    pub fn positional_text(&self) -> String {
-        match self.positional {
-            Positional::Sinusoidal => "sinusoidal positions added to the embeddings".into(),
-            Positional::Learned { .. } => "learned positions (a sinusoidal table stands in for the trained one)".into(),
-            p @ Positional::Rope { .. } => positional_words(p),
-            Positional::NoPe => "no positional encoding (NoPE)".into(),
-            Positional::Alibi => ALIBI_TEXT.into(),
-        }
-    }
 }
-
-/// An ALiBi layer in words. The kernels take no bias input, so its heads are drawn like NoPE heads:
-/// the text says so, lest a reader take the heatmaps for ALiBi's distance-decayed patterns.
-const ALIBI_TEXT: &str = "ALiBi in the model (a bias on the scores that grows linearly with the query-key distance, \
-                          nothing added to Q or K); the heatmaps here are computed without that bias \
-                          (synthetic seeded weights, no bias term)";
 
 /// Stream ids that keep every weight matrix's seed distinct.
 const STREAM_Q: u64 = 1;
@@ -418,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn an_alibi_layer_adds_no_position_and_says_its_bias_is_not_drawn() {
+    fn an_alibi_layer_adds_no_position_to_q_or_k() {
         let mut model = Model::simple(2, 256, 4);
         model.positional = Positional::Alibi;
         let alibi = LayerLayout::of(&model, 1);
@@ -432,8 +414,6 @@ mod tests {
         assert_eq!(q[..64], q[2 * 64..3 * 64]);
         assert_eq!(q, n.q_head(1));
         assert_eq!(a.kv_head(0), n.kv_head(0));
-        let text = alibi.positional_text();
-        assert!(text.starts_with("ALiBi") && text.contains("computed without that bias"), "{text}");
     }
 
     #[test]

@@ -14,8 +14,8 @@ use crate::gpu::lm_weights::{
 use crate::gpu::widen::Half;
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::lm::LmError;
-use crate::lm::safetensors::{DType, Header};
-use crate::lm::weight_plan::{LayerSlot, Piece, Slot, WeightFormat, WeightPlan};
+use crate::lm::safetensors::{Header, TensorDType};
+use crate::lm::weight_plan::{LayerSlot, Slot, WeightFormat, WeightPiece, WeightPlan};
 use crate::model::job_budget;
 use crate::model::units::{format_bytes, format_thousands};
 
@@ -210,7 +210,7 @@ impl LmWeights {
 }
 
 /// A piece's chunks: each file byte range and the index of its first element within the tensor.
-fn chunks(piece: &Piece, chunk_bytes: u64) -> impl Iterator<Item = (Range<u64>, u64)> + '_ {
+fn chunks(piece: &WeightPiece, chunk_bytes: u64) -> impl Iterator<Item = (Range<u64>, u64)> + '_ {
     let width = piece.dtype.bytes() as u64;
     (0..piece.bytes()).step_by(chunk_bytes as usize).map(move |at| {
         let end = (at + chunk_bytes).min(piece.bytes());
@@ -231,27 +231,27 @@ fn write_chunk(
     ctx: &GpuContext,
     kernels: &Kernels,
     staging: &wgpu::Buffer,
-    dtype: DType,
+    dtype: TensorDType,
     mut bytes: Vec<u8>,
     to: Destination<'_>,
 ) -> Result<(), GpuError> {
     let (dst, dst_offset) = (to.buffer, to.offset);
-    if to.format == WeightFormat::Bf16 && dtype != DType::Bf16 {
+    if to.format == WeightFormat::Bf16 && dtype != TensorDType::Bf16 {
         // The plan packs a buffer only when all its pieces are bf16.
         return Err(GpuError::InvalidInput(format!("{dtype:?} values into a bf16 buffer")));
     }
     let half = match (dtype, to.format) {
-        (DType::F32, _) => {
+        (TensorDType::F32, _) => {
             ctx.queue.write_buffer(dst, dst_offset * 4, &bytes);
             return Ok(());
         }
         // The plan packs only whole words of bf16 pieces: an even offset and byte count.
-        (DType::Bf16, WeightFormat::Bf16) => {
+        (TensorDType::Bf16, WeightFormat::Bf16) => {
             ctx.queue.write_buffer(dst, dst_offset * 2, &bytes);
             return Ok(());
         }
-        (DType::F16, _) => Half::F16,
-        (DType::Bf16, _) => Half::Bf16,
+        (TensorDType::F16, _) => Half::F16,
+        (TensorDType::Bf16, _) => Half::Bf16,
     };
     let count = (bytes.len() / 2) as u32;
     bytes.resize(bytes.len().next_multiple_of(4), 0); // queue writes are whole words
@@ -268,7 +268,7 @@ mod tests {
 
     #[test]
     fn chunks_cover_a_piece_in_whole_words() {
-        let piece = |dtype, elements| Piece {
+        let piece = |dtype, elements| WeightPiece {
             name: "t".into(),
             shard: 0,
             dtype,
@@ -278,12 +278,12 @@ mod tests {
             dest_offset: 0,
         };
         // 3 M bf16 values = 6 MiB: a 4 MiB chunk (2 Mi values) and a 2 MiB one.
-        let got: Vec<_> = chunks(&piece(DType::Bf16, 3 << 20), CHUNK_BYTES).collect();
+        let got: Vec<_> = chunks(&piece(TensorDType::Bf16, 3 << 20), CHUNK_BYTES).collect();
         assert_eq!(got, [(1000..1000 + (4 << 20), 0), (1000 + (4 << 20)..1000 + (6 << 20), 2 << 20)]);
         // 5 f16 values: one chunk of 10 bytes (padded to 12 when written).
-        assert_eq!(chunks(&piece(DType::F16, 5), CHUNK_BYTES).collect::<Vec<_>>(), [(1000..1010, 0)]);
+        assert_eq!(chunks(&piece(TensorDType::F16, 5), CHUNK_BYTES).collect::<Vec<_>>(), [(1000..1010, 0)]);
         // f32 chunks start at whole elements: 1 Mi values per 4 MiB.
-        let f32_chunks: Vec<_> = chunks(&piece(DType::F32, (1 << 20) + 1), CHUNK_BYTES).map(|c| c.1).collect();
+        let f32_chunks: Vec<_> = chunks(&piece(TensorDType::F32, (1 << 20) + 1), CHUNK_BYTES).map(|c| c.1).collect();
         assert_eq!(f32_chunks, [0, 1 << 20]);
     }
 }

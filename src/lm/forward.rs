@@ -26,7 +26,7 @@ pub const MAX_CPU_BYTES: u64 = 256 << 20;
 
 /// What one pass returns.
 #[derive(Debug)]
-pub struct Forward {
+pub struct ModelPass {
     pub tokens: usize,
     /// (logit_rows, vocab) next-token logits of the last `logit_rows` positions.
     pub logits: Vec<f32>,
@@ -37,7 +37,7 @@ pub struct Forward {
     pub hidden: Vec<Vec<f32>>,
 }
 
-impl Forward {
+impl ModelPass {
     /// The logits after token `i` (one of the last `logit_rows`).
     pub fn logits_at(&self, i: usize) -> &[f32] {
         let vocab = self.logits.len() / self.logit_rows.max(1);
@@ -84,7 +84,7 @@ fn host_bytes(m: &Model, t: usize, logit_rows: usize) -> Option<u64> {
     probs.checked_add(logits)?.checked_add(activations)?.checked_mul(4)
 }
 
-pub fn forward(ck: &Checkpoint, ids: &[u32]) -> Result<Forward, LmError> {
+pub fn forward(ck: &Checkpoint, ids: &[u32]) -> Result<ModelPass, LmError> {
     let mut pass = CpuPass::new(ck, ids, ids.len())?;
     while pass.step() {}
     Ok(pass.finish())
@@ -192,9 +192,9 @@ impl<'a> CpuPass<'a> {
     }
 
     /// The results (after every step has run).
-    pub fn finish(self) -> Forward {
+    pub fn finish(self) -> ModelPass {
         let logit_rows = self.logit_rows;
-        Forward { tokens: self.ids.len(), logits: self.logits, logit_rows, probs: self.probs, hidden: self.hidden }
+        ModelPass { tokens: self.ids.len(), logits: self.logits, logit_rows, probs: self.probs, hidden: self.hidden }
     }
 
     fn qkv(&mut self, l: usize, (a, b): (usize, usize)) {

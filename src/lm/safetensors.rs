@@ -14,26 +14,26 @@ const MAX_HEADER_BYTES: u64 = 16 << 20;
 
 /// Element types the app unpacks to f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DType {
+pub enum TensorDType {
     F16,
     Bf16,
     F32,
 }
 
-impl DType {
-    fn parse(name: &str) -> Option<DType> {
+impl TensorDType {
+    fn parse(name: &str) -> Option<TensorDType> {
         Some(match name {
-            "F16" => DType::F16,
-            "BF16" => DType::Bf16,
-            "F32" => DType::F32,
+            "F16" => TensorDType::F16,
+            "BF16" => TensorDType::Bf16,
+            "F32" => TensorDType::F32,
             _ => return None,
         })
     }
 
     pub const fn bytes(self) -> usize {
         match self {
-            DType::F16 | DType::Bf16 => 2,
-            DType::F32 => 4,
+            TensorDType::F16 | TensorDType::Bf16 => 2,
+            TensorDType::F32 => 4,
         }
     }
 }
@@ -41,7 +41,7 @@ impl DType {
 /// Where one tensor lies in the data section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
-    pub dtype: DType,
+    pub dtype: TensorDType,
     pub shape: Vec<usize>,
     /// Byte range within the data section (after the header): u64, as files outgrow wasm32's usize.
     pub start: u64,
@@ -130,7 +130,7 @@ fn bad(why: impl std::fmt::Display) -> LmError {
 fn tensor_info(name: &str, entry: &Value, data_len: u64) -> Result<TensorInfo, LmError> {
     let entry: &Map<String, Value> = entry.as_object().ok_or_else(|| bad(format!("{name} is not an object")))?;
     let dtype_name = entry.get("dtype").and_then(Value::as_str).unwrap_or("(none)");
-    let dtype = DType::parse(dtype_name)
+    let dtype = TensorDType::parse(dtype_name)
         .ok_or_else(|| LmError(format!("tensor {name} is {dtype_name}; only F16, BF16 and F32 are read")))?;
     let numbers = |key: &str| -> Result<Vec<u64>, LmError> {
         let list = entry.get(key).and_then(Value::as_array).ok_or_else(|| bad(format!("{name} has no {key}")))?;
@@ -150,11 +150,11 @@ fn tensor_info(name: &str, entry: &Value, data_len: u64) -> Result<TensorInfo, L
 }
 
 /// Little-endian elements of `dtype` widened to f32 (exact for all three).
-pub fn to_f32(dtype: DType, bytes: &[u8]) -> Vec<f32> {
+pub fn to_f32(dtype: TensorDType, bytes: &[u8]) -> Vec<f32> {
     match dtype {
-        DType::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        DType::Bf16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        DType::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        TensorDType::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        TensorDType::Bf16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        TensorDType::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
     }
 }
 

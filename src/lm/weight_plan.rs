@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use super::LmError;
 use super::model_config::ModelConfig;
-use super::safetensors::{DType, Header};
+use super::safetensors::{Header, TensorDType};
 use crate::model::Mask;
 use crate::model::config::Model;
 
@@ -49,17 +49,17 @@ pub enum LayerSlot {
 /// One tensor's copy: from `file_offset..file_offset + elements * dtype.bytes()` of shard `shard`
 /// to elements `dest_offset..dest_offset + elements` of `slot`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Piece {
+pub struct WeightPiece {
     pub name: String,
     pub shard: usize,
-    pub dtype: DType,
+    pub dtype: TensorDType,
     pub file_offset: u64,
     pub elements: u64,
     pub slot: Slot,
     pub dest_offset: u64,
 }
 
-impl Piece {
+impl WeightPiece {
     pub fn bytes(&self) -> u64 {
         self.elements * self.dtype.bytes() as u64
     }
@@ -89,7 +89,7 @@ impl WeightFormat {
 /// A checked plan: the model, and every piece in file order.
 pub struct WeightPlan {
     pub config: ModelConfig,
-    pub pieces: Vec<Piece>,
+    pub pieces: Vec<WeightPiece>,
     /// Values of each GPU buffer.
     pub slots: BTreeMap<Slot, u64>,
     /// How each GPU buffer holds them.
@@ -123,7 +123,7 @@ impl WeightPlan {
             }
             // Equal to a shape the file holds, so the product is the file's own (checked) count.
             let elements = info.elements();
-            pieces.push(Piece {
+            pieces.push(WeightPiece {
                 name: want.name,
                 shard,
                 dtype: info.dtype,
@@ -164,7 +164,7 @@ impl WeightPlan {
 
     /// Bytes read from the files.
     pub fn file_bytes(&self) -> u64 {
-        self.pieces.iter().map(Piece::bytes).sum()
+        self.pieces.iter().map(WeightPiece::bytes).sum()
     }
 
     /// Values the GPU holds once loaded: the parameters the model uses.
@@ -186,11 +186,11 @@ pub fn slot_floats(m: &Model) -> BTreeMap<Slot, u64> {
 
 /// `slot`'s format: bf16 kept packed for a matrix (what matmul and embed_gather read) whose every
 /// piece is bf16 and starts and ends on a whole u32 word, f32 otherwise.
-fn format_of(slot: Slot, pieces: &[Piece]) -> WeightFormat {
+fn format_of(slot: Slot, pieces: &[WeightPiece]) -> WeightFormat {
     let mut mine = pieces.iter().filter(|p| p.slot == slot).peekable();
     let packed = slot.is_matrix()
         && mine.peek().is_some()
-        && mine.all(|p| p.dtype == DType::Bf16 && p.dest_offset % 2 == 0 && p.elements % 2 == 0);
+        && mine.all(|p| p.dtype == TensorDType::Bf16 && p.dest_offset % 2 == 0 && p.elements % 2 == 0);
     if packed { WeightFormat::Bf16 } else { WeightFormat::F32 }
 }
 

@@ -31,7 +31,7 @@ fn qwen3_fixture_plan_by_hand() {
     let k = plan.pieces.iter().find(|p| p.name == "model.layers.0.self_attn.k_proj.weight").unwrap();
     assert_eq!(
         (k.slot, k.dest_offset, k.elements, k.dtype),
-        (Slot::Layer(0, LayerSlot::Qkv), 128 * 64, 4096, DType::Bf16)
+        (Slot::Layer(0, LayerSlot::Qkv), 128 * 64, 4096, TensorDType::Bf16)
     );
     let k_norm = plan.pieces.iter().find(|p| p.name == "model.layers.0.self_attn.k_norm.weight").unwrap();
     assert_eq!(k_norm.dest_offset, 32);
@@ -54,7 +54,7 @@ fn bf16_matrices_stay_packed_and_the_rest_is_f32() {
     // One f16 tensor in a fused matrix leaves that matrix f32 (it is widened on its way in).
     let mut mixed = plan.pieces.clone();
     let k = mixed.iter_mut().find(|p| p.name == "model.layers.0.self_attn.k_proj.weight").unwrap();
-    k.dtype = DType::F16;
+    k.dtype = TensorDType::F16;
     assert_eq!(format_of(Slot::Layer(0, LayerSlot::Qkv), &mixed), WeightFormat::F32);
     assert_eq!(format_of(Slot::Layer(1, LayerSlot::Qkv), &mixed), WeightFormat::Bf16);
     // As does a piece that would start inside a u32 word.

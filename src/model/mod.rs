@@ -15,18 +15,15 @@
 //! - [`units`]: GB / GiB and parameter-count formatting; [`job_budget`]: the memory one job of the
 //!   page may use, checked before it allocates.
 //! - For the KV and compare views: [`curves`] (memory against context), [`budget`] (what fits a
-//!   GPU), [`formulas`] (the arithmetic written out), [`describe`] (config facts), [`plot`] (chart
-//!   scales), [`paging`] and [`decode_demo`] (the decode animation's pages and script).
+//!   GPU), [`plot`] (chart scales), [`paging`] and [`decode_demo`] (the decode animation's pages and script).
 
 pub mod budget;
 pub mod config;
 pub mod curves;
 pub mod decode_demo;
-pub mod describe;
 pub mod dtype;
 pub mod encoding;
 pub mod flops;
-pub mod formulas;
 pub mod hf_import;
 pub mod intensity;
 pub mod job_budget;

@@ -6,14 +6,11 @@ use std::time::Duration;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-use super::bench_view::BenchView;
 use super::browser;
-use super::compare_view::CompareView;
 use super::engine_signal::EngineSignal;
 use super::gpu_watch;
-use super::heatmaps_view::HeatmapsView;
-use super::kv_view::KvView;
 use super::lesson_view::LessonView;
+use super::live_views::live_view;
 use super::view_lessons::ViewLessons;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
@@ -23,11 +20,11 @@ use crate::views::url_writes::{UrlWrite, UrlWrites};
 #[component]
 pub fn App() -> impl IntoView {
     let (initial, notices) = AppState::from_query(&browser::location_search());
-    if initial.panic_test {
+    if initial.panic_test() {
         // `?debug=panic` proves the error panel works (the browser tests use it).
         panic!("deliberate panic requested by debug=panic");
     }
-    let (backend, test_hooks) = (initial.backend, initial.test_hooks);
+    let (backend, test_hooks) = (initial.backend(), initial.test_hooks());
     let state = RwSignal::new(initial);
     let notices = RwSignal::new(notices);
 
@@ -66,7 +63,7 @@ pub fn App() -> impl IntoView {
 
     // The view is rebuilt only when the view itself changes, not on every state change (which would
     // throw away each view's local state: an import report, a running decode animation, focus).
-    let active_view = Memo::new(move |_| state.with(|s| s.view));
+    let active_view = Memo::new(move |_| state.with(AppState::view));
     // The model is resolved once per change of `model` or `cfg` (not of `layer`), and every view
     // reads this one.
     let choice = Memo::new(move |_| state.with(|s| ModelChoice { layer: 0, ..s.model.clone() }));
@@ -91,16 +88,16 @@ pub fn App() -> impl IntoView {
             </div>
             <nav class="tabs" aria-label="Views">
                 {View::ALL
-                    .into_iter()
-                    .map(|v| {
+                    .iter()
+                    .map(|&v| {
                         view! {
                             <button
                                 class="tab"
-                                class:active=move || state.with(|s| s.view == v)
-                                aria-current=move || state.with(|s| s.view == v).then_some("page")
+                                class:active=move || state.with(|s| s.view() == v)
+                                aria-current=move || state.with(|s| s.view() == v).then_some("page")
                                 data-testid="view-tab"
                                 data-view=v.id()
-                                on:click=move |_| state.update(|s| s.view = v)
+                                on:click=move |_| state.update(|s| s.show_view(v))
                             >
                                 {v.title()}
                             </button>
@@ -116,12 +113,10 @@ pub fn App() -> impl IntoView {
                 let view = active_view.get();
                 (view != View::Lesson).then(|| view! { <ViewLessons state=state view=view/> })
             }}
-            {move || match active_view.get() {
-                View::Heatmaps => view! { <HeatmapsView state=state model=model engine=engine/> }.into_any(),
-                View::Kv => view! { <KvView state=state model=model engine=engine/> }.into_any(),
-                View::Compare => view! { <CompareView state=state model=model/> }.into_any(),
-                View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
-                View::Lesson => view! { <LessonView state=state model=model engine=engine/> }.into_any(),
+            {move || {
+                let view = active_view.get();
+                live_view(view, state, model, engine)
+                    .unwrap_or_else(|| view! { <LessonView state=state model=model engine=engine/> }.into_any())
             }}
         </main>
         <footer class="foot">
@@ -135,7 +130,7 @@ pub fn App() -> impl IntoView {
 
 /// The lesson step a state shows, if it is in the lessons view: a change of it is a history entry.
 fn lesson_place(state: &AppState) -> Option<(Option<String>, Option<u32>)> {
-    (state.view == View::Lesson).then(|| (state.lesson.lesson.clone(), state.lesson.step))
+    (state.view() == View::Lesson).then(|| (state.lesson.lesson.clone(), state.lesson.step))
 }
 
 /// Messages about parameters in the link that were ignored or corrected.

@@ -13,6 +13,7 @@ use leptos::task::spawn_local;
 use super::bench_lm_panel::BenchLmPanel;
 use super::browser;
 use super::engine_signal::EngineSignal;
+use super::params::{edit, set_param};
 use crate::engine::Engine;
 use crate::gpu::bench::{self, BenchResult, Repetitions};
 use crate::state::AppState;
@@ -160,30 +161,37 @@ fn option_views(options: Vec<SelectOption>) -> impl IntoView {
     options.into_iter().map(|o| view! { <option value=o.value selected=o.selected>{o.label}</option> }).collect_view()
 }
 
+/// One select of the case filter picked: through the link's parser, `all` clearing the key.
+fn pick(state: RwSignal<AppState>, key: &str, ev: &leptos::ev::Event) {
+    let value = event_target_value(ev);
+    let (key, value) = controls::filter_change(key, &value);
+    let _ = edit(state, &[(key, value)]);
+}
+
 /// Narrowing the case list: each choice rewrites the link.
 #[component]
 fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default()>
             <label>"n"
-                <select data-testid="bench-n" on:change=move |ev| state.update(|s| controls::pick_n(&mut s.input, &event_target_value(&ev)))>
+                <select data-testid="bench-n" on:change=move |ev| pick(state, "n", &ev)>
                     {move || option_views(state.with(|s| controls::n_options(&s.input)))}
                 </select>
             </label>
             <label>"d"
-                <select data-testid="bench-d" on:change=move |ev| state.update(|s| controls::pick_d(&mut s.bench, &event_target_value(&ev)))>
+                <select data-testid="bench-d" on:change=move |ev| pick(state, "d", &ev)>
                     {move || option_views(state.with(|s| controls::d_options(&s.bench)))}
                 </select>
             </label>
             <label>"mask"
-                <select data-testid="bench-mask" on:change=move |ev| state.update(|s| controls::pick_mask(&mut s.input, &event_target_value(&ev)))>
+                <select data-testid="bench-mask" on:change=move |ev| pick(state, "mask", &ev)>
                     {move || option_views(state.with(|s| controls::mask_options(&s.input)))}
                 </select>
             </label>
             <label>"window"
                 <input type="number" min="1" data-testid="bench-window"
                     prop:value=move || state.with(|s| controls::window_tokens(&s.input))
-                    on:change=move |ev| state.maybe_update(|s| controls::pick_window(&mut s.input, &event_target_value(&ev)))/>
+                    on:change=move |ev| { let _ = set_param(state, "window", &event_target_value(&ev)); }/>
             </label>
         </form>
     }

@@ -6,6 +6,8 @@
 
 use leptos::prelude::*;
 
+use super::params::edit;
+
 use super::chart::BarTrack;
 use super::model_picker::{KeyFigures, ModelPicker};
 use crate::model::Model;
@@ -42,7 +44,7 @@ fn VariantKnobs(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView 
     let change = move |knob: Knob, ev: leptos::ev::Event| {
         if let Some(v) = knobs.get_untracked().variant(knob, &event_target_value(&ev)) {
             let base = model.get_untracked();
-            state.update(|s| s.compare.set_variant(&base, v));
+            state.update(|s| s.choose_variant(&base, v));
         }
     };
     view! {
@@ -85,7 +87,7 @@ fn VariantKnobs(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView 
                 <input type="number" min="1" data-testid="share-group" prop:value=move || shown(|k| k.share_group.to_string())
                     on:change=move |ev| change(Knob::ShareGroup, ev)/>
             </label>
-            <button type="button" class="chip" data-testid="variants-reset" on:click=move |_| state.update(|s| s.compare.variants = None)>
+            <button type="button" class="chip" data-testid="variants-reset" on:click=move |_| { let _ = edit(state, &[("variants", None)]); }>
                 "Standard set"
             </button>
         </form>

@@ -14,35 +14,10 @@ use crate::colormap::ColorScale;
 use crate::model::MaskKind;
 use crate::model::Model;
 use crate::state::AppState;
-use crate::ui::params::set_param;
-use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS, MixRow};
-
-/// Where the queries (and keys) come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InputMode {
-    Text,
-    Generated,
-    Cross,
-}
-
-impl InputMode {
-    pub fn of(s: &AppState) -> Self {
-        if s.explorer.src.is_some() {
-            InputMode::Cross
-        } else if s.input.seq_tokens.is_some() {
-            InputMode::Generated
-        } else {
-            InputMode::Text
-        }
-    }
-    fn id(self) -> &'static str {
-        match self {
-            InputMode::Text => "text",
-            InputMode::Generated => "generated",
-            InputMode::Cross => "cross",
-        }
-    }
-}
+use crate::ui::params::{edit, set_param};
+use crate::views::heatmaps::input_mode::InputMode;
+use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS};
+use crate::views::link::on_off;
 
 #[component]
 pub fn ExplorerControls(
@@ -52,7 +27,7 @@ pub fn ExplorerControls(
     on_export_head: Callback<()>,
 ) -> impl IntoView {
     let copied = RwSignal::new(None::<bool>);
-    let mode = move || state.with(InputMode::of);
+    let mode = move || state.with(|s| InputMode::of(s));
     let number = |ev: &leptos::ev::Event| event_target_value(ev).trim().parse::<u32>().ok();
     let mask_value = move || {
         state.with(
@@ -61,20 +36,9 @@ pub fn ExplorerControls(
     };
     let n_layers = move || model.with(Model::n_layers);
     let set_mode = move |m: InputMode| {
-        state.try_update(|s| match m {
-            InputMode::Text => {
-                s.input.seq_tokens = None;
-                s.explorer.src = None;
-            }
-            InputMode::Generated => {
-                s.explorer.src = None;
-                s.input.seq_tokens.get_or_insert(512);
-            }
-            InputMode::Cross => {
-                s.input.seq_tokens = None;
-                s.explorer.src.get_or_insert_with(|| "Le chat était assis sur le tapis .".into());
-            }
-        });
+        if let Some(changes) = state.try_with_untracked(|s| m.changes(s)) {
+            let _ = edit(state, &changes);
+        }
     };
     // Real weights read their own tokens under their own masks, all exact: the controls for the
     // synthetic layouts' inputs, masks, pooling and designed heads are left out while they are shown.
@@ -97,13 +61,7 @@ pub fn ExplorerControls(
             </label>
             <label>
                 "Input"
-                <select data-testid="input-mode" on:change=move |ev| {
-                    match event_target_value(&ev).as_str() {
-                        "generated" => set_mode(InputMode::Generated),
-                        "cross" => set_mode(InputMode::Cross),
-                        _ => set_mode(InputMode::Text),
-                    }
-                }>
+                <select data-testid="input-mode" on:change=move |ev| set_mode(InputMode::from_id(&event_target_value(&ev)))>
                     {move || [(InputMode::Text, "typed text"), (InputMode::Generated, "generated sequence"), (InputMode::Cross, "cross-attention (two texts)")]
                         .into_iter()
                         .filter(|(m, _)| *m != InputMode::Cross || synthetic())
@@ -117,7 +75,7 @@ pub fn ExplorerControls(
                     // A text area: code and generated text keep their line breaks.
                     <textarea data-testid="text-input" rows="2" maxlength=MAX_TEXT_CHARS
                         prop:value=move || state.with(|s| s.input.text.clone())
-                        on:input=move |ev| { state.try_update(|s| s.input.text = event_target_value(&ev)); }></textarea>
+                        on:input=move |ev| { let _ = edit(state, &[("text", Some(&event_target_value(&ev)))]); }></textarea>
                 </label>
             </Show>
             <Show when=move || mode() == InputMode::Cross>
@@ -125,7 +83,7 @@ pub fn ExplorerControls(
                     "Keys and values from (encoder text)"
                     <input type="text" data-testid="src-input" maxlength=MAX_TEXT_CHARS
                         prop:value=move || state.with(|s| s.explorer.src.clone().unwrap_or_default())
-                        on:input=move |ev| { state.try_update(|s| s.explorer.src = Some(event_target_value(&ev))); }/>
+                        on:input=move |ev| { let _ = edit(state, &[("src", Some(&event_target_value(&ev)))]); }/>
                 </label>
             </Show>
             <Show when=move || mode() == InputMode::Generated>
@@ -133,7 +91,7 @@ pub fn ExplorerControls(
                     "Tokens (n)"
                     <input type="number" min="1" max=MAX_GENERATED data-testid="n-input"
                         prop:value=move || state.with(|s| s.input.seq_tokens.unwrap_or(512))
-                        on:change=move |ev| { if let Some(n) = number(&ev).filter(|&n| (1..=MAX_GENERATED).contains(&n)) { state.try_update(|s| s.input.seq_tokens = Some(n)); } }/>
+                        on:change=move |ev| { if let Some(n) = number(&ev).filter(|&n| (1..=MAX_GENERATED).contains(&n)) { let _ = set_param(state, "n", &n.to_string()); } }/>
                 </label>
             </Show>
             <Show when=move || mode() != InputMode::Generated && synthetic()>
@@ -152,11 +110,9 @@ pub fn ExplorerControls(
             <label>
                 "Mask"
                 <select data-testid="mask-select" prop:disabled=move || mode() == InputMode::Cross on:change=move |ev| {
+                    // "layer": each layer's own mask, which is a link without `mask`.
                     let v = event_target_value(&ev);
-                    state.try_update(|s| match v.parse::<MaskKind>() {
-                        Ok(kind) => { s.input.mask = kind; s.input.mask_given = true; }
-                        Err(_) => { s.input.mask = MaskKind::Causal; s.input.mask_given = false; }
-                    });
+                    let _ = edit(state, &[("mask", (v != "layer").then_some(v.as_str()))]);
                 }>
                     <option value="layer" selected=move || mask_value() == "layer">"the layer's own"</option>
                     {MaskKind::ALL.into_iter().map(|kind| {
@@ -199,7 +155,7 @@ pub fn ExplorerControls(
                             Ok(sel) => {
                                 heads_error.set(None);
                                 heads_text.set(sel.to_param());
-                                state.try_update(|s| s.explorer.heads = sel);
+                                let _ = set_param(state, "heads", &sel.to_param());
                             }
                             Err(e) => heads_error.set(Some(e)),
                         }
@@ -232,22 +188,22 @@ pub fn ExplorerControls(
                 <Show when=synthetic>
                 <label class="check"><input type="checkbox" data-testid="teach-toggle"
                     prop:checked=move || state.with(|s| s.explorer.teach)
-                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.teach = on); }/>"teaching heads"</label>
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = set_param(state, "teach", &on_off(on)); }/>"teaching heads"</label>
                 </Show>
                 <label class="check"><input type="checkbox" data-testid="tiles-toggle"
                     prop:checked=move || state.with(|s| s.explorer.tiles)
-                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.tiles = on); }/>"kernel tiles"</label>
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = set_param(state, "tiles", &on_off(on)); }/>"kernel tiles"</label>
                 <Show when=synthetic>
                 <label class="check"><input type="checkbox" data-testid="steps-toggle"
                     prop:checked=move || state.with(|s| s.explorer.steps)
-                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.steps = on); }/>"step-through"</label>
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = set_param(state, "steps", &on_off(on)); }/>"step-through"</label>
                 <label class="check"><input type="checkbox" data-testid="mix-toggle"
                     prop:checked=move || state.with(|s| s.explorer.mix.is_some())
-                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.mix = on.then_some(MixRow::Last)); }/>"head mixing (W_O)"</label>
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = edit(state, &[("mix", on.then_some("last"))]); }/>"head mixing (W_O)"</label>
                 </Show>
                 <label class="check"><input type="checkbox" data-testid="rope-toggle"
                     prop:checked=move || state.with(|s| s.explorer.rope)
-                    on:change=move |ev| { let on = event_target_checked(&ev); state.try_update(|s| s.explorer.rope = on); }/>"RoPE frequencies"</label>
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = set_param(state, "rope", &on_off(on)); }/>"RoPE frequencies"</label>
             </fieldset>
             <div class="actions">
                 <button type="button" class="copy" data-testid="copy-link" on:click=move |_| {

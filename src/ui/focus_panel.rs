@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 
+use super::params::{edit, set_param};
+
 use super::browser;
 use super::engine_signal::EngineSignal;
 use super::heatmap::{HeadMap, Heatmap, Shared};
@@ -33,7 +35,7 @@ pub fn FocusPanel(
             // A lesson step opens the panel with the step, below its text: taking the focus must not
             // scroll the text away. Opened from the grid, the page scrolls to the panel as before.
             let options = web_sys::FocusOptions::new();
-            options.set_prevent_scroll(state.with_untracked(|s| s.view == View::Lesson));
+            options.set_prevent_scroll(state.with_untracked(|s| s.view() == View::Lesson));
             b.focus_with_options(&options).ok();
         }
     });
@@ -47,11 +49,11 @@ pub fn FocusPanel(
         let list = heads();
         if let Some(i) = list.iter().position(|&h| h == head) {
             let j = (i as i32 + delta).rem_euclid(list.len() as i32) as usize;
-            state.try_update(|s| s.explorer.focus = Some(list[j]));
+            let _ = set_param(state, "focus", &list[j].to_string());
         }
     };
     let close = move || {
-        state.try_update(|s| s.explorer.focus = None);
+        let _ = edit(state, &[("focus", None)]);
     };
     let size = browser::screen().large_px();
     let layout = move || request.with(|r| r.as_ref().ok().map(|r| r.layout.clone()));

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 
+use super::params::{edit, set_param};
+
 use super::chart::BarTrack;
 use crate::attention::layer_inputs::{D_MODEL, LayerInputs};
 use crate::attention::tokens::display_token;
@@ -93,13 +95,11 @@ fn MixBars(
         <label>
             "Token "
             <select data-testid="mix-row" on:change=move |ev| {
-                if let Ok(i) = event_target_value(&ev).parse::<u32>() {
-                    state.try_update(|s| s.explorer.mix = Some(MixRow::Token(i)));
-                }
+                let _ = set_param(state, "mix", &event_target_value(&ev));
             }>{options}</select>
         </label>
         <button type="button" class="secondary" data-testid="head-mix-close" on:click=move |_| {
-            state.try_update(|s| s.explorer.mix = None);
+            let _ = edit(state, &[("mix", None)]);
         }>"Close"</button>
         <p class="hint">
             {format!(

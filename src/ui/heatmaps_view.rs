@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leptos::prelude::*;
+
+use super::params::set_param;
 use leptos::task::spawn_local;
 
 use super::browser;
@@ -223,7 +225,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
     };
     let thumb = browser::screen().thumb_px();
     let open_head = Callback::new(move |h: u32| {
-        state.try_update(|s| s.explorer.focus = Some(h));
+        let _ = set_param(state, "focus", &h.to_string());
     });
     let computing = Signal::derive(move || !sinks.progress.with(|p| p.finished));
     // Old heads dim, and the status shows progress, only once a computation has run for a while: a
@@ -434,7 +436,7 @@ fn NoAttentionPanel(state: RwSignal<AppState>, why: NoAttention) -> impl IntoVie
             <p>{why.text}</p>
             {why.nearest.map(|layer| view! {
                 <button type="button" class="secondary" data-testid="jump-to-attention" data-layer=layer
-                    on:click=move |_| { state.try_update(|s| s.model.layer = layer); }>
+                    on:click=move |_| { let _ = set_param(state, "layer", &layer.to_string()); }>
                     {format!("Show layer {layer}, the nearest attention layer")}
                 </button>
             })}

@@ -131,7 +131,7 @@ fn Budget(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                                 on:click=move |_| {
                                     budget_error.set(None);
                                     budget_text.set(c.gb.to_string());
-                                    state.update(|s| s.kv.budget_bytes = bytes);
+                                    let _ = set_param(state, "budget", &c.gb.to_string());
                                 }>
                                 {c.text}
                             </button>

@@ -6,6 +6,8 @@
 
 use leptos::prelude::*;
 
+use super::params::set_param;
+
 use crate::model::Model;
 use crate::state::AppState;
 use crate::views::heatmaps::reach::reach_line;
@@ -43,7 +45,7 @@ pub fn LayerStrip(state: RwSignal<AppState>, #[prop(into)] model: Signal<Model>)
                                 data-beside=beside.map(|m| m.noun())
                                 title=title.clone()
                                 aria-label=title
-                                on:click=move |_| { state.try_update(|s| s.model.layer = layer); }
+                                on:click=move |_| { let _ = set_param(state, "layer", &layer.to_string()); }
                             ></button>
                         }
                     }).collect_view()

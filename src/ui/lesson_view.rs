@@ -4,28 +4,26 @@
 use leptos::prelude::*;
 use wasm_bindgen::JsCast as _;
 
-use super::bench_view::BenchView;
 use super::browser;
-use super::compare_view::CompareView;
 use super::engine_signal::EngineSignal;
-use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
+use super::live_views::live_view;
 use crate::model::Model;
 use crate::state::{AppState, View};
 use crate::views::lesson::check::{Answer, Check, Expected, Verdict};
 use crate::views::lesson::figures::figure;
 use crate::views::lesson::markup::{Element, Node};
-use crate::views::lesson::progress::Progress;
+use crate::views::lesson::progress::CourseProgress;
 use crate::views::lesson::{Lesson, catalogue, highlight};
 
 #[component]
 pub fn LessonView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
     let place = Memo::new(move |_| state.with(|s| s.lesson.current()));
-    let progress = RwSignal::new(Progress::parse(&browser::stored(PROGRESS_KEY).unwrap_or_default()));
+    let progress = RwSignal::new(CourseProgress::parse(&browser::stored(PROGRESS_KEY).unwrap_or_default()));
     Effect::new(move |_| {
         if let Some((lesson, step)) = place.get() {
             progress.update(|p| p.mark(&lesson.id, step));
-            browser::store(PROGRESS_KEY, &progress.with_untracked(Progress::to_text));
+            browser::store(PROGRESS_KEY, &progress.with_untracked(CourseProgress::to_text));
         }
     });
     let go = move |lesson: &Lesson, step: u32| {
@@ -65,7 +63,7 @@ pub fn LessonView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineS
 const PROGRESS_KEY: &str = "attention-lab.lesson-progress";
 
 #[component]
-fn LessonIndex(state: RwSignal<AppState>, progress: RwSignal<Progress>) -> impl IntoView {
+fn LessonIndex(state: RwSignal<AppState>, progress: RwSignal<CourseProgress>) -> impl IntoView {
     view! {
         <section class="lessons" data-testid="lesson-index">
             <h2>"Lessons"</h2>
@@ -93,7 +91,7 @@ fn LessonIndex(state: RwSignal<AppState>, progress: RwSignal<Progress>) -> impl 
                 }).collect_view()}
             </ul>
             <button type="button" data-testid="lesson-progress-clear" on:click=move |_| {
-                progress.set(Progress::default());
+                progress.set(CourseProgress::default());
                 browser::store(PROGRESS_KEY, "");
             }>"Forget which steps I have seen"</button>
         </section>
@@ -111,19 +109,21 @@ fn LessonStep(
     let count = lesson.steps.len() as u32;
     let written = &lesson.steps[step as usize - 1];
     let shown = written.view.parse::<View>().unwrap_or(View::Kv);
-    let full_view_href = move || state.with(|s| format!("?{}", AppState { view: shown, ..s.clone() }.to_query()));
-    let live_view = match shown {
-        View::Heatmaps => view! { <HeatmapsView state=state model=model engine=engine/> }.into_any(),
-        View::Compare => view! { <CompareView state=state model=model/> }.into_any(),
-        View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
-        _ => view! { <KvView state=state model=model engine=engine/> }.into_any(),
+    let full_view_href = move || {
+        state.with(|s| {
+            let mut full = s.clone();
+            full.show_view(shown);
+            format!("?{}", full.to_query())
+        })
     };
+    let live_view = live_view(shown, state, model, engine)
+        .unwrap_or_else(|| view! { <KvView state=state model=model engine=engine/> }.into_any());
     let highlight_style = highlight::style_text(written.highlight.as_deref());
     view! {
         <style data-testid="lesson-highlight">{highlight_style}</style>
         <section class="lesson" data-testid="lesson-step" data-lesson=lesson.id.clone() data-step=step>
             <nav class="lesson-nav" aria-label="Lesson steps">
-                <button type="button" data-testid="lesson-index-link" on:click=move |_| state.update(|s| s.lesson = Default::default())>
+                <button type="button" data-testid="lesson-index-link" on:click=move |_| state.update(AppState::show_lesson_index)>
                     "All lessons"
                 </button>
                 <span class="where">{format!("{} · step {step} of {count}", lesson.title)}</span>

@@ -21,6 +21,7 @@ mod heatmaps_view;
 mod kv_view;
 mod layer_strip;
 mod lesson_view;
+mod live_views;
 mod model_picker;
 mod next_token_panel;
 mod params;

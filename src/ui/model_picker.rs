@@ -10,15 +10,15 @@ use leptos::task::spawn_local;
 use wasm_bindgen::JsCast as _;
 
 use super::browser;
-use crate::model::describe::model_facts;
 use crate::model::presets::all_presets;
 use crate::model::{DType, ImportReport, Model};
 use crate::state::AppState;
 use crate::ui::params::set_param;
+use crate::views::describe::model_facts;
 use crate::views::kv::MAX_CTX_TOKENS;
 // The decode demo (another view's file) still reads `bytes_text` from here.
 use crate::views::model_figures::{
-    ConfigSource, Figure, MAX_CONFIG_BYTES, config_source, ctx_choices, dtype_text, import_config, import_summary,
+    ConfigSource, MAX_CONFIG_BYTES, ModelFigure, config_source, ctx_choices, dtype_text, import_config, import_summary,
     key_figures,
 };
 
@@ -98,7 +98,7 @@ pub fn ModelPicker(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVi
                     .map(|(n, label)| view! {
                         <button type="button" class="chip" data-testid="ctx-choice" data-value=n
                             class:active=move || state.with(|s| s.kv.ctx_tokens == n)
-                            on:click=move |_| state.update(|s| s.kv.ctx_tokens = n)>
+                            on:click=move |_| { let _ = set_param(state, "ctx", &n.to_string()); }>
                             {label}
                         </button>
                     })
@@ -292,7 +292,7 @@ pub fn KeyFigures(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVie
 
 /// One figure: heading, the exact value (text and `data-value`) and its formula.
 #[component]
-fn FigureView(figure: Signal<Figure>, testid: &'static str, formula_testid: &'static str) -> impl IntoView {
+fn FigureView(figure: Signal<ModelFigure>, testid: &'static str, formula_testid: &'static str) -> impl IntoView {
     view! {
         <div class="figure">
             <h3>{move || figure.with(|f| f.heading.clone())}</h3>

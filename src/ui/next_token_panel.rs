@@ -10,12 +10,15 @@ use leptos::task::spawn_local;
 
 use super::browser;
 use super::engine_signal::EngineSignal;
+use super::params::edit;
 use super::trained_compute::{GpuDecoder, LoadedLm, Prediction};
 use super::user_checkpoint;
 use crate::attention::tokens::display_token;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
-use crate::views::heatmaps::trained::{choose_next, generated_text, model_input, model_text, with_token};
+use crate::views::heatmaps::trained::{
+    choose_next, generated_text, model_input, model_text, text_limit_reached, with_token,
+};
 
 /// What the panel reads: the model once loaded, and the prediction for the text on display.
 pub type LmSignal = RwSignal<Option<Result<Rc<LoadedLm>, String>>, LocalStorage>;
@@ -40,11 +43,10 @@ pub fn NextTokenPanel(
     let note = RwSignal::new(None::<String>);
     let current = move |p: &Prediction| ids.with(|ids| ids.as_deref() == Some(&p.ids));
     let append = move |id: u32| {
-        if let Some(Ok(lm)) = lm.get_untracked() {
-            state.update(|s| {
-                s.input.text = with_token(&lm.tokenizer, &s.input, id);
-                s.input.seq_tokens = None;
-            });
+        if let (Some(Ok(lm)), Some(input)) = (lm.get_untracked(), state.try_with_untracked(|s| s.input.clone()))
+            && let Err(why) = replace_text(state, &with_token(&lm.tokenizer, &input, id))
+        {
+            note.set(Some(format!("Not appended: {why}.")));
         }
     };
     let generate = move |_| {
@@ -159,10 +161,10 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
         seq.push(next);
         generated.push(next);
         let text = generated_text(&lm.tokenizer, &prompt, &generated);
-        let Some(written) = write_text(state, &expected, text) else {
-            return "Stopped: the text, the model or the view changed while generating.".into();
+        expected = match write_text(state, &expected, text) {
+            Ok(written) => written,
+            Err(said) => return said,
         };
-        expected = written;
         if i + 1 < settings.count {
             logits = match next_logits(lm, &mut source, &seq).await {
                 Ok(logits) => logits,
@@ -205,20 +207,26 @@ async fn next_logits(lm: &LoadedLm, source: &mut Source, seq: &[u32]) -> Result<
 }
 
 /// Writes `text` as the text (and so into the link) if the page is as generation left it (the same
-/// input, still the same real weights in the heatmaps view); the state written, or `None` if not.
-fn write_text(state: RwSignal<AppState>, expected: &AppState, text: String) -> Option<AppState> {
+/// input, still the same real weights in the heatmaps view); the state written, or why generation stops.
+fn write_text(state: RwSignal<AppState>, expected: &AppState, text: String) -> Result<AppState, String> {
     let unchanged = state.try_with_untracked(|s| {
         s.input == expected.input
             && s.model == expected.model
             && user_checkpoint::shows_real_weights(&s.model)
-            && s.view == View::Heatmaps
-    })?;
-    if !unchanged {
-        return None;
-    }
-    state.try_update(|s| {
-        s.input.text = text;
-        s.input.seq_tokens = None;
+            && s.view() == View::Heatmaps
     });
-    state.try_get_untracked()
+    if unchanged != Some(true) {
+        return Err("Stopped: the text, the model or the view changed while generating.".into());
+    }
+    replace_text(state, &text).map_err(|why| format!("Stopped: {why}"))?;
+    state.try_get_untracked().ok_or_else(|| "Stopped: the view closed.".into())
+}
+
+/// The text replaced by `text` (a token appended to it), through the link's parser: a text past the
+/// explorer's limit is refused, not cut, and the generated sequence (`n`) gives way to the text.
+fn replace_text(state: RwSignal<AppState>, text: &str) -> Result<(), String> {
+    match text_limit_reached(text) {
+        Some(why) => Err(why),
+        None => edit(state, &[("text", Some(text)), ("n", None)]),
+    }
 }

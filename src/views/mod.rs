@@ -10,15 +10,21 @@
 //! - [`kv`], [`compare`]: those views' parameters, figures, tables and chart series; [`model_figures`]:
 //!   the model picker's contract figures, config source and import, which both show.
 //! - [`chart`]: the data and geometry of the hand-drawn SVG charts.
+//! - [`formulas`] (the KV arithmetic written out) and [`describe`] (a model's config facts, a
+//!   variant's label, a layer's positions in words): the sentences the page shows about a model.
 //! - [`bench`]: the benchmark's parameters.
 //! - [`gpu_recovery`]: new devices after a lost GPU, then the CPU reference.
 //! - [`url_writes`]: how often the link is rewritten while the reader types.
+//! - [`registry`]: every view listed once ([`view_class::ViewClass`]: its id, title and link keys),
+//!   and [`registry::Settings`], what they all read from the link; the link's write order.
 
 pub mod attention_input;
 pub mod bench;
 pub mod chart;
 pub mod compare;
 pub mod decode;
+pub mod describe;
+pub mod formulas;
 pub mod gpu_recovery;
 pub mod heatmaps;
 pub mod kv;
@@ -27,4 +33,6 @@ pub mod lesson;
 pub mod link;
 pub mod model_choice;
 pub mod model_figures;
+pub mod registry;
 pub mod url_writes;
+pub mod view_class;

@@ -1,10 +1,9 @@
 //! What the model picker shows, shared by the KV and compare views: the three contract figures with
 //! their formulas (`kv-bytes-per-token`, `kv-total-bytes`, `attn-params-per-layer`), where the chosen
-//! model's config values come from (the values themselves: [`crate::model::describe::model_facts`]), and the import of a Hugging Face `config.json` into a link.
+//! model's config values come from (the values themselves: [`crate::views::describe::model_facts`]), and the import of a Hugging Face `config.json` into a link.
 
 use super::kv::KvParams;
 use super::model_choice::ModelChoice;
-use crate::model::formulas::{attn_params_formula, per_token_formula, state_formula, total_formula};
 use crate::model::kv_cache::state_bytes;
 use crate::model::presets::preset_info;
 use crate::model::units::{bytes_text, format_params, format_thousands, format_tokens};
@@ -12,6 +11,7 @@ use crate::model::{
     DType, ImportReport, LayerKind, Model, attn_params, decode_model, encode_model, import_hf_config,
     kv_bytes_per_token, kv_total_bytes,
 };
+use crate::views::formulas::{attn_params_formula, per_token_formula, state_formula, total_formula};
 
 /// Largest paste or file read (a real config.json is a few KB; this keeps a stray drop harmless).
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
@@ -30,7 +30,7 @@ pub fn ctx_choices() -> Vec<(u64, String)> {
 
 /// One exact figure: its heading, the integer in `data-value`, the text shown and the arithmetic.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
+pub struct ModelFigure {
     pub heading: String,
     pub value: String,
     pub text: String,
@@ -40,15 +40,15 @@ pub struct Figure {
 /// The contract figures of the chosen model, context, dtype and layer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyFigures {
-    pub per_token: Figure,
-    pub total: Figure,
-    pub attn_params: Figure,
+    pub per_token: ModelFigure,
+    pub total: ModelFigure,
+    pub attn_params: ModelFigure,
     /// `state-bytes`: the recurrent state one sequence keeps (0 for a transformer).
-    pub state: Figure,
+    pub state: ModelFigure,
 }
 
 /// The `state-bytes` figure: exact bytes, both units, and what it is (constant per sequence).
-fn state_figure(model: &Model) -> Figure {
+fn state_figure(model: &Model) -> ModelFigure {
     let bytes = state_bytes(model).ok();
     let mut f = byte_figure("Recurrent state per sequence".into(), bytes, state_formula(model));
     let recurrent = model.schedule.layers().iter().any(|&k| model.state_mixer(k).is_some());
@@ -61,8 +61,8 @@ fn state_figure(model: &Model) -> Figure {
 }
 
 /// A byte figure; `None` is a size past `u128`, shown as such rather than wrapped.
-fn byte_figure(heading: String, bytes: Option<u128>, formula: String) -> Figure {
-    Figure {
+fn byte_figure(heading: String, bytes: Option<u128>, formula: String) -> ModelFigure {
+    ModelFigure {
         heading,
         value: bytes.map_or_else(|| "overflow".into(), |b| b.to_string()),
         text: bytes.map_or_else(|| "too large to represent".into(), bytes_text),
@@ -85,7 +85,7 @@ pub fn key_figures(model: &Model, kv: &KvParams, layer: u32) -> KeyFigures {
             kv_total_bytes(model, kv.ctx_tokens, kv.dtype).ok(),
             total_formula(model, kv.ctx_tokens, kv.dtype),
         ),
-        attn_params: Figure {
+        attn_params: ModelFigure {
             heading: format!("Attention weights of layer {layer} ({kind})"),
             value: params_total.to_string(),
             text: format!("{} parameters ({})", format_thousands(params_total), format_params(params_total)),

@@ -1,5 +1,5 @@
 //! The case filter's choices: each select's options, and what picking one writes into the link's
-//! parameters. An option's value `all` (or anything else that does not parse) lifts that filter.
+//! parameters. An option's value `all` lifts that filter.
 
 use super::BenchParams;
 use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, DEFAULT_WINDOW, SEQUENCE_LENGTHS};
@@ -47,36 +47,16 @@ pub fn window_tokens(input: &AttentionInput) -> u32 {
     if input.window_given { input.window_tokens } else { DEFAULT_WINDOW }
 }
 
-pub fn pick_n(input: &mut AttentionInput, value: &str) {
-    input.seq_tokens = value.parse().ok();
-}
-
-pub fn pick_d(params: &mut BenchParams, value: &str) {
-    params.head_dim = value.parse().ok();
-}
-
-pub fn pick_mask(input: &mut AttentionInput, value: &str) {
-    match value.parse::<MaskKind>() {
-        Ok(kind) => {
-            input.mask = kind;
-            input.mask_given = true;
-        }
-        Err(_) => input.mask_given = false,
-    }
-}
-
-/// A whole number of at least one token; anything else leaves the window as it was (and says so:
-/// `false`, nothing to rewrite).
-pub fn pick_window(input: &mut AttentionInput, value: &str) -> bool {
-    let Some(w) = value.trim().parse::<u32>().ok().filter(|&w| w >= 1) else { return false };
-    input.window_tokens = w;
-    input.window_given = true;
-    true
+/// What picking `value` in the select of `key` (`n`, `d` or `mask`) changes in the link: `all` lifts
+/// that filter (the key is cleared), any other option is the key's value, read by its parser.
+pub fn filter_change<'a>(key: &'a str, value: &'a str) -> (&'a str, Option<&'a str>) {
+    (key, (value != "all").then_some(value))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::views::registry::Settings;
 
     fn values(options: &[SelectOption]) -> Vec<&str> {
         options.iter().map(|o| o.value.as_str()).collect()
@@ -86,42 +66,44 @@ mod tests {
         options.iter().filter(|o| o.selected).map(|o| o.label.as_str()).collect()
     }
 
+    /// The settings after each (key, option) is picked, as the page applies them.
+    fn pick(picks: &[(&str, &str)]) -> Settings {
+        let mut settings = Settings::default();
+        for &(key, value) in picks {
+            match filter_change(key, value) {
+                (key, Some(value)) => assert!(matches!(settings.set(key, value), Some(Ok(_))), "{key}={value}"),
+                (key, None) => assert!(settings.clear(key)),
+            }
+        }
+        settings
+    }
+
     #[test]
     fn all_is_selected_until_a_choice_is_picked() {
-        let mut input = AttentionInput::default();
-        let mut params = BenchParams::default();
-        assert_eq!(values(&n_options(&input)), ["all", "256", "1024", "2048", "4096", "8192", "16384"]);
-        assert_eq!(selected(&mask_options(&input)), ["full, causal, sliding"]);
-        assert_eq!(selected(&d_options(&params)), ["all"]);
-        pick_n(&mut input, "2048");
-        pick_d(&mut params, "128");
-        pick_mask(&mut input, "sliding");
-        assert_eq!(selected(&n_options(&input)), ["2048"]);
-        assert_eq!(selected(&d_options(&params)), ["128"]);
-        assert_eq!(selected(&mask_options(&input)), ["sliding"]);
-        pick_n(&mut input, "all");
-        pick_d(&mut params, "all");
-        pick_mask(&mut input, "all");
-        assert_eq!((input.seq_tokens, params.head_dim, input.mask_given), (None, None, false));
+        let s = Settings::default();
+        assert_eq!(values(&n_options(&s.input)), ["all", "256", "1024", "2048", "4096", "8192", "16384"]);
+        assert_eq!(selected(&mask_options(&s.input)), ["full, causal, sliding"]);
+        assert_eq!(selected(&d_options(&s.bench)), ["all"]);
+        let s = pick(&[("n", "2048"), ("d", "128"), ("mask", "sliding")]);
+        assert_eq!(selected(&n_options(&s.input)), ["2048"]);
+        assert_eq!(selected(&d_options(&s.bench)), ["128"]);
+        assert_eq!(selected(&mask_options(&s.input)), ["sliding"]);
+        let s = pick(&[("n", "2048"), ("d", "128"), ("mask", "sliding"), ("n", "all"), ("d", "all"), ("mask", "all")]);
+        assert_eq!(s, Settings::default());
     }
 
     #[test]
     fn a_length_from_the_link_joins_the_list() {
-        let mut input = AttentionInput::default();
-        pick_n(&mut input, "300");
-        assert_eq!(values(&n_options(&input)).last(), Some(&"300"));
-        assert_eq!(selected(&n_options(&input)), ["300"]);
+        let s = pick(&[("n", "300")]);
+        assert_eq!(values(&n_options(&s.input)).last(), Some(&"300"));
+        assert_eq!(selected(&n_options(&s.input)), ["300"]);
     }
 
     #[test]
-    fn the_window_is_the_default_until_a_whole_number_is_typed() {
-        let mut input = AttentionInput::default();
-        assert_eq!(window_tokens(&input), DEFAULT_WINDOW);
-        for bad in ["0", "-3", "wide", ""] {
-            assert!(!pick_window(&mut input, bad));
-        }
-        assert!(!input.window_given);
-        assert!(pick_window(&mut input, " 64 "));
-        assert_eq!(window_tokens(&input), 64);
+    fn the_window_is_the_default_until_the_link_names_one() {
+        let mut s = Settings::default();
+        assert_eq!(window_tokens(&s.input), DEFAULT_WINDOW);
+        assert!(matches!(s.set("window", "64"), Some(Ok(_))));
+        assert_eq!(window_tokens(&s.input), 64);
     }
 }

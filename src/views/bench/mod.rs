@@ -14,6 +14,15 @@ use crate::gpu::bench::BenchFilter;
 /// Head widths a link may ask the benchmark for: those the GPU kernels are built for.
 pub const BENCH_LINK_HEAD_DIMS: [u32; 4] = [32, 64, 128, 256];
 
+/// The benchmark in the view registry.
+pub struct Bench;
+
+impl crate::views::view_class::ViewClass for Bench {
+    const ID: &'static str = "bench";
+    const TITLE: &'static str = "Benchmark";
+    type Params = BenchParams;
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BenchParams {
     /// Head dimension (URL `d=`): the benchmark's case filter.

@@ -4,10 +4,10 @@
 //! bar carries it beside the cache, and a note says so; a model without attention has no variant.
 
 use super::CompareParams;
-use crate::model::describe::variant_label;
 use crate::model::kv_cache::state_bytes;
 use crate::model::units::{bytes_text, count_of, format_bytes, format_thousands};
 use crate::model::{Model, Variant, VariantFigures, apply_variant, compare_variants};
+use crate::views::describe::variant_label;
 use crate::views::kv::KvParams;
 
 /// One variant's bar. `variant_id`, `kv_total_bytes`, `kv_bytes_per_token` and `ratio_to_mha` go

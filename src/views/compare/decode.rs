@@ -4,10 +4,10 @@
 
 use super::CompareParams;
 use super::flops::share_text;
-use crate::model::describe::variant_label;
 use crate::model::intensity::{Traffic, decode_traffic, prefill_traffic};
 use crate::model::units::{format_bytes, format_thousands};
 use crate::model::{Model, Variant};
+use crate::views::describe::variant_label;
 use crate::views::kv::KvParams;
 
 /// One variant's row. `variant_id`, the exact counts and both intensities go into data attributes.

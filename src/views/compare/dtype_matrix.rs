@@ -2,9 +2,9 @@
 //! exact bytes in each cell, the link's dtype marked.
 
 use super::CompareParams;
-use crate::model::describe::variant_label;
 use crate::model::units::{format_bytes, format_thousands};
 use crate::model::{DType, Model, Variant, kv_total_bytes};
+use crate::views::describe::variant_label;
 use crate::views::kv::KvParams;
 use crate::views::model_figures::dtype_text;
 

@@ -2,9 +2,9 @@
 //! from what length the attention core costs as much as the projections.
 
 use super::CompareParams;
-use crate::model::describe::variant_label;
 use crate::model::units::format_thousands;
 use crate::model::{LayerFlops, LayerKind, Mask, Model, Variant, crossover_tokens, model_prefill_flops};
+use crate::views::describe::variant_label;
 
 /// One variant's row. `variant_id` and the three exact counts go into data attributes.
 #[derive(Clone, Debug, PartialEq)]

@@ -16,6 +16,15 @@ use crate::model::{Model, Variant, apply_variant, standard_variants};
 /// Most variants a link may list.
 pub const MAX_VARIANTS: usize = 24;
 
+/// The compare view in the view registry.
+pub struct Compare;
+
+impl crate::views::view_class::ViewClass for Compare {
+    const ID: &'static str = "compare";
+    const TITLE: &'static str = "Compare variants";
+    type Params = CompareParams;
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CompareParams {
     /// Variants the compare view shows (URL `variants=mha,gqa8,...`); `None`: the standard set for the model.

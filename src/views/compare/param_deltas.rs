@@ -3,10 +3,10 @@
 
 use super::CompareParams;
 use super::bars::variant_figures;
-use crate::model::describe::variant_label;
 use crate::model::units::{format_params, format_thousands};
 use crate::model::variants::mha_baseline;
 use crate::model::{Model, VariantFigures, attn_params_total};
+use crate::views::describe::variant_label;
 use crate::views::kv::KvParams;
 
 /// One variant's row. `variant_id`, `params_total` and `delta_vs_mha` go into data attributes.

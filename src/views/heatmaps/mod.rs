@@ -6,6 +6,7 @@ pub mod compute;
 pub mod entropy;
 pub mod head_map;
 pub mod head_mix;
+pub mod input_mode;
 pub mod jobs;
 pub mod npy;
 pub mod params;

@@ -153,6 +153,15 @@ impl std::str::FromStr for MixRow {
     }
 }
 
+/// The heatmap explorer in the view registry: the keys it owns are [`ExplorerParams`]'s.
+pub struct Heatmaps;
+
+impl crate::views::view_class::ViewClass for Heatmaps {
+    const ID: &'static str = "heatmaps";
+    const TITLE: &'static str = "Heatmaps";
+    type Params = ExplorerParams;
+}
+
 /// The explorer's part of the app state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExplorerParams {

@@ -206,7 +206,7 @@ pub fn layout_line(model: &Model, layout: &LayerLayout, mask: Mask) -> String {
         model.n_layers(),
         layout.kind,
         layout.head_dim,
-        layout.positional_text(),
+        crate::views::describe::layer_positions_text(layout),
         if layout.k_eq_v { " · K = V (one tensor serves both)" } else { "" },
         if layout.stores_kv { "" } else { " · reads an earlier layer's KV cache" },
     )

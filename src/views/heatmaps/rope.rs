@@ -126,7 +126,7 @@ pub fn rope_panel(model: &Model, layer: u32) -> RopePanel {
             (_, Positional::Rope { .. }) => "RoPE, but the rotary fraction leaves no whole pair to rotate.".into(),
             _ => format!(
                 "Positions are added to the embeddings ({}) before the first layer: the heads do not rotate.",
-                layout.positional_text()
+                crate::views::describe::layer_positions_text(&layout)
             ),
         };
         return RopePanel { heading, summary, figures: None, chart: None };

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::head_map::HeadMap;
-use super::params::{ExplorerParams, MAX_GENERATED};
+use super::params::{ExplorerParams, MAX_GENERATED, MAX_TEXT_CHARS};
 use super::request::Request;
 use crate::attention::inputs::SplitMix64;
 use crate::attention::layer_inputs::LayerLayout;
@@ -14,6 +14,7 @@ use crate::attention::tokens::{TokenMode, generated_tokens};
 use crate::lm::bpe::Tokenizer;
 use crate::lm::head_scores::HeadScores;
 use crate::lm::next_token::{choose, top_candidates};
+use crate::model::units::format_thousands;
 use crate::model::{Mask, MaskKind};
 use crate::views::attention_input::AttentionInput;
 
@@ -73,7 +74,7 @@ pub fn model_input(
         return Err(format!(
             "{} generated words make at least as many tokens; the trained model reads at most {max_tokens}, the length \
              it was trained on. Ask for fewer (n), or pick a synthetic layout for longer inputs.",
-            crate::model::units::format_thousands(n.into())
+            format_thousands(n.into())
         ));
     }
     model_tokens(tokenizer, &model_text(input), (max_tokens, rows))
@@ -175,6 +176,15 @@ pub fn with_token(tokenizer: &Tokenizer, input: &AttentionInput, id: u32) -> Str
     generated_text(tokenizer, &model_text(input), &[id])
 }
 
+/// Why `text` may not replace the text (a token appended past the explorer's limit of
+/// [`MAX_TEXT_CHARS`] characters), or `None` when it may. A link's text is cut there with a notice;
+/// an appended token is refused instead, so nothing the reader sees is silently dropped.
+pub fn text_limit_reached(text: &str) -> Option<String> {
+    (text.chars().count() > MAX_TEXT_CHARS).then(|| {
+        format!("the text has reached the explorer's limit of {} characters", format_thousands(MAX_TEXT_CHARS as u128))
+    })
+}
+
 /// The prompt's text with the `generated` tokens' text after it. Their bytes are decoded together,
 /// and a character left unfinished at the end (a token can hold part of a multi-byte character) is
 /// held back until the token that completes it, rather than written as U+FFFD.
@@ -199,6 +209,15 @@ pub fn choose_next(logits: &[f32], temperature: f64, seed: u64, position: usize)
 mod tests {
     use super::*;
     use crate::views::link::LinkParams;
+
+    #[test]
+    fn an_appended_token_past_the_text_limit_is_refused_by_name() {
+        assert_eq!(text_limit_reached(&"é".repeat(MAX_TEXT_CHARS)), None);
+        assert_eq!(
+            text_limit_reached(&"é".repeat(MAX_TEXT_CHARS + 1)).as_deref(),
+            Some("the text has reached the explorer's limit of 2,000 characters")
+        );
+    }
 
     fn tokenizer() -> Tokenizer {
         let json = include_str!("../../../www/models/attention-lab-tiny/tokenizer.json");

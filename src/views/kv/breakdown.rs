@@ -5,9 +5,9 @@
 //! per sequence in a column of its own.
 
 use super::KvParams;
-use crate::model::formulas::{cached_tokens_reason, elements_factors, row_formula, state_row_formula};
 use crate::model::units::{bytes_text, count_of, format_bytes, format_thousands};
 use crate::model::{KvRow, LayerKind, Model, kv_breakdown};
+use crate::views::formulas::{cached_tokens_reason, elements_factors, row_formula, state_row_formula};
 
 /// One layer type's row. `kind_noun`, `bytes`, `cached_tokens`, `layer_count` and `state_bytes` go
 /// into data attributes.

@@ -15,6 +15,15 @@ pub const DEFAULT_CTX_TOKENS: u64 = 8192;
 /// Longest context a link may ask for (100 M tokens: beyond any model, still exact arithmetic).
 pub const MAX_CTX_TOKENS: u64 = 100_000_000;
 
+/// The KV-cache view in the view registry.
+pub struct Kv;
+
+impl crate::views::view_class::ViewClass for Kv {
+    const ID: &'static str = "kv";
+    const TITLE: &'static str = "KV cache";
+    type Params = KvParams;
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KvParams {
     /// Context length in tokens (URL `ctx=`).

@@ -12,7 +12,7 @@ use crate::attention::layer_inputs::LayerLayout;
 use crate::model::kv_cache::ContextFit;
 use crate::model::variants::mha_baseline;
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes, max_context_tokens, model_prefill_flops};
-use crate::state::AppState;
+use crate::views::registry::Settings;
 use sources::model_window;
 
 use written::{Unit, number, whole};
@@ -197,7 +197,7 @@ pub fn is_known(name: &str) -> bool {
 
 /// The figure `name` for this state and its resolved model; `None` for an unknown name or a figure
 /// that does not apply (no sliding layer, sizes past what can be represented).
-pub fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     if !model.has_attention() && NEEDS_ATTENTION.contains(&name) {
         // A pure state-space model's head counts and widths are placeholders nothing uses.
         return None;
@@ -254,7 +254,7 @@ fn count_layers(model: &Model, keep: impl Fn(LayerKind) -> bool) -> u32 {
 }
 
 /// The figures of one topic each, in their own files.
-fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+fn topic_figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     explorer::figure(name, state, model)
         .or_else(|| tiles::figure(name, state, model))
         .or_else(|| paging::figure(name, state, model))
@@ -269,8 +269,8 @@ fn topic_figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
 mod tests {
     use super::*;
 
-    pub(super) fn at(query: &str) -> (AppState, Model) {
-        let (state, notices) = AppState::from_query(query);
+    pub(super) fn at(query: &str) -> (Settings, Model) {
+        let (state, notices) = Settings::from_query(query);
         assert!(notices.is_empty(), "{notices:?}");
         let model = state.resolved_model();
         (state, model)

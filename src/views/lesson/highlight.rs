@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::state::View;
+use crate::views::registry::View;
 
 /// Lines of the KV chart that a step can point at (their class in the chart).
 pub const CHART_LINES: [&str; 4] = ["total", "budget", "ctx", "fit"];

@@ -64,7 +64,7 @@ pub fn lessons_showing(view_id: &str) -> Vec<(&'static Lesson, u32)> {
 mod tests {
     use super::*;
     use crate::model::Model;
-    use crate::state::{AppState, View};
+    use crate::views::registry::{Settings, View};
     use highlight::Highlight;
     use walk::{figure_names, step_state};
 
@@ -94,7 +94,7 @@ mod tests {
     }
 
     /// A highlight names something the step's view shows: a head, row or layer that exists.
-    fn assert_highlight_in_view(h: Highlight, view: View, state: &AppState, model: &Model, at: &str) {
+    fn assert_highlight_in_view(h: Highlight, view: View, state: &Settings, model: &Model, at: &str) {
         let tokens = || figures::figure("token_count", state, model).map_or(0, |f| f.value as u32);
         let fits = match h {
             Highlight::Head(n) => view == View::Heatmaps && n < model.n_q_heads,

@@ -6,6 +6,15 @@ use crate::views::link::{Accepted, LinkParams, Notice, parse_bounded};
 /// The most steps a lesson may have (a bound for the link's number).
 pub const MAX_STEPS: u32 = 99;
 
+/// The lessons in the view registry: the keys they own are [`LessonParams`]'s.
+pub struct Lessons;
+
+impl crate::views::view_class::ViewClass for Lessons {
+    const ID: &'static str = "lesson";
+    const TITLE: &'static str = "Lessons";
+    type Params = LessonParams;
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LessonParams {
     pub lesson: Option<String>,

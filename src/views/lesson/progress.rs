@@ -9,11 +9,11 @@ use super::params::MAX_STEPS;
 const MAX_STORED_CHARS: usize = 8192;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
+pub struct CourseProgress {
     seen: BTreeMap<String, BTreeSet<u32>>,
 }
 
-impl Progress {
+impl CourseProgress {
     pub fn parse(text: &str) -> Self {
         let mut progress = Self::default();
         let end = (0..=MAX_STORED_CHARS.min(text.len())).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
@@ -57,20 +57,20 @@ mod tests {
 
     #[test]
     fn round_trip_and_counts() {
-        let mut p = Progress::default();
+        let mut p = CourseProgress::default();
         p.mark("kv-cache", 2);
         p.mark("kv-cache", 1);
         p.mark("masks", 3);
         p.mark("kv-cache", 2);
         assert_eq!(p.to_text(), "kv-cache:1,2;masks:3");
-        assert_eq!(Progress::parse(&p.to_text()), p);
+        assert_eq!(CourseProgress::parse(&p.to_text()), p);
         assert_eq!((p.seen("kv-cache", 4), p.seen("masks", 2), p.seen("gqa", 4)), (2, 0, 0));
     }
 
     #[test]
     fn tampered_storage_reads_what_it_can() {
-        let p = Progress::parse("kv-cache:1,x,0,100,2;<b>:1;masks;gqa:4;;:");
+        let p = CourseProgress::parse("kv-cache:1,x,0,100,2;<b>:1;masks;gqa:4;;:");
         assert_eq!(p.to_text(), "gqa:4;kv-cache:1,2");
-        assert_eq!(Progress::parse(&"a:1,".repeat(100_000)).seen("a", 1), 1);
+        assert_eq!(CourseProgress::parse(&"a:1,".repeat(100_000)).seen("a", 1), 1);
     }
 }

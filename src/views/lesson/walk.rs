@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::params::LessonParams;
 use super::{Step, catalogue, figures, highlight, markup};
-use crate::state::AppState;
-use crate::views::link::{Notice, encode_component};
+use crate::views::link::{LinkParams, Notice};
+use crate::views::registry::{Settings, View, write_query};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct LessonPlan {
@@ -32,12 +32,9 @@ pub struct StepPlan {
     pub highlight_style: String,
 }
 
-/// The state a step sets: its view and link parameters, read as a link would read them.
-pub fn step_state(step: &Step) -> (AppState, Vec<Notice>) {
-    let pairs =
-        std::iter::once(("view", step.view.as_str())).chain(step.params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let query: Vec<String> = pairs.map(|(k, v)| format!("{k}={}", encode_component(v))).collect();
-    AppState::from_query(&query.join("&"))
+/// The settings a step sets: its link parameters, read as a link would read them.
+pub fn step_state(step: &Step) -> (Settings, Vec<Notice>) {
+    Settings::from_pairs(step.params.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
 /// Every figure a step names: in its text, as its check's answer and in the check's explanation.
@@ -63,17 +60,22 @@ pub fn plan() -> Vec<LessonPlan> {
 }
 
 fn step_plan(id: &str, n: u32, step: &Step) -> StepPlan {
-    let (mut state, _) = step_state(step);
-    let model = state.resolved_model();
+    let (settings, _) = step_state(step);
+    let model = settings.resolved_model();
     let figures = figure_names(step)
         .into_iter()
-        .filter_map(|name| figures::figure(&name, &state, &model).map(|f| (name, f.exact)))
+        .filter_map(|name| figures::figure(&name, &settings, &model).map(|f| (name, f.exact)))
         .collect();
-    state.lesson = LessonParams::at(id, n);
+    // The step's view with its settings, as the app writes that link (the default view unnamed).
+    let view = step.view.parse::<View>().unwrap_or_default();
+    let mut pairs: Vec<(&str, String)> =
+        if view == View::default() { vec![] } else { vec![("view", view.id().to_string())] };
+    pairs.extend(settings.pairs());
+    pairs.extend(LessonParams::at(id, n).pairs());
     StepPlan {
         step: n,
         view: step.view.clone(),
-        full_query: state.to_query(),
+        full_query: write_query(pairs),
         figures,
         highlight_style: highlight::style_text(step.highlight.as_deref()),
     }

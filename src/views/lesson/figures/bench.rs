@@ -6,9 +6,9 @@ use crate::attention::AttentionShape;
 use crate::gpu::bench::{BenchCase, BenchKernel, HEAD_LAYOUTS, cases};
 use crate::gpu::naive_attention::scores_bytes;
 use crate::model::Model;
-use crate::state::AppState;
+use crate::views::registry::Settings;
 
-pub(super) fn figure(name: &str, state: &AppState, _model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, _model: &Model) -> Option<Figure> {
     let [(mha_heads, kv_heads), (gqa_heads, _)] = HEAD_LAYOUTS;
     let listed = cases(&state.bench.filter(&state.input));
     // The first tiled case the link's filter lists with `h_q` query heads.
@@ -49,7 +49,7 @@ mod tests {
     fn one_small_case_by_hand() {
         // n = 256, d = 64, full: 256 x 256 = 65,536 pairs a head, 4 x 64 FLOPs each = 16,777,216; 8 heads
         // 134,217,728, 32 heads 536,870,912. The naive kernel's scores: 8 x 65,536 x 4 B = 2,097,152 B.
-        let q = "view=bench&n=256&d=64&mask=full";
+        let q = "n=256&d=64&mask=full";
         for (name, value) in [
             ("bench_tokens", "256"),
             ("bench_head_dim", "64"),
@@ -66,16 +66,16 @@ mod tests {
             assert_eq!(exact(name, q), value, "{name}");
         }
         // Causal: 1 + 2 + ... + 256 = 32,896 pairs (0.502 of 65,536), 4 x 64 x 32,896 x 8 = 67,371,008.
-        let q = "view=bench&n=256&d=64&mask=causal";
+        let q = "n=256&d=64&mask=causal";
         assert_eq!((exact("bench_pairs", q), exact("bench_mask_fraction", q)), ("32896".into(), "0.502".into()));
         assert_eq!(exact("bench_mha_flops", q), "67371008");
         // A window of 64: 1 + 2 + ... + 64 for the first 64 queries, then 64 each: 2,080 + 192 x 64 = 14,368.
-        let q = "view=bench&n=256&d=64&mask=sliding&window=64";
+        let q = "n=256&d=64&mask=sliding&window=64";
         assert_eq!(
             (exact("bench_pairs", q), exact("bench_head_flops", q)),
             ("14368".into(), (4 * 64 * 14_368).to_string())
         );
         // Without a window in the link the benchmark's sliding cases use 256: causal's pairs at n = 256.
-        assert_eq!(exact("bench_pairs", "view=bench&n=256&d=64&mask=sliding"), "32896");
+        assert_eq!(exact("bench_pairs", "n=256&d=64&mask=sliding"), "32896");
     }
 }

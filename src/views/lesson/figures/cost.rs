@@ -5,10 +5,10 @@
 use super::written::{Figure, Unit, number, whole};
 use crate::model::intensity::{Traffic, decode_traffic, prefill_traffic};
 use crate::model::{LayerKind, Mask, Model, attn_params, crossover_tokens};
-use crate::state::AppState;
+use crate::views::registry::Settings;
 
 /// The figure `name` if it is one of this topic's; `None` otherwise, or past what `u128` holds.
-pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     let (ctx, dtype) = (state.kv.ctx_tokens, state.kv.dtype);
     let prefill = || prefill_traffic(model, ctx, dtype).ok();
     let decode = || decode_traffic(model, ctx, dtype).ok();
@@ -75,7 +75,7 @@ mod tests {
         assert_eq!(at("prefill_intensity"), "203388.6897");
         // Each cached K or V element serves the 4 query heads of its group: 4 multiply-adds per 2 bytes.
         assert_eq!(at("decode_core_intensity"), "4");
-        let (state, _) = crate::state::AppState::from_query(q);
+        let (state, _) = crate::views::registry::Settings::from_query(q);
         let text = |name| super::figure(name, &state, &state.resolved_model()).map(|f| f.text);
         assert_eq!(text("decode_intensity").as_deref(), Some("2.66 FLOPs per byte"));
         assert_eq!(text("prefill_intensity").as_deref(), Some("203,389 FLOPs per byte"));

@@ -6,15 +6,15 @@
 use super::written::{Figure, Unit, number, whole};
 use crate::attention::layer_inputs::LayerLayout;
 use crate::model::Model;
-use crate::state::AppState;
 use crate::views::heatmaps::entropy::RowEntropy;
 use crate::views::heatmaps::head_mix::{head_mix, mix_row};
 use crate::views::heatmaps::params::MixRow;
 use crate::views::heatmaps::request::Request;
 use crate::views::heatmaps::step_through::Example;
+use crate::views::registry::Settings;
 
 /// The explorer figure `name`, or `None` for a name that is not one of them or inputs too long.
-pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     let layout = || LayerLayout::of(model, state.model.layer);
     match name {
         "layer_head_dim" => Some(whole(layout().head_dim.into(), Unit::Count)),
@@ -29,17 +29,17 @@ pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figu
 }
 
 /// The explorer's request when it is drawn cell by cell (short enough to rebuild its inputs).
-fn small_request(state: &AppState, model: &Model) -> Option<Request> {
+fn small_request(state: &Settings, model: &Model) -> Option<Request> {
     super::sources::explorer(state, model).filter(Request::exact)
 }
 
 /// The head the step-through shows: the enlarged one, else the first head on display.
-fn shown_head(state: &AppState, request: &Request) -> Option<u32> {
+fn shown_head(state: &Settings, request: &Request) -> Option<u32> {
     state.explorer.focus.filter(|&f| f < request.layout.n_q_heads).or_else(|| request.heads.first().copied())
 }
 
 /// Figures of the step-through's last query row.
-fn step_figure(name: &str, state: &AppState, request: &Request) -> Option<Figure> {
+fn step_figure(name: &str, state: &Settings, request: &Request) -> Option<Figure> {
     let steps = Example::of(&request.inputs(), shown_head(state, request)?, request.mask).steps();
     let row = steps.n_q.checked_sub(1)?;
     let n = steps.n_kv;
@@ -62,7 +62,7 @@ fn step_figure(name: &str, state: &AppState, request: &Request) -> Option<Figure
 }
 
 /// Figures of the head-mixing panel's token.
-fn mix_figure(name: &str, state: &AppState, request: &Request) -> Option<Figure> {
+fn mix_figure(name: &str, state: &Settings, request: &Request) -> Option<Figure> {
     let row = mix_row(state.explorer.mix.and_then(MixRow::token), request.n_q() as usize);
     if name == "mix_row" {
         return Some(whole(row as u128, Unit::Count));
@@ -81,13 +81,13 @@ mod tests {
     use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
     use crate::model::Mask;
     use crate::model::presets::preset;
-    use crate::state::AppState;
     use crate::views::heatmaps::entropy::RowEntropy;
     use crate::views::heatmaps::head_mix::head_mix;
     use crate::views::heatmaps::step_through::Example;
+    use crate::views::registry::Settings;
 
     fn value(name: &str, query: &str) -> f64 {
-        let (state, notices) = AppState::from_query(query);
+        let (state, notices) = Settings::from_query(query);
         assert!(notices.is_empty(), "{notices:?}");
         figure(name, &state, &state.resolved_model()).unwrap_or_else(|| panic!("{name} at {query}")).value
     }

@@ -5,9 +5,9 @@ use super::written::{Figure, Unit, whole};
 use crate::model::budget::budget_fit;
 use crate::model::kv_cache::weights_bytes;
 use crate::model::{Model, kv_total_bytes};
-use crate::state::AppState;
+use crate::views::registry::Settings;
 
-pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     let kv = &state.kv;
     let weights = || match kv.weights {
         Some(dtype) => weights_bytes(model, dtype).ok(),
@@ -37,7 +37,7 @@ mod tests {
     use super::*;
 
     fn exact(name: &str, query: &str) -> String {
-        let (state, notices) = AppState::from_query(query);
+        let (state, notices) = Settings::from_query(query);
         assert!(notices.is_empty(), "{notices:?}");
         figure(name, &state, &state.resolved_model()).unwrap_or_else(|| panic!("{name} at {query}")).exact
     }
@@ -52,8 +52,8 @@ mod tests {
         assert_eq!(
             super::super::figure(
                 "max_context_tokens",
-                &AppState::from_query(q).0,
-                &AppState::from_query(q).0.resolved_model()
+                &Settings::from_query(q).0,
+                &Settings::from_query(q).0.resolved_model()
             )
             .unwrap()
             .exact,
@@ -64,7 +64,7 @@ mod tests {
             exact("model_bytes_at_ctx", "model=llama-3-8b&weights=bf16&ctx=8192"),
             (16_060_522_496u64 + 8192 * 131_072).to_string()
         );
-        let (state, _) = AppState::from_query("model=llama-3-8b");
+        let (state, _) = Settings::from_query("model=llama-3-8b");
         assert_eq!(figure("weights_bytes", &state, &state.resolved_model()), None, "no weights in the budget");
     }
 
@@ -87,7 +87,7 @@ mod tests {
         assert_eq!(exact("mla_rope_dims", q), "64");
         assert_eq!(exact("mla_cached_dims", q), "576");
         assert_eq!(exact("mha_cached_dims", q), "32768");
-        let (state, _) = AppState::from_query("model=llama-3-8b");
+        let (state, _) = Settings::from_query("model=llama-3-8b");
         assert_eq!(figure("mla_latent_dims", &state, &state.resolved_model()), None);
     }
 }

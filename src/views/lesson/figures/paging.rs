@@ -7,9 +7,9 @@ use super::written::{Figure, Unit, whole};
 use crate::model::decode_demo::{PROMPT_TOKENS, shared_prompt_tokens};
 use crate::model::paging::{PAGE_TOKENS, most_live_pages, pages_for};
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes};
-use crate::state::AppState;
+use crate::views::registry::Settings;
 
-pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     let (ctx, dtype) = (state.kv.ctx_tokens, state.kv.dtype);
     let per_token = || kv_bytes_per_token(model, dtype).ok();
     let free_slots = pages_for(ctx) * PAGE_TOKENS - ctx;

@@ -4,10 +4,10 @@
 use super::written::{Figure, Unit, number, whole};
 use crate::model::Model;
 use crate::model::reach::{Reach, stacked_reach};
-use crate::state::AppState;
 use crate::views::heatmaps::rope::{rope_figures, theta_text, wavelength_text};
+use crate::views::registry::Settings;
 
-pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     let layer = state.model.layer;
     let layout = || crate::attention::layer_inputs::LayerLayout::of(model, layer);
     let rope = || rope_figures(model, layer);

@@ -4,7 +4,7 @@
 use super::written::{Figure, Unit, number, whole};
 use crate::model::kv_cache::kv_unwindowed_bytes;
 use crate::model::{CrossLayerSharing, Model, kv_bytes_per_token, kv_total_bytes};
-use crate::state::AppState;
+use crate::views::registry::Settings;
 
 /// `model` with K and V separate in every layer.
 fn separate_kv(model: &Model) -> Model {
@@ -25,7 +25,7 @@ fn ratio(a: u128, b: u128) -> Option<Figure> {
     (b > 0).then(|| number(a as f64 / b as f64, Unit::Times))
 }
 
-pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     let (ctx, dtype) = (state.kv.ctx_tokens, state.kv.dtype);
     let own_total = || kv_total_bytes(model, ctx, dtype).ok();
     let layers = model.schedule.layers();

@@ -5,10 +5,10 @@ use super::sources::explorer;
 use super::written::{Figure, Unit, whole};
 use crate::gpu::naive_attention::scores_bytes;
 use crate::model::Model;
-use crate::state::AppState;
 use crate::views::heatmaps::tile_grid::{TileGrid, tile_grid, web_gpu_tile_bytes};
+use crate::views::registry::Settings;
 
-pub(super) fn figure(name: &str, state: &AppState, model: &Model) -> Option<Figure> {
+pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
     let grid = || -> Option<(TileGrid, u32, u32)> {
         let request = explorer(state, model)?;
         let (n_q, n_kv) = (request.n_q(), request.n_kv());

@@ -4,12 +4,12 @@
 //!
 //! Every function returns plain text (the UI inserts it as a text node).
 
-use super::config::Model;
-use super::dtype::DType;
-use super::kv_cache::{KvRow, kv_breakdown, kv_bytes_per_token, kv_bytes_per_token_per_layer, state_bytes};
-use super::params::AttnParams;
-use super::schedule::LayerKind;
-use super::units::format_thousands;
+use crate::model::config::Model;
+use crate::model::dtype::DType;
+use crate::model::kv_cache::{KvRow, kv_breakdown, kv_bytes_per_token, kv_bytes_per_token_per_layer, state_bytes};
+use crate::model::params::AttnParams;
+use crate::model::schedule::LayerKind;
+use crate::model::units::format_thousands;
 
 /// The per-element size: `2 B` for FP16, `4 bits ÷ 8` for INT4.
 pub fn dtype_factor(dtype: DType) -> String {
@@ -192,6 +192,17 @@ pub fn attn_params_formula(model: &Model, kind: LayerKind, p: &AttnParams) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpt_oss_attention_formula_names_its_biases_and_sinks() {
+        // GPT-OSS 20B: q and o 2 * 2880 * 4096 = 23,592,960; k and v 2 * 2880 * 512 = 2,949,120;
+        // biases q 4096 + k, v 1,024 + o 2,880 = 8,000; sinks 64: 26,550,144 per layer.
+        let json = include_str!("../../tests/data/configs/gpt-oss-20b.json");
+        let m = crate::model::hf_import::import_hf_config(json).unwrap().model;
+        let layer = attn_params(&m, LayerKind::Global);
+        let formula = attn_params_formula(&m, LayerKind::Global, &layer);
+        assert!(formula.ends_with("biases 8,000 + sinks 64 = 26,550,144"), "{formula}");
+    }
     use crate::model::params::attn_params;
     use crate::model::presets::preset;
 

@@ -1,10 +1,11 @@
 //! A model's configuration as a short list of (name, value) lines, for the preset and import panels:
 //! the values every figure rests on, named as a Hugging Face `config.json` names them.
 
-use super::config::{CrossLayerSharing, FfnKind, Model, Positional};
-use super::schedule::{LayerKind, StateMixer};
-use super::units::format_thousands;
-use super::variants::Variant;
+use crate::attention::layer_inputs::LayerLayout;
+use crate::model::config::{CrossLayerSharing, FfnKind, Model, Positional};
+use crate::model::schedule::{LayerKind, StateMixer};
+use crate::model::units::format_thousands;
+use crate::model::variants::Variant;
 
 /// `(config field, value)` lines, in the order a reader checks them.
 pub fn model_facts(model: &Model) -> Vec<(&'static str, String)> {
@@ -117,6 +118,23 @@ fn attention_facts(model: &Model, out: &mut Vec<(&'static str, String)>) {
 }
 
 /// A positional scheme in words: `RoPE θ = 1000000 on 25% of each head (proportional)`.
+/// A layer's positional scheme in words, saying where the heatmaps differ from the model.
+pub fn layer_positions_text(layout: &LayerLayout) -> String {
+    match layout.positional {
+        Positional::Sinusoidal => "sinusoidal positions added to the embeddings".into(),
+        Positional::Learned { .. } => "learned positions (a sinusoidal table stands in for the trained one)".into(),
+        p @ Positional::Rope { .. } => positional_words(p),
+        Positional::NoPe => "no positional encoding (NoPE)".into(),
+        Positional::Alibi => ALIBI_TEXT.into(),
+    }
+}
+
+/// An ALiBi layer in words. The kernels take no bias input, so its heads are drawn like NoPE heads:
+/// the text says so, lest a reader take the heatmaps for ALiBi's distance-decayed patterns.
+const ALIBI_TEXT: &str = "ALiBi in the model (a bias on the scores that grows linearly with the query-key distance, \
+                          nothing added to Q or K); the heatmaps here are computed without that bias \
+                          (synthetic seeded weights, no bias term)";
+
 pub fn positional_words(p: Positional) -> String {
     match p {
         Positional::Sinusoidal => "sinusoidal".to_string(),
@@ -164,6 +182,14 @@ pub fn variant_label(variant: Variant, base: &Model) -> String {
 mod tests {
     use super::*;
     use crate::model::presets::preset;
+
+    #[test]
+    fn an_alibi_layer_says_its_heatmaps_leave_the_bias_out() {
+        let mut model = preset("llama-3-8b").unwrap().clone();
+        model.positional = Positional::Alibi;
+        let text = layer_positions_text(&LayerLayout::of(&model, 1));
+        assert!(text.starts_with("ALiBi") && text.contains("computed without that bias"), "{text}");
+    }
 
     #[test]
     fn a_model_without_attention_shows_no_head_counts_and_names_its_state() {

@@ -1,0 +1,221 @@
+//! The views, listed once, and the settings they read.
+//!
+//! Each view is a [`ViewClass`]: its id in the link (`view=`), its title, and the parameter set it
+//! owns in the link. [`registry!`] below lists every view once; from that list come the [`View`]
+//! switch and [`Settings`], every view's parameters beside the two sets several views share (the
+//! model choice and the attention input). A new view is one line here (with its module and its UI
+//! component): nothing else routes, writes or orders its keys by hand.
+//!
+//! The order in which a link's keys are written is one table, [`WRITE_ORDER`], checked against the
+//! registry by a test: new keys go at its end, so every link written so far reads back byte for byte.
+
+use std::str::FromStr;
+
+use super::attention_input::AttentionInput;
+use super::link::{Accepted, LinkParams, Notice};
+use super::model_choice::{ModelChoice, default_layer};
+pub use super::view_class::ViewClass;
+use crate::model::Model;
+
+/// The order in which a link's keys are written (what links written so far look like): new keys go
+/// at the end. `view`, `backend` and `edited` belong to the app state, the others to [`Settings`].
+pub const WRITE_ORDER: [&str; 32] = [
+    "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
+    "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
+    "steps", "mix", "lesson", "step", "edited", "rope",
+];
+
+/// `pairs` sorted into [`WRITE_ORDER`] and joined as a query string (no leading `?`).
+pub fn write_query(mut pairs: Vec<(&str, String)>) -> String {
+    pairs.sort_by_key(|(key, _)| WRITE_ORDER.iter().position(|k| k == key));
+    let encoded: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", super::link::encode_component(v))).collect();
+    encoded.join("&")
+}
+
+/// Lists the views: `Variant => field: Class`, the field holding the view's own link parameters.
+macro_rules! registry {
+    ($($variant:ident => $field:ident: $class:ty),+ $(,)?) => {
+        /// The top-level views (URL `view=`), in the order of their tabs.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub enum View {
+            #[default]
+            $($variant),+
+        }
+
+        impl View {
+            pub const ALL: &'static [View] = &[$(View::$variant),+];
+
+            pub fn id(self) -> &'static str {
+                match self { $(View::$variant => <$class as ViewClass>::ID),+ }
+            }
+
+            pub fn title(self) -> &'static str {
+                match self { $(View::$variant => <$class as ViewClass>::TITLE),+ }
+            }
+        }
+
+        /// What every view reads from the link: the shared model choice and attention input, and each
+        /// view's own parameters. Read-only outside the app state, which writes it through the link's
+        /// parsers.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct Settings {
+            /// `model`, `cfg`, `layer`: shared by the heatmaps, KV and compare views.
+            pub model: ModelChoice,
+            /// `text`, `mask`, `window`, `chunk`, `seed`, `n`: shared by the heatmaps and the benchmark.
+            pub input: AttentionInput,
+            $(pub $field: <$class as ViewClass>::Params),+
+        }
+
+        impl Settings {
+            /// Every key a parameter set owns, set by set (a test checks each has one owner).
+            pub fn owned_keys() -> Vec<&'static [&'static str]> {
+                vec![ModelChoice::KEYS, AttentionInput::KEYS, $(<<$class as ViewClass>::Params as LinkParams>::KEYS),+]
+            }
+
+            /// Hands one key to the parameter set that owns it; `None` when none does.
+            pub fn set(&mut self, key: &str, value: &str) -> Option<Result<Accepted, String>> {
+                set_in(&mut self.model, key, value)
+                    .or_else(|| set_in(&mut self.input, key, value))
+                    $(.or_else(|| set_in(&mut self.$field, key, value)))+
+            }
+
+            /// The key back as a link without it would read (its default); `false` when no set owns it.
+            pub fn clear(&mut self, key: &str) -> bool {
+                clear_in(&mut self.model, key)
+                    || clear_in(&mut self.input, key)
+                    $(|| clear_in(&mut self.$field, key))+
+            }
+
+            /// Every pair that differs from the defaults (or that the link named), in no order.
+            pub fn pairs(&self) -> Vec<(&'static str, String)> {
+                let mut out = self.model.pairs();
+                out.extend(self.input.pairs());
+                $(out.extend(self.$field.pairs());)+
+                out
+            }
+        }
+    };
+}
+
+registry! {
+    Heatmaps => explorer: super::heatmaps::params::Heatmaps,
+    Kv => kv: super::kv::Kv,
+    Compare => compare: super::compare::Compare,
+    Lesson => lesson: super::lesson::params::Lessons,
+    Bench => bench: super::bench::Bench,
+}
+
+fn set_in<P: LinkParams>(params: &mut P, key: &str, value: &str) -> Option<Result<Accepted, String>> {
+    P::KEYS.contains(&key).then(|| params.set(key, value))
+}
+
+/// `params` as its own pairs read back without `key`: the round trip every set's tests pin.
+fn clear_in<P: LinkParams>(params: &mut P, key: &str) -> bool {
+    if !P::KEYS.contains(&key) {
+        return false;
+    }
+    let mut fresh = P::default();
+    for (k, v) in params.pairs().into_iter().filter(|(k, _)| *k != key) {
+        let _ = fresh.set(k, &v);
+    }
+    *params = fresh;
+    true
+}
+
+impl FromStr for View {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        View::ALL.iter().copied().find(|v| v.id() == s).ok_or_else(|| {
+            let ids: Vec<&str> = View::ALL.iter().map(|v| v.id()).collect();
+            let (last, rest) = ids.split_last().unwrap_or((&"", &[]));
+            format!("unknown view \"{s}\" (expected {} or {last})", rest.join(", "))
+        })
+    }
+}
+
+impl Settings {
+    /// The model the views show: the custom `cfg` if there is one, else the preset.
+    pub fn resolved_model(&self) -> Model {
+        self.model.resolve()
+    }
+
+    /// [`Settings::from_pairs`] of a query string's pairs (the view's own keys: no `view` or `backend`).
+    pub fn from_query(query: &str) -> (Self, Vec<Notice>) {
+        let pairs = super::link::parse_query(query);
+        Self::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// Sets each pair of a step or a link; the notices say what was refused or cut.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> (Self, Vec<Notice>) {
+        let mut settings = Self::default();
+        let mut notices = Vec::new();
+        let mut layer_named = false;
+        for (key, value) in pairs {
+            layer_named |= key == "layer";
+            match settings.set(key, value) {
+                Some(Ok(Accepted::Yes)) => {}
+                Some(Ok(Accepted::Adjusted(notice))) => notices.push(notice),
+                Some(Err(why)) => notices.push(Notice(format!("Ignored {key}: {why}; using the default."))),
+                None => notices.push(Notice(format!("Ignored unknown parameter \"{key}\"."))),
+            }
+        }
+        notices.extend(settings.settle(layer_named));
+        (settings, notices)
+    }
+
+    /// After a link's keys are read: a layer or heads the model lacks fall back (with notices), and
+    /// a link that names no layer opens on the model's first attention layer (a hybrid's may not be 0).
+    pub fn settle(&mut self, layer_named: bool) -> Vec<Notice> {
+        let model = self.resolved_model();
+        let mut notices: Vec<Notice> = self.model.check_layer(&model).into_iter().collect();
+        if !layer_named && self.model.layer == 0 {
+            self.model.layer = default_layer(&model);
+        }
+        notices.extend(self.explorer.check_heads(model.n_q_heads));
+        notices
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_view_is_listed_once_with_its_own_id() {
+        let ids: Vec<&str> = View::ALL.iter().map(|v| v.id()).collect();
+        assert_eq!(ids, ["heatmaps", "kv", "compare", "lesson", "bench"]);
+        for view in View::ALL {
+            assert_eq!(view.id().parse::<View>(), Ok(*view));
+        }
+        assert_eq!(
+            "nope".parse::<View>(),
+            Err("unknown view \"nope\" (expected heatmaps, kv, compare, lesson or bench)".into())
+        );
+    }
+
+    #[test]
+    fn every_settings_key_has_one_owner_and_a_place_in_the_written_order() {
+        let owned: Vec<&str> = Settings::owned_keys().concat();
+        let mut sorted = owned.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), owned.len(), "a key with two owners: {owned:?}");
+        // The app state's own keys, then every settings key: the written order names each once.
+        let mut expected: Vec<&str> = ["view", "backend", "edited"].into_iter().chain(owned).collect();
+        expected.sort_unstable();
+        let mut order = WRITE_ORDER.to_vec();
+        order.sort_unstable();
+        assert_eq!(order, expected);
+    }
+
+    #[test]
+    fn clearing_a_key_reads_as_the_link_without_it() {
+        let (mut settings, notices) =
+            Settings::from_pairs([("mask", "sliding"), ("window", "8"), ("focus", "3"), ("mix", "2")]);
+        assert!(notices.is_empty(), "{notices:?}");
+        assert!(settings.clear("mask") && settings.clear("focus") && settings.clear("mix"));
+        let (expected, _) = Settings::from_pairs([("window", "8")]);
+        assert_eq!(settings, expected);
+        assert!(!settings.clear("view") && !settings.clear("zzz"));
+    }
+}
