@@ -289,6 +289,7 @@ mod tests {
     use crate::model::plot::Axis;
     use crate::model::{DType, Variant};
     use crate::views::attention_input::AttentionInput;
+    use crate::views::backward::{BackwardParams, ScoreScale};
     use crate::views::bench::BenchParams;
     use crate::views::compare::CompareParams;
     use crate::views::heatmaps::params::{ExplorerParams, HeadSelection, MAX_TEXT_CHARS, MixRow};
@@ -355,6 +356,7 @@ mod tests {
             },
             bench: BenchParams { head_dim: Some(128) },
             lesson: LessonParams::at("kv-cache", 2),
+            backward: BackwardParams { row: Some(3), jscale: ScoreScale::One },
         };
         let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings, ..AppState::default() };
         let query = state.to_query();

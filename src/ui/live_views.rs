@@ -3,6 +3,7 @@
 
 use leptos::prelude::*;
 
+use super::backward_view::BackwardView;
 use super::bench_view::BenchView;
 use super::compare_view::CompareView;
 use super::engine_signal::EngineSignal;
@@ -18,6 +19,7 @@ pub fn live_view(view: View, state: RwSignal<AppState>, model: Memo<Model>, engi
         View::Kv => view! { <KvView state=state model=model engine=engine/> }.into_any(),
         View::Compare => view! { <CompareView state=state model=model/> }.into_any(),
         View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
+        View::Backward => view! { <BackwardView state=state model=model/> }.into_any(),
         View::Lesson => return None,
     })
 }

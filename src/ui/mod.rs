@@ -3,6 +3,7 @@
 //! [`crate::engine::Engine`]; they never plan jobs, compute figures or build GPU pipelines.
 
 mod app;
+mod backward_view;
 mod bench_lm_panel;
 mod bench_view;
 mod browser;

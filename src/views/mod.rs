@@ -12,13 +12,14 @@
 //! - [`chart`]: the data and geometry of the hand-drawn SVG charts.
 //! - [`formulas`] (the KV arithmetic written out) and [`describe`] (a model's config facts, a
 //!   variant's label, a layer's positions in words): the sentences the page shows about a model.
-//! - [`bench`]: the benchmark's parameters.
+//! - [`bench`]: the benchmark's parameters; [`backward`]: the softmax Jacobian of one query row.
 //! - [`gpu_recovery`]: new devices after a lost GPU, then the CPU reference.
 //! - [`url_writes`]: how often the link is rewritten while the reader types.
 //! - [`registry`]: every view listed once ([`view_class::ViewClass`]: its id, title and link keys),
 //!   and [`registry::Settings`], what they all read from the link; the link's write order.
 
 pub mod attention_input;
+pub mod backward;
 pub mod bench;
 pub mod chart;
 pub mod compare;

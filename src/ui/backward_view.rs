@@ -1,0 +1,147 @@
+//! The backward view: the softmax's Jacobian for one query row of the explorer's head, drawn as a
+//! small signed heatmap, with the same row at every score scale. What it shows is worked out in
+//! [`crate::views::backward`]; this file only lays it out.
+
+use leptos::prelude::*;
+
+use super::model_picker::ModelSelect;
+use super::params::{edit, set_param};
+use crate::model::Model;
+use crate::state::AppState;
+use crate::views::backward::jacobian::{RowJacobian, largest_row_sum, row_jacobian};
+use crate::views::backward::panel::{cells, facts_line, heading, scale_choices, scale_rows, undrawn_note};
+
+#[component]
+pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
+    let row = Memo::new(move |_| model.with(|m| state.with(|s| row_jacobian(s, m))));
+    view! {
+        <section class="backward-view">
+            <JacobianControls state=state model=model/>
+            {move || match row.get() {
+                Ok(r) => view! { <JacobianPanel r=r/> }.into_any(),
+                Err(why) => view! { <p class="status error" data-testid="jacobian-error">{why}</p> }.into_any(),
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn JacobianControls(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
+    let heads = move || model.with(|m| m.n_q_heads);
+    view! {
+        <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="jacobian-controls">
+            <label>"Model" <ModelSelect state/></label>
+            <label>"Layer"
+                <input type="number" min="0" data-testid="layer-input" prop:value=move || state.with(|s| s.model.layer)
+                    on:change=move |ev| { let _ = set_param(state, "layer", &event_target_value(&ev)); }/>
+            </label>
+            <label>"Head"
+                <input type="number" min="0" prop:max=move || heads().saturating_sub(1) data-testid="jacobian-head"
+                    prop:value=move || state.with(|s| s.explorer.focus.unwrap_or(0))
+                    on:change=move |ev| { let _ = set_param(state, "focus", &event_target_value(&ev)); }/>
+            </label>
+            <label>"Query row"
+                <input type="number" min="0" data-testid="jacobian-row-input"
+                    prop:value=move || state.with(|s| s.backward.row.map(|r| r.to_string()).unwrap_or_default())
+                    placeholder="last"
+                    on:change=move |ev| { let _ = set_param(state, "row", &event_target_value(&ev)); }/>
+            </label>
+            <label>"Scores q·k times"
+                <select data-testid="jacobian-scale" on:change=move |ev| { let _ = set_param(state, "jscale", &event_target_value(&ev)); }>
+                    {move || state.with(|s| scale_choices(s.backward.jscale)).into_iter().map(|(id, label, chosen)| view! {
+                        <option value=id selected=chosen>{label}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <label class="wide">"Text"
+                <input type="text" data-testid="text-input" prop:value=move || state.with(|s| s.input.text.clone())
+                    on:change=move |ev| { let _ = edit(state, &[("text", Some(&event_target_value(&ev)))]); }/>
+            </label>
+        </form>
+    }
+}
+
+#[component]
+fn JacobianPanel(r: RowJacobian) -> impl IntoView {
+    let n = r.keys.len();
+    let row_sum = r.jacobian.as_ref().map(|j| largest_row_sum(j, n));
+    view! {
+        <section class="panel" data-testid="jacobian-panel">
+            <h3>{heading(&r)}</h3>
+            <p class="hint">{r.layout_line.clone()}</p>
+            <p class="hint" data-testid="synthetic-note">
+                "Synthetic weights: seeded random projections in this model's real layout (the explorer's heads, \
+                 designed teaching heads included unless turned off), computed exactly on the CPU in f64."
+            </p>
+            {r.row_note.clone().map(|note| view! { <p class="status" data-testid="jacobian-row-note">{note}</p> })}
+            {r.jacobian.clone().map(|j| view! {
+                <JacobianPicture jacobian=j n=n row=r.row trace=r.facts.trace row_sum=row_sum.unwrap_or(0.0)/>
+                <p class="hint">{picture_caption(&r)}</p>
+            })}
+            {undrawn_note(&r).map(|note| view! { <p class="hint">{note}</p> })}
+            <p data-testid="jacobian-facts">{facts_line(&r)}</p>
+            <KeyList r=r.clone()/>
+            <ScaleTable r=r/>
+            <p class="explain">
+                "Each entry is how much probability i moves when score j moves: p_i(1 − p_i) on the diagonal, \
+                 −p_i·p_j off it. Every row sums to zero, since the probabilities always sum to one. A row that \
+                 puts nearly everything on one key has a Jacobian near zero: whatever the loss asks for, its \
+                 scores hardly change (vanishing gradients). A flat row has the largest one. Multiplying the \
+                 scores by more sharpens the row; attention's 1/√d keeps a wide head's rows from going one-hot."
+            </p>
+        </section>
+    }
+}
+
+/// The Jacobian as a signed heatmap: red above zero (the diagonal), blue below.
+#[component]
+fn JacobianPicture(jacobian: Vec<f64>, n: usize, row: u32, trace: f64, row_sum: f64) -> impl IntoView {
+    let size = n.max(1);
+    view! {
+        <svg class="jacobian" data-testid="softmax-jacobian" data-row=row data-keys=n data-trace=trace.to_string()
+            data-largest-row-sum=row_sum.to_string() viewBox=format!("0 0 {size} {size}") width="320" height="320"
+            role="img" aria-label=format!("Softmax Jacobian of row {row}, {n} by {n}")>
+            {cells(&jacobian, n).into_iter().map(|c| view! {
+                <rect x=c.j y=c.i width="1" height="1" fill=c.color><title>{format!("∂p{}/∂s{} = {:.5}", c.i, c.j, c.value)}</title></rect>
+            }).collect_view()}
+        </svg>
+    }
+}
+
+/// The visible keys with their scores and probabilities.
+#[component]
+fn KeyList(r: RowJacobian) -> impl IntoView {
+    view! {
+        <table class="data" data-testid="jacobian-probs">
+            <thead><tr><th>"key"</th><th>"token"</th><th>"score q·k"</th><th>"probability"</th></tr></thead>
+            <tbody>
+                {r.keys.iter().zip(&r.key_tokens).zip(r.scores.iter().zip(&r.probs)).map(|((k, t), (s, p))| view! {
+                    <tr data-key=*k data-prob=p.to_string()>
+                        <td class="num">{*k}</td><td>{t.clone()}</td>
+                        <td class="num">{format!("{s:.3}")}</td><td class="num">{format!("{p:.4}")}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+/// The same row at every score scale, and a flat row over the same keys.
+#[component]
+fn ScaleTable(r: RowJacobian) -> impl IntoView {
+    view! {
+        <h4>"The same row at each scale of the scores"</h4>
+        <table class="data" data-testid="jacobian-scales">
+            <thead><tr><th>"scores times"</th><th>"top p"</th><th>"entropy (bits)"</th><th>"trace"</th><th>"Frobenius"</th></tr></thead>
+            <tbody>
+                {scale_rows(&r).into_iter().map(|row| view! {
+                    <tr data-testid="jacobian-scale-row" data-scale=row.id data-trace=row.trace.to_string()
+                        class:chosen=row.chosen>
+                        <td>{row.label}</td>
+                        {row.cells.into_iter().map(|c| view! { <td class="num">{c}</td> }).collect_view()}
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}

@@ -1,0 +1,170 @@
+//! What the backward view says about a row's Jacobian: its heading, the cells of its picture and the
+//! table of the same row at every score scale, as text and numbers the page binds.
+
+use super::ScoreScale;
+use super::jacobian::{JacobianFacts, RowJacobian, largest_row_sum};
+
+/// One cell of the Jacobian's picture.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    pub i: usize,
+    pub j: usize,
+    pub value: f64,
+    pub color: String,
+}
+
+/// The largest |entry| any softmax Jacobian has: p(1 − p) and p_i·p_j are at most 1/4. The picture's
+/// colours are on this fixed scale, so a nearly one-hot row looks as empty as its Jacobian is.
+pub const JACOBIAN_BOUND: f64 = 0.25;
+
+/// The picture's cells, coloured by sign and size: positive (the diagonal) red, negative blue, white
+/// at zero, full colour at [`JACOBIAN_BOUND`].
+pub fn cells(jacobian: &[f64], n: usize) -> Vec<Cell> {
+    let n = n.max(1);
+    jacobian
+        .iter()
+        .enumerate()
+        .map(|(k, &value)| Cell { i: k / n, j: k % n, value, color: diverging_color(value, JACOBIAN_BOUND) })
+        .collect()
+}
+
+/// White at 0, towards red (+) or blue (−) as |value| nears `largest`.
+pub fn diverging_color(value: f64, largest: f64) -> String {
+    let t = if largest > 0.0 { (value.abs() / largest).min(1.0) } else { 0.0 };
+    let (r, g, b) = if value >= 0.0 { (202.0, 64.0, 44.0) } else { (33.0, 102.0, 172.0) };
+    let mix = |c: f64| (255.0 + (c - 255.0) * t).round() as u8;
+    format!("rgb({},{},{})", mix(r), mix(g), mix(b))
+}
+
+/// The heading: which row of which head.
+pub fn heading(r: &RowJacobian) -> String {
+    let designed = r.designed.map_or(String::new(), |d| format!(" (a designed head, {d})"));
+    format!(
+        "∂p/∂s for query row {} (“{}”) of head {}{designed}: {} keys visible",
+        r.row,
+        r.row_token,
+        r.head,
+        r.keys.len()
+    )
+}
+
+/// Under the picture: what its rows, columns and colours are.
+pub fn picture_caption(r: &RowJacobian) -> String {
+    let keys = match (r.keys.first(), r.keys.last()) {
+        (Some(first), Some(last)) => format!("keys {first} to {last}"),
+        _ => "no keys".into(),
+    };
+    format!(
+        "Row i, column j: ∂p_i/∂s_j over the visible {keys}, as listed below. Red above zero, blue below, \
+         full colour at ±1/4 (the largest any softmax Jacobian reaches); white is zero."
+    )
+}
+
+/// The facts line under the picture.
+pub fn facts_line(r: &RowJacobian) -> String {
+    let f = &r.facts;
+    let row_sum = r.jacobian.as_ref().map_or(String::new(), |j| {
+        format!(" Largest |row sum|: {:.1e} (zero but for rounding).", largest_row_sum(j, r.keys.len()))
+    });
+    format!(
+        "Top probability {:.3}, entropy {:.3} of at most {:.3} bits; trace 1 − Σp² = {:.4}, Frobenius norm {:.4}, \
+         largest |entry| {:.4}.{row_sum}",
+        f.top_prob,
+        f.entropy_bits,
+        (f.visible_keys.max(1) as f64).log2(),
+        f.trace,
+        f.frobenius,
+        f.largest_entry
+    )
+}
+
+/// What the picture leaves out, when the row sees too many keys to draw.
+pub fn undrawn_note(r: &RowJacobian) -> Option<String> {
+    r.jacobian.is_none().then(|| {
+        format!(
+            "This row sees {} keys; the picture is drawn for rows of at most {} (pick an earlier row or a \
+             shorter text). The figures above are exact.",
+            r.keys.len(),
+            super::jacobian::MAX_DRAWN_KEYS
+        )
+    })
+}
+
+/// A row of the scale table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScaleRow {
+    pub id: &'static str,
+    pub label: String,
+    pub chosen: bool,
+    pub cells: [String; 4],
+    pub trace: f64,
+}
+
+/// The same row at each scale, then a flat row over the same keys (the largest Jacobian).
+pub fn scale_rows(r: &RowJacobian) -> Vec<ScaleRow> {
+    let row = |id, label: String, chosen, f: &JacobianFacts| ScaleRow {
+        id,
+        label,
+        chosen,
+        cells: [
+            format!("{:.3}", f.top_prob),
+            format!("{:.3}", f.entropy_bits),
+            format!("{:.4}", f.trace),
+            format!("{:.4}", f.frobenius),
+        ],
+        trace: f.trace,
+    };
+    let mut rows: Vec<ScaleRow> = r
+        .by_scale
+        .iter()
+        .map(|(s, f)| {
+            let label = format!("{} = {:.4}", s.label(), s.factor(r.head_dim));
+            row(s.id(), label, *s == r.scale, f)
+        })
+        .collect();
+    rows.push(row("flat", "a flat row (every visible key equal)".into(), false, &r.flat));
+    rows
+}
+
+/// The choices of the scale select, the link's one selected.
+pub fn scale_choices(chosen: ScoreScale) -> Vec<(&'static str, &'static str, bool)> {
+    ScoreScale::ALL.iter().map(|&s| (s.id(), s.label(), s == chosen)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::backward::jacobian::row_jacobian;
+    use crate::views::registry::Settings;
+
+    #[test]
+    fn colours_by_hand() {
+        assert_eq!(diverging_color(0.0, 0.25), "rgb(255,255,255)");
+        assert_eq!(diverging_color(0.25, 0.25), "rgb(202,64,44)");
+        assert_eq!(diverging_color(-0.25, 0.25), "rgb(33,102,172)");
+        // Halfway: 255 + (202 − 255) / 2 = 228.5 → 229 (rounded half away from zero).
+        assert_eq!(diverging_color(0.125, 0.25), "rgb(229,160,150)");
+        assert_eq!(diverging_color(0.3, 0.0), "rgb(255,255,255)");
+    }
+
+    #[test]
+    fn the_table_lists_every_scale_then_the_flat_row() {
+        let (settings, _) = Settings::from_query("jscale=one");
+        let r = row_jacobian(&settings, &settings.resolved_model()).unwrap();
+        let rows = scale_rows(&r);
+        let ids: Vec<&str> = rows.iter().map(|r| r.id).collect();
+        assert_eq!(ids, ["inv-d", "inv-sqrt-d", "one", "flat"]);
+        assert_eq!(rows.iter().filter(|r| r.chosen).map(|r| r.id).collect::<Vec<_>>(), ["one"]);
+        // Llama 3 8B's heads are 128 wide: 1/√128 = 0.0884.
+        assert_eq!(rows[1].label, "1/√d (attention's) = 0.0884");
+        let n = r.keys.len();
+        assert_eq!(cells(r.jacobian.as_ref().unwrap(), n).len(), n * n);
+        assert!(heading(&r).starts_with(&format!("∂p/∂s for query row {} (“.”) of head 0 (a designed head", n - 1)));
+        assert!(
+            picture_caption(&r)
+                .starts_with(&format!("Row i, column j: ∂p_i/∂s_j over the visible keys 0 to {}", n - 1))
+        );
+        assert!(facts_line(&r).contains("Largest |row sum|"), "{}", facts_line(&r));
+        assert_eq!(undrawn_note(&r), None);
+    }
+}
