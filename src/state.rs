@@ -16,7 +16,9 @@ use std::ops::Deref;
 use crate::engine::BackendChoice;
 use crate::model::Model;
 pub use crate::views::link::Notice;
-use crate::views::link::{Accepted, LinkParams, MAX_LINK_PAIRS, parse_query, parse_query_capped};
+use crate::views::link::{
+    Accepted, LinkParams, MAX_LINK_PAIRS, notice_of, parse_query, parse_query_capped, unknown_key_notice,
+};
 use crate::views::model_choice::default_layer;
 use crate::views::registry::write_query;
 pub use crate::views::registry::{Settings, View, WRITE_ORDER};
@@ -49,8 +51,13 @@ impl Deref for AppState {
 /// Set in a lessons link once the reader has changed the step: the link holds the whole state.
 const EDITED: (&str, &str) = ("edited", "on");
 
-/// The state's own keys, beside the settings' (every key has one owner: a registry test checks it).
+/// The state's own keys, beside the settings' (every key has one owner: the registry's test lists
+/// the same three, since views/ may not name this module).
 pub const STATE_KEYS: [&str; 3] = ["view", "backend", EDITED.0];
+
+/// Keys a control never sets alone: a model is chosen with [`AppState::choose_model`] (which moves
+/// the layer and drops what the model lacks), and the backend is read once, when the page starts.
+const TRANSITION_KEYS: [&str; 3] = ["model", "cfg", "backend"];
 
 impl AppState {
     /// Parses a query string (with or without the leading `?`). Never fails.
@@ -66,13 +73,11 @@ impl AppState {
         }
         for (key, value) in &pairs {
             match state.set(key, value) {
-                Some(Ok(Accepted::Yes)) => {}
-                Some(Ok(Accepted::Adjusted(notice))) => notices.push(notice),
-                Some(Err(why)) => notices.push(Notice(format!("Ignored {key}: {why}; using the default."))),
+                Some(read) => notices.extend(notice_of(key, read)),
                 None if (key.as_str(), value.as_str()) == EDITED => {}
                 None if key == "debug" && value == "panic" => state.panic_test = true,
                 None if key == "debug" && value == "hooks" => state.test_hooks = true,
-                None => notices.push(Notice(format!("Ignored unknown parameter \"{key}\"."))),
+                None => notices.push(unknown_key_notice(key)),
             }
         }
         if state.view == View::Lesson {
@@ -129,11 +134,6 @@ impl AppState {
         self.test_hooks
     }
 
-    /// Every view's settings (also reachable through `Deref`).
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// Hands one key to its owner: the state's own keys here, the others to the settings.
     fn set(&mut self, key: &str, value: &str) -> Option<Result<Accepted, String>> {
         match key {
@@ -158,8 +158,10 @@ impl AppState {
         for &(key, value) in changes {
             match value {
                 Some(value) => next.set_one(key, value)?,
+                None if TRANSITION_KEYS.contains(&key) => {
+                    return Err(format!("\"{key}\" changes through its own transition, not as one key"));
+                }
                 None if key == "view" => next.view = View::default(),
-                None if key == "backend" => next.backend = BackendChoice::default(),
                 None if next.settings.clear(key) => {}
                 None => return Err(format!("unknown parameter \"{key}\"")),
             }
@@ -169,16 +171,21 @@ impl AppState {
     }
 
     fn set_one(&mut self, key: &str, value: &str) -> Result<(), String> {
+        if TRANSITION_KEYS.contains(&key) {
+            return Err(format!("\"{key}\" changes through its own transition, not as one key"));
+        }
         match self.set(key, value) {
             Some(Ok(Accepted::Yes)) => {}
             Some(Ok(Accepted::Adjusted(notice))) => return Err(notice.0),
             Some(Err(why)) => return Err(why),
             None => return Err(format!("unknown parameter \"{key}\"")),
         }
-        match key {
-            "layer" => self.settings.model.check_layer(&self.resolved_model()).map_or(Ok(()), |n| Err(n.0)),
-            _ => Ok(()),
-        }
+        // What a link would drop when it is read (a layer, heads or a focus the model lacks) is
+        // refused here, so a control never holds a value its own link would not reopen.
+        let model = self.resolved_model();
+        let mut notices: Vec<Notice> = self.settings.model.check_layer(&model).into_iter().collect();
+        notices.extend(self.settings.explorer.check_heads(model.n_q_heads));
+        notices.into_iter().next().map_or(Ok(()), |n| Err(n.0))
     }
 
     /// Shows another view (a tab), keeping every setting.
@@ -541,6 +548,37 @@ mod tests {
         assert_eq!(state.explorer.tok, ExplorerParams::default().tok);
         let query = state.to_query();
         assert!(query.contains("cfg=") && !query.contains("mask=") && !query.contains("layer="), "{query}");
+    }
+
+    #[test]
+    fn an_edit_is_all_or_nothing_and_clears_keys_to_what_a_link_without_them_reads() {
+        let (mut state, _) = AppState::from_query("mask=sliding&window=8&focus=3&n=64");
+        let before = state.clone();
+        // The second change is refused: the first is not applied either.
+        assert!(state.edit(&[("focus", None), ("window", Some("0"))]).is_err());
+        assert_eq!(state, before);
+        assert_eq!(state.edit(&[("mask", None), ("focus", None), ("text", Some(" spaced "))]), Ok(()));
+        assert_eq!(state, AppState::from_query("window=8&n=64&text=%20spaced%20").0);
+        assert_eq!(state.edit(&[("view", Some("kv"))]), Ok(()));
+        assert_eq!(state.edit(&[("view", None)]).map(|()| state.view()), Ok(View::Heatmaps));
+        for key in ["zzz", "model", "cfg", "backend"] {
+            assert!(state.edit(&[(key, None)]).is_err(), "{key}");
+        }
+        for (key, value) in [("model", "mistral-7b"), ("backend", "cpu")] {
+            assert!(state.edit(&[(key, Some(value))]).is_err(), "{key} goes through its transition");
+        }
+        // Heads and a focus the model lacks are refused as a link would drop them (Llama 3 8B: 32).
+        assert!(state.set_from_control("focus", "32").is_err() && state.set_from_control("heads", "0-32").is_err());
+        assert_eq!(state.set_from_control("focus", "31"), Ok(()));
+    }
+
+    #[test]
+    fn clearing_the_model_choice_lands_where_a_link_without_it_opens() {
+        // A hybrid whose first attention layer is 4: without `layer` a link opens there.
+        let (mut state, _) = AppState::from_query(&format!("cfg={JAMBA_CFG}&layer=31"));
+        assert_eq!(state.edit(&[("layer", None)]), Ok(()));
+        assert_eq!(state.model.layer, 4);
+        assert_eq!(state.to_query(), format!("cfg={JAMBA_CFG}"));
     }
 
     #[test]

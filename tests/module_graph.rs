@@ -27,6 +27,8 @@ struct SourceFile {
     module: ModPath,
     /// Which crate `crate::` means here: the library, or a binary (`main.rs`, `bin/*`).
     in_library: bool,
+    /// Declared `#[cfg(test)] mod x;`: a whole test module in a file of its own.
+    test_only: bool,
     ast: syn::File,
 }
 
@@ -70,23 +72,23 @@ fn src_has_no_import_cycle_and_layers_point_one_way() {
 
 #[test]
 fn views_do_not_name_the_app_state_even_in_their_tests() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut paths = Vec::new();
-    collect_rs_files(&src.join("views"), &mut paths);
-    assert!(paths.len() > 20, "the check must see the views: {paths:?}");
-    let naming: Vec<String> = paths
-        .iter()
-        .filter(|p| std::fs::read_to_string(p).unwrap().contains("crate::state"))
-        .map(|p| p.strip_prefix(&src).unwrap().display().to_string())
-        .collect();
-    assert!(naming.is_empty(), "views that name crate::state: {naming:?}");
+    let krate = Crate::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("src").as_path());
+    let with_tests = krate.references(true);
+    let views: Vec<&String> = with_tests.keys().filter(|f| f.starts_with("views/")).collect();
+    assert!(views.len() > 20, "the check must see the views: {views:?}");
+    let naming: Vec<&String> = views.into_iter().filter(|f| with_tests[*f].contains("state.rs")).collect();
+    assert!(naming.is_empty(), "views that refer to the app state (test code included): {naming:?}");
+    // The check must see test code: with it, more references than without.
+    let count = |graph: &BTreeMap<String, BTreeSet<String>>| graph.values().map(BTreeSet::len).sum::<usize>();
+    assert!(count(&with_tests) > count(&krate.edges()));
 }
 
 #[test]
 fn the_app_state_is_written_only_through_its_own_methods() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let ast = syn::parse_file(&std::fs::read_to_string(src.join("state.rs")).unwrap()).unwrap();
-    let app_state = ast.items.iter().find_map(|item| match item {
+    let krate = Crate::read(&src);
+    let state = krate.files.iter().find(|f| f.rel == "state.rs").expect("src/state.rs");
+    let app_state = state.ast.items.iter().find_map(|item| match item {
         syn::Item::Struct(s) if s.ident == "AppState" => Some(s),
         _ => None,
     });
@@ -98,14 +100,35 @@ fn the_app_state_is_written_only_through_its_own_methods() {
         .map(|f| f.ident.as_ref().map_or("?".into(), ToString::to_string))
         .collect();
     assert!(app_state.fields.len() >= 3 && public.is_empty(), "public fields of AppState: {public:?}");
-    // Reading through `Deref` is the point; a `DerefMut` would open every field to writes again.
-    let mut paths = Vec::new();
-    collect_rs_files(&src, &mut paths);
-    for path in paths {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let compact: String = text.split_whitespace().collect();
-        assert!(!compact.contains("DerefMutforAppState"), "{}: DerefMut for AppState", path.display());
+    // Reading through `Deref` is the point; nothing may hand out the fields mutably again.
+    let mut problems = Vec::new();
+    for file in &krate.files {
+        for item in &file.ast.items {
+            let syn::Item::Impl(imp) = item else { continue };
+            let syn::Type::Path(ty) = imp.self_ty.as_ref() else { continue };
+            if ty.path.segments.last().is_none_or(|s| s.ident != "AppState") {
+                continue;
+            }
+            match &imp.trait_ {
+                Some((t, _)) => {
+                    let name = t.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+                    if ["DerefMut", "AsMut", "BorrowMut", "IndexMut"].contains(&name.as_str()) {
+                        problems.push(format!("{}: impl {name} for AppState", file.rel));
+                    }
+                }
+                None => problems.extend(imp.items.iter().filter_map(|it| match it {
+                    syn::ImplItem::Fn(f)
+                        if !matches!(f.vis, syn::Visibility::Inherited)
+                            && f.sig.output.to_token_stream().to_string().contains("& mut") =>
+                    {
+                        Some(format!("{}: AppState::{} returns a mutable reference", file.rel, f.sig.ident))
+                    }
+                    _ => None,
+                })),
+            }
+        }
     }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 impl Crate {
@@ -116,13 +139,11 @@ impl Crate {
         let mut files = Vec::new();
         for path in paths {
             let rel = path.strip_prefix(src).unwrap().to_string_lossy().replace('\\', "/");
-            if test_only.contains(&rel) {
-                continue;
-            }
             let text = std::fs::read_to_string(&path).unwrap();
             let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{rel}: {e}"));
             let in_library = !(rel == "main.rs" || rel.starts_with("bin/"));
-            files.push(SourceFile { module: module_path(&rel), rel, in_library, ast });
+            let test_only = test_only.contains(&rel);
+            files.push(SourceFile { module: module_path(&rel), rel, in_library, test_only, ast });
         }
         let module_file =
             files.iter().enumerate().filter(|(_, f)| f.in_library).map(|(i, f)| (f.module.clone(), i)).collect();
@@ -131,13 +152,18 @@ impl Crate {
         Crate { files, module_file, defined, reexports }
     }
 
-    /// file -> the files it refers to (itself left out).
+    /// file -> the files its non-test code refers to (itself left out).
     fn edges(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.references(false)
+    }
+
+    /// file -> the files it refers to, test code included when `with_tests` (itself left out).
+    fn references(&self, with_tests: bool) -> BTreeMap<String, BTreeSet<String>> {
         let mut out = BTreeMap::new();
-        for (i, file) in self.files.iter().enumerate() {
-            let mut paths = PathCollector::default();
+        for (i, file) in self.files.iter().enumerate().filter(|(_, f)| with_tests || !f.test_only) {
+            let mut paths = PathCollector { with_tests, ..Default::default() };
             for item in &file.ast.items {
-                if !is_test_only(item_attrs(item)) {
+                if with_tests || !is_test_only(item_attrs(item)) {
                     paths.visit_item(item);
                 }
             }
@@ -363,6 +389,8 @@ fn push(prefix: &[String], segment: &str) -> Vec<String> {
 struct PathCollector {
     uses: Vec<Vec<String>>,
     paths: Vec<Vec<String>>,
+    /// Whether code under `#[cfg(test)]` counts too.
+    with_tests: bool,
 }
 
 impl<'ast> Visit<'ast> for PathCollector {
@@ -371,13 +399,13 @@ impl<'ast> Visit<'ast> for PathCollector {
     }
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        if !is_test_only(&m.attrs) {
+        if self.with_tests || !is_test_only(&m.attrs) {
             syn::visit::visit_item_mod(self, m);
         }
     }
 
     fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        if !is_test_only(&f.attrs) {
+        if self.with_tests || !is_test_only(&f.attrs) {
             syn::visit::visit_item_fn(self, f);
         }
     }

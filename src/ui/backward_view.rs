@@ -6,76 +6,88 @@ use leptos::prelude::*;
 
 use super::model_picker::ModelSelect;
 use super::params::{edit, set_param};
+use super::user_checkpoint::shows_real_weights;
 use crate::model::Model;
 use crate::state::AppState;
-use crate::views::backward::jacobian::{RowJacobian, largest_row_sum, row_jacobian};
-use crate::views::backward::panel::{cells, facts_line, heading, scale_choices, scale_rows, undrawn_note};
+use crate::views::backward::jacobian::{RowJacobian, row_jacobian};
+use crate::views::backward::panel::{
+    cells, facts_line, heading, picture_caption, scale_choices, scale_rows, undrawn_note, weights_note,
+};
+use crate::views::heatmaps::params::MAX_TEXT_CHARS;
 
 #[component]
 pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let row = Memo::new(move |_| model.with(|m| state.with(|s| row_jacobian(s, m))));
+    let shown_head = Signal::derive(move || row.with(|r| r.as_ref().map_or(0, |r| r.head)));
+    let real_weights = Signal::derive(move || state.with(|s| shows_real_weights(&s.model)));
     view! {
         <section class="backward-view">
-            <JacobianControls state=state model=model/>
+            <JacobianControls state=state model=model shown_head=shown_head/>
             {move || match row.get() {
-                Ok(r) => view! { <JacobianPanel r=r/> }.into_any(),
+                Ok(r) => view! { <JacobianPanel r=r real_weights=real_weights.get()/> }.into_any(),
                 Err(why) => view! { <p class="status error" data-testid="jacobian-error">{why}</p> }.into_any(),
             }}
         </section>
     }
 }
 
+/// Every control writes its key through the link's parser; a refusal is said under the form.
 #[component]
-fn JacobianControls(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
-    let heads = move || model.with(|m| m.n_q_heads);
+fn JacobianControls(state: RwSignal<AppState>, model: Memo<Model>, shown_head: Signal<u32>) -> impl IntoView {
+    let refused = RwSignal::new(None::<String>);
+    let write = move |key: &'static str, ev: leptos::ev::Event| {
+        let value = event_target_value(&ev);
+        // An emptied field clears its key: the row goes back to the last token.
+        let said = if value.trim().is_empty() { edit(state, &[(key, None)]) } else { set_param(state, key, &value) };
+        refused.set(said.err());
+    };
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="jacobian-controls">
             <label>"Model" <ModelSelect state/></label>
             <label>"Layer"
                 <input type="number" min="0" data-testid="layer-input" prop:value=move || state.with(|s| s.model.layer)
-                    on:change=move |ev| { let _ = set_param(state, "layer", &event_target_value(&ev)); }/>
+                    on:change=move |ev| write("layer", ev)/>
             </label>
             <label>"Head"
-                <input type="number" min="0" prop:max=move || heads().saturating_sub(1) data-testid="jacobian-head"
-                    prop:value=move || state.with(|s| s.explorer.focus.unwrap_or(0))
-                    on:change=move |ev| { let _ = set_param(state, "focus", &event_target_value(&ev)); }/>
+                <input type="number" min="0" prop:max=move || model.with(|m| m.n_q_heads.saturating_sub(1))
+                    data-testid="jacobian-head" prop:value=move || shown_head.get() on:change=move |ev| write("focus", ev)/>
             </label>
             <label>"Query row"
-                <input type="number" min="0" data-testid="jacobian-row-input"
+                <input type="number" min="0" data-testid="jacobian-row-input" placeholder="last"
                     prop:value=move || state.with(|s| s.backward.row.map(|r| r.to_string()).unwrap_or_default())
-                    placeholder="last"
-                    on:change=move |ev| { let _ = set_param(state, "row", &event_target_value(&ev)); }/>
+                    on:change=move |ev| write("row", ev)/>
             </label>
             <label>"Scores q·k times"
-                <select data-testid="jacobian-scale" on:change=move |ev| { let _ = set_param(state, "jscale", &event_target_value(&ev)); }>
+                <select data-testid="jacobian-scale" on:change=move |ev| write("jscale", ev)>
                     {move || state.with(|s| scale_choices(s.backward.jscale)).into_iter().map(|(id, label, chosen)| view! {
                         <option value=id selected=chosen>{label}</option>
                     }).collect_view()}
                 </select>
             </label>
             <label class="wide">"Text"
-                <input type="text" data-testid="text-input" prop:value=move || state.with(|s| s.input.text.clone())
-                    on:change=move |ev| { let _ = edit(state, &[("text", Some(&event_target_value(&ev)))]); }/>
+                // A text area, as the explorer's: the text is shared and keeps its line breaks.
+                <textarea data-testid="text-input" rows="1" maxlength=MAX_TEXT_CHARS
+                    prop:value=move || state.with(|s| s.input.text.clone())
+                    on:change=move |ev| refused.set(edit(state, &[("text", Some(&event_target_value(&ev)))]).err())></textarea>
             </label>
+            {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="jacobian-refused">{why}</small> })}
         </form>
     }
 }
 
 #[component]
-fn JacobianPanel(r: RowJacobian) -> impl IntoView {
-    let n = r.keys.len();
-    let row_sum = r.jacobian.as_ref().map(|j| largest_row_sum(j, n));
+fn JacobianPanel(r: RowJacobian, real_weights: bool) -> impl IntoView {
     view! {
         <section class="panel" data-testid="jacobian-panel">
             <h3>{heading(&r)}</h3>
             <p class="hint">{r.layout_line.clone()}</p>
-            <p class="hint" data-testid="synthetic-note">
-                "Synthetic weights: seeded random projections in this model's real layout (the explorer's heads, \
-                 designed teaching heads included unless turned off), computed exactly on the CPU in f64."
-            </p>
-            {r.row_note.clone().map(|note| view! { <p class="status" data-testid="jacobian-row-note">{note}</p> })}
+            <p class="hint" data-testid="synthetic-note">{weights_note(real_weights)}</p>
+            {[r.head_note.clone(), r.row_note.clone()].into_iter().flatten().map(|note| view! {
+                <p class="status" data-testid="jacobian-row-note">{note}</p>
+            }).collect_view()}
             {r.jacobian.clone().map(|j| view! {
-                <JacobianPicture jacobian=j n=n row=r.row trace=r.facts.trace row_sum=row_sum.unwrap_or(0.0)/>
+                <JacobianPicture jacobian=j keys=r.keys.clone() row=r.row trace=r.facts.trace
+                    row_sum=r.largest_row_sum.unwrap_or(0.0)/>
                 <p class="hint">{picture_caption(&r)}</p>
             })}
             {undrawn_note(&r).map(|note| view! { <p class="hint">{note}</p> })}
@@ -86,23 +98,28 @@ fn JacobianPanel(r: RowJacobian) -> impl IntoView {
                 "Each entry is how much probability i moves when score j moves: p_i(1 − p_i) on the diagonal, \
                  −p_i·p_j off it. Every row sums to zero, since the probabilities always sum to one. A row that \
                  puts nearly everything on one key has a Jacobian near zero: whatever the loss asks for, its \
-                 scores hardly change (vanishing gradients). A flat row has the largest one. Multiplying the \
-                 scores by more sharpens the row; attention's 1/√d keeps a wide head's rows from going one-hot."
+                 scores hardly change (vanishing gradients). A flat row has the largest trace, 1 − 1/n. \
+                 Multiplying the scores by more sharpens the row and lowers its trace; attention's 1/√d keeps a \
+                 wide head's rows from going one-hot."
             </p>
         </section>
     }
 }
 
-/// The Jacobian as a signed heatmap: red above zero (the diagonal), blue below.
+/// The Jacobian as a signed heatmap: red above zero (the diagonal), blue below; each cell's title
+/// names the keys by position.
 #[component]
-fn JacobianPicture(jacobian: Vec<f64>, n: usize, row: u32, trace: f64, row_sum: f64) -> impl IntoView {
+fn JacobianPicture(jacobian: Vec<f64>, keys: Vec<u32>, row: u32, trace: f64, row_sum: f64) -> impl IntoView {
+    let n = keys.len();
     let size = n.max(1);
     view! {
         <svg class="jacobian" data-testid="softmax-jacobian" data-row=row data-keys=n data-trace=trace.to_string()
             data-largest-row-sum=row_sum.to_string() viewBox=format!("0 0 {size} {size}") width="320" height="320"
             role="img" aria-label=format!("Softmax Jacobian of row {row}, {n} by {n}")>
-            {cells(&jacobian, n).into_iter().map(|c| view! {
-                <rect x=c.j y=c.i width="1" height="1" fill=c.color><title>{format!("∂p{}/∂s{} = {:.5}", c.i, c.j, c.value)}</title></rect>
+            {cells(&jacobian, &keys).into_iter().map(|c| view! {
+                <rect x=c.j y=c.i width="1" height="1" fill=c.color>
+                    <title>{format!("∂p{}/∂s{} = {:.5}", c.key_i, c.key_j, c.value)}</title>
+                </rect>
             }).collect_view()}
         </svg>
     }

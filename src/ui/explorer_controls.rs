@@ -15,7 +15,7 @@ use crate::model::MaskKind;
 use crate::model::Model;
 use crate::state::AppState;
 use crate::ui::params::{edit, set_param};
-use crate::views::heatmaps::input_mode::InputMode;
+use crate::views::heatmaps::input_mode::{DEFAULT_GENERATED_TOKENS, InputMode};
 use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS};
 use crate::views::link::on_off;
 
@@ -90,7 +90,7 @@ pub fn ExplorerControls(
                 <label>
                     "Tokens (n)"
                     <input type="number" min="1" max=MAX_GENERATED data-testid="n-input"
-                        prop:value=move || state.with(|s| s.input.seq_tokens.unwrap_or(512))
+                        prop:value=move || state.with(|s| s.input.seq_tokens.unwrap_or(DEFAULT_GENERATED_TOKENS))
                         on:change=move |ev| { if let Some(n) = number(&ev).filter(|&n| (1..=MAX_GENERATED).contains(&n)) { let _ = set_param(state, "n", &n.to_string()); } }/>
                 </label>
             </Show>

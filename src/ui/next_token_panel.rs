@@ -24,6 +24,9 @@ use crate::views::heatmaps::trained::{
 pub type LmSignal = RwSignal<Option<Result<Rc<LoadedLm>, String>>, LocalStorage>;
 pub type PredictionSignal = RwSignal<Option<Result<Prediction, String>>, LocalStorage>;
 
+/// How the panel's note starts when a clicked token was refused.
+const NOT_APPENDED: &str = "Not appended: ";
+
 /// Tokens one click of Generate may ask for.
 const TOKEN_COUNTS: [u32; 4] = [1, 4, 8, 16];
 
@@ -43,10 +46,15 @@ pub fn NextTokenPanel(
     let note = RwSignal::new(None::<String>);
     let current = move |p: &Prediction| ids.with(|ids| ids.as_deref() == Some(&p.ids));
     let append = move |id: u32| {
-        if let (Some(Ok(lm)), Some(input)) = (lm.get_untracked(), state.try_with_untracked(|s| s.input.clone()))
-            && let Err(why) = replace_text(state, &with_token(&lm.tokenizer, &input, id))
-        {
-            note.set(Some(format!("Not appended: {why}.")));
+        if let (Some(Ok(lm)), Some(input)) = (lm.get_untracked(), state.try_with_untracked(|s| s.input.clone())) {
+            match replace_text(state, &with_token(&lm.tokenizer, &input, id)) {
+                Err(why) => note.set(Some(format!("{NOT_APPENDED}{why}."))),
+                // A refusal said before no longer holds; what Generate said stays.
+                Ok(()) if note.with_untracked(|n| n.as_deref().is_some_and(|n| n.starts_with(NOT_APPENDED))) => {
+                    note.set(None)
+                }
+                Ok(()) => {}
+            }
         }
     };
     let generate = move |_| {

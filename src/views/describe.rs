@@ -117,7 +117,6 @@ fn attention_facts(model: &Model, out: &mut Vec<(&'static str, String)>) {
     }
 }
 
-/// A positional scheme in words: `RoPE θ = 1000000 on 25% of each head (proportional)`.
 /// A layer's positional scheme in words, saying where the heatmaps differ from the model.
 pub fn layer_positions_text(layout: &LayerLayout) -> String {
     match layout.positional {
@@ -135,6 +134,7 @@ const ALIBI_TEXT: &str = "ALiBi in the model (a bias on the scores that grows li
                           nothing added to Q or K); the heatmaps here are computed without that bias \
                           (synthetic seeded weights, no bias term)";
 
+/// A positional scheme in words: `RoPE θ = 1000000 on 25% of each head (proportional)`.
 pub fn positional_words(p: Positional) -> String {
     match p {
         Positional::Sinusoidal => "sinusoidal".to_string(),

@@ -192,6 +192,8 @@ pub fn attn_params_formula(model: &Model, kind: LayerKind, p: &AttnParams) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::params::attn_params;
+    use crate::model::presets::preset;
 
     #[test]
     fn gpt_oss_attention_formula_names_its_biases_and_sinks() {
@@ -203,8 +205,6 @@ mod tests {
         let formula = attn_params_formula(&m, LayerKind::Global, &layer);
         assert!(formula.ends_with("biases 8,000 + sinks 64 = 26,550,144"), "{formula}");
     }
-    use crate::model::params::attn_params;
-    use crate::model::presets::preset;
 
     fn model(id: &str) -> Model {
         preset(id).cloned().unwrap_or_else(|| panic!("{id}"))

@@ -34,6 +34,21 @@ pub trait LinkParams: Default {
     fn pairs(&self) -> Vec<(&'static str, String)>;
 }
 
+/// What the page says about one key a link set: nothing when it was taken as given, the adjustment,
+/// or why it was ignored.
+pub fn notice_of(key: &str, read: Result<Accepted, String>) -> Option<Notice> {
+    match read {
+        Ok(Accepted::Yes) => None,
+        Ok(Accepted::Adjusted(notice)) => Some(notice),
+        Err(why) => Some(Notice(format!("Ignored {key}: {why}; using the default."))),
+    }
+}
+
+/// The notice for a key no parameter set owns.
+pub fn unknown_key_notice(key: &str) -> Notice {
+    Notice(format!("Ignored unknown parameter \"{key}\"."))
+}
+
 /// Most `key=value` pairs a link is read for (the app writes at most one per key, a few dozen).
 pub const MAX_LINK_PAIRS: usize = 100;
 

@@ -4,7 +4,8 @@
 //! owns in the link. [`registry!`] below lists every view once; from that list come the [`View`]
 //! switch and [`Settings`], every view's parameters beside the two sets several views share (the
 //! model choice and the attention input). A new view is one line here (with its module and its UI
-//! component): nothing else routes, writes or orders its keys by hand.
+//! component): nothing else routes its keys or writes them; only their place in the written order
+//! is by hand.
 //!
 //! The order in which a link's keys are written is one table, [`WRITE_ORDER`], checked against the
 //! registry by a test: new keys go at its end, so every link written so far reads back byte for byte.
@@ -12,7 +13,7 @@
 use std::str::FromStr;
 
 use super::attention_input::AttentionInput;
-use super::link::{Accepted, LinkParams, Notice};
+use super::link::{Accepted, LinkParams, Notice, notice_of, unknown_key_notice};
 use super::model_choice::{ModelChoice, default_layer};
 pub use super::view_class::ViewClass;
 use crate::model::Model;
@@ -59,9 +60,10 @@ macro_rules! registry {
         /// parsers.
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
         pub struct Settings {
-            /// `model`, `cfg`, `layer`: shared by the heatmaps, KV and compare views.
+            /// `model`, `cfg`, `layer`: shared by the heatmaps, KV, compare and backward views.
             pub model: ModelChoice,
-            /// `text`, `mask`, `window`, `chunk`, `seed`, `n`: shared by the heatmaps and the benchmark.
+            /// `text`, `mask`, `window`, `chunk`, `seed`, `n`: shared by the heatmaps, the benchmark and the
+            /// backward view.
             pub input: AttentionInput,
             $(pub $field: <$class as ViewClass>::Params),+
         }
@@ -80,9 +82,17 @@ macro_rules! registry {
             }
 
             /// The key back as a link without it would read (its default); `false` when no set owns it.
+            /// The model choice is settled again, as a link is: without a `layer` it opens on the
+            /// model's first attention layer, and a layer or heads the model lacks fall back.
             pub fn clear(&mut self, key: &str) -> bool {
-                clear_in(&mut self.model, key)
-                    || clear_in(&mut self.input, key)
+                if ModelChoice::KEYS.contains(&key) {
+                    let layer_named = key != "layer" && self.model.pairs().iter().any(|(k, _)| *k == "layer");
+                    clear_in(&mut self.model, key);
+                    self.model.layer = if layer_named { self.model.layer } else { 0 };
+                    self.settle(layer_named);
+                    return true;
+                }
+                clear_in(&mut self.input, key)
                     $(|| clear_in(&mut self.$field, key))+
             }
 
@@ -110,14 +120,16 @@ fn set_in<P: LinkParams>(params: &mut P, key: &str, value: &str) -> Option<Resul
     P::KEYS.contains(&key).then(|| params.set(key, value))
 }
 
-/// `params` as its own pairs read back without `key`: the round trip every set's tests pin.
+/// `params` as its own pairs read back without `key`: the round trip every set's tests pin (a pair
+/// a set writes is one its parser takes as written).
 fn clear_in<P: LinkParams>(params: &mut P, key: &str) -> bool {
     if !P::KEYS.contains(&key) {
         return false;
     }
     let mut fresh = P::default();
     for (k, v) in params.pairs().into_iter().filter(|(k, _)| *k != key) {
-        let _ = fresh.set(k, &v);
+        let read = fresh.set(k, &v);
+        debug_assert!(matches!(read, Ok(Accepted::Yes)), "{k}={v} does not read back");
     }
     *params = fresh;
     true
@@ -154,10 +166,8 @@ impl Settings {
         for (key, value) in pairs {
             layer_named |= key == "layer";
             match settings.set(key, value) {
-                Some(Ok(Accepted::Yes)) => {}
-                Some(Ok(Accepted::Adjusted(notice))) => notices.push(notice),
-                Some(Err(why)) => notices.push(Notice(format!("Ignored {key}: {why}; using the default."))),
-                None => notices.push(Notice(format!("Ignored unknown parameter \"{key}\"."))),
+                Some(read) => notices.extend(notice_of(key, read)),
+                None => notices.push(unknown_key_notice(key)),
             }
         }
         notices.extend(settings.settle(layer_named));

@@ -4,8 +4,11 @@
 //! Every row of J sums to zero (the probabilities always sum to one, so no change of a score can
 //! change their total), J is symmetric, and it vanishes on a one-hot row: a head that has made up its
 //! mind passes almost no gradient back to its scores. On a flat row over n keys it is
-//! (1/n)(I − 11ᵀ/n), the largest it gets. The score scale moves a row between the two, which is one
-//! reason attention multiplies `q·k` by 1/√d: unscaled scores of wide heads make rows nearly one-hot.
+//! (1/n)(I − 11ᵀ/n), whose trace 1 − Σp² = 1 − 1/n is the largest any row of n keys has (the trace
+//! and the entropy fall as a row sharpens; the Frobenius norm and the largest entry need not: a row
+//! sharpening onto two keys has larger ones than the flat row). The score scale moves a row between
+//! flat and one-hot, which is one reason attention multiplies `q·k` by 1/√d: unscaled scores of wide
+//! heads make rows nearly one-hot.
 
 use super::{BackwardParams, ScoreScale};
 use crate::attention::layer_inputs::LayerLayout;
@@ -79,6 +82,8 @@ pub struct RowJacobian {
     pub head: u32,
     /// The designed teaching head's pattern, when the head is one (`teach=on`).
     pub designed: Option<&'static str>,
+    /// Said when the link's head (`focus`) is not in the layer (the first head shown is used).
+    pub head_note: Option<String>,
     pub row: u32,
     /// Said when the link's row is past the text's last token (the last is shown).
     pub row_note: Option<String>,
@@ -92,10 +97,12 @@ pub struct RowJacobian {
     pub probs: Vec<f64>,
     /// `[keys, keys]`, when the row sees at most [`MAX_DRAWN_KEYS`] keys.
     pub jacobian: Option<Vec<f64>>,
+    /// The drawn Jacobian's largest |row sum| (zero but for rounding).
+    pub largest_row_sum: Option<f64>,
     pub facts: JacobianFacts,
     /// The same row at every scale, smallest factor first.
     pub by_scale: Vec<(ScoreScale, JacobianFacts)>,
-    /// A flat row over the same keys: the largest the Jacobian gets.
+    /// A flat row over the same keys: the largest trace (1 − 1/n) and entropy a row of them has.
     pub flat: JacobianFacts,
 }
 
@@ -119,9 +126,12 @@ pub fn row_jacobian(settings: &Settings, model: &Model) -> Result<RowJacobian, S
             crate::views::heatmaps::request::EXACT_MAX_N
         ));
     }
-    let head = settings.explorer.focus.filter(|&f| f < request.layout.n_q_heads);
-    let head = head.or_else(|| request.heads.first().copied()).ok_or("No head is shown.")?;
-    Ok(of_request(&request, head, model, &settings.backward))
+    let head = request.shown_head(settings.explorer.focus).ok_or("No head is shown.")?;
+    let mut out = of_request(&request, head, model, &settings.backward);
+    out.head_note = settings.explorer.focus.filter(|&f| f != head).map(|f| {
+        format!("Head {f} is not in this layer's {} query heads; showing head {head}.", request.layout.n_q_heads)
+    });
+    Ok(out)
 }
 
 fn of_request(request: &Request, head: u32, model: &Model, params: &BackwardParams) -> RowJacobian {
@@ -148,6 +158,7 @@ fn of_request(request: &Request, head: u32, model: &Model, params: &BackwardPara
         layout_line: layout_line(model, &request.layout, request.mask),
         head,
         designed: inputs.teaching_head(head).map(|t| t.describe()),
+        head_note: None,
         row,
         row_note,
         row_token: inputs.q_tokens()[row as usize].clone(),
@@ -158,6 +169,7 @@ fn of_request(request: &Request, head: u32, model: &Model, params: &BackwardPara
         scale: params.jscale,
         probs: vec![],
         jacobian: None,
+        largest_row_sum: None,
         facts: JacobianFacts::of(&[]),
         by_scale: vec![],
         flat: JacobianFacts::of(&[]),
@@ -165,6 +177,7 @@ fn of_request(request: &Request, head: u32, model: &Model, params: &BackwardPara
     out.probs = out.probs_at(params.jscale);
     out.facts = JacobianFacts::of(&out.probs);
     out.jacobian = (out.probs.len() <= MAX_DRAWN_KEYS).then(|| softmax_jacobian(&out.probs));
+    out.largest_row_sum = out.jacobian.as_ref().map(|j| largest_row_sum(j, out.probs.len()));
     out.by_scale = ScoreScale::ALL.iter().map(|&s| (s, JacobianFacts::of(&out.probs_at(s)))).collect();
     let n = out.keys.len();
     out.flat = JacobianFacts::of(&vec![1.0 / n as f64; n]);
@@ -238,7 +251,19 @@ mod tests {
     }
 
     #[test]
-    fn a_larger_factor_sharpens_the_row_and_shrinks_nothing_past_the_flat_row() {
+    fn a_row_sharpening_onto_two_keys_outgrows_the_flat_row_in_frobenius_norm_not_in_trace() {
+        // Scores (1, 1, 0, 0): flat (β = 0) has Frobenius √0.1875 = 0.4330 and largest entry 3/16;
+        // at β → ∞, p = (1/2, 1/2, 0, 0): Frobenius 1/2 and largest entry 1/4, larger; the trace
+        // falls from 3/4 to 1/2.
+        let at = |beta: f64| JacobianFacts::of(&softmax(&[beta, beta, 0.0, 0.0]));
+        let (flat, sharp) = (at(0.0), at(60.0));
+        assert!(close(flat.frobenius, 0.1875f64.sqrt()) && (sharp.frobenius - 0.5).abs() < 1e-9);
+        assert!(sharp.frobenius > flat.frobenius && sharp.largest_entry > flat.largest_entry);
+        assert!(sharp.trace < flat.trace && (at(2.0).frobenius - 0.4566).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_larger_factor_lowers_the_entropy_and_the_trace_never_past_the_flat_row() {
         let (settings, _) = Settings::from_query("model=llama-3-8b&teach=off&row=6");
         let r = row_jacobian(&settings, &settings.resolved_model()).unwrap();
         assert_eq!((r.row, r.keys.len()), (6, 7));
@@ -254,9 +279,15 @@ mod tests {
     fn a_row_past_the_text_shows_the_last_and_says_so() {
         let (settings, _) = Settings::from_query("row=500&mask=sliding&window=3");
         let r = row_jacobian(&settings, &settings.resolved_model()).unwrap();
-        assert_eq!(r.keys.len(), 3, "a window of 3 keys");
+        assert_eq!(r.keys, [r.row - 2, r.row - 1, r.row], "a window of 3 keys");
         assert!(r.row_note.as_deref().is_some_and(|n| n.starts_with("Row 500 is past")), "{:?}", r.row_note);
         let (long, _) = Settings::from_query("n=4096");
         assert!(row_jacobian(&long, &long.resolved_model()).unwrap_err().contains("at most 256 tokens"));
+        // A focus past the layer's heads (a link settles it; a stale one may still reach the view).
+        let (mut wide, _) = Settings::from_query("heads=4-7");
+        wide.explorer.focus = Some(40);
+        let r = row_jacobian(&wide, &wide.resolved_model()).unwrap();
+        assert_eq!(r.head, 4);
+        assert_eq!(r.head_note.as_deref(), Some("Head 40 is not in this layer's 32 query heads; showing head 4."));
     }
 }

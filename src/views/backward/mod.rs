@@ -4,8 +4,9 @@
 //! moves a row between sharp (a vanishing Jacobian) and flat.
 //!
 //! Link keys: `row` (the query token, from 0; the last by default) and `jscale` (what the scores
-//! `q·k` are multiplied by: `inv-sqrt-d`, as attention does, `one` or `inv-d`). The model, layer,
-//! text, mask, seed and head (`focus`) are the explorer's.
+//! `q·k` are multiplied by: `inv-sqrt-d`, as attention does, `one` or `inv-d`). Everything else is
+//! the explorer's: model, layer, text (or `n`), tokens, mask, seed, designed heads, shown heads and
+//! the enlarged one (`focus`), the head this view works out.
 
 pub mod jacobian;
 pub mod panel;

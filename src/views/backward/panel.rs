@@ -2,13 +2,16 @@
 //! table of the same row at every score scale, as text and numbers the page binds.
 
 use super::ScoreScale;
-use super::jacobian::{JacobianFacts, RowJacobian, largest_row_sum};
+use super::jacobian::{JacobianFacts, RowJacobian};
 
-/// One cell of the Jacobian's picture.
+/// One cell of the Jacobian's picture: row `i`, column `j` within the visible keys, and the keys'
+/// positions in the text (what the key table and the caption say).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
     pub i: usize,
     pub j: usize,
+    pub key_i: u32,
+    pub key_j: u32,
     pub value: f64,
     pub color: String,
 }
@@ -19,12 +22,23 @@ pub const JACOBIAN_BOUND: f64 = 0.25;
 
 /// The picture's cells, coloured by sign and size: positive (the diagonal) red, negative blue, white
 /// at zero, full colour at [`JACOBIAN_BOUND`].
-pub fn cells(jacobian: &[f64], n: usize) -> Vec<Cell> {
-    let n = n.max(1);
+pub fn cells(jacobian: &[f64], keys: &[u32]) -> Vec<Cell> {
+    let n = keys.len().max(1);
     jacobian
         .iter()
         .enumerate()
-        .map(|(k, &value)| Cell { i: k / n, j: k % n, value, color: diverging_color(value, JACOBIAN_BOUND) })
+        .map(|(k, &value)| {
+            let (i, j) = (k / n, k % n);
+            let color = diverging_color(value, JACOBIAN_BOUND);
+            Cell {
+                i,
+                j,
+                key_i: keys.get(i).copied().unwrap_or(0),
+                key_j: keys.get(j).copied().unwrap_or(0),
+                value,
+                color,
+            }
+        })
         .collect()
 }
 
@@ -63,9 +77,8 @@ pub fn picture_caption(r: &RowJacobian) -> String {
 /// The facts line under the picture.
 pub fn facts_line(r: &RowJacobian) -> String {
     let f = &r.facts;
-    let row_sum = r.jacobian.as_ref().map_or(String::new(), |j| {
-        format!(" Largest |row sum|: {:.1e} (zero but for rounding).", largest_row_sum(j, r.keys.len()))
-    });
+    let row_sum =
+        r.largest_row_sum.map_or(String::new(), |s| format!(" Largest |row sum|: {s:.1e} (zero but for rounding)."));
     format!(
         "Top probability {:.3}, entropy {:.3} of at most {:.3} bits; trace 1 − Σp² = {:.4}, Frobenius norm {:.4}, \
          largest |entry| {:.4}.{row_sum}",
@@ -82,8 +95,8 @@ pub fn facts_line(r: &RowJacobian) -> String {
 pub fn undrawn_note(r: &RowJacobian) -> Option<String> {
     r.jacobian.is_none().then(|| {
         format!(
-            "This row sees {} keys; the picture is drawn for rows of at most {} (pick an earlier row or a \
-             shorter text). The figures above are exact.",
+            "This row sees {} keys; the picture is drawn for rows of at most {} (pick an earlier row, a \
+             window or a shorter text). The figures beside it cover every key.",
             r.keys.len(),
             super::jacobian::MAX_DRAWN_KEYS
         )
@@ -100,7 +113,7 @@ pub struct ScaleRow {
     pub trace: f64,
 }
 
-/// The same row at each scale, then a flat row over the same keys (the largest Jacobian).
+/// The same row at each scale, then a flat row over the same keys (the largest trace and entropy).
 pub fn scale_rows(r: &RowJacobian) -> Vec<ScaleRow> {
     let row = |id, label: String, chosen, f: &JacobianFacts| ScaleRow {
         id,
@@ -122,8 +135,24 @@ pub fn scale_rows(r: &RowJacobian) -> Vec<ScaleRow> {
             row(s.id(), label, *s == r.scale, f)
         })
         .collect();
-    rows.push(row("flat", "a flat row (every visible key equal)".into(), false, &r.flat));
+    rows.push(row("flat", "a flat row (every visible key equal: the largest trace)".into(), false, &r.flat));
     rows
+}
+
+/// What the view computes, said beside it: synthetic weights always, and when the explorer shows real
+/// weights (`real_weights`: the trained model or a dropped checkpoint), that this view does not.
+pub fn weights_note(real_weights: bool) -> String {
+    let synthetic = "Synthetic weights: seeded random projections in this model's real layout (the explorer's \
+                     heads, designed teaching heads included unless turned off), word tokens, and every number \
+                     in f64 from the f32 projections.";
+    if real_weights {
+        format!(
+            "{synthetic} The heatmaps view shows this model's real weights and its own tokens; this view does \
+             not run them, so its rows are not the heatmaps' rows."
+        )
+    } else {
+        synthetic.into()
+    }
 }
 
 /// The choices of the scale select, the link's one selected.
@@ -158,7 +187,13 @@ mod tests {
         // Llama 3 8B's heads are 128 wide: 1/√128 = 0.0884.
         assert_eq!(rows[1].label, "1/√d (attention's) = 0.0884");
         let n = r.keys.len();
-        assert_eq!(cells(r.jacobian.as_ref().unwrap(), n).len(), n * n);
+        let drawn = cells(r.jacobian.as_ref().unwrap(), &r.keys);
+        assert_eq!(drawn.len(), n * n);
+        assert_eq!((drawn[n + 2].i, drawn[n + 2].j, drawn[n + 2].key_i, drawn[n + 2].key_j), (1, 2, 1, 2));
+        assert!(
+            weights_note(true).ends_with("its rows are not the heatmaps' rows.")
+                && !weights_note(false).contains("heatmaps'")
+        );
         assert!(heading(&r).starts_with(&format!("∂p/∂s for query row {} (“.”) of head 0 (a designed head", n - 1)));
         assert!(
             picture_caption(&r)

@@ -34,8 +34,11 @@ pub fn n_options(input: &AttentionInput) -> Vec<SelectOption> {
     options("all", current, lengths, |n| n.to_string())
 }
 
+/// The head widths, and the link's own when it names another (`d=256`).
 pub fn d_options(params: &BenchParams) -> Vec<SelectOption> {
-    options("all", params.head_dim, BENCH_DEFAULT_HEAD_DIMS, |d| d.to_string())
+    let mut dims = BENCH_DEFAULT_HEAD_DIMS.to_vec();
+    dims.extend(params.head_dim.filter(|d| !dims.contains(d)));
+    options("all", params.head_dim, dims, |d| d.to_string())
 }
 
 pub fn mask_options(input: &AttentionInput) -> Vec<SelectOption> {
@@ -94,9 +97,10 @@ mod tests {
 
     #[test]
     fn a_length_from_the_link_joins_the_list() {
-        let s = pick(&[("n", "300")]);
+        let s = pick(&[("n", "300"), ("d", "256")]);
         assert_eq!(values(&n_options(&s.input)).last(), Some(&"300"));
         assert_eq!(selected(&n_options(&s.input)), ["300"]);
+        assert_eq!(selected(&d_options(&s.bench)), ["256"]);
     }
 
     #[test]

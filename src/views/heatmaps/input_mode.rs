@@ -14,7 +14,9 @@ pub enum InputMode {
 
 /// The second text a switch to cross-attention starts with.
 pub const DEFAULT_CROSS_SOURCE: &str = "Le chat était assis sur le tapis .";
-/// The generated length a switch to a generated sequence starts with.
+/// The generated length a switch to a generated sequence starts with (and its control shows before).
+pub const DEFAULT_GENERATED_TOKENS: u32 = 512;
+/// [`DEFAULT_GENERATED_TOKENS`] as the link writes it (a test keeps the two equal).
 const DEFAULT_GENERATED: &str = "512";
 
 impl InputMode {
@@ -87,6 +89,7 @@ mod tests {
         let (mut long, _) = Settings::from_query("n=4096");
         long = switched(long, &[InputMode::Generated]);
         assert_eq!(long.input.seq_tokens, Some(4096));
+        assert_eq!(DEFAULT_GENERATED, DEFAULT_GENERATED_TOKENS.to_string());
         for mode in [InputMode::Text, InputMode::Generated, InputMode::Cross] {
             assert_eq!(InputMode::from_id(mode.id()), mode);
         }

@@ -59,6 +59,12 @@ impl Request {
     pub fn n_kv(&self) -> u32 {
         self.kv_tokens.as_ref().map_or(self.tokens.len(), |t| t.len()) as u32
     }
+    /// The one head a panel about a single head shows (the step-through, the backward view): the
+    /// enlarged one (`focus`) when the layer has it, else the first head on display.
+    pub fn shown_head(&self, focus: Option<u32>) -> Option<u32> {
+        focus.filter(|&f| f < self.layout.n_q_heads).or_else(|| self.heads.first().copied())
+    }
+
     /// Small enough to draw every cell.
     pub fn exact(&self) -> bool {
         self.n_q() <= EXACT_MAX_N && self.n_kv() <= EXACT_MAX_N

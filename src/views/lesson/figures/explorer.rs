@@ -33,14 +33,9 @@ fn small_request(state: &Settings, model: &Model) -> Option<Request> {
     super::sources::explorer(state, model).filter(Request::exact)
 }
 
-/// The head the step-through shows: the enlarged one, else the first head on display.
-fn shown_head(state: &Settings, request: &Request) -> Option<u32> {
-    state.explorer.focus.filter(|&f| f < request.layout.n_q_heads).or_else(|| request.heads.first().copied())
-}
-
 /// Figures of the step-through's last query row.
 fn step_figure(name: &str, state: &Settings, request: &Request) -> Option<Figure> {
-    let steps = Example::of(&request.inputs(), shown_head(state, request)?, request.mask).steps();
+    let steps = Example::of(&request.inputs(), request.shown_head(state.explorer.focus)?, request.mask).steps();
     let row = steps.n_q.checked_sub(1)?;
     let n = steps.n_kv;
     let probs = &steps.probs[row * n..][..n];
