@@ -5,7 +5,7 @@ use super::dtype::DType;
 use super::hf_import::{ImportError, Imported, import_hf_config};
 use super::kv_cache::{kv_bytes_per_token, kv_total_bytes};
 use super::params::{attn_params, model_params};
-use super::presets::preset;
+use super::presets::{preset, preset_info};
 use super::schedule::LayerKind;
 
 pub(super) fn read(name: &str) -> String {
@@ -39,6 +39,7 @@ fn real_configs_reproduce_presets() {
         ("llama-2-7b.json", "llama-2-7b"),
         ("llama-2-70b.json", "llama-2-70b"),
         ("llama-3-8b.json", "llama-3-8b"),
+        ("llama-3.1-8b.json", "llama-3.1-8b"),
         ("llama-3-70b.json", "llama-3-70b"),
         ("mistral-7b-v0.1.json", "mistral-7b"),
         ("qwen3-8b.json", "qwen3-8b"),
@@ -90,6 +91,20 @@ fn rope_types_are_read_or_named() {
     let scout = import("llama-4-scout.json");
     assert!(scout.report.warnings.iter().any(|w| w.contains("\"llama3\" is not modelled")), "{:?}", scout.report);
     assert_eq!(scout.model.positional, Positional::rope(500_000.0));
+}
+
+#[test]
+fn llama_3_1_is_llama_3_with_a_longer_context_and_names_its_unmodelled_scaling() {
+    // Same layout as Llama 3 8B: 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes
+    // per token, 8,030,261,248 parameters; only max_position_embeddings differs (131,072 against 8,192).
+    let imp = import("llama-3.1-8b.json");
+    let (long, short) = (&imp.model, preset("llama-3-8b").unwrap());
+    assert_eq!(kv_bytes_per_token(long, DType::Fp16), Ok(131_072));
+    assert_eq!(model_params(long), model_params(short));
+    assert_eq!((long.max_position_embeddings, short.max_position_embeddings), (131_072, 8192));
+    assert_eq!(long.positional, Positional::rope(500_000.0));
+    assert!(imp.report.warnings.iter().any(|w| w.contains("\"llama3\" is not modelled")), "{:?}", imp.report);
+    assert!(preset_info("llama-3.1-8b").unwrap().notes.contains("rope_scaling"));
 }
 
 #[test]

@@ -277,6 +277,8 @@ pub fn KeyFigures(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVie
     let f = Memo::new(move |_| model.with(|m| state.with(|s| key_figures(m, &s.kv, s.model.layer))));
     view! {
         <section class="figures" aria-label="Key figures">
+            {move || model.with(|m| state.with(|s| crate::views::kv::context::past_context_notice(m, s.kv.ctx_tokens)))
+                .map(|text| view! { <p class="notice" data-testid="ctx-past-context">{text}</p> })}
             <FigureView figure=Signal::derive(move || f.with(|f| f.per_token.clone()))
                 testid="kv-bytes-per-token" formula_testid="kv-bytes-per-token-formula"/>
             <FigureView figure=Signal::derive(move || f.with(|f| f.total.clone()))

@@ -399,6 +399,31 @@ describe("KV view", () => {
     await app.close();
   });
 
+  test("a context past the model's own is named, in the KV view and the compare view", async () => {
+    // Llama 3 8B reads 8,192 tokens (max_position_embeddings): 131,072 is past it.
+    const app = await AppPage.open(session, "?view=kv&model=llama-3-8b&ctx=131072");
+    const notice = app.page.getByTestId("ctx-past-context");
+    await notice.waitFor();
+    assert.match(await notice.innerText(), /131,072 tokens is past Llama 3 8B's context of 8,192 tokens/);
+    // Its own context is within it.
+    await app.page.getByTestId("ctx-input").fill("8192");
+    await app.page.getByTestId("ctx-input").press("Enter");
+    await app.page.getByTestId("ctx-input").blur();
+    await app.waitForParam("ctx", null);
+    await notice.waitFor({ state: "detached" });
+    app.assertNoConsoleErrors();
+    await app.close();
+    // Llama 3.1 8B, the same layout (2 x 32 x 8 x 128 x 2 = 131,072 bytes per token), reads 131,072 tokens.
+    const long = await AppPage.open(session, "?view=kv&model=llama-3.1-8b&ctx=131072");
+    assert.equal((await figure(long, "kv-total-bytes", 131072 * 131072)).value, String(131072 * 131072));
+    assert.equal(await long.page.getByTestId("ctx-past-context").count(), 0);
+    await long.close();
+    const compare = await AppPage.open(session, "?view=compare&model=llama-3-8b&ctx=131072");
+    await compare.page.getByTestId("ctx-past-context").waitFor();
+    compare.assertNoConsoleErrors();
+    await compare.close();
+  });
+
   test("a transformer keeps no recurrent state", async () => {
     const app = await AppPage.open(session, "?view=kv&model=llama-3-8b");
     const f = await figure(app, "state-bytes", 0);

@@ -17,13 +17,14 @@ pub use row::Preset;
 pub use trained::{TRAINED_DIR, TRAINED_FACTS, TRAINED_FILES, TRAINED_ID, heads_phrase, trained_summary};
 
 /// Every preset id, in menu order: the trained model first, then the published layouts.
-pub const PRESET_IDS: [&str; 16] = [
+pub const PRESET_IDS: [&str; 17] = [
     "attention-lab-tiny",
     "transformer-base",
     "gpt2-small",
     "llama-2-7b",
     "llama-2-70b",
     "llama-3-8b",
+    "llama-3.1-8b",
     "llama-3-70b",
     "llama-4-maverick",
     "llama-4-scout",

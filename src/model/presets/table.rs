@@ -40,7 +40,7 @@ const GEMMA4_GLOBAL_ROPE: Positional =
 const GEMMA3_GLOBAL_ROPE: Positional =
     Positional::Rope { theta: 1_000_000.0, partial_rotary_factor: 1.0, proportional: false, linear_factor: 8.0 };
 
-pub(super) const ROWS: [Row; 15] = [
+pub(super) const ROWS: [Row; 16] = [
     Row {
         id: "transformer-base",
         display_name: "Transformer (base, 2017)",
@@ -91,6 +91,19 @@ pub(super) const ROWS: [Row; 15] = [
         shape: Shape::LlamaLike { rope_theta: 500_000.0, layers: GLOBAL, qk_norm: false },
         fields: LLAMA_FIELDS,
         notes: "",
+    },
+    Row {
+        id: "llama-3.1-8b",
+        display_name: "Llama 3.1 8B (128K context)",
+        name: "Llama 3.1 8B",
+        size: Size { layers: 32, hidden: 4096, heads: 32, kv_heads: 8, head_dim: 128, ffn: 14_336, vocab: 128_256 },
+        max_positions: 131_072,
+        shape: Shape::LlamaLike { rope_theta: 500_000.0, layers: GLOBAL, qk_norm: false },
+        fields: LLAMA_FIELDS,
+        notes: "Llama 3 8B's layout with a context of 131,072 tokens. Its llama3 rope_scaling (factor 8, \
+                low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192: wavelengths past \
+                8,192 tokens stretched 8 times, below 2,048 unchanged, blended between) is not modelled: the RoPE \
+                panel draws the layers unscaled. The cache, parameters and FLOPs do not depend on it.",
     },
     Row {
         id: "llama-3-70b",

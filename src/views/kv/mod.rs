@@ -5,6 +5,7 @@
 pub mod breakdown;
 pub mod budget;
 pub mod chart;
+pub mod context;
 
 use super::link::{Accepted, LinkParams};
 use crate::model::DType;

@@ -25,6 +25,7 @@ mod positions;
 mod sharing;
 mod sources;
 mod tiles;
+mod trained;
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
 pub const FIGURES: &[(&str, &str)] = &[
@@ -158,6 +159,22 @@ pub const FIGURES: &[(&str, &str)] = &[
     ),
     ("decode_intensity", "FLOPs per byte of one decoded token"),
     ("decode_core_intensity", "FLOPs of the decode attention core per byte of cache it reads"),
+    ("all_weight_bytes", "every weight of the model at the chosen dtype: layers, embedding table, output layer, norms"),
+    (
+        "output_layer_bytes",
+        "the output layer (vocabulary × d_model) at the chosen dtype, which every decoded token reads",
+    ),
+    (
+        "outside_layers_weight_bytes",
+        "weights the layers' matrices leave out, at the chosen dtype: embedding table, output layer, norms",
+    ),
+    ("context_fits_times", "the longest context that fits the budget, as a multiple of the model's own context"),
+    ("layers_after_last_global", "layers after the last global layer, which the schedule's repeating unit leaves over"),
+    ("even_head_share", "each head's share, in percent, if every head of the layer added a vector of the same length"),
+    ("trained_best_induction", "the trained model's best induction score, on repeated random sequences after training"),
+    ("previous_label_threshold", "the previous-token score a head needs for its label"),
+    ("induction_label_threshold", "the induction score a head needs for its label"),
+    ("local_label_threshold", "the local score a head needs for its label"),
 ];
 
 /// Figures about attention heads, their geometry or their cost: none applies to a model without a
@@ -188,6 +205,7 @@ const NEEDS_ATTENTION: &[&str] = &[
     "attn_weights_per_layer",
     "core_crossover_tokens",
     "decode_core_intensity",
+    "even_head_share",
 ];
 
 /// Whether `name` is a known placeholder.
@@ -244,6 +262,11 @@ pub fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
             return Some(number(1.0 / f64::from(d.max(1)).sqrt(), Unit::Number));
         }
         "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
+        "layers_after_last_global" => {
+            let layers = model.schedule.layers();
+            (Unit::Count, (layers.len() - 1 - layers.iter().rposition(|k| k.is_global())?) as u128)
+        }
+        "even_head_share" => return Some(number(100.0 / f64::from(model.n_q_heads.max(1)), Unit::Percent)),
         _ => return topic_figure(name, state, model),
     };
     Some(whole(value, unit))
@@ -263,6 +286,7 @@ fn topic_figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
         .or_else(|| positions::figure(name, state, model))
         .or_else(|| sharing::figure(name, state, model))
         .or_else(|| cost::figure(name, state, model))
+        .or_else(|| trained::figure(name))
 }
 
 #[cfg(test)]
@@ -327,6 +351,19 @@ mod tests {
         assert_eq!(exact("global_layers", q), "10");
         assert_eq!(exact("windowed_layers", q), "52");
         assert_eq!(exact("model_window_tokens", q), "1024");
+        // Globals at layers 5, 11, ..., 59 (every sixth); layers 60 and 61 come after the last one.
+        assert_eq!(exact("layers_after_last_global", q), "2");
+        assert_eq!(exact("layers_after_last_global", "model=llama-3-8b"), "0");
+        // Mistral 7B v0.1 has no global layer.
+        let (state, model) = at("model=mistral-7b");
+        assert_eq!(figure("layers_after_last_global", &state, &model), None);
+    }
+
+    #[test]
+    fn an_even_share_of_the_heads() {
+        // GPT-2 small has 12 heads: 100 / 12 = 8.3333 percent each.
+        assert_eq!(exact("even_head_share", "model=gpt2-small"), "8.3333");
+        assert_eq!(text("even_head_share", "model=gpt2-small"), "8.3%");
     }
 
     #[test]

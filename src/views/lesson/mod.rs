@@ -11,6 +11,8 @@ pub mod highlight;
 pub mod markup;
 pub mod params;
 pub mod progress;
+#[cfg(test)]
+mod proofread;
 pub mod walk;
 
 use std::sync::OnceLock;

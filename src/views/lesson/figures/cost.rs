@@ -4,6 +4,7 @@
 
 use super::written::{Figure, Unit, number, whole};
 use crate::model::intensity::{Traffic, decode_traffic, prefill_traffic};
+use crate::model::kv_cache::weights_bytes;
 use crate::model::{LayerKind, Mask, Model, attn_params, crossover_tokens};
 use crate::views::registry::Settings;
 
@@ -30,6 +31,14 @@ pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figu
         "decode_bytes_per_token" => (Unit::Bytes, decode()?.bytes()),
         "decode_intensity" => return Some(intensity(decode()?.intensity())),
         "decode_core_intensity" => return Some(intensity(core_intensity(&decode()?)?)),
+        "all_weight_bytes" => (Unit::Bytes, weights_bytes(model, dtype).ok()?),
+        "outside_layers_weight_bytes" => {
+            (Unit::Bytes, weights_bytes(model, dtype).ok()?.checked_sub(prefill()?.weight_bytes)?)
+        }
+        "output_layer_bytes" => {
+            let elements = u128::from(model.vocab_size).checked_mul(model.d_model.into())?;
+            (Unit::Bytes, elements.checked_mul(dtype.bits().into())?.div_ceil(8))
+        }
         _ => return None,
     };
     Some(whole(value, unit))
@@ -78,6 +87,14 @@ mod tests {
         let (state, _) = crate::views::registry::Settings::from_query(q);
         let text = |name| super::figure(name, &state, &state.resolved_model()).map(|f| f.text);
         assert_eq!(text("decode_intensity").as_deref(), Some("2.66 FLOPs per byte"));
+        // Every weight: 8,030,261,248 parameters x 2 bytes = 16,060,522,496 (lesson 13's total in bf16).
+        assert_eq!(at("all_weight_bytes"), "16060522496");
+        // The output layer: 128,256 x 4,096 x 2 bytes = 1,050,673,152.
+        assert_eq!(at("output_layer_bytes"), "1050673152");
+        // Outside the layers' matrices: the embedding table and the output layer (1,050,673,152 each) and
+        // the norms, (2 x 32 + 1) x 4,096 x 2 bytes = 532,480: 2,101,878,784 = 16,060,522,496 - 13,958,643,712.
+        assert_eq!(at("outside_layers_weight_bytes"), (2u64 * 1_050_673_152 + 532_480).to_string());
+        assert_eq!(at("outside_layers_weight_bytes"), (16_060_522_496u64 - 13_958_643_712).to_string());
         assert_eq!(text("prefill_intensity").as_deref(), Some("203,389 FLOPs per byte"));
     }
 

@@ -1,10 +1,10 @@
 //! Figures of where the cache's memory goes for the KV view's model: the weights against the budget,
 //! and MLA's latent cache.
 
-use super::written::{Figure, Unit, whole};
+use super::written::{Figure, Unit, number, whole};
 use crate::model::budget::budget_fit;
-use crate::model::kv_cache::weights_bytes;
-use crate::model::{Model, kv_total_bytes};
+use crate::model::kv_cache::{ContextFit, weights_bytes};
+use crate::model::{Model, kv_total_bytes, max_context_tokens};
 use crate::views::registry::Settings;
 
 pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
@@ -18,6 +18,13 @@ pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figu
         "cache_room_bytes" => (Unit::Bytes, u128::from(kv.budget_bytes).checked_sub(weights()?)?),
         "model_bytes_at_ctx" => {
             (Unit::Bytes, weights()?.checked_add(kv_total_bytes(model, kv.ctx_tokens, kv.dtype).ok()?)?)
+        }
+        "context_fits_times" => {
+            let own = model.max_position_embeddings;
+            return match max_context_tokens(model, kv.dtype, kv.budget_bytes.into(), kv.weights) {
+                ContextFit::Tokens(n) if own > 0 => Some(number(n as f64 / own as f64, Unit::Times)),
+                _ => None,
+            };
         }
         "sequences_at_ctx" => {
             let fit = budget_fit(model, kv.dtype, kv.ctx_tokens, kv.budget_bytes, kv.weights).ok()?;
@@ -66,6 +73,22 @@ mod tests {
         );
         let (state, _) = Settings::from_query("model=llama-3-8b");
         assert_eq!(figure("weights_bytes", &state, &state.resolved_model()), None, "no weights in the budget");
+    }
+
+    #[test]
+    fn the_longest_context_against_the_models_own_by_hand() {
+        // Llama 3 70B: 80 layers of (Q, O 8192 x 8192; K, V 8192 x 1024; FFN 3 x 8192 x 28,672; two norms
+        // of 8,192) = 855,654,400, plus two 128,256 x 8,192 tables and a final norm: 70,553,706,496
+        // parameters, as many bytes in FP8. An 80 GB budget leaves 9,446,293,504 bytes; one token caches
+        // 2 x 80 x 8 x 128 x 2 = 327,680 bytes: 28,827 tokens, 28,827 / 8,192 = 3.51892 times its context.
+        let q = "model=llama-3-70b&budget=80&weights=fp8&ctx=8192";
+        assert_eq!(exact("weights_bytes", q), "70553706496");
+        assert_eq!(exact("cache_room_bytes", q), "9446293504");
+        assert_eq!(exact("context_fits_times", q), "3.5189");
+        let (state, _) = Settings::from_query(q);
+        assert_eq!(figure("context_fits_times", &state, &state.resolved_model()).unwrap().text, "3.52×");
+        // Three whole sequences of its full context fit: 9,446,293,504 / (8,192 x 327,680) = 3.52 -> 3.
+        assert_eq!(exact("sequences_at_ctx", q), "3");
     }
 
     #[test]
