@@ -3,7 +3,7 @@
 // in weights_f32.wgsl or weights_bf16.wgsl; Y's binding and stores are in matmul_y.wgsl (one f32 at
 // a time) or matmul_subgroup_y4.wgsl (a vec4 at a time).
 
-// Keep in sync with `MatmulParams` in src/gpu/matmul.rs.
+// Keep in sync with `MatmulParams` in src/gpu/matmul_io.rs.
 struct Params {
     // Rows of Y; Y row r reads X row x_row0 + r (the logits of the last rows only).
     rows: u32,
