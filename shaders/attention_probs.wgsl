@@ -15,7 +15,8 @@
 // invocations of a workgroup walk the same keys together (the same K element is read by every lane at
 // once). Keys outside every row's visible range are skipped; rows test the rest element by element.
 
-// Keep in sync with `ProbsParams` in src/gpu/attention_probs.rs.
+// Keep in sync with `ProbsParams` in src/gpu/attention_probs.rs, whose first eight fields are
+// `QueryHeadParams` in src/gpu/attention_io.rs.
 struct Params {
     n_q: u32,
     n_kv: u32,

@@ -10,7 +10,8 @@
 // S is n x n per head: at n = 16384 and 8 heads that is 8.6 GB, past what any GPU binds at once. The
 // tiled kernel never stores it.
 
-// Keep in sync with `NaiveParams` in src/gpu/naive_attention.rs.
+// Keep in sync with `NaiveParams` in src/gpu/naive_attention.rs, whose first eight fields are
+// `QueryHeadParams` in src/gpu/attention_io.rs.
 struct Params {
     n_q: u32,
     n_kv: u32,

@@ -5,6 +5,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::attention::AttentionShape;
 use crate::attention::pooled::Pool;
+use crate::gpu::attention_io::QueryHeadParams;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
@@ -14,14 +15,7 @@ use crate::model::Mask;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct ProbsParams {
-    pub n_q: u32,
-    pub n_kv: u32,
-    pub h_q: u32,
-    pub group: u32,
-    pub mask_kind: u32,
-    pub mask_size: u32,
-    pub scale: f32,
-    pub q_offset: u32,
+    pub heads: QueryHeadParams,
     pub row0: u32,
     pub rows: u32,
     pub col0: u32,
@@ -80,7 +74,7 @@ impl Kernel for AttentionProbs {
 
     /// One workgroup per tile of output rows and columns, per query head.
     fn workgroups(p: &ProbsParams) -> Option<u64> {
-        Some(u64::from(p.row_tiles) * u64::from(p.col_tiles) * u64::from(p.h_q))
+        Some(u64::from(p.row_tiles) * u64::from(p.col_tiles) * u64::from(p.heads.h_q))
     }
 }
 
@@ -118,16 +112,8 @@ impl AttentionProbs {
             ProbsOutput::Pooled { pool, out_cols, .. } => (0, 0, pool.to_gpu(), out_cols),
         };
         let row_tiles = rows.div_ceil(ROWS_PER_WORKGROUP);
-        let (mask_kind, mask_size) = mask.to_gpu();
         let params = ProbsParams {
-            n_q: shape.n_q,
-            n_kv: shape.n_kv,
-            h_q: shape.h_q,
-            group: shape.group_size(),
-            mask_kind,
-            mask_size,
-            scale,
-            q_offset: shape.q_offset(),
+            heads: QueryHeadParams::new(shape, mask, scale),
             row0,
             rows,
             col0,

@@ -99,11 +99,13 @@ impl FlashAttention {
                 "flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv"
             )));
         }
+        let rows_total = shape.n_q * shape.group_size();
         // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
-            return subgroup.prepare(ctx, buffers, launch);
+            let tiles_per_kv_head = rows_total.div_ceil(subgroup.tile(d_pad).0);
+            let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);
+            return subgroup.launcher().dispatch(ctx, subgroup.pipeline(&ctx.device, d_pad), &params, &buffers.bound());
         }
-        let rows_total = shape.n_q * shape.group_size();
         let tiles = self.tiles(d_pad).for_rows(d_pad, rows_total);
         let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
         let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);

@@ -4,11 +4,11 @@
 //! kernel where it pays (so this module imports only what both share, never its chooser).
 
 use crate::gpu::attention_io::AttentionParams;
-use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
+use crate::gpu::flash_io::FLASH_BINDINGS;
 use crate::gpu::flash_tiles::cpu_rows_per_invocation;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
-use crate::gpu::launch::{Binding, Dispatch};
-use crate::gpu::{GpuContext, GpuError, shader_text};
+use crate::gpu::launch::Binding;
+use crate::gpu::{GpuContext, shader_text};
 
 /// The pipelines, one per (head width, subgroup size).
 pub struct FlashSubgroup {
@@ -45,24 +45,16 @@ impl FlashSubgroup {
         (self.subgroup_size * cpu_rows_per_invocation(d_pad), self.subgroup_size)
     }
 
-    /// Prepares one launch.
-    pub fn prepare(
-        &self,
-        ctx: &GpuContext,
-        buffers: &FlashBuffers<'_>,
-        launch: FlashLaunch,
-    ) -> Result<Dispatch, GpuError> {
-        let FlashLaunch { shape, kv_stride, mask, scale } = launch;
-        let d_pad = shape.d;
+    /// The pipeline for heads `d_pad` wide: one subgroup per workgroup (the smallest row tile, so the
+    /// key range around a causal diagonal or a sliding window stays tight).
+    pub fn pipeline(&self, device: &wgpu::Device, d_pad: u32) -> wgpu::ComputePipeline {
         let rows = cpu_rows_per_invocation(d_pad);
-        // One subgroup per workgroup: the smallest row tile, so the key range around a causal
-        // diagonal or a sliding window stays tight.
-        let invocations = self.subgroup_size;
-        let rows_total = shape.n_q * shape.group_size();
-        let tiles_per_kv_head = rows_total.div_ceil(self.tile(d_pad).0);
-        let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);
         let constants = [("D", d_pad), ("D4", d_pad / 4), ("R", rows), ("BC", self.subgroup_size)];
-        let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &constants, &[("BR", invocations)]);
-        self.launcher.dispatch(ctx, pipeline, &params, &buffers.bound())
+        self.launcher.pipelines().get_specialised(device, &constants, &[("BR", self.subgroup_size)])
+    }
+
+    /// Its owner (`flash_attention`, which checks the launch) dispatches through this.
+    pub fn launcher(&self) -> &Launcher<Self> {
+        &self.launcher
     }
 }

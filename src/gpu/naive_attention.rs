@@ -4,6 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::attention::AttentionShape;
+use crate::gpu::attention_io::QueryHeadParams;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
@@ -13,14 +14,7 @@ use crate::model::Mask;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct NaiveParams {
-    pub n_q: u32,
-    pub n_kv: u32,
-    pub h_q: u32,
-    pub group: u32,
-    pub mask_kind: u32,
-    pub mask_size: u32,
-    pub scale: f32,
-    pub q_offset: u32,
+    pub heads: QueryHeadParams,
     pub invocations: u32,
     pub _pad: [u32; 3],
 }
@@ -102,23 +96,11 @@ impl NaiveAttention {
         })?;
         let rows = shape.h_q * shape.n_q;
         let d4 = shape.d / 4;
-        let (mask_kind, mask_size) = mask.to_gpu();
-        let base = NaiveParams {
-            n_q: shape.n_q,
-            n_kv: shape.n_kv,
-            h_q: shape.h_q,
-            group: shape.group_size(),
-            mask_kind,
-            mask_size,
-            scale,
-            q_offset: shape.q_offset(),
-            invocations: 0,
-            _pad: [0; 3],
-        };
+        let heads = QueryHeadParams::new(shape, mask, scale);
         let overrides = [("D", shape.d), ("WG", WORKGROUP_SIZE)];
         let bound = [buffers.q, buffers.k, buffers.v, buffers.scores, buffers.o, buffers.lse];
         let launch = |cache: &PipelineCache, invocations: u32| {
-            let params = NaiveParams { invocations, ..base };
+            let params = NaiveParams { heads, invocations, _pad: [0; 3] };
             self.launcher.dispatch(ctx, cache.get(&ctx.device, &overrides), &params, &bound)
         };
         let scores = self.launcher.pipelines();
