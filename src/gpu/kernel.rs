@@ -84,6 +84,8 @@ impl<K: Kernel> Launcher<K> {
     /// The kernel from its WGSL text prepared first ([`crate::gpu::shader_text::with_weights`],
     /// [`crate::gpu::shader_text::for_subgroups`]).
     pub fn from_source(ctx: &GpuContext, source: &str) -> Self {
+        // The layout is the Rust half of the shader's `@binding` declarations: the pipelines are built
+        // against it and every launch's bind group follows it, so the two always agree.
         let layout = launch::bind_group_layout(&ctx.device, K::NAME, K::BINDINGS);
         let pipelines = PipelineCache::new(&ctx.device, K::NAME, source, K::ENTRY_POINT, &layout);
         Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension, kernel: PhantomData }
@@ -122,6 +124,8 @@ impl<K: Kernel> Launcher<K> {
         buffers: &[&wgpu::Buffer],
         workgroups: u64,
     ) -> Result<Dispatch, GpuError> {
+        // Past 65535 workgroups a dimension is full (WebGPU's default limit): `grid` folds them into
+        // rows of a 2D grid, which the shaders unfold (`shaders/include/grid.wgsl`).
         let workgroups = u32::try_from(workgroups)
             .map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups of {}", K::NAME)))?;
         let bind_group = self.bind_group(ctx, params, buffers)?;
@@ -129,12 +133,14 @@ impl<K: Kernel> Launcher<K> {
     }
 
     /// The params' uniform (when the kernel has one) and `buffers`, bound in [`Kernel::BINDINGS`]' order.
-    pub fn bind_group(
+    fn bind_group(
         &self,
         ctx: &GpuContext,
         params: &K::Params,
         buffers: &[&wgpu::Buffer],
     ) -> Result<wgpu::BindGroup, GpuError> {
+        // A fresh uniform per launch: launches recorded together (a benchmark's repetitions, a
+        // layer's steps) each keep their own params.
         let uniform = (K::BINDINGS.first() == Some(&Binding::Uniform))
             .then(|| ctx.uniform_from(&format!("{} params", K::NAME), params));
         let all: Vec<&wgpu::Buffer> = uniform.iter().chain(buffers.iter().copied()).collect();
