@@ -40,7 +40,6 @@ const POOL_MAX: u32 = 0u;
 
 @compute @workgroup_size(WG)
 fn main(at: GridPlace) {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension).
     let cell = invocation_index(at);
     let per_head = params.count * params.cols;
     if cell >= params.h_q * per_head {
