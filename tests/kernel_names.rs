@@ -81,3 +81,35 @@ fn every_kernel_binds_what_its_shader_declares() {
         assert_eq!(widest, Some(declared.len()), "{}: no kernel binds all its bindings", k.name);
     }
 }
+
+/// Every "Keep in sync with `Name` in src/path.rs" note of a shader (or include) names a file that
+/// defines `Name` (`Type::method`: the method), and that file names the shader back: both sides say it.
+#[test]
+fn every_keep_in_sync_note_points_at_a_file_that_points_back() {
+    let mut shaders: Vec<_> = ["shaders", "shaders/include"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root().join(dir)).unwrap().map(|e| e.unwrap().path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "wgsl"))
+        .collect();
+    shaders.sort();
+    let mut notes = 0;
+    for shader in shaders {
+        let text = std::fs::read_to_string(&shader).unwrap();
+        let file_name = shader.file_name().unwrap().to_str().unwrap();
+        for (_, rest) in text.match_indices("Keep in sync with `").map(|(i, _)| ((), &text[i + 19..])) {
+            let Some((name, rest)) = rest.split_once('`') else { continue };
+            let Some(path) = rest.strip_prefix(" in ").and_then(|r| r.split([' ', '\n', ',']).next()) else {
+                continue;
+            };
+            let path = path.trim_end_matches('.');
+            let rust = std::fs::read_to_string(root().join(path))
+                .unwrap_or_else(|e| panic!("{file_name}: keep in sync with `{name}` in {path}: {e}"));
+            let item = name.rsplit("::").next().unwrap();
+            let defined = ["struct", "enum", "const", "fn"].iter().any(|kw| rust.contains(&format!("{kw} {item}")));
+            assert!(defined, "{file_name}: {path} defines no `{name}`");
+            assert!(rust.contains(file_name), "{path} does not name {file_name} back (for `{name}`)");
+            notes += 1;
+        }
+    }
+    assert!(notes >= 12, "found only {notes} notes: the check must see the code it guards");
+}
