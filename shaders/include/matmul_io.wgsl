@@ -22,7 +22,4 @@ struct Params {
 // [outputs]; a 4-byte stand-in when has_bias is 0.
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 
-fn workgroup_index(wg_id: vec3<u32>, wg_count: vec3<u32>) -> u32 {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension).
-    return wg_id.x + wg_id.y * wg_count.x;
-}
+// #include grid.wgsl
