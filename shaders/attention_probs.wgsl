@@ -15,7 +15,8 @@
 // invocations of a workgroup walk the same keys together (the same K element is read by every lane at
 // once). Keys outside every row's visible range are skipped; rows test the rest element by element.
 
-// Keep in sync with `ProbsParams` in src/gpu/attention_probs.rs.
+// Keep in sync with `ProbsParams` in src/gpu/attention_probs.rs, whose first eight fields are
+// `QueryHeadParams` in src/gpu/attention_io.rs.
 struct Params {
     n_q: u32,
     n_kv: u32,
@@ -55,8 +56,8 @@ const D4_MAX: u32 = 64u;
 
 // Head dimension (a multiple of 4).
 override D: u32 = 64u;
-// Output rows per workgroup, one per invocation.
-override WG: u32 = 64u;
+// WG (grid.wgsl): output rows per workgroup, one per invocation.
+// #include grid.wgsl
 // Output columns per workgroup (`region` only).
 override COLS: u32 = 64u;
 override D4: u32 = D / 4u;
@@ -80,25 +81,21 @@ fn load_query(q_row: ptr<function, array<vec4<f32>, D4_MAX>>, h: u32, i: u32) {
 }
 
 // Workgroup coordinates (row tile, column tile, head) from the folded 2D grid.
-fn tile_of(wg_id: vec3<u32>, wg_count: vec3<u32>) -> vec3<u32> {
-    let linear = wg_id.x + wg_id.y * wg_count.x;
+fn tile_of(at: GridPlace) -> vec3<u32> {
+    let linear = workgroup_index(at);
     let per_head = params.row_tiles * params.col_tiles;
     let rem = linear % per_head;
     return vec3<u32>(rem % params.row_tiles, rem / params.row_tiles, linear / per_head);
 }
 
 @compute @workgroup_size(WG)
-fn region(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let t = tile_of(wg_id, wg_count);
+fn region(at: GridPlace) {
+    let t = tile_of(at);
     let h = t.z;
     if h >= params.h_q {
         return;
     }
-    let r = t.x * WG + lid;
+    let r = t.x * WG + at.lid;
     if r >= params.rows {
         return;
     }
@@ -124,17 +121,13 @@ fn region(
 }
 
 @compute @workgroup_size(WG)
-fn pooled(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let t = tile_of(wg_id, wg_count);
+fn pooled(at: GridPlace) {
+    let t = tile_of(at);
     let h = t.z;
     if h >= params.h_q {
         return;
     }
-    let out_r = t.x * WG + lid;
+    let out_r = t.x * WG + at.lid;
     let in_range = out_r < params.rows;
     let c = t.y;
     let kv_row0 = (h / params.group) * params.n_kv;

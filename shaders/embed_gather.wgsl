@@ -20,16 +20,12 @@ struct Params {
 // [tokens, width] as vec4s.
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 
-override WG: u32 = 64u;
+// #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
+fn main(at: GridPlace) {
     // Large launches fold into a 2D grid (65535 workgroups per dimension).
-    let i = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+    let i = invocation_index(at);
     if i >= params.tokens * params.width4 {
         return;
     }

@@ -10,16 +10,12 @@
 // Keep in sync with `CHAINS` in src/gpu/fma_peak.rs.
 const CHAINS: u32 = 8u;
 
-override WG: u32 = 64u;
+// #include grid.wgsl
 override ITERS: u32 = 2048u;
 
 @compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let index = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+fn main(at: GridPlace) {
+    let index = invocation_index(at);
     let seed = f32(index % 1024u) * 1e-4;
     let m = vec4<f32>(0.999);
     let c = vec4<f32>(1e-3);

@@ -26,12 +26,8 @@ const RB: u32 = 1u;
 const COLS: u32 = 4u;
 
 @compute @workgroup_size(LANES)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(subgroup_invocation_id) lane: u32,
-) {
-    let wg = workgroup_index(wg_id, wg_count);
+fn main(at: GridPlace, @builtin(subgroup_invocation_id) lane: u32) {
+    let wg = workgroup_index(at);
     let row0 = (wg / params.col_tiles) * (LANES * RB);
     if row0 >= params.rows {
         return; // a spare workgroup of a folded grid: the whole subgroup leaves

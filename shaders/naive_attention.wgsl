@@ -10,7 +10,8 @@
 // S is n x n per head: at n = 16384 and 8 heads that is 8.6 GB, past what any GPU binds at once. The
 // tiled kernel never stores it.
 
-// Keep in sync with `NaiveParams` in src/gpu/naive_attention.rs.
+// Keep in sync with `NaiveParams` in src/gpu/naive_attention.rs, whose first eight fields are
+// `QueryHeadParams` in src/gpu/attention_io.rs.
 struct Params {
     n_q: u32,
     n_kv: u32,
@@ -39,24 +40,16 @@ struct Params {
 // #include attention_masks.wgsl
 
 override D: u32 = 64u;
-override WG: u32 = 64u;
+// #include grid.wgsl
 override D4: u32 = D / 4u;
 
 fn visible(pos: u32, key: u32) -> bool {
     return key >= key_lo(pos) && key < key_hi(pos);
 }
 
-fn invocation(wg_id: vec3<u32>, wg_count: vec3<u32>, lid: u32) -> u32 {
-    return (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
-}
-
 @compute @workgroup_size(WG)
-fn scores(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let t = invocation(wg_id, wg_count, lid);
+fn scores(at: GridPlace) {
+    let t = invocation_index(at);
     if t >= params.invocations {
         return;
     }
@@ -77,12 +70,8 @@ fn scores(
 }
 
 @compute @workgroup_size(WG)
-fn softmax(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let row = invocation(wg_id, wg_count, lid);
+fn softmax(at: GridPlace) {
+    let row = invocation_index(at);
     if row >= params.invocations {
         return;
     }
@@ -106,12 +95,8 @@ fn softmax(
 }
 
 @compute @workgroup_size(WG)
-fn pv(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let t = invocation(wg_id, wg_count, lid);
+fn pv(at: GridPlace) {
+    let t = invocation_index(at);
     if t >= params.invocations {
         return;
     }

@@ -36,16 +36,11 @@ struct Params {
 // Keep in sync with `Pool` in src/attention/pooled.rs.
 const POOL_MAX: u32 = 0u;
 
-override WG: u32 = 64u;
+// #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension).
-    let cell = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+fn main(at: GridPlace) {
+    let cell = invocation_index(at);
     let per_head = params.count * params.cols;
     if cell >= params.h_q * per_head {
         return;

@@ -25,16 +25,12 @@ struct Params {
 // [tokens, (h_q + 2 h_kv) * d] as vec4s, normalised in place.
 @group(0) @binding(2) var<storage, read_write> qkv: array<vec4<f32>>;
 
-override WG: u32 = 64u;
+// #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
+fn main(at: GridPlace) {
     let normed = params.h_q + params.h_kv;
-    let id = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+    let id = invocation_index(at);
     if id >= params.tokens * normed {
         return;
     }

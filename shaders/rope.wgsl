@@ -37,12 +37,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> k: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> v: array<vec4<f32>>;
 
-override WG: u32 = 64u;
-
-fn linear_id(wg_id: vec3<u32>, wg_count: vec3<u32>, lid: u32) -> u32 {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension).
-    return (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
-}
+// #include grid.wgsl
 
 // Pairs m..m+4 at position t: their cos and sin (m a multiple of 4).
 fn turn(t: u32, m: u32) -> array<vec4<f32>, 2> {
@@ -73,12 +68,8 @@ fn rotated(row: u32, head: u32, t: u32, e: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(WG)
-fn split_heads(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = linear_id(wg_id, wg_count, lid);
+fn split_heads(at: GridPlace) {
+    let i = invocation_index(at);
     let heads = params.h_q + 2u * params.h_kv;
     if i >= params.tokens * heads * params.d4 {
         return;
@@ -97,12 +88,8 @@ fn split_heads(
 }
 
 @compute @workgroup_size(WG)
-fn merge_heads(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = linear_id(wg_id, wg_count, lid);
+fn merge_heads(at: GridPlace) {
+    let i = invocation_index(at);
     if i >= params.tokens * params.h_q * params.d4 {
         return;
     }

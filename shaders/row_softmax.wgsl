@@ -36,16 +36,9 @@ const OUTPUT: u32 = 0u;
 
 // #include softmax_rows.wgsl
 
-// Invocations per workgroup.
-override WG: u32 = 64u;
-
 @compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let tile = tile_of(wg_id, wg_count, WG * R);
+fn main(at: GridPlace) {
+    let tile = tile_of(at, WG * R);
     if tile.kv_head >= params.h_kv {
         return;
     }

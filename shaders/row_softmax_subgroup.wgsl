@@ -24,13 +24,8 @@ const SG: u32 = 8u;
 // #include softmax_rows.wgsl
 
 @compute @workgroup_size(SG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
-) {
-    let tile = tile_of(wg_id, wg_count, SG * R);
+fn main(at: GridPlace, @builtin(subgroup_invocation_id) lane: u32) {
+    let tile = tile_of(at, SG * R);
     if tile.kv_head >= params.h_kv {
         return;
     }

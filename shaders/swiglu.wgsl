@@ -20,15 +20,11 @@ struct Params {
 // [rows, ffn] as vec4s.
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 
-override WG: u32 = 64u;
+// #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+fn main(at: GridPlace) {
+    let i = invocation_index(at);
     if i >= params.rows * params.ffn4 {
         return;
     }

@@ -21,7 +21,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 
-override WG: u32 = 64u;
+// #include grid.wgsl
 
 // The f32 of the f16 whose bits are the low 16 of `h`.
 fn f16_to_f32(h: u32) -> f32 {
@@ -40,12 +40,8 @@ fn f16_to_f32(h: u32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wg_id: vec3<u32>,
-    @builtin(num_workgroups) wg_count: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let pair = (wg_id.x + wg_id.y * wg_count.x) * WG + lid;
+fn main(at: GridPlace) {
+    let pair = invocation_index(at);
     let first = 2u * pair;
     if first >= params.count {
         return;

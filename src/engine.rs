@@ -205,22 +205,64 @@ impl Engine {
         mask: Mask,
         scale: f32,
     ) -> Result<Forward, String> {
-        match (self, cache) {
-            (Engine::WebGpu { ctx, kernels }, DecodeCache::Gpu(c)) => {
-                kernels.decode(ctx, c, q, h_q, mask, scale).await.map_err(|e| e.to_string())
-            }
-            (_, DecodeCache::Cpu { k, v, h_kv, d, len, .. }) => {
-                let shape = AttentionShape { h_q, h_kv: *h_kv, n_q: 1, n_kv: *len, d: *d };
-                shape.validate()?;
-                check_cpu_size(shape)?;
-                if q.len() != shape.q_len() {
-                    return Err(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len()));
-                }
-                let (k, v) = (k.concat(), v.concat());
-                Ok(cpu_flash_attention(&AttentionProblem::new(q, &k, &v, shape, mask, scale)).await)
-            }
-            (Engine::Cpu { .. }, DecodeCache::Gpu(_)) => Err("a GPU cache cannot be used by the CPU engine".into()),
+        self.run(&Decode { cache, q, h_q, mask, scale }).await
+    }
+
+    /// Runs `job` on the GPU kernels when this engine has them and the job fits them, else on their
+    /// CPU twins: the one place that chooses, so no job branches on the tier itself.
+    pub async fn run<J: Job>(&self, job: &J) -> Result<J::Output, String> {
+        match self {
+            Engine::WebGpu { ctx, kernels } if job.fits_gpu() => job.on_gpu(ctx, kernels).await,
+            _ => job.on_cpu(self.is_gpu()).await,
         }
+    }
+}
+
+/// One result either tier computes: with the GPU kernels, or with their CPU twins ([`crate::cpu`]).
+#[expect(async_fn_in_trait, reason = "jobs run on the page's one thread: no `Send` bound is wanted")]
+pub trait Job {
+    type Output;
+    /// Whether the GPU kernels take this job (heads wider than the kernels' do not, say).
+    fn fits_gpu(&self) -> bool;
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Self::Output, String>;
+    /// `gpu_declined`: the engine has a GPU, which did not take the job.
+    async fn on_cpu(&self, gpu_declined: bool) -> Result<Self::Output, String>;
+}
+
+/// One decode step ([`Engine::decode`]): on the GPU when the cache lives there.
+pub struct Decode<'a> {
+    pub cache: &'a DecodeCache,
+    pub q: &'a [f32],
+    pub h_q: u32,
+    pub mask: Mask,
+    pub scale: f32,
+}
+
+impl Job for Decode<'_> {
+    type Output = Forward;
+
+    fn fits_gpu(&self) -> bool {
+        matches!(self.cache, DecodeCache::Gpu(_))
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Forward, String> {
+        let DecodeCache::Gpu(cache) = self.cache else { return Err("the cache is not on the GPU".into()) };
+        kernels.decode(ctx, cache, self.q, self.h_q, self.mask, self.scale).await.map_err(|e| e.to_string())
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<Forward, String> {
+        let DecodeCache::Cpu { k, v, h_kv, d, len, .. } = self.cache else {
+            return Err("a GPU cache cannot be used by the CPU engine".into());
+        };
+        let (q, h_q) = (self.q, self.h_q);
+        let shape = AttentionShape { h_q, h_kv: *h_kv, n_q: 1, n_kv: *len, d: *d };
+        shape.validate()?;
+        check_cpu_size(shape)?;
+        if q.len() != shape.q_len() {
+            return Err(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len()));
+        }
+        let (k, v) = (k.concat(), v.concat());
+        Ok(cpu_flash_attention(&AttentionProblem::new(q, &k, &v, shape, self.mask, self.scale)).await)
     }
 }
 
@@ -319,36 +361,57 @@ impl Engine {
     /// row's log-sum-exp. Heads wider than the kernels support fall back to the CPU reference.
     pub async fn head_maps(&self, p: &AttentionProblem<'_>, output: MapOutput) -> Result<Vec<f32>, String> {
         p.validate(false)?;
-        let shape = p.shape;
-        match self {
-            Engine::WebGpu { ctx, kernels } if shape.d <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM => match output {
-                MapOutput::Exact => kernels.whole_probabilities(ctx, p).await.map_err(|e| e.to_string()),
-                MapOutput::Pooled(map) => kernels.pooled_heads(ctx, p, map).await.map_err(|e| e.to_string()),
-            },
-            _ => {
-                check_cpu_size(shape).map_err(|e| match self {
-                    Engine::WebGpu { .. } => format!(
-                        "heads of {} dims are wider than the GPU kernels' {} and too long for the CPU reference ({e})",
-                        shape.d,
-                        crate::gpu::launch::KERNEL_MAX_HEAD_DIM
-                    ),
-                    Engine::Cpu { .. } => e,
-                })?;
-                let probs = cpu_row_softmax(p).await;
-                match output {
-                    MapOutput::Exact => Ok(probs),
-                    // The reference takes queries as the last rows of the keys: whole maps only.
-                    MapOutput::Pooled(map) if map.first == 0 && map.count == map.rows && map.n_q == shape.n_q => {
-                        Ok(reference::pool_rows(&probs, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool))
-                    }
-                    MapOutput::Pooled(map) => Err(format!(
-                        "the CPU reference pools whole maps, not rows {}..{} of {}",
-                        map.first,
-                        map.first + map.count,
-                        map.rows
-                    )),
-                }
+        self.run(&HeadMaps { problem: p, output }).await
+    }
+}
+
+/// The heatmap data of a batch of heads ([`Engine::head_maps`]).
+pub struct HeadMaps<'a, 'p> {
+    pub problem: &'a AttentionProblem<'p>,
+    pub output: MapOutput,
+}
+
+impl Job for HeadMaps<'_, '_> {
+    type Output = Vec<f32>;
+
+    fn fits_gpu(&self) -> bool {
+        self.problem.shape.d <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Vec<f32>, String> {
+        let p = self.problem;
+        let maps = match self.output {
+            MapOutput::Exact => kernels.whole_probabilities(ctx, p).await,
+            MapOutput::Pooled(map) => kernels.pooled_heads(ctx, p, map).await,
+        };
+        maps.map_err(|e| e.to_string())
+    }
+
+    async fn on_cpu(&self, gpu_declined: bool) -> Result<Vec<f32>, String> {
+        let (p, shape) = (self.problem, self.problem.shape);
+        check_cpu_size(shape).map_err(|e| {
+            if !gpu_declined {
+                return e;
             }
+            let max = crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
+            format!(
+                "heads of {} dims are wider than the GPU kernels' {max} and too long for the CPU reference ({e})",
+                shape.d
+            )
+        })?;
+        let probs = cpu_row_softmax(p).await;
+        match self.output {
+            MapOutput::Exact => Ok(probs),
+            // The reference takes queries as the last rows of the keys: whole maps only.
+            MapOutput::Pooled(map) if map.first == 0 && map.count == map.rows && map.n_q == shape.n_q => {
+                Ok(reference::pool_rows(&probs, shape.h_q, shape.n_q, shape.n_kv, map.rows, map.cols, map.pool))
+            }
+            MapOutput::Pooled(map) => Err(format!(
+                "the CPU reference pools whole maps, not rows {}..{} of {}",
+                map.first,
+                map.first + map.count,
+                map.rows
+            )),
         }
     }
 }
@@ -375,6 +438,25 @@ mod tests {
         let p = AttentionProblem::new(&q, &k, &v, shape, Mask::Causal, 0.125);
         assert_eq!(pollster::block_on(cpu_row_softmax(&p)), reference::row_softmax(&p));
         assert_eq!(pollster::block_on(cpu_flash_attention(&p)), reference::flash_attention(&p));
+    }
+
+    #[test]
+    fn the_cpu_tier_runs_every_job_on_the_twins_without_asking_the_gpu() {
+        struct Which;
+        impl Job for Which {
+            type Output = &'static str;
+            fn fits_gpu(&self) -> bool {
+                true
+            }
+            async fn on_gpu(&self, _: &GpuContext, _: &Kernels) -> Result<&'static str, String> {
+                Ok("gpu")
+            }
+            async fn on_cpu(&self, gpu_declined: bool) -> Result<&'static str, String> {
+                Ok(if gpu_declined { "cpu, the gpu declined" } else { "cpu" })
+            }
+        }
+        let engine = Engine::Cpu { reason: "a test".into() };
+        assert_eq!(pollster::block_on(engine.run(&Which)), Ok("cpu"));
     }
 
     #[test]

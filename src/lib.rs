@@ -12,6 +12,7 @@
 
 pub mod attention;
 pub mod colormap;
+pub mod cpu;
 pub mod engine;
 pub mod event_loop;
 pub mod gpu;

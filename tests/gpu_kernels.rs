@@ -439,3 +439,17 @@ fn naive_baseline_and_decode_cache_match_the_reference() {
     }
     close(ctx);
 }
+
+/// The FMA probe's launch runs and every invocation writes its bounded sum (each chain converges
+/// towards 1, so 8 chains x 4 lanes sum to a finite value above 0): what keeps the work alive.
+#[test]
+fn fma_peak_writes_a_finite_sum_per_invocation() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let probe = kernels.fma_peak.prepare(&ctx, 3, 16).expect("fma_peak launch");
+    assert_eq!(probe.flops, 3 * 64 * 16 * 8 * 4 * 2);
+    Dispatch::submit_all(&ctx, &[&probe.dispatch]);
+    let sums: Vec<f32> = pollster::block_on(ctx.read_back(&probe._out)).expect("read back");
+    assert!(sums[..3 * 64].iter().all(|s| s.is_finite() && *s > 0.0), "{:?}", &sums[..8]);
+    close(ctx);
+}

@@ -42,9 +42,10 @@ struct Tile {
     all_hi: u32,
 }
 
-fn tile_of(wg_id: vec3<u32>, wg_count: vec3<u32>, rows_per_workgroup: u32) -> Tile {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension); unfold the linear index.
-    let wg_linear = wg_id.x + wg_id.y * wg_count.x;
+// #include grid.wgsl
+
+fn tile_of(at: GridPlace, rows_per_workgroup: u32) -> Tile {
+    let wg_linear = workgroup_index(at);
     let g = params.group;
     let row0 = (wg_linear % params.tiles_per_kv_head) * rows_per_workgroup;
     let row_end = min(row0 + rows_per_workgroup, params.n_q * g);

@@ -2,7 +2,7 @@
 // line by src/gpu/shader_text.rs: WGSL has no includes). They read the including shader's `params`
 // uniform, which must have `mask_kind`, `mask_size` and `n_kv`.
 
-// Keep in sync with `Mask::to_gpu` in src/attention/mask.rs.
+// Keep in sync with `Mask::to_gpu` in src/model/mask.rs.
 const MASK_FULL: u32 = 0u;
 const MASK_CAUSAL: u32 = 1u;
 const MASK_SLIDING: u32 = 2u;

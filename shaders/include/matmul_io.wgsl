@@ -3,7 +3,7 @@
 // in weights_f32.wgsl or weights_bf16.wgsl; Y's binding and stores are in matmul_y.wgsl (one f32 at
 // a time) or matmul_subgroup_y4.wgsl (a vec4 at a time).
 
-// Keep in sync with `MatmulParams` in src/gpu/matmul.rs.
+// Keep in sync with `MatmulParams` in src/gpu/matmul_io.rs.
 struct Params {
     // Rows of Y; Y row r reads X row x_row0 + r (the logits of the last rows only).
     rows: u32,
@@ -22,7 +22,4 @@ struct Params {
 // [outputs]; a 4-byte stand-in when has_bias is 0.
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 
-fn workgroup_index(wg_id: vec3<u32>, wg_count: vec3<u32>) -> u32 {
-    // Large launches fold into a 2D grid (65535 workgroups per dimension).
-    return wg_id.x + wg_id.y * wg_count.x;
-}
+// #include grid.wgsl

@@ -1,6 +1,7 @@
 //! The vocabulary of an attention problem and its CPU side, shared by the GPU kernels and the views:
-//! [`shape`] (with the mask of `model::mask`: which keys a query sees), the f64 [`reference`] every GPU
-//! kernel is checked against and [`pooled`] (the pooled heatmap's CPU twin), and the inputs:
+//! [`shape`] (with the mask of `model::mask`: which keys a query sees), [`reference`] (the attention
+//! kernels' f64 CPU twins, which live in `crate::cpu`) and [`pooled`] (how heatmap cells pool), and the
+//! inputs:
 //! [`tokens`] (word, character and generated tokens), [`inputs`] (seeded embeddings and projections),
 //! [`rope`], [`teaching_heads`] (designed heads with known patterns), [`layer_inputs`] (every head of
 //! a real model's layer) and [`tiles`] (which tiles the tiled kernel visits or skips).

@@ -1,6 +1,6 @@
 //! Pooled heatmaps: a whole head's probabilities shrunk to `rows x cols` blocks, each holding the max or
 //! the mean of P over the block (the `pooled` entry point of `shaders/attention_probs.wgsl` and
-//! `shaders/pool_rows.wgsl`; their CPU twin is [`reference::pool_rows`](super::reference::pool_rows)).
+//! `shaders/pool_rows.wgsl`; their CPU twin is [`crate::cpu::pool_rows`]).
 
 /// How a block of probabilities becomes one heatmap cell.
 /// Keep in sync with `POOL_*` in `shaders/attention_probs.wgsl` and `shaders/pool_rows.wgsl`.

@@ -1,7 +1,8 @@
 //! The Rust side of `shaders/include/attention_io.wgsl`: the uniform parameters of every kernel that
 //! walks a KV head's rows (`flash_attention`, `flash_attention_subgroup`, `row_softmax`,
 //! `row_softmax_subgroup`). `naive_attention` and `attention_probs` keep params of their own: they
-//! share the first eight fields, then need others (invocations; a region and pooling).
+//! share the first eight fields ([`QueryHeadParams`]), then need others (invocations; a region and
+//! pooling).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -45,6 +46,38 @@ impl AttentionParams {
             q_offset: shape.q_offset(),
             key_blocks: 0,
             _pad: 0,
+        }
+    }
+}
+
+/// The first eight fields of `Params` in `shaders/naive_attention.wgsl` and
+/// `shaders/attention_probs.wgsl` (keep in sync with both): which query heads against which keys,
+/// under which mask and scale.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct QueryHeadParams {
+    pub n_q: u32,
+    pub n_kv: u32,
+    pub h_q: u32,
+    pub group: u32,
+    pub mask_kind: u32,
+    pub mask_size: u32,
+    pub scale: f32,
+    pub q_offset: u32,
+}
+
+impl QueryHeadParams {
+    pub fn new(shape: AttentionShape, mask: Mask, scale: f32) -> Self {
+        let (mask_kind, mask_size) = mask.to_gpu();
+        Self {
+            n_q: shape.n_q,
+            n_kv: shape.n_kv,
+            h_q: shape.h_q,
+            group: shape.group_size(),
+            mask_kind,
+            mask_size,
+            scale,
+            q_offset: shape.q_offset(),
         }
     }
 }

@@ -5,7 +5,9 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::attention::AttentionShape;
 use crate::attention::pooled::Pool;
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::attention_io::QueryHeadParams;
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
 
@@ -13,14 +15,7 @@ use crate::model::Mask;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct ProbsParams {
-    pub n_q: u32,
-    pub n_kv: u32,
-    pub h_q: u32,
-    pub group: u32,
-    pub mask_kind: u32,
-    pub mask_size: u32,
-    pub scale: f32,
-    pub q_offset: u32,
+    pub heads: QueryHeadParams,
     pub row0: u32,
     pub rows: u32,
     pub col0: u32,
@@ -62,11 +57,25 @@ impl ProbsOutput {
     }
 }
 
+/// The `region` entry point's launcher, and the `pooled` entry point's pipelines (same bindings).
 pub struct AttentionProbs {
-    layout: wgpu::BindGroupLayout,
-    region: PipelineCache,
+    launcher: Launcher<Self>,
     pooled: PipelineCache,
-    max_per_dim: u32,
+}
+
+impl Kernel for AttentionProbs {
+    const NAME: &'static str = "attention_probs";
+    const SOURCE: &'static str = include_str!("../../shaders/attention_probs.wgsl");
+    const ENTRY_POINT: &'static str = "region";
+    const BINDINGS: &'static [Binding] =
+        &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::FormOf("row_softmax");
+    type Params = ProbsParams;
+
+    /// One workgroup per tile of output rows and columns, per query head.
+    fn workgroups(p: &ProbsParams) -> Option<u64> {
+        Some(u64::from(p.row_tiles) * u64::from(p.col_tiles) * u64::from(p.heads.h_q))
+    }
 }
 
 /// Q `[h_q, n_q, d_pad]`, K `[h_kv, n_kv, d_pad]`, lse `[h_q, n_q]`, out `[h_q, rows, cols]`.
@@ -79,15 +88,9 @@ pub struct ProbsBuffers<'a> {
 
 impl AttentionProbs {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "attention_probs",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let source = include_str!("../../shaders/attention_probs.wgsl");
-        let region = PipelineCache::new(&ctx.device, "attention_probs region", source, "region", &layout);
-        let pooled = PipelineCache::new(&ctx.device, "attention_probs pooled", source, "pooled", &layout);
-        Self { layout, region, pooled, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        let launcher = Launcher::new(ctx);
+        let pooled = launcher.pipelines_of(ctx, Self::SOURCE, "pooled");
+        Self { launcher, pooled }
     }
 
     /// Prepares one launch; `shape.d` must be padded to a multiple of 4 and the region inside the shape.
@@ -109,16 +112,8 @@ impl AttentionProbs {
             ProbsOutput::Pooled { pool, out_cols, .. } => (0, 0, pool.to_gpu(), out_cols),
         };
         let row_tiles = rows.div_ceil(ROWS_PER_WORKGROUP);
-        let (mask_kind, mask_size) = mask.to_gpu();
         let params = ProbsParams {
-            n_q: shape.n_q,
-            n_kv: shape.n_kv,
-            h_q: shape.h_q,
-            group: shape.group_size(),
-            mask_kind,
-            mask_size,
-            scale,
-            q_offset: shape.q_offset(),
+            heads: QueryHeadParams::new(shape, mask, scale),
             row0,
             rows,
             col0,
@@ -128,22 +123,12 @@ impl AttentionProbs {
             pool,
             _pad: 0,
         };
-        let params = ctx.uniform_from("attention_probs params", &params);
         let overrides = [("D", shape.d), ("WG", ROWS_PER_WORKGROUP), ("COLS", COLS_PER_WORKGROUP)];
         let pipeline = match output {
-            ProbsOutput::Region { .. } => self.region.get(&ctx.device, &overrides),
+            ProbsOutput::Region { .. } => self.launcher.pipelines().get(&ctx.device, &overrides),
             ProbsOutput::Pooled { .. } => self.pooled.get(&ctx.device, &overrides[..2]),
         };
-        let bind_group = launch::bind_buffers(
-            &ctx.device,
-            &self.layout,
-            "attention_probs",
-            &[&params, buffers.q, buffers.k, buffers.lse, buffers.out],
-        );
-        let workgroups = u64::from(row_tiles) * u64::from(col_tiles) * u64::from(shape.h_q);
-        let workgroups =
-            u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        self.launcher.dispatch(ctx, pipeline, &params, &[buffers.q, buffers.k, buffers.lse, buffers.out])
     }
 }
 

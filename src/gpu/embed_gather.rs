@@ -2,7 +2,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::launch::{self, Binding, Dispatch, PerWeightFormat, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch, PerWeightFormat};
 use crate::gpu::{GpuContext, GpuError, shader_text};
 use crate::lm::weight_plan::WeightFormat;
 
@@ -30,25 +31,29 @@ pub struct EmbedBuffers<'a> {
 }
 
 pub struct EmbedGather {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PerWeightFormat<PipelineCache>,
-    max_per_dim: u32,
+    launchers: PerWeightFormat<Launcher<Self>>,
+}
+
+impl Kernel for EmbedGather {
+    const NAME: &'static str = "embed_gather";
+    const SOURCE: &'static str = include_str!("../../shaders/embed_gather.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = EmbedParams;
+
+    /// One invocation per vec4 of the output.
+    fn workgroups(p: &EmbedParams) -> Option<u64> {
+        Some((u64::from(p.tokens) * u64::from(p.width4)).div_ceil(u64::from(WORKGROUP)))
+    }
 }
 
 impl EmbedGather {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "embed_gather",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let pipelines = PerWeightFormat::new(Self::pipelines(ctx, &layout, WeightFormat::F32));
-        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { launchers: PerWeightFormat::new(Self::launcher(ctx, WeightFormat::F32)) }
     }
 
-    fn pipelines(ctx: &GpuContext, layout: &wgpu::BindGroupLayout, format: WeightFormat) -> PipelineCache {
-        let source = shader_text::with_weights(include_str!("../../shaders/embed_gather.wgsl"), format);
-        PipelineCache::new(&ctx.device, "embed_gather", &source, "main", layout)
+    fn launcher(ctx: &GpuContext, format: WeightFormat) -> Launcher<Self> {
+        Launcher::from_source(ctx, &shader_text::with_weights(Self::SOURCE, format))
     }
 
     /// Prepares the gather of `tokens` rows of `width` floats (a multiple of 4), each times `scale`.
@@ -66,17 +71,9 @@ impl EmbedGather {
             )));
         }
         let params = EmbedParams { tokens, width4: width / 4, scale, _pad: 0 };
-        let params = ctx.uniform_from("embed_gather params", &params);
-        let pipelines = self.pipelines.get(buffers.format, || Self::pipelines(ctx, &self.layout, buffers.format));
-        let pipeline = pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
-        let bind_group = launch::bind_buffers(
-            &ctx.device,
-            &self.layout,
-            "embed_gather",
-            &[&params, buffers.ids, buffers.embed, buffers.out],
-        );
-        let workgroups = launch::workgroups_for(u64::from(tokens) * u64::from(width / 4), WORKGROUP)?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let launcher = self.launchers.get(buffers.format, || Self::launcher(ctx, buffers.format));
+        let pipeline = launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        launcher.dispatch(ctx, pipeline, &params, &[buffers.ids, buffers.embed, buffers.out])
     }
 }
 

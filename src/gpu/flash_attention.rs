@@ -4,7 +4,8 @@ use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
 use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE};
-use crate::gpu::launch::{self, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{self, Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Whether the kernel is unrolled ([`crate::gpu::shader_text`]) unless told otherwise. Natively yes:
@@ -16,10 +17,9 @@ use crate::gpu::{GpuContext, GpuError};
 /// turns it on (compiling is not timed).
 const UNROLL_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
 
-/// The bind-group layout and the per-head-width pipelines.
+/// The launcher (per-head-width pipelines) and the tile choice.
 pub struct FlashAttention {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
+    launcher: Launcher<Self>,
     limits: wgpu::Limits,
     is_cpu: bool,
     /// Tiles forced by the benchmark's `--tiles` (tuning), instead of [`FlashTiles::choose`].
@@ -28,32 +28,36 @@ pub struct FlashAttention {
     subgroup: Option<FlashSubgroup>,
 }
 
+impl Kernel for FlashAttention {
+    const NAME: &'static str = "flash_attention";
+    const SOURCE: &'static str = include_str!("../../shaders/flash_attention.wgsl");
+    const BINDINGS: &'static [Binding] = &FLASH_BINDINGS;
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = AttentionParams;
+
+    /// One workgroup per tile of a KV head's (query, head) rows.
+    fn workgroups(p: &AttentionParams) -> Option<u64> {
+        Some(u64::from(p.tiles_per_kv_head) * u64::from(p.h_kv))
+    }
+}
+
 impl FlashAttention {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(&ctx.device, "flash_attention", &FLASH_BINDINGS);
-        let source = include_str!("../../shaders/flash_attention.wgsl");
-        let pipelines = PipelineCache::new(&ctx.device, "flash_attention", source, "main", &layout);
-        pipelines.set_unrolled(UNROLL_BY_DEFAULT);
+        let launcher = Launcher::new(ctx);
+        launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
         let subgroup = if ctx.adapter.is_cpu { FlashSubgroup::new(ctx) } else { None };
-        Self {
-            layout,
-            pipelines,
-            limits: ctx.limits.clone(),
-            is_cpu: ctx.adapter.is_cpu,
-            forced: Default::default(),
-            subgroup,
-        }
+        Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, forced: Default::default(), subgroup }
     }
 
     /// Whether pipelines built from now on unroll their loops (the benchmark asks for them; see
     /// [`UNROLL_BY_DEFAULT`]). GPUs in the browser keep the loops even then: the unrolled text's
     /// compile time there is unmeasured.
     pub fn set_unrolled(&self, unroll: bool) {
-        self.pipelines.set_unrolled(unroll && (self.is_cpu || UNROLL_BY_DEFAULT));
+        self.launcher.pipelines().set_unrolled(unroll && (self.is_cpu || UNROLL_BY_DEFAULT));
     }
 
     pub fn is_unrolled(&self) -> bool {
-        self.pipelines.is_unrolled()
+        self.launcher.pipelines().is_unrolled()
     }
 
     pub fn tiles(&self, d_pad: u32) -> FlashTiles {
@@ -95,17 +99,16 @@ impl FlashAttention {
                 "flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv"
             )));
         }
+        let rows_total = shape.n_q * shape.group_size();
         // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
-            return subgroup.prepare(ctx, buffers, launch);
+            let tiles_per_kv_head = rows_total.div_ceil(subgroup.tile(d_pad).0);
+            let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);
+            return subgroup.launcher().dispatch(ctx, subgroup.pipeline(&ctx.device, d_pad), &params, &buffers.bound());
         }
-        let rows_total = shape.n_q * shape.group_size();
         let tiles = self.tiles(d_pad).for_rows(d_pad, rows_total);
         let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
-        let params = ctx.uniform_from(
-            "flash_attention params",
-            &AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head),
-        );
+        let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);
         let constants = [
             ("D", d_pad),
             ("D4", d_pad / 4),
@@ -113,18 +116,8 @@ impl FlashAttention {
             ("R", tiles.rows_per_invocation(d_pad)),
             ("STAGE_KV", u32::from(tiles.stage_kv)),
         ];
-        let pipeline = self.pipelines.get_specialised(&ctx.device, &constants, &[("BR", tiles.rows_per_workgroup)]);
-        let bind_group = launch::bind_buffers(
-            &ctx.device,
-            &self.layout,
-            "flash_attention",
-            &[&params, buffers.q, buffers.k, buffers.v, buffers.o, buffers.lse],
-        );
-        let workgroups = tiles_per_kv_head * shape.h_kv;
-        Ok(Dispatch {
-            pipeline,
-            bind_group,
-            grid: launch::grid(workgroups, self.limits.max_compute_workgroups_per_dimension),
-        })
+        let overrides = [("BR", tiles.rows_per_workgroup)];
+        let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &constants, &overrides);
+        self.launcher.dispatch(ctx, pipeline, &params, &buffers.bound())
     }
 }

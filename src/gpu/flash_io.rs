@@ -18,6 +18,13 @@ pub struct FlashBuffers<'a> {
     pub lse: &'a wgpu::Buffer,
 }
 
+impl<'a> FlashBuffers<'a> {
+    /// The buffers in [`FLASH_BINDINGS`]' order, after the params.
+    pub fn bound(&self) -> [&'a wgpu::Buffer; 5] {
+        [self.q, self.k, self.v, self.o, self.lse]
+    }
+}
+
 /// One launch of either forward kernel. `shape.d` is padded to a multiple of 4; K/V rows of KV head
 /// `h` start at `h * kv_stride` (`kv_stride >= n_kv`, so a cache can grow in place).
 #[derive(Clone, Copy, Debug, PartialEq)]

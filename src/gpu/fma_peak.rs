@@ -1,7 +1,8 @@
 //! Owner of `shaders/fma_peak.wgsl`: the adapter's measured WGSL FMA throughput, the yardstick that
 //! turns the benchmark's GFLOP/s into a fraction of what this device can do.
 
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Independent vec4 accumulators per invocation. Keep in sync with `CHAINS` in `shaders/fma_peak.wgsl`.
@@ -9,9 +10,21 @@ pub const CHAINS: u64 = 8;
 const WORKGROUP_SIZE: u32 = 64;
 
 pub struct FmaPeak {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
-    max_per_dim: u32,
+    launcher: Launcher<Self>,
+}
+
+impl Kernel for FmaPeak {
+    const NAME: &'static str = "fma_peak";
+    const SOURCE: &'static str = include_str!("../../shaders/fma_peak.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Skipped("a throughput probe: its output only keeps the work alive");
+    /// None: the rounds are an override constant, the size is the grid.
+    type Params = ();
+
+    /// Chosen per measurement.
+    fn workgroups(_: &()) -> Option<u64> {
+        None
+    }
 }
 
 /// One prepared measurement and the flops it performs.
@@ -24,19 +37,15 @@ pub struct FmaLaunch {
 
 impl FmaPeak {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(&ctx.device, "fma_peak", &[Binding::ReadWrite]);
-        let pipelines =
-            PipelineCache::new(&ctx.device, "fma_peak", include_str!("../../shaders/fma_peak.wgsl"), "main", &layout);
-        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { launcher: Launcher::new(ctx) }
     }
 
     /// A launch of `workgroups` x 64 invocations doing `iters` rounds each.
     pub fn prepare(&self, ctx: &GpuContext, workgroups: u32, iters: u32) -> Result<FmaLaunch, GpuError> {
         let invocations = u64::from(workgroups) * u64::from(WORKGROUP_SIZE);
         let out = ctx.storage_output("fma_peak out", invocations * 4)?;
-        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP_SIZE), ("ITERS", iters)]);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "fma_peak", &[&out]);
-        let dispatch = Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) };
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP_SIZE), ("ITERS", iters)]);
+        let dispatch = self.launcher.dispatch_workgroups(ctx, pipeline, &(), &[&out], workgroups.into())?;
         Ok(FmaLaunch { dispatch, flops: flops(invocations, iters), _out: out })
     }
 }

@@ -10,17 +10,21 @@ use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedGather;
 use crate::gpu::flash_attention::FlashAttention;
+use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
+use crate::gpu::kernel::KernelInfo;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::matmul::Matmul;
+use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
 use crate::gpu::qk_norm::QkNorm;
 use crate::gpu::rms_norm::RmsNorm;
-use crate::gpu::rope::Rope;
+use crate::gpu::rope::{MergeHeads, Rope};
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput, RowSoftmax};
+use crate::gpu::row_softmax_subgroup::RowSoftmaxSubgroup;
 use crate::gpu::swiglu::Swiglu;
 use crate::gpu::widen::Widen;
 use crate::gpu::{GpuContext, GpuError};
@@ -37,6 +41,28 @@ pub struct ProbRegion {
     pub col0: u32,
     pub cols: u32,
 }
+
+/// Every kernel, one line each (every entry point with bindings of its own): a new kernel adds its
+/// line here and its field to [`Kernels`]. `tests/kernel_names.rs` checks each against its files.
+pub const KERNELS: &[KernelInfo] = &[
+    KernelInfo::of::<AttentionProbs>(),
+    KernelInfo::of::<EmbedGather>(),
+    KernelInfo::of::<FlashAttention>(),
+    KernelInfo::of::<FlashSubgroup>(),
+    KernelInfo::of::<FmaPeak>(),
+    KernelInfo::of::<Matmul>(),
+    KernelInfo::of::<MatmulSubgroup>(),
+    KernelInfo::of::<NaiveAttention>(),
+    KernelInfo::of::<PoolRows>(),
+    KernelInfo::of::<QkNorm>(),
+    KernelInfo::of::<RmsNorm>(),
+    KernelInfo::of::<Rope>(),
+    KernelInfo::of::<MergeHeads>(),
+    KernelInfo::of::<RowSoftmax>(),
+    KernelInfo::of::<RowSoftmaxSubgroup>(),
+    KernelInfo::of::<Swiglu>(),
+    KernelInfo::of::<Widen>(),
+];
 
 /// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
 pub struct Kernels {

@@ -21,12 +21,6 @@ pub fn grid(workgroups: u32, max_per_dim: u32) -> (u32, u32, u32) {
     (max_per_dim, workgroups.div_ceil(max_per_dim), 1)
 }
 
-/// Workgroups of `per_workgroup` invocations covering `invocations`, refused when they do not fit a u32.
-pub fn workgroups_for(invocations: u64, per_workgroup: u32) -> Result<u32, crate::gpu::GpuError> {
-    let workgroups = invocations.div_ceil(u64::from(per_workgroup.max(1)));
-    u32::try_from(workgroups).map_err(|_| crate::gpu::GpuError::LimitExceeded(format!("{workgroups} workgroups")))
-}
-
 /// `d` rounded up to a multiple of 4.
 pub fn padded_dim(d: u32) -> u32 {
     d.div_ceil(4) * 4

@@ -1,26 +1,13 @@
 //! Owner of `shaders/matmul.wgsl`: `Y = X Wᵀ + bias` (or `Y +=`, the residual add) with W stored
 //! (outputs, inputs) as PyTorch keeps it: every projection of the language model.
 
-use bytemuck::{Pod, Zeroable};
-
-use crate::gpu::launch::{self, Binding, Dispatch, PerWeightFormat, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch, PerWeightFormat, PipelineCache};
+use crate::gpu::matmul_io::MATMUL_BINDINGS;
+pub use crate::gpu::matmul_io::MatmulParams;
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::{GpuContext, GpuError, shader_text};
 use crate::lm::weight_plan::WeightFormat;
-
-/// Keep in sync with `Params` in `shaders/include/matmul_io.wgsl`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-#[repr(C)]
-pub struct MatmulParams {
-    pub rows: u32,
-    pub inputs4: u32,
-    pub outputs: u32,
-    pub x_row0: u32,
-    pub has_bias: u32,
-    pub accumulate: u32,
-    pub col_tiles: u32,
-    pub _pad: u32,
-}
 
 /// The `tiled` entry point's tile of Y (keep in sync with `TILE` in the shader).
 const TILE: u32 = 64;
@@ -96,48 +83,56 @@ pub struct MatmulBuffers<'a> {
     pub y: &'a wgpu::Buffer,
 }
 
-/// One weight format's pipelines, a cache per form.
+/// One weight format's pipelines: the `tiled` entry point's launcher, the `direct` entry point's
+/// pipelines (same bindings), and the subgroup kernel's.
 struct FormPipelines {
-    tiled: PipelineCache,
+    tiled: Launcher<Matmul>,
     direct: PipelineCache,
     subgroup: Option<MatmulSubgroup>,
 }
 
 impl FormPipelines {
-    fn new(ctx: &GpuContext, layout: &wgpu::BindGroupLayout, format: WeightFormat) -> Self {
-        let source = shader_text::with_weights(include_str!("../../shaders/matmul.wgsl"), format);
-        let tiled = PipelineCache::new(&ctx.device, "matmul tiled", &source, "tiled", layout);
+    fn new(ctx: &GpuContext, format: WeightFormat) -> Self {
+        let source = shader_text::with_weights(Matmul::SOURCE, format);
+        let tiled = Launcher::from_source(ctx, &source);
         // GPUs too: with its loops kept the tiled form ran 7x slower on an H100 (Vulkan).
-        tiled.set_unrolled(true);
-        let direct = PipelineCache::new(&ctx.device, "matmul direct", &source, "direct", layout);
+        tiled.pipelines().set_unrolled(true);
+        let direct = tiled.pipelines_of(ctx, &source, "direct");
         // Only the loops over the block are written out, never the loop over the inputs.
         direct.set_unrolled(true);
-        let subgroup = if ctx.adapter.is_cpu { MatmulSubgroup::new(ctx, layout, format) } else { None };
+        let subgroup = if ctx.adapter.is_cpu { MatmulSubgroup::new(ctx, format) } else { None };
         Self { tiled, direct, subgroup }
     }
 }
 
 pub struct Matmul {
-    layout: wgpu::BindGroupLayout,
     pipelines: PerWeightFormat<FormPipelines>,
     /// The block of the `Subgroup` form.
     subgroup_block: std::cell::Cell<DirectBlock>,
     form: std::cell::Cell<MatmulForm>,
     block: std::cell::Cell<DirectBlock>,
     max_invocations: u32,
-    max_per_dim: u32,
     /// Bound in the bias's place when a launch has none.
     no_bias: wgpu::Buffer,
 }
 
+impl Kernel for Matmul {
+    const NAME: &'static str = "matmul";
+    const SOURCE: &'static str = include_str!("../../shaders/matmul.wgsl");
+    const ENTRY_POINT: &'static str = "tiled";
+    const BINDINGS: &'static [Binding] = &MATMUL_BINDINGS;
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = MatmulParams;
+
+    /// Each form has its own block of Y rows.
+    fn workgroups(_: &MatmulParams) -> Option<u64> {
+        None
+    }
+}
+
 impl Matmul {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "matmul",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let pipelines = FormPipelines::new(ctx, &layout, WeightFormat::F32);
+        let pipelines = FormPipelines::new(ctx, WeightFormat::F32);
         let subgroup = &pipelines.subgroup;
         let form = match (ctx.adapter.is_cpu, subgroup) {
             (false, _) => MatmulForm::Tiled,
@@ -154,13 +149,11 @@ impl Matmul {
         });
         let subgroup_lanes = subgroup.as_ref().map_or(1, |s| s.subgroup_size);
         Self {
-            layout,
             pipelines: PerWeightFormat::new(pipelines),
             subgroup_block: DirectBlock { rows: 8, cols: 4, lanes: subgroup_lanes }.into(),
             form: form.into(),
             block: Default::default(),
             max_invocations,
-            max_per_dim: ctx.limits.max_compute_workgroups_per_dimension,
             no_bias,
         }
     }
@@ -205,20 +198,25 @@ impl Matmul {
     ) -> Result<Dispatch, GpuError> {
         check(buffers, launch)?;
         let format = buffers.w_format;
-        let pipelines = self.pipelines.get(format, || FormPipelines::new(ctx, &self.layout, format));
-        let (row_block, col_block, pipeline) = match self.form.get() {
-            MatmulForm::Tiled => (TILE, TILE, pipelines.tiled.get_specialised(&ctx.device, &TILED_CONSTANTS, &[])),
-            MatmulForm::Direct => {
+        let pipelines = self.pipelines.get(format, || FormPipelines::new(ctx, format));
+        let subgroup = match self.form.get() {
+            MatmulForm::Subgroup => {
+                Some(pipelines.subgroup.as_ref().ok_or_else(|| GpuError::Device("no subgroups".into()))?)
+            }
+            _ => None,
+        };
+        let (row_block, col_block, pipeline) = match (self.form.get(), subgroup) {
+            (MatmulForm::Subgroup, Some(subgroup)) => {
+                let b = self.subgroup_block.get();
+                (b.rows * b.lanes, b.cols * b.lanes, subgroup.pipeline(&ctx.device, b.rows, b.cols, launch.outputs))
+            }
+            (MatmulForm::Direct, _) => {
                 let b = self.block.get();
                 let constants = [("ROWS", b.rows), ("COLS", b.cols)];
                 let pipeline = pipelines.direct.get_specialised(&ctx.device, &constants, &[("WG", b.lanes)]);
                 (b.rows, b.cols * b.lanes, pipeline)
             }
-            MatmulForm::Subgroup => {
-                let b = self.subgroup_block.get();
-                let subgroup = pipelines.subgroup.as_ref().ok_or_else(|| GpuError::Device("no subgroups".into()))?;
-                (b.rows * b.lanes, b.cols * b.lanes, subgroup.pipeline(&ctx.device, b.rows, b.cols, launch.outputs))
-            }
+            _ => (TILE, TILE, pipelines.tiled.pipelines().get_specialised(&ctx.device, &TILED_CONSTANTS, &[])),
         };
         let col_tiles = launch.outputs.div_ceil(col_block);
         let params = MatmulParams {
@@ -231,16 +229,12 @@ impl Matmul {
             col_tiles,
             _pad: 0,
         };
-        let params = ctx.uniform_from("matmul params", &params);
-        let bias = buffers.bias.unwrap_or(&self.no_bias);
-        let bind_group = launch::bind_buffers(
-            &ctx.device,
-            &self.layout,
-            "matmul",
-            &[&params, buffers.x, buffers.w, bias, buffers.y],
-        );
-        let workgroups = launch::workgroups_for(u64::from(launch.rows.div_ceil(row_block)) * u64::from(col_tiles), 1)?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let bound = [buffers.x, buffers.w, buffers.bias.unwrap_or(&self.no_bias), buffers.y];
+        let workgroups = u64::from(launch.rows.div_ceil(row_block)) * u64::from(col_tiles);
+        match subgroup {
+            Some(subgroup) => subgroup.launcher().dispatch_workgroups(ctx, pipeline, &params, &bound, workgroups),
+            None => pipelines.tiled.dispatch_workgroups(ctx, pipeline, &params, &bound, workgroups),
+        }
     }
 }
 
@@ -269,12 +263,4 @@ fn check(buffers: &MatmulBuffers<'_>, launch: MatmulLaunch) -> Result<(), GpuErr
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn params_are_a_multiple_of_16_bytes() {
-        assert_eq!(size_of::<super::MatmulParams>(), 32);
-    }
 }

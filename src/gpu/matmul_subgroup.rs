@@ -2,33 +2,51 @@
 //! loads by shuffling. Same bindings, parameters and results as `shaders/matmul.wgsl`, whose owner
 //! launches this as one of its forms.
 
-use crate::gpu::launch::PipelineCache;
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, PipelineCache};
+use crate::gpu::matmul_io::{MATMUL_BINDINGS, MatmulParams};
 use crate::gpu::{GpuContext, shader_text};
 use crate::lm::weight_plan::WeightFormat;
 
 /// The pipelines, one per block and way of storing Y.
 pub struct MatmulSubgroup {
     /// Y stored a vec4 at a time (`matmul_subgroup_y4.wgsl`).
-    quads: PipelineCache,
+    quads: Launcher<Self>,
     /// Y stored an f32 at a time (`matmul_subgroup_y.wgsl`), where rows or blocks are not whole vec4s.
     singles: PipelineCache,
     /// Lanes per subgroup: invocations per workgroup, and Y rows per X row each lane loads.
     pub subgroup_size: u32,
 }
 
+impl Kernel for MatmulSubgroup {
+    const NAME: &'static str = "matmul_subgroup";
+    const SOURCE: &'static str = include_str!("../../shaders/matmul_subgroup.wgsl");
+    const BINDINGS: &'static [Binding] = &MATMUL_BINDINGS;
+    const CPU_TWIN: CpuTwin = CpuTwin::FormOf("matmul");
+    type Params = MatmulParams;
+
+    /// The block is chosen per launch.
+    fn workgroups(_: &MatmulParams) -> Option<u64> {
+        None
+    }
+}
+
 impl MatmulSubgroup {
     /// `None` unless the device has subgroups of one fixed size; W read in `format`.
-    pub fn new(ctx: &GpuContext, layout: &wgpu::BindGroupLayout, format: WeightFormat) -> Option<Self> {
+    pub fn new(ctx: &GpuContext, format: WeightFormat) -> Option<Self> {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
-        let source = include_str!("../../shaders/matmul_subgroup.wgsl");
-        let source = shader_text::for_subgroups(&shader_text::with_weights(source, format));
-        let singles_source = with_single_stores(&source);
-        let quads = PipelineCache::new(&ctx.device, "matmul_subgroup", &source, "main", layout);
-        let singles = PipelineCache::new(&ctx.device, "matmul_subgroup f32 stores", &singles_source, "main", layout);
+        let source = shader_text::for_subgroups(&shader_text::with_weights(Self::SOURCE, format));
+        let quads = Launcher::from_source(ctx, &source);
+        let singles = quads.pipelines_of(ctx, &with_single_stores(&source), Self::ENTRY_POINT);
         // Sharing registers across lanes only pays when they are registers: unrolled.
-        quads.set_unrolled(true);
+        quads.pipelines().set_unrolled(true);
         singles.set_unrolled(true);
         Some(Self { quads, singles, subgroup_size })
+    }
+
+    /// Both ways of storing Y bind alike: either pipeline launches through this.
+    pub fn launcher(&self) -> &Launcher<Self> {
+        &self.quads
     }
 
     /// The pipeline whose lanes each load `row_loads` X rows and own `cols` Y columns per step, for
@@ -37,7 +55,7 @@ impl MatmulSubgroup {
         let constants = [("LANES", self.subgroup_size), ("RB", row_loads), ("COLS", cols)];
         if stores_quads(cols, outputs) {
             let constants = [constants[0], constants[1], constants[2], ("QUADS", cols / 4)];
-            self.quads.get_specialised(device, &constants, &[])
+            self.quads.pipelines().get_specialised(device, &constants, &[])
         } else {
             self.singles.get_specialised(device, &constants, &[])
         }

@@ -1,8 +1,10 @@
 //! The GPU side: one device per page (or process), and one module per WGSL shader, same name (and per
 //! shared piece of `shaders/include/` that has a Rust side: its params struct or bindings).
 //!
-//! Every kernel module owns its pipeline, bind-group layout and `#[repr(C)]` params struct. Pipelines are
-//! built once in [`Kernels::new`] and reused; the UI only calls the async `run` functions.
+//! Every kernel module implements [`kernel::Kernel`] (its name, WGSL text, bindings, `#[repr(C)]` params
+//! struct, grid and CPU twin in `crate::cpu`) and launches through a [`kernel::Launcher`], which owns the
+//! bind-group layout and pipelines. Pipelines are built once in [`Kernels::new`] and reused; the UI only
+//! calls the async `run` functions.
 
 pub mod attention_io;
 pub mod attention_probs;
@@ -15,6 +17,7 @@ pub mod flash_attention_subgroup;
 pub mod flash_io;
 pub mod flash_tiles;
 pub mod fma_peak;
+pub mod kernel;
 pub mod kernels;
 pub mod kv_cache;
 pub mod launch;
@@ -22,6 +25,7 @@ pub mod lm_forward;
 pub mod lm_stream;
 pub mod lm_weights;
 pub mod matmul;
+pub mod matmul_io;
 pub mod matmul_subgroup;
 pub mod naive_attention;
 pub mod pool_rows;

@@ -4,7 +4,9 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::attention::AttentionShape;
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::attention_io::QueryHeadParams;
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
 
@@ -12,14 +14,7 @@ use crate::model::Mask;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct NaiveParams {
-    pub n_q: u32,
-    pub n_kv: u32,
-    pub h_q: u32,
-    pub group: u32,
-    pub mask_kind: u32,
-    pub mask_size: u32,
-    pub scale: f32,
-    pub q_offset: u32,
+    pub heads: QueryHeadParams,
     pub invocations: u32,
     pub _pad: [u32; 3],
 }
@@ -42,12 +37,28 @@ pub fn fits(ctx: &GpuContext, shape: &AttentionShape) -> Result<(), u64> {
     Ok(())
 }
 
+/// The `scores` entry point's launcher, and the pipelines of the other two passes (same bindings).
 pub struct NaiveAttention {
-    layout: wgpu::BindGroupLayout,
-    scores: PipelineCache,
+    launcher: Launcher<Self>,
     softmax: PipelineCache,
     pv: PipelineCache,
-    max_per_dim: u32,
+}
+
+impl Kernel for NaiveAttention {
+    const NAME: &'static str = "naive_attention";
+    const SOURCE: &'static str = include_str!("../../shaders/naive_attention.wgsl");
+    const ENTRY_POINT: &'static str = "scores";
+    const BINDINGS: &'static [Binding] = {
+        use Binding::{ReadOnly, ReadWrite, Uniform};
+        &[Uniform, ReadOnly, ReadOnly, ReadOnly, ReadWrite, ReadWrite, ReadWrite]
+    };
+    const CPU_TWIN: CpuTwin = CpuTwin::FormOf("flash_attention");
+    type Params = NaiveParams;
+
+    /// Each pass says how many invocations it runs.
+    fn workgroups(p: &NaiveParams) -> Option<u64> {
+        Some(u64::from(p.invocations.div_ceil(WORKGROUP_SIZE)))
+    }
 }
 
 /// Q/O `[h_q, n_q, d_pad]`, K/V `[h_kv, n_kv, d_pad]`, scores `[h_q, n_q, n_kv]`, lse `[h_q, n_q]`.
@@ -62,28 +73,10 @@ pub struct NaiveBuffers<'a> {
 
 impl NaiveAttention {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "naive_attention",
-            &[
-                Binding::Uniform,
-                Binding::ReadOnly,
-                Binding::ReadOnly,
-                Binding::ReadOnly,
-                Binding::ReadWrite,
-                Binding::ReadWrite,
-                Binding::ReadWrite,
-            ],
-        );
-        let source = include_str!("../../shaders/naive_attention.wgsl");
-        let device = &ctx.device;
-        Self {
-            scores: PipelineCache::new(device, "naive scores", source, "scores", &layout),
-            softmax: PipelineCache::new(device, "naive softmax", source, "softmax", &layout),
-            pv: PipelineCache::new(device, "naive pv", source, "pv", &layout),
-            layout,
-            max_per_dim: ctx.limits.max_compute_workgroups_per_dimension,
-        }
+        let launcher = Launcher::new(ctx);
+        let softmax = launcher.pipelines_of(ctx, Self::SOURCE, "softmax");
+        let pv = launcher.pipelines_of(ctx, Self::SOURCE, "pv");
+        Self { launcher, softmax, pv }
     }
 
     /// The three launches, in order. `shape.d` must be padded to a multiple of 4.
@@ -103,31 +96,14 @@ impl NaiveAttention {
         })?;
         let rows = shape.h_q * shape.n_q;
         let d4 = shape.d / 4;
-        let (mask_kind, mask_size) = mask.to_gpu();
-        let base = NaiveParams {
-            n_q: shape.n_q,
-            n_kv: shape.n_kv,
-            h_q: shape.h_q,
-            group: shape.group_size(),
-            mask_kind,
-            mask_size,
-            scale,
-            q_offset: shape.q_offset(),
-            invocations: 0,
-            _pad: [0; 3],
-        };
+        let heads = QueryHeadParams::new(shape, mask, scale);
         let overrides = [("D", shape.d), ("WG", WORKGROUP_SIZE)];
+        let bound = [buffers.q, buffers.k, buffers.v, buffers.scores, buffers.o, buffers.lse];
         let launch = |cache: &PipelineCache, invocations: u32| {
-            let params = ctx.uniform_from("naive params", &NaiveParams { invocations, ..base });
-            let bind_group = launch::bind_buffers(
-                &ctx.device,
-                &self.layout,
-                "naive_attention",
-                &[&params, buffers.q, buffers.k, buffers.v, buffers.scores, buffers.o, buffers.lse],
-            );
-            let grid = launch::grid(invocations.div_ceil(WORKGROUP_SIZE), self.max_per_dim);
-            Dispatch { pipeline: cache.get(&ctx.device, &overrides), bind_group, grid }
+            let params = NaiveParams { heads, invocations, _pad: [0; 3] };
+            self.launcher.dispatch(ctx, cache.get(&ctx.device, &overrides), &params, &bound)
         };
-        Ok([launch(&self.scores, rows * shape.n_kv), launch(&self.softmax, rows), launch(&self.pv, rows * d4)])
+        let scores = self.launcher.pipelines();
+        Ok([launch(scores, rows * shape.n_kv)?, launch(&self.softmax, rows)?, launch(&self.pv, rows * d4)?])
     }
 }

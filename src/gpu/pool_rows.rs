@@ -4,32 +4,45 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::attention::pooled::PooledMap;
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Keep in sync with `Params` in `shaders/pool_rows.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
-struct PoolRowsParams {
-    n_q: u32,
-    n_kv: u32,
-    h_q: u32,
-    out_rows: u32,
-    cols: u32,
-    pool: u32,
-    first: u32,
-    count: u32,
-    q0: u32,
-    slice_queries: u32,
-    _pad: [u32; 2],
+pub struct PoolRowsParams {
+    pub n_q: u32,
+    pub n_kv: u32,
+    pub h_q: u32,
+    pub out_rows: u32,
+    pub cols: u32,
+    pub pool: u32,
+    pub first: u32,
+    pub count: u32,
+    pub q0: u32,
+    pub slice_queries: u32,
+    pub _pad: [u32; 2],
 }
 
 const WORKGROUP_SIZE: u32 = 64;
 
 pub struct PoolRows {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
-    max_per_dim: u32,
+    launcher: Launcher<Self>,
+}
+
+impl Kernel for PoolRows {
+    const NAME: &'static str = "pool_rows";
+    const SOURCE: &'static str = include_str!("../../shaders/pool_rows.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = PoolRowsParams;
+
+    /// One invocation per pooled cell.
+    fn workgroups(p: &PoolRowsParams) -> Option<u64> {
+        let cells = u64::from(p.h_q) * u64::from(p.count) * u64::from(p.cols);
+        Some(cells.div_ceil(u64::from(WORKGROUP_SIZE)))
+    }
 }
 
 /// The row blocks (`[h_q, queries, cols]`) in and the pooled cells (`[h_q, count, cols]`) out.
@@ -40,14 +53,7 @@ pub struct PoolRowsBuffers<'a> {
 
 impl PoolRows {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "pool_rows",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let pipelines =
-            PipelineCache::new(&ctx.device, "pool_rows", include_str!("../../shaders/pool_rows.wgsl"), "main", &layout);
-        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { launcher: Launcher::new(ctx) }
     }
 
     /// One launch pooling `h_q` heads to the wanted rows of `map`, from the row blocks of the queries
@@ -60,9 +66,6 @@ impl PoolRows {
         n_kv: u32,
         map: &PooledMap,
     ) -> Result<Dispatch, GpuError> {
-        let cells = u64::from(h_q) * u64::from(map.count) * u64::from(map.cols);
-        let workgroups = u32::try_from(cells.div_ceil(u64::from(WORKGROUP_SIZE)))
-            .map_err(|_| GpuError::LimitExceeded(format!("{cells} pooled cells")))?;
         let (q0, q1) = map.queries();
         let params = PoolRowsParams {
             n_q: map.n_q,
@@ -77,10 +80,7 @@ impl PoolRows {
             slice_queries: q1 - q0,
             _pad: [0; 2],
         };
-        let params = ctx.uniform_from("pool_rows params", &params);
-        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP_SIZE)]);
-        let bind_group =
-            launch::bind_buffers(&ctx.device, &self.layout, "pool_rows", &[&params, buffers.row_blocks, buffers.out]);
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP_SIZE)]);
+        self.launcher.dispatch(ctx, pipeline, &params, &[buffers.row_blocks, buffers.out])
     }
 }

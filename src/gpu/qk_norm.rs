@@ -3,7 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::rms_norm::NormConstants;
 use crate::gpu::rope::Heads;
 use crate::gpu::{GpuContext, GpuError};
@@ -25,21 +26,25 @@ pub struct QkNormParams {
 const WORKGROUP: u32 = 64;
 
 pub struct QkNorm {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
-    max_per_dim: u32,
+    launcher: Launcher<Self>,
+}
+
+impl Kernel for QkNorm {
+    const NAME: &'static str = "qk_norm";
+    const SOURCE: &'static str = include_str!("../../shaders/qk_norm.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = QkNormParams;
+
+    /// One invocation per (token, query or key head).
+    fn workgroups(p: &QkNormParams) -> Option<u64> {
+        Some((u64::from(p.tokens) * u64::from(p.h_q + p.h_kv)).div_ceil(u64::from(WORKGROUP)))
+    }
 }
 
 impl QkNorm {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "qk_norm",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let source = include_str!("../../shaders/qk_norm.wgsl");
-        let pipelines = PipelineCache::new(&ctx.device, "qk_norm", source, "main", &layout);
-        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { launcher: Launcher::new(ctx) }
     }
 
     /// Prepares the norm of every query and key head of `qkv` (`[tokens, (h_q + 2 h_kv) d]`) with
@@ -56,12 +61,8 @@ impl QkNorm {
         let NormConstants { eps, offset } = constants;
         let (tokens, h_q, h_kv, d4) = (heads.tokens, heads.h_q, heads.h_kv, heads.d / 4);
         let params = QkNormParams { tokens, h_q, h_kv, d4, eps, offset, _pad: [0; 2] };
-        let params = ctx.uniform_from("qk_norm params", &params);
-        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "qk_norm", &[&params, weight, qkv]);
-        let invocations = u64::from(heads.tokens) * u64::from(heads.h_q + heads.h_kv);
-        let workgroups = launch::workgroups_for(invocations, WORKGROUP)?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        self.launcher.dispatch(ctx, pipeline, &params, &[weight, qkv])
     }
 }
 

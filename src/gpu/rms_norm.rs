@@ -3,7 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Keep in sync with `Params` in `shaders/rms_norm.wgsl`.
@@ -39,21 +40,25 @@ pub struct NormBuffers<'a> {
 }
 
 pub struct RmsNorm {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
-    max_per_dim: u32,
+    launcher: Launcher<Self>,
+}
+
+impl Kernel for RmsNorm {
+    const NAME: &'static str = "rms_norm";
+    const SOURCE: &'static str = include_str!("../../shaders/rms_norm.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = NormParams;
+
+    /// One invocation per row.
+    fn workgroups(p: &NormParams) -> Option<u64> {
+        Some(u64::from(p.rows).div_ceil(u64::from(WORKGROUP)))
+    }
 }
 
 impl RmsNorm {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "rms_norm",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let source = include_str!("../../shaders/rms_norm.wgsl");
-        let pipelines = PipelineCache::new(&ctx.device, "rms_norm", source, "main", &layout);
-        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { launcher: Launcher::new(ctx) }
     }
 
     /// Prepares the norm of `rows` rows of `width` floats (a multiple of 4).
@@ -73,16 +78,8 @@ impl RmsNorm {
         let NormConstants { eps, offset } = constants;
         let accumulate = u32::from(buffers.accumulate);
         let params = NormParams { rows, width4: width / 4, eps, offset, accumulate, _pad: [0; 3] };
-        let params = ctx.uniform_from("rms_norm params", &params);
-        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
-        let bind_group = launch::bind_buffers(
-            &ctx.device,
-            &self.layout,
-            "rms_norm",
-            &[&params, buffers.x, buffers.weight, buffers.out],
-        );
-        let workgroups = launch::workgroups_for(u64::from(rows), WORKGROUP)?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        self.launcher.dispatch(ctx, pipeline, &params, &[buffers.x, buffers.weight, buffers.out])
     }
 }
 

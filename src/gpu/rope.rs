@@ -5,7 +5,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::attention::rope::RopeTable;
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Keep in sync with `Params` in `shaders/rope.wgsl`.
@@ -79,28 +80,50 @@ pub struct SplitBuffers<'a> {
     pub v: &'a wgpu::Buffer,
 }
 
+/// `split_heads` (this kernel's main entry point) and `merge_heads`.
 pub struct Rope {
-    split_layout: wgpu::BindGroupLayout,
-    merge_layout: wgpu::BindGroupLayout,
-    split: PipelineCache,
-    merge: PipelineCache,
-    max_per_dim: u32,
+    split: Launcher<Self>,
+    merge: Launcher<MergeHeads>,
+}
+
+impl Kernel for Rope {
+    const NAME: &'static str = "rope";
+    const SOURCE: &'static str = include_str!("../../shaders/rope.wgsl");
+    const ENTRY_POINT: &'static str = "split_heads";
+    const BINDINGS: &'static [Binding] = {
+        use Binding::{ReadOnly, ReadWrite, Uniform};
+        &[Uniform, ReadOnly, ReadWrite, ReadOnly, ReadWrite, ReadWrite]
+    };
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = RopeParams;
+
+    /// One invocation per vec4 of the query, key and value heads.
+    fn workgroups(p: &RopeParams) -> Option<u64> {
+        let heads = u64::from(p.h_q) + 2 * u64::from(p.h_kv);
+        Some((u64::from(p.tokens) * heads * u64::from(p.d4)).div_ceil(u64::from(WORKGROUP)))
+    }
+}
+
+/// `rope.wgsl`'s `merge_heads`: binds the first three of `split_heads`' bindings (see the shader).
+pub struct MergeHeads;
+
+impl Kernel for MergeHeads {
+    const NAME: &'static str = "rope";
+    const SOURCE: &'static str = Rope::SOURCE;
+    const ENTRY_POINT: &'static str = "merge_heads";
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Skipped("a copy between layouts: tests compare the layer it serves");
+    type Params = RopeParams;
+
+    /// One invocation per vec4 of the query heads.
+    fn workgroups(p: &RopeParams) -> Option<u64> {
+        Some((u64::from(p.tokens) * u64::from(p.h_q) * u64::from(p.d4)).div_ceil(u64::from(WORKGROUP)))
+    }
 }
 
 impl Rope {
     pub fn new(ctx: &GpuContext) -> Self {
-        use Binding::{ReadOnly, ReadWrite, Uniform};
-        // merge_heads binds the first three of split_heads' bindings (see the shader).
-        let split_layout = launch::bind_group_layout(
-            &ctx.device,
-            "rope split_heads",
-            &[Uniform, ReadOnly, ReadWrite, ReadOnly, ReadWrite, ReadWrite],
-        );
-        let merge_layout = launch::bind_group_layout(&ctx.device, "rope merge_heads", &[Uniform, ReadOnly, ReadWrite]);
-        let source = include_str!("../../shaders/rope.wgsl");
-        let split = PipelineCache::new(&ctx.device, "rope split_heads", source, "split_heads", &split_layout);
-        let merge = PipelineCache::new(&ctx.device, "rope merge_heads", source, "merge_heads", &merge_layout);
-        Self { split_layout, merge_layout, split, merge, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { split: Launcher::new(ctx), merge: Launcher::new(ctx) }
     }
 
     /// Prepares `split_heads`, rotating with `table` (positions `0..tokens`, heads of width `d`).
@@ -122,17 +145,9 @@ impl Rope {
             )));
         }
         check_rotation(pairs, offset)?;
-        let params = ctx.uniform_from("rope params", &heads.params(pairs, offset));
-        let pipeline = self.split.get(&ctx.device, &[("WG", WORKGROUP)]);
-        let bind_group = launch::bind_buffers(
-            &ctx.device,
-            &self.split_layout,
-            "rope split_heads",
-            &[&params, buffers.qkv, buffers.q, buffers.angles, buffers.k, buffers.v],
-        );
-        let heads_total = u64::from(heads.h_q) + 2 * u64::from(heads.h_kv);
-        let vec4s = u64::from(heads.tokens) * heads_total * u64::from(heads.d / 4);
-        self.dispatch(pipeline, bind_group, vec4s)
+        let pipeline = self.split.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        let buffers = [buffers.qkv, buffers.q, buffers.angles, buffers.k, buffers.v];
+        self.split.dispatch(ctx, pipeline, &heads.params(pairs, offset), &buffers)
     }
 
     /// Prepares `merge_heads`: `o [h_q, tokens, d]` to `out [tokens, h_q d]`.
@@ -144,21 +159,8 @@ impl Rope {
         heads: Heads,
     ) -> Result<Dispatch, GpuError> {
         heads.check()?;
-        let params = ctx.uniform_from("rope params", &heads.params(0, 0));
-        let pipeline = self.merge.get(&ctx.device, &[("WG", WORKGROUP)]);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.merge_layout, "rope merge_heads", &[&params, o, out]);
-        let vec4s = u64::from(heads.tokens) * u64::from(heads.h_q) * u64::from(heads.d / 4);
-        self.dispatch(pipeline, bind_group, vec4s)
-    }
-
-    fn dispatch(
-        &self,
-        pipeline: wgpu::ComputePipeline,
-        bind_group: wgpu::BindGroup,
-        invocations: u64,
-    ) -> Result<Dispatch, GpuError> {
-        let workgroups = launch::workgroups_for(invocations, WORKGROUP)?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let pipeline = self.merge.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        self.merge.dispatch(ctx, pipeline, &heads.params(0, 0), &[o, out])
     }
 }
 

@@ -5,7 +5,8 @@
 use crate::attention::AttentionShape;
 use crate::attention::pooled::Pool;
 use crate::gpu::attention_io::AttentionParams;
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{self, Binding, Dispatch};
 use crate::gpu::row_softmax_subgroup::RowSoftmaxSubgroup;
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
@@ -84,13 +85,11 @@ pub enum RowForm {
 }
 
 pub struct RowSoftmax {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
+    launcher: Launcher<Self>,
     subgroup: Option<RowSoftmaxSubgroup>,
     /// The adapter's fastest form (or one a test forced).
     form: std::cell::Cell<RowForm>,
     max_invocations: u32,
-    max_workgroups: u32,
     /// Whether the adapter is a GPU (not CPU-emulated).
     on_gpu: bool,
 }
@@ -119,21 +118,22 @@ struct Plan {
     constants: [(&'static str, u32); 3],
 }
 
+impl Kernel for RowSoftmax {
+    const NAME: &'static str = "row_softmax";
+    const SOURCE: &'static str = include_str!("../../shaders/row_softmax.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = AttentionParams;
+
+    /// One workgroup per tile of a KV head's (query, head) rows.
+    fn workgroups(p: &AttentionParams) -> Option<u64> {
+        Some(u64::from(p.tiles_per_kv_head) * u64::from(p.h_kv))
+    }
+}
+
 impl RowSoftmax {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "row_softmax",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let pipelines = PipelineCache::new(
-            &ctx.device,
-            "row_softmax",
-            include_str!("../../shaders/row_softmax.wgsl"),
-            "main",
-            &layout,
-        );
-        let subgroup = if ctx.adapter.is_cpu { RowSoftmaxSubgroup::new(ctx, &layout) } else { None };
+        let subgroup = if ctx.adapter.is_cpu { RowSoftmaxSubgroup::new(ctx) } else { None };
         let form = match (ctx.adapter.is_cpu, &subgroup) {
             (false, _) => RowForm::Gpu,
             (true, None) => RowForm::Cpu,
@@ -141,15 +141,7 @@ impl RowSoftmax {
         };
         let max_invocations =
             ctx.limits.max_compute_invocations_per_workgroup.min(ctx.limits.max_compute_workgroup_size_x).max(1);
-        Self {
-            layout,
-            pipelines,
-            subgroup,
-            form: form.into(),
-            max_invocations,
-            max_workgroups: ctx.limits.max_compute_workgroups_per_dimension,
-            on_gpu: !ctx.adapter.is_cpu,
-        }
+        Self { launcher: Launcher::new(ctx), subgroup, form: form.into(), max_invocations, on_gpu: !ctx.adapter.is_cpu }
     }
 
     pub fn form(&self) -> RowForm {
@@ -181,11 +173,27 @@ impl RowSoftmax {
                 // Only the loops over the head width and the rows are written out, never the key loop.
                 // On GPUs the GPU form too (kept, they made it 2-3x slower on an H100); on CPU adapters
                 // it stays the quick form to compile (`QUICK_FORM_FIRST`).
-                self.pipelines.set_unrolled(plan.form == RowForm::Cpu || self.on_gpu);
+                let pipelines = self.launcher.pipelines();
+                pipelines.set_unrolled(plan.form == RowForm::Cpu || self.on_gpu);
                 let overrides = [("WG", plan.invocations)];
-                (build || self.pipelines.is_built(&plan.constants, &overrides))
-                    .then(|| self.pipelines.get_specialised(device, &plan.constants, &overrides))
+                (build || pipelines.is_built(&plan.constants, &overrides))
+                    .then(|| pipelines.get_specialised(device, &plan.constants, &overrides))
             }
+        }
+    }
+
+    /// A launch of the plan's pipeline, bound by the launcher of the kernel it comes from.
+    fn dispatch(
+        &self,
+        ctx: &GpuContext,
+        plan: &Plan,
+        pipeline: wgpu::ComputePipeline,
+        params: &AttentionParams,
+        buffers: &[&wgpu::Buffer],
+    ) -> Result<Dispatch, GpuError> {
+        match (plan.form, &self.subgroup) {
+            (RowForm::CpuSubgroup, Some(sg)) => sg.launcher().dispatch(ctx, pipeline, params, buffers),
+            _ => self.launcher.dispatch(ctx, pipeline, params, buffers),
         }
     }
 
@@ -228,17 +236,7 @@ impl RowSoftmax {
             q_offset,
             ..AttentionParams::new(shape, shape.n_kv, mask, scale, tiles_per_kv_head)
         };
-        let params = ctx.uniform_from("row_softmax params", &params);
-        let bind_group = launch::bind_buffers(
-            &ctx.device,
-            &self.layout,
-            "row_softmax",
-            &[&params, buffers.q, buffers.k, buffers.out],
-        );
-        let workgroups = u64::from(tiles_per_kv_head) * u64::from(shape.h_kv);
-        let workgroups =
-            u32::try_from(workgroups).map_err(|_| GpuError::LimitExceeded(format!("{workgroups} workgroups")))?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_workgroups) })
+        self.dispatch(ctx, &plan, pipeline, &params, &[buffers.q, buffers.k, buffers.out])
     }
 
     /// Builds the fast form for this launch shape if a quick one stood in for it, so that later launches
@@ -252,14 +250,10 @@ impl RowSoftmax {
         let Some(pipeline) = self.pipeline(&ctx.device, &plan, true) else { return };
         // Browsers compile at the first dispatch, not at creation: dispatch one workgroup that has no
         // KV head to work on (it returns at once).
-        let params = ctx.uniform_from(
-            "row_softmax warm-up",
-            &AttentionParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() },
-        );
+        let params = AttentionParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() };
         let tiny = || ctx.storage_output("row_softmax warm-up", 16);
         let (Ok(q), Ok(k), Ok(out)) = (tiny(), tiny(), tiny()) else { return };
-        let bind_group =
-            launch::bind_buffers(&ctx.device, &self.layout, "row_softmax warm-up", &[&params, &q, &k, &out]);
-        Dispatch::submit_all(ctx, &[&Dispatch { pipeline, bind_group, grid: (1, 1, 1) }]);
+        let Ok(warm_up) = self.dispatch(ctx, &plan, pipeline, &params, &[&q, &k, &out]) else { return };
+        Dispatch::submit_all(ctx, &[&Dispatch { grid: (1, 1, 1), ..warm_up }]);
     }
 }

@@ -2,25 +2,44 @@
 //! share K rows by shuffling. Same bindings, parameters and results as `shaders/row_softmax.wgsl`,
 //! whose owner launches this as one of its forms.
 
-use crate::gpu::launch::PipelineCache;
+use crate::gpu::attention_io::AttentionParams;
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::Binding;
 use crate::gpu::{GpuContext, shader_text};
 
 /// The pipelines, one per (head width, rows per invocation, output).
 pub struct RowSoftmaxSubgroup {
-    pipelines: PipelineCache,
+    launcher: Launcher<Self>,
     /// Lanes per subgroup: keys per step, and invocations per workgroup.
     pub subgroup_size: u32,
 }
 
+impl Kernel for RowSoftmaxSubgroup {
+    const NAME: &'static str = "row_softmax_subgroup";
+    const SOURCE: &'static str = include_str!("../../shaders/row_softmax_subgroup.wgsl");
+    /// `row_softmax`'s (this file does not import its chooser).
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::FormOf("row_softmax");
+    type Params = AttentionParams;
+
+    /// One workgroup (one subgroup) per tile of a KV head's (query, head) rows.
+    fn workgroups(p: &AttentionParams) -> Option<u64> {
+        Some(u64::from(p.tiles_per_kv_head) * u64::from(p.h_kv))
+    }
+}
+
 impl RowSoftmaxSubgroup {
     /// `None` unless the device has subgroups of one fixed size.
-    pub fn new(ctx: &GpuContext, layout: &wgpu::BindGroupLayout) -> Option<Self> {
+    pub fn new(ctx: &GpuContext) -> Option<Self> {
         let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
-        let source = shader_text::for_subgroups(include_str!("../../shaders/row_softmax_subgroup.wgsl"));
-        let pipelines = PipelineCache::new(&ctx.device, "row_softmax_subgroup", &source, "main", layout);
+        let launcher = Launcher::from_source(ctx, &shader_text::for_subgroups(Self::SOURCE));
         // Sharing registers across lanes only pays when they are registers: unrolled.
-        pipelines.set_unrolled(true);
-        Some(Self { pipelines, subgroup_size })
+        launcher.pipelines().set_unrolled(true);
+        Some(Self { launcher, subgroup_size })
+    }
+
+    pub fn launcher(&self) -> &Launcher<Self> {
+        &self.launcher
     }
 
     /// The pipeline for these compile-time constants (`D4`, `R`, `OUTPUT`; `SG` added here), built
@@ -33,6 +52,7 @@ impl RowSoftmaxSubgroup {
     ) -> Option<wgpu::ComputePipeline> {
         let mut all = constants.to_vec();
         all.push(("SG", self.subgroup_size));
-        (build || self.pipelines.is_built(&all, &[])).then(|| self.pipelines.get_specialised(device, &all, &[]))
+        let pipelines = self.launcher.pipelines();
+        (build || pipelines.is_built(&all, &[])).then(|| pipelines.get_specialised(device, &all, &[]))
     }
 }

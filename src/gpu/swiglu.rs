@@ -3,7 +3,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 use crate::lm::model_config::Gate;
 
@@ -22,21 +23,25 @@ pub struct SwigluParams {
 const WORKGROUP: u32 = 64;
 
 pub struct Swiglu {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
-    max_per_dim: u32,
+    launcher: Launcher<Self>,
+}
+
+impl Kernel for Swiglu {
+    const NAME: &'static str = "swiglu";
+    const SOURCE: &'static str = include_str!("../../shaders/swiglu.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = SwigluParams;
+
+    /// One invocation per vec4 of the output.
+    fn workgroups(p: &SwigluParams) -> Option<u64> {
+        Some((u64::from(p.rows) * u64::from(p.ffn4)).div_ceil(u64::from(WORKGROUP)))
+    }
 }
 
 impl Swiglu {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout = launch::bind_group_layout(
-            &ctx.device,
-            "swiglu",
-            &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite],
-        );
-        let source = include_str!("../../shaders/swiglu.wgsl");
-        let pipelines = PipelineCache::new(&ctx.device, "swiglu", source, "main", &layout);
-        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { launcher: Launcher::new(ctx) }
     }
 
     /// Prepares `out [rows, ffn] = act(gate) * up` from `gate_up [rows, 2 ffn]` (each row's gate
@@ -56,11 +61,9 @@ impl Swiglu {
             )));
         }
         let gelu = u32::from(act == Gate::GeluTanh);
-        let params = ctx.uniform_from("swiglu params", &SwigluParams { rows, ffn4: ffn / 4, gelu, _pad: 0 });
-        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "swiglu", &[&params, gate_up, out]);
-        let workgroups = launch::workgroups_for(u64::from(rows) * u64::from(ffn / 4), WORKGROUP)?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let params = SwigluParams { rows, ffn4: ffn / 4, gelu, _pad: 0 };
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        self.launcher.dispatch(ctx, pipeline, &params, &[gate_up, out])
     }
 }
 

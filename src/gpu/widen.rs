@@ -2,7 +2,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::launch::{self, Binding, Dispatch, PipelineCache};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 
 /// Keep in sync with `Params` in `shaders/widen.wgsl`.
@@ -26,18 +27,25 @@ pub enum Half {
 }
 
 pub struct Widen {
-    layout: wgpu::BindGroupLayout,
-    pipelines: PipelineCache,
-    max_per_dim: u32,
+    launcher: Launcher<Self>,
+}
+
+impl Kernel for Widen {
+    const NAME: &'static str = "widen";
+    const SOURCE: &'static str = include_str!("../../shaders/widen.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = WidenParams;
+
+    /// One invocation per pair of values.
+    fn workgroups(p: &WidenParams) -> Option<u64> {
+        Some(u64::from(p.count).div_ceil(2).div_ceil(u64::from(WORKGROUP)))
+    }
 }
 
 impl Widen {
     pub fn new(ctx: &GpuContext) -> Self {
-        let layout =
-            launch::bind_group_layout(&ctx.device, "widen", &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite]);
-        let source = include_str!("../../shaders/widen.wgsl");
-        let pipelines = PipelineCache::new(&ctx.device, "widen", source, "main", &layout);
-        Self { layout, pipelines, max_per_dim: ctx.limits.max_compute_workgroups_per_dimension }
+        Self { launcher: Launcher::new(ctx) }
     }
 
     /// Prepares `dst[dst_offset..dst_offset + count] = widen(src[..count])`; `src` holds the values
@@ -60,11 +68,8 @@ impl Widen {
             )));
         }
         let params = WidenParams { count, dst_offset, bf16: u32::from(half == Half::Bf16), _pad: 0 };
-        let params = ctx.uniform_from("widen params", &params);
-        let pipeline = self.pipelines.get(&ctx.device, &[("WG", WORKGROUP)]);
-        let bind_group = launch::bind_buffers(&ctx.device, &self.layout, "widen", &[&params, src, dst]);
-        let workgroups = launch::workgroups_for(u64::from(count).div_ceil(2), WORKGROUP)?;
-        Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        self.launcher.dispatch(ctx, pipeline, &params, &[src, dst])
     }
 }
 

@@ -5,14 +5,16 @@
 //! on each block's output). It is the reference the GPU forward pass is checked against, and serves
 //! short inputs where there is no GPU.
 //!
-//! Its steps are the CPU twins of the GPU pass's kernels (`src/gpu/lm_forward.rs`), named after
-//! them: [`embed_gather`], [`rms_norm`], [`matmul`], [`rope`], [`swiglu`] (with either [`Gate`]); attention itself is
-//! `flash_attention`'s and `row_softmax`'s.
+//! Its steps are the CPU twins of the GPU pass's kernels (`src/gpu/lm_forward.rs`), each in
+//! `crate::cpu` under its kernel's name: [`embed_gather`], [`rms_norm`], [`matmul`], [`rope`],
+//! [`swiglu`] (with either [`Gate`]); attention itself is `flash_attention`'s and `row_softmax`'s.
 
 use super::LmError;
 use super::checkpoint::{Checkpoint, LayerWeights, Linear};
 pub use super::model_config::Gate;
 use crate::attention::rope::RopeTable;
+use crate::cpu::matmul::dot;
+pub use crate::cpu::{embed_gather::embed_gather, matmul::matmul, rms_norm::rms_norm, rope::rope, swiglu::swiglu};
 use crate::model::Model;
 
 /// The longest input the CPU pass takes (less where the model was trained on fewer positions, or its
@@ -290,43 +292,10 @@ impl<'a> CpuPass<'a> {
     }
 }
 
-/// Twin of `embed_gather.wgsl`: the rows of `embed` (each `d` wide) of the tokens `ids` (each below
-/// the vocabulary) times `scale`, `[tokens, d]`.
-pub fn embed_gather(embed: &[f32], ids: &[u32], d: usize, scale: f32) -> Vec<f32> {
-    ids.iter().flat_map(|&id| embed[id as usize * d..][..d].iter().map(move |&v| v * scale)).collect()
-}
-
-/// Twin of `rope.wgsl` (its rotation; the kernel also moves each head into a `[heads, tokens, d]`
-/// layout): every head (`head_dim` wide) of every token row of `x` (`[tokens, width]`, `width` a
-/// multiple of `head_dim`) rotated as the token at its position (row i at position i).
-pub fn rope(x: &mut [f32], width: usize, head_dim: usize, table: &RopeTable) {
-    for (pos, token) in x.chunks_exact_mut(width).enumerate() {
-        token.chunks_exact_mut(head_dim).for_each(|head| table.rotate(head, pos));
-    }
-}
-
 /// `down(act(gate(h)) * up(h))`.
 fn mlp(layer: &LayerWeights, h: &[f32], gate: Gate) -> Vec<f32> {
     let gated = swiglu(&linear(h, &layer.gate), &linear(h, &layer.up), gate);
     linear(&gated, &layer.down)
-}
-
-/// Twin of `swiglu.wgsl`: `act(gate) * up` elementwise, `silu(g) = g / (1 + e^-g)` or GELU's tanh
-/// form (see [`Gate`]).
-pub fn swiglu(gate: &[f32], up: &[f32], act: Gate) -> Vec<f32> {
-    gate.iter()
-        .zip(up)
-        .map(|(&g, &u)| {
-            let g = f64::from(g);
-            let a = match act {
-                Gate::Silu => g / (1.0 + (-g).exp()),
-                Gate::GeluTanh => {
-                    0.5 * g * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g * g * g)).tanh())
-                }
-            };
-            (a * f64::from(u)) as f32
-        })
-        .collect()
 }
 
 /// [`rms_norm`] with the checkpoint's epsilon and its family's weight offset.
@@ -334,39 +303,8 @@ fn checkpoint_norm(ck: &Checkpoint, x: &[f32], weight: &[f32]) -> Vec<f32> {
     rms_norm(x, weight, ck.rms_norm_eps, ck.style.norm_offset)
 }
 
-/// Twin of `rms_norm.wgsl`: rows of `x` (each `weight.len()` wide) scaled to unit root-mean-square,
-/// times `offset + weight` (Gemma's offset is 1).
-pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, offset: f32) -> Vec<f32> {
-    let d = weight.len();
-    let mut out = Vec::with_capacity(x.len());
-    for row in x.chunks_exact(d) {
-        let mean_square = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / d as f64;
-        let inv = 1.0 / (mean_square + f64::from(eps)).sqrt();
-        out.extend(row.iter().zip(weight).map(|(&v, &w)| (f64::from(v) * inv) as f32 * (offset + w)));
-    }
-    out
-}
-
 fn linear(x: &[f32], l: &Linear) -> Vec<f32> {
     matmul(x, &l.weight, l.bias.as_deref(), l.inputs)
-}
-
-/// Twin of `matmul.wgsl`: rows of `x` (each `inputs` wide) times `weight^T` (`weight` stored
-/// (outputs, inputs)), plus `bias`.
-pub fn matmul(x: &[f32], weight: &[f32], bias: Option<&[f32]>, inputs: usize) -> Vec<f32> {
-    let outputs = weight.len() / inputs;
-    let mut out = Vec::with_capacity(x.len() / inputs * outputs);
-    for row in x.chunks_exact(inputs) {
-        for (o, w) in weight.chunks_exact(inputs).enumerate() {
-            let b = bias.map_or(0.0, |b| f64::from(b[o]));
-            out.push((dot(row, w) + b) as f32);
-        }
-    }
-    out
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum()
 }
 
 /// `x` replaced by its softmax, in place (f64 throughout).

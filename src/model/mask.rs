@@ -106,7 +106,7 @@ impl Mask {
         }
     }
 
-    /// The kernels' encoding (keep in sync with `MASK_*` in `shaders/include/attention_io.wgsl`): kind
+    /// The kernels' encoding (keep in sync with `MASK_*` in `shaders/include/attention_masks.wgsl`): kind
     /// and its size in tokens, at least 1. Sizes past `u32::MAX` clamp to it: no sequence a kernel
     /// runs is that long, so such a mask is causal in effect, as it is on the CPU.
     pub fn to_gpu(self) -> (u32, u32) {
