@@ -89,13 +89,13 @@ fn tile_of(at: GridPlace) -> vec3<u32> {
 }
 
 @compute @workgroup_size(WG)
-fn region(at: GridPlace) {
+fn region(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let t = tile_of(at);
     let h = t.z;
     if h >= params.h_q {
         return;
     }
-    let r = t.x * WG + at.lid;
+    let r = t.x * WG + lid;
     if r >= params.rows {
         return;
     }
@@ -121,13 +121,13 @@ fn region(at: GridPlace) {
 }
 
 @compute @workgroup_size(WG)
-fn pooled(at: GridPlace) {
+fn pooled(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let t = tile_of(at);
     let h = t.z;
     if h >= params.h_q {
         return;
     }
-    let out_r = t.x * WG + at.lid;
+    let out_r = t.x * WG + lid;
     let in_range = out_r < params.rows;
     let c = t.y;
     let kv_row0 = (h / params.group) * params.n_kv;

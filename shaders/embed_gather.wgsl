@@ -23,9 +23,9 @@ struct Params {
 // #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     // Large launches fold into a 2D grid (65535 workgroups per dimension).
-    let i = invocation_index(at);
+    let i = invocation_index(at, lid);
     if i >= params.tokens * params.width4 {
         return;
     }

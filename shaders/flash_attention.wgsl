@@ -62,7 +62,7 @@ var<workgroup> k_tile: array<vec4<f32>, TILE_VEC4S>;
 var<workgroup> v_tile: array<vec4<f32>, TILE_VEC4S>;
 
 @compute @workgroup_size(BR)
-fn main(at: GridPlace) {
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     // This invocation's rows (t, kv_head, g, rows_total, row0, out_row, lo, hi, q_rows, acc, m, l).
     // #include flash_rows_start.wgsl
 
@@ -76,7 +76,7 @@ fn main(at: GridPlace) {
         }
         if STAGE_KV == 1u {
             // Cooperative, contiguous load of BC K rows and BC V rows.
-            for (var e = at.lid; e < BC * D4; e += BR) {
+            for (var e = lid; e < BC * D4; e += BR) {
                 let src = (kv_base + min(key0 + e / D4, params.n_kv - 1u)) * D4 + e % D4;
                 k_tile[e] = k[src];
                 v_tile[e] = v[src];

@@ -38,7 +38,7 @@ override BR: u32 = 8u;
 const D4: u32 = D / 4u;
 
 @compute @workgroup_size(BR)
-fn main(at: GridPlace, @builtin(subgroup_invocation_id) lane: u32) {
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32) {
     // This invocation's rows (t, kv_head, g, rows_total, row0, out_row, lo, hi, q_rows, acc, m, l).
     // #include flash_rows_start.wgsl
 

@@ -14,8 +14,8 @@ const CHAINS: u32 = 8u;
 override ITERS: u32 = 2048u;
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
-    let index = invocation_index(at);
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let index = invocation_index(at, lid);
     let seed = f32(index % 1024u) * 1e-4;
     let m = vec4<f32>(0.999);
     let c = vec4<f32>(1e-3);

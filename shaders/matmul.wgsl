@@ -32,9 +32,8 @@ var<workgroup> x_tile: array<vec4<f32>, 256>;
 var<workgroup> w_tile: array<vec4<f32>, 256>;
 
 @compute @workgroup_size(256)
-fn tiled(at: GridPlace) {
+fn tiled(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let wg = workgroup_index(at);
-    let lid = at.lid;
     let row0 = (wg / params.col_tiles) * TILE;
     let col0 = (wg % params.col_tiles) * TILE;
     if row0 >= params.rows {
@@ -93,13 +92,13 @@ const COLS: u32 = 4u;
 
 // Lanes per workgroup: WG (grid.wgsl), which src/gpu/matmul.rs always sets.
 @compute @workgroup_size(WG)
-fn direct(at: GridPlace) {
+fn direct(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let wg = workgroup_index(at);
     let row0 = (wg / params.col_tiles) * ROWS;
     if row0 >= params.rows {
         return;
     }
-    let col0 = ((wg % params.col_tiles) * WG + at.lid) * COLS;
+    let col0 = ((wg % params.col_tiles) * WG + lid) * COLS;
     // Rows and columns past the end read the last one (in bounds) and are not written.
     var x_at: array<u32, ROWS>;
     for (var i = 0u; i < ROWS; i++) {

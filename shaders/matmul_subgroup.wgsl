@@ -26,7 +26,7 @@ const RB: u32 = 1u;
 const COLS: u32 = 4u;
 
 @compute @workgroup_size(LANES)
-fn main(at: GridPlace, @builtin(subgroup_invocation_id) lane: u32) {
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32) {
     let wg = workgroup_index(at);
     let row0 = (wg / params.col_tiles) * (LANES * RB);
     if row0 >= params.rows {

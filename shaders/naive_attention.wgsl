@@ -48,8 +48,8 @@ fn visible(pos: u32, key: u32) -> bool {
 }
 
 @compute @workgroup_size(WG)
-fn scores(at: GridPlace) {
-    let t = invocation_index(at);
+fn scores(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let t = invocation_index(at, lid);
     if t >= params.invocations {
         return;
     }
@@ -70,8 +70,8 @@ fn scores(at: GridPlace) {
 }
 
 @compute @workgroup_size(WG)
-fn softmax(at: GridPlace) {
-    let row = invocation_index(at);
+fn softmax(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let row = invocation_index(at, lid);
     if row >= params.invocations {
         return;
     }
@@ -95,8 +95,8 @@ fn softmax(at: GridPlace) {
 }
 
 @compute @workgroup_size(WG)
-fn pv(at: GridPlace) {
-    let t = invocation_index(at);
+fn pv(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let t = invocation_index(at, lid);
     if t >= params.invocations {
         return;
     }

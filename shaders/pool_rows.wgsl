@@ -39,8 +39,8 @@ const POOL_MAX: u32 = 0u;
 // #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
-    let cell = invocation_index(at);
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let cell = invocation_index(at, lid);
     let per_head = params.count * params.cols;
     if cell >= params.h_q * per_head {
         return;

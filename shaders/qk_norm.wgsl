@@ -28,9 +28,9 @@ struct Params {
 // #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let normed = params.h_q + params.h_kv;
-    let id = invocation_index(at);
+    let id = invocation_index(at, lid);
     if id >= params.tokens * normed {
         return;
     }

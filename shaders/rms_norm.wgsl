@@ -32,8 +32,8 @@ struct Params {
 // #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
-    let row = invocation_index(at);
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let row = invocation_index(at, lid);
     if row >= params.rows {
         return;
     }

@@ -68,8 +68,8 @@ fn rotated(row: u32, head: u32, t: u32, e: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(WG)
-fn split_heads(at: GridPlace) {
-    let i = invocation_index(at);
+fn split_heads(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let i = invocation_index(at, lid);
     let heads = params.h_q + 2u * params.h_kv;
     if i >= params.tokens * heads * params.d4 {
         return;
@@ -88,8 +88,8 @@ fn split_heads(at: GridPlace) {
 }
 
 @compute @workgroup_size(WG)
-fn merge_heads(at: GridPlace) {
-    let i = invocation_index(at);
+fn merge_heads(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let i = invocation_index(at, lid);
     if i >= params.tokens * params.h_q * params.d4 {
         return;
     }

@@ -37,7 +37,7 @@ const OUTPUT: u32 = 0u;
 // #include softmax_rows.wgsl
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let tile = tile_of(at, WG * R);
     if tile.kv_head >= params.h_kv {
         return;

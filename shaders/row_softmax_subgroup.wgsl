@@ -24,7 +24,7 @@ const SG: u32 = 8u;
 // #include softmax_rows.wgsl
 
 @compute @workgroup_size(SG)
-fn main(at: GridPlace, @builtin(subgroup_invocation_id) lane: u32) {
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32) {
     let tile = tile_of(at, SG * R);
     if tile.kv_head >= params.h_kv {
         return;

@@ -23,8 +23,8 @@ struct Params {
 // #include grid.wgsl
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
-    let i = invocation_index(at);
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let i = invocation_index(at, lid);
     if i >= params.rows * params.ffn4 {
         return;
     }

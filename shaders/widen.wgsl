@@ -40,8 +40,8 @@ fn f16_to_f32(h: u32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn main(at: GridPlace) {
-    let pair = invocation_index(at);
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let pair = invocation_index(at, lid);
     let first = 2u * pair;
     if first >= params.count {
         return;

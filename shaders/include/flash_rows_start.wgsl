@@ -1,7 +1,7 @@
     // The start of `main` in flash_attention.wgsl and flash_attention_subgroup.wgsl: statements pasted
     // into the function at its `// #include flash_rows_start.wgsl` line, not a function, so these
     // arrays stay locals of `main` (CPU adapters keep them in registers only while every index is a
-    // constant; passed around they could land in memory). Needs `at`, the entry's GridPlace.
+    // constant; passed around they could land in memory). Needs `at`, the entry's GridPlace, and `lid`.
 
     // The workgroup's rows and keys (attention_io.wgsl): every invocation walks t.key_lo..t.key_hi.
     let t = tile_of(at, BR * R);
@@ -25,7 +25,7 @@
     var m: array<f32, R>;
     var l: array<f32, R>;
     for (var j = 0u; j < R; j++) {
-        let row = min(row0 + at.lid + j * BR, rows_total - 1u);
+        let row = min(row0 + lid + j * BR, rows_total - 1u);
         let i = row / g;
         let h = kv_head * g + row % g;
         out_row[j] = h * params.n_q + i;

@@ -11,7 +11,7 @@
     // OUT_BLOCK_MAX: each row's largest score in the current key block.
     var best = no_scores();
     for (var j = 0u; j < R; j++) {
-        rows[j] = row_of(tile.kv_head, tile.row0, at.lid, j);
+        rows[j] = row_of(tile.kv_head, tile.row0, lid, j);
         for (var e = 0u; e < D4; e++) {
             q_rows[j][e] = q[rows[j].out_row * D4 + e] * params.scale;
         }
