@@ -19,6 +19,7 @@ use crate::views::heatmaps::input_mode::InputMode;
 use crate::views::heatmaps::params::{HeadSelection, MAX_GENERATED, MAX_TEXT_CHARS};
 use crate::views::link::on_off;
 
+#[expect(clippy::too_many_lines, reason = "to be split into smaller components (issue 31)")]
 #[component]
 pub fn ExplorerControls(
     state: RwSignal<AppState>,

@@ -36,6 +36,7 @@ use crate::views::heatmaps::request::{build_request, format_n, layout_line};
 use crate::views::heatmaps::trained::{ignored_settings, model_input, trained_request};
 use crate::views::layer_kinds::{NoAttention, no_attention};
 
+#[expect(clippy::too_many_lines, reason = "to be split into smaller components (issue 31)")]
 #[component]
 pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
     let owner = Owner::current();
