@@ -13,7 +13,7 @@ use super::lesson_view::LessonView;
 use super::live_views::live_view;
 use super::view_lessons::ViewLessons;
 use crate::engine::Engine;
-use crate::state::{AppState, View};
+use crate::state::{AppState, Notice, View};
 use crate::views::model_choice::ModelChoice;
 use crate::views::url_writes::{UrlWrite, UrlWrites};
 
@@ -27,11 +27,62 @@ pub fn App() -> impl IntoView {
     let (backend, test_hooks) = (initial.backend(), initial.test_hooks());
     let state = RwSignal::new(initial);
     let notices = RwSignal::new(notices);
+    sync_url(state, notices);
 
-    // State -> URL. A change of lesson step is a new history entry (back returns to the step before);
-    // anything else replaces the entry, so typing never floods history. Back and forward read the
-    // entry's link again; the step they land on is then the one written, so nothing is pushed.
-    // Replacements are throttled (typing changes the state on every key; see `UrlWrites`).
+    // The view is rebuilt only when the view itself changes, not on every state change (which would
+    // throw away each view's local state: an import report, a running decode animation, focus).
+    let active_view = Memo::new(move |_| state.with(AppState::view));
+    // The model is resolved once per change of `model` or `cfg` (not of `layer`), and every view
+    // reads this one.
+    let choice = Memo::new(move |_| state.with(|s| ModelChoice { layer: 0, ..s.model.clone() }));
+    let model = Memo::new(move |_| choice.with(ModelChoice::resolve));
+
+    let engine: EngineSignal = RwSignal::new_local(None);
+    spawn_local(async move {
+        let started = Engine::start(backend).await;
+        engine.set(Some(Rc::new(started)));
+    });
+    gpu_watch::watch_for_lost_gpu(engine, notices, backend);
+    if test_hooks {
+        gpu_watch::install_test_hooks(engine);
+    }
+
+    view! {
+        <header class="top">
+            <div class="brand">
+                <span class="logo" aria-hidden="true">"◧"</span>
+                <h1>"Attention Lab"</h1>
+                <span class="tagline">"attention, computed on your own GPU"</span>
+            </div>
+            <ViewTabs state=state/>
+        </header>
+        <Notices notices=notices/>
+        <CpuBanner engine=engine/>
+        <main>
+            {move || {
+                let view = active_view.get();
+                (view != View::Lesson).then(|| view! { <ViewLessons state=state view=view/> })
+            }}
+            {move || {
+                let view = active_view.get();
+                live_view(view, state, model, engine)
+                    .unwrap_or_else(|| view! { <LessonView state=state model=model engine=engine/> }.into_any())
+            }}
+        </main>
+        <footer class="foot">
+            <span data-testid="adapter-info">
+                {move || engine.with(|e| e.as_ref().map_or_else(|| "Starting the GPU…".to_string(), |e| e.describe()))}
+            </span>
+            <span class="offline">"Runs entirely in your browser; nothing is sent anywhere."</span>
+        </footer>
+    }
+}
+
+/// State -> URL. A change of lesson step is a new history entry (back returns to the step before);
+/// anything else replaces the entry, so typing never floods history. Back and forward read the entry's
+/// link again; the step they land on is then the one written, so nothing is pushed. Replacements are
+/// throttled (typing changes the state on every key; see `UrlWrites`).
+fn sync_url(state: RwSignal<AppState>, notices: RwSignal<Vec<Notice>>) {
     let shown_step = StoredValue::new(state.with_untracked(lesson_place));
     let writes = StoredValue::new(UrlWrites::default());
     let latest_query = StoredValue::new(String::new());
@@ -60,71 +111,31 @@ pub fn App() -> impl IntoView {
         state.set(entry);
     });
     on_cleanup(move || popstate.remove());
+}
 
-    // The view is rebuilt only when the view itself changes, not on every state change (which would
-    // throw away each view's local state: an import report, a running decode animation, focus).
-    let active_view = Memo::new(move |_| state.with(AppState::view));
-    // The model is resolved once per change of `model` or `cfg` (not of `layer`), and every view
-    // reads this one.
-    let choice = Memo::new(move |_| state.with(|s| ModelChoice { layer: 0, ..s.model.clone() }));
-    let model = Memo::new(move |_| choice.with(ModelChoice::resolve));
-
-    let engine: EngineSignal = RwSignal::new_local(None);
-    spawn_local(async move {
-        let started = Engine::start(backend).await;
-        engine.set(Some(Rc::new(started)));
-    });
-    gpu_watch::watch_for_lost_gpu(engine, notices, backend);
-    if test_hooks {
-        gpu_watch::install_test_hooks(engine);
-    }
-
+/// One tab per view, the shown one marked.
+#[component]
+fn ViewTabs(state: RwSignal<AppState>) -> impl IntoView {
     view! {
-        <header class="top">
-            <div class="brand">
-                <span class="logo" aria-hidden="true">"◧"</span>
-                <h1>"Attention Lab"</h1>
-                <span class="tagline">"attention, computed on your own GPU"</span>
-            </div>
-            <nav class="tabs" aria-label="Views">
-                {View::ALL
-                    .iter()
-                    .map(|&v| {
-                        view! {
-                            <button
-                                class="tab"
-                                class:active=move || state.with(|s| s.view() == v)
-                                aria-current=move || state.with(|s| s.view() == v).then_some("page")
-                                data-testid="view-tab"
-                                data-view=v.id()
-                                on:click=move |_| state.update(|s| s.show_view(v))
-                            >
-                                {v.title()}
-                            </button>
-                        }
-                    })
-                    .collect_view()}
-            </nav>
-        </header>
-        <Notices notices=notices/>
-        <CpuBanner engine=engine/>
-        <main>
-            {move || {
-                let view = active_view.get();
-                (view != View::Lesson).then(|| view! { <ViewLessons state=state view=view/> })
-            }}
-            {move || {
-                let view = active_view.get();
-                live_view(view, state, model, engine)
-                    .unwrap_or_else(|| view! { <LessonView state=state model=model engine=engine/> }.into_any())
-            }}
-        </main>
-        <footer class="foot">
-            <span data-testid="adapter-info">
-                {move || engine.with(|e| e.as_ref().map_or_else(|| "Starting the GPU…".to_string(), |e| e.describe()))}
-            </span>
-            <span class="offline">"Runs entirely in your browser; nothing is sent anywhere."</span>
-        </footer>
+        <nav class="tabs" aria-label="Views">
+            {View::ALL
+                .iter()
+                .map(|&v| {
+                    view! {
+                        <button
+                            class="tab"
+                            class:active=move || state.with(|s| s.view() == v)
+                            aria-current=move || state.with(|s| s.view() == v).then_some("page")
+                            data-testid="view-tab"
+                            data-view=v.id()
+                            on:click=move |_| state.update(|s| s.show_view(v))
+                        >
+                            {v.title()}
+                        </button>
+                    }
+                })
+                .collect_view()}
+        </nav>
     }
 }
 
@@ -135,7 +146,7 @@ fn lesson_place(state: &AppState) -> Option<(Option<String>, Option<u32>)> {
 
 /// Messages about parameters in the link that were ignored or corrected.
 #[component]
-fn Notices(notices: RwSignal<Vec<crate::state::Notice>>) -> impl IntoView {
+fn Notices(notices: RwSignal<Vec<Notice>>) -> impl IntoView {
     view! {
         <Show when=move || notices.with(|n| !n.is_empty())>
             <div class="notices" role="status" data-testid="url-notices">

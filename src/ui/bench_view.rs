@@ -15,7 +15,7 @@ use super::browser;
 use super::engine_signal::EngineSignal;
 use super::params::{edit, set_param};
 use crate::engine::Engine;
-use crate::gpu::bench::{self, BenchResult, Repetitions};
+use crate::gpu::bench::{self, BenchCase, BenchResult, Repetitions};
 use crate::state::AppState;
 use crate::views::bench::controls::{self, SelectOption};
 use crate::views::bench::rows::RowCells;
@@ -26,58 +26,14 @@ const BROWSER_REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0 };
 
 #[component]
 pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
-    let rows = RwSignal::new(Vec::<BenchResult>::new());
-    let progress = RwSignal::new(String::new());
-    let running = RwSignal::new(false);
-    let stop_requested = StoredValue::new(false);
-    let fma_gflops = RwSignal::new(None::<f64>);
-
-    let run = move |engine: Rc<Engine>| {
-        if running.get_untracked() {
-            return;
-        }
-        let cases = bench::cases(&state.with_untracked(|s| s.bench.filter(&s.input)));
-        running.set(true);
-        stop_requested.set_value(false);
-        rows.set(Vec::new());
-        spawn_local(async move {
-            let Some((ctx, kernels)) = engine.gpu() else { return };
-            progress.try_set(status::MEASURING_PEAK.into());
-            let peak = match fma_gflops.try_get_untracked().flatten() {
-                Some(peak) => peak,
-                None => match bench::measure_fma_gflops(ctx, kernels, browser::now_ms).await {
-                    Ok(peak) => peak,
-                    Err(e) => {
-                        progress.try_set(status::peak_failed_text(e));
-                        running.try_set(false);
-                        return;
-                    }
-                },
-            };
-            fma_gflops.try_set(Some(peak));
-            for (i, case) in cases.iter().enumerate() {
-                if stop_requested.try_get_value() != Some(false) {
-                    break;
-                }
-                progress.try_set(status::case_text(i, cases.len(), case));
-                match bench::run_case(ctx, kernels, case, peak, BROWSER_REPS, browser::now_ms).await {
-                    Ok(result) => {
-                        rows.try_update(|r| r.push(result));
-                    }
-                    Err(e) => {
-                        progress.try_set(status::case_failed_text(i, e));
-                        break;
-                    }
-                }
-            }
-            let stopped = stop_requested.try_get_value() == Some(true);
-            let done = rows.try_with_untracked(Vec::len).unwrap_or(0);
-            if let Some(line) = status::finished_text(stopped, done, cases.len()) {
-                progress.try_set(line);
-            }
-            running.try_set(false);
-        });
+    let bench = BenchRun {
+        rows: RwSignal::new(Vec::<BenchResult>::new()),
+        progress: RwSignal::new(String::new()),
+        running: RwSignal::new(false),
+        stop_requested: StoredValue::new(false),
+        fma_gflops: RwSignal::new(None::<f64>),
     };
+    let BenchRun { rows, progress, running, stop_requested, fma_gflops } = bench;
 
     // A link that names a case runs it once the GPU is ready.
     let auto_started = StoredValue::new(false);
@@ -86,7 +42,7 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
         let named = state.with_untracked(|s| s.bench.names_a_case(&s.input));
         if named && engine.is_gpu() && !auto_started.get_value() {
             auto_started.set_value(true);
-            run(engine);
+            bench.start(state, engine);
         }
     });
 
@@ -100,20 +56,12 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                 "FLOPs count 4·d per attended query-key pair (2·d for the row softmax); the FMA peak comes from a small WGSL microkernel, "
                 "so each result reads as a fraction of what this adapter can do."
             </p>
-            {move || engine.with(|e| match e.as_deref() {
-                None => view! { <p class="status">"Starting the GPU…"</p> }.into_any(),
-                Some(Engine::Cpu { reason }) => view! {
-                    <p class="status error" data-testid="bench-unavailable">{status::unavailable_text(reason)}</p>
-                }.into_any(),
-                Some(Engine::WebGpu { ctx, .. }) => view! {
-                    <p class="status" data-testid="bench-adapter">{status::adapter_text(&ctx.adapter, ctx.timestamps)}</p>
-                }.into_any(),
-            })}
+            <AdapterLine engine=engine/>
             <BenchControls state=state/>
             <div class="bench-actions">
                 <button type="button" class="copy" data-testid="bench-run"
                     disabled=move || running.get() || !engine.with(|e| e.as_ref().is_some_and(|e| e.is_gpu()))
-                    on:click=move |_| { if let Some(e) = engine.get_untracked() { run(e) } }>
+                    on:click=move |_| { if let Some(e) = engine.get_untracked() { bench.start(state, e) } }>
                     {move || status::run_label(case_count())}
                 </button>
                 <button type="button" class="dismiss" data-testid="bench-stop" disabled=move || !running.get()
@@ -123,17 +71,104 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
             {move || fma_gflops.get().map(|p| view! {
                 <p class="status" data-testid="bench-fma" data-value=p>{status::fma_text(p)}</p>
             })}
-            <table class="bench-table">
-                <thead><tr>
-                    <th>"kernel"</th><th>"n"</th><th>"heads (q / kv)"</th><th>"d"</th><th>"mask"</th>
-                    <th>"median ms"</th><th>"min ms"</th><th>"GFLOP/s"</th><th>"of FMA peak"</th><th>"GPU memory"</th>
-                </tr></thead>
-                <tbody>
-                    {move || rows.get().into_iter().map(|r| view! { <BenchRow result=r/> }).collect_view()}
-                </tbody>
-            </table>
+            <BenchTable rows=rows/>
             {move || engine.get().filter(|e| e.is_gpu()).map(|e| view! { <BenchLmPanel engine=e fma_gflops=fma_gflops/> })}
         </section>
+    }
+}
+
+/// A run of the chosen cases: the rows measured, what it is doing, and the FMA peak (measured once).
+#[derive(Clone, Copy)]
+struct BenchRun {
+    rows: RwSignal<Vec<BenchResult>>,
+    progress: RwSignal<String>,
+    running: RwSignal<bool>,
+    stop_requested: StoredValue<bool>,
+    fma_gflops: RwSignal<Option<f64>>,
+}
+
+impl BenchRun {
+    /// Starts the cases the link's filter picks, unless a run is going.
+    fn start(self, state: RwSignal<AppState>, engine: Rc<Engine>) {
+        if self.running.get_untracked() {
+            return;
+        }
+        let cases = bench::cases(&state.with_untracked(|s| s.bench.filter(&s.input)));
+        self.running.set(true);
+        self.stop_requested.set_value(false);
+        self.rows.set(Vec::new());
+        spawn_local(self.run(engine, cases));
+    }
+
+    async fn run(self, engine: Rc<Engine>, cases: Vec<BenchCase>) {
+        let Self { rows, progress, running, stop_requested, fma_gflops } = self;
+        let Some((ctx, kernels)) = engine.gpu() else { return };
+        progress.try_set(status::MEASURING_PEAK.into());
+        let peak = match fma_gflops.try_get_untracked().flatten() {
+            Some(peak) => peak,
+            None => match bench::measure_fma_gflops(ctx, kernels, browser::now_ms).await {
+                Ok(peak) => peak,
+                Err(e) => {
+                    progress.try_set(status::peak_failed_text(e));
+                    running.try_set(false);
+                    return;
+                }
+            },
+        };
+        fma_gflops.try_set(Some(peak));
+        for (i, case) in cases.iter().enumerate() {
+            if stop_requested.try_get_value() != Some(false) {
+                break;
+            }
+            progress.try_set(status::case_text(i, cases.len(), case));
+            match bench::run_case(ctx, kernels, case, peak, BROWSER_REPS, browser::now_ms).await {
+                Ok(result) => {
+                    rows.try_update(|r| r.push(result));
+                }
+                Err(e) => {
+                    progress.try_set(status::case_failed_text(i, e));
+                    break;
+                }
+            }
+        }
+        let stopped = stop_requested.try_get_value() == Some(true);
+        let done = rows.try_with_untracked(Vec::len).unwrap_or(0);
+        if let Some(line) = status::finished_text(stopped, done, cases.len()) {
+            progress.try_set(line);
+        }
+        running.try_set(false);
+    }
+}
+
+/// Which adapter the timings come from, or why there are none.
+#[component]
+fn AdapterLine(engine: EngineSignal) -> impl IntoView {
+    view! {
+        {move || engine.with(|e| match e.as_deref() {
+            None => view! { <p class="status">"Starting the GPU…"</p> }.into_any(),
+            Some(Engine::Cpu { reason }) => view! {
+                <p class="status error" data-testid="bench-unavailable">{status::unavailable_text(reason)}</p>
+            }.into_any(),
+            Some(Engine::WebGpu { ctx, .. }) => view! {
+                <p class="status" data-testid="bench-adapter">{status::adapter_text(&ctx.adapter, ctx.timestamps)}</p>
+            }.into_any(),
+        })}
+    }
+}
+
+/// The measured cases, one row each.
+#[component]
+fn BenchTable(rows: RwSignal<Vec<BenchResult>>) -> impl IntoView {
+    view! {
+        <table class="bench-table">
+            <thead><tr>
+                <th>"kernel"</th><th>"n"</th><th>"heads (q / kv)"</th><th>"d"</th><th>"mask"</th>
+                <th>"median ms"</th><th>"min ms"</th><th>"GFLOP/s"</th><th>"of FMA peak"</th><th>"GPU memory"</th>
+            </tr></thead>
+            <tbody>
+                {move || rows.get().into_iter().map(|r| view! { <BenchRow result=r/> }).collect_view()}
+            </tbody>
+        </table>
     }
 }
 

@@ -18,56 +18,10 @@ pub fn LineChart(
 ) -> impl IntoView {
     let x_scale = data.x;
     let y_scale = data.y;
-    let grid = data
-        .y_ticks
-        .iter()
-        .map(|(v, label)| {
-            let y = y_px(&y_scale, *v);
-            view! {
-                <line class="grid" x1=LEFT x2=WIDTH - RIGHT y1=y y2=y/>
-                <text class="tick" x=LEFT - 6.0 y=y + 4.0 text-anchor="end">{label.clone()}</text>
-            }
-        })
-        .collect_view();
-    let x_ticks = data
-        .x_ticks
-        .iter()
-        .map(|(v, label)| {
-            let x = x_px(&x_scale, *v);
-            view! {
-                <line class="grid" x1=x x2=x y1=TOP y2=AXIS_Y/>
-                <text class="tick" x=x y=AXIS_Y + 16.0 text-anchor="middle">{label.clone()}</text>
-            }
-        })
-        .collect_view();
     let lines = data
         .series
         .iter()
         .map(|s| view! { <path class=format!("series {}", s.class) d=path_d(&data, &s.points)><title>{s.label.clone()}</title></path> })
-        .collect_view();
-    let h_lines = data
-        .h_lines
-        .iter()
-        .map(|l| {
-            let y = y_px(&y_scale, l.value);
-            view! {
-                <line class=format!("ref {}", l.class) x1=LEFT x2=WIDTH - RIGHT y1=y y2=y/>
-                <text class=format!("ref-label {}", l.class) x=WIDTH - RIGHT - 4.0 y=y - 5.0 text-anchor="end">{l.label.clone()}</text>
-            }
-        })
-        .collect_view();
-    let v_lines = data
-        .v_lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let x = x_px(&x_scale, l.value);
-            let (anchor, dx) = label_side(x, 4.0);
-            view! {
-                <line class=format!("ref {}", l.class) x1=x x2=x y1=TOP y2=AXIS_Y/>
-                <text class=format!("ref-label {}", l.class) x=x + dx y=v_label_y(i) text-anchor=anchor>{l.label.clone()}</text>
-            }
-        })
         .collect_view();
     let legend = data
         .series
@@ -87,13 +41,13 @@ pub fn LineChart(
     view! {
         <figure class="line-chart" data-testid=testid>
             <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img" aria-label=data.description.clone()>
-                {grid}
-                {x_ticks}
+                {y_grid(&data)}
+                {x_ticks(&data)}
                 <line class="axis" x1=LEFT x2=WIDTH - RIGHT y1=AXIS_Y y2=AXIS_Y/>
                 <line class="axis" x1=LEFT x2=LEFT y1=TOP y2=AXIS_Y/>
                 {lines}
-                {h_lines}
-                {v_lines}
+                {h_lines(&data)}
+                {v_lines(&data)}
                 {moving}
                 <text class="axis-title" x=(LEFT + WIDTH - RIGHT) / 2.0 y=HEIGHT - 6.0 text-anchor="middle">{data.x_title.clone()}</text>
                 <text class="axis-title" x="14" y=(TOP + AXIS_Y) / 2.0 text-anchor="middle"
@@ -102,6 +56,64 @@ pub fn LineChart(
             <ul class="chart-legend">{legend}</ul>
         </figure>
     }
+}
+
+/// The horizontal grid lines with their value labels.
+fn y_grid(data: &LineChartData) -> impl IntoView + use<> {
+    data.y_ticks
+        .iter()
+        .map(|(v, label)| {
+            let y = y_px(&data.y, *v);
+            view! {
+                <line class="grid" x1=LEFT x2=WIDTH - RIGHT y1=y y2=y/>
+                <text class="tick" x=LEFT - 6.0 y=y + 4.0 text-anchor="end">{label.clone()}</text>
+            }
+        })
+        .collect_view()
+}
+
+/// The vertical grid lines with their labels under the axis.
+fn x_ticks(data: &LineChartData) -> impl IntoView + use<> {
+    data.x_ticks
+        .iter()
+        .map(|(v, label)| {
+            let x = x_px(&data.x, *v);
+            view! {
+                <line class="grid" x1=x x2=x y1=TOP y2=AXIS_Y/>
+                <text class="tick" x=x y=AXIS_Y + 16.0 text-anchor="middle">{label.clone()}</text>
+            }
+        })
+        .collect_view()
+}
+
+/// Horizontal reference lines (a budget, a limit), labelled at the right.
+fn h_lines(data: &LineChartData) -> impl IntoView + use<> {
+    data.h_lines
+        .iter()
+        .map(|l| {
+            let y = y_px(&data.y, l.value);
+            view! {
+                <line class=format!("ref {}", l.class) x1=LEFT x2=WIDTH - RIGHT y1=y y2=y/>
+                <text class=format!("ref-label {}", l.class) x=WIDTH - RIGHT - 4.0 y=y - 5.0 text-anchor="end">{l.label.clone()}</text>
+            }
+        })
+        .collect_view()
+}
+
+/// Vertical reference lines, their labels staggered so neighbours do not overlap.
+fn v_lines(data: &LineChartData) -> impl IntoView + use<> {
+    data.v_lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let x = x_px(&data.x, l.value);
+            let (anchor, dx) = label_side(x, 4.0);
+            view! {
+                <line class=format!("ref {}", l.class) x1=x x2=x y1=TOP y2=AXIS_Y/>
+                <text class=format!("ref-label {}", l.class) x=x + dx y=v_label_y(i) text-anchor=anchor>{l.label.clone()}</text>
+            }
+        })
+        .collect_view()
 }
 
 /// A horizontal bar filling `fraction` (0..=1) of its track, for tables of sizes.

@@ -12,8 +12,8 @@ use crate::attention::pooled::Pool;
 use crate::attention::teaching_heads::TeachingHead;
 use crate::attention::tokens::display_token;
 use crate::colormap::{self, ColorScale, LOG_DECADES};
+use crate::views::heatmaps::head_frame::{Frame, shape_text, values_attr};
 pub use crate::views::heatmaps::head_map::HeadMap;
-use crate::views::heatmaps::request::PROBS_ATTR_MAX_CELLS;
 
 /// A map shared between the compute task and the views; equal only to itself (no deep comparison).
 #[derive(Clone, Debug)]
@@ -24,9 +24,6 @@ impl PartialEq for Shared {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
-
-/// Labels are drawn only when a cell is at least this tall on screen.
-const MIN_LABEL_CELL_PX: f64 = 10.0;
 
 fn draw(canvas: &web_sys::HtmlCanvasElement, map: &HeadMap, scale: ColorScale) {
     // A canvas keeps its element across results: size it to this map (resizing clears it).
@@ -48,36 +45,9 @@ fn draw(canvas: &web_sys::HtmlCanvasElement, map: &HeadMap, scale: ColorScale) {
     }
 }
 
-/// Where a map sits on screen: its cells and their size in CSS pixels.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Frame {
-    rows: u32,
-    cols: u32,
-    css_w: f64,
-    css_h: f64,
-    cell: f64,
-}
-
-impl Frame {
-    fn of(rows: u32, cols: u32, size_px: f64) -> Self {
-        let longest = rows.max(cols).max(1) as f64;
-        Self {
-            rows,
-            cols,
-            css_w: size_px * cols as f64 / longest,
-            css_h: size_px * rows as f64 / longest,
-            cell: size_px / longest,
-        }
-    }
-}
-
 /// `f` of the map on display, if there is one (tracked).
 fn with_map<T>(map: Signal<Option<Shared>>, f: impl FnOnce(&HeadMap) -> T) -> Option<T> {
     map.try_with(|m| m.as_ref().map(|Shared(m)| f(m))).flatten()
-}
-
-fn values_attr(values: &[f32]) -> String {
-    values.iter().map(f32::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// One head: the figure with caption, labelled canvas, read-out and legend. `size_px` is the plot's
@@ -94,64 +64,15 @@ pub fn Heatmap(
     #[prop(optional, into)] on_open: Option<Callback<u32>>,
     #[prop(optional)] overlay: Option<AnyView>,
 ) -> impl IntoView {
-    let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
-    let hovered = RwSignal::new(None::<(u32, u32)>);
     let frame =
         Memo::new(move |_| with_map(map, |m| Frame::of(m.rows, m.cols, size_px)).unwrap_or(Frame::of(1, 1, size_px)));
-    // A new map of another size puts other cells under the pointer: the read-out waits for it to move.
-    Effect::new(move |previous: Option<Frame>| {
-        let f = frame.get();
-        if previous.is_some_and(|p| p != f) {
-            hovered.try_set(None);
-        }
-        f
-    });
-
-    // `try_` access: a newer view can dispose this heatmap between scheduling and running its effect.
-    Effect::new(move |_| {
-        let Some(scale) = scale.try_get() else { return };
-        if let Some(Some(canvas)) = canvas_ref.try_get() {
-            with_map(map, |m| draw(&canvas, m, scale));
-        }
-    });
-
-    let on_move = move |ev: web_sys::MouseEvent| {
-        let Some(f) = frame.try_get_untracked() else { return };
-        let row = (f64::from(ev.offset_y().max(0)) / f.css_h * f.rows as f64) as u32;
-        let col = (f64::from(ev.offset_x().max(0)) / f.css_w * f.cols as f64) as u32;
-        hovered.try_set((row < f.rows && col < f.cols).then_some((row, col)));
-    };
-    let readout = move || {
-        let (row, col) = hovered.try_get().flatten()?;
-        with_map(map, |m| (row < m.rows && col < m.cols).then(|| (row, col, m.describe_cell(row, col)))).flatten()
-    };
     let open = move || {
         if let (Some(cb), Some(head)) = (on_open, with_map(map, |m| m.head)) {
             cb.run(head);
         }
     };
-    let axis_labels = move |rows_axis: bool| {
-        move || {
-            let f = frame.try_get()?;
-            (f.cell >= MIN_LABEL_CELL_PX).then(|| {
-                let tokens = with_map(map, |m| m.axis_tokens(rows_axis)).unwrap_or_default();
-                tokens.into_iter().map(|t| view! { <div class="hm-label">{display_token(&t)}</div> }).collect_view()
-            })
-        }
-    };
-    let what = move || {
-        with_map(map, |m| match m.pooled {
-            Some(p) => format!("{} pooled {} x {} from {} x {}", p.name(), m.rows, m.cols, m.n_q, m.n_kv),
-            None => format!("{} queries by {} keys", m.rows, m.cols),
-        })
-        .unwrap_or_default()
-    };
-    let small = move |pooled: bool| {
-        with_map(map, |m| {
-            (m.pooled.is_some() == pooled && m.values.len() <= PROBS_ATTR_MAX_CELLS).then(|| values_attr(&m.values))
-        })
-        .flatten()
-    };
+    let what = move || with_map(map, shape_text).unwrap_or_default();
+    let small = move |pooled: bool| with_map(map, |m| values_attr(m, pooled)).flatten();
 
     view! {
         <figure
@@ -185,33 +106,82 @@ pub fn Heatmap(
             <figcaption title=move || with_map(map, |m| m.teaching.map(TeachingHead::describe)).flatten()>
                 {move || with_map(map, HeadMap::caption)}
             </figcaption>
-            <div class="hm-body" style=move || frame.try_get().map(|f| format!("--cell: {}px; --label-font: {}px", f.cell, (f.cell * 0.7).clamp(9.0, 13.0)))>
-                <div class="hm-ylabels" aria-hidden="true">{axis_labels(true)}</div>
-                <div class="hm-plot">
-                    <canvas
-                        class="hm-canvas"
-                        node_ref=canvas_ref
-                        style=move || frame.try_get().map(|f| format!("width: {}px; height: {}px", f.css_w, f.css_h))
-                        role="img"
-                        aria-label=move || format!("Attention probabilities of query head {}: {}", with_map(map, |m| m.head).unwrap_or_default(), what())
-                        on:mousemove=on_move
-                        on:mouseleave=move |_| { hovered.try_set(None); }
-                    ></canvas>
-                    {overlay}
-                    {move || readout().zip(frame.try_get()).map(|((row, col, text), f)| view! {
-                        <div class="hm-tooltip" data-testid="heatmap-tooltip"
-                            style=format!("left: {}px; top: {}px", ((col + 1) as f64 * f.css_w / f.cols as f64 + 6.0).min(f.css_w), row as f64 * f.css_h / f.rows as f64)>
-                            {text}
-                        </div>
-                    })}
-                    <div class="hm-xlabels" aria-hidden="true">{axis_labels(false)}</div>
-                </div>
-            </div>
+            <HeatmapPlot map=map scale=scale frame=frame overlay=overlay/>
             {move || with_map(map, |m| m.scores.map(|s| s.summary())).flatten().map(|line| view! {
                 <p class="hm-scores" data-testid="head-scores">{line}</p>
             })}
             {large.then_some(move || with_map(map, |m| (m.max(), m.pooled)).map(|(max, pooled)| view! { <Legend scale=scale max=max pooled=pooled/> }))}
         </figure>
+    }
+}
+
+/// The labelled canvas with the hover read-out: repainted when the map or the scale changes.
+#[component]
+fn HeatmapPlot(
+    map: Signal<Option<Shared>>,
+    scale: Signal<ColorScale>,
+    frame: Memo<Frame>,
+    overlay: Option<AnyView>,
+) -> impl IntoView {
+    let canvas_ref = NodeRef::<leptos::html::Canvas>::new();
+    let hovered = RwSignal::new(None::<(u32, u32)>);
+    // A new map of another size puts other cells under the pointer: the read-out waits for it to move.
+    Effect::new(move |previous: Option<Frame>| {
+        let f = frame.get();
+        if previous.is_some_and(|p| p != f) {
+            hovered.try_set(None);
+        }
+        f
+    });
+
+    // `try_` access: a newer view can dispose this heatmap between scheduling and running its effect.
+    Effect::new(move |_| {
+        let Some(scale) = scale.try_get() else { return };
+        if let Some(Some(canvas)) = canvas_ref.try_get() {
+            with_map(map, |m| draw(&canvas, m, scale));
+        }
+    });
+
+    let on_move = move |ev: web_sys::MouseEvent| {
+        let Some(f) = frame.try_get_untracked() else { return };
+        hovered.try_set(f.cell_at(ev.offset_x(), ev.offset_y()));
+    };
+    let readout = move || {
+        let (row, col) = hovered.try_get().flatten()?;
+        with_map(map, |m| (row < m.rows && col < m.cols).then(|| (row, col, m.describe_cell(row, col)))).flatten()
+    };
+    let axis_labels = move |rows_axis: bool| {
+        move || {
+            let f = frame.try_get()?;
+            f.shows_labels().then(|| {
+                let tokens = with_map(map, |m| m.axis_tokens(rows_axis)).unwrap_or_default();
+                tokens.into_iter().map(|t| view! { <div class="hm-label">{display_token(&t)}</div> }).collect_view()
+            })
+        }
+    };
+    let what = move || with_map(map, shape_text).unwrap_or_default();
+    view! {
+        <div class="hm-body" style=move || frame.try_get().map(|f| f.body_style())>
+            <div class="hm-ylabels" aria-hidden="true">{axis_labels(true)}</div>
+            <div class="hm-plot">
+                <canvas
+                    class="hm-canvas"
+                    node_ref=canvas_ref
+                    style=move || frame.try_get().map(|f| f.canvas_style())
+                    role="img"
+                    aria-label=move || format!("Attention probabilities of query head {}: {}", with_map(map, |m| m.head).unwrap_or_default(), what())
+                    on:mousemove=on_move
+                    on:mouseleave=move |_| { hovered.try_set(None); }
+                ></canvas>
+                {overlay}
+                {move || readout().zip(frame.try_get()).map(|((row, col, text), f)| view! {
+                    <div class="hm-tooltip" data-testid="heatmap-tooltip" style=f.tooltip_style(row, col)>
+                        {text}
+                    </div>
+                })}
+                <div class="hm-xlabels" aria-hidden="true">{axis_labels(false)}</div>
+            </div>
+        </div>
     }
 }
 

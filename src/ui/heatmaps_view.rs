@@ -24,23 +24,176 @@ use super::rope_panel::RopePanel;
 use super::trained_compute;
 use super::user_checkpoint::{self, UserCheckpointPanel};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
+use crate::colormap::ColorScale;
 use crate::lm::head_scores::score_legend;
 use crate::model::Model;
 use crate::model::presets::trained_summary;
 use crate::state::AppState;
 use crate::views::heatmaps::checkpoint_files::user_summary;
 use crate::views::heatmaps::compute::map_for_export;
+use crate::views::heatmaps::explorer_page::{
+    TEACHING_HEADS_NOTE, export_title, group_by_kv_head, headline, heads_progressed, ignored_line, keeps_slots,
+    page_status, progress_text, shown_progress,
+};
 use crate::views::heatmaps::jobs::{JobClock, Progress};
 use crate::views::heatmaps::params::generated_cap_notice;
-use crate::views::heatmaps::request::{build_request, format_n, layout_line};
+use crate::views::heatmaps::request::{Request, Screen, build_request};
 use crate::views::heatmaps::trained::{ignored_settings, model_input, trained_request};
 use crate::views::layer_kinds::{NoAttention, no_attention};
 
 #[component]
 pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
     let owner = Owner::current();
-    // Pooled heads follow the on-screen size: the window is re-read 250 ms after a resize stops, and
-    // the request (a memo) changes only if the resolution does.
+    let ex = Explorer::new(state, model, engine, watch_screen());
+    load_real_weights(ex);
+    compute_on_change(ex, owner);
+    compute_focused_head(ex);
+    mark_slow_jobs(ex);
+    let exports = Exports::new(ex);
+    let progress = ex.sinks.progress;
+    view! {
+        <section
+            class="heatmaps explorer"
+            class:computing=Signal::derive(move || !progress.with(|p| p.finished))
+            data-testid="explorer"
+            data-status=move || progress.with(|p| page_status(ex.attends.get(), p))
+            data-job=move || progress.with(|p| p.job)
+            data-heads-done=move || progress.with(|p| p.done)
+            data-heads-total=move || progress.with(|p| p.total)
+            data-ms-total=move || progress.with(|p| format!("{:.1}", p.total_ms))
+            data-ms-kernel=move || progress.with(|p| format!("{:.1}", p.kernel_ms))
+            data-ms-inputs=move || progress.with(|p| format!("{:.1}", p.inputs_ms))
+            data-ms-draw=move || progress.with(|p| format!("{:.1}", p.draw_ms))
+        >
+            <ExplorerControls state=state model=model on_export_png=exports.png on_export_head=exports.head/>
+            <LayerStrip state=state model=model/>
+            <p class="layout-line" data-testid="layer-layout">
+                {move || ex.request.with(|r| r.as_ref().map(|r| headline(&model.get(), r)).unwrap_or_default())}
+            </p>
+            {move || ex.missing.get().map(|why| view! { <NoAttentionPanel state=state why=why/> })}
+            {move || state.with(|s| s.explorer.rope).then(|| view! { <RopePanel state=state model=model/> })}
+            {move || state.with(|s| s.input.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
+                <p class="status warning" data-testid="n-capped" role="status">{note}</p>
+            })}
+            <WeightsNotes ex=ex/>
+            <UserCheckpointPanel state=state engine=engine/>
+            <Show when=move || ex.attends.get()>
+                <Results ex=ex exports=exports/>
+            </Show>
+        </section>
+    }
+}
+
+/// The view's signals, shared by its effects, callbacks and parts.
+#[derive(Clone, Copy)]
+struct Explorer {
+    state: RwSignal<AppState>,
+    model: Memo<Model>,
+    engine: EngineSignal,
+    /// Real weights: the trained model, fetched the first time it is chosen, or a checkpoint the user
+    /// dropped (already on the GPU). Their text is read by their own tokenizer, so the request waits.
+    real: Memo<Option<RealWeights>>,
+    trained: Memo<bool>,
+    lm: LmSignal,
+    prediction: PredictionSignal,
+    /// Bumped by "Try again" after a failed download.
+    load_attempt: RwSignal<u32>,
+    request: Memo<Result<Request, String>>,
+    /// A layer without softmax attention (or a model without any) shows why instead of heatmaps, and
+    /// starts no job.
+    missing: Memo<Option<NoAttention>>,
+    attends: Memo<bool>,
+    scale: Signal<ColorScale>,
+    sinks: Sinks,
+    shown_heads: RwSignal<Vec<u32>>,
+    shown_layout: RwSignal<Option<LayerLayout>>,
+    focus_jobs: StoredValue<JobClock>,
+    /// Old heads dim, and the status shows progress, only once a computation has run for a while: a
+    /// quick one changes nothing on screen until its pixels arrive, so the page does no restyling or
+    /// layout while the GPU (in a software GPU: the same CPU cores) works.
+    slow: RwSignal<bool>,
+    /// The thumbnails' size, read once as the view opens.
+    thumb_px: f64,
+}
+
+impl Explorer {
+    fn new(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal, screen: RwSignal<Screen>) -> Self {
+        let real = Memo::new(move |_| {
+            state.with(|s| match s.model.is_trained() {
+                true => Some(RealWeights::Trained),
+                false => user_checkpoint::shown(&s.model).map(|d| RealWeights::Dropped(d.serial)),
+            })
+        });
+        let trained = Memo::new(move |_| real.get().is_some());
+        let lm: LmSignal = RwSignal::new_local(None);
+        let request = Memo::new(move |_| {
+            state.with(|s| {
+                let layout = model.with(|m| LayerLayout::of(m, s.model.layer));
+                if !trained.get() {
+                    return build_request(&s.input, &s.explorer, layout, screen.get());
+                }
+                lm.with(|lm| match lm {
+                    Some(Ok(lm)) => model_input(&lm.tokenizer, &s.input, lm.reads())
+                        .and_then(|(ids, pieces)| trained_request(&s.explorer, layout, ids, pieces)),
+                    Some(Err(why)) => Err(why.clone()),
+                    None => Err(LOADING.into()),
+                })
+            })
+        });
+        let missing = Memo::new(move |_| {
+            let layer = state.with(|s| s.model.layer);
+            model.with(|m| no_attention(m, layer))
+        });
+        Self {
+            state,
+            model,
+            engine,
+            real,
+            trained,
+            lm,
+            prediction: RwSignal::new_local(None),
+            load_attempt: RwSignal::new(0u32),
+            request,
+            missing,
+            attends: Memo::new(move |_| missing.with(Option::is_none)),
+            // A memo, not a derived signal: every state change would otherwise repaint every head.
+            scale: Signal::from(Memo::new(move |_| state.with(|s| s.explorer.scale))),
+            sinks: Sinks {
+                slots: RwSignal::new(Vec::new()),
+                focused: RwSignal::new(None),
+                progress: RwSignal::new(Progress::default()),
+                inputs: RwSignal::new(None::<Arc<LayerInputs>>),
+                jobs: StoredValue::new(JobClock::default()),
+            },
+            shown_heads: RwSignal::new(Vec::<u32>::new()),
+            shown_layout: RwSignal::new(None::<LayerLayout>),
+            focus_jobs: StoredValue::new(JobClock::default()),
+            slow: RwSignal::new(false),
+            thumb_px: browser::screen().thumb_px(),
+        }
+    }
+
+    /// The focused head's map: from its grid slot when exact, else from the focus computation.
+    fn focused_map(self) -> Option<Arc<HeadMap>> {
+        let f = self.state.with(|s| s.explorer.focus)?;
+        if let Some(Shared(m)) = self.sinks.focused.get() {
+            return (m.head == f).then_some(m);
+        }
+        let i = self.shown_heads.with(|h| h.iter().position(|&x| x == f))?;
+        let slot = self.sinks.slots.with(|s| s.get(i).copied())?;
+        slot.get().map(|Shared(m)| m).filter(|m| m.pooled.is_none())
+    }
+
+    /// Clears the grid: no heads, no slots.
+    fn clear_grid(self) {
+        self.shown_heads.set(Vec::new());
+        self.sinks.slots.set(Vec::new());
+    }
+}
+
+/// Pooled heads follow the on-screen size: the window is re-read 250 ms after a resize stops, and the
+/// request (a memo) changes only if the resolution does.
+fn watch_screen() -> RwSignal<Screen> {
     let screen = RwSignal::new(browser::screen());
     let pending_resize = StoredValue::new(None::<TimeoutHandle>);
     let resize = window_event_listener(leptos::ev::resize, move |_| {
@@ -52,19 +205,13 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         pending_resize.try_set_value(handle);
     });
     on_cleanup(move || resize.remove());
-    // Real weights: the trained model, fetched the first time it is chosen, or a checkpoint the user
-    // dropped (already on the GPU). Their text is read by their own tokenizer, so the request waits.
-    let real = Memo::new(move |_| {
-        state.with(|s| match s.model.is_trained() {
-            true => Some(RealWeights::Trained),
-            false => user_checkpoint::shown(&s.model).map(|d| RealWeights::Dropped(d.serial)),
-        })
-    });
-    let trained = Memo::new(move |_| real.get().is_some());
-    let lm: LmSignal = RwSignal::new_local(None);
-    let prediction: PredictionSignal = RwSignal::new_local(None);
-    // Bumped by "Try again" after a failed download.
-    let load_attempt = RwSignal::new(0u32);
+    screen
+}
+
+/// Real weights are loaded (or taken from the dropped checkpoint) when they are chosen, and let go of
+/// when synthetic weights are shown again.
+fn load_real_weights(ex: Explorer) {
+    let Explorer { state, real, lm, prediction, load_attempt, .. } = ex;
     Effect::new(move |_| {
         load_attempt.track();
         let shown = real.get();
@@ -88,43 +235,12 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             None => lm.set(None),
         }
     });
-    let request = Memo::new(move |_| {
-        state.with(|s| {
-            let layout = model.with(|m| LayerLayout::of(m, s.model.layer));
-            if !trained.get() {
-                return build_request(&s.input, &s.explorer, layout, screen.get());
-            }
-            lm.with(|lm| match lm {
-                Some(Ok(lm)) => model_input(&lm.tokenizer, &s.input, lm.reads())
-                    .and_then(|(ids, pieces)| trained_request(&s.explorer, layout, ids, pieces)),
-                Some(Err(why)) => Err(why.clone()),
-                None => Err(LOADING.into()),
-            })
-        })
-    });
-    // A layer without softmax attention (or a model without any) shows why instead of heatmaps, and
-    // starts no job.
-    let missing = Memo::new(move |_| {
-        let layer = state.with(|s| s.model.layer);
-        model.with(|m| no_attention(m, layer))
-    });
-    let attends = Memo::new(move |_| missing.with(Option::is_none));
-    // A memo, not a derived signal: every state change would otherwise repaint every head.
-    let scale = Signal::from(Memo::new(move |_| state.with(|s| s.explorer.scale)));
+}
 
-    let sinks = Sinks {
-        slots: RwSignal::new(Vec::new()),
-        focused: RwSignal::new(None),
-        progress: RwSignal::new(Progress::default()),
-        inputs: RwSignal::new(None::<Arc<LayerInputs>>),
-        jobs: StoredValue::new(JobClock::default()),
-    };
-    let shown_heads = RwSignal::new(Vec::<u32>::new());
-    let shown_layout = RwSignal::new(None::<LayerLayout>);
-    let focus_jobs = StoredValue::new(JobClock::default());
-
-    // State -> computation. Slots are kept while the heads on display stay the same, so old pixels stay
-    // up (dimmed) until new ones replace them; they belong to the view, not to this effect.
+/// State -> computation. Slots are kept while the heads on display stay the same, so old pixels stay
+/// up (dimmed) until new ones replace them; they belong to the view, not to this effect.
+fn compute_on_change(ex: Explorer, owner: Option<Owner>) {
+    let Explorer { engine, request, trained, lm, attends, prediction, sinks, shown_heads, shown_layout, .. } = ex;
     Effect::new(move |_| {
         let Some(engine) = engine.get() else { return };
         let req = request.get();
@@ -140,8 +256,7 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         };
         if !attends.get() {
             sinks.progress.set(Progress { job, finished: true, ..Default::default() });
-            shown_heads.set(Vec::new());
-            sinks.slots.set(Vec::new());
+            ex.clear_grid();
             return;
         }
         let req = match req {
@@ -151,16 +266,12 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                     prediction.set(Some(Err(why.clone())));
                 }
                 sinks.progress.set(Progress { job, finished: true, error: Some(why), ..Default::default() });
-                shown_heads.set(Vec::new());
-                sinks.slots.set(Vec::new());
+                ex.clear_grid();
                 return;
             }
         };
         let started = browser::now_ms();
-        let same = shown_heads.with_untracked(|h| *h == req.heads)
-            && shown_layout.with_untracked(|l| {
-                l.as_ref().map(|l| (l.n_kv_heads, l.n_q_heads)) == Some((req.layout.n_kv_heads, req.layout.n_q_heads))
-            });
+        let same = shown_heads.with_untracked(|h| shown_layout.with_untracked(|l| keeps_slots(h, l.as_ref(), &req)));
         if !same {
             let slots = req
                 .heads
@@ -176,8 +287,11 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             None => spawn_local(explorer_compute::run(engine, req, job, started, sinks)),
         }
     });
+}
 
-    // The enlarged head: exact maps come from the grid; pooled ones are pooled again at its size.
+/// The enlarged head: exact maps come from the grid; pooled ones are pooled again at its size.
+fn compute_focused_head(ex: Explorer) {
+    let Explorer { state, engine, request, sinks, focus_jobs, .. } = ex;
     Effect::new(move |_| {
         let focus = state.with(|s| s.explorer.focus);
         let Some(engine) = engine.get() else { return };
@@ -208,30 +322,11 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             }
         });
     });
+}
 
-    let groups = move || {
-        let heads = shown_heads.get();
-        let slots = sinks.slots.get();
-        let Some(layout) = shown_layout.get_untracked() else { return Vec::new() };
-        let mut out: Vec<(u32, Vec<(u32, HeadSlot)>)> = Vec::new();
-        for (&h, &slot) in heads.iter().zip(&slots) {
-            let g = layout.kv_head(h);
-            match out.last_mut() {
-                Some((last, list)) if *last == g => list.push((h, slot)),
-                _ => out.push((g, vec![(h, slot)])),
-            }
-        }
-        out
-    };
-    let thumb = browser::screen().thumb_px();
-    let open_head = Callback::new(move |h: u32| {
-        let _ = set_param(state, "focus", &h.to_string());
-    });
-    let computing = Signal::derive(move || !sinks.progress.with(|p| p.finished));
-    // Old heads dim, and the status shows progress, only once a computation has run for a while: a
-    // quick one changes nothing on screen until its pixels arrive, so the page does no restyling or
-    // layout while the GPU (in a software GPU: the same CPU cores) works.
-    let slow = RwSignal::new(false);
+/// A job is marked slow (`Explorer::slow`) once it has run for `SLOW_AFTER` without finishing.
+fn mark_slow_jobs(ex: Explorer) {
+    let Explorer { sinks, slow, .. } = ex;
     let job_state = Memo::new(move |_| sinks.progress.with(|p| (p.job, p.finished)));
     Effect::new(move |_| {
         let (job, finished) = job_state.get();
@@ -248,139 +343,149 @@ pub fn HeatmapsView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             SLOW_AFTER,
         );
     });
+}
 
-    // The focused head's map: from its grid slot when exact, else from the focus computation.
-    let focused_map = move || -> Option<Arc<HeadMap>> {
-        let f = state.with(|s| s.explorer.focus)?;
-        if let Some(Shared(m)) = sinks.focused.get() {
-            return (m.head == f).then_some(m);
-        }
-        let i = shown_heads.with(|h| h.iter().position(|&x| x == f))?;
-        let slot = sinks.slots.with(|s| s.get(i).copied())?;
-        slot.get().map(|Shared(m)| m).filter(|m| m.pooled.is_none())
-    };
+/// The PNG of the page and the `.npz` of one head, with what they say while they work or fail.
+#[derive(Clone, Copy)]
+struct Exports {
+    png: Callback<()>,
+    head: Callback<()>,
+    error: RwSignal<Option<String>>,
+    note: RwSignal<Option<String>>,
+}
 
-    let export_base =
-        move || state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model.preset, s.model.layer)));
-    let export_error = RwSignal::new(None::<String>);
-    let on_export_png = Callback::new(move |()| {
-        let title = request.with_untracked(|r| match r {
-            Ok(r) => format!("{} — {}", layout_line(&model.get_untracked(), &r.layout, r.mask), format_n(r)),
-            _ => "Attention Lab".into(),
-        });
-        export_error.set(export::export_png(&title, &format!("{}.png", export_base())).err());
-    });
-    let export_note = RwSignal::new(None::<String>);
-    let on_export_head = Callback::new(move |()| {
-        let map = focused_map().or_else(|| {
-            sinks.slots.with_untracked(|s| s.first().and_then(|slot| slot.get_untracked().map(|Shared(m)| m)))
-        });
-        export_error.set(None);
-        let (Some(map), Some(engine), Some(inputs)) = (map, engine.get_untracked(), sinks.inputs.get_untracked())
-        else {
-            export_error.set(Some("No head to export yet.".into()));
-            return;
+impl Exports {
+    fn new(ex: Explorer) -> Self {
+        let Explorer { state, model, engine, request, sinks, .. } = ex;
+        let export_base = move || {
+            state.with_untracked(|s| export::slug(&format!("attention-{}-layer{}", s.model.preset, s.model.layer)))
         };
-        if map.pooled.is_some() {
-            export_note.set(Some(format!("Computing every probability of head {} for the export…", map.head)));
-        }
-        spawn_local(async move {
-            let result = map_for_export(&engine, &inputs, map, &browser::now_ms).await;
-            export_note.try_set(None);
-            let outcome = result.and_then(|(map, notice)| {
-                export::export_head(&map, &export_base())?;
-                Ok(notice)
-            });
-            match outcome {
-                Ok(notice) => export_note.try_set(notice),
-                Err(e) => export_error.try_set(Some(e)),
-            };
+        let error = RwSignal::new(None::<String>);
+        let png = Callback::new(move |()| {
+            let title = request.with_untracked(|r| export_title(&model.get_untracked(), r));
+            error.set(export::export_png(&title, &format!("{}.png", export_base())).err());
         });
-    });
-
-    view! {
-        <section
-            class="heatmaps explorer"
-            class:computing=computing
-            data-testid="explorer"
-            data-status=move || if !attends.get() { "no-attention" } else { sinks.progress.with(|p| if p.error.is_some() { "error" } else if p.finished { "ready" } else { "computing" }) }
-            data-job=move || sinks.progress.with(|p| p.job)
-            data-heads-done=move || sinks.progress.with(|p| p.done)
-            data-heads-total=move || sinks.progress.with(|p| p.total)
-            data-ms-total=move || sinks.progress.with(|p| format!("{:.1}", p.total_ms))
-            data-ms-kernel=move || sinks.progress.with(|p| format!("{:.1}", p.kernel_ms))
-            data-ms-inputs=move || sinks.progress.with(|p| format!("{:.1}", p.inputs_ms))
-            data-ms-draw=move || sinks.progress.with(|p| format!("{:.1}", p.draw_ms))
-        >
-            <ExplorerControls state=state model=model on_export_png=on_export_png on_export_head=on_export_head/>
-            <LayerStrip state=state model=model/>
-            <p class="layout-line" data-testid="layer-layout">
-                {move || request.with(|r| match r {
-                    Ok(r) => format!("{} · {}", layout_line(&model.get(), &r.layout, r.mask), format_n(r)),
-                    _ => String::new(),
-                })}
-            </p>
-            {move || missing.get().map(|why| view! { <NoAttentionPanel state=state why=why/> })}
-            {move || state.with(|s| s.explorer.rope).then(|| view! { <RopePanel state=state model=model/> })}
-            {move || state.with(|s| s.input.seq_tokens.and_then(generated_cap_notice)).map(|note| view! {
-                <p class="status warning" data-testid="n-capped" role="status">{note}</p>
-            })}
-            <Show when=move || trained.get() fallback=move || view! {
-                <p class="synthetic-note" data-testid="synthetic-note">
-                    "The weights are synthetic: seeded random embeddings and projections, not a trained model. The layout "
-                    "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "
-                    {move || state.with(|s| s.explorer.teach).then_some("Heads 0–5 are designed teaching heads whose patterns are known: previous token, first-token sink, same token, induction-like, local and diffuse.")}
-                </p>
-            }>
-                <TrainedNote state=state model=model/>
-                {move || lm.with(|l| matches!(l, Some(Err(_)))).then(|| view! {
-                    <button type="button" class="secondary" data-testid="trained-retry" on:click=move |_| {
-                        lm.set(None);
-                        load_attempt.update(|n| *n += 1);
-                    }>"Try loading the model again"</button>
-                })}
-                <NextTokenPanel state=state lm=lm prediction=prediction engine=engine ids=Signal::derive(move || request.with(|r| r.as_ref().ok().and_then(|r| r.ids.clone())))/>
-            </Show>
-            <UserCheckpointPanel state=state engine=engine/>
-            <Show when=move || attends.get()>
-                <Status progress=sinks.progress slow=slow/>
-                {move || export_error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
-                {move || export_note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
-                {move || state.with(|s| s.explorer.focus).map(|f| view! {
-                    <FocusPanel state=state head=f map=Signal::derive(focused_map) inputs=sinks.inputs engine=engine request=request scale=scale on_export=on_export_head/>
-                })}
-                {move || state.with(|s| s.explorer.mix.is_some()).then(|| view! {
-                    <HeadMixPanel state=state inputs=sinks.inputs request=request/>
-                })}
-                <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>
-                <div class="kv-groups">
-                    {move || groups().into_iter().map(|(g, heads)| view! {
-                        <div class="kv-group" data-testid="kv-group" data-kv-head=g>
-                            <h3 class="kv-title">{format!("KV head {g}")}</h3>
-                            <div class="group-heads">
-                                {heads.into_iter().map(|(h, slot)| {
-                                    // The figure is mounted once a result arrives and then only repainted.
-                                    let ready = Memo::new(move |_| slot.try_with(Option::is_some).unwrap_or(false));
-                                    view! { {move || if ready.get() {
-                                        view! {
-                                            <Heatmap map=slot scale=scale size_px=thumb stale=Signal::from(slow) on_open=open_head/>
-                                        }.into_any()
-                                    } else {
-                                        view! {
-                                            <figure class="heatmap placeholder" data-testid="head-placeholder" data-head=h>
-                                                <figcaption>{format!("Head {h} · KV {g}")}</figcaption>
-                                                <div class="placeholder-box" style=format!("width: {thumb}px; height: {thumb}px")>"computing…"</div>
-                                            </figure>
-                                        }.into_any()
-                                    }} }
-                                }).collect_view()}
-                            </div>
-                        </div>
-                    }).collect_view()}
-                </div>
-            </Show>
-        </section>
+        let note = RwSignal::new(None::<String>);
+        let head = Callback::new(move |()| {
+            let map = ex.focused_map().or_else(|| {
+                sinks.slots.with_untracked(|s| s.first().and_then(|slot| slot.get_untracked().map(|Shared(m)| m)))
+            });
+            error.set(None);
+            let (Some(map), Some(engine), Some(inputs)) = (map, engine.get_untracked(), sinks.inputs.get_untracked())
+            else {
+                error.set(Some("No head to export yet.".into()));
+                return;
+            };
+            if map.pooled.is_some() {
+                note.set(Some(format!("Computing every probability of head {} for the export…", map.head)));
+            }
+            spawn_local(async move {
+                let result = map_for_export(&engine, &inputs, map, &browser::now_ms).await;
+                note.try_set(None);
+                let outcome = result.and_then(|(map, notice)| {
+                    export::export_head(&map, &export_base())?;
+                    Ok(notice)
+                });
+                match outcome {
+                    Ok(notice) => note.try_set(notice),
+                    Err(e) => error.try_set(Some(e)),
+                };
+            });
+        });
+        Self { png, head, error, note }
     }
+}
+
+/// What the weights are: synthetic (a note), or real (what they are, a retry after a failed download,
+/// and the next-token panel).
+#[component]
+fn WeightsNotes(ex: Explorer) -> impl IntoView {
+    let Explorer { state, model, engine, trained, lm, prediction, load_attempt, request, .. } = ex;
+    view! {
+        <Show when=move || trained.get() fallback=move || view! {
+            <p class="synthetic-note" data-testid="synthetic-note">
+                "The weights are synthetic: seeded random embeddings and projections, not a trained model. The layout "
+                "(heads, KV groups, head width), the masks, the window and the positional scheme are the model's. "
+                {move || state.with(|s| s.explorer.teach).then_some(TEACHING_HEADS_NOTE)}
+            </p>
+        }>
+            <TrainedNote state=state model=model/>
+            {move || lm.with(|l| matches!(l, Some(Err(_)))).then(|| view! {
+                <button type="button" class="secondary" data-testid="trained-retry" on:click=move |_| {
+                    lm.set(None);
+                    load_attempt.update(|n| *n += 1);
+                }>"Try loading the model again"</button>
+            })}
+            <NextTokenPanel state=state lm=lm prediction=prediction engine=engine ids=Signal::derive(move || request.with(|r| r.as_ref().ok().and_then(|r| r.ids.clone())))/>
+        </Show>
+    }
+}
+
+/// Everything shown once the layer has attention: the status, export notes, the enlarged head, head
+/// mixing, the legend and the grid.
+#[component]
+fn Results(ex: Explorer, exports: Exports) -> impl IntoView {
+    let Explorer { state, engine, request, scale, sinks, slow, .. } = ex;
+    view! {
+        <Status progress=sinks.progress slow=slow/>
+        {move || exports.error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
+        {move || exports.note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
+        {move || state.with(|s| s.explorer.focus).map(|f| view! {
+            <FocusPanel state=state head=f map=Signal::derive(move || ex.focused_map()) inputs=sinks.inputs engine=engine request=request scale=scale on_export=exports.head/>
+        })}
+        {move || state.with(|s| s.explorer.mix.is_some()).then(|| view! {
+            <HeadMixPanel state=state inputs=sinks.inputs request=request/>
+        })}
+        <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>
+        <KvGroups ex=ex/>
+    }
+}
+
+/// The heads, grouped by the KV head they read.
+#[component]
+fn KvGroups(ex: Explorer) -> impl IntoView {
+    let Explorer { state, sinks, shown_heads, shown_layout, .. } = ex;
+    let open_head = Callback::new(move |h: u32| {
+        let _ = set_param(state, "focus", &h.to_string());
+    });
+    let groups = move || {
+        let heads = shown_heads.get();
+        let slots = sinks.slots.get();
+        let Some(layout) = shown_layout.get_untracked() else { return Vec::new() };
+        group_by_kv_head(&heads, &slots, &layout)
+    };
+    view! {
+        <div class="kv-groups">
+            {move || groups().into_iter().map(|(g, heads)| view! {
+                <div class="kv-group" data-testid="kv-group" data-kv-head=g>
+                    <h3 class="kv-title">{format!("KV head {g}")}</h3>
+                    <div class="group-heads">
+                        {heads.into_iter().map(|(h, slot)| view! { <HeadThumb ex=ex g=g h=h map=slot open_head=open_head/> }).collect_view()}
+                    </div>
+                </div>
+            }).collect_view()}
+        </div>
+    }
+}
+
+/// One head of the grid: a placeholder until its first result, then its heatmap.
+#[component]
+fn HeadThumb(ex: Explorer, g: u32, h: u32, map: HeadSlot, open_head: Callback<u32>) -> impl IntoView {
+    let Explorer { scale, slow, thumb_px: thumb, .. } = ex;
+    // The figure is mounted once a result arrives and then only repainted.
+    let ready = Memo::new(move |_| map.try_with(Option::is_some).unwrap_or(false));
+    view! { {move || if ready.get() {
+        view! {
+            <Heatmap map=map scale=scale size_px=thumb stale=Signal::from(slow) on_open=open_head/>
+        }.into_any()
+    } else {
+        view! {
+            <figure class="heatmap placeholder" data-testid="head-placeholder" data-head=h>
+                <figcaption>{format!("Head {h} · KV {g}")}</figcaption>
+                <div class="placeholder-box" style=format!("width: {thumb}px; height: {thumb}px")>"computing…"</div>
+            </figure>
+        }.into_any()
+    }} }
 }
 
 /// Said while the trained model's files are fetched and read.
@@ -417,12 +522,9 @@ fn TrainedNote(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                 }.into_any(),
             }}
             <p class="hint">{score_legend()}</p>
-            {move || {
-                let list = ignored();
-                (!list.is_empty()).then(|| view! {
-                    <p class="status" role="status" data-testid="trained-ignored">{format!("This model {}.", list.join("; it "))}</p>
-                })
-            }}
+            {move || ignored_line(&ignored()).map(|line| view! {
+                <p class="status" role="status" data-testid="trained-ignored">{line}</p>
+            })}
         </div>
     }
 }
@@ -444,25 +546,13 @@ fn NoAttentionPanel(state: RwSignal<AppState>, why: NoAttention) -> impl IntoVie
     }
 }
 
-fn heads_word(n: usize) -> &'static str {
-    if n == 1 { "head" } else { "heads" }
-}
-
 /// How long a computation runs before the page shows it as one.
 const SLOW_AFTER: Duration = Duration::from_millis(200);
 
 #[component]
 fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
     // The last finished computation's line stays up while a new one is quick.
-    let shown = Memo::new(move |previous: Option<&Progress>| {
-        let p = progress.get();
-        match previous {
-            Some(prev) if prev.finished && !p.finished && p.error.is_none() && !slow.get() && prev.job < p.job => {
-                prev.clone()
-            }
-            _ => p,
-        }
-    });
+    let shown = Memo::new(move |previous: Option<&Progress>| shown_progress(previous, progress.get(), || slow.get()));
     view! {
         <div class="status-line" data-testid="explorer-status" aria-live="polite">
             {move || shown.with(|p| {
@@ -472,18 +562,11 @@ fn Status(progress: RwSignal<Progress>, slow: RwSignal<bool>) -> impl IntoView {
                 if let Some(e) = &p.error {
                     return view! { <p class="status error" data-testid="heatmap-error">{e.clone()}</p> }.into_any();
                 }
-                let where_ = if p.on_gpu { "on the GPU" } else { "on the CPU" };
-                // Heads done, counting the finished part of the batch in flight.
-                let progressed = p.done as f64 + p.partial * p.batch as f64;
-                let text = if p.finished {
-                    format!("{} {} computed {where_} in {:.0} ms ({:.0} ms waiting for the {}).", p.done, heads_word(p.done), p.total_ms, p.kernel_ms, if p.on_gpu { "GPU" } else { "CPU reference" })
-                } else {
-                    format!("Computing {where_}: {} of {} {} ({:.0}%)…", p.done, p.total, heads_word(p.total), 100.0 * progressed / p.total.max(1) as f64)
-                };
+                let progressed = heads_progressed(p);
                 view! {
                     <p class="status" data-testid="heatmap-status">
                         {(!p.finished).then(|| view! { <progress max=p.total.max(1) value=progressed></progress>" " })}
-                        {text}
+                        {progress_text(p)}
                         {p.note.clone().map(|n| view! { <br/><small>{n}</small> })}
                     </p>
                 }.into_any()

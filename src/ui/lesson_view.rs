@@ -221,34 +221,6 @@ fn CheckBox(check: Check, state: RwSignal<AppState>, model: Memo<Model>) -> impl
             verdict.set(Some(result));
         }
     };
-    let answer_input = match check.answer.clone() {
-        Answer::Number { .. } => view! {
-            <form class="check-answer" on:submit=move |ev| { ev.prevent_default(); judge_typed(); }>
-                <input type="text" inputmode="decimal" data-testid="check-input" aria-label="Your answer"
-                    prop:value=move || typed.get() on:input=move |ev| typed.set(event_target_value(&ev))/>
-                <button type="submit" data-testid="check-submit">"Check"</button>
-            </form>
-        }
-        .into_any(),
-        Answer::Choice { options, .. } => {
-            let check = check.clone();
-            view! {
-                <div class="check-choices" role="group">
-                    {options.into_iter().enumerate().map(|(i, option)| {
-                        let check = check.clone();
-                        view! {
-                            <button type="button" data-testid="check-choice" data-index=i on:click=move |_| {
-                                let result = check.judge_choice(i);
-                                revealed.update(|r| *r = *r || result == Verdict::Right);
-                                verdict.set(Some(result));
-                            }>{option}</button>
-                        }
-                    }).collect_view()}
-                </div>
-            }
-            .into_any()
-        }
-    };
     let answer_text = {
         let check = check.clone();
         move || match &check.answer {
@@ -263,14 +235,9 @@ fn CheckBox(check: Check, state: RwSignal<AppState>, model: Memo<Model>) -> impl
     view! {
         <aside class="check" data-testid="lesson-check">
             <p class="question"><strong>"Check your understanding: "</strong>{check.question.clone()}</p>
-            {answer_input}
-            <p class="check-result" data-testid="check-result"
-                data-verdict=move || verdict.with(|v| match v { Some(Verdict::Right) => "right", Some(Verdict::Wrong(_)) => "wrong", Some(Verdict::Unreadable(_)) => "unreadable", None => "none" })>
-                {move || verdict.get().map(|v| match v {
-                    Verdict::Right => "Right.".to_string(),
-                    Verdict::Wrong(hint) => hint,
-                    Verdict::Unreadable(why) => format!("That is not an answer: {why}."),
-                })}
+            <AnswerInput check=check.clone() typed=typed verdict=verdict revealed=revealed judge_typed=Callback::new(move |()| judge_typed())/>
+            <p class="check-result" data-testid="check-result" data-verdict=move || verdict.with(|v| Verdict::id(v.as_ref()))>
+                {move || verdict.get().map(Verdict::message)}
             </p>
             <button type="button" class="reveal" data-testid="check-reveal" on:click=move |_| revealed.set(true)
                 hidden=move || revealed.get()>"Show the answer"</button>
@@ -279,5 +246,41 @@ fn CheckBox(check: Check, state: RwSignal<AppState>, model: Memo<Model>) -> impl
                 <p>{explain}</p>
             </div>
         </aside>
+    }
+}
+
+/// Where the reader answers: a number typed, or one of the choices.
+#[component]
+fn AnswerInput(
+    check: Check,
+    typed: RwSignal<String>,
+    verdict: RwSignal<Option<Verdict>>,
+    revealed: RwSignal<bool>,
+    judge_typed: Callback<()>,
+) -> impl IntoView {
+    match check.answer.clone() {
+        Answer::Number { .. } => view! {
+            <form class="check-answer" on:submit=move |ev| { ev.prevent_default(); judge_typed.run(()); }>
+                <input type="text" inputmode="decimal" data-testid="check-input" aria-label="Your answer"
+                    prop:value=move || typed.get() on:input=move |ev| typed.set(event_target_value(&ev))/>
+                <button type="submit" data-testid="check-submit">"Check"</button>
+            </form>
+        }
+        .into_any(),
+        Answer::Choice { options, .. } => view! {
+            <div class="check-choices" role="group">
+                {options.into_iter().enumerate().map(|(i, option)| {
+                    let check = check.clone();
+                    view! {
+                        <button type="button" data-testid="check-choice" data-index=i on:click=move |_| {
+                            let result = check.judge_choice(i);
+                            revealed.update(|r| *r = *r || result == Verdict::Right);
+                            verdict.set(Some(result));
+                        }>{option}</button>
+                    }
+                }).collect_view()}
+            </div>
+        }
+        .into_any(),
     }
 }

@@ -1,6 +1,10 @@
 //! The Leptos user interface (browser only). Components bind [`crate::state::AppState`] and the view
 //! models of [`crate::views`] to signals and DOM, and run the views' jobs on the
 //! [`crate::engine::Engine`]; they never plan jobs, compute figures or build GPU pipelines.
+//! No function here is over 80 lines (`clippy.toml`): what a component decides is view-model code in
+//! [`crate::views`], with native tests.
+
+#![warn(clippy::too_many_lines)]
 
 mod app;
 mod backward_view;

@@ -17,7 +17,8 @@ use crate::attention::tokens::display_token;
 use crate::engine::Engine;
 use crate::state::{AppState, View};
 use crate::views::heatmaps::trained::{
-    choose_next, generated_text, model_input, model_text, text_limit_reached, with_token,
+    candidate_percent, candidates_hint, choose_next, generated_text, model_input, model_text, temperature_of,
+    text_limit_reached, with_token,
 };
 
 /// What the panel reads: the model once loaded, and the prediction for the text on display.
@@ -45,7 +46,7 @@ pub fn NextTokenPanel(
     let generating = RwSignal::new(false);
     let note = RwSignal::new(None::<String>);
     let current = move |p: &Prediction| ids.with(|ids| ids.as_deref() == Some(&p.ids));
-    let append = move |id: u32| {
+    let append = Callback::new(move |id: u32| {
         if let (Some(Ok(lm)), Some(input)) = (lm.get_untracked(), state.try_with_untracked(|s| s.input.clone())) {
             match replace_text(state, &with_token(&lm.tokenizer, &input, id)) {
                 Err(why) => note.set(Some(format!("{NOT_APPENDED}{why}."))),
@@ -56,7 +57,7 @@ pub fn NextTokenPanel(
                 Ok(()) => {}
             }
         }
-    };
+    });
     let generate = move |_| {
         let (Some(Ok(model)), Some(engine)) = (lm.get_untracked(), engine.get_untracked()) else { return };
         generating.set(true);
@@ -77,27 +78,7 @@ pub fn NextTokenPanel(
                 Some(Err(why)) => view! { <p class="status error" data-testid="next-token-error">{why}</p> }.into_any(),
                 Some(Ok(p)) => {
                     let fresh = current(&p);
-                    view! {
-                        <p class="hint">{if fresh {
-                            format!("After the text's {} tokens the model predicts (click one to append it):", p.ids.len())
-                        } else {
-                            format!("Updating for the new text… (these followed its earlier {} tokens)", p.ids.len())
-                        }}</p>
-                        <ol class="candidates" class:stale=!fresh data-stale=(!fresh).then_some("true")>
-                            {p.candidates.into_iter().map(|c| {
-                                let percent = c.prob * 100.0;
-                                view! {
-                                    <li data-testid="next-token" data-token=c.text.clone() data-prob=c.prob.to_string() data-id=c.id>
-                                        <button type="button" class="candidate" disabled=move || !fresh || generating.get() on:click=move |_| append(c.id)>
-                                            <code class="piece">{display_token(&c.text)}</code>
-                                            <span class="prob-bar" style=format!("width: {:.1}%", percent.clamp(0.0, 100.0))></span>
-                                            <span class="prob">{format!("{percent:.1} %")}</span>
-                                        </button>
-                                    </li>
-                                }
-                            }).collect_view()}
-                        </ol>
-                    }.into_any()
+                    view! { <Candidates prediction=p fresh=fresh generating=generating append=append/> }.into_any()
                 }
             }}
             <div class="generate-controls">
@@ -113,10 +94,7 @@ pub fn NextTokenPanel(
                     "Temperature"
                     <input type="number" min="0" max="2" step="0.1" data-testid="temperature"
                         prop:value=move || temperature.get().to_string()
-                        on:change=move |ev| {
-                            let t = event_target_value(&ev).parse::<f64>().unwrap_or(0.0);
-                            temperature.set(if t.is_finite() { t.clamp(0.0, 2.0) } else { 0.0 });
-                        }/>
+                        on:change=move |ev| temperature.set(temperature_of(&event_target_value(&ev)))/>
                 </label>
                 <button type="button" data-testid="generate" disabled=move || generating.get() || !matches!(prediction.get(), Some(Ok(p)) if current(&p)) on:click=generate>
                     {move || if generating.get() { "Generating…" } else { "Generate" }}
@@ -124,6 +102,28 @@ pub fn NextTokenPanel(
             </div>
             {move || note.get().map(|n| view! { <p class="status" role="status" data-testid="generate-note">{n}</p> })}
         </section>
+    }
+}
+
+/// The likeliest next tokens, each a button that appends it while the prediction is for this text.
+#[component]
+fn Candidates(prediction: Prediction, fresh: bool, generating: RwSignal<bool>, append: Callback<u32>) -> impl IntoView {
+    view! {
+        <p class="hint">{candidates_hint(fresh, prediction.ids.len())}</p>
+        <ol class="candidates" class:stale=!fresh data-stale=(!fresh).then_some("true")>
+            {prediction.candidates.into_iter().map(|c| {
+                let (percent, bar) = candidate_percent(c.prob);
+                view! {
+                    <li data-testid="next-token" data-token=c.text.clone() data-prob=c.prob.to_string() data-id=c.id>
+                        <button type="button" class="candidate" disabled=move || !fresh || generating.get() on:click=move |_| append.run(c.id)>
+                            <code class="piece">{display_token(&c.text)}</code>
+                            <span class="prob-bar" style=bar></span>
+                            <span class="prob">{percent}</span>
+                        </button>
+                    </li>
+                }
+            }).collect_view()}
+        </ol>
     }
 }
 

@@ -22,10 +22,11 @@ use crate::gpu::lm_stream::{self, WeightSource};
 use crate::lm::bpe::{BpeError, Tokenizer};
 use crate::lm::bpe_reader::TokenizerReader;
 use crate::model::encoding::encode_model;
-use crate::model::job_budget::JOB_BYTES;
 use crate::model::units::format_bytes;
 use crate::state::AppState;
-use crate::views::heatmaps::checkpoint_files::{check_tokenizer, classify, pick_shards};
+use crate::views::heatmaps::checkpoint_files::{
+    check_tokenizer, classify, job_params_millions, loaded_text, pick_shards,
+};
 use crate::views::model_choice::ModelChoice;
 
 /// The checkpoint read from the user's files: the layout it is shown as (`cfg`), and the model.
@@ -181,73 +182,12 @@ async fn load(
 pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
     let status = RwSignal::new(LoadStatus::Idle);
     let dragging = RwSignal::new(false);
-    let take = move |list: Option<web_sys::FileList>| {
-        let files: Vec<web_sys::File> =
-            list.map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect()).unwrap_or_default();
-        if files.is_empty() {
-            return;
-        }
-        let (loads, running) = LOADS.get();
-        if running {
-            status
-                .set(LoadStatus::Working("Still reading the files dropped before; drop these again after it.".into()));
-            return;
-        }
-        let Some(engine) = engine.get_untracked() else {
-            status
-                .set(LoadStatus::Failed("the page is still opening the GPU: drop the files again in a moment".into()));
-            return;
-        };
-        LOADS.set((loads + 1, true));
-        status.set(LoadStatus::Working(format!("Checking {} files…", files.len())));
-        // Once the new files pass every check, the last checkpoint's GPU buffers go before the new
-        // ones are made (the view lets go of them once its layout is no longer the one shown).
-        let release_previous = move || {
-            if DROPPED.with_borrow_mut(Option::take).is_some() {
-                state.try_update(|_| {});
-            }
-        };
-        spawn_local(async move {
-            let loaded = load(files, engine, status, &release_previous).await;
-            LOADS.set((loads + 1, false));
-            match loaded {
-                Ok(dropped) => {
-                    let mut done = format!(
-                        "Loaded {} ({} of weights).",
-                        dropped.lm.model.name,
-                        format_bytes(dropped.file_bytes.into())
-                    );
-                    if !dropped.left_out.is_empty() {
-                        done +=
-                            &format!(" Left out, as the index does not name them: {}.", dropped.left_out.join(", "));
-                    }
-                    // A panel gone meanwhile (another view) does not switch the model under it.
-                    if status.try_set(LoadStatus::Done(done)).is_none() {
-                        let cfg = dropped.cfg.clone();
-                        DROPPED.with_borrow_mut(|d| *d = Some(Rc::new(dropped)));
-                        state.try_update(|s| s.show_dropped_checkpoint(cfg));
-                    }
-                }
-                Err(why) => _ = status.try_set(LoadStatus::Failed(why)),
-            }
-        });
-    };
+    let take = move |list: Option<web_sys::FileList>| take_files(state, engine, status, list);
     view! {
         <details class="panel user-checkpoint" data-testid="user-checkpoint"
             open=move || !matches!(status.get(), LoadStatus::Idle)>
             <summary>"See your own checkpoint's attention"</summary>
-            <p class="hint">
-                "Drop a model's " <code>"config.json"</code> ", " <code>"tokenizer.json"</code> " and its "
-                <code>".safetensors"</code> " file (or all its shards with " <code>"model.safetensors.index.json"</code>
-                "). Llama 2 and 3, Mistral, Qwen2, Qwen3, SmolLM and Gemma 3 text (gemma3_text) layouts run (rotary \
-                positions plain, linearly scaled or scaled as Llama 3.1's), with f32, f16 or bf16 weights, within one job's 1 GiB: " {format!("up to about {} million parameters in bf16 \
-                (the weight matrices stay bf16 on your GPU; the kernels widen them as they read) and {} million in f16 or f32 \
-                (kept as f32), less where your GPU's largest buffer is smaller, ", JOB_BYTES / 2 / 1_000_000, JOB_BYTES / 4 / 1_000_000)}
-                "so SmolLM2-135M and -360M fit, and Gemma 3 270M where your GPU takes its 335 MB embedding in one buffer; Gemma 3 1B and the multi-billion Llama, Mistral and Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
-                Llama 3's, Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's, Gemma's), with the special \
-                tokens the model expects before a text; other tokenizer settings are refused by name. The files are read \
-                here and streamed to your GPU a few MB at a time; nothing is uploaded."
-            </p>
+            <CheckpointHint/>
             <div class="drop-zone" data-testid="checkpoint-drop" class:dragging=move || dragging.get()
                 on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }
                 on:dragleave=move |_| dragging.set(false)
@@ -268,17 +208,93 @@ pub fn UserCheckpointPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
                     }/>
                 </label>
             </div>
-            {move || match status.get() {
-                LoadStatus::Idle => None,
-                LoadStatus::Working(line) | LoadStatus::Done(line) => Some(view! {
-                    <p class="status" role="status" data-testid="checkpoint-status">{line}</p>
-                }.into_any()),
-                LoadStatus::Failed(why) => Some(view! {
-                    <p class="status error" role="alert" data-testid="checkpoint-error">
-                        "These files could not be shown: " {why}
-                    </p>
-                }.into_any()),
-            }}
+            <CheckpointStatus status=status/>
         </details>
+    }
+}
+
+/// Starts a load of the files dropped or chosen, unless one is running or the GPU is not open yet.
+fn take_files(
+    state: RwSignal<AppState>,
+    engine: EngineSignal,
+    status: RwSignal<LoadStatus>,
+    list: Option<web_sys::FileList>,
+) {
+    let files: Vec<web_sys::File> =
+        list.map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect()).unwrap_or_default();
+    if files.is_empty() {
+        return;
+    }
+    let (loads, running) = LOADS.get();
+    if running {
+        status.set(LoadStatus::Working("Still reading the files dropped before; drop these again after it.".into()));
+        return;
+    }
+    let Some(engine) = engine.get_untracked() else {
+        status.set(LoadStatus::Failed("the page is still opening the GPU: drop the files again in a moment".into()));
+        return;
+    };
+    LOADS.set((loads + 1, true));
+    status.set(LoadStatus::Working(format!("Checking {} files…", files.len())));
+    // Once the new files pass every check, the last checkpoint's GPU buffers go before the new
+    // ones are made (the view lets go of them once its layout is no longer the one shown).
+    let release_previous = move || {
+        if DROPPED.with_borrow_mut(Option::take).is_some() {
+            state.try_update(|_| {});
+        }
+    };
+    spawn_local(async move {
+        let loaded = load(files, engine, status, &release_previous).await;
+        LOADS.set((loads + 1, false));
+        match loaded {
+            Ok(dropped) => {
+                let done = loaded_text(&dropped.lm.model.name, dropped.file_bytes, &dropped.left_out);
+                // A panel gone meanwhile (another view) does not switch the model under it.
+                if status.try_set(LoadStatus::Done(done)).is_none() {
+                    let cfg = dropped.cfg.clone();
+                    DROPPED.with_borrow_mut(|d| *d = Some(Rc::new(dropped)));
+                    state.try_update(|s| s.show_dropped_checkpoint(cfg));
+                }
+            }
+            Err(why) => _ = status.try_set(LoadStatus::Failed(why)),
+        }
+    });
+}
+
+/// Which files to drop, which models run, and how large they may be.
+#[component]
+fn CheckpointHint() -> impl IntoView {
+    let (bf16_millions, f32_millions) = job_params_millions();
+    view! {
+        <p class="hint">
+            "Drop a model's " <code>"config.json"</code> ", " <code>"tokenizer.json"</code> " and its "
+            <code>".safetensors"</code> " file (or all its shards with " <code>"model.safetensors.index.json"</code>
+            "). Llama 2 and 3, Mistral, Qwen2, Qwen3, SmolLM and Gemma 3 text (gemma3_text) layouts run (rotary \
+            positions plain, linearly scaled or scaled as Llama 3.1's), with f32, f16 or bf16 weights, within one job's 1 GiB: " {format!("up to about {bf16_millions} million parameters in bf16 \
+            (the weight matrices stay bf16 on your GPU; the kernels widen them as they read) and {f32_millions} million in f16 or f32 \
+            (kept as f32), less where your GPU's largest buffer is smaller, ")}
+            "so SmolLM2-135M and -360M fit, and Gemma 3 270M where your GPU takes its 335 MB embedding in one buffer; Gemma 3 1B and the multi-billion Llama, Mistral and Qwen checkpoints do not. These families' usual tokenizers are read: byte-level BPE (GPT-2's, SmolLM's, \
+            Llama 3's, Qwen's) and SentencePiece-style BPE with byte fallback (Llama 2's, Mistral's, Gemma's), with the special \
+            tokens the model expects before a text; other tokenizer settings are refused by name. The files are read \
+            here and streamed to your GPU a few MB at a time; nothing is uploaded."
+        </p>
+    }
+}
+
+/// How far a load got, or why it failed.
+#[component]
+fn CheckpointStatus(status: RwSignal<LoadStatus>) -> impl IntoView {
+    view! {
+        {move || match status.get() {
+            LoadStatus::Idle => None,
+            LoadStatus::Working(line) | LoadStatus::Done(line) => Some(view! {
+                <p class="status" role="status" data-testid="checkpoint-status">{line}</p>
+            }.into_any()),
+            LoadStatus::Failed(why) => Some(view! {
+                <p class="status error" role="alert" data-testid="checkpoint-error">
+                    "These files could not be shown: " {why}
+                </p>
+            }.into_any()),
+        }}
     }
 }

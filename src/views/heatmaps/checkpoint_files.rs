@@ -6,7 +6,9 @@
 use crate::lm::bpe::Tokenizer;
 use crate::lm::weight_plan::index_shards;
 use crate::model::Model;
+use crate::model::job_budget::JOB_BYTES;
 use crate::model::presets::heads_phrase;
+use crate::model::units::format_bytes;
 
 /// config.json and the shards' index are read and parsed whole; real ones are a few KB.
 pub const MAX_TEXT_FILE_BYTES: u64 = 32 << 20;
@@ -115,9 +117,42 @@ pub fn user_summary(model: &Model, max_tokens: usize, file_bytes: u64) -> String
     )
 }
 
+/// What the panel says once a checkpoint is loaded: its name, its weights' size, and any weight files
+/// dropped that the index does not name.
+pub fn loaded_text(name: &str, file_bytes: u64, left_out: &[String]) -> String {
+    let mut done = format!("Loaded {name} ({} of weights).", format_bytes(file_bytes.into()));
+    if !left_out.is_empty() {
+        done += &format!(" Left out, as the index does not name them: {}.", left_out.join(", "));
+    }
+    done
+}
+
+/// The largest checkpoint a job holds, in millions of parameters: bf16 weights stay 2 bytes each on
+/// the GPU, f16 and f32 ones are kept as f32 (4 bytes).
+pub fn job_params_millions() -> (u64, u64) {
+    (JOB_BYTES / 2 / 1_000_000, JOB_BYTES / 4 / 1_000_000)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn the_loaded_line_names_the_weights_and_what_was_left_out() {
+        assert_eq!(
+            loaded_text("SmolLM2-135M", 1_500_000, &[]),
+            format!("Loaded SmolLM2-135M ({} of weights).", format_bytes(1_500_000))
+        );
+        assert_eq!(
+            loaded_text("m", 10, &["a.safetensors".into(), "b.safetensors".into()]),
+            format!(
+                "Loaded m ({} of weights). Left out, as the index does not name them: a.safetensors, b.safetensors.",
+                format_bytes(10)
+            )
+        );
+        // The 1 GiB job: 536 million bf16 parameters, 268 million in f16 or f32.
+        assert_eq!(job_params_millions(), (536, 268));
+    }
 
     fn files(names: &[&str]) -> Vec<(String, u64)> {
         names.iter().map(|n| (n.to_string(), 1000)).collect()

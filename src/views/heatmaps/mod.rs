@@ -3,7 +3,10 @@
 
 pub mod checkpoint_files;
 pub mod compute;
+pub mod controls;
 pub mod entropy;
+pub mod explorer_page;
+pub mod head_frame;
 pub mod head_map;
 pub mod head_mix;
 pub mod input_mode;

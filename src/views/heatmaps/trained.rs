@@ -205,6 +205,28 @@ pub fn choose_next(logits: &[f32], temperature: f64, seed: u64, position: usize)
     choose(logits, temperature, uniform)
 }
 
+/// The line above the next-token candidates: fresh ones are offered for appending; ones predicted for
+/// an earlier text are shown as such while the new prediction runs.
+pub fn candidates_hint(fresh: bool, n_tokens: usize) -> String {
+    if fresh {
+        format!("After the text's {n_tokens} tokens the model predicts (click one to append it):")
+    } else {
+        format!("Updating for the new text… (these followed its earlier {n_tokens} tokens)")
+    }
+}
+
+/// A candidate's probability as the panel writes it, and its bar's width.
+pub fn candidate_percent(prob: f64) -> (String, String) {
+    let percent = prob * 100.0;
+    (format!("{percent:.1} %"), format!("width: {:.1}%", percent.clamp(0.0, 100.0)))
+}
+
+/// The temperature typed, held to 0..=2; anything that is not a finite number is 0 (greedy).
+pub fn temperature_of(typed: &str) -> f64 {
+    let t = typed.parse::<f64>().unwrap_or(0.0);
+    if t.is_finite() { t.clamp(0.0, 2.0) } else { 0.0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +378,19 @@ mod tests {
         for key in ["mask=", "src=", "tok="] {
             assert!(said.contains(key), "{said}");
         }
+    }
+
+    #[test]
+    fn the_next_token_panel_says_whether_its_candidates_follow_this_text() {
+        assert_eq!(candidates_hint(true, 5), "After the text's 5 tokens the model predicts (click one to append it):");
+        assert_eq!(candidates_hint(false, 4), "Updating for the new text… (these followed its earlier 4 tokens)");
+        assert_eq!(candidate_percent(0.1234), ("12.3 %".to_string(), "width: 12.3%".to_string()));
+        assert_eq!(candidate_percent(1.5).1, "width: 100.0%");
+        assert_eq!(temperature_of("0.7"), 0.7);
+        assert_eq!(temperature_of("3"), 2.0);
+        assert_eq!(temperature_of("-1"), 0.0);
+        assert_eq!(temperature_of("warm"), 0.0);
+        assert_eq!(temperature_of("NaN"), 0.0);
+        assert_eq!(temperature_of("inf"), 0.0);
     }
 }

@@ -41,6 +41,27 @@ pub enum Verdict {
     Unreadable(String),
 }
 
+impl Verdict {
+    /// The check's `data-verdict` for a verdict, or for none yet.
+    pub fn id(verdict: Option<&Verdict>) -> &'static str {
+        match verdict {
+            Some(Verdict::Right) => "right",
+            Some(Verdict::Wrong(_)) => "wrong",
+            Some(Verdict::Unreadable(_)) => "unreadable",
+            None => "none",
+        }
+    }
+
+    /// What the reader is told.
+    pub fn message(self) -> String {
+        match self {
+            Verdict::Right => "Right.".to_string(),
+            Verdict::Wrong(hint) => hint,
+            Verdict::Unreadable(why) => format!("That is not an answer: {why}."),
+        }
+    }
+}
+
 impl Check {
     /// Builds a check from its `key: value` lines.
     pub fn parse(lines: &[(String, String)]) -> Result<Check, String> {
@@ -225,5 +246,16 @@ mod tests {
         assert_eq!(parse_number("NaN"), None);
         assert_eq!(parse_number("inf"), None);
         assert_eq!(parse_number("12 GB"), None);
+    }
+
+    #[test]
+    fn a_verdict_names_itself_and_says_what_to_think_about() {
+        assert_eq!(Verdict::id(None), "none");
+        assert_eq!(Verdict::id(Some(&Verdict::Right)), "right");
+        assert_eq!(Verdict::id(Some(&Verdict::Wrong("x".into()))), "wrong");
+        assert_eq!(Verdict::id(Some(&Verdict::Unreadable("x".into()))), "unreadable");
+        assert_eq!(Verdict::Right.message(), "Right.");
+        assert_eq!(Verdict::Wrong("Count the keys.".into()).message(), "Count the keys.");
+        assert_eq!(Verdict::Unreadable("not a number".into()).message(), "That is not an answer: not a number.");
     }
 }
