@@ -19,7 +19,7 @@ use crate::views::heatmaps::controls::{
     copy_label, generated_count, heads_field, input_choices, mask_change, mask_choice, mask_label, text_label,
     token_label,
 };
-use crate::views::heatmaps::input_mode::InputMode;
+use crate::views::heatmaps::input_mode::{DEFAULT_GENERATED_TOKENS, InputMode};
 use crate::views::heatmaps::params::{MAX_GENERATED, MAX_TEXT_CHARS};
 use crate::views::link::on_off;
 
@@ -127,7 +127,7 @@ fn InputControls(state: RwSignal<AppState>, synthetic: Signal<bool>) -> impl Int
             <label>
                 "Tokens (n)"
                 <input type="number" min="1" max=MAX_GENERATED data-testid="n-input"
-                    prop:value=move || state.with(|s| s.input.seq_tokens.unwrap_or(512))
+                    prop:value=move || state.with(|s| s.input.seq_tokens.unwrap_or(DEFAULT_GENERATED_TOKENS))
                     on:change=move |ev| { if let Some(n) = generated_count(&event_target_value(&ev)) { let _ = set_param(state, "n", &n.to_string()); } }/>
             </label>
         </Show>
