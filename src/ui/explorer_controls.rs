@@ -166,20 +166,10 @@ fn MaskControls(state: RwSignal<AppState>) -> impl IntoView {
             </select>
         </label>
         <Show when=move || mask_value() == "sliding">
-            <label>
-                "Window"
-                <input type="number" min="1" data-testid="window-input"
-                    prop:value=move || state.with(|s| s.input.window_tokens)
-                    on:input=move |ev| { let _ = set_param(state, "window", &event_target_value(&ev)); }/>
-            </label>
+            <MaskSize state=state key="window" label="Window" value=|s: &AppState| s.input.window_tokens/>
         </Show>
         <Show when=move || mask_value() == "chunked">
-            <label>
-                "Chunk"
-                <input type="number" min="1" data-testid="chunk-input"
-                    prop:value=move || state.with(|s| s.input.chunk_tokens)
-                    on:input=move |ev| { let _ = set_param(state, "chunk", &event_target_value(&ev)); }/>
-            </label>
+            <MaskSize state=state key="chunk" label="Chunk" value=|s: &AppState| s.input.chunk_tokens/>
         </Show>
     }
 }
@@ -251,5 +241,23 @@ fn Actions(on_export_png: Callback<()>, on_export_head: Callback<()>) -> impl In
             <button type="button" class="secondary" data-testid="export-png" on:click=move |_| on_export_png.run(())>"PNG"</button>
             <button type="button" class="secondary" data-testid="export-npy" on:click=move |_| on_export_head.run(())>"Head .npz"</button>
         </div>
+    }
+}
+
+/// The sliding window's or the chunk's size (`key` is `window` or `chunk`, its input `<key>-input`).
+#[component]
+fn MaskSize(
+    state: RwSignal<AppState>,
+    key: &'static str,
+    label: &'static str,
+    value: fn(&AppState) -> u32,
+) -> impl IntoView {
+    view! {
+        <label>
+            {label}
+            <input type="number" min="1" data-testid=format!("{key}-input")
+                prop:value=move || state.with(value)
+                on:input=move |ev| { let _ = set_param(state, key, &event_target_value(&ev)); }/>
+        </label>
     }
 }

@@ -77,30 +77,13 @@ pub fn values_attr(m: &HeadMap, pooled: bool) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
     use crate::attention::pooled::Pool;
     use crate::model::Mask;
 
     fn map(values: Vec<f32>, rows: u32, cols: u32, n: u32, pooled: Option<Pool>) -> HeadMap {
-        let tokens = Arc::new((0..n).map(|i| format!("t{i}")).collect::<Vec<_>>());
-        HeadMap {
-            head: 3,
-            kv_head: 1,
-            teaching: None,
-            rows,
-            cols,
-            values,
-            pooled,
-            n_q: n,
-            n_kv: n,
-            row_tokens: tokens.clone(),
-            col_tokens: tokens,
-            mask: Mask::Causal,
-            q_offset: 0,
-            scores: None,
-        }
+        crate::views::heatmaps::head_map::tests::map(values, rows, cols, n, pooled, Mask::Causal)
     }
 
     #[test]

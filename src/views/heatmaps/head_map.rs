@@ -127,11 +127,12 @@ impl HeadMap {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::colormap::viridis;
 
-    fn map(values: Vec<f32>, rows: u32, cols: u32, n: u32, pooled: Option<Pool>, mask: Mask) -> HeadMap {
+    /// A head's map of `rows` × `cols` values over `n` tokens named t0, t1, ... (head 3, KV head 1).
+    pub(crate) fn map(values: Vec<f32>, rows: u32, cols: u32, n: u32, pooled: Option<Pool>, mask: Mask) -> HeadMap {
         let tokens = Arc::new((0..n).map(|i| format!("t{i}")).collect::<Vec<_>>());
         HeadMap {
             head: 3,
