@@ -143,8 +143,8 @@ pub fn scale_rows(r: &RowJacobian) -> Vec<ScaleRow> {
 /// weights (`real_weights`: the trained model or a dropped checkpoint), that this view does not.
 pub fn weights_note(real_weights: bool) -> String {
     let synthetic = "Synthetic weights: seeded random projections in this model's real layout (the explorer's \
-                     heads, designed teaching heads included unless turned off), word tokens, and every number \
-                     in f64 from the f32 projections.";
+                     heads, designed teaching heads included unless turned off), the text cut into words or \
+                     characters as the explorer's Tokens control says, and every number in f64 from the f32 projections.";
     if real_weights {
         format!(
             "{synthetic} The heatmaps view shows this model's real weights and its own tokens; this view does \
