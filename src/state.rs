@@ -292,7 +292,6 @@ mod tests {
     use crate::attention::pooled::Pool;
     use crate::attention::tokens::TokenMode;
     use crate::colormap::ColorScale;
-    use crate::model::MaskKind;
     use crate::model::plot::Axis;
     use crate::model::{DType, Variant};
     use crate::views::attention_input::AttentionInput;
@@ -324,15 +323,13 @@ mod tests {
     fn round_trip_of_every_field() {
         let settings = Settings {
             model: ModelChoice { preset: "gemma-3-27b".into(), cfg: None, layer: 5 },
-            input: AttentionInput {
-                text: "héllo & <b>world</b> 100% + more".into(),
-                seq_tokens: Some(4096),
-                seed: 99,
-                mask: MaskKind::Sliding,
-                window_tokens: 3,
-                chunk_tokens: 7,
-                mask_given: true,
-                window_given: true,
+            input: {
+                let mut input = AttentionInput::default();
+                let pairs = [("text", "héllo & <b>world</b> 100% + more"), ("n", "4096"), ("seed", "99")];
+                for (key, value) in pairs.into_iter().chain([("mask", "sliding"), ("window", "3"), ("chunk", "7")]) {
+                    input.set(key, value).unwrap();
+                }
+                input
             },
             explorer: ExplorerParams {
                 scale: ColorScale::Log,
@@ -585,7 +582,7 @@ mod tests {
     fn controls_set_values_as_links_do_and_refuse_what_links_refuse() {
         let mut state = AppState::default();
         assert_eq!(state.set_from_control("window", " 64 "), Ok(()));
-        assert_eq!((state.input.window_tokens, state.input.window_given), (64, true));
+        assert_eq!((state.input.window_tokens(), state.input.window_given), (64, true));
         assert_eq!(state.set_from_control("ctx", "32768"), Ok(()));
         assert_eq!(state.kv.ctx_tokens, 32_768);
         assert_eq!(state.set_from_control("budget", "24"), Ok(()));

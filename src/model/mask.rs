@@ -9,7 +9,6 @@
 //!   chunk boundary).
 
 use std::fmt;
-use std::str::FromStr;
 
 use super::schedule::LayerKind;
 
@@ -119,17 +118,35 @@ impl Mask {
         }
     }
 
-    /// The URL / UI name of the mask kind.
+    /// The kinds' names, as links and selects write them (`mask=sliding`).
+    pub const KIND_NAMES: [&'static str; 4] = ["full", "causal", "sliding", "chunked"];
+
+    /// The URL / UI name of the mask's kind.
     pub const fn kind_name(self) -> &'static str {
-        self.kind().name()
+        match self {
+            Mask::Full => "full",
+            Mask::Causal => "causal",
+            Mask::Sliding { .. } => "sliding",
+            Mask::Chunked { .. } => "chunked",
+        }
     }
 
-    pub const fn kind(self) -> MaskKind {
+    /// The mask of the kind named `kind`: sliding with `window_tokens`, chunked with `chunk_tokens`.
+    pub fn named(kind: &str, window_tokens: u64, chunk_tokens: u64) -> Result<Mask, String> {
+        [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens }, Mask::Chunked { chunk_tokens }]
+            .into_iter()
+            .find(|m| m.kind_name() == kind)
+            .map(|m| m.resized(window_tokens, chunk_tokens))
+            .ok_or_else(|| format!("unknown mask \"{kind}\" (expected full, causal, sliding or chunked)"))
+    }
+
+    /// The same kind with `window_tokens` as a sliding window or `chunk_tokens` as a chunk (at least
+    /// 1 each); full and causal have no size.
+    pub fn resized(self, window_tokens: u64, chunk_tokens: u64) -> Mask {
         match self {
-            Mask::Full => MaskKind::Full,
-            Mask::Causal => MaskKind::Causal,
-            Mask::Sliding { .. } => MaskKind::Sliding,
-            Mask::Chunked { .. } => MaskKind::Chunked,
+            Mask::Full | Mask::Causal => self,
+            Mask::Sliding { .. } => Mask::Sliding { window_tokens: window_tokens.max(1) },
+            Mask::Chunked { .. } => Mask::Chunked { chunk_tokens: chunk_tokens.max(1) },
         }
     }
 }
@@ -145,48 +162,6 @@ impl fmt::Display for Mask {
             Mask::Sliding { window_tokens } => write!(f, "sliding (window {window_tokens})"),
             Mask::Chunked { chunk_tokens } => write!(f, "chunked (chunk {chunk_tokens})"),
         }
-    }
-}
-
-/// The mask kind alone, as named in URLs (`mask=sliding`); its size comes from `window` / `chunk`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MaskKind {
-    Full,
-    Causal,
-    Sliding,
-    Chunked,
-}
-
-impl MaskKind {
-    pub const ALL: [MaskKind; 4] = [MaskKind::Full, MaskKind::Causal, MaskKind::Sliding, MaskKind::Chunked];
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            MaskKind::Full => "full",
-            MaskKind::Causal => "causal",
-            MaskKind::Sliding => "sliding",
-            MaskKind::Chunked => "chunked",
-        }
-    }
-
-    /// The mask of this kind, with `window_tokens` for sliding and `chunk_tokens` for chunked (at least 1).
-    pub fn with_sizes(self, window_tokens: u64, chunk_tokens: u64) -> Mask {
-        match self {
-            MaskKind::Full => Mask::Full,
-            MaskKind::Causal => Mask::Causal,
-            MaskKind::Sliding => Mask::Sliding { window_tokens: window_tokens.max(1) },
-            MaskKind::Chunked => Mask::Chunked { chunk_tokens: chunk_tokens.max(1) },
-        }
-    }
-}
-
-impl FromStr for MaskKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        MaskKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown mask \"{s}\" (expected full, causal, sliding or chunked)"))
     }
 }
 
@@ -326,12 +301,13 @@ mod tests {
 
     #[test]
     fn kinds_parse_and_print() {
-        for kind in MaskKind::ALL {
-            assert_eq!(kind.name().parse::<MaskKind>(), Ok(kind));
-            assert_eq!(kind.with_sizes(5, 7).kind(), kind);
+        for kind in Mask::KIND_NAMES {
+            assert_eq!(Mask::named(kind, 5, 7).map(Mask::kind_name), Ok(kind));
         }
-        assert!("diagonal".parse::<MaskKind>().is_err());
-        assert_eq!(MaskKind::Sliding.with_sizes(0, 0), sliding(1));
+        assert!(Mask::named("diagonal", 5, 7).is_err());
+        assert_eq!(Mask::named("sliding", 0, 0), Ok(sliding(1)));
+        assert_eq!(Mask::named("chunked", 5, 7), Ok(chunked(7)));
+        assert_eq!(sliding(3).resized(9, 2), sliding(9));
         assert_eq!(sliding(1024).to_string(), "sliding (window 1024)");
         assert_eq!(chunked(8).to_string(), "chunked (chunk 8)");
     }

@@ -63,7 +63,7 @@ pub use kv_cache::{
     ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes, max_context_tokens,
     state_bytes,
 };
-pub use mask::{Mask, MaskKind};
+pub use mask::Mask;
 pub use params::{AttnParams, ModelParams, attn_params, attn_params_total, model_params};
 pub use presets::{Preset, all_presets, preset, preset_info};
 pub use schedule::{LayerKind, Schedule, StateMixer};

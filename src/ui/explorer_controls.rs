@@ -11,7 +11,7 @@ use super::user_checkpoint;
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
-use crate::model::MaskKind;
+use crate::model::Mask;
 use crate::model::Model;
 use crate::state::AppState;
 use crate::ui::params::{edit, set_param};
@@ -160,16 +160,16 @@ fn MaskControls(state: RwSignal<AppState>) -> impl IntoView {
                 let _ = edit(state, &[("mask", mask_change(&v))]);
             }>
                 <option value="layer" selected=move || mask_value() == "layer">"the layer's own"</option>
-                {MaskKind::ALL.into_iter().map(|kind| {
-                    view! { <option value=kind.name() selected=move || mask_value() == kind.name()>{mask_label(kind)}</option> }
+                {Mask::KIND_NAMES.into_iter().map(|kind| {
+                    view! { <option value=kind selected=move || mask_value() == kind>{mask_label(kind)}</option> }
                 }).collect_view()}
             </select>
         </label>
         <Show when=move || mask_value() == "sliding">
-            <MaskSize state=state key="window" label="Window" value=|s: &AppState| s.input.window_tokens/>
+            <MaskSize state=state key="window" label="Window" value=|s: &AppState| s.input.window_tokens()/>
         </Show>
         <Show when=move || mask_value() == "chunked">
-            <MaskSize state=state key="chunk" label="Chunk" value=|s: &AppState| s.input.chunk_tokens/>
+            <MaskSize state=state key="chunk" label="Chunk" value=|s: &AppState| s.input.chunk_tokens()/>
         </Show>
     }
 }
@@ -250,7 +250,7 @@ fn MaskSize(
     state: RwSignal<AppState>,
     key: &'static str,
     label: &'static str,
-    value: fn(&AppState) -> u32,
+    value: fn(&AppState) -> u64,
 ) -> impl IntoView {
     view! {
         <label>

@@ -6,12 +6,15 @@
 
 use super::link::{Accepted, LinkParams, Notice, parse_bounded};
 use crate::model::Mask;
-use crate::model::MaskKind;
 use crate::views::heatmaps::params::MAX_TEXT_CHARS;
 
 pub const DEFAULT_TEXT: &str = "The cat sat on the mat because the cat was tired.";
-/// Largest window / chunk accepted from a URL.
-pub const MAX_WINDOW_TOKENS: u32 = 1 << 20;
+/// Largest window / chunk accepted from a URL. Mask sizes are `u64` end to end, as in `Mask` and the
+/// model's layer kinds (the arithmetic counts pairs of contexts past `u32`); only positions inside
+/// one kernel run are `u32`.
+pub const MAX_WINDOW_TOKENS: u64 = 1 << 20;
+/// The window and the chunk before a link names one.
+const DEFAULT_MASK_SIZE_TOKENS: u64 = 4;
 /// Longest sequence a link may ask for (the kernels handle it; the naive baseline reports "does not fit").
 pub const MAX_SEQ_TOKENS: u32 = 1 << 17;
 
@@ -22,9 +25,13 @@ pub struct AttentionInput {
     /// benchmark's case filter.
     pub seq_tokens: Option<u32>,
     pub seed: u64,
-    pub mask: MaskKind,
-    pub window_tokens: u32,
-    pub chunk_tokens: u32,
+    /// The mask with its window or chunk (URL `mask=`, sized by `window=` or `chunk=`).
+    pub mask: Mask,
+    /// The window and the chunk the link named, kept while the mask is of another kind: the link
+    /// writes both back, and switching to that kind takes its size up again. The mask's own size
+    /// wins over the kept one of its kind (read them with `window_tokens()` / `chunk_tokens()`).
+    pub kept_window_tokens: u64,
+    pub kept_chunk_tokens: u64,
     /// Whether the link named `mask` / `window` itself (the benchmark then runs just those cases).
     pub mask_given: bool,
     pub window_given: bool,
@@ -36,9 +43,9 @@ impl Default for AttentionInput {
             text: DEFAULT_TEXT.to_string(),
             seq_tokens: None,
             seed: 1,
-            mask: MaskKind::Causal,
-            window_tokens: 4,
-            chunk_tokens: 4,
+            mask: Mask::Causal,
+            kept_window_tokens: DEFAULT_MASK_SIZE_TOKENS,
+            kept_chunk_tokens: DEFAULT_MASK_SIZE_TOKENS,
             mask_given: false,
             window_given: false,
         }
@@ -46,9 +53,26 @@ impl Default for AttentionInput {
 }
 
 impl AttentionInput {
-    /// The mask with its size parameter.
-    pub fn mask(&self) -> Mask {
-        self.mask.with_sizes(self.window_tokens.into(), self.chunk_tokens.into())
+    /// The sliding window: the mask's own when it slides, else the one kept for it.
+    pub fn window_tokens(&self) -> u64 {
+        if let Mask::Sliding { window_tokens } = self.mask { window_tokens } else { self.kept_window_tokens }
+    }
+
+    /// The chunk: the mask's own when it is chunked, else the one kept for it.
+    pub fn chunk_tokens(&self) -> u64 {
+        if let Mask::Chunked { chunk_tokens } = self.mask { chunk_tokens } else { self.kept_chunk_tokens }
+    }
+
+    /// The mask the link chose over each layer's own: the one it names, or any but the causal
+    /// default. `None`: each layer applies its own.
+    pub fn chosen_mask(&self) -> Option<Mask> {
+        (self.mask_given || self.mask != Mask::Causal).then_some(self.mask)
+    }
+
+    /// Sets the window and the chunk, resizing the mask when it is of that kind.
+    fn set_sizes(&mut self, window_tokens: u64, chunk_tokens: u64) {
+        (self.kept_window_tokens, self.kept_chunk_tokens) = (window_tokens, chunk_tokens);
+        self.mask = self.mask.resized(window_tokens, chunk_tokens);
     }
 }
 
@@ -67,14 +91,16 @@ impl LinkParams for AttentionInput {
                 }
             }
             "mask" => {
-                self.mask = value.parse()?;
+                let (window_tokens, chunk_tokens) = (self.window_tokens(), self.chunk_tokens());
+                self.mask = Mask::named(value, window_tokens, chunk_tokens)?;
+                self.set_sizes(window_tokens, chunk_tokens);
                 self.mask_given = true;
             }
             "window" => {
-                self.window_tokens = parse_bounded(value, 1, MAX_WINDOW_TOKENS)?;
+                self.set_sizes(parse_mask_size(value)?, self.chunk_tokens());
                 self.window_given = true;
             }
-            "chunk" => self.chunk_tokens = parse_bounded(value, 1, MAX_WINDOW_TOKENS)?,
+            "chunk" => self.set_sizes(self.window_tokens(), parse_mask_size(value)?),
             "seed" => self.seed = value.parse().map_err(|_| format!("\"{value}\" is not a whole number"))?,
             "n" => self.seq_tokens = Some(parse_bounded(value, 1, MAX_SEQ_TOKENS)?),
             _ => return Err(format!("unknown parameter {key}")),
@@ -88,14 +114,14 @@ impl LinkParams for AttentionInput {
         if self.text != default.text {
             out.push(("text", self.text.clone()));
         }
-        if self.mask != default.mask || self.mask_given {
-            out.push(("mask", self.mask.name().into()));
+        if let Some(mask) = self.chosen_mask() {
+            out.push(("mask", mask.kind_name().into()));
         }
-        if self.window_tokens != default.window_tokens || self.window_given {
-            out.push(("window", self.window_tokens.to_string()));
+        if self.window_tokens() != default.window_tokens() || self.window_given {
+            out.push(("window", self.window_tokens().to_string()));
         }
-        if self.chunk_tokens != default.chunk_tokens {
-            out.push(("chunk", self.chunk_tokens.to_string()));
+        if self.chunk_tokens() != default.chunk_tokens() {
+            out.push(("chunk", self.chunk_tokens().to_string()));
         }
         if self.seed != default.seed {
             out.push(("seed", self.seed.to_string()));
@@ -105,6 +131,12 @@ impl LinkParams for AttentionInput {
         }
         out
     }
+}
+
+/// A window or chunk from a link: 1 ..= [`MAX_WINDOW_TOKENS`] tokens.
+fn parse_mask_size(value: &str) -> Result<u64, String> {
+    let max = u32::try_from(MAX_WINDOW_TOKENS).unwrap_or(u32::MAX);
+    parse_bounded(value, 1, max).map(u64::from)
 }
 
 #[cfg(test)]
@@ -118,9 +150,9 @@ mod tests {
             text: "héllo & <b>world</b>".into(),
             seq_tokens: Some(4096),
             seed: 99,
-            mask: MaskKind::Sliding,
-            window_tokens: 3,
-            chunk_tokens: 7,
+            mask: Mask::Sliding { window_tokens: 3 },
+            kept_window_tokens: 3,
+            kept_chunk_tokens: 7,
             mask_given: true,
             window_given: true,
         };
@@ -141,10 +173,13 @@ mod tests {
         let mut input = AttentionInput::default();
         input.set("mask", "sliding").unwrap();
         input.set("window", "3").unwrap();
-        assert_eq!(input.mask(), Mask::Sliding { window_tokens: 3 });
+        assert_eq!(input.mask, Mask::Sliding { window_tokens: 3 });
         input.set("mask", "chunked").unwrap();
         input.set("chunk", "5").unwrap();
-        assert_eq!(input.mask(), Mask::Chunked { chunk_tokens: 5 });
+        assert_eq!(input.mask, Mask::Chunked { chunk_tokens: 5 });
+        input.set("mask", "sliding").unwrap();
+        assert_eq!(input.mask, Mask::Sliding { window_tokens: 3 }, "the window was kept");
+        assert_eq!(input.pairs()[1..], [("window", "3".into()), ("chunk", "5".into())]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::BenchParams;
 use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, DEFAULT_WINDOW, SEQUENCE_LENGTHS};
-use crate::model::MaskKind;
+use crate::model::Mask;
 use crate::views::attention_input::AttentionInput;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,12 +42,13 @@ pub fn d_options(params: &BenchParams) -> Vec<SelectOption> {
 }
 
 pub fn mask_options(input: &AttentionInput) -> Vec<SelectOption> {
-    options("full, causal, sliding", input.mask_given.then_some(input.mask), MaskKind::ALL, |k| k.name().into())
+    let current = input.mask_given.then_some(input.mask.kind_name());
+    options("full, causal, sliding", current, Mask::KIND_NAMES, |k| k.into())
 }
 
 /// The window the cases use: the link's, else the benchmark's default.
-pub fn window_tokens(input: &AttentionInput) -> u32 {
-    if input.window_given { input.window_tokens } else { DEFAULT_WINDOW }
+pub fn window_tokens(input: &AttentionInput) -> u64 {
+    if input.window_given { input.window_tokens() } else { DEFAULT_WINDOW }
 }
 
 /// What picking `value` in the select of `key` (`n`, `d` or `mask`) changes in the link: `all` lifts

@@ -32,12 +32,14 @@ pub struct BenchParams {
 impl BenchParams {
     /// The cases a link asks for: each parameter it names narrows the list.
     pub fn filter(&self, input: &AttentionInput) -> BenchFilter {
+        // A named chunked mask takes the window too: the benchmark's cases have one size.
+        let size = controls::window_tokens(input);
         BenchFilter {
             n: input.seq_tokens,
             d: self.head_dim,
-            mask: input.mask_given.then_some(input.mask),
+            mask: input.mask_given.then(|| input.mask.resized(size, size)),
             kernel: None,
-            window: input.window_given.then_some(input.window_tokens),
+            window: input.window_given.then(|| input.window_tokens()),
         }
     }
 
@@ -67,7 +69,7 @@ impl LinkParams for BenchParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::MaskKind;
+    use crate::model::Mask;
     use crate::views::link::round_trip;
 
     #[test]
@@ -91,7 +93,13 @@ mod tests {
         let filter = BenchParams { head_dim: Some(64) }.filter(&input);
         assert_eq!(
             filter,
-            BenchFilter { n: Some(256), d: Some(64), mask: Some(MaskKind::Sliding), kernel: None, window: Some(16) }
+            BenchFilter {
+                n: Some(256),
+                d: Some(64),
+                mask: Some(Mask::Sliding { window_tokens: 16 }),
+                kernel: None,
+                window: Some(16)
+            }
         );
     }
 }

@@ -5,7 +5,7 @@
 use super::input_mode::InputMode;
 use super::params::{HeadSelection, MAX_GENERATED};
 use crate::attention::tokens::TokenMode;
-use crate::model::MaskKind;
+use crate::model::Mask;
 use crate::views::attention_input::AttentionInput;
 
 /// The input select's choices; cross-attention only with synthetic weights (real ones read one text).
@@ -28,7 +28,7 @@ pub fn text_label(mode: InputMode) -> &'static str {
 /// The mask select's value: `layer` (each layer's own mask, a link without `mask`) unless the link
 /// names a mask or the mask is not the causal default.
 pub fn mask_choice(input: &AttentionInput) -> &'static str {
-    if input.mask_given || input.mask != MaskKind::Causal { input.mask.name() } else { "layer" }
+    input.chosen_mask().map_or("layer", Mask::kind_name)
 }
 
 /// What the mask select's pick writes to `mask`: `layer` clears it.
@@ -36,9 +36,9 @@ pub fn mask_change(value: &str) -> Option<&str> {
     (value != "layer").then_some(value)
 }
 
-/// A mask's option label.
-pub fn mask_label(kind: MaskKind) -> &'static str {
-    if kind == MaskKind::Full { "full (bidirectional, encoder)" } else { kind.name() }
+/// The option label of the mask kind named `kind` (one of [`Mask::KIND_NAMES`]).
+pub fn mask_label(kind: &str) -> &str {
+    if kind == Mask::Full.kind_name() { "full (bidirectional, encoder)" } else { kind }
 }
 
 /// A token mode's option label.
@@ -82,17 +82,17 @@ mod tests {
     #[test]
     fn the_mask_select_shows_the_layers_own_mask_unless_the_link_names_one() {
         let mut input = AttentionInput::default();
-        assert_eq!(input.mask, MaskKind::Causal);
+        assert_eq!(input.mask, Mask::Causal);
         assert_eq!(mask_choice(&input), "layer");
         input.mask_given = true;
         assert_eq!(mask_choice(&input), "causal");
         input.mask_given = false;
-        input.mask = MaskKind::Full;
+        input.mask = Mask::Full;
         assert_eq!(mask_choice(&input), "full");
         assert_eq!(mask_change("layer"), None);
         assert_eq!(mask_change("sliding"), Some("sliding"));
-        assert_eq!(mask_label(MaskKind::Full), "full (bidirectional, encoder)");
-        assert_eq!(mask_label(MaskKind::Causal), "causal");
+        assert_eq!(mask_label("full"), "full (bidirectional, encoder)");
+        assert_eq!(mask_label("causal"), "causal");
         assert_eq!((token_label(TokenMode::Word), token_label(TokenMode::Char)), ("words", "characters"));
     }
 

@@ -9,7 +9,6 @@ use crate::attention::tokens::{generated_tokens, tokenize};
 use crate::engine::CPU_MAX_WORK;
 use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::Mask;
-use crate::model::MaskKind;
 use crate::model::Model;
 use crate::model::job_budget::{self, JOB_BYTES, product};
 use crate::model::units::format_thousands;
@@ -106,13 +105,7 @@ impl Screen {
 /// sees every key. `None` for a layer without attention, whatever the link names.
 pub fn effective_mask(input: &AttentionInput, explorer: &ExplorerParams, layout: &LayerLayout) -> Option<Mask> {
     let own = Mask::of_layer(layout.kind)?;
-    Some(if explorer.src.is_some() {
-        Mask::Full
-    } else if input.mask_given || input.mask != MaskKind::Causal {
-        input.mask()
-    } else {
-        own
-    })
+    Some(if explorer.src.is_some() { Mask::Full } else { input.chosen_mask().unwrap_or(own) })
 }
 
 /// What to compute for one layer of the model, or why there is nothing to compute.

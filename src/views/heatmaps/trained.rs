@@ -14,8 +14,8 @@ use crate::attention::tokens::{TokenMode, generated_tokens};
 use crate::lm::bpe::Tokenizer;
 use crate::lm::head_scores::HeadScores;
 use crate::lm::next_token::{choose, top_candidates};
+use crate::model::Mask;
 use crate::model::units::format_thousands;
-use crate::model::{Mask, MaskKind};
 use crate::views::attention_input::AttentionInput;
 
 /// Next-token candidates the page lists.
@@ -110,7 +110,7 @@ pub fn trained_request(
 /// The link's settings the trained model does not take, each with what it does instead.
 pub fn ignored_settings(input: &AttentionInput, explorer: &ExplorerParams) -> Vec<String> {
     let mut out = Vec::new();
-    if input.mask_given || input.mask != MaskKind::Causal {
+    if input.chosen_mask().is_some() {
         out.push("runs with the masks it was trained with, so mask= is left to the synthetic layouts".to_string());
     }
     if explorer.tok != TokenMode::Word {

@@ -261,7 +261,7 @@ pub fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
             let d = LayerLayout::of(model, state.model.layer).head_dim;
             return Some(number(1.0 / f64::from(d.max(1)).sqrt(), Unit::Number));
         }
-        "window_tokens" => (Unit::Tokens, state.input.window_tokens.into()),
+        "window_tokens" => (Unit::Tokens, state.input.window_tokens().into()),
         "layers_after_last_global" => {
             let layers = model.schedule.layers();
             (Unit::Count, (layers.len() - 1 - layers.iter().rposition(|k| k.is_global())?) as u128)
