@@ -105,7 +105,7 @@ pub(super) struct AddedTokens {
 }
 
 /// A stretch of the text: ordinary text still to be cut into words, or an added token's id.
-enum Piece<'t> {
+enum Stretch<'t> {
     Text { text: &'t str, at_start: bool },
     Added(u32),
 }
@@ -135,17 +135,17 @@ impl Tokenizer {
         let mut ids = Vec::with_capacity(text.len() / 3);
         for piece in self.raw_added.split(text, true) {
             let (raw, at_start) = match piece {
-                Piece::Added(id) => {
+                Stretch::Added(id) => {
                     ids.push(id);
                     continue;
                 }
-                Piece::Text { text, at_start } => (text, at_start),
+                Stretch::Text { text, at_start } => (text, at_start),
             };
             let normal = normalized(&self.normalizer, raw);
             for piece in self.normalized_added.split(&normal, at_start) {
                 match piece {
-                    Piece::Added(id) => ids.push(id),
-                    Piece::Text { text, at_start } => self.encode_words(text, at_start, &mut cache, &mut ids),
+                    Stretch::Added(id) => ids.push(id),
+                    Stretch::Text { text, at_start } => self.encode_words(text, at_start, &mut cache, &mut ids),
                 }
             }
         }
@@ -311,10 +311,10 @@ impl AddedTokens {
     /// The text cut on the tokens, leftmost first and the longest of those starting there, as the
     /// library's Aho-Corasick matcher does. `at_start`: the text begins the whole text, so its first
     /// piece does too if it is text.
-    fn split<'t>(&self, text: &'t str, at_start: bool) -> Vec<Piece<'t>> {
+    fn split<'t>(&self, text: &'t str, at_start: bool) -> Vec<Stretch<'t>> {
         let mut pieces = Vec::new();
         if self.tokens.is_empty() {
-            pieces.extend((!text.is_empty()).then_some(Piece::Text { text, at_start }));
+            pieces.extend((!text.is_empty()).then_some(Stretch::Text { text, at_start }));
             return pieces;
         }
         let (mut start, mut at) = (0, 0);
@@ -324,14 +324,14 @@ impl AddedTokens {
                 continue;
             };
             if at > start {
-                pieces.push(Piece::Text { text: &text[start..at], at_start: at_start && start == 0 });
+                pieces.push(Stretch::Text { text: &text[start..at], at_start: at_start && start == 0 });
             }
-            pieces.push(Piece::Added(id));
+            pieces.push(Stretch::Added(id));
             at += len;
             start = at;
         }
         if start < text.len() {
-            pieces.push(Piece::Text { text: &text[start..], at_start: at_start && start == 0 });
+            pieces.push(Stretch::Text { text: &text[start..], at_start: at_start && start == 0 });
         }
         pieces
     }

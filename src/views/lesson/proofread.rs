@@ -14,32 +14,32 @@ use crate::views::registry::Settings;
 
 /// Text and figures in reading order, line breaks as spaces.
 #[derive(Debug, PartialEq)]
-enum Piece {
+enum LessonPart {
     Text(String),
     Figure(String),
 }
 
-fn pieces(nodes: &[Node]) -> Vec<Piece> {
-    fn walk(nodes: &[Node], out: &mut Vec<Piece>) {
+fn pieces(nodes: &[Node]) -> Vec<LessonPart> {
+    fn walk(nodes: &[Node], out: &mut Vec<LessonPart>) {
         for node in nodes {
             let text = match node {
                 Node::Text(t) | Node::Code(t) => t.clone(),
                 Node::Break => " ".into(),
                 Node::Figure(name) => {
-                    out.push(Piece::Figure(name.clone()));
+                    out.push(LessonPart::Figure(name.clone()));
                     continue;
                 }
                 Node::Element(_, children) => {
                     walk(children, out);
                     // A block ends a run of text: nothing after it follows a figure inside it.
-                    out.push(Piece::Text("\n".into()));
+                    out.push(LessonPart::Text("\n".into()));
                     continue;
                 }
                 Node::Rule => "\n".into(),
             };
             match out.last_mut() {
-                Some(Piece::Text(prev)) => prev.push_str(&text),
-                _ => out.push(Piece::Text(text)),
+                Some(LessonPart::Text(prev)) => prev.push_str(&text),
+                _ => out.push(LessonPart::Text(text)),
             }
         }
     }
@@ -67,7 +67,7 @@ fn unit_slips(nodes: &[Node], value_of: &dyn Fn(&str) -> Option<Figure>) -> Vec<
     let pieces = pieces(nodes);
     let mut slips = Vec::new();
     for (i, piece) in pieces.iter().enumerate() {
-        let (Piece::Figure(name), Some(Piece::Text(after))) = (piece, pieces.get(i + 1)) else { continue };
+        let (LessonPart::Figure(name), Some(LessonPart::Text(after))) = (piece, pieces.get(i + 1)) else { continue };
         let Some(figure) = value_of(name) else { continue };
         if !after.starts_with([' ', '\u{a0}']) {
             continue;
@@ -152,8 +152,8 @@ fn step_text(step: &Step) -> String {
     let mut text: String = pieces(&step.body)
         .into_iter()
         .map(|p| match p {
-            Piece::Text(t) => t,
-            Piece::Figure(name) => format!("{{{name}}}"),
+            LessonPart::Text(t) => t,
+            LessonPart::Figure(name) => format!("{{{name}}}"),
         })
         .collect();
     if let Some(check) = &step.check {
