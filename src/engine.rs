@@ -5,11 +5,17 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::kv_cache::CpuKvCache;
 use crate::event_loop::breathe;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
+use crate::model::limits::{
+    CPU_MAX_MULTIPLY_ADDS, CPU_MAX_SCORE_PAIRS, CPU_SLICE_MULTIPLY_ADDS, KERNEL_MAX_HEAD_DIM, kernels_take_head_dim,
+};
 use crate::model::units::format_thousands;
+use std::cell::RefCell;
 use std::str::FromStr;
+use std::task::{Context, Poll, Waker};
 
 /// Where attention is computed (URL `backend=`): decided once per page load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,15 +46,6 @@ impl FromStr for BackendChoice {
         }
     }
 }
-
-/// Largest number of (query, key) score pairs the CPU tier computes (it is a teaching fallback).
-pub const CPU_MAX_SCORE_PAIRS: u64 = 4_000_000;
-/// Largest number of multiply-adds one CPU call may take (pairs times head width): what the pair bound
-/// allows at the kernels' widest head, so heads wider than the kernels cannot hold the page for longer.
-pub const CPU_MAX_WORK: u64 = CPU_MAX_SCORE_PAIRS * crate::gpu::launch::KERNEL_MAX_HEAD_DIM as u64;
-/// Multiply-adds of CPU-reference work between two yields to the browser's event loop: a few ms of
-/// wasm, so input and rendering go on while a large fallback job runs (a job may take seconds).
-pub const CPU_SLICE_WORK: u64 = 2_000_000;
 
 #[expect(clippy::large_enum_variant, reason = "one engine per page, never moved once started")]
 pub enum Engine {
@@ -118,18 +115,18 @@ impl Engine {
     }
 }
 
-/// A K/V cache that grows by one token per decode step: a [`KvCache`] on the GPU, or plain memory
-/// for the CPU tier. Either way its buffers are allocated once for `capacity` tokens.
+/// A K/V cache that grows by one token per decode step: a [`KvCache`] on the GPU, or its CPU twin
+/// [`CpuKvCache`] for the CPU tier. Either way it is allocated once for its capacity in tokens.
 pub enum DecodeCache {
     Gpu(KvCache),
-    Cpu { k: Vec<Vec<f32>>, v: Vec<Vec<f32>>, h_kv: u32, d: u32, capacity: u32, len: u32 },
+    Cpu(CpuKvCache),
 }
 
 impl DecodeCache {
     pub fn len_tokens(&self) -> u32 {
         match self {
             DecodeCache::Gpu(c) => c.len_tokens(),
-            DecodeCache::Cpu { len, .. } => *len,
+            DecodeCache::Cpu(c) => c.len_tokens(),
         }
     }
 
@@ -137,7 +134,7 @@ impl DecodeCache {
     pub fn used_bytes(&self) -> u64 {
         let (h_kv, d) = match self {
             DecodeCache::Gpu(c) => (c.h_kv(), c.d()),
-            DecodeCache::Cpu { h_kv, d, .. } => (*h_kv, *d),
+            DecodeCache::Cpu(c) => (c.h_kv(), c.d()),
         };
         2 * 4 * u64::from(h_kv) * u64::from(d) * u64::from(self.len_tokens())
     }
@@ -146,53 +143,12 @@ impl DecodeCache {
 impl Engine {
     /// An empty decode cache of `h_kv` heads of `d` dims for up to `capacity_tokens` tokens.
     pub fn decode_cache(&self, h_kv: u32, d: u32, capacity_tokens: u32) -> Result<DecodeCache, String> {
-        match self {
-            Engine::WebGpu { ctx, .. } => {
-                KvCache::new(ctx, h_kv, d, capacity_tokens).map(DecodeCache::Gpu).map_err(|e| e.to_string())
-            }
-            Engine::Cpu { .. } => {
-                if h_kv == 0 || d == 0 || capacity_tokens == 0 {
-                    return Err(format!(
-                        "a KV cache needs h_kv, d and capacity >= 1 (got {h_kv}, {d}, {capacity_tokens})"
-                    ));
-                }
-                let per_head = capacity_tokens as usize * d as usize;
-                Ok(DecodeCache::Cpu {
-                    k: (0..h_kv).map(|_| Vec::with_capacity(per_head)).collect(),
-                    v: (0..h_kv).map(|_| Vec::with_capacity(per_head)).collect(),
-                    h_kv,
-                    d,
-                    capacity: capacity_tokens,
-                    len: 0,
-                })
-            }
-        }
+        self.run_now(&NewDecodeCache { h_kv, d, capacity_tokens })
     }
 
     /// Appends one token's K and V rows (`[h_kv, d]` each) to the cache, without touching the past.
     pub fn append_kv(&self, cache: &mut DecodeCache, k_token: &[f32], v_token: &[f32]) -> Result<(), String> {
-        match (self, cache) {
-            (Engine::WebGpu { ctx, .. }, DecodeCache::Gpu(c)) => {
-                c.append(ctx, k_token, v_token).map_err(|e| e.to_string())
-            }
-            (_, DecodeCache::Cpu { k, v, h_kv, d, capacity, len }) => {
-                let want = (*h_kv * *d) as usize;
-                if k_token.len() != want || v_token.len() != want {
-                    return Err(format!("one token's K and V must hold h_kv * d = {want} values"));
-                }
-                if *len >= *capacity {
-                    return Err(format!("the KV cache is full ({capacity} tokens)"));
-                }
-                let d = *d as usize;
-                for (h, (kh, vh)) in k.iter_mut().zip(v.iter_mut()).enumerate() {
-                    kh.extend_from_slice(&k_token[h * d..][..d]);
-                    vh.extend_from_slice(&v_token[h * d..][..d]);
-                }
-                *len += 1;
-                Ok(())
-            }
-            (Engine::Cpu { .. }, DecodeCache::Gpu(_)) => Err("a GPU cache cannot be used by the CPU engine".into()),
-        }
+        self.run_now(&AppendKv { cache: RefCell::new(cache), k_token, v_token })
     }
 
     /// One decode step: `q` (`[h_q, d]`, one query per head, at the newest position) attends to the
@@ -216,6 +172,16 @@ impl Engine {
             _ => job.on_cpu(self.is_gpu()).await,
         }
     }
+
+    /// Runs a job that never waits (allocating buffers, writing into them) at once, through [`Engine::run`]'s
+    /// one choice of tier: its future is ready at the first poll.
+    fn run_now<J: Job>(&self, job: &J) -> Result<J::Output, String> {
+        let mut future = std::pin::pin!(self.run(job));
+        match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => Err("this job waits, so it cannot run at once".into()),
+        }
+    }
 }
 
 /// One result either tier computes: with the GPU kernels, or with their CPU twins ([`crate::cpu`]).
@@ -228,6 +194,60 @@ pub trait Job {
     /// `gpu_declined`: the engine has a GPU, which did not take the job.
     async fn on_cpu(&self, gpu_declined: bool) -> Result<Self::Output, String>;
 }
+
+/// An empty decode cache ([`Engine::decode_cache`]): on the GPU when there is one. Heads wider than
+/// the kernels' are refused there with a reason rather than kept on the CPU, as before.
+struct NewDecodeCache {
+    h_kv: u32,
+    d: u32,
+    capacity_tokens: u32,
+}
+
+impl Job for NewDecodeCache {
+    type Output = DecodeCache;
+
+    fn fits_gpu(&self) -> bool {
+        true
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, _: &Kernels) -> Result<DecodeCache, String> {
+        KvCache::new(ctx, self.h_kv, self.d, self.capacity_tokens).map(DecodeCache::Gpu).map_err(|e| e.to_string())
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<DecodeCache, String> {
+        CpuKvCache::new(self.h_kv, self.d, self.capacity_tokens).map(DecodeCache::Cpu)
+    }
+}
+
+/// One token appended to a decode cache ([`Engine::append_kv`]), where the cache lives. The cache
+/// sits in a `RefCell` because a job is run by shared reference; nothing awaits while it is borrowed.
+struct AppendKv<'a, 'c> {
+    cache: RefCell<&'c mut DecodeCache>,
+    k_token: &'a [f32],
+    v_token: &'a [f32],
+}
+
+impl Job for AppendKv<'_, '_> {
+    type Output = ();
+
+    fn fits_gpu(&self) -> bool {
+        matches!(**self.cache.borrow(), DecodeCache::Gpu(_))
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, _: &Kernels) -> Result<(), String> {
+        let mut cache = self.cache.borrow_mut();
+        let DecodeCache::Gpu(cache) = &mut **cache else { return Err("the cache is not on the GPU".into()) };
+        cache.append(ctx, self.k_token, self.v_token).map_err(|e| e.to_string())
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<(), String> {
+        let mut cache = self.cache.borrow_mut();
+        let DecodeCache::Cpu(cache) = &mut **cache else { return Err(GPU_CACHE_ON_CPU.into()) };
+        cache.append(self.k_token, self.v_token)
+    }
+}
+
+const GPU_CACHE_ON_CPU: &str = "a GPU cache cannot be used by the CPU engine";
 
 /// One decode step ([`Engine::decode`]): on the GPU when the cache lives there.
 pub struct Decode<'a> {
@@ -251,17 +271,15 @@ impl Job for Decode<'_> {
     }
 
     async fn on_cpu(&self, _: bool) -> Result<Forward, String> {
-        let DecodeCache::Cpu { k, v, h_kv, d, len, .. } = self.cache else {
-            return Err("a GPU cache cannot be used by the CPU engine".into());
-        };
+        let DecodeCache::Cpu(cache) = self.cache else { return Err(GPU_CACHE_ON_CPU.into()) };
         let (q, h_q) = (self.q, self.h_q);
-        let shape = AttentionShape { h_q, h_kv: *h_kv, n_q: 1, n_kv: *len, d: *d };
+        let shape = AttentionShape { h_q, h_kv: cache.h_kv(), n_q: 1, n_kv: cache.len_tokens(), d: cache.d() };
         shape.validate()?;
         check_cpu_size(shape)?;
         if q.len() != shape.q_len() {
             return Err(format!("a decode query holds h_q * d = {} values, got {}", shape.q_len(), q.len()));
         }
-        let (k, v) = (k.concat(), v.concat());
+        let (k, v) = (cache.keys(), cache.values());
         Ok(cpu_flash_attention(&AttentionProblem::new(q, &k, &v, shape, self.mask, self.scale)).await)
     }
 }
@@ -288,7 +306,7 @@ async fn cpu_row_softmax(p: &AttentionProblem<'_>) -> Vec<f32> {
 }
 
 /// Calls `row(h, i)` for every query row of every head of `shape`, in slices of about
-/// [`CPU_SLICE_WORK`] multiply-adds with a yield to the event loop after each.
+/// [`CPU_SLICE_MULTIPLY_ADDS`] multiply-adds with a yield to the event loop after each.
 async fn cpu_rows(shape: AttentionShape, mut row: impl FnMut(u32, u32)) {
     let per_slice = rows_per_slice(shape);
     let mut in_slice = 0;
@@ -304,9 +322,9 @@ async fn cpu_rows(shape: AttentionShape, mut row: impl FnMut(u32, u32)) {
     }
 }
 
-/// Query rows per slice: rows of `n_kv` keys `d` wide in [`CPU_SLICE_WORK`], at least one.
+/// Query rows per slice: rows of `n_kv` keys `d` wide in [`CPU_SLICE_MULTIPLY_ADDS`], at least one.
 fn rows_per_slice(shape: AttentionShape) -> u64 {
-    (CPU_SLICE_WORK / (u64::from(shape.n_kv) * u64::from(shape.d)).max(1)).max(1)
+    (CPU_SLICE_MULTIPLY_ADDS / (u64::from(shape.n_kv) * u64::from(shape.d)).max(1)).max(1)
 }
 
 fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
@@ -318,13 +336,13 @@ fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
         ));
     }
     let work = pairs.saturating_mul(u64::from(shape.d));
-    if work > CPU_MAX_WORK {
+    if work > CPU_MAX_MULTIPLY_ADDS {
         return Err(format!(
             "{} multiply-adds ({pairs} query-key pairs of {}-wide heads) is too much for the CPU fallback (at most {}); \
              fewer tokens fit",
             format_thousands(work.into()),
             shape.d,
-            format_thousands(CPU_MAX_WORK.into())
+            format_thousands(CPU_MAX_MULTIPLY_ADDS.into())
         ));
     }
     Ok(())
@@ -354,7 +372,7 @@ impl Engine {
 
     /// Whether heads this wide run on this engine's GPU (wider ones use the CPU reference, small sizes only).
     pub fn gpu_supports_dim(&self, d: u32) -> bool {
-        self.is_gpu() && d <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM
+        self.is_gpu() && kernels_take_head_dim(d)
     }
 
     /// The heatmap data of a batch of heads: every probability in one pass, or blocks pooled from each
@@ -375,7 +393,7 @@ impl Job for HeadMaps<'_, '_> {
     type Output = Vec<f32>;
 
     fn fits_gpu(&self) -> bool {
-        self.problem.shape.d <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM
+        kernels_take_head_dim(self.problem.shape.d)
     }
 
     async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Vec<f32>, String> {
@@ -393,9 +411,8 @@ impl Job for HeadMaps<'_, '_> {
             if !gpu_declined {
                 return e;
             }
-            let max = crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
             format!(
-                "heads of {} dims are wider than the GPU kernels' {max} and too long for the CPU reference ({e})",
+                "heads of {} dims are wider than the GPU kernels' {KERNEL_MAX_HEAD_DIM} and too long for the CPU reference ({e})",
                 shape.d
             )
         })?;
@@ -426,7 +443,7 @@ mod tests {
         // 2,000,000 / (1,000 keys x 64) = 31.25 -> 31 rows; a row of 250 keys 16,384 wide is 4,096,000.
         assert_eq!(rows_per_slice(shape(1000, 64)), 31);
         assert_eq!(rows_per_slice(shape(250, 16_384)), 1);
-        assert_eq!(rows_per_slice(shape(0, 0)), CPU_SLICE_WORK);
+        assert_eq!(rows_per_slice(shape(0, 0)), CPU_SLICE_MULTIPLY_ADDS);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde_json::{Map, Number, Value, json};
 use attention_lab::lm::bpe::{Tokenizer, WordPattern};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward::forward;
-use attention_lab::model::config::limits;
+use attention_lab::model::config::bounds;
 use attention_lab::model::encoding::MAX_ENCODED_LEN;
 use attention_lab::model::{
     EncodingError, LayerKind, Model, Schedule, all_presets, decode_model, encode_model, import_hf_value,
@@ -499,7 +499,7 @@ proptest! {
         config in prop_oneof![any_json(), hostile_config(), mutated_real_config()]
     ) {
         if let Ok(imported) = import_hf_value(&config) {
-            prop_assert!(imported.model.n_layers() <= limits::MAX_LAYERS);
+            prop_assert!(imported.model.n_layers() <= bounds::MAX_LAYERS);
             assert_code_round_trips(&imported.model)?;
         }
     }
@@ -528,7 +528,7 @@ proptest! {
     #[test]
     fn schedule_periods_are_exact(
         unit in prop::collection::vec(layer_kind(), 1..12),
-        n_layers in 1u32..=limits::MAX_LAYERS,
+        n_layers in 1u32..=bounds::MAX_LAYERS,
         noise in prop::collection::vec((any::<prop::sample::Index>(), layer_kind()), 0..3),
     ) {
         let mut layers = Schedule::periodic(n_layers, &unit.iter().map(|&k| (1, k)).collect::<Vec<_>>()).layers().to_vec();

@@ -29,6 +29,7 @@ mod native {
     use attention_lab::gpu::matmul::{DirectBlock, MatmulForm};
     use attention_lab::gpu::{GpuContext, Kernels, LmWeights};
     use attention_lab::lm::checkpoint::Checkpoint;
+    use attention_lab::model::Mask;
 
     fn now_ms() -> f64 {
         static START: OnceLock<Instant> = OnceLock::new();
@@ -81,9 +82,9 @@ mod native {
             match flag.as_str() {
                 "--n" => args.filter.n = Some(number()?),
                 "--d" => args.filter.d = Some(number()?),
-                "--window" => args.filter.window = Some(number()?),
+                "--window" => args.filter.window = Some(number()?.into()),
                 "--reps" => args.reps.max = number()?.max(1),
-                "--mask" => args.filter.mask = Some(value.parse()?),
+                "--mask" => args.filter.mask = Some(Mask::named(&value, 1, 1)?),
                 "--kernel" => args.filter.kernel = Some(value.parse()?),
                 "--tiles" => {
                     // A trailing "s" stages K/V in workgroup memory: 128x16s.
@@ -121,6 +122,9 @@ mod native {
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
+        // The named mask takes the window (or the default) whichever flag came first.
+        let size = args.filter.window.unwrap_or(bench::DEFAULT_WINDOW);
+        args.filter.mask = args.filter.mask.map(|m| m.resized(size, size));
         Ok(args)
     }
 

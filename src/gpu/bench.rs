@@ -14,7 +14,7 @@ use crate::gpu::naive_attention::{self, NaiveBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::Mask;
-use crate::model::job_budget;
+use crate::model::limits;
 
 /// Which implementation a case runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,8 +234,8 @@ pub async fn run_case(
         peak_bytes: peak_bytes(case),
         note: None,
     };
-    let limit = job_budget::job_limit(Some(ctx.limits.max_buffer_size));
-    if let Err(over) = job_budget::check(peak_bytes(case), limit) {
+    let limit = limits::job_limit(Some(ctx.limits.max_buffer_size));
+    if let Err(over) = limits::check_job_bytes(peak_bytes(case), limit) {
         result.note = Some(format!("skipped: {}", over.text("this case")));
         return Ok(result);
     }
@@ -418,12 +418,12 @@ mod tests {
     }
 
     #[test]
-    fn the_default_tiled_cases_fit_the_job_budget_and_a_huge_link_does_not() {
+    fn the_default_tiled_cases_fit_the_job_limit_and_a_huge_link_does_not() {
         for case in cases(&BenchFilter::default()).iter().filter(|c| c.kernel == BenchKernel::Tiled) {
-            assert!(job_budget::check(peak_bytes(case), job_budget::JOB_BYTES).is_ok(), "{case:?}");
+            assert!(limits::check_job_bytes(peak_bytes(case), limits::JOB_MAX_BYTES).is_ok(), "{case:?}");
         }
         let huge = cases(&BenchFilter { n: Some(131_072), d: Some(128), ..Default::default() });
-        assert!(huge.iter().all(|c| job_budget::check(peak_bytes(c), job_budget::JOB_BYTES).is_err()));
+        assert!(huge.iter().all(|c| limits::check_job_bytes(peak_bytes(c), limits::JOB_MAX_BYTES).is_err()));
     }
 
     #[test]

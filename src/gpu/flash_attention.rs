@@ -5,8 +5,9 @@ use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
 use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
-use crate::gpu::launch::{self, Binding, Dispatch};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
+use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 
 /// Whether the kernel is unrolled ([`crate::gpu::shader_text`]) unless told otherwise. Natively yes:
 /// 5-15x faster on lavapipe, compiled in seconds, and 6-11x faster on an H100 (Vulkan), whose
@@ -94,9 +95,9 @@ impl FlashAttention {
     ) -> Result<Dispatch, GpuError> {
         let FlashLaunch { shape, kv_stride, mask, scale } = launch;
         let d_pad = shape.d;
-        if !d_pad.is_multiple_of(4) || d_pad > launch::KERNEL_MAX_HEAD_DIM || kv_stride < shape.n_kv {
+        if !d_pad.is_multiple_of(4) || !kernels_take_head_dim(d_pad) || kv_stride < shape.n_kv {
             return Err(GpuError::LimitExceeded(format!(
-                "flash attention needs d a multiple of 4 up to 256 (got {d_pad}) and kv_stride >= n_kv"
+                "flash attention needs d a multiple of 4 up to {KERNEL_MAX_HEAD_DIM} (got {d_pad}) and kv_stride >= n_kv"
             )));
         }
         let rows_total = shape.n_q * shape.group_size();

@@ -29,6 +29,7 @@ use crate::gpu::swiglu::Swiglu;
 use crate::gpu::widen::Widen;
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
+use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 
 pub use crate::attention::pooled::{Pool, PooledMap};
 
@@ -373,11 +374,10 @@ fn check_pooled_size(out_rows: u32, out_cols: u32) -> Result<(), GpuError> {
 async fn upload<'a>(ctx: &'a GpuContext, p: &AttentionProblem<'_>, with_v: bool) -> Result<Uploaded<'a>, GpuError> {
     p.validate(with_v).map_err(GpuError::InvalidInput)?;
     let shape = p.shape;
-    if shape.d > launch::KERNEL_MAX_HEAD_DIM {
+    if !kernels_take_head_dim(shape.d) {
         return Err(GpuError::InvalidInput(format!(
-            "head dimension {} is above the kernels' maximum of {}",
-            shape.d,
-            launch::KERNEL_MAX_HEAD_DIM
+            "head dimension {} is above the kernels' maximum of {KERNEL_MAX_HEAD_DIM}",
+            shape.d
         )));
     }
     let d = shape.d as usize;

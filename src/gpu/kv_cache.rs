@@ -6,6 +6,7 @@
 
 use crate::gpu::launch;
 use crate::gpu::{GpuContext, GpuError};
+use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 
 /// K and V as `[h_kv, capacity_tokens, d_pad]` f32 buffers, the first `len_tokens` rows of each head valid.
 pub struct KvCache {
@@ -20,9 +21,9 @@ pub struct KvCache {
 
 impl KvCache {
     pub fn new(ctx: &GpuContext, h_kv: u32, d: u32, capacity_tokens: u32) -> Result<Self, GpuError> {
-        if h_kv == 0 || d == 0 || d > launch::KERNEL_MAX_HEAD_DIM || capacity_tokens == 0 {
+        if h_kv == 0 || d == 0 || !kernels_take_head_dim(d) || capacity_tokens == 0 {
             return Err(GpuError::InvalidInput(format!(
-                "a KV cache needs h_kv >= 1, 1 <= d <= 256 and capacity >= 1 (got {h_kv}, {d}, {capacity_tokens})"
+                "a KV cache needs h_kv >= 1, 1 <= d <= {KERNEL_MAX_HEAD_DIM} and capacity >= 1 (got {h_kv}, {d}, {capacity_tokens})"
             )));
         }
         let d_pad = launch::padded_dim(d);

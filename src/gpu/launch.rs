@@ -7,10 +7,6 @@ use crate::lm::weight_plan::WeightFormat;
 /// WebGPU's default `max_compute_workgroups_per_dimension`.
 pub const WEB_MAX_WORKGROUPS_PER_DIM: u32 = 65535;
 
-/// The widest head the kernels take (their private arrays are sized for it); configs may declare
-/// heads up to `model::config::limits::MAX_CONFIG_HEAD_DIM`, and the app runs wider ones on the CPU.
-pub const KERNEL_MAX_HEAD_DIM: u32 = 256;
-
 /// A `(x, y, 1)` grid with at least `workgroups` workgroups and no dimension above `max_per_dim`.
 /// Shaders unfold it as `id.x + id.y * count.x` and return early past the real count.
 pub fn grid(workgroups: u32, max_per_dim: u32) -> (u32, u32, u32) {

@@ -16,7 +16,7 @@ use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::lm::LmError;
 use crate::lm::safetensors::{Header, TensorDType};
 use crate::lm::weight_plan::{LayerSlot, Slot, WeightFormat, WeightPiece, WeightPlan};
-use crate::model::job_budget;
+use crate::model::limits;
 use crate::model::units::{format_bytes, format_thousands};
 
 /// Bytes read and written at a time: a multiple of 4, so 16-bit chunks hold whole u32 words.
@@ -95,7 +95,7 @@ pub fn check(ctx: &GpuContext, plan: &WeightPlan) -> Result<LmGeometry, GpuError
 /// What does not fit, in the words a user with a checkpoint needs (after "too large for this GPU: "):
 /// how much the weights take on the GPU against their files, and the limit they meet.
 fn too_large(ctx: &GpuContext, plan: &WeightPlan, limit: GpuError) -> String {
-    let budget = job_budget::job_limit(Some(ctx.limits.max_buffer_size));
+    let budget = limits::job_limit(Some(ctx.limits.max_buffer_size));
     let gpu_bytes = plan.gpu_bytes();
     let what = format!(
         "its {} parameters take {} on the GPU ({} in its files)",

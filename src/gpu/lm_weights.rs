@@ -12,7 +12,7 @@ use crate::lm::checkpoint::{Checkpoint, OutputNorms};
 use crate::lm::model_config::BlockStyle;
 use crate::lm::weight_plan::{WeightFormat, slot_floats};
 use crate::model::config::{Model, Positional};
-use crate::model::{Mask, job_budget};
+use crate::model::{Mask, limits};
 
 /// The sizes of a model, as the kernels take them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl LmGeometry {
         };
         let widths = [g.d_model, g.head_dim, g.ffn];
         let fits = widths.iter().all(|w| *w > 0 && w.is_multiple_of(4))
-            && g.head_dim <= crate::gpu::launch::KERNEL_MAX_HEAD_DIM
+            && limits::kernels_take_head_dim(g.head_dim)
             && g.h_kv > 0
             && g.h_q.is_multiple_of(g.h_kv)
             && g.vocab > 0;
@@ -208,7 +208,7 @@ pub(crate) fn check_sizes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)])
 /// Refuses `buffers` (name, bytes) when one exceeds the binding limit or all exceed the job budget.
 fn check_bytes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
     let total = buffers.iter().fold(0u64, |sum, &(_, bytes)| sum.saturating_add(bytes));
-    job_budget::check(total, job_budget::job_limit(Some(ctx.limits.max_buffer_size)))
+    limits::check_job_bytes(total, limits::job_limit(Some(ctx.limits.max_buffer_size)))
         .map_err(|over| GpuError::LimitExceeded(over.text(what)))?;
     for &(name, bytes) in buffers {
         ctx.check_binding_size(name, bytes)?;

@@ -6,10 +6,11 @@ use crate::attention::AttentionShape;
 use crate::attention::pooled::Pool;
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
-use crate::gpu::launch::{self, Binding, Dispatch};
+use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::row_softmax_subgroup::RowSoftmaxSubgroup;
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
+use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 
 /// One launch: which rows against which keys, and what to write.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -201,9 +202,9 @@ impl RowSoftmax {
     pub fn prepare(&self, ctx: &GpuContext, buffers: &RowBuffers<'_>, launch: RowLaunch) -> Result<Dispatch, GpuError> {
         let RowLaunch { shape, q_offset, mask, scale, output } = launch;
         let d_pad = shape.d;
-        if !d_pad.is_multiple_of(4) || d_pad > launch::KERNEL_MAX_HEAD_DIM {
+        if !d_pad.is_multiple_of(4) || !kernels_take_head_dim(d_pad) {
             return Err(GpuError::LimitExceeded(format!(
-                "the row softmax needs d a multiple of 4 up to 256 (got {d_pad})"
+                "the row softmax needs d a multiple of 4 up to {KERNEL_MAX_HEAD_DIM} (got {d_pad})"
             )));
         }
         let rows_total = shape.n_q * shape.group_size();

@@ -3,7 +3,7 @@
 //! sharing, the layer schedule, the FFN (dense or MoE), embeddings and positions.
 //!
 //! Fields are public so presets, the importer and the URL decoder can build models directly;
-//! [`Model::validate`] checks the limits that keep every figure in range (see [`limits`]).
+//! [`Model::validate`] checks the limits that keep every figure in range (see [`bounds`]).
 
 use std::fmt;
 
@@ -11,12 +11,12 @@ use super::schedule::{LayerKind, Schedule, StateMixer};
 
 /// Bounds on every size field. With them no product in this module can overflow `u128`, so the
 /// arithmetic can stay simple; they are far above any published model.
-pub mod limits {
+pub mod bounds {
     pub const MAX_LAYERS: u32 = 4096;
     pub const MAX_D_MODEL: u64 = 1 << 20;
     pub const MAX_HEADS: u32 = 1 << 14;
     /// The widest head a config may declare (the arithmetic's bound; the GPU kernels take at most
-    /// `gpu::launch::KERNEL_MAX_HEAD_DIM`, and wider heads run on the CPU).
+    /// `model::limits::KERNEL_MAX_HEAD_DIM`, and wider heads run on the CPU).
     pub const MAX_CONFIG_HEAD_DIM: u32 = 1 << 14;
     pub const MAX_RANK: u32 = 1 << 20;
     pub const MAX_FFN: u64 = 1 << 24;
@@ -289,7 +289,7 @@ pub struct Model {
 /// Why a model cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    /// A field is zero, or above its limit in [`limits`].
+    /// A field is zero, or above its limit in [`bounds`].
     OutOfRange { field: &'static str, value: u128, min: u128, max: u128 },
     /// Query heads must split evenly into KV groups.
     HeadsNotDivisible { q_heads: u32, kv_heads: u32 },
@@ -425,9 +425,9 @@ impl Model {
         self.state_mixer(kind).and_then(|m| self.states.of(m))
     }
 
-    /// Check every field against [`limits`] and the structural rules.
+    /// Check every field against [`bounds`] and the structural rules.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        use limits::*;
+        use bounds::*;
         check("n_layers", self.schedule.len() as u128, 1, MAX_LAYERS.into())?;
         self.validate_states()?;
         check("d_model", self.d_model.into(), 1, MAX_D_MODEL.into())?;
@@ -521,7 +521,7 @@ impl Model {
     /// Every recurrent layer has its mixer's state geometry, within limits; no geometry is left without
     /// a layer (it would count parameters nothing uses).
     fn validate_states(&self) -> Result<(), ConfigError> {
-        use limits::*;
+        use bounds::*;
         if self.states.beside_attention.is_some() && !self.has_attention() {
             return Err(ConfigError::Invalid("a mixer beside attention needs an attention layer".into()));
         }
@@ -625,7 +625,7 @@ mod tests {
                 Positional::Rope { theta: 1e4, partial_rotary_factor: 1.0, proportional: false, linear_factor: bad };
             assert!(m.validate().is_err(), "{bad}");
         }
-        let m = Model::simple(4, limits::MAX_D_MODEL + 1, 8);
+        let m = Model::simple(4, bounds::MAX_D_MODEL + 1, 8);
         assert!(m.validate().is_err());
         // Error messages are words, not debug dumps.
         assert!(ConfigError::HeadsNotDivisible { q_heads: 8, kv_heads: 3 }.to_string().contains("8 query heads"));

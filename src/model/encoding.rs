@@ -81,7 +81,7 @@ fn permille(f: f64) -> u64 {
 
 /// A RoPE scaling factor in thousandths (1000: none).
 fn thousandths(f: f64) -> u64 {
-    clamped(f * 1000.0, 1, super::config::limits::MAX_ROPE_FACTOR as u64 * 1000, 1000)
+    clamped(f * 1000.0, 1, super::config::bounds::MAX_ROPE_FACTOR as u64 * 1000, 1000)
 }
 
 fn theta_int(t: f64) -> u64 {
@@ -340,7 +340,7 @@ fn parse_runs(token: &str, s: &str) -> Result<Vec<(u32, LayerKind)>, EncodingErr
             Some((letter, "")) => LayerKind::Stateful(parse_mixer(token, letter)?),
             _ => return Err(EncodingError::BadValue(token.into())),
         };
-        if count == 0 || count > super::config::limits::MAX_LAYERS {
+        if count == 0 || count > super::config::bounds::MAX_LAYERS {
             return Err(EncodingError::BadValue(token.into()));
         }
         out.push((count, kind));
@@ -465,7 +465,7 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
     let layers = layers.ok_or(EncodingError::Missing("L (layers)"))?;
     let d = d.ok_or(EncodingError::Missing("d (model width)"))?;
     let h = h.ok_or(EncodingError::Missing("h (query heads)"))?;
-    if layers == 0 || layers > super::config::limits::MAX_LAYERS {
+    if layers == 0 || layers > super::config::bounds::MAX_LAYERS {
         return Err(EncodingError::Invalid(format!("{layers} layers")));
     }
     if h == 0 {

@@ -1,27 +1,51 @@
-//! The one memory budget every job of the page shares, checked before anything is allocated. On
-//! wasm32 the page has 4 GiB of memory at most, and a failed allocation aborts it without a word (the
-//! panic hook never runs), so a job asks first whether its bytes fit.
+//! The page's limits, in one place: the widest head the GPU kernels take, the memory one job may
+//! hold, and the work the CPU reference may do in one call and between two yields to the browser.
+//! Each is checked by the one function beside it.
+//!
+//! Memory: on wasm32 the page has 4 GiB at most, and a failed allocation aborts it without a word
+//! (the panic hook never runs), so a job asks first whether its bytes fit. (The KV view's GPU memory,
+//! URL `budget`, is the visitor's choice, not a limit of the page: see `model::budget`.)
 
 use crate::model::units::format_bytes;
 
+/// The widest head the kernels take (their private arrays are sized for it); configs may declare
+/// heads up to `model::config::bounds::MAX_CONFIG_HEAD_DIM`, and the app runs wider ones on the CPU.
+pub const KERNEL_MAX_HEAD_DIM: u32 = 256;
+
+/// Whether the GPU kernels take heads `head_dim` wide.
+pub const fn kernels_take_head_dim(head_dim: u32) -> bool {
+    head_dim <= KERNEL_MAX_HEAD_DIM
+}
+
 /// Bytes one job may hold, on the host and on the GPU alike: a quarter of wasm32's 4 GiB, so a job,
 /// the page and the browser's own copies fit together.
-pub const JOB_BYTES: u64 = 1 << 30;
+pub const JOB_MAX_BYTES: u64 = 1 << 30;
 
-/// The job's limit on this adapter: [`JOB_BYTES`], less where the adapter's largest buffer is smaller
-/// (`None`: no GPU, the host limit only).
+/// The job's limit on this adapter: [`JOB_MAX_BYTES`], less where the adapter's largest buffer is
+/// smaller (`None`: no GPU, the host limit only).
 pub fn job_limit(max_buffer_bytes: Option<u64>) -> u64 {
-    max_buffer_bytes.map_or(JOB_BYTES, |b| b.min(JOB_BYTES))
+    max_buffer_bytes.map_or(JOB_MAX_BYTES, |b| b.min(JOB_MAX_BYTES))
 }
+
+/// Largest number of (query, key) score pairs the CPU tier computes in one call (it is a teaching
+/// fallback).
+pub const CPU_MAX_SCORE_PAIRS: u64 = 4_000_000;
+/// Largest number of multiply-adds one CPU call may take (pairs times head width): what the pair
+/// bound allows at the kernels' widest head, so heads wider than the kernels cannot hold the page
+/// for longer.
+pub const CPU_MAX_MULTIPLY_ADDS: u64 = CPU_MAX_SCORE_PAIRS * KERNEL_MAX_HEAD_DIM as u64;
+/// Multiply-adds of CPU-reference work between two yields to the browser's event loop: a few ms of
+/// wasm, so input and rendering go on while a large fallback job runs (a job may take seconds).
+pub const CPU_SLICE_MULTIPLY_ADDS: u64 = 2_000_000;
 
 /// Why a job is refused: what it needed and the limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OverBudget {
+pub struct OverJobLimit {
     pub bytes: u64,
     pub limit: u64,
 }
 
-impl OverBudget {
+impl OverJobLimit {
     /// A sentence for a notice: `what` is the job ("These 32 heads of 65,536 tokens").
     pub fn text(&self, what: &str) -> String {
         format!(
@@ -32,9 +56,9 @@ impl OverBudget {
     }
 }
 
-/// `Ok` when `bytes` fit in `limit`.
-pub fn check(bytes: u64, limit: u64) -> Result<(), OverBudget> {
-    if bytes <= limit { Ok(()) } else { Err(OverBudget { bytes, limit }) }
+/// `Ok` when a job's `bytes` fit in `limit` ([`job_limit`]).
+pub fn check_job_bytes(bytes: u64, limit: u64) -> Result<(), OverJobLimit> {
+    if bytes <= limit { Ok(()) } else { Err(OverJobLimit { bytes, limit }) }
 }
 
 /// `a * b * …` in `u64`, saturating: sizes from a link can be large enough to wrap.
@@ -47,16 +71,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_limit_is_a_gibibyte_or_the_adapters_largest_buffer() {
+    fn the_kernels_take_heads_up_to_256_wide() {
+        assert!(kernels_take_head_dim(256));
+        assert!(!kernels_take_head_dim(257));
+    }
+
+    #[test]
+    fn the_cpu_work_limit_is_the_pair_limit_at_the_kernels_widest_head() {
+        // 4,000,000 pairs x 256 = 1,024,000,000 multiply-adds (the engine's checks are tested there).
+        assert_eq!(CPU_MAX_MULTIPLY_ADDS, 1_024_000_000);
+    }
+
+    #[test]
+    fn the_job_limit_is_a_gibibyte_or_the_adapters_largest_buffer() {
         assert_eq!(job_limit(None), 1_073_741_824);
         assert_eq!(job_limit(Some(256 << 20)), 268_435_456);
-        assert_eq!(job_limit(Some(u64::MAX)), JOB_BYTES);
+        assert_eq!(job_limit(Some(u64::MAX)), JOB_MAX_BYTES);
     }
 
     #[test]
     fn over_the_limit_is_refused_with_both_sizes() {
-        assert_eq!(check(JOB_BYTES, JOB_BYTES), Ok(()));
-        let over = check(JOB_BYTES + 1, JOB_BYTES).unwrap_err();
+        assert_eq!(check_job_bytes(JOB_MAX_BYTES, JOB_MAX_BYTES), Ok(()));
+        let over = check_job_bytes(JOB_MAX_BYTES + 1, JOB_MAX_BYTES).unwrap_err();
         let text = over.text("This job");
         assert!(text.starts_with("This job would need 1.07 GB"), "{text}");
         assert!(text.contains("than the 1.07 GB"), "{text}");

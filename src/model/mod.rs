@@ -12,8 +12,8 @@
 //! - [`presets`]: published models by id; [`hf_import`]: Hugging Face `config.json` import;
 //!   [`encoding`]: the compact URL form (`cfg=`).
 //! - [`reach`]: how far back information travels through stacked sliding, chunked and global layers.
-//! - [`units`]: GB / GiB and parameter-count formatting; [`job_budget`]: the memory one job of the
-//!   page may use, checked before it allocates.
+//! - [`units`]: GB / GiB and parameter-count formatting; [`limits`]: the widest head the kernels take,
+//!   the memory one job may use and the CPU reference's work, checked before anything runs.
 //! - For the KV and compare views: [`curves`] (memory against context), [`budget`] (what fits a
 //!   GPU), [`plot`] (chart scales), [`paging`] and [`decode_demo`] (the decode animation's pages and script).
 
@@ -26,8 +26,8 @@ pub mod encoding;
 pub mod flops;
 pub mod hf_import;
 pub mod intensity;
-pub mod job_budget;
 pub mod kv_cache;
+pub mod limits;
 pub mod mask;
 pub mod paging;
 pub mod params;

@@ -5,7 +5,7 @@ use super::family::Family;
 use super::kv_heads;
 use super::reader::{Reader, positive, positive_u32, to_u32};
 use super::report::{ImportError, invalid};
-use crate::model::config::{AttnGeometry, Mla, limits};
+use crate::model::config::{AttnGeometry, Mla, bounds};
 
 pub(super) struct Attention {
     pub layers: u32,
@@ -19,14 +19,14 @@ pub(super) struct Attention {
 
 pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Attention, ImportError> {
     let layers = r.required(&["num_hidden_layers", "n_layer", "num_layers", "n_layers"], "num_hidden_layers")?;
-    let layers = positive_u32("num_hidden_layers", layers, limits::MAX_LAYERS)?;
+    let layers = positive_u32("num_hidden_layers", layers, bounds::MAX_LAYERS)?;
     // BLOOM's config class lets an `n_embed` (older BLOOM files) override `hidden_size`.
     let d_names: &[&str] =
         if family.is_bloom() { &["n_embed", "hidden_size"] } else { &["hidden_size", "n_embd", "d_model"] };
     let d = r.required(d_names, "hidden_size")?;
-    let d = positive("hidden_size", d, limits::MAX_D_MODEL)?;
+    let d = positive("hidden_size", d, bounds::MAX_D_MODEL)?;
     let heads = r.required(&["num_attention_heads", "n_head", "n_heads"], "num_attention_heads")?;
-    let heads = positive_u32("num_attention_heads", heads, limits::MAX_HEADS)?;
+    let heads = positive_u32("num_attention_heads", heads, bounds::MAX_HEADS)?;
     let kv = kv_heads::read(r, family, heads)?;
     // MLA before head_dim: it supplies the V head size.
     let mla = read_mla(r)?;
@@ -47,7 +47,7 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
     let Some(rank) = r.count(&["kv_lora_rank"])? else {
         return Ok(None);
     };
-    let kv_lora_rank = positive_u32("kv_lora_rank", rank, limits::MAX_RANK)?;
+    let kv_lora_rank = positive_u32("kv_lora_rank", rank, bounds::MAX_RANK)?;
     let mut dim = |key: &str, default: u64| -> Result<u32, ImportError> {
         to_u32(key, r.count_or_assume(&[key], default, format!("{key}: absent, so {default}"))?)
     };
@@ -55,7 +55,7 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
     let qk_nope_head_dim = dim("qk_nope_head_dim", 128)?;
     let v_head_dim = dim("v_head_dim", 128)?;
     let q_lora_rank = match r.count(&["q_lora_rank"])? {
-        Some(q) => Some(positive_u32("q_lora_rank", q, limits::MAX_RANK)?),
+        Some(q) => Some(positive_u32("q_lora_rank", q, bounds::MAX_RANK)?),
         None => {
             r.assume("q_lora_rank: absent or null, so queries are projected directly");
             None
@@ -67,7 +67,7 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
 /// `head_dim` (ChatGLM: `kv_channels`), else MLA's V head size, else hidden size / heads.
 fn read_head_dim(r: &mut Reader<'_>, d: u64, heads: u32, mla: Option<Mla>) -> Result<u32, ImportError> {
     let head_dim = match (r.count(&["head_dim", "kv_channels"])?, mla) {
-        (Some(h), _) => positive_u32("head_dim", h, limits::MAX_CONFIG_HEAD_DIM)?,
+        (Some(h), _) => positive_u32("head_dim", h, bounds::MAX_CONFIG_HEAD_DIM)?,
         (None, Some(m)) => m.v_head_dim,
         (None, None) => {
             if !d.is_multiple_of(u64::from(heads)) {
@@ -98,7 +98,7 @@ fn read_global(r: &mut Reader<'_>, heads: u32, local: AttnGeometry) -> Result<Op
         return Ok(None);
     }
     let n_kv_heads = match (k_eq_v, global_kv) {
-        (true, Some(n)) => positive_u32("num_global_key_value_heads", n, limits::MAX_HEADS)?,
+        (true, Some(n)) => positive_u32("num_global_key_value_heads", n, bounds::MAX_HEADS)?,
         (false, Some(_)) => {
             r.warn("num_global_key_value_heads is only used with attention_k_eq_v; ignored");
             local.n_kv_heads
@@ -112,7 +112,7 @@ fn read_global(r: &mut Reader<'_>, heads: u32, local: AttnGeometry) -> Result<Op
         ));
     }
     let head_dim = match global_hd {
-        Some(h) => positive_u32("global_head_dim", h, limits::MAX_CONFIG_HEAD_DIM)?,
+        Some(h) => positive_u32("global_head_dim", h, bounds::MAX_CONFIG_HEAD_DIM)?,
         None => local.head_dim,
     };
     Ok(Some(AttnGeometry { n_kv_heads, head_dim, k_eq_v }))

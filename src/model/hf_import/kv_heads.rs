@@ -6,7 +6,7 @@
 use super::family::Family;
 use super::reader::{Reader, positive_u32};
 use super::report::{ImportError, invalid};
-use crate::model::config::limits;
+use crate::model::config::bounds;
 
 pub(super) fn read(r: &mut Reader<'_>, family: &Family, heads: u32) -> Result<u32, ImportError> {
     let n = if let Some(n) = r.count(&["num_key_value_heads"])? {
@@ -24,7 +24,7 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family, heads: u32) -> Result<u3
         r.assume(format!("num_key_value_heads: absent, so {heads} (one per query head, MHA)"));
         u64::from(heads)
     };
-    positive_u32("num_key_value_heads", n, limits::MAX_HEADS)
+    positive_u32("num_key_value_heads", n, bounds::MAX_HEADS)
 }
 
 /// Falcon 7B sets `multi_query` (one KV head). Falcon 40B/180B set `new_decoder_architecture`

@@ -8,7 +8,7 @@ use super::mixer_common::{self as common, Built, MoeFields, index_list, named_la
 use super::positions;
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
-use crate::model::config::{Biases, FfnKind, Model, Positional, limits};
+use crate::model::config::{Biases, FfnKind, Model, Positional, bounds};
 use crate::model::schedule::{LayerKind, StateMixer};
 
 const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);
@@ -194,14 +194,14 @@ pub(super) fn nemotron_h(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
     let mut m = common::start(r, family, layers, d)?;
     if letters.contains(&'*') {
         let heads = r.required(&["num_attention_heads"], "num_attention_heads")?;
-        m.n_q_heads = common::to_count("num_attention_heads", heads, limits::MAX_HEADS)?;
+        m.n_q_heads = common::to_count("num_attention_heads", heads, bounds::MAX_HEADS)?;
         let kv = common::size(r, &["num_key_value_heads"], heads)?;
-        m.attn.n_kv_heads = common::to_count("num_key_value_heads", kv, limits::MAX_HEADS)?;
+        m.attn.n_kv_heads = common::to_count("num_key_value_heads", kv, bounds::MAX_HEADS)?;
         let hd = r.count(&["head_dim", "attention_head_dim"])?.unwrap_or_else(|| {
             r.assume("head_dim: absent (and attention_head_dim), so 128");
             128
         });
-        m.attn.head_dim = common::to_count("attention_head_dim", hd, limits::MAX_CONFIG_HEAD_DIM)?;
+        m.attn.head_dim = common::to_count("attention_head_dim", hd, bounds::MAX_CONFIG_HEAD_DIM)?;
         if !m.n_q_heads.is_multiple_of(m.attn.n_kv_heads.max(1)) {
             return Err(invalid("num_key_value_heads", "query heads cannot be split evenly over the KV heads"));
         }
@@ -251,7 +251,7 @@ fn nemotron_letters(r: &mut Reader<'_>) -> Result<Vec<char>, ImportError> {
     if let Some((path, v)) = r.find(&["hybrid_override_pattern"]) {
         let s = v.as_str().ok_or_else(|| invalid(&path, "must be a string of M, *, - and E"))?;
         let letters: Vec<char> = s.chars().collect();
-        if letters.is_empty() || letters.len() > limits::MAX_LAYERS as usize {
+        if letters.is_empty() || letters.len() > bounds::MAX_LAYERS as usize {
             return Err(invalid(&path, "must name between 1 and 4096 layers"));
         }
         if let Some(c) = letters.iter().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {

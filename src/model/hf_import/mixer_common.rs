@@ -31,9 +31,9 @@ impl Built {
 /// and no attention, FFN or positions yet: each family's reader fills in the rest.
 pub(super) fn start(r: &mut Reader<'_>, family: &Family, layers: u64, d: u64) -> Result<Model, ImportError> {
     use super::reader::{positive, positive_u32};
-    use crate::model::config::limits;
-    let layers = positive_u32("num_hidden_layers", layers, limits::MAX_LAYERS)?;
-    let d = positive("hidden_size", d, limits::MAX_D_MODEL)?;
+    use crate::model::config::bounds;
+    let layers = positive_u32("num_hidden_layers", layers, bounds::MAX_LAYERS)?;
+    let d = positive("hidden_size", d, bounds::MAX_D_MODEL)?;
     let e = embeddings::read(r, family)?;
     let mut m = Model::simple(layers, d, 1);
     m.id = "imported".into();
@@ -208,7 +208,7 @@ pub(super) fn state_geometry(
     state_bytes: u32,
     params: u128,
 ) -> Result<crate::model::config::StateGeometry, ImportError> {
-    use crate::model::config::limits::{MAX_MIXER_PARAMS, MAX_STATE_ELEMENTS};
+    use crate::model::config::bounds::{MAX_MIXER_PARAMS, MAX_STATE_ELEMENTS};
     let fit = |what: &str, n: u128, max: u64| {
         u64::try_from(n)
             .ok()
@@ -248,7 +248,7 @@ pub(super) struct MoeFields<'a> {
 impl MoeFields<'_> {
     /// The model's MoE, each count checked against its limit.
     pub fn read(&self, r: &mut Reader<'_>) -> Result<crate::model::config::Moe, ImportError> {
-        use crate::model::config::limits::{MAX_EXPERTS, MAX_LAYERS};
+        use crate::model::config::bounds::{MAX_EXPERTS, MAX_LAYERS};
         let active = size(r, &["num_experts_per_tok"], self.active)?;
         Ok(crate::model::config::Moe {
             n_routed_experts: to_count(self.experts_field, self.experts, MAX_EXPERTS)?,

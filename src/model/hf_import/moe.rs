@@ -3,7 +3,7 @@
 use super::family::Family;
 use super::reader::{Reader, positive_u32, to_u32};
 use super::report::ImportError;
-use crate::model::config::{Moe, limits};
+use crate::model::config::{Moe, bounds};
 
 /// The MoE FFN, or `None` when the config names no (or zero) routed experts.
 pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Option<Moe>, ImportError> {
@@ -11,7 +11,7 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Option<Moe>, I
     let Some(experts) = experts.filter(|&e| e > 0) else {
         return Ok(None);
     };
-    let n_routed_experts = positive_u32("experts", experts, limits::MAX_EXPERTS)?;
+    let n_routed_experts = positive_u32("experts", experts, bounds::MAX_EXPERTS)?;
     let n_active_experts = to_u32("num_experts_per_tok", r.count(&["num_experts_per_tok"])?.unwrap_or(1))?;
     let n_shared_experts = match r.count(&["n_shared_experts"])? {
         Some(s) => to_u32("n_shared_experts", s)?,

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::family::Family;
 use super::reader::{Reader, show};
-use crate::model::config::{Positional, limits};
+use crate::model::config::{Positional, bounds};
 
 pub(super) struct Positions {
     /// Every layer's scheme, or the non-global layers' when `global` is set.
@@ -92,7 +92,7 @@ fn scaling_of(r: &mut Reader<'_>, path: &str, obj: &Map<String, Value>) -> Scali
     let factor = match obj.get("factor") {
         None | Some(Value::Null) => 1.0,
         Some(v) => match v.as_f64() {
-            Some(f) if f > 0.0 && f <= limits::MAX_ROPE_FACTOR => f,
+            Some(f) if f > 0.0 && f <= bounds::MAX_ROPE_FACTOR => f,
             _ => {
                 r.warn(format!("{path}.factor = {} is not a usable scaling factor; ignored", show(v)));
                 1.0

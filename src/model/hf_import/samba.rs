@@ -11,7 +11,7 @@ use super::mamba::Mamba1;
 use super::mixer_common::{self as common, Built, dtype_name, index_list_at, size_or_auto, width};
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
-use crate::model::config::{Biases, FfnKind, Model, Positional, limits};
+use crate::model::config::{Biases, FfnKind, Model, Positional, bounds};
 use crate::model::schedule::{LayerKind, StateMixer};
 
 /// fla's `SambaConfig` default attention: 18 heads, every odd layer of 18, a 2,048-token window.
@@ -85,14 +85,14 @@ fn attention_heads(r: &mut Reader<'_>, m: &mut Model, has_attn_object: bool) -> 
         }
         DEFAULT_HEADS
     });
-    let heads = common::to_count("attn.num_heads", heads, limits::MAX_HEADS)?;
+    let heads = common::to_count("attn.num_heads", heads, bounds::MAX_HEADS)?;
     let kv = count(r, "num_kv_heads")?.unwrap_or_else(|| {
         if has_attn_object {
             r.assume(format!("attn.num_kv_heads: absent, so one per query head ({heads})"));
         }
         heads.into()
     });
-    let kv = common::to_count("attn.num_kv_heads", kv, limits::MAX_HEADS)?;
+    let kv = common::to_count("attn.num_kv_heads", kv, bounds::MAX_HEADS)?;
     if heads == 0 || kv == 0 || !heads.is_multiple_of(kv) {
         return Err(invalid("attn.num_kv_heads", format!("{heads} query heads cannot be split over {kv}")));
     }
@@ -101,7 +101,7 @@ fn attention_heads(r: &mut Reader<'_>, m: &mut Model, has_attn_object: bool) -> 
     }
     m.n_q_heads = heads;
     m.attn.n_kv_heads = kv;
-    m.attn.head_dim = common::to_count("head_dim", m.d_model / u64::from(heads), limits::MAX_CONFIG_HEAD_DIM)?;
+    m.attn.head_dim = common::to_count("head_dim", m.d_model / u64::from(heads), bounds::MAX_CONFIG_HEAD_DIM)?;
     let qkv_bias = has_attn_object
         && r.nested_boolean("attn", "qkv_bias").unwrap_or_else(|| {
             r.assume("attn.qkv_bias: absent, so no Q/K/V biases");
@@ -141,7 +141,7 @@ fn mlp_width(r: &mut Reader<'_>, d: u64) -> Result<u64, ImportError> {
         "The MLP is {ffn} wide: 2/3 of hidden_size * hidden_ratio = {raw}, rounded up to a multiple of 256 (fla's \
          GatedMLP); intermediate_size is the Mamba layers' inner width"
     ));
-    if ffn > limits::MAX_FFN {
+    if ffn > bounds::MAX_FFN {
         return Err(invalid("hidden_ratio", format!("an MLP {ffn} wide is far too large")));
     }
     Ok(ffn)

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::family::Family;
 use super::reader::{Reader, positive, positive_u32, show, to_u32};
 use super::report::{ImportError, invalid};
-use crate::model::config::{CrossLayerSharing, limits};
+use crate::model::config::{CrossLayerSharing, bounds};
 use crate::model::schedule::{LayerKind, Schedule};
 
 pub(super) struct Layout {
@@ -34,9 +34,9 @@ impl Windows {
 
 pub(super) fn read(r: &mut Reader<'_>, family: &Family, layers: u32) -> Result<Layout, ImportError> {
     let sliding = r.count(&["sliding_window"])?;
-    let sliding = sliding.map(|w| positive("sliding_window", w, limits::MAX_WINDOW_TOKENS)).transpose()?;
+    let sliding = sliding.map(|w| positive("sliding_window", w, bounds::MAX_WINDOW_TOKENS)).transpose()?;
     let chunk = r.count(&["attention_chunk_size"])?;
-    let chunk = chunk.map(|c| positive("attention_chunk_size", c, limits::MAX_WINDOW_TOKENS)).transpose()?;
+    let chunk = chunk.map(|c| positive("attention_chunk_size", c, bounds::MAX_WINDOW_TOKENS)).transpose()?;
     let w = Windows { layers, sliding, chunk };
     let (schedule, global_nope) = if let Some((path, v)) = r.find(&["layer_types"]) {
         (from_layer_types(r, &w, &path, v)?, family.is_llama4())
@@ -110,7 +110,7 @@ fn llama4_pattern(r: &mut Reader<'_>, w: &Windows, chunked: LayerKind) -> Result
         return Ok(cycled(&kinds, w.layers));
     }
     let interval = match r.count(&["no_rope_layer_interval"])? {
-        Some(i) => positive_u32("no_rope_layer_interval", i, limits::MAX_LAYERS)?,
+        Some(i) => positive_u32("no_rope_layer_interval", i, bounds::MAX_LAYERS)?,
         None => {
             r.assume("no_rope_layers: absent, so every 4th layer is a global NoPE layer");
             4
@@ -124,7 +124,7 @@ fn llama4_pattern(r: &mut Reader<'_>, w: &Windows, chunked: LayerKind) -> Result
 fn from_window_fields(r: &mut Reader<'_>, family: &Family, w: &Windows) -> Result<Schedule, ImportError> {
     let layers = w.layers;
     if let Some(p) = r.count(&["sliding_window_pattern"])? {
-        let p = positive_u32("sliding_window_pattern", p, limits::MAX_LAYERS)?;
+        let p = positive_u32("sliding_window_pattern", p, bounds::MAX_LAYERS)?;
         let sw = w.sliding("sliding_window_pattern")?;
         return Ok(Schedule::periodic(layers, &[(p - 1, sw), (1, LayerKind::Global)]));
     }

@@ -7,7 +7,7 @@ use super::mixer_common::{self as common, Built, dtype_name, index_list, named_l
 use super::positions;
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
-use crate::model::config::{Biases, FfnKind, Positional, limits};
+use crate::model::config::{Biases, FfnKind, Positional, bounds};
 use crate::model::schedule::{LayerKind, StateMixer};
 
 const CONV: LayerKind = LayerKind::Stateful(StateMixer::Conv);
@@ -88,7 +88,7 @@ pub(super) fn recurrent_gemma(r: &mut Reader<'_>, family: &Family) -> Result<Bui
     if !d.is_multiple_of(heads) {
         return Err(invalid("num_attention_heads", format!("{heads} heads do not divide hidden_size {d}")));
     }
-    m.attn.head_dim = common::to_count("head_dim", d / heads, limits::MAX_CONFIG_HEAD_DIM)?;
+    m.attn.head_dim = common::to_count("head_dim", d / heads, bounds::MAX_CONFIG_HEAD_DIM)?;
     let window = width(r, &["attention_window_size", "sliding_window"], 2048)?;
     let sliding = LayerKind::Sliding { window_tokens: window };
     let ssm = LayerKind::Stateful(StateMixer::Ssm);

@@ -11,7 +11,7 @@ use super::mamba::{Mamba1, Mamba2, state_reading};
 use super::mixer_common::{self as common, Built, attention_weights, named_layers, signed, size_or_auto, width};
 use super::reader::Reader;
 use super::report::{ImportError, invalid};
-use crate::model::config::{Model, Positional, limits};
+use crate::model::config::{Model, Positional, bounds};
 use crate::model::schedule::{LayerKind, StateMixer};
 
 const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);
@@ -20,9 +20,9 @@ const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);
 /// `attention_head_dim` or `kv_channels` are not what the code uses).
 fn attention(r: &mut Reader<'_>, m: &mut Model) -> Result<(), ImportError> {
     let heads = r.required(&["num_attention_heads"], "num_attention_heads")?;
-    let heads = common::to_count("num_attention_heads", heads, limits::MAX_HEADS)?.max(1);
+    let heads = common::to_count("num_attention_heads", heads, bounds::MAX_HEADS)?.max(1);
     let kv = common::size(r, &["num_key_value_heads"], heads.into())?;
-    let kv = common::to_count("num_key_value_heads", kv, limits::MAX_HEADS)?;
+    let kv = common::to_count("num_key_value_heads", kv, bounds::MAX_HEADS)?;
     if kv == 0 || !heads.is_multiple_of(kv) {
         return Err(invalid("num_key_value_heads", format!("{heads} query heads cannot be split over {kv}")));
     }
@@ -32,7 +32,7 @@ fn attention(r: &mut Reader<'_>, m: &mut Model) -> Result<(), ImportError> {
     }
     m.n_q_heads = heads;
     m.attn.n_kv_heads = kv;
-    m.attn.head_dim = common::to_count("attention_head_dim", hd, limits::MAX_CONFIG_HEAD_DIM)?;
+    m.attn.head_dim = common::to_count("attention_head_dim", hd, bounds::MAX_CONFIG_HEAD_DIM)?;
     r.read_as(format!(
         "Attention reads the hidden state concatenated with the embeddings (2 * hidden_size wide): head_dim is \
          2 * hidden_size / heads = {hd}, whatever the file's attention_head_dim or kv_channels say"

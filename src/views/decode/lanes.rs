@@ -2,11 +2,10 @@
 //! decode cache per request; and the K/V rows and query each token brings, recomputable at any time.
 
 use crate::engine::{DecodeCache, Engine};
-use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::Mask;
 use crate::model::Model;
 use crate::model::decode_demo::{DemoLayer, Tensor, demo_layers, token_values, value_stream};
-use crate::model::job_budget::product;
+use crate::model::limits::{KERNEL_MAX_HEAD_DIM, product};
 use crate::model::paging::PagedCache;
 
 /// Request A (index 0) appends from the start; request B (index 1) arrives later sharing its prompt.
@@ -34,7 +33,7 @@ impl Lane {
 }
 
 /// Bytes of the K/V buffers a run of `capacity_tokens` allocates: two requests, every lane, K and V
-/// in f32 (checked against the job budget before any is allocated).
+/// in f32 (checked against the job limit before any is allocated).
 pub fn buffers_bytes(model: &Model, capacity_tokens: u32) -> u64 {
     demo_layers(model, KERNEL_MAX_HEAD_DIM)
         .iter()

@@ -8,8 +8,8 @@ use super::lanes::{Lane, buffers_bytes, kv_rows, layer_mask, open_lanes, query};
 use super::snapshot::{PagesView, RunState, Snapshot};
 use crate::engine::{DecodeCache, Engine};
 use crate::model::decode_demo::{Action, PROMPT_TOKENS, next_action, run_tokens};
-use crate::model::job_budget::{self, JOB_BYTES};
 use crate::model::kv_cache::kv_bytes_per_token_per_layer;
+use crate::model::limits::{self, JOB_MAX_BYTES};
 use crate::model::{DType, Model, kv_total_bytes};
 
 const REQUEST_A: u32 = 0;
@@ -37,7 +37,7 @@ impl DecodeRun {
             snap.message = "Not started: the model has no attention layer, so there is no KV cache to page.".into();
             return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), capacity_tokens, snap };
         }
-        if let Err(over) = job_budget::check(buffers_bytes(model, capacity_tokens), JOB_BYTES) {
+        if let Err(over) = limits::check_job_bytes(buffers_bytes(model, capacity_tokens), JOB_MAX_BYTES) {
             snap.state = RunState::Failed;
             snap.message = format!("Not started: {}.", over.text("The K/V buffers of this run"));
             return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), capacity_tokens, snap };
@@ -196,7 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_whose_buffers_pass_the_job_budget_is_refused_before_allocating() {
+    fn a_run_whose_buffers_pass_the_job_limit_is_refused_before_allocating() {
         // Llama 3 8B: 2 requests x (K, V) x 8 KV heads x 128 dims x 256 tokens x 4 B = 4 MiB.
         assert_eq!(buffers_bytes(preset("llama-3-8b").unwrap(), 256), 2 * 2 * 8 * 128 * 256 * 4);
         // 4,096 KV heads of 256 over 256 tokens: 2 x 2 x 4,096 x 256 x 256 x 4 = 4 GiB, over 1 GiB.

@@ -2,8 +2,8 @@
 
 use super::check::CHECK_EVERY_TOKENS;
 use super::snapshot::{PageView, PagesView, RunState, Snapshot};
-use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::decode_demo::{PROMPT_TOKENS, demo_layers, run_tokens};
+use crate::model::limits::KERNEL_MAX_HEAD_DIM;
 use crate::model::paging::PAGE_TOKENS;
 use crate::model::units::{bytes_text, count_of, format_thousands};
 use crate::model::{LayerKind, Model};

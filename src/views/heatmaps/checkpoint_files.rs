@@ -6,7 +6,7 @@
 use crate::lm::bpe::Tokenizer;
 use crate::lm::weight_plan::index_shards;
 use crate::model::Model;
-use crate::model::job_budget::JOB_BYTES;
+use crate::model::limits::JOB_MAX_BYTES;
 use crate::model::presets::heads_phrase;
 use crate::model::units::format_bytes;
 
@@ -130,7 +130,7 @@ pub fn loaded_text(name: &str, file_bytes: u64, left_out: &[String]) -> String {
 /// The largest checkpoint a job holds, in millions of parameters: bf16 weights stay 2 bytes each on
 /// the GPU, f16 and f32 ones are kept as f32 (4 bytes).
 pub fn job_params_millions() -> (u64, u64) {
-    (JOB_BYTES / 2 / 1_000_000, JOB_BYTES / 4 / 1_000_000)
+    (JOB_MAX_BYTES / 2 / 1_000_000, JOB_MAX_BYTES / 4 / 1_000_000)
 }
 
 #[cfg(test)]

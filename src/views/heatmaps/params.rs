@@ -35,7 +35,7 @@ fn thousands(n: u32) -> String {
 }
 
 /// Head numbers a list may name are below this (the model limit on query heads).
-const MAX_HEADS: u32 = crate::model::config::limits::MAX_HEADS;
+const MAX_HEADS: u32 = crate::model::config::bounds::MAX_HEADS;
 
 /// Which query heads are shown.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

@@ -6,11 +6,9 @@ use std::sync::Arc;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::{generated_tokens, tokenize};
-use crate::engine::CPU_MAX_WORK;
-use crate::gpu::launch::KERNEL_MAX_HEAD_DIM;
 use crate::model::Mask;
 use crate::model::Model;
-use crate::model::job_budget::{self, JOB_BYTES, product};
+use crate::model::limits::{self, CPU_MAX_MULTIPLY_ADDS, JOB_MAX_BYTES, KERNEL_MAX_HEAD_DIM, product};
 use crate::model::units::format_thousands;
 use crate::views::attention_input::AttentionInput;
 use crate::views::heatmaps::params::{ExplorerParams, MAX_GENERATED};
@@ -169,19 +167,19 @@ pub fn host_bytes(n_q: u64, n_kv: u64, layout: &LayerLayout) -> u64 {
 /// saying how many tokens would fit.
 fn check_job_size(n_q: u64, n_kv: u64, layout: &LayerLayout) -> Result<(), String> {
     let d = u64::from(layout.head_dim);
-    let on_cpu = layout.head_dim > KERNEL_MAX_HEAD_DIM;
-    let memory_fit = JOB_BYTES / host_bytes(1, 1, layout).max(1);
-    let cpu_fit = if on_cpu { (CPU_MAX_WORK / d.max(1)).isqrt() } else { u64::MAX };
+    let on_cpu = !limits::kernels_take_head_dim(layout.head_dim);
+    let memory_fit = JOB_MAX_BYTES / host_bytes(1, 1, layout).max(1);
+    let cpu_fit = if on_cpu { (CPU_MAX_MULTIPLY_ADDS / d.max(1)).isqrt() } else { u64::MAX };
     let fit = format!("Up to about {} tokens fit at this width.", format_thousands(memory_fit.min(cpu_fit).into()));
     let what = format!("{} tokens through heads {} wide", format_thousands(n_q.max(n_kv).into()), layout.head_dim);
-    if let Err(over) = job_budget::check(host_bytes(n_q, n_kv, layout), JOB_BYTES) {
+    if let Err(over) = limits::check_job_bytes(host_bytes(n_q, n_kv, layout), JOB_MAX_BYTES) {
         return Err(format!("{}. {fit}", over.text(&what)));
     }
-    if on_cpu && product(&[n_q, n_kv, d]) > CPU_MAX_WORK {
+    if on_cpu && product(&[n_q, n_kv, d]) > CPU_MAX_MULTIPLY_ADDS {
         return Err(format!(
             "{what}: wider than the GPU kernels' {KERNEL_MAX_HEAD_DIM}, so the CPU reference computes them, at most {} \
              multiply-adds a head. {fit}",
-            format_thousands(CPU_MAX_WORK.into())
+            format_thousands(CPU_MAX_MULTIPLY_ADDS.into())
         ));
     }
     Ok(())
@@ -281,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn inputs_past_the_job_budget_are_refused_before_anything_is_built() {
+    fn inputs_past_the_job_limit_are_refused_before_anything_is_built() {
         // Llama 3 8B at 65,536 tokens (d 128, groups of 4): RoPE and designed tables 2 x 131,072 x 128 x 4
         // = 134,217,728; a batch (4 x 65,536 + 2 x 65,536) x 128 x 4 = 201,326,592; embeddings
         // 131,072 x 256 = 33,554,432; in all 369,098,752 bytes, within 1 GiB.
