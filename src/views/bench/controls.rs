@@ -2,7 +2,8 @@
 //! parameters. An option's value `all` lifts that filter.
 
 use super::BenchParams;
-use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, DEFAULT_WINDOW, SEQUENCE_LENGTHS};
+pub use super::window_tokens;
+use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, SEQUENCE_LENGTHS};
 use crate::model::Mask;
 use crate::views::attention_input::AttentionInput;
 
@@ -46,11 +47,6 @@ pub fn mask_options(input: &AttentionInput) -> Vec<SelectOption> {
     options("full, causal, sliding", current, Mask::KIND_NAMES, |k| k.into())
 }
 
-/// The window the cases use: the link's, else the benchmark's default.
-pub fn window_tokens(input: &AttentionInput) -> u64 {
-    if input.window_given { input.window_tokens() } else { DEFAULT_WINDOW }
-}
-
 /// What picking `value` in the select of `key` (`n`, `d` or `mask`) changes in the link: `all` lifts
 /// that filter (the key is cleared), any other option is the key's value, read by its parser.
 pub fn filter_change<'a>(key: &'a str, value: &'a str) -> (&'a str, Option<&'a str>) {
@@ -60,6 +56,7 @@ pub fn filter_change<'a>(key: &'a str, value: &'a str) -> (&'a str, Option<&'a s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::bench::DEFAULT_WINDOW;
     use crate::views::registry::Settings;
 
     fn values(options: &[SelectOption]) -> Vec<&str> {

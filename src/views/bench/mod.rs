@@ -9,7 +9,7 @@ pub mod status;
 
 use super::attention_input::AttentionInput;
 use super::link::{Accepted, LinkParams};
-use crate::gpu::bench::BenchFilter;
+use crate::gpu::bench::{BenchFilter, DEFAULT_WINDOW};
 
 /// Head widths a link may ask the benchmark for: those the GPU kernels are built for.
 pub const BENCH_LINK_HEAD_DIMS: [u32; 4] = [32, 64, 128, 256];
@@ -33,7 +33,7 @@ impl BenchParams {
     /// The cases a link asks for: each parameter it names narrows the list.
     pub fn filter(&self, input: &AttentionInput) -> BenchFilter {
         // A named chunked mask takes the window too: the benchmark's cases have one size.
-        let size = controls::window_tokens(input);
+        let size = window_tokens(input);
         BenchFilter {
             n: input.seq_tokens,
             d: self.head_dim,
@@ -47,6 +47,11 @@ impl BenchParams {
     pub fn names_a_case(&self, input: &AttentionInput) -> bool {
         self.filter(input) != BenchFilter::default()
     }
+}
+
+/// The window the cases use: the link's, else the benchmark's default.
+pub fn window_tokens(input: &AttentionInput) -> u64 {
+    if input.window_given { input.window_tokens() } else { DEFAULT_WINDOW }
 }
 
 impl LinkParams for BenchParams {
