@@ -23,6 +23,8 @@ mv dist/attention-lab_bg.wasm "dist/attention-lab-${hash}_bg.wasm"
 sed "s/attention-lab_bg.wasm/attention-lab-${hash}_bg.wasm/" dist/attention-lab.js > "dist/attention-lab-${hash}.js"
 rm dist/attention-lab.js
 sed "s#\./attention-lab\.js#./attention-lab-${hash}.js#" index.html > dist/index.html
+# The browser enforces the page's promises: scripts and connections only from the page itself.
+node scripts/csp.mjs dist/index.html
 cp www/*.css dist/www/
 # The trained model's files, fetched by the page only when the model is chosen (src/model/presets/trained.rs).
 mkdir -p dist/www/models/attention-lab-tiny

@@ -33,10 +33,6 @@ pub struct AppState {
     view: View,
     backend: BackendChoice,
     settings: Settings,
-    /// `debug=panic`: the page panics on purpose, to prove the error panel (never written back).
-    panic_test: bool,
-    /// `debug=hooks`: the page offers test hooks on `window` (losing the GPU device; never written back).
-    test_hooks: bool,
 }
 
 /// The settings are read through the state; there is no `DerefMut`, so nothing writes them but the
@@ -75,9 +71,13 @@ impl AppState {
             match state.set(key, value) {
                 Some(read) => notices.extend(notice_of(key, read)),
                 None if (key.as_str(), value.as_str()) == EDITED => {}
-                None if key == "debug" && value == "panic" => state.panic_test = true,
-                None if key == "debug" && value == "hooks" => state.test_hooks = true,
-                None => notices.push(unknown_key_notice(key)),
+                // One notice per unknown key, however often the link repeats it.
+                None => {
+                    let notice = unknown_key_notice(key);
+                    if !notices.contains(&notice) {
+                        notices.push(notice);
+                    }
+                }
             }
         }
         if state.view == View::Lesson {
@@ -89,7 +89,6 @@ impl AppState {
                 for (key, value) in pairs.iter().filter(|(k, _)| !["view", "lesson", "step"].contains(&k.as_str())) {
                     at_step.set(key, value);
                 }
-                (at_step.panic_test, at_step.test_hooks) = (state.panic_test, state.test_hooks);
                 state = at_step;
             }
         }
@@ -122,16 +121,6 @@ impl AppState {
     /// Where the page computes: the GPU when it can, or the CPU reference (`backend=cpu`).
     pub fn backend(&self) -> BackendChoice {
         self.backend
-    }
-
-    /// `debug=panic` was in the link.
-    pub fn panic_test(&self) -> bool {
-        self.panic_test
-    }
-
-    /// `debug=hooks` was in the link.
-    pub fn test_hooks(&self) -> bool {
-        self.test_hooks
     }
 
     /// Hands one key to its owner: the state's own keys here, the others to the settings.
@@ -243,11 +232,6 @@ impl AppState {
         }
     }
 
-    /// The state as its link reads back: the `debug` switches are read but never written.
-    pub fn as_written(&self) -> Self {
-        Self { panic_test: false, test_hooks: false, ..self.clone() }
-    }
-
     /// The link a crashed page offers instead of its own: the same view with default settings (the
     /// settings of the link are what may have crashed it).
     pub fn restart_query(search: &str) -> String {
@@ -264,7 +248,7 @@ impl AppState {
         }
         if let (View::Lesson, Some((lesson, step))) = (self.view, self.lesson.current()) {
             // The debug switches are never written, so they do not make a step "edited" either.
-            if self.as_written() == Self::at_step(&lesson.id, step) {
+            if *self == Self::at_step(&lesson.id, step) {
                 pairs.extend(self.lesson.pairs());
                 return write_query(pairs);
             }
@@ -362,7 +346,7 @@ mod tests {
             lesson: LessonParams::at("kv-cache", 2),
             backward: BackwardParams { row: Some(3), jscale: ScoreScale::One },
         };
-        let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings, ..AppState::default() };
+        let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings };
         let query = state.to_query();
         assert!(!query.contains(' ') && !query.contains('<'));
         assert_eq!(AppState::from_query(&query), (state, vec![]));
@@ -438,7 +422,7 @@ mod tests {
     fn unknown_keys_and_lesson_keys_outside_the_lessons() {
         let (state, notices) = AppState::from_query("step=2&lesson=kv&debug=panic&debug=x&debug=hooks");
         assert_eq!(state.lesson, LessonParams { lesson: Some("kv".into()), step: Some(2) });
-        assert!(state.panic_test && state.test_hooks);
+        // `debug` switches nothing in a link (the browser tests set their switches another way).
         assert_eq!(notices, vec![Notice("Ignored unknown parameter \"debug\".".into())]);
         assert_eq!(state.to_query(), "lesson=kv&step=2");
     }
@@ -462,11 +446,12 @@ mod tests {
     }
 
     #[test]
-    fn a_lesson_link_with_a_debug_switch_is_written_as_the_step() {
-        // `debug=panic` is read but never written: the step is still as written, and its link is
-        // the step's, not `edited=on` with the whole state (which would read back differently).
+    fn a_debug_key_in_a_lesson_link_is_unknown_and_the_step_is_written_as_it_is() {
+        // Test switches never travel in a link: `debug=panic` is an unknown key with the usual notice,
+        // and the step's link is the step's, not `edited=on` with the whole state.
         let (state, notices) = AppState::from_query("view=lesson&lesson=kv-cache&step=2&debug=panic");
-        assert!(notices.is_empty() && state.panic_test, "{notices:?}");
+        assert_eq!(notices, vec![Notice("Ignored unknown parameter \"debug\".".into())]);
+        assert_eq!(state, AppState::at_step("kv-cache", 2));
         let written = state.to_query();
         assert_eq!(written, "view=lesson&lesson=kv-cache&step=2");
         assert_eq!(AppState::from_query(&written).0.to_query(), written);
@@ -480,8 +465,10 @@ mod tests {
         assert_eq!(state.explorer.focus, Some(1));
         assert_eq!(notices, vec![Notice("The link has 101 parameters; only the first 100 are read.".into())]);
         // Pairs past the limit are counted, not decoded or stored.
+        // The count is said, and the unknown key once, however often it repeats.
         let (_, notices) = AppState::from_query(&"zzz=1&".repeat(1_000_000));
-        assert_eq!(notices.len(), MAX_LINK_PAIRS + 1);
+        assert_eq!(notices.len(), 2, "{notices:?}");
+        assert_eq!(notices[1], unknown_key_notice("zzz"));
         assert!(notices[0].0.contains("1,000,000 parameters"), "{notices:?}");
     }
 

@@ -177,7 +177,7 @@ proptest! {
         }
         let written = state.to_query();
         let (again, again_notices) = AppState::from_query(&written);
-        prop_assert_eq!(&again, &state.as_written(), "link {} wrote {}", query, written);
+        prop_assert_eq!(&again, &state, "link {} wrote {}", query, written);
         prop_assert!(again_notices.is_empty(), "{written}: {again_notices:?}");
         prop_assert_eq!(again.to_query(), written);
     }

@@ -20,11 +20,11 @@ use crate::views::url_writes::{UrlWrite, UrlWrites};
 #[component]
 pub fn App() -> impl IntoView {
     let (initial, notices) = AppState::from_query(&browser::location_search());
-    if initial.panic_test() {
-        // `?debug=panic` proves the error panel works (the browser tests use it).
-        panic!("deliberate panic requested by debug=panic");
+    if browser::test_switch("panic") {
+        // Proves the error panel works (the browser tests set the switch before the page loads).
+        panic!("deliberate panic requested by a test switch");
     }
-    let (backend, test_hooks) = (initial.backend(), initial.test_hooks());
+    let (backend, test_hooks) = (initial.backend(), browser::test_switch("hooks"));
     let state = RwSignal::new(initial);
     let notices = RwSignal::new(notices);
     sync_url(state, notices);

@@ -1,4 +1,7 @@
-//! The few browser facts the UI needs: the URL, time, the clipboard, and the panic panel.
+//! The few browser facts the UI needs: the URL, time, the clipboard, the panic panel, and the page's
+//! own computed style rules.
+
+use std::cell::RefCell;
 
 use wasm_bindgen::JsCast as _;
 
@@ -8,6 +11,16 @@ use crate::views::heatmaps::request::Screen;
 /// The current query string, with its leading `?` (empty when there is none).
 pub fn location_search() -> String {
     web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default()
+}
+
+/// Whether the test switch `name` is on: `window.attentionLabTestSwitches[name] === true`, which only a
+/// script run before the page (a browser test's init script) can set. Never read from a link, so no
+/// shared link can turn on a test hook or the deliberate panic.
+pub fn test_switch(name: &str) -> bool {
+    let Some(window) = web_sys::window() else { return false };
+    js_sys::Reflect::get(&window, &"attentionLabTestSwitches".into())
+        .and_then(|switches| js_sys::Reflect::get(&switches, &name.into()))
+        .is_ok_and(|on| on.as_bool() == Some(true))
 }
 
 /// Writes `?query` to the address bar without scrolling: as a new history entry when `push` (a lesson
@@ -106,4 +119,45 @@ pub fn context_2d(canvas: &web_sys::HtmlCanvasElement) -> Option<web_sys::Canvas
     let options = js_sys::Object::new();
     js_sys::Reflect::set(&options, &"willReadFrequently".into(), &true.into()).ok()?;
     canvas.get_context_with_context_options("2d", &options).ok().flatten()?.dyn_into().ok()
+}
+
+thread_local! {
+    /// The page's computed style rules (a lesson step's highlight): one constructed stylesheet adopted
+    /// by the document, and which showing of it is current. A constructed sheet, not a `<style>`
+    /// element: the page's Content-Security-Policy refuses inline style elements.
+    static PAGE_STYLE: RefCell<(Option<web_sys::CssStyleSheet>, u64)> = const { RefCell::new((None, 0)) };
+}
+
+/// Shows `rules` as the page's computed style (replacing any before) and returns this showing's
+/// number, for [`clear_page_style`].
+pub fn show_page_style(rules: &str) -> u64 {
+    PAGE_STYLE.with_borrow_mut(|(sheet, showing)| {
+        *showing += 1;
+        if sheet.is_none() {
+            *sheet = adopted_sheet();
+        }
+        if let Some(sheet) = sheet {
+            let _ = sheet.replace_sync(rules);
+        }
+        *showing
+    })
+}
+
+/// Clears the page's computed style if `showing` is still the current one (a newer step's rules stay).
+pub fn clear_page_style(showing: u64) {
+    PAGE_STYLE.with_borrow(|(sheet, current)| {
+        if let (Some(sheet), true) = (sheet, *current == showing) {
+            let _ = sheet.replace_sync("");
+        }
+    });
+}
+
+/// A new empty stylesheet, added to the document's adopted sheets.
+fn adopted_sheet() -> Option<web_sys::CssStyleSheet> {
+    let document = web_sys::window()?.document()?;
+    let sheet = web_sys::CssStyleSheet::new().ok()?;
+    let sheets = document.adopted_style_sheets();
+    sheets.push(&sheet);
+    document.set_adopted_style_sheets(&sheets);
+    Some(sheet)
 }

@@ -42,7 +42,7 @@ pub fn watch_for_lost_gpu(engine: EngineSignal, notices: RwSignal<Vec<Notice>>, 
     }
 }
 
-/// `debug=hooks`: `window.attentionLabLoseGpu()` destroys the device, as a driver reset would, and
+/// The `hooks` test switch ([`super::browser::test_switch`]): `window.attentionLabLoseGpu()` destroys the device, as a driver reset would, and
 /// `window.attentionLabGpuOutOfMemory()` makes the next GPU job fail as out of memory, so browser tests
 /// can check the page recovers from each.
 pub fn install_test_hooks(engine: EngineSignal) {

@@ -119,8 +119,11 @@ fn LessonStep(
     let live_view = live_view(shown, state, model, engine)
         .unwrap_or_else(|| view! { <KvView state=state model=model engine=engine/> }.into_any());
     let highlight_style = highlight::style_text(written.highlight.as_deref());
+    let showing = browser::show_page_style(&highlight_style);
+    on_cleanup(move || browser::clear_page_style(showing));
     view! {
-        <style data-testid="lesson-highlight">{highlight_style}</style>
+        // The rules the page adopted, as text (the lesson walk reads them).
+        <div hidden data-testid="lesson-highlight">{highlight_style}</div>
         <section class="lesson" data-testid="lesson-step" data-lesson=lesson.id.clone() data-step=step>
             <nav class="lesson-nav" aria-label="Lesson steps">
                 <button type="button" data-testid="lesson-index-link" on:click=move |_| state.update(AppState::show_lesson_index)>

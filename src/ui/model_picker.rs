@@ -218,6 +218,16 @@ fn ImportReportView(report: ImportReport) -> impl IntoView {
             <ul class="fields" data-testid="import-used">
                 {report.used.into_iter().map(|(path, value)| view! { <li><code>{path}</code>" = "{value}</li> }).collect_view()}
             </ul>
+            <h4>"Not read (no attention or cache setting the import knows of)"</h4>
+            <ul class="fields" data-testid="import-unread">
+                {if report.unread.is_empty() {
+                    view! { <li>"nothing"</li> }.into_any()
+                } else {
+                    report.unread.into_iter().map(|path| view! { <li><code>{path}</code></li> }).collect_view().into_any()
+                }}
+            </ul>
+            <h4>"Not relevant (token ids, tokenizer, training and dtype notes, unset keys)"</h4>
+            <p class="fields" data-testid="import-not-relevant">{report.not_relevant.join(", ")}</p>
             {(!report.readings.is_empty()).then(|| view! {
                 <h4>"Read as (the file allows more than one reading)"</h4>
                 <ul data-testid="import-readings">

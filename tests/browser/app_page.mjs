@@ -1,6 +1,11 @@
 // A page object for Attention Lab: what a user sees and does, in the test's words.
 import assert from "node:assert/strict";
 
+/** Sets the app's test switches in every page of `context` before its scripts run. */
+export async function setTestSwitches(context, switches) {
+  await context.addInitScript((on) => { window.attentionLabTestSwitches = on; }, switches);
+}
+
 export class AppPage {
   constructor(page, baseUrl) {
     this.page = page;
@@ -10,9 +15,13 @@ export class AppPage {
     page.on("pageerror", (err) => this.consoleErrors.push(String(err)));
   }
 
-  /** Opens a fresh page (its own browser context, like a new window) at `query`. */
-  static async open(session, query = "") {
+  /**
+   * Opens a fresh page (its own browser context, like a new window) at `query`. `switches` turns on the
+   * app's test switches (`{ hooks: true }`), set before the page loads: a link cannot carry them.
+   */
+  static async open(session, query = "", { switches } = {}) {
     const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    if (switches) await setTestSwitches(context, switches);
     const page = await context.newPage();
     const app = new AppPage(page, session.baseUrl);
     await page.goto(session.baseUrl + query);

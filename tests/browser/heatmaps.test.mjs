@@ -159,8 +159,13 @@ describe("heatmap view", () => {
 
   test("a panic shows a readable error panel instead of a dead page", async () => {
     const context = await session.browser.newContext();
+    // The switch is on for the link below only: the way out (`?view=kv`, default settings) loads a
+    // working page.
+    await context.addInitScript(() => {
+      if (location.search.includes("ctx=4096")) window.attentionLabTestSwitches = { panic: true };
+    });
     const page = await context.newPage();
-    await page.goto(session.baseUrl + "?view=kv&ctx=4096&debug=panic");
+    await page.goto(session.baseUrl + "?view=kv&ctx=4096");
     const panel = page.getByTestId("panic-panel");
     await panel.waitFor({ timeout: 60_000 });
     assert.match(await panel.innerText(), /Something went wrong[\s\S]*deliberate panic/);

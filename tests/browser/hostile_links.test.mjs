@@ -58,6 +58,17 @@ async function assertNoLongTaskDuring(app, before, minKernelMs) {
 }
 
 describe("Hostile links", () => {
+  test("a link's debug key switches nothing: no deliberate panic, no test hooks, the usual notice", async () => {
+    const app = await AppPage.open(session, "?debug=panic&debug=hooks&text=" + encodeURIComponent("one two three"));
+    await app.heatmap(3);
+    assert.match(await app.page.getByTestId("url-notices").innerText(), /Ignored unknown parameter "debug"/);
+    const hooks = await app.page.evaluate(() => [typeof window.attentionLabLoseGpu, typeof window.attentionLabGpuOutOfMemory]);
+    assert.deepEqual(hooks, ["undefined", "undefined"]);
+    await assertAlive(app, "debug key");
+    assert.doesNotMatch(await app.query(), /debug/);
+    await app.close();
+  });
+
   test("a head too wide for the page's memory is refused with the length that fits", async () => {
     const app = await AppPage.open(session, "?cfg=L1.d16384.h1&n=65536");
     const status = app.page.getByTestId("heatmap-error");
@@ -152,7 +163,7 @@ describe("Hostile links", () => {
     assert.ok(longest < 150, `the main thread was blocked for ${longest} ms after the first render`);
   });
   test("a lost GPU device is replaced by a new one and the view computes again", async () => {
-    const app = await AppPage.open(session, "?debug=hooks&text=" + encodeURIComponent("one two three"));
+    const app = await AppPage.open(session, "?text=" + encodeURIComponent("one two three"), { switches: { hooks: true } });
     await app.heatmap(3);
     await app.waitForEngine();
     assert.match(await app.adapterLine(), /WebGPU/);
@@ -170,7 +181,7 @@ describe("Hostile links", () => {
     await app.close();
   });
   test("a job the GPU has no memory for is refused with a notice; the device is kept and the next job computes", async () => {
-    const app = await AppPage.open(session, "?debug=hooks&text=" + encodeURIComponent("one two three"));
+    const app = await AppPage.open(session, "?text=" + encodeURIComponent("one two three"), { switches: { hooks: true } });
     await app.heatmap(3);
     await app.waitForEngine();
     // The hook makes the next job fail as the device reports an allocation it could not make.

@@ -149,7 +149,7 @@ describe("the trained model", () => {
   });
 
   test("after a lost GPU device the model is uploaded to the new one and computes again", async () => {
-    const app = await AppPage.open(session, TINY + "&debug=hooks&text=" + encodeURIComponent("The borrow checker"));
+    const app = await AppPage.open(session, TINY + "&text=" + encodeURIComponent("The borrow checker"), { switches: { hooks: true } });
     await readModel(app);
     await app.waitForEngine();
     await app.page.evaluate(() => window.attentionLabLoseGpu());

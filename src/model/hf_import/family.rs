@@ -19,8 +19,8 @@ pub(super) struct Family {
 
 impl Family {
     pub fn read(r: &mut Reader<'_>) -> Family {
-        let top = r.top();
-        let architecture = || top.get("architectures").and_then(|a| a.get(0)).and_then(Value::as_str);
+        let architectures = r.top_value("architectures");
+        let architecture = || architectures.and_then(|a| a.get(0)).and_then(Value::as_str);
         let model_type = r.text("model_type").or_else(|| architecture().map(str::to_string)).unwrap_or_default();
         r.report.model_type.clone_from(&model_type);
         let lower = model_type.to_ascii_lowercase();
@@ -110,8 +110,7 @@ impl Family {
 
     /// The model's name: the file's `_name_or_path`, else its `model_type`.
     pub fn model_name(&self, r: &Reader<'_>) -> String {
-        r.top()
-            .get("_name_or_path")
+        r.top_value("_name_or_path")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .map(|s| s.chars().take(80).collect())

@@ -43,7 +43,9 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
     m.qk_norm = true;
     let rope = positions::read(r, family, m.max_position_embeddings, false).local;
     let partial_given = r.find(&["partial_rotary_factor"]).is_some()
-        || r.find(&["rope_parameters"]).is_some_and(|(_, v)| v.get("partial_rotary_factor").is_some());
+        || r.find(&["rope_parameters"]).is_some_and(|(path, v)| {
+            v.as_object().is_some_and(|obj| r.member(&path, obj, "partial_rotary_factor").is_some())
+        });
     m.positional = match rope {
         Positional::Rope { theta, partial_rotary_factor, proportional, linear_factor } => {
             let partial_rotary_factor = if partial_given { partial_rotary_factor } else { 0.25 };

@@ -42,6 +42,7 @@ mod samba;
 mod schedule;
 mod short_conv;
 mod stack;
+mod unread;
 mod zamba;
 
 use serde_json::Value;
@@ -78,7 +79,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     stack::require_decoder(&r)?;
     let state_family = hybrid::kind(&r, &r.report.model_type)?;
     if r.reads_text_config() {
-        let wrapper = r.top().get("model_type").map(reader::show).unwrap_or_else(|| "multimodal".into());
+        let wrapper = r.top_value("model_type").map(reader::show).unwrap_or_else(|| "multimodal".into());
         r.read_as(format!(
             "the language model was read from text_config (the file is a {wrapper} wrapper); \
              fields it lacks are taken from the top level"
@@ -86,6 +87,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     }
     if let Some(kind) = state_family {
         let model = hybrid::import(&mut r, &family, kind)?;
+        unread::finish(&mut r, model.schedule.len())?;
         return Ok(Imported { model, report: r.report });
     }
     let attention = attention::read(&mut r, &family)?;
@@ -103,6 +105,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         let (missing, why) = block::uncounted_params(&model, &u);
         hybrid::report_missing(&mut r, &model, missing, &why);
     }
+    unread::finish(&mut r, model.schedule.len())?;
     Ok(Imported { model, report: r.report })
 }
 

@@ -88,8 +88,9 @@ fn rope(theta: f64, partial_rotary_factor: f64, s: Scaling) -> Positional {
 
 /// The scaling an object with `rope_type` (or the older `type`) and `factor` asks for.
 fn scaling_of(r: &mut Reader<'_>, path: &str, obj: &Map<String, Value>) -> Scaling {
-    let kind = obj.get("rope_type").or_else(|| obj.get("type")).and_then(Value::as_str).unwrap_or("default");
-    let factor = match obj.get("factor") {
+    let kind = r.member(path, obj, "rope_type").or_else(|| r.member(path, obj, "type"));
+    let kind = kind.and_then(Value::as_str).unwrap_or("default");
+    let factor = match r.member(path, obj, "factor") {
         None | Some(Value::Null) => 1.0,
         Some(v) => match v.as_f64() {
             Some(f) if f > 0.0 && f <= bounds::MAX_ROPE_FACTOR => f,
@@ -113,8 +114,8 @@ fn scaling_of(r: &mut Reader<'_>, path: &str, obj: &Map<String, Value>) -> Scali
 
 /// Theta, partial rotary factor and scaling of one `rope_parameters` object.
 fn rope_from(r: &mut Reader<'_>, path: &str, obj: &Map<String, Value>) -> Option<(f64, f64, Scaling)> {
-    let theta = obj.get("rope_theta").and_then(Value::as_f64)?;
-    let partial = obj.get("partial_rotary_factor").and_then(Value::as_f64).unwrap_or(1.0);
+    let theta = r.member(path, obj, "rope_theta").and_then(Value::as_f64)?;
+    let partial = r.member(path, obj, "partial_rotary_factor").and_then(Value::as_f64).unwrap_or(1.0);
     Some((theta, partial, scaling_of(r, path, obj)))
 }
 
@@ -123,7 +124,7 @@ fn read_rope_parameters(r: &mut Reader<'_>) -> Option<(Positional, Option<Positi
     let (path, v) = r.find(&["rope_parameters"])?;
     let obj = v.as_object()?;
     let by_type = |r: &mut Reader<'_>, kind: &str| {
-        let inner = obj.get(kind).and_then(Value::as_object)?;
+        let inner = r.member(&path, obj, kind).and_then(Value::as_object)?;
         rope_from(r, &format!("{path}.{kind}"), inner).map(|(t, p, s)| rope(t, p, s))
     };
     let found = match (by_type(r, "sliding_attention"), by_type(r, "full_attention")) {

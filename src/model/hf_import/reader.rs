@@ -1,6 +1,8 @@
 //! Reading fields: the text config first and the top level as fallback, every value read noted in
 //! the report, and numbers coerced and range-checked into clear [`ImportError`]s.
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
@@ -82,6 +84,9 @@ pub(super) struct Reader<'a> {
     nested: bool,
     /// transformers' defaults for a nested text model's absent sizes, and its `model_type`.
     defaults: Option<(&'static Map<String, Value>, String)>,
+    /// Every path looked at, present or not (`key`, `text_config.key`, `rope_scaling.factor`): what
+    /// the file holds beyond these is listed as not read ([`Reader::unread`]).
+    consulted: RefCell<BTreeSet<String>>,
     pub report: ImportReport,
 }
 
@@ -104,7 +109,8 @@ impl<'a> Reader<'a> {
                 report.assumed.push(format!("text_config.{key}: absent, so {v} (transformers' {kind} default)"));
             }
         }
-        Ok(Reader { main, top, nested, defaults, report })
+        let consulted = RefCell::new(BTreeSet::from(["text_config".to_string()]));
+        Ok(Reader { main, top, nested, defaults, consulted, report })
     }
 
     /// Whether the language model is nested under `text_config` (a multimodal wrapper).
@@ -112,13 +118,50 @@ impl<'a> Reader<'a> {
         self.nested
     }
 
-    /// The top level, for the fields that describe the whole file rather than the language model.
-    pub fn top(&self) -> &'a Map<String, Value> {
-        self.top
+    /// The value at a path [`Reader::unread`] gives (`key`, `text_config.key`, `parent.member`).
+    pub fn value_at(&self, path: &str) -> Option<&'a Value> {
+        let mut parts = path.split('.');
+        let first = self.top.get(parts.next()?)?;
+        parts.try_fold(first, |v, part| v.get(part))
+    }
+
+    /// Notes that `path` was looked at (see [`Reader::unread`]).
+    pub fn consult(&self, path: &str) {
+        self.consulted.borrow_mut().insert(path.to_string());
+    }
+
+    /// Notes every place `key` could be read from: the text config and the top level.
+    fn consult_key(&self, key: &str) {
+        self.consult(key);
+        if self.nested {
+            self.consult(&format!("text_config.{key}"));
+        }
+    }
+
+    /// `key` at the top level (for fields that describe the whole file), looked at.
+    pub fn top_value(&self, key: &str) -> Option<&'a Value> {
+        self.consult(key);
+        self.top.get(key)
+    }
+
+    /// Member `key` of the object read at `path`, looked at.
+    pub fn member(&self, path: &str, obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+        self.consult(&format!("{path}.{key}"));
+        obj.get(key)
+    }
+
+    /// Every path the file holds that the import never looked at: top-level keys, the text config's,
+    /// and members of the objects it read (`rope_scaling.low_freq_factor`, say), in alphabetical order.
+    pub fn unread(&self) -> Vec<String> {
+        let consulted = self.consulted.borrow();
+        let mut out = Vec::new();
+        unread_in("", self.top, &consulted, &mut out);
+        out
     }
 
     /// The first of `keys` present and not null, text config first; with its path for the report.
     pub fn find(&self, keys: &[&str]) -> Option<(String, &'a Value)> {
+        keys.iter().for_each(|key| self.consult_key(key));
         for key in keys {
             if let Some(v) = self.main.get(*key).filter(|v| !v.is_null()) {
                 let path = if self.nested { format!("text_config.{key}") } else { (*key).to_string() };
@@ -136,6 +179,7 @@ impl<'a> Reader<'a> {
 
     /// Whether `key` is written as an explicit `null` (as opposed to absent), text config first.
     pub fn is_null(&self, key: &str) -> bool {
+        self.consult_key(key);
         match self.main.get(key) {
             Some(v) => v.is_null(),
             None => self.nested && self.top.get(key).is_some_and(Value::is_null),
@@ -208,6 +252,7 @@ impl<'a> Reader<'a> {
     /// `parent.key` (an object field's member, not null), with its path for the report.
     pub fn find_nested(&self, parent: &str, key: &str) -> Option<(String, &'a Value)> {
         let (path, obj) = self.find(&[parent])?;
+        self.consult(&format!("{path}.{key}"));
         let v = obj.get(key).filter(|v| !v.is_null())?;
         Some((format!("{path}.{key}"), v))
     }
@@ -259,5 +304,18 @@ impl<'a> Reader<'a> {
     /// Note a value present but ignored or doubtful.
     pub fn warn(&mut self, what: impl Into<String>) {
         self.report.warnings.push(what.into());
+    }
+}
+
+/// Appends to `out` the paths under `prefix` in `map` that were not consulted, descending into the
+/// objects that were (their members are settings too).
+fn unread_in(prefix: &str, map: &Map<String, Value>, consulted: &BTreeSet<String>, out: &mut Vec<String>) {
+    for (key, value) in map {
+        let path = format!("{prefix}{key}");
+        if !consulted.contains(&path) {
+            out.push(path);
+        } else if let Value::Object(members) = value {
+            unread_in(&format!("{path}."), members, consulted, out);
+        }
     }
 }

@@ -18,6 +18,12 @@ pub struct ImportReport {
     /// How a file that could be read more than one way was read, and why: which of two fields
     /// won, or that the language model came from `text_config`.
     pub readings: Vec<String>,
+    /// Keys of the file the import never read (top level, the text config's, members of the objects
+    /// it read), in alphabetical order: none of them is an attention or cache setting it knows of.
+    pub unread: Vec<String>,
+    /// Keys not read because they change neither the attention, the cache nor the sizes (token ids,
+    /// tokenizer and training metadata, dtype notes), and keys written but unset.
+    pub not_relevant: Vec<String>,
 }
 
 /// A model and the report of how it was read.

@@ -76,7 +76,7 @@ const ENCODER_DECODER: &[&str] = &[
 /// An error when the config is not a decoder's.
 pub(super) fn require_decoder(r: &Reader<'_>) -> Result<(), ImportError> {
     let model_type = r.report.model_type.to_ascii_lowercase().replace('-', "_");
-    let flag = |key: &str| r.top().get(key).and_then(serde_json::Value::as_bool);
+    let flag = |key: &str| r.top_value(key).and_then(serde_json::Value::as_bool);
     if flag("is_encoder_decoder") == Some(true) || ENCODER_DECODER.contains(&model_type.as_str()) {
         return Err(ImportError::Unsupported(format!(
             "This is an encoder-decoder model ({}): while it generates, each decoder layer caches K/V for the \

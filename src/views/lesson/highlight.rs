@@ -1,6 +1,6 @@
 //! What a step points at in its view: a head, a query row, a layer of the strip, a line of the KV
 //! chart or a named panel. A step's `highlight:` line is parsed into these typed values and turned
-//! into style rules here, so the page's `<style>` text is made only of numbers and names from fixed
+//! into style rules here, so the page's style rules are made only of numbers and names from fixed
 //! lists, never of the lesson's own characters.
 
 use std::fmt;
@@ -82,7 +82,7 @@ impl Highlight {
         text.split(',').filter(|part| !part.trim().is_empty()).map(Highlight::parse).collect()
     }
 
-    /// The style rules that mark it (the lesson view puts them in a `<style>` element of its own).
+    /// The style rules that mark it (the lesson view adopts them as a stylesheet of the page).
     pub fn css(self) -> String {
         let mark = "outline: 3px solid var(--accent); outline-offset: 2px;";
         match self {

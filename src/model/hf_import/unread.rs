@@ -1,0 +1,292 @@
+//! What an import did not read, said: every key of the file it never looked at (after the fields it
+//! used, in alphabetical order), the keys known not to matter for attention or the cache grouped apart, and the attention
+//! and cache settings the arithmetic does not implement refused or warned of by name, with why. A
+//! per-layer list read by no section (a list as long as the layers, a `*_pattern`, a `*_layers`
+//! index list) is warned of too: nothing a file says about its layers goes unsaid.
+
+use serde_json::Value;
+
+use super::reader::{Reader, show};
+use super::report::ImportError;
+
+/// Keys that change neither the attention, the cache nor the sizes the page shows: token ids,
+/// tokenizer and generation settings, training and numerical details, other towers of a multimodal
+/// file. Also every key ending in `_token_id(s)` / `_token_index` and every dropout.
+const NOT_RELEVANT: &[&str] = &[
+    "transformers_version",
+    "torch_dtype",
+    "dtype",
+    "tokenizer_class",
+    "auto_map",
+    "use_cache",
+    "initializer_range",
+    "initializer_factor",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "pretraining_tp",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "norm_epsilon",
+    "norm_eps",
+    "router_aux_loss_coef",
+    "output_router_logits",
+    "router_z_loss_coef",
+    "use_flash_attn",
+    "_attn_implementation",
+    "attn_implementation",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "task_specific_params",
+    "final_logit_softcapping",
+    "use_bfloat16",
+    "torchscript",
+    "bad_words_ids",
+    "max_length",
+    "min_length",
+    "do_sample",
+    "temperature",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "length_penalty",
+    "num_beams",
+    "early_stopping",
+    "vision_config",
+    "audio_config",
+    "vision_feature_layer",
+    "vision_feature_select_strategy",
+    "projector_hidden_act",
+    "mm_tokens_per_image",
+    "image_seq_length",
+    "summary_type",
+    "summary_use_proj",
+    "summary_activation",
+    "summary_proj_to_labels",
+    "summary_first_dropout",
+    "scale_attn_weights",
+];
+
+/// What the import does with a setting its arithmetic does not implement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unimplemented {
+    /// The figures would be wrong by a factor: no import.
+    Refuse,
+    /// The figures stand, with this beside them.
+    Warn,
+}
+
+/// Attention and cache settings the arithmetic does not implement, each with what it would change.
+/// A section that reads one exactly consults it, and it is then not on this list's path at all.
+pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
+    (
+        "block_configs",
+        Unimplemented::Refuse,
+        "per-layer blocks of a NAS-pruned model (Llama-Nemotron): some layers have no attention and each of the others \
+      its own KV-head count (n_heads_in_group); read as a uniform stack, its cache would be many times too large",
+    ),
+    (
+        "index_head_dim",
+        Unimplemented::Warn,
+        "DeepSeek V3.2's lightning indexer keeps a key of its own per token in every layer beside the MLA latent \
+      (fp8 with a scale in DeepSeek's inference code, the model's dtype in transformers): not counted in the cache \
+      figures",
+    ),
+    (
+        "index_n_heads",
+        Unimplemented::Warn,
+        "the lightning indexer's query heads (its scores pick the keys each query reads): not drawn",
+    ),
+    (
+        "index_topk",
+        Unimplemented::Warn,
+        "sparse attention: each query reads only the top-k keys the indexer picks; the heatmaps and FLOPs assume it reads \
+      every key its mask allows",
+    ),
+    (
+        "attn_logit_softcapping",
+        Unimplemented::Warn,
+        "scores are capped by a tanh before the softmax; the heatmaps do not apply it (sizes and cache are unaffected)",
+    ),
+    (
+        "query_pre_attn_scalar",
+        Unimplemented::Warn,
+        "scores are scaled by 1/sqrt(query_pre_attn_scalar), not 1/sqrt(head_dim); the heatmaps use 1/sqrt(head_dim)",
+    ),
+    (
+        "attn_temperature_tuning",
+        Unimplemented::Warn,
+        "Llama 4 scales queries of its NoPE layers with the position (temperature tuning); the heatmaps do not",
+    ),
+    (
+        "num_nextn_predict_layers",
+        Unimplemented::Warn,
+        "multi-token-prediction layers beside the main stack: not counted (they cache K/V only while drafting tokens)",
+    ),
+    (
+        "linear_attn_config",
+        Unimplemented::Refuse,
+        "linear-attention layers (Kimi Linear's KDA) keep a fixed-size state, not a KV cache: read as softmax layers, the \
+      cache would be too large",
+    ),
+    (
+        "attn_type_list",
+        Unimplemented::Refuse,
+        "MiniMax's lightning-attention layers keep a fixed-size state, not a KV cache: read as softmax layers, the cache \
+      would be too large",
+    ),
+];
+
+/// Fills the report's unread and not-relevant lists, and refuses or warns of each unread setting the
+/// arithmetic does not implement and each unread per-layer list. `layers`: the model's layer count.
+pub(super) fn finish(r: &mut Reader<'_>, layers: usize) -> Result<(), ImportError> {
+    for path in r.unread() {
+        let key = path.strip_prefix("text_config.").unwrap_or(&path);
+        let value = r.value_at(&path);
+        if value.is_none_or(is_unset) {
+            r.report.not_relevant.push(format!("{path} (unset)"));
+        } else if let Some((_, verdict, why)) = NOT_IMPLEMENTED.iter().find(|(k, _, _)| *k == key) {
+            let value = value.map(show).unwrap_or_default();
+            match verdict {
+                Unimplemented::Refuse => {
+                    return Err(ImportError::Unsupported(format!("{path} = {value}: {why}. Not imported.")));
+                }
+                Unimplemented::Warn => r.warn(format!("{path} = {value}: {why}.")),
+            }
+        } else if is_not_relevant(key) {
+            r.report.not_relevant.push(path);
+        } else {
+            if key.ends_with("sliding_window_pattern")
+                && r.value_at("layer_types").or(r.value_at("text_config.layer_types")).is_some()
+            {
+                r.read_as(format!("{path} not read: layer_types lists every layer's kind"));
+            } else if value.is_some_and(|v| is_per_layer(key, v, layers)) {
+                r.warn(format!(
+                    "{path}: a per-layer setting the import does not read; the figures treat every layer alike here."
+                ));
+            }
+            r.report.unread.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Null, false, an empty list or object: says nothing.
+fn is_unset(v: &Value) -> bool {
+    match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+fn is_not_relevant(key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    NOT_RELEVANT.contains(&key)
+        || ["_token_id", "_token_ids", "_token_index"].iter().any(|s| last.ends_with(s))
+        || last.contains("dropout")
+        || last.ends_with("_pdrop")
+}
+
+/// A list as long as the layers, a `*_pattern`, or a `*_layers` list.
+fn is_per_layer(key: &str, v: &Value, layers: usize) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    v.as_array().is_some_and(|a| a.len() == layers || last.ends_with("_layers")) || last.ends_with("_pattern")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::super::{ImportError, import_hf_value};
+    use super::*;
+
+    fn llama(extra: Value) -> Value {
+        let mut v = json!({"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        v
+    }
+
+    #[test]
+    fn keys_never_read_are_listed_and_irrelevant_ones_grouped_apart() {
+        let v =
+            llama(json!({"mystery_setting": 3, "bos_token_id": 1, "eos_token_id": [2, 3], "attention_dropout": 0.0,
+                             "torch_dtype": "bfloat16", "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                             "low_freq_factor": 1.0}, "cache_hint": null}));
+        let report = import_hf_value(&v).unwrap().report;
+        assert_eq!(report.unread, ["mystery_setting", "rope_scaling.low_freq_factor"]);
+        assert_eq!(
+            report.not_relevant,
+            ["attention_dropout", "bos_token_id", "cache_hint (unset)", "eos_token_id", "torch_dtype"]
+        );
+    }
+
+    #[test]
+    fn every_setting_the_arithmetic_does_not_implement_is_refused_or_warned_of_by_name() {
+        for &(key, verdict, why) in NOT_IMPLEMENTED {
+            let result = import_hf_value(&llama(json!({ key: 7 })));
+            match (verdict, result) {
+                (Unimplemented::Refuse, Err(ImportError::Unsupported(text))) => {
+                    assert!(text.starts_with(&format!("{key} = 7: ")) && text.contains(why), "{text}");
+                }
+                (Unimplemented::Warn, Ok(imported)) => {
+                    let warning = format!("{key} = 7: {why}.");
+                    assert!(imported.report.warnings.contains(&warning), "{key}: {:?}", imported.report.warnings);
+                    assert!(!imported.report.unread.iter().any(|k| k == key));
+                }
+                (verdict, other) => panic!("{key}: expected {verdict:?}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_nas_pruned_llama_nemotron_is_refused_not_read_as_a_uniform_llama() {
+        // Two of Llama-Nemotron's block kinds: attention with 8 query heads per KV head, and no attention.
+        let blocks = json!([{"attention": {"n_heads_in_group": 2, "no_op": false}, "ffn": {"ffn_mult": 2.0}},
+                            {"attention": {"n_heads_in_group": null, "no_op": true}, "ffn": {"ffn_mult": 1.0}}]);
+        let v = llama(json!({"model_type": "nemotron-nas", "num_key_value_heads": null, "block_configs": blocks}));
+        let Err(ImportError::Unsupported(why)) = import_hf_value(&v) else { panic!("imported") };
+        assert!(why.starts_with("block_configs = [{") && why.contains("many times too large"), "{why}");
+    }
+
+    #[test]
+    fn deepseek_v3_2s_indexer_is_warned_of_beside_the_figures() {
+        let v = llama(json!({"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}));
+        let warnings = import_hf_value(&v).unwrap().report.warnings;
+        assert!(warnings.iter().any(|w| w.starts_with("index_head_dim = 128: DeepSeek V3.2's lightning indexer")));
+        assert!(warnings.iter().any(|w| w.starts_with("index_topk = 2048: sparse attention")));
+    }
+
+    #[test]
+    fn a_per_layer_list_no_section_reads_is_warned_of() {
+        let v = llama(json!({"odd_per_layer": [1, 0, 1, 0], "skip_layers": [2], "layout_pattern": "AABB",
+                             "short_list": [1, 2]}));
+        let report = import_hf_value(&v).unwrap().report;
+        for key in ["odd_per_layer", "skip_layers", "layout_pattern"] {
+            let warning = format!(
+                "{key}: a per-layer setting the import does not read; the figures treat every layer alike here."
+            );
+            assert!(report.warnings.contains(&warning), "{key}: {:?}", report.warnings);
+        }
+        assert!(!report.warnings.iter().any(|w| w.starts_with("short_list")));
+        assert_eq!(report.unread, ["layout_pattern", "odd_per_layer", "short_list", "skip_layers"]);
+    }
+
+    #[test]
+    fn a_sliding_pattern_beside_layer_types_is_a_reading_not_a_warning() {
+        let v = llama(json!({"sliding_window": 8, "_sliding_window_pattern": 2,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}));
+        let report = import_hf_value(&v).unwrap().report;
+        assert!(
+            report
+                .readings
+                .iter()
+                .any(|r| r == "_sliding_window_pattern not read: layer_types lists every layer's kind")
+        );
+        assert!(!report.warnings.iter().any(|w| w.contains("_sliding_window_pattern")));
+    }
+}
