@@ -34,6 +34,7 @@ mod mamba;
 mod mamba_hybrids;
 mod mixer_common;
 mod moe;
+mod nas;
 mod positions;
 mod reader;
 mod report;
@@ -90,13 +91,19 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         unread::finish(&mut r, model.schedule.len())?;
         return Ok(Imported { model, report: r.report });
     }
-    let attention = attention::read(&mut r, &family)?;
-    let layout = schedule::read(&mut r, &family, attention.layers)?;
+    let mut attention = attention::read(&mut r, &family)?;
+    let mut layout = schedule::read(&mut r, &family, attention.layers)?;
     let ffn = ffn::read(&mut r, &family, attention.d_model)?;
     let moe = moe::read(&mut r, &family)?;
     let embeddings = embeddings::read(&mut r, &family)?;
     let positions = positions::read(&mut r, &family, embeddings.max_positions, layout.global_nope);
     let block = block::read(&mut r, &family)?;
+    let nas = nas::read(&mut r, &nas::StackSizes::of(&attention, &embeddings, &block))?;
+    if let Some(stack) = &nas {
+        attention.local.n_kv_heads = stack.kv_heads;
+        layout.schedule = stack.schedule.clone();
+        r.report.assumed.retain(|a| !a.starts_with("num_key_value_heads"));
+    }
     let mut sections = Sections { attention, layout, ffn, moe, embeddings, positions, block };
     let uncounted = sections.block.uncounted.take();
     let model = sections.into_model(family.model_name(&r));
@@ -104,6 +111,11 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
     if let Some(u) = uncounted {
         let (missing, why) = block::uncounted_params(&model, &u);
         hybrid::report_missing(&mut r, &model, missing, &why);
+    }
+    if let Some(stack) = nas {
+        let missing = i128::try_from(stack.params).unwrap_or(i128::MAX)
+            - i128::try_from(crate::model::params::model_params(&model).total()).unwrap_or(i128::MAX);
+        hybrid::report_missing(&mut r, &model, missing, nas::PARAMS_WHY);
     }
     unread::finish(&mut r, model.schedule.len())?;
     Ok(Imported { model, report: r.report })

@@ -82,12 +82,6 @@ pub(super) enum Unimplemented {
 /// A section that reads one exactly consults it, and it is then not on this list's path at all.
 pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
     (
-        "block_configs",
-        Unimplemented::Refuse,
-        "per-layer blocks of a NAS-pruned model (Llama-Nemotron): some layers have no attention and each of the others \
-      its own KV-head count (n_heads_in_group); read as a uniform stack, its cache would be many times too large",
-    ),
-    (
         "index_head_dim",
         Unimplemented::Warn,
         "DeepSeek V3.2's lightning indexer keeps a key of its own per token in every layer beside the MLA latent \
@@ -241,16 +235,6 @@ mod tests {
                 (verdict, other) => panic!("{key}: expected {verdict:?}, got {other:?}"),
             }
         }
-    }
-
-    #[test]
-    fn a_nas_pruned_llama_nemotron_is_refused_not_read_as_a_uniform_llama() {
-        // Two of Llama-Nemotron's block kinds: attention with 8 query heads per KV head, and no attention.
-        let blocks = json!([{"attention": {"n_heads_in_group": 2, "no_op": false}, "ffn": {"ffn_mult": 2.0}},
-                            {"attention": {"n_heads_in_group": null, "no_op": true}, "ffn": {"ffn_mult": 1.0}}]);
-        let v = llama(json!({"model_type": "nemotron-nas", "num_key_value_heads": null, "block_configs": blocks}));
-        let Err(ImportError::Unsupported(why)) = import_hf_value(&v) else { panic!("imported") };
-        assert!(why.starts_with("block_configs = [{") && why.contains("many times too large"), "{why}");
     }
 
     #[test]
