@@ -1,7 +1,7 @@
 //! Live attention as a service any view can call: "these tokens, this model (a preset's layout with
 //! synthetic weights, or a loaded model's real ones), this layer and these heads" in, each head's
-//! probabilities out (every cell, or pooled to a size), with the layer's Q/K/V on request, on the GPU
-//! or the CPU reference. Progress, cancellation (a newer request supersedes: the job stops at its
+//! probabilities out (every cell, or pooled to a size), with the layer's Q/K/V and the heads' outputs
+//! ([`head_outputs`]) on request, on the GPU or the CPU reference. Progress, cancellation (a newer request supersedes: the job stops at its
 //! next piece), slicing into pieces and the size budgets are handled here once; a view binds the
 //! results through a [`LiveSink`].
 //!
@@ -13,6 +13,7 @@ pub mod batch;
 pub mod head_map;
 pub mod loaded;
 pub mod loaded_job;
+pub mod outputs;
 pub mod plan;
 pub mod request;
 mod sink;
@@ -24,6 +25,7 @@ use std::rc::Rc;
 
 pub use head_map::HeadMap;
 pub use loaded::{GpuDecoder, LoadedLm, TrainedPass};
+pub use outputs::head_outputs;
 pub use plan::{JobClock, Progress};
 pub use request::Request;
 pub use sink::LiveSink;

@@ -239,3 +239,43 @@ fn the_pass_note_says_where_it_ran_and_what_it_reused() {
     );
     assert!(loaded_job::pass_note(4, 12, false, 5.0, 0, (false, false)).contains("on the CPU in 5 ms; these"));
 }
+
+#[test]
+fn head_outputs_are_the_probabilities_times_v() {
+    // Each output row is Σ_j p_ij v_j, with p from the probabilities' own kernel (row softmax) and V
+    // from the layer's inputs: two twins that must agree. Head 5 reads KV head 1.
+    let req = llama_request(20, vec![0, 5], (20, 20));
+    let inputs = req.inputs();
+    let engine = cpu();
+    let outputs = pollster::block_on(head_outputs(&engine, &inputs, &[0, 5], Mask::Causal, &|| true)).unwrap();
+    let batch = pollster::block_on(batch::batch_inputs(&inputs, &[0, 5], &mut batch::KCache::new(), &|| true)).unwrap();
+    let steer = batch::Steering { keep_going: &|| true, progress: &|_| {}, now_ms: &|| 0.0 };
+    let probs = pollster::block_on(batch::head_values(
+        &engine,
+        &inputs,
+        &batch,
+        Mask::Causal,
+        MapOutput::Exact,
+        &mut 0.0,
+        &steer,
+    ))
+    .unwrap();
+    let (n, d) = (20usize, 128usize);
+    for (i, &h) in [0u32, 5].iter().enumerate() {
+        let (_, v) = inputs.kv_head(h / 4);
+        assert_eq!(outputs[i].len(), n * d);
+        for q in 0..n {
+            for c in 0..d {
+                let want: f64 = (0..n).map(|k| f64::from(probs[i][q * n + k]) * f64::from(v[k * d + c])).sum();
+                let got = f64::from(outputs[i][q * d + c]);
+                assert!((got - want).abs() < 1e-5, "head {h}, query {q}, dim {c}: {got} vs {want}");
+            }
+        }
+    }
+    // A newer request stops it; more queries than keys are refused by name.
+    let stopped = pollster::block_on(head_outputs(&engine, &inputs, &[0], Mask::Causal, &|| false));
+    assert_eq!(stopped.unwrap_err(), "stopped for a newer request");
+    let cross = LayerInputs::new(req.layout.clone(), generated_tokens(3, 1), Some(generated_tokens(2, 2)), 7, false);
+    let why = pollster::block_on(head_outputs(&engine, &cross, &[0], Mask::Full, &|| true)).unwrap_err();
+    assert_eq!(why, "outputs are computed for at most as many queries as keys (3 queries, 2 keys)");
+}
