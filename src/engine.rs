@@ -433,6 +433,37 @@ impl Job for HeadMaps<'_, '_> {
     }
 }
 
+impl Engine {
+    /// Each query's attention output (`[h_q, n_q, d]`) and log-sum-exp: the tiled forward kernel, or
+    /// its CPU twin without a GPU or for heads wider than the kernels (small sizes only).
+    pub async fn attention(&self, p: &AttentionProblem<'_>) -> Result<Forward, String> {
+        p.validate(true)?;
+        self.run(&Attend { problem: p }).await
+    }
+}
+
+/// The attention output of a batch of heads ([`Engine::attention`]).
+pub struct Attend<'a, 'p> {
+    pub problem: &'a AttentionProblem<'p>,
+}
+
+impl Job for Attend<'_, '_> {
+    type Output = Forward;
+
+    fn fits_gpu(&self) -> bool {
+        kernels_take_head_dim(self.problem.shape.d)
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Forward, String> {
+        kernels.forward(ctx, self.problem).await.map_err(|e| e.to_string())
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<Forward, String> {
+        check_cpu_size(self.problem.shape)?;
+        Ok(cpu_flash_attention(self.problem).await)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

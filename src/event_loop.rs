@@ -40,6 +40,30 @@ pub fn resumed() {
     last_pause::mark();
 }
 
+/// Runs the tasks already queued (effects of the signals just set: a heatmap's drawing) before
+/// continuing, without giving the browser a frame; natively, nothing to wait for.
+pub async fn micro_yield() {
+    #[cfg(target_arch = "wasm32")]
+    {
+        let resolved = js_sys::Promise::resolve(&wasm_bindgen::JsValue::NULL);
+        let _ = wasm_bindgen_futures::JsFuture::from(resolved).await;
+    }
+}
+
+/// Milliseconds on a clock that only moves forward: the page's `performance.now()`, natively the
+/// time since the first call. What a job's timings are measured with.
+pub fn now_ms() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        last_pause::now_ms()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1000.0
+    }
+}
+
 #[cfg(target_arch = "wasm32")]
 mod last_pause {
     use std::cell::Cell;
@@ -48,7 +72,7 @@ mod last_pause {
         static AT_MS: Cell<f64> = const { Cell::new(0.0) };
     }
 
-    fn now_ms() -> f64 {
+    pub fn now_ms() -> f64 {
         web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
     }
 

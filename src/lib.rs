@@ -16,6 +16,7 @@ pub mod cpu;
 pub mod engine;
 pub mod event_loop;
 pub mod gpu;
+pub mod live_attention;
 pub mod lm;
 pub mod model;
 pub mod state;

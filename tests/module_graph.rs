@@ -7,7 +7,8 @@
 //!
 //! The rules: the graph has no cycle; only `main.rs` and `lib.rs` reach into `src/ui/` from outside it;
 //! the platform-free layers (`model`, `attention`, `cpu`, `gpu`, `lm`) refer to nothing in `views` or
-//! `ui`; `views` never refers to `state.rs` (the state is built from the views' list, not the other
+//! `ui`; live attention (`live_attention/`) sits above them and `engine.rs`, which never refer to it,
+//! and below `views`, `ui` and the app state, which it never refers to; `views` never refers to `state.rs` (the state is built from the views' list, not the other
 //! way), in its tests neither; and the app state's fields are private, so `ui` writes it only through
 //! the link's parsers and named transitions.
 
@@ -62,12 +63,22 @@ fn src_has_no_import_cycle_and_layers_point_one_way() {
             if pure && (to.starts_with("ui/") || to.starts_with("views/")) {
                 problems.push(format!("{from} (platform-free) refers to {to}"));
             }
+            let below_service = pure || from == "engine.rs" || from == "event_loop.rs";
+            if below_service && to.starts_with("live_attention/") {
+                problems.push(format!("{from} (below live attention) refers to {to}"));
+            }
+            let upward = to.starts_with("ui/") || to.starts_with("views/") || to == "state.rs";
+            if from.starts_with("live_attention/") && upward {
+                problems.push(format!("{from} (live attention, below the views) refers to {to}"));
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // The check must see the code it guards: a few references every version of the app has.
     assert!(edges.get("main.rs").is_some_and(|t| t.contains("ui/mod.rs")), "{edges:#?}");
     assert!(edges.values().flatten().any(|t| t.starts_with("model/")), "{edges:#?}");
+    let service_uses_the_engine = edges.get("live_attention/batch.rs").is_some_and(|t| t.contains("engine.rs"));
+    assert!(service_uses_the_engine, "{edges:#?}");
 }
 
 #[test]

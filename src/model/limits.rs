@@ -38,6 +38,14 @@ pub const CPU_MAX_MULTIPLY_ADDS: u64 = CPU_MAX_SCORE_PAIRS * KERNEL_MAX_HEAD_DIM
 /// wasm, so input and rendering go on while a large fallback job runs (a job may take seconds).
 pub const CPU_SLICE_MULTIPLY_ADDS: u64 = 2_000_000;
 
+/// Multiply-adds of `Q·Kᵀ` in one live-attention engine call on the GPU: about 60 ms of a 9 GFLOP/s
+/// software GPU, far less on a real one (a longer head is cut into slices of rows).
+pub const GPU_BATCH_MULTIPLY_ADDS: u64 = 1 << 28;
+/// The same on the CPU reference, which blocks the page while it runs: one small head's worth.
+pub const CPU_BATCH_MULTIPLY_ADDS: u64 = 1 << 21;
+/// Largest Q buffer of one live-attention batch (floats).
+pub const BATCH_MAX_Q_FLOATS: u64 = 16 << 20;
+
 /// Why a job is refused: what it needed and the limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OverJobLimit {

@@ -1,24 +1,20 @@
-//! The explorer's computation as the page runs it: the native plan ([`JobPlan`]) one piece at a time,
-//! each finished head handed to its slot, yielding to the browser between steps so no frame waits
-//! long. A newer request supersedes an older one at the next piece ([`JobClock`]).
+//! The explorer's binding of live attention ([`crate::live_attention`]) to its signals: a job's heads
+//! go to their slots, its progress and inputs to the status line and panels, its enlarged head to
+//! the focus panel, a loaded model's candidates to the next-token panel. The job itself (its
+//! batches, pieces, yields and cancellation) is the service's.
 
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use leptos::prelude::*;
 
-use super::browser;
 use super::heatmap::Shared;
+use super::next_token_panel::PredictionSignal;
+use super::trained_compute::Prediction;
 use crate::attention::layer_inputs::LayerInputs;
-use crate::engine::{Engine, MapOutput};
-use crate::event_loop::{breathe, yield_now};
-use crate::views::heatmaps::compute::{
-    BatchInputs, HeadMaker, KCache, Steering, batch_inputs, head_values, overlapped,
-};
-use crate::views::heatmaps::head_map::HeadMap;
-use crate::views::heatmaps::jobs::{JobClock, JobPlan, Progress};
-use crate::views::heatmaps::request::Request;
+use crate::engine::Engine;
+use crate::live_attention::{self, HeadMap, JobClock, LiveSink, Progress, Request, Weights};
+use crate::views::heatmaps::trained::next_tokens;
 
 /// Where one head's finished map goes: its heatmap redraws when it is set.
 pub type HeadSlot = RwSignal<Option<Shared>>;
@@ -33,209 +29,59 @@ pub struct Sinks {
     pub jobs: StoredValue<JobClock>,
 }
 
-/// Runs the tasks already queued (effects of the signals just set) before continuing.
-pub async fn micro_yield() {
-    let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&wasm_bindgen::JsValue::NULL)).await;
-}
-
-/// Runs `req` as job `job`: its inputs, then its batches (each drawn while the next computes), then
-/// the enlarged head, then the finished progress. Stops at the next piece once a newer job starts.
-pub async fn run(engine: Rc<Engine>, req: Request, job: u64, started_ms: f64, sinks: Sinks) {
-    let plan = JobPlan::new(&req, engine.is_gpu(), engine.gpu_supports_dim(req.layout.head_dim));
-    let progress =
-        Progress { job, total: req.heads.len(), on_gpu: plan.on_gpu, note: plan.note.clone(), ..Default::default() };
-    sinks.progress.try_set(progress);
-
-    let inputs_started = browser::now_ms();
-    let inputs = Arc::new(req.inputs());
-    let inputs_ms = browser::now_ms() - inputs_started;
-    // No yield before the first batch is on the GPU: what the page does with the inputs (and its
-    // restyling for the new request) then runs while the GPU works.
-    sinks.inputs.try_set(Some(inputs.clone()));
-    let maker = HeadMaker::new(inputs.clone(), &req);
-    let slots = sinks.slots.try_get_untracked().unwrap_or_default();
-    let run =
-        JobRun { engine, req, job, sinks, inputs, maker, slots, focus_map: RefCell::new(None), done: Cell::new(0) };
-    let mut times = Times { inputs_ms, kernel_ms: 0.0, draw_ms: 0.0 };
-    let mut k_cache = KCache::new();
-    if !run.batches(&plan, &mut k_cache, &mut times).await {
-        return;
-    }
-    if !run.focused_head(&plan, &mut k_cache, &mut times).await {
-        return;
-    }
-    run.finish(started_ms, &times).await;
-}
-
-/// Where a job's time went, as the status line reports it (see [`Progress`]).
-struct Times {
-    inputs_ms: f64,
-    kernel_ms: f64,
-    draw_ms: f64,
-}
-
-/// One job under way: what it computes, where its heads go, and how many are done.
-struct JobRun {
-    engine: Rc<Engine>,
-    req: Request,
-    job: u64,
+/// One job's sink: the signals, the slots it was started with, and (for a loaded model) where its
+/// candidates go.
+struct JobSinks {
     sinks: Sinks,
-    inputs: Arc<LayerInputs>,
-    maker: HeadMaker,
+    job: u64,
     slots: Vec<HeadSlot>,
-    /// The enlarged head's map: from the grid when exact, else computed at its own size.
-    focus_map: RefCell<Option<Arc<HeadMap>>>,
-    done: Cell<usize>,
+    next_token: Option<(Rc<live_attention::LoadedLm>, PredictionSignal)>,
 }
 
-impl JobRun {
-    /// Whether this job is still the latest (a newer request supersedes it).
-    fn live(&self) -> bool {
+impl LiveSink for JobSinks {
+    fn wanted(&self) -> bool {
         self.sinks.jobs.try_with_value(|c| c.is_current(self.job)) == Some(true)
     }
 
-    /// Hands a finished head to its heatmap (whose effect draws it at this task's next await).
-    fn hand_over(&self, h: u32, values: Vec<f32>, output: MapOutput) {
-        let map = self.maker.make(h, values, output);
-        if self.req.exact() && self.req.focus == Some(h) {
-            *self.focus_map.borrow_mut() = Some(map.clone());
-        }
-        let slot = self.req.heads.iter().position(|&x| x == h).and_then(|i| self.slots.get(i).copied());
-        if let Some(slot) = slot {
+    fn progress(&self, change: &dyn Fn(&mut Progress)) {
+        self.sinks.progress.try_update(|p| change(p));
+    }
+
+    fn inputs(&self, inputs: Option<Arc<LayerInputs>>) {
+        self.sinks.inputs.try_set(inputs);
+    }
+
+    fn head_ready(&self, slot: usize, map: Arc<HeadMap>) {
+        if let Some(slot) = self.slots.get(slot) {
             slot.try_set(Some(Shared(map)));
         }
-        self.done.set(self.done.get() + 1);
-        self.sinks.progress.try_update(|p| p.done = self.done.get());
     }
 
-    /// Hands heads over one at a time: each one's effect draws it at the micro-yield, and the browser
-    /// gets the thread (a frame, input) whenever this task has held it for a while, so a frame never
-    /// has many canvases and figures to lay out and paint at once. False if a newer request took over.
-    async fn show(&self, heads: &[u32], values: Vec<Vec<f32>>, output: MapOutput, draw_ms: &mut f64) -> bool {
-        for (&h, vals) in heads.iter().zip(values) {
-            let started = browser::now_ms();
-            self.hand_over(h, vals, output);
-            micro_yield().await;
-            *draw_ms += browser::now_ms() - started;
-            breathe().await;
-            if !self.live() {
-                return false;
-            }
-        }
-        true
+    fn focused(&self, map: Option<Arc<HeadMap>>) {
+        self.sinks.focused.try_set(map.map(Shared));
     }
 
-    /// One batch: the heads' maps at `output`, reporting how far it got.
-    async fn compute(
-        &self,
-        batch: &BatchInputs,
-        output: MapOutput,
-        kernel_ms: &mut f64,
-    ) -> Result<Vec<Vec<f32>>, String> {
-        self.sinks.progress.try_update(|p| {
-            p.batch = batch.heads.len();
-            p.partial = 0.0;
-        });
-        let live = || self.live();
-        let progress = |fraction: f64| _ = self.sinks.progress.try_update(|p| p.partial = fraction);
-        let steer = Steering { keep_going: &live, progress: &progress, now_ms: &browser::now_ms };
-        head_values(&self.engine, &self.inputs, batch, self.req.mask, output, kernel_ms, &steer).await
+    fn next_token(&self, ids: &[u32], logits: Result<&[f32], &str>) {
+        let Some((lm, prediction)) = &self.next_token else { return };
+        let shown = logits
+            .map(|logits| Prediction { ids: ids.to_vec(), candidates: next_tokens(&lm.tokenizer, logits) })
+            .map_err(str::to_owned);
+        prediction.try_set(Some(shown));
     }
+}
 
-    /// Every batch of the plan, in order. False if the job stopped (superseded, or failed).
-    async fn batches(&self, plan: &JobPlan, k_cache: &mut KCache, times: &mut Times) -> bool {
-        let live = || self.live();
-        // The first batch's inputs are waited for; each later batch's are built while the GPU computes
-        // the one before.
-        let t_first = browser::now_ms();
-        let mut prepared = match plan.batches.first() {
-            Some(heads) => batch_inputs(&self.inputs, heads, k_cache, &live).await,
-            None => None,
-        };
-        times.inputs_ms += browser::now_ms() - t_first;
-
-        // A batch's results, when another batch follows, are handed to their heatmaps while the GPU
-        // computes that one: the drawing effects run as this task awaits the GPU.
-        let mut unshown: Option<(&Vec<u32>, Vec<Vec<f32>>)> = None;
-        let output = plan.thumb_output;
-        for (i, batch) in plan.batches.iter().enumerate() {
-            if !self.live() {
-                return false;
-            }
-            let Some(current) = prepared.take() else { return false };
-            let following = plan.batches.get(i + 1);
-            let (result, (next, shown_ms)) = overlapped(self.compute(&current, output, &mut times.kernel_ms), async {
-                let mut shown_ms = 0.0;
-                if let Some((heads, values)) = unshown.take() {
-                    self.show(heads, values, output, &mut shown_ms).await;
-                }
-                let next = match following {
-                    Some(heads) => batch_inputs(&self.inputs, heads, k_cache, &live).await,
-                    None => None,
-                };
-                (next, shown_ms)
-            })
-            .await;
-            times.draw_ms += shown_ms;
-            prepared = next;
-            match result {
-                Ok(values) if following.is_some() => unshown = Some((batch, values)),
-                Ok(values) => {
-                    if !self.live() || !self.show(batch, values, output, &mut times.draw_ms).await {
-                        return false;
-                    }
-                    self.sinks.progress.try_update(|p| p.partial = 0.0);
-                }
-                Err(e) => {
-                    self.sinks.progress.try_update(|p| {
-                        p.error = Some(e);
-                        p.finished = true;
-                    });
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
-    /// The enlarged head, pooled again at its own on-screen size (unless the grid had it exact). False
-    /// if the job stopped while its inputs were built.
-    async fn focused_head(&self, plan: &JobPlan, k_cache: &mut KCache, times: &mut Times) -> bool {
-        let live = || self.live();
-        if let Some(f) = self.req.focus.filter(|&f| f < self.req.layout.n_q_heads)
-            && self.focus_map.borrow().is_none()
-        {
-            let t_inputs = browser::now_ms();
-            let Some(batch) = batch_inputs(&self.inputs, &[f], k_cache, &live).await else { return false };
-            times.inputs_ms += browser::now_ms() - t_inputs;
-            match self.compute(&batch, plan.large_output, &mut times.kernel_ms).await {
-                Ok(mut values) => {
-                    *self.focus_map.borrow_mut() = Some(self.maker.make(f, values.remove(0), plan.large_output));
-                }
-                Err(e) => self.sinks.progress.try_update(|p| p.error = Some(e)).unwrap_or(()),
-            }
-        }
-        true
-    }
-
-    /// The enlarged head's map, then (after a yield, if still the latest) the finished progress.
-    async fn finish(self, started_ms: f64, times: &Times) {
-        if !self.live() {
-            return;
-        }
-        self.sinks.focused.try_set(self.focus_map.take().map(Shared));
-        yield_now().await;
-        if !self.live() {
-            return;
-        }
-        let total_ms = browser::now_ms() - started_ms;
-        self.sinks.progress.try_update(|p| {
-            p.done = self.done.get();
-            p.finished = true;
-            p.total_ms = total_ms;
-            p.kernel_ms = times.kernel_ms;
-            p.inputs_ms = times.inputs_ms;
-            p.draw_ms = times.draw_ms;
-        });
-    }
+/// Runs `req` as job `job` with synthetic weights, or with `loaded`'s (whose candidates go to its
+/// prediction signal), binding its results to `sinks`.
+pub async fn run(
+    engine: Rc<Engine>,
+    req: Request,
+    job: u64,
+    started_ms: f64,
+    sinks: Sinks,
+    loaded: Option<(Rc<live_attention::LoadedLm>, PredictionSignal)>,
+) {
+    let slots = sinks.slots.try_get_untracked().unwrap_or_default();
+    let weights = loaded.as_ref().map_or(Weights::Synthetic, |(lm, _)| Weights::Loaded(lm.clone()));
+    let sink = JobSinks { sinks, job, slots, next_token: loaded };
+    live_attention::run(&engine, &weights, &req, job, started_ms, &sink).await;
 }

@@ -282,10 +282,8 @@ fn compute_on_change(ex: Explorer, owner: Option<Owner>) {
             shown_heads.set(req.heads.clone());
         }
         shown_layout.set(Some(req.layout.clone()));
-        match trained_lm {
-            Some(lm) => spawn_local(trained_compute::run(engine, lm, req, job, started, sinks, prediction)),
-            None => spawn_local(explorer_compute::run(engine, req, job, started, sinks)),
-        }
+        let loaded = trained_lm.map(|lm| (lm, prediction));
+        spawn_local(explorer_compute::run(engine, req, job, started, sinks, loaded));
     });
 }
 
@@ -314,7 +312,7 @@ fn compute_focused_head(ex: Explorer) {
         spawn_local(async move {
             let single = RwSignal::new(None::<Shared>);
             focus_sinks.slots.set(vec![single]);
-            explorer_compute::run(engine, req, id, browser::now_ms(), focus_sinks).await;
+            explorer_compute::run(engine, req, id, browser::now_ms(), focus_sinks, None).await;
             if focus_jobs.try_with_value(|c| c.is_current(id)) == Some(true)
                 && let Some(map) = single.try_get_untracked().flatten()
             {

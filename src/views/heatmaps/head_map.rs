@@ -1,37 +1,11 @@
 //! One head's attention as the heatmaps show it: every probability, or blocks of them pooled by max or
 //! mean, with what a hover says about a cell and the RGBA pixels of the picture.
 
-use std::sync::Arc;
-
-use crate::attention::pooled::{Pool, block_range};
+use crate::attention::pooled::block_range;
 use crate::attention::teaching_heads::TeachingHead;
 use crate::attention::tokens::display_token;
 use crate::colormap::{ColorScale, Painter};
-use crate::lm::head_scores::HeadScores;
-use crate::model::Mask;
-
-/// The probabilities of one query head: every cell (`pooled == None`, `rows = n_q`, `cols = n_kv`) or
-/// `rows x cols` blocks of the `n_q x n_kv` matrix pooled by max or mean.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HeadMap {
-    pub head: u32,
-    pub kv_head: u32,
-    pub teaching: Option<TeachingHead>,
-    pub rows: u32,
-    pub cols: u32,
-    pub values: Vec<f32>,
-    pub pooled: Option<Pool>,
-    pub n_q: u32,
-    pub n_kv: u32,
-    pub row_tokens: Arc<Vec<String>>,
-    pub col_tokens: Arc<Vec<String>>,
-    pub mask: Mask,
-    /// Absolute position of query row 0 (queries are the last rows of the keys).
-    pub q_offset: u32,
-    /// What a trained head's attention measures on the shown text (`None` for synthetic weights,
-    /// whose scores would say nothing about any model).
-    pub scores: Option<HeadScores>,
-}
+pub use crate::live_attention::head_map::HeadMap;
 
 /// Colour of cells the mask hides (distinct from a probability of zero).
 pub const MASKED_RGB: [u8; 3] = [226, 228, 233];
@@ -129,7 +103,11 @@ impl HeadMap {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::attention::pooled::Pool;
     use crate::colormap::viridis;
+    use crate::lm::head_scores::HeadScores;
+    use crate::model::Mask;
+    use std::sync::Arc;
 
     /// A head's map of `rows` × `cols` values over `n` tokens named t0, t1, ... (head 3, KV head 1).
     pub(crate) fn map(values: Vec<f32>, rows: u32, cols: u32, n: u32, pooled: Option<Pool>, mask: Mask) -> HeadMap {

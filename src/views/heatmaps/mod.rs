@@ -1,5 +1,5 @@
 //! The heatmap explorer (`view=heatmaps`), native: its link parameters, what it computes for them,
-//! how that work is cut up for the GPU, and what each head's picture shows.
+//! how a head's picture looks and what it says (live attention, `crate::live_attention`, computes it).
 
 pub mod checkpoint_files;
 pub mod compute;

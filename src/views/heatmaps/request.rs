@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
-use crate::attention::pooled::Pool;
+use crate::attention::layer_inputs::LayerLayout;
 use crate::attention::tokens::{generated_tokens, tokenize};
+pub use crate::live_attention::request::{EXACT_MAX_N, Request};
 use crate::model::Mask;
 use crate::model::Model;
 use crate::model::limits::{self, CPU_MAX_MULTIPLY_ADDS, JOB_MAX_BYTES, KERNEL_MAX_HEAD_DIM, product};
@@ -17,9 +17,6 @@ use crate::views::heatmaps::params::{ExplorerParams, MAX_GENERATED};
 /// the last rows of the keys), one engine call each: at most this many chunks.
 pub const MAX_QUERIES_PER_KEY: u64 = 64;
 
-/// Heads at most this long (queries and keys) are drawn cell by cell with exact probabilities;
-/// longer ones are pooled on the GPU to the size they take on screen.
-pub const EXACT_MAX_N: u32 = 256;
 /// Heads with at most this many cells carry every probability in `data-probs` (for tests and tools).
 pub const PROBS_ATTR_MAX_CELLS: usize = 64 * 64;
 
@@ -28,55 +25,6 @@ pub const PROBS_ATTR_MAX_CELLS: usize = 64 * 64;
 pub fn pooled_resolution(n: u32, css_px: f64, device_pixel_ratio: f64) -> u32 {
     let px = (css_px * device_pixel_ratio.clamp(1.0, 4.0)).round().max(1.0) as u32;
     px.min(n).max(1)
-}
-
-/// Everything a computation depends on (compared to decide whether to start a new one).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Request {
-    pub layout: LayerLayout,
-    pub tokens: Arc<Vec<String>>,
-    pub kv_tokens: Option<Arc<Vec<String>>>,
-    pub seed: u64,
-    pub teach: bool,
-    pub mask: Mask,
-    pub heads: Vec<u32>,
-    pub pool: Pool,
-    /// Pooled cells per side of a thumbnail, and of the enlarged head.
-    pub thumb_cells: u32,
-    pub large_cells: u32,
-    pub focus: Option<u32>,
-    /// The trained model's token ids (its maps come from its forward pass, not from seeded weights).
-    pub ids: Option<Arc<Vec<u32>>>,
-}
-
-impl Request {
-    pub fn n_q(&self) -> u32 {
-        self.tokens.len() as u32
-    }
-    pub fn n_kv(&self) -> u32 {
-        self.kv_tokens.as_ref().map_or(self.tokens.len(), |t| t.len()) as u32
-    }
-    /// The one head a panel about a single head shows (the step-through, the backward view): the
-    /// enlarged one (`focus`) when the layer has it, else the first head on display.
-    pub fn shown_head(&self, focus: Option<u32>) -> Option<u32> {
-        focus.filter(|&f| f < self.layout.n_q_heads).or_else(|| self.heads.first().copied())
-    }
-
-    /// Small enough to draw every cell.
-    pub fn exact(&self) -> bool {
-        self.n_q() <= EXACT_MAX_N && self.n_kv() <= EXACT_MAX_N
-    }
-
-    /// Every head's inputs for this request: the layer's layout, the tokens, the seeded weights.
-    pub fn inputs(&self) -> LayerInputs {
-        LayerInputs::new(
-            self.layout.clone(),
-            self.tokens.as_ref().clone(),
-            self.kv_tokens.as_ref().map(|t| t.as_ref().clone()),
-            self.seed,
-            self.teach,
-        )
-    }
 }
 
 /// The window as the pooled resolution sees it: its width (CSS pixels) and device pixel ratio.

@@ -1,18 +1,17 @@
 //! The trained model in the heatmap explorer, native: the text as its token ids (refused past the
-//! length it was trained on), its forward pass's probabilities made into heads' maps with the scores
-//! each head measures on the text, the next-token candidates, and the text a generated token makes.
-//! The page runs the pass (`ui/trained_compute.rs`); everything it shows is decided here.
+//! length it was trained on), the request for its maps, the next-token candidates, and the text a
+//! generated token makes. Live attention runs its pass and makes the heads' maps with the scores each
+//! head measures (`live_attention/loaded_job.rs`); what the page shows of them is decided here.
 
 use std::sync::Arc;
 
-use super::head_map::HeadMap;
 use super::params::{ExplorerParams, MAX_GENERATED, MAX_TEXT_CHARS};
 use super::request::Request;
 use crate::attention::inputs::SplitMix64;
 use crate::attention::layer_inputs::LayerLayout;
 use crate::attention::tokens::{TokenMode, generated_tokens};
+pub use crate::live_attention::loaded_job::head_maps;
 use crate::lm::bpe::Tokenizer;
-use crate::lm::head_scores::HeadScores;
 use crate::lm::next_token::{choose, top_candidates};
 use crate::model::Mask;
 use crate::model::units::format_thousands;
@@ -123,34 +122,6 @@ pub fn ignored_settings(input: &AttentionInput, explorer: &ExplorerParams) -> Ve
         out.push("does not yet feed the step-through and the head mix, which show the synthetic weights".into());
     }
     out
-}
-
-/// Each of `heads`' maps from one layer's probabilities (`[h_q, t, t]`), with what each measures.
-pub fn head_maps(probs: &[f32], ids: &[u32], req: &Request) -> Vec<HeadMap> {
-    let t = ids.len();
-    req.heads
-        .iter()
-        .filter_map(|&h| {
-            let values = probs.get(h as usize * t * t..)?.get(..t * t)?.to_vec();
-            let scores = HeadScores::measure(&values, ids, req.mask);
-            Some(HeadMap {
-                head: h,
-                kv_head: req.layout.kv_head(h),
-                teaching: None,
-                rows: t as u32,
-                cols: t as u32,
-                values,
-                pooled: None,
-                n_q: t as u32,
-                n_kv: t as u32,
-                row_tokens: req.tokens.clone(),
-                col_tokens: req.tokens.clone(),
-                mask: req.mask,
-                q_offset: 0,
-                scores: Some(scores),
-            })
-        })
-        .collect()
 }
 
 /// One next-token candidate as the page shows it.

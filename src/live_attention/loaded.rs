@@ -1,0 +1,187 @@
+//! A model with real weights, loaded: the trained model or a checkpoint the user dropped. Its
+//! weights are uploaded once per GPU device and its forward pass runs on the GPU
+//! (`gpu::lm_forward`) or, without WebGPU, on the CPU in steps that let the browser in. The last pass
+//! is kept, so switching layers or heads, and the next generated token, reuse it. Fetching its files
+//! is the page's (`ui/trained_compute.rs`).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::engine::Engine;
+use crate::event_loop::{breathe, now_ms, resumed};
+use crate::gpu::lm_forward::{self, LmCache, LmRequest, LmWeights};
+use crate::lm::bpe::Tokenizer;
+use crate::lm::checkpoint::Checkpoint;
+use crate::lm::forward::{CpuPass, max_tokens, max_tokens_of};
+use crate::model::Model;
+
+/// A model with real weights, loaded: the trained model, or a checkpoint the user dropped.
+pub struct LoadedLm {
+    pub model: Model,
+    pub tokenizer: Tokenizer,
+    /// The most tokens it reads (its trained length, or what the page can hold of its results).
+    pub max_tokens: usize,
+    /// Where the weights live besides the GPU.
+    host: Option<Checkpoint>,
+    /// Its weights on the GPU, with the engine whose device holds them: a new engine (after a lost
+    /// device) uploads again. The engine itself is kept, not its address, which a new one could reuse.
+    gpu: RefCell<Option<(Rc<Engine>, Rc<LmWeights>)>>,
+    last: RefCell<Option<Rc<TrainedPass>>>,
+}
+
+/// One forward pass's results as the explorer uses them.
+pub struct TrainedPass {
+    pub ids: Vec<u32>,
+    /// Per layer, `[heads, tokens, tokens]`.
+    pub probs: Vec<Vec<f32>>,
+    /// After the last token.
+    pub last_logits: Vec<f32>,
+    pub on_gpu: bool,
+    pub ms: f64,
+    /// The first pass on this GPU: its time includes uploading the weights and compiling the kernels.
+    pub first_on_device: bool,
+}
+
+impl LoadedLm {
+    /// A checkpoint read into memory (the trained model's files): its weights go to a GPU when one
+    /// first runs it.
+    pub fn from_checkpoint(checkpoint: Checkpoint, tokenizer: Tokenizer) -> LoadedLm {
+        LoadedLm {
+            model: checkpoint.model.clone(),
+            max_tokens: max_tokens(&checkpoint),
+            host: Some(checkpoint),
+            tokenizer,
+            gpu: RefCell::new(None),
+            last: RefCell::new(None),
+        }
+    }
+
+    /// The most tokens it reads, and its embedding's rows (the ids it takes).
+    pub fn reads(&self) -> (usize, u64) {
+        (self.max_tokens, self.model.vocab_size)
+    }
+
+    /// A checkpoint whose weights were streamed to `engine`'s GPU (they live nowhere else).
+    pub fn streamed(model: Model, tokenizer: Tokenizer, engine: Rc<Engine>, weights: LmWeights) -> LoadedLm {
+        LoadedLm {
+            max_tokens: max_tokens_of(&model),
+            model,
+            tokenizer,
+            host: None,
+            gpu: RefCell::new(Some((engine, Rc::new(weights)))),
+            last: RefCell::new(None),
+        }
+    }
+
+    pub fn layers(&self) -> usize {
+        self.model.schedule.layers().len()
+    }
+
+    /// The pass over `ids`, and whether it was kept from the last one over the same tokens (another
+    /// layer or heads) rather than run.
+    /// A CPU pass stops between steps once `keep_going` says no (a newer text), with an error.
+    pub async fn pass(
+        &self,
+        engine: &Rc<Engine>,
+        ids: &[u32],
+        keep_going: &dyn Fn() -> bool,
+    ) -> Result<(Rc<TrainedPass>, bool), String> {
+        if let Some(last) = self.last.borrow().as_ref().filter(|p| p.ids == ids) {
+            return Ok((last.clone(), true));
+        }
+        let started = now_ms();
+        let first_on_device =
+            engine.is_gpu() && !self.gpu.borrow().as_ref().is_some_and(|(e, _)| Rc::ptr_eq(e, engine));
+        let (probs, last_logits, on_gpu) = match engine.gpu() {
+            Some(_) => self.gpu_pass(engine, ids).await?,
+            None => self.cpu_pass(ids, keep_going).await?,
+        };
+        let ms = now_ms() - started;
+        let pass = Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms, first_on_device });
+        *self.last.borrow_mut() = Some(pass.clone());
+        Ok((pass, false))
+    }
+
+    /// The weights on `engine`'s GPU, uploaded the first time.
+    pub fn gpu_weights(&self, engine: &Rc<Engine>) -> Result<Rc<LmWeights>, String> {
+        let Some((ctx, _)) = engine.gpu() else { return Err("no GPU".into()) };
+        if let Some((_, w)) = self.gpu.borrow().as_ref().filter(|(e, _)| Rc::ptr_eq(e, engine)) {
+            return Ok(w.clone());
+        }
+        let Some(checkpoint) = &self.host else {
+            return Err("The GPU was reset after your files were read, and their weights went with it: drop the \
+                        files again."
+                .into());
+        };
+        // The old device's weights go before the new ones are made.
+        *self.gpu.borrow_mut() = None;
+        let w = Rc::new(LmWeights::upload(ctx, checkpoint).map_err(|e| e.to_string())?);
+        *self.gpu.borrow_mut() = Some((engine.clone(), w.clone()));
+        Ok(w)
+    }
+
+    /// Generation on the GPU: a KV cache for the model's length, prefilled with `ids`, and the logits
+    /// after them. `None` without WebGPU.
+    pub async fn gpu_decoder(&self, engine: Rc<Engine>, ids: &[u32]) -> Option<Result<(GpuDecoder, Vec<f32>), String>> {
+        let (ctx, kernels) = engine.gpu()?;
+        let start = async {
+            let weights = self.gpu_weights(&engine)?;
+            let mut cache = LmCache::new(ctx, &weights, self.max_tokens as u32).map_err(|e| e.to_string())?;
+            let logits =
+                lm_forward::decode(ctx, kernels, &weights, &mut cache, ids).await.map_err(|e| e.to_string())?;
+            resumed();
+            Ok((cache, weights, logits))
+        };
+        Some(
+            start.await.map(|(cache, weights, logits)| (GpuDecoder { engine: engine.clone(), weights, cache }, logits)),
+        )
+    }
+
+    async fn gpu_pass(&self, engine: &Rc<Engine>, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
+        let Some((ctx, kernels)) = engine.gpu() else { return Err("no GPU".into()) };
+        let weights = self.gpu_weights(engine)?;
+        let request = LmRequest { last_logits: Some(1), probabilities: true, hidden_states: false };
+        let out = lm_forward::run(ctx, kernels, &weights, ids, request).await.map_err(|e| e.to_string())?;
+        resumed();
+        Ok((out.probs, out.logits, true))
+    }
+
+    async fn cpu_pass(
+        &self,
+        ids: &[u32],
+        keep_going: &dyn Fn() -> bool,
+    ) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
+        let Some(checkpoint) = &self.host else {
+            return Err("Your checkpoint's weights were streamed to the GPU, and the page computes on the CPU now \
+                        (no WebGPU, or backend=cpu)"
+                .into());
+        };
+        let mut pass = CpuPass::new(checkpoint, ids, 1).map_err(|e| e.0)?;
+        while pass.step() {
+            breathe().await;
+            if !keep_going() {
+                return Err("stopped for a newer text".into());
+            }
+        }
+        let out = pass.finish();
+        Ok((out.probs, out.logits, false))
+    }
+}
+
+/// Decoding on the GPU one token at a time against a KV cache (see [`LoadedLm::gpu_decoder`]).
+pub struct GpuDecoder {
+    engine: Rc<Engine>,
+    weights: Rc<LmWeights>,
+    cache: LmCache,
+}
+
+impl GpuDecoder {
+    /// Adds token `id` to the cache and returns the logits after it.
+    pub async fn next(&mut self, id: u32) -> Result<Vec<f32>, String> {
+        let Some((ctx, kernels)) = self.engine.gpu() else { return Err("the GPU is gone".into()) };
+        let logits =
+            lm_forward::decode(ctx, kernels, &self.weights, &mut self.cache, &[id]).await.map_err(|e| e.to_string());
+        resumed();
+        logits
+    }
+}

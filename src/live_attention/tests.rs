@@ -1,0 +1,281 @@
+//! The service on the CPU tier, through a sink that records what it is handed.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use super::*;
+use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
+use crate::attention::pooled::{Pool, block_range};
+use crate::attention::tokens::generated_tokens;
+use crate::engine::MapOutput;
+use crate::lm::bpe::Tokenizer;
+use crate::lm::checkpoint::Checkpoint;
+use crate::lm::forward::CpuPass;
+use crate::model::Mask;
+use crate::model::presets::preset;
+
+/// What a loaded model's job said after the text: the ids and how many logits, or why it failed.
+type NextToken = Result<(Vec<u32>, usize), String>;
+
+/// Records every call; stops wanting the job once `stop_after` heads have arrived (a newer request).
+#[derive(Default)]
+struct Recorder {
+    stop_after: Option<usize>,
+    progress: RefCell<Progress>,
+    /// Every `done` the progress went through, in order.
+    done_seen: RefCell<Vec<usize>>,
+    heads: RefCell<Vec<(usize, Arc<HeadMap>)>>,
+    focused: RefCell<Vec<Option<Arc<HeadMap>>>>,
+    inputs: RefCell<Vec<bool>>,
+    next_token: RefCell<Vec<NextToken>>,
+    asked: Cell<usize>,
+}
+
+impl LiveSink for Recorder {
+    fn wanted(&self) -> bool {
+        self.asked.set(self.asked.get() + 1);
+        self.stop_after.is_none_or(|n| self.heads.borrow().len() < n)
+    }
+    fn progress(&self, change: &dyn Fn(&mut Progress)) {
+        let mut p = self.progress.borrow_mut();
+        change(&mut p);
+        let mut seen = self.done_seen.borrow_mut();
+        if seen.last() != Some(&p.done) {
+            seen.push(p.done);
+        }
+    }
+    fn inputs(&self, inputs: Option<Arc<LayerInputs>>) {
+        self.inputs.borrow_mut().push(inputs.is_some());
+    }
+    fn head_ready(&self, slot: usize, map: Arc<HeadMap>) {
+        self.heads.borrow_mut().push((slot, map));
+    }
+    fn focused(&self, map: Option<Arc<HeadMap>>) {
+        self.focused.borrow_mut().push(map);
+    }
+    fn next_token(&self, ids: &[u32], logits: Result<&[f32], &str>) {
+        self.next_token.borrow_mut().push(logits.map(|l| (ids.to_vec(), l.len())).map_err(str::to_owned));
+    }
+}
+
+fn cpu() -> Rc<Engine> {
+    Rc::new(Engine::Cpu { reason: "a test".into() })
+}
+
+/// `n` generated tokens through Llama 3 8B's layer 0 (32 query heads over 8 KV heads, 128 wide),
+/// causal, with synthetic weights.
+fn llama_request(n: usize, heads: Vec<u32>, cells: (u32, u32)) -> Request {
+    Request {
+        layout: LayerLayout::of(preset("llama-3-8b").unwrap(), 0),
+        tokens: Arc::new(generated_tokens(n, 7)),
+        kv_tokens: None,
+        seed: 7,
+        teach: false,
+        mask: Mask::Causal,
+        heads,
+        pool: Pool::Max,
+        thumb_cells: cells.0,
+        large_cells: cells.1,
+        focus: None,
+        ids: None,
+    }
+}
+
+fn run_on_cpu(engine: &Rc<Engine>, weights: &Weights, req: &Request, sink: &Recorder) {
+    pollster::block_on(run(engine, weights, req, 1, 0.0, sink));
+}
+
+#[test]
+fn progress_reaches_the_total_and_every_head_arrives_once() {
+    let req = llama_request(12, (0..32).collect(), (12, 12));
+    let sink = Recorder::default();
+    run_on_cpu(&cpu(), &Weights::Synthetic, &req, &sink);
+    let p = sink.progress.borrow().clone();
+    assert_eq!((p.job, p.done, p.total, p.finished, p.on_gpu, p.error), (1, 32, 32, true, false, None));
+    // Head by head: 0, 1, ..., 32, never back.
+    assert_eq!(*sink.done_seen.borrow(), (0..=32).collect::<Vec<_>>());
+    let heads = sink.heads.borrow();
+    assert_eq!(
+        heads.iter().map(|(slot, m)| (*slot, m.head)).collect::<Vec<_>>(),
+        (0..32).map(|h| (h, h as u32)).collect::<Vec<_>>()
+    );
+    // Every cell, each query's row a softmax: it sums to 1 over the keys it sees.
+    for (_, map) in heads.iter() {
+        assert_eq!((map.rows, map.cols, map.pooled, map.kv_head), (12, 12, None, map.head / 4));
+        for row in map.values.chunks(12) {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+        }
+        assert_eq!(map.values[1], 0.0, "query 0 never sees key 1");
+    }
+    assert_eq!((sink.inputs.borrow().clone(), sink.focused.borrow().len()), (vec![true], 1));
+    assert!(sink.focused.borrow()[0].is_none() && sink.next_token.borrow().is_empty());
+}
+
+#[test]
+fn a_superseded_job_stops_at_its_next_piece() {
+    // On the CPU the heads go in batches of one KV group (4 heads): a newer request arriving with the
+    // fifth head (the first of the second group) stops the job before the sixth.
+    let req = llama_request(12, (0..32).collect(), (12, 12));
+    let sink = Recorder { stop_after: Some(5), ..Default::default() };
+    run_on_cpu(&cpu(), &Weights::Synthetic, &req, &sink);
+    assert_eq!(sink.heads.borrow().len(), 5);
+    let p = sink.progress.borrow().clone();
+    assert_eq!((p.done, p.finished, p.error), (5, false, None));
+    assert!(sink.focused.borrow().is_empty(), "a stopped job hands over no enlarged head");
+    // A job nobody wants from the start builds its inputs and stops before its first batch.
+    let none = Recorder { stop_after: Some(0), ..Default::default() };
+    run_on_cpu(&cpu(), &Weights::Synthetic, &req, &none);
+    assert!(none.heads.borrow().is_empty() && !none.progress.borrow().finished);
+}
+
+#[test]
+fn pooled_maps_are_the_exact_probabilities_pooled_by_block() {
+    // 300 tokens, more than EXACT_MAX_N: pooled to 10 x 10 cells, the focused head to 20 x 20.
+    let n = 300u32;
+    let mut req = llama_request(n as usize, vec![0, 5], (10, 20));
+    req.focus = Some(5);
+    let sink = Recorder::default();
+    run_on_cpu(&cpu(), &Weights::Synthetic, &req, &sink);
+    let inputs = req.inputs();
+    let exact = |h: u32| {
+        let batch =
+            pollster::block_on(batch::batch_inputs(&inputs, &[h], &mut batch::KCache::new(), &|| true)).unwrap();
+        let steer = batch::Steering { keep_going: &|| true, progress: &|_| {}, now_ms: &|| 0.0 };
+        let (engine, mut kernel_ms) = (cpu(), 0.0);
+        let values =
+            batch::head_values(&engine, &inputs, &batch, Mask::Causal, MapOutput::Exact, &mut kernel_ms, &steer);
+        pollster::block_on(values).unwrap().remove(0)
+    };
+    // Cell (r, c) is the largest probability of its block of queries and keys.
+    let pooled_by_hand = |values: &[f32], cells: u32| -> Vec<f32> {
+        let mut out = Vec::new();
+        for r in 0..cells {
+            for c in 0..cells {
+                let ((q0, q1), (k0, k1)) = (block_range(r, cells, n), block_range(c, cells, n));
+                let block = (q0..q1).flat_map(|q| (k0..k1).map(move |k| values[(q * n + k) as usize]));
+                out.push(block.fold(0.0f32, f32::max));
+            }
+        }
+        out
+    };
+    let heads = sink.heads.borrow();
+    assert_eq!(heads.len(), 2);
+    for (slot, map) in heads.iter() {
+        assert_eq!((map.rows, map.cols, map.pooled, map.n_q), (10, 10, Some(Pool::Max), n));
+        let want = pooled_by_hand(&exact(map.head), 10);
+        for (got, want) in map.values.iter().zip(&want) {
+            assert!((got - want).abs() < 1e-6, "slot {slot}: {got} vs {want}");
+        }
+    }
+    let focused = sink.focused.borrow()[0].clone().expect("the focused head at its own size");
+    assert_eq!((focused.head, focused.rows, focused.cols), (5, 20, 20));
+    let want = pooled_by_hand(&exact(5), 20);
+    assert!(focused.values.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-6));
+}
+
+fn shipped(name: &str) -> Vec<u8> {
+    let path = format!("{}/www/models/attention-lab-tiny/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn trained_model() -> (Rc<LoadedLm>, Checkpoint) {
+    let config = String::from_utf8(shipped("config.json")).unwrap();
+    let tokenizer = Tokenizer::from_json(&String::from_utf8(shipped("tokenizer.json")).unwrap()).unwrap();
+    let load = || Checkpoint::load(&config, &shipped("model.safetensors")).unwrap();
+    (Rc::new(LoadedLm::from_checkpoint(load(), tokenizer)), load())
+}
+
+#[test]
+fn the_trained_model_runs_through_the_service_and_keeps_its_pass() {
+    let (lm, checkpoint) = trained_model();
+    let ids = lm.tokenizer.encode("The compiler checks the borrow, and the compiler checks the borrow");
+    let t = ids.len();
+    // Layer 3 is global (causal); every head, every cell.
+    let req = Request {
+        layout: LayerLayout::of(&lm.model, 3),
+        tokens: Arc::new(vec!["·".into(); t]),
+        thumb_cells: t as u32,
+        large_cells: t as u32,
+        heads: (0..8).collect(),
+        ids: Some(Arc::new(ids.clone())),
+        ..llama_request(t, vec![], (0, 0))
+    };
+    let engine = cpu();
+    let weights = Weights::Loaded(lm.clone());
+    let sink = Recorder::default();
+    run_on_cpu(&engine, &weights, &req, &sink);
+    // The layer's probabilities are the CPU forward pass's, head by head.
+    let mut pass = CpuPass::new(&checkpoint, &ids, 1).unwrap();
+    while pass.step() {}
+    let probs = &pass.finish().probs[3];
+    let heads = sink.heads.borrow();
+    assert_eq!(heads.len(), 8);
+    for (slot, map) in heads.iter() {
+        assert_eq!((map.head as usize, map.rows as usize, map.pooled), (*slot, t, None));
+        assert_eq!(map.values, probs[*slot * t * t..][..t * t]);
+        assert!(map.scores.is_some(), "a trained head's scores are measured");
+    }
+    assert_eq!(*sink.next_token.borrow(), vec![Ok((ids.clone(), lm.model.vocab_size as usize))]);
+    assert_eq!(*sink.inputs.borrow(), vec![false]);
+    let p = sink.progress.borrow().clone();
+    assert_eq!((p.done, p.total, p.finished, p.on_gpu), (8, 8, true, false));
+    let note = p.note.unwrap();
+    assert!(note.starts_with(&format!("The model's whole forward pass (4 layers over {t} tokens")), "{note}");
+    assert!(note.contains("ran on the CPU in") && note.ends_with("these are layer 3's heads."), "{note}");
+    // Another layer over the same text reuses the pass: no kernel time, and the note says so.
+    let again = Recorder::default();
+    run_on_cpu(&engine, &weights, &Request { layout: LayerLayout::of(&lm.model, 0), ..req }, &again);
+    let p = again.progress.borrow().clone();
+    assert_eq!((p.finished, p.kernel_ms), (true, 0.0));
+    assert!(p.note.unwrap().contains("(kept from when this text was last computed); these are layer 0's heads."));
+}
+
+#[test]
+fn the_pass_note_says_where_it_ran_and_what_it_reused() {
+    assert_eq!(
+        loaded_job::pass_note(4, 12, true, 31.6, 2, (false, true)),
+        "The model's whole forward pass (4 layers over 12 tokens, every head's probabilities) ran on the GPU in 32 ms \
+         (the first pass: uploading the weights and compiling the kernels included); these are layer 2's heads."
+    );
+    assert!(loaded_job::pass_note(4, 12, false, 5.0, 0, (false, false)).contains("on the CPU in 5 ms; these"));
+}
+
+#[test]
+fn head_outputs_are_the_probabilities_times_v() {
+    // Each output row is Σ_j p_ij v_j, with p from the probabilities' own kernel (row softmax) and V
+    // from the layer's inputs: two twins that must agree. Head 5 reads KV head 1.
+    let req = llama_request(20, vec![0, 5], (20, 20));
+    let inputs = req.inputs();
+    let engine = cpu();
+    let outputs = pollster::block_on(head_outputs(&engine, &inputs, &[0, 5], Mask::Causal, &|| true)).unwrap();
+    let batch = pollster::block_on(batch::batch_inputs(&inputs, &[0, 5], &mut batch::KCache::new(), &|| true)).unwrap();
+    let steer = batch::Steering { keep_going: &|| true, progress: &|_| {}, now_ms: &|| 0.0 };
+    let probs = pollster::block_on(batch::head_values(
+        &engine,
+        &inputs,
+        &batch,
+        Mask::Causal,
+        MapOutput::Exact,
+        &mut 0.0,
+        &steer,
+    ))
+    .unwrap();
+    let (n, d) = (20usize, 128usize);
+    for (i, &h) in [0u32, 5].iter().enumerate() {
+        let (_, v) = inputs.kv_head(h / 4);
+        assert_eq!(outputs[i].len(), n * d);
+        for q in 0..n {
+            for c in 0..d {
+                let want: f64 = (0..n).map(|k| f64::from(probs[i][q * n + k]) * f64::from(v[k * d + c])).sum();
+                let got = f64::from(outputs[i][q * d + c]);
+                assert!((got - want).abs() < 1e-5, "head {h}, query {q}, dim {c}: {got} vs {want}");
+            }
+        }
+    }
+    // A newer request stops it; more queries than keys are refused by name.
+    let stopped = pollster::block_on(head_outputs(&engine, &inputs, &[0], Mask::Causal, &|| false));
+    assert_eq!(stopped.unwrap_err(), "stopped for a newer request");
+    let cross = LayerInputs::new(req.layout.clone(), generated_tokens(3, 1), Some(generated_tokens(2, 2)), 7, false);
+    let why = pollster::block_on(head_outputs(&engine, &cross, &[0], Mask::Full, &|| true)).unwrap_err();
+    assert_eq!(why, "outputs are computed for at most as many queries as keys (3 queries, 2 keys)");
+}
