@@ -253,10 +253,10 @@ pub async fn run_case(
     let d_pad = launch::padded_dim(s.d);
     let padded = AttentionShape { d: d_pad, ..s };
     let mut rng = SplitMix64::new(0x5eed);
-    let mut random = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.next_signed_unit()).collect() };
-    let q = ctx.storage_from("q", &random(padded.q_len()))?;
-    let k = ctx.storage_from("k", &random(padded.kv_len()))?;
-    let v = ctx.storage_from("v", &random(padded.kv_len()))?;
+    let mut random = |values: &mut [f32]| values.iter_mut().for_each(|x| *x = rng.next_signed_unit());
+    let q = ctx.storage_seeded("q", padded.q_len(), &mut random).await?;
+    let k = ctx.storage_seeded("k", padded.kv_len(), &mut random).await?;
+    let v = ctx.storage_seeded("v", padded.kv_len(), &mut random).await?;
     let o = ctx.storage_output("o", (padded.q_len() * 4) as u64)?;
     let lse = ctx.storage_output("lse", u64::from(s.h_q * s.n_q) * 4)?;
     let scale = 1.0 / (s.d as f32).sqrt();

@@ -328,6 +328,28 @@ impl GpuContext {
         Ok(Scratch { ctx: self, buffer: Some(buffer), generation })
     }
 
+    /// A storage buffer of `len` values made by `fill` [`UPLOAD_PIECE_BYTES`] at a time, each piece
+    /// written as it is made, with a yield to the event loop between pieces: a benchmark's seeded inputs
+    /// (hundreds of MB at the longest lengths) never exist whole in memory nor hold the page's thread.
+    pub async fn storage_seeded(
+        &self,
+        label: &str,
+        len: usize,
+        mut fill: impl FnMut(&mut [f32]),
+    ) -> Result<wgpu::Buffer, GpuError> {
+        let buffer = self.storage_output(label, (len * 4) as u64)?;
+        let mut piece = vec![0.0f32; len.min(UPLOAD_PIECE_BYTES / 4)];
+        for start in (0..len).step_by(piece.len().max(1)) {
+            if start > 0 {
+                crate::event_loop::breathe().await;
+            }
+            let values = &mut piece[..(len - start).min(UPLOAD_PIECE_BYTES / 4)];
+            fill(values);
+            self.queue.write_buffer(&buffer, (start * 4) as u64, bytemuck::cast_slice(values));
+        }
+        Ok(buffer)
+    }
+
     /// As [`GpuContext::storage_output`], in a lent buffer holding stale data: for kernels that
     /// write every element.
     pub fn scratch_output(&self, label: &str, bytes: u64) -> Result<Scratch<'_>, GpuError> {
