@@ -89,14 +89,41 @@ impl Probe {
         }
         best
     }
+
+    /// The highest previous-token score.
+    pub fn best_previous(&self) -> f64 {
+        self.heads.iter().flatten().map(|s| s.previous).fold(0.0, f64::max)
+    }
+
+    /// `first_copy_loss,second_copy_loss,best_induction,best_layer,best_head,best_previous` (the columns
+    /// of [`PROBE_COLUMNS`]).
+    pub fn csv_columns(&self) -> String {
+        let (best, l, h) = self.best_induction();
+        let previous = self.best_previous();
+        format!("{:.4},{:.4},{best:.4},{l},{h},{previous:.4}", self.first_copy_loss, self.second_copy_loss)
+    }
+
+    /// One line for the console.
+    pub fn describe(&self) -> String {
+        let (best, l, h) = self.best_induction();
+        let previous = self.best_previous();
+        format!(
+            "copies {:.3} -> {:.3}  induction {best:.2} (layer {l} head {h})  previous {previous:.2}",
+            self.first_copy_loss, self.second_copy_loss
+        )
+    }
+
+    /// Measures `w` on the repeated sequences of `evaluate`.
+    pub fn new(cfg: &ModelConfig, w: &Weights) -> Result<Probe, Error> {
+        let mut heads = vec![vec![HeadScores::default(); cfg.query_heads]; cfg.layers];
+        let (first_copy_loss, second_copy_loss) = induction_scores(cfg, w, EOT, &mut heads)?;
+        previous_token_scores(cfg, w, &mut heads)?;
+        Ok(Probe { first_copy_loss, second_copy_loss, heads })
+    }
 }
 
-pub fn probe(cfg: &ModelConfig, w: &Weights) -> Result<Probe, Error> {
-    let mut heads = vec![vec![HeadScores::default(); cfg.query_heads]; cfg.layers];
-    let (first_copy_loss, second_copy_loss) = induction_scores(cfg, w, EOT, &mut heads)?;
-    previous_token_scores(cfg, w, &mut heads)?;
-    Ok(Probe { first_copy_loss, second_copy_loss, heads })
-}
+/// The columns of [`Probe::csv_columns`].
+pub const PROBE_COLUMNS: &str = "first_copy_loss,second_copy_loss,best_induction,best_layer,best_head,best_previous";
 
 /// Mean attention from each query to the key before it, on 8 repeated sequences.
 fn previous_token_scores(cfg: &ModelConfig, w: &Weights, heads: &mut [Vec<HeadScores>]) -> Result<(), Error> {
@@ -136,11 +163,8 @@ pub fn run(cfg: &TrainConfig, out: &Path) -> Result<ControlSummary, Error> {
     let mut trainer = Trainer::new(cfg.clone(), Device::Cpu)?;
     let mut rng = Rng::new(cfg.seed ^ 0xC0_7201);
     let mut csv = std::fs::File::create(out.join("loss.csv"))?;
-    writeln!(
-        csv,
-        "step,tokens,lr,train_loss,first_copy_loss,second_copy_loss,best_induction,best_layer,best_head,best_previous,elapsed_secs"
-    )?;
-    let initial = probe(&cfg.model, &trainer.weights)?;
+    writeln!(csv, "step,tokens,lr,train_loss,{PROBE_COLUMNS},elapsed_secs")?;
+    let initial = Probe::new(&cfg.model, &trainer.weights)?;
     let start = Instant::now();
     let (mut sum, mut n, mut steps_done, mut final_train_loss) = (0.0, 0usize, 0, f64::NAN);
     let mut last = initial.clone();
@@ -153,29 +177,15 @@ pub fn run(cfg: &TrainConfig, out: &Path) -> Result<ControlSummary, Error> {
         let secs = start.elapsed().as_secs_f64();
         let out_of_time = cfg.max_secs.is_some_and(|m| secs >= m);
         if (step + 1).is_multiple_of(cfg.eval_every) || step + 1 == cfg.steps || out_of_time {
-            last = probe(&cfg.model, &trainer.weights)?;
+            last = Probe::new(&cfg.model, &trainer.weights)?;
             final_train_loss = sum / n as f64;
-            let (best, l, h) = last.best_induction();
-            let previous = last.heads.iter().flatten().map(|s| s.previous).fold(0.0, f64::max);
-            if best >= 0.4 && first_step_induction_0_4.is_none() {
+            if last.best_induction().0 >= 0.4 && first_step_induction_0_4.is_none() {
                 first_step_induction_0_4 = Some(step + 1);
             }
-            writeln!(
-                csv,
-                "{},{},{:.6e},{final_train_loss:.4},{:.4},{:.4},{best:.4},{l},{h},{previous:.4},{secs:.1}",
-                step + 1,
-                (step + 1) * cfg.batch * cfg.context_tokens,
-                cfg.lr_at(step),
-                last.first_copy_loss,
-                last.second_copy_loss,
-            )?;
+            let (tokens, lr) = ((step + 1) * cfg.batch * cfg.context_tokens, cfg.lr_at(step));
+            writeln!(csv, "{},{tokens},{lr:.6e},{final_train_loss:.4},{},{secs:.1}", step + 1, last.csv_columns())?;
             csv.flush()?;
-            println!(
-                "step {:>5}  train {final_train_loss:.4}  copies {:.3} -> {:.3}  induction {best:.2} (layer {l} head {h})  previous {previous:.2}  {secs:.0} s",
-                step + 1,
-                last.first_copy_loss,
-                last.second_copy_loss
-            );
+            println!("step {:>5}  train {final_train_loss:.4}  {}  {secs:.0} s", step + 1, last.describe());
             (sum, n) = (0.0, 0);
         }
         if out_of_time {

@@ -250,6 +250,44 @@ pub(crate) mod tests {
         assert!((global.iter().sum::<f32>() - 1.0).abs() < 1e-5);
     }
 
+    /// Issue 36's pipeline check: a logit depends on its own and earlier tokens only (the causal mask in
+    /// every layer), and the loss at position p scores the target given for p (no second shift).
+    #[test]
+    fn logits_are_causal_and_the_loss_scores_each_position_against_its_target() {
+        let cfg = tiny();
+        let dev = Device::Cpu;
+        let w = Weights::init(&cfg, 2, &dev).unwrap();
+        let ids: Vec<u32> = (0..9u32).map(|i| (i * 7 + 3) % 50).collect();
+        let logits = |ids: &[u32]| {
+            let x = Tensor::from_vec(ids.to_vec(), (1, ids.len()), &dev).unwrap();
+            forward(&cfg, &w, &x, false).unwrap().logits.squeeze(0).unwrap().to_vec2::<f32>().unwrap()
+        };
+        let base = logits(&ids);
+        let mut changed = ids.clone();
+        changed[5] = 49;
+        let after = logits(&changed);
+        assert_eq!(base[..5], after[..5], "positions before the change");
+        assert!(base[5..].iter().zip(&after[5..]).all(|(a, b)| a != b), "every position from the change on");
+        let targets: Vec<u32> = ids.iter().map(|&i| (i + 1) % 50).collect();
+        let l = loss(
+            &Tensor::new(base.clone(), &dev).unwrap().unsqueeze(0).unwrap(),
+            &Tensor::from_vec(targets.clone(), (1, 9), &dev).unwrap(),
+        )
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+        let by_hand = base
+            .iter()
+            .zip(&targets)
+            .map(|(row, &t)| {
+                let lse = row.iter().map(|&v| f64::from(v).exp()).sum::<f64>().ln();
+                lse - f64::from(row[t as usize])
+            })
+            .sum::<f64>()
+            / 9.0;
+        assert!((f64::from(l) - by_hand).abs() < 1e-5, "{l} against {by_hand}");
+    }
+
     #[test]
     fn attention_only_has_no_mlp_weights() {
         let cfg = ModelConfig { intermediate_size: 0, layers: 2, global_every: 1, ..tiny() };

@@ -10,7 +10,7 @@ use candle_core::{Device, Result, Tensor, Var};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
 
-use crate::control::{Segments, repeated_window};
+use crate::control::{PROBE_COLUMNS, Probe, Segments, repeated_window};
 use crate::model::{self, ModelConfig, Weights};
 use crate::rng::Rng;
 
@@ -156,6 +156,13 @@ impl Trainer {
         let io = |e: candle_core::Error| std::io::Error::other(e.to_string());
         let mut csv = std::fs::File::create(out_dir.join("loss.csv"))?;
         writeln!(csv, "step,tokens,lr,train_loss,heldout_loss,elapsed_secs")?;
+        // A run with copy windows also follows their effect: `copy.csv`, the control's probe.
+        let mut copy_csv = None;
+        if self.cfg.copy_curriculum_steps > 0 || self.cfg.copy_windows > 0.0 {
+            let mut f = std::fs::File::create(out_dir.join("copy.csv"))?;
+            writeln!(f, "step,{PROBE_COLUMNS}")?;
+            copy_csv = Some(f);
+        }
         let start = Instant::now();
         let tokens_per_step = self.cfg.batch * self.cfg.context_tokens;
         let (mut window_loss, mut window_steps) = (0.0, 0usize);
@@ -195,6 +202,13 @@ impl Trainer {
                     step + 1,
                     tokens as f64 / secs
                 );
+                if let Some(f) = &mut copy_csv {
+                    let probe =
+                        Probe::new(&self.cfg.model, &self.weights).map_err(|e| std::io::Error::other(e.to_string()))?;
+                    writeln!(f, "{},{}", step + 1, probe.csv_columns())?;
+                    f.flush()?;
+                    println!("             {}", probe.describe());
+                }
                 summary.final_train_loss = train_loss;
                 summary.final_heldout_loss = Some(heldout);
                 (window_loss, window_steps) = (0.0, 0);
@@ -393,6 +407,31 @@ mod tests {
             let values: Vec<u32> = set.iter().map(|&i| w[i]).collect();
             assert_eq!(values[..len], values[len..], "the span and its copy");
         }
+    }
+
+    #[test]
+    fn the_copy_curriculum_comes_first_then_copy_windows_mix_with_text() {
+        let mut cfg = config();
+        (cfg.copy_curriculum_steps, cfg.copy_windows, cfg.batch) = (3, 0.5, 64);
+        cfg.copy_segments = Segments { min_len: 4, max_len: 7 };
+        let mut trainer = Trainer::new(cfg, Device::Cpu).unwrap();
+        // Text of ids 1..=31 counting up, so a window of it never starts with <|endoftext|> (0).
+        let tokens: Vec<u32> = (0..500u32).map(|i| 1 + i % 31).collect();
+        let copy_rows = |trainer: &mut Trainer, step: usize| {
+            let (x, y) = trainer.sample(step, &tokens).unwrap();
+            let (x, y) = (x.to_vec2::<u32>().unwrap(), y.to_vec2::<u32>().unwrap());
+            for (xr, yr) in x.iter().zip(&y) {
+                assert_eq!(xr[1..], yr[..15], "targets are the inputs shifted by one");
+                let text = xr.windows(2).all(|p| p[1] == 1 + p[0] % 31);
+                assert!(text || (xr[0] == 0 && (4..=7).any(|n| xr[1..1 + n] == xr[1 + n..1 + 2 * n])), "{xr:?}");
+            }
+            x.iter().filter(|r| r[0] == 0).count()
+        };
+        for step in 0..3 {
+            assert_eq!(copy_rows(&mut trainer, step), 64, "the curriculum is copy windows only");
+        }
+        let mixed = copy_rows(&mut trainer, 3);
+        assert!((16..=48).contains(&mixed), "about half of 64 after the curriculum: {mixed}");
     }
 
     #[test]
