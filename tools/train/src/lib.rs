@@ -3,6 +3,7 @@
 
 pub mod bpe;
 pub mod checkpoint;
+pub mod control;
 pub mod corpus;
 pub mod export;
 pub mod fixtures;

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use attention_lab_train::bpe;
+use attention_lab_train::control::Segments;
 use attention_lab_train::corpus::{self, Document, END_OF_TEXT};
 use attention_lab_train::export;
 use attention_lab_train::model::ModelConfig;
@@ -58,6 +59,7 @@ fn main() {
         Some("corpus") => Flags::parse(&args[1..]).and_then(|f| corpus_cmd(&f)),
         Some("tokenizer") => Flags::parse(&args[1..]).and_then(|f| tokenizer_cmd(&f)),
         Some("train") => Flags::parse(&args[1..]).and_then(|f| train_cmd(&f)),
+        Some("control") => Flags::parse(&args[1..]).and_then(|f| control_cmd(&f)),
         Some("reference") => Flags::parse(&args[1..]).and_then(|f| reference_cmd(&f)),
         Some("evaluate") => Flags::parse(&args[1..]).and_then(|f| evaluate_cmd(&f)),
         Some("fixtures") => Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| fixtures_cmd()),
@@ -66,7 +68,7 @@ fn main() {
             Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| real_tokenizer_reference_cmd())
         }
         _ => Err(
-            "usage: attention-lab-train <corpus|tokenizer|train|reference|evaluate|tokenizer-reference|real-tokenizer-reference|fixtures> [--flag value ...] \
+            "usage: attention-lab-train <corpus|tokenizer|train|control|reference|evaluate|tokenizer-reference|real-tokenizer-reference|fixtures> [--flag value ...] \
              (see README.md)"
                 .into(),
         ),
@@ -229,7 +231,8 @@ fn real_tokenizer_reference_cmd() -> Result<(), Error> {
     let mut variants = Vec::new();
     for variant in VARIANTS {
         let path = Path::new(REAL_TOKENIZERS).join(variant.file);
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e} (run scripts/real-tokenizers.sh)", path.display()))?;
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("{}: {e} (run scripts/real-tokenizers.sh)", path.display()))?;
         let json = patched(std::str::from_utf8(&bytes)?, variant)?;
         let tok: tokenizers::Tokenizer = json.parse()?;
         variants.push(reference(&tok, variant, &sha256(&bytes), (corpus_file, &corpus))?);
@@ -281,49 +284,83 @@ fn token_stream(tok: &tokenizers::Tokenizer, docs: &[String]) -> Result<Vec<u32>
     Ok(ids)
 }
 
-/// train [--flags]: trains the model; writes loss.csv, the checkpoint and recipe.json into --out.
-fn train_cmd(flags: &Flags) -> Result<(), Error> {
-    let mut f = Flags(flags.0.clone());
-    let out: PathBuf = f.get("out", PathBuf::from("runs/latest"))?;
-    let model = ModelConfig {
-        vocab_size: 0,
-        hidden_size: f.get("hidden", 128)?,
-        layers: f.get("layers", 4)?,
-        query_heads: f.get("heads", 8)?,
-        kv_heads: f.get("kv-heads", 2)?,
-        head_dim: f.get("head-dim", 32)?,
-        intermediate_size: f.get("ff", 384)?,
-        sliding_window: f.get("window", 64)?,
-        global_every: f.get("global-every", 4)?,
-        rope_theta: f.get("rope-theta", 10000.0)?,
-        rms_norm_eps: 1e-6,
-        max_position_embeddings: 0,
-    };
-    let steps = f.get("steps", 2000)?;
-    let mut cfg = TrainConfig {
+/// The model flags' defaults for `train` (the pilots' model); `vocab_size` and
+/// `max_position_embeddings` are set from the tokenizer and the context.
+const DEFAULT_LAYOUT: ModelConfig = ModelConfig {
+    vocab_size: 0,
+    hidden_size: 128,
+    layers: 4,
+    query_heads: 8,
+    kv_heads: 2,
+    head_dim: 32,
+    intermediate_size: 384,
+    sliding_window: 64,
+    global_every: 4,
+    rope_theta: 10000.0,
+    rms_norm_eps: 1e-6,
+    max_position_embeddings: 0,
+};
+
+/// --hidden, --layers, --heads, --kv-heads, --head-dim, --ff, --window, --global-every, --rope-theta.
+fn model_flags(f: &mut Flags, d: ModelConfig) -> Result<ModelConfig, Error> {
+    Ok(ModelConfig {
+        hidden_size: f.get("hidden", d.hidden_size)?,
+        layers: f.get("layers", d.layers)?,
+        query_heads: f.get("heads", d.query_heads)?,
+        kv_heads: f.get("kv-heads", d.kv_heads)?,
+        head_dim: f.get("head-dim", d.head_dim)?,
+        intermediate_size: f.get("ff", d.intermediate_size)?,
+        sliding_window: f.get("window", d.sliding_window)?,
+        global_every: f.get("global-every", d.global_every)?,
+        rope_theta: f.get("rope-theta", d.rope_theta)?,
+        ..d
+    })
+}
+
+/// --seed, --steps, --batch, --lr, --final-lr-ratio, --warmup, --weight-decay, --grad-clip,
+/// --eval-every, --max-secs; no repeats or copy windows.
+fn schedule_flags(f: &mut Flags, steps: usize, context: usize, model: ModelConfig) -> Result<TrainConfig, Error> {
+    let steps = f.get("steps", steps)?;
+    Ok(TrainConfig {
         seed: f.get("seed", 1)?,
         steps,
         batch: f.get("batch", 16)?,
-        context_tokens: f.get("context", 256)?,
+        context_tokens: context,
         peak_lr: f.get("lr", 3e-3)?,
         final_lr_ratio: f.get("final-lr-ratio", 0.1)?,
         warmup_steps: f.get("warmup", (steps / 20).max(1))?,
         weight_decay: f.get("weight-decay", 0.1)?,
         grad_clip: f.get("grad-clip", 1.0)?,
         eval_every: f.get("eval-every", 100)?,
-        eval_windows: f.get("eval-windows", 64)?,
-        repeat_share: f.get("repeat-share", 0.0)?,
-        repeat_random: f.get("repeat-random", 0.0)?,
-        max_secs: match f.get("max-secs", 0.0f64)? {
-            s if s > 0.0 => Some(s),
-            _ => None,
-        },
-        model,
-    };
+        eval_windows: 0,
+        repeat_share: 0.0,
+        repeat_random: 0.0,
+        copy_curriculum_steps: 0,
+        copy_windows: 0.0,
+        copy_segments: Segments::default(),
+        max_secs: Some(f.get("max-secs", 0.0f64)?).filter(|&s| s > 0.0),
+        model: ModelConfig { max_position_embeddings: context, ..model },
+    })
+}
+
+/// train [--flags]: trains the model; writes loss.csv, the checkpoint and recipe.json into --out.
+fn train_cmd(flags: &Flags) -> Result<(), Error> {
+    let mut f = Flags(flags.0.clone());
+    let out: PathBuf = f.get("out", PathBuf::from("runs/latest"))?;
+    let model = model_flags(&mut f, DEFAULT_LAYOUT)?;
+    let context = f.get("context", 256)?;
+    let mut cfg = schedule_flags(&mut f, 2000, context, model)?;
+    cfg.eval_windows = f.get("eval-windows", 64)?;
+    cfg.repeat_share = f.get("repeat-share", 0.0)?;
+    cfg.repeat_random = f.get("repeat-random", 0.0)?;
+    cfg.copy_curriculum_steps = f.get("copy-curriculum", 0)?;
+    cfg.copy_windows = f.get("copy-windows", 0.0)?;
+    cfg.copy_segments = Segments { min_len: f.get("copy-min-len", 32)?, max_len: f.get("copy-max-len", 63)? };
     let profile_steps: usize = f.get("profile", 0)?;
     f.done()?;
-    if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) {
-        return Err("--heads must be a multiple of --kv-heads".into());
+    let seg = cfg.copy_segments;
+    if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) || seg.min_len == 0 || seg.min_len > seg.max_len {
+        return Err("--heads must be a multiple of --kv-heads, and 0 < --copy-min-len <= --copy-max-len".into());
     }
     let tok_path = Path::new(DATA).join("tokenizer.json");
     let tok = bpe::load(&tok_path)?;
@@ -373,6 +410,63 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     });
     std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;
     println!("{summary:?}");
+    Ok(())
+}
+
+/// control [--flags]: the induction-head control (`control.rs`): by default a 2-layer attention-only
+/// model, width 64, 4 heads of 16, on windows of repeated random segments; writes loss.csv,
+/// scores.json and recipe.json into --out.
+fn control_cmd(flags: &Flags) -> Result<(), Error> {
+    use attention_lab_train::control;
+    let mut f = Flags(flags.0.clone());
+    let out: PathBuf = f.get("out", PathBuf::from("runs/control"))?;
+    let defaults = ModelConfig {
+        vocab_size: f.get("vocab", 4096)?,
+        hidden_size: 64,
+        layers: 2,
+        query_heads: 4,
+        kv_heads: 4,
+        head_dim: 16,
+        intermediate_size: 0,
+        global_every: 1,
+        ..DEFAULT_LAYOUT
+    };
+    let model = model_flags(&mut f, defaults)?;
+    let context = f.get("context", 128)?;
+    let mut cfg = schedule_flags(&mut f, 3000, context, model)?;
+    let seg = Segments { min_len: f.get("min-len", 32)?, max_len: f.get("max-len", 63)? };
+    cfg.copy_segments = seg;
+    f.done()?;
+    if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) || seg.min_len == 0 || seg.min_len > seg.max_len {
+        return Err("--heads must be a multiple of --kv-heads, and 0 < --min-len <= --max-len".into());
+    }
+    std::fs::create_dir_all(&out)?;
+    println!("control: {} parameters; {} threads", cfg.model.parameters(), candle_core::utils::get_num_threads());
+    let summary = control::run(&cfg, &out)?;
+    let recipe = json!({
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "train": cfg,
+        "parameters": cfg.model.parameters(),
+        "threads": candle_core::utils::get_num_threads(),
+        "summary": {
+            "steps_done": summary.steps_done,
+            "tokens_seen": summary.tokens_seen,
+            "wall_secs": summary.wall_secs,
+            "final_train_loss": summary.final_train_loss,
+            "first_step_induction_0_4": summary.first_step_induction_0_4,
+        },
+    });
+    std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;
+    let scores = json!({"before_training": summary.initial, "after_training": summary.last});
+    std::fs::write(out.join("scores.json"), serde_json::to_string_pretty(&scores)? + "\n")?;
+    println!(
+        "{} steps in {:.0} s; copies {:.3} -> {:.3}; best induction {:.3}",
+        summary.steps_done,
+        summary.wall_secs,
+        summary.last.first_copy_loss,
+        summary.last.second_copy_loss,
+        summary.last.best_induction().0
+    );
     Ok(())
 }
 

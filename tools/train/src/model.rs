@@ -24,6 +24,8 @@ pub struct ModelConfig {
     pub query_heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
+    /// Width of the SwiGLU MLP; 0 makes an attention-only model (no MLP and no post-attention norm),
+    /// the layout of the induction-head control (`control.rs`).
     pub intermediate_size: usize,
     /// Tokens a sliding layer sees, itself included: key k is visible from query q when
     /// `k <= q && q - k < sliding_window` (the rule of transformers' sliding-window mask).
@@ -44,8 +46,13 @@ impl ModelConfig {
     pub fn parameters(&self) -> usize {
         let (d, q, kv) = (self.hidden_size, self.query_heads * self.head_dim, self.kv_heads * self.head_dim);
         let attention = d * q + q + 2 * (d * kv + kv) + q * d;
-        let mlp = 3 * d * self.intermediate_size;
-        self.vocab_size * d + self.layers * (attention + mlp + 2 * d) + d
+        // The MLP and the norm before it, when there is an MLP.
+        let mlp = if self.has_mlp() { 3 * d * self.intermediate_size + d } else { 0 };
+        self.vocab_size * d + self.layers * (attention + mlp + d) + d
+    }
+
+    pub fn has_mlp(&self) -> bool {
+        self.intermediate_size > 0
     }
 }
 
@@ -83,6 +90,9 @@ impl Weights {
             add(format!("{p}.self_attn.v_proj.weight"), &[kv, d], Init::Normal(0.02))?;
             add(format!("{p}.self_attn.v_proj.bias"), &[kv], Init::Const(0.0))?;
             add(format!("{p}.self_attn.o_proj.weight"), &[d, q], Init::Normal(residual_std))?;
+            if !cfg.has_mlp() {
+                continue;
+            }
             add(format!("{p}.post_attention_layernorm.weight"), &[d], Init::Const(1.0))?;
             add(format!("{p}.mlp.gate_proj.weight"), &[ff, d], Init::Normal(0.02))?;
             add(format!("{p}.mlp.up_proj.weight"), &[ff, d], Init::Normal(0.02))?;
@@ -154,6 +164,9 @@ pub fn forward(cfg: &ModelConfig, w: &Weights, ids: &Tensor, keep_probs: bool) -
             probs.push(att);
         }
         x = (x + linear(w, &o, &format!("{p}.self_attn.o_proj"), false)?)?;
+        if !cfg.has_mlp() {
+            continue;
+        }
         let h = candle_nn::ops::rms_norm_slow(&x, w.get(&format!("{p}.post_attention_layernorm.weight"))?, eps)?;
         let gate = linear(w, &h, &format!("{p}.mlp.gate_proj"), false)?.silu()?;
         let up = linear(w, &h, &format!("{p}.mlp.up_proj"), false)?;
@@ -235,5 +248,56 @@ pub(crate) mod tests {
         assert!(sliding[..4].iter().all(|&p| p == 0.0) && sliding[4..].iter().all(|&p| p > 0.0));
         assert!(global.iter().all(|&p| p > 0.0));
         assert!((global.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    }
+
+    /// Issue 36's pipeline check: a logit depends on its own and earlier tokens only (the causal mask in
+    /// every layer), and the loss at position p scores the target given for p (no second shift).
+    #[test]
+    fn logits_are_causal_and_the_loss_scores_each_position_against_its_target() {
+        let cfg = tiny();
+        let dev = Device::Cpu;
+        let w = Weights::init(&cfg, 2, &dev).unwrap();
+        let ids: Vec<u32> = (0..9u32).map(|i| (i * 7 + 3) % 50).collect();
+        let logits = |ids: &[u32]| {
+            let x = Tensor::from_vec(ids.to_vec(), (1, ids.len()), &dev).unwrap();
+            forward(&cfg, &w, &x, false).unwrap().logits.squeeze(0).unwrap().to_vec2::<f32>().unwrap()
+        };
+        let base = logits(&ids);
+        let mut changed = ids.clone();
+        changed[5] = 49;
+        let after = logits(&changed);
+        assert_eq!(base[..5], after[..5], "positions before the change");
+        assert!(base[5..].iter().zip(&after[5..]).all(|(a, b)| a != b), "every position from the change on");
+        let targets: Vec<u32> = ids.iter().map(|&i| (i + 1) % 50).collect();
+        let l = loss(
+            &Tensor::new(base.clone(), &dev).unwrap().unsqueeze(0).unwrap(),
+            &Tensor::from_vec(targets.clone(), (1, 9), &dev).unwrap(),
+        )
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+        let by_hand = base
+            .iter()
+            .zip(&targets)
+            .map(|(row, &t)| {
+                let lse = row.iter().map(|&v| f64::from(v).exp()).sum::<f64>().ln();
+                lse - f64::from(row[t as usize])
+            })
+            .sum::<f64>()
+            / 9.0;
+        assert!((f64::from(l) - by_hand).abs() < 1e-5, "{l} against {by_hand}");
+    }
+
+    #[test]
+    fn attention_only_has_no_mlp_weights() {
+        let cfg = ModelConfig { intermediate_size: 0, layers: 2, global_every: 1, ..tiny() };
+        let w = Weights::init(&cfg, 1, &Device::Cpu).unwrap();
+        assert!(w.vars.keys().all(|k| !k.contains("mlp") && !k.contains("post_attention")));
+        let n: usize = w.vars.values().map(|v| v.elem_count()).sum();
+        // Embedding 50 x 32; per layer: norm 32, Q 32x32+32, K and V 16x32+16 each, O 32x32; final norm 32.
+        assert_eq!(n, 50 * 32 + 2 * (32 + 32 * 32 + 32 + 2 * (16 * 32 + 16) + 32 * 32) + 32);
+        assert_eq!(n, cfg.parameters());
+        let ids = Tensor::from_vec((0..6u32).collect::<Vec<_>>(), (1, 6), &Device::Cpu).unwrap();
+        assert_eq!(forward(&cfg, &w, &ids, false).unwrap().logits.dims(), [1, 6, 50]);
     }
 }

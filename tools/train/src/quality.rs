@@ -129,7 +129,7 @@ fn natural_text_scores(
 }
 
 /// Induction scores, and the mean loss on the first and second copies.
-fn induction_scores(
+pub fn induction_scores(
     cfg: &ModelConfig,
     w: &Weights,
     eot: u32,

@@ -103,9 +103,8 @@ pub fn patched(json: &str, variant: &Variant) -> Result<String, Error> {
 /// One variant's reference: `encode(text, false)` of every case (and `encode(text, true)`, with the
 /// template's special tokens, of a short sentence and the first few), and of the corpus file as one text.
 pub fn reference(tok: &Tokenizer, variant: &Variant, sha256: &str, corpus: (&str, &str)) -> Result<Value, Error> {
-    let encode = |text: &str, special: bool| -> Result<Vec<u32>, Error> {
-        Ok(tok.encode(text, special)?.get_ids().to_vec())
-    };
+    let encode =
+        |text: &str, special: bool| -> Result<Vec<u32>, Error> { Ok(tok.encode(text, special)?.get_ids().to_vec()) };
     let cases = CASES
         .iter()
         .chain(REAL_CASES)

@@ -10,6 +10,7 @@ use candle_core::{Device, Result, Tensor, Var};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
 
+use crate::control::{PROBE_COLUMNS, Probe, Segments, repeated_window};
 use crate::model::{self, ModelConfig, Weights};
 use crate::rng::Rng;
 
@@ -38,6 +39,17 @@ pub struct TrainConfig {
     /// predictable from bigrams, which lets a model skip learning to copy).
     #[serde(default)]
     pub repeat_random: f64,
+    /// Steps at the start (a curriculum) in which every window is a copy window
+    /// (`control::repeated_window`: `<|endoftext|>`, then segments of random ids each written twice)
+    /// instead of text: data on which the control learns induction heads.
+    #[serde(default)]
+    pub copy_curriculum_steps: usize,
+    /// After the curriculum, the share of windows (0 to 1) that are copy windows.
+    #[serde(default)]
+    pub copy_windows: f64,
+    /// Lengths of the copy windows' segments.
+    #[serde(default)]
+    pub copy_segments: Segments,
     /// Stop early (and still export) after this many seconds: a guard for pilot runs.
     pub max_secs: Option<f64>,
     pub model: ModelConfig,
@@ -87,11 +99,21 @@ impl Trainer {
         Ok(Self { cfg, weights, decay, no_decay, rng, device })
     }
 
-    /// A batch of random windows: inputs and next-token targets, (batch, context) each.
-    pub fn sample(&mut self, tokens: &[u32]) -> Result<(Tensor, Tensor)> {
+    /// The batch of `step`: random windows of `tokens` (or copy windows, see `copy_curriculum_steps`
+    /// and `copy_windows`), inputs and next-token targets, (batch, context) each.
+    pub fn sample(&mut self, step: usize, tokens: &[u32]) -> Result<(Tensor, Tensor)> {
         let t = self.cfg.context_tokens;
         let (mut x, mut y) = (Vec::with_capacity(self.cfg.batch * t), Vec::with_capacity(self.cfg.batch * t));
         for _ in 0..self.cfg.batch {
+            // Drawn only when asked for, so runs without copy windows replay earlier runs exactly.
+            let copy = step < self.cfg.copy_curriculum_steps
+                || (self.cfg.copy_windows > 0.0 && self.rng.uniform() < self.cfg.copy_windows);
+            if copy {
+                let w = repeated_window(t, self.cfg.copy_segments, self.cfg.model.vocab_size, &mut self.rng);
+                x.extend_from_slice(&w[..t]);
+                y.extend_from_slice(&w[1..]);
+                continue;
+            }
             let o = self.rng.below(tokens.len() - t - 1);
             let mut w = tokens[o..o + t + 1].to_vec();
             if self.cfg.repeat_share > 0.0 && self.rng.uniform() < self.cfg.repeat_share {
@@ -134,6 +156,13 @@ impl Trainer {
         let io = |e: candle_core::Error| std::io::Error::other(e.to_string());
         let mut csv = std::fs::File::create(out_dir.join("loss.csv"))?;
         writeln!(csv, "step,tokens,lr,train_loss,heldout_loss,elapsed_secs")?;
+        // A run with copy windows also follows their effect: `copy.csv`, the control's probe.
+        let mut copy_csv = None;
+        if self.cfg.copy_curriculum_steps > 0 || self.cfg.copy_windows > 0.0 {
+            let mut f = std::fs::File::create(out_dir.join("copy.csv"))?;
+            writeln!(f, "step,{PROBE_COLUMNS}")?;
+            copy_csv = Some(f);
+        }
         let start = Instant::now();
         let tokens_per_step = self.cfg.batch * self.cfg.context_tokens;
         let (mut window_loss, mut window_steps) = (0.0, 0usize);
@@ -146,7 +175,7 @@ impl Trainer {
             final_heldout_loss: None,
         };
         for step in 0..self.cfg.steps {
-            let (x, y) = self.sample(train).map_err(io)?;
+            let (x, y) = self.sample(step, train).map_err(io)?;
             let loss = self.step(step, &x, &y).map_err(io)?;
             window_loss += loss;
             window_steps += 1;
@@ -173,6 +202,13 @@ impl Trainer {
                     step + 1,
                     tokens as f64 / secs
                 );
+                if let Some(f) = &mut copy_csv {
+                    let probe =
+                        Probe::new(&self.cfg.model, &self.weights).map_err(|e| std::io::Error::other(e.to_string()))?;
+                    writeln!(f, "{},{}", step + 1, probe.csv_columns())?;
+                    f.flush()?;
+                    println!("             {}", probe.describe());
+                }
                 summary.final_train_loss = train_loss;
                 summary.final_heldout_loss = Some(heldout);
                 (window_loss, window_steps) = (0.0, 0);
@@ -256,7 +292,7 @@ fn clip<'a>(grads: &mut GradStore, vars: impl Iterator<Item = &'a Var> + Clone, 
 /// step's time goes (`train --profile N`).
 pub fn profile(trainer: &mut Trainer, tokens: &[u32], steps: usize) -> Result<[f64; 4]> {
     let mut secs = [0.0; 4];
-    let (x, y) = trainer.sample(tokens)?;
+    let (x, y) = trainer.sample(0, tokens)?;
     for step in 0..steps {
         let t0 = Instant::now();
         let out = model::forward(&trainer.cfg.model, &trainer.weights, &x, false)?;
@@ -296,6 +332,9 @@ mod tests {
             eval_windows: 4,
             repeat_share: 0.0,
             repeat_random: 0.0,
+            copy_curriculum_steps: 0,
+            copy_windows: 0.0,
+            copy_segments: Segments::default(),
             max_secs: None,
             model: ModelConfig {
                 vocab_size: 32,
@@ -318,7 +357,7 @@ mod tests {
     fn training_steps_reduce_the_loss_on_a_fixed_batch() {
         let mut trainer = Trainer::new(config(), Device::Cpu).unwrap();
         let tokens: Vec<u32> = (0..200u32).map(|i| (i * 7 + i / 5) % 32).collect();
-        let (x, y) = trainer.sample(&tokens).unwrap();
+        let (x, y) = trainer.sample(0, &tokens).unwrap();
         let first = trainer.step(0, &x, &y).unwrap();
         let mut last = first;
         for s in 1..10 {
@@ -368,6 +407,31 @@ mod tests {
             let values: Vec<u32> = set.iter().map(|&i| w[i]).collect();
             assert_eq!(values[..len], values[len..], "the span and its copy");
         }
+    }
+
+    #[test]
+    fn the_copy_curriculum_comes_first_then_copy_windows_mix_with_text() {
+        let mut cfg = config();
+        (cfg.copy_curriculum_steps, cfg.copy_windows, cfg.batch) = (3, 0.5, 64);
+        cfg.copy_segments = Segments { min_len: 4, max_len: 7 };
+        let mut trainer = Trainer::new(cfg, Device::Cpu).unwrap();
+        // Text of ids 1..=31 counting up, so a window of it never starts with <|endoftext|> (0).
+        let tokens: Vec<u32> = (0..500u32).map(|i| 1 + i % 31).collect();
+        let copy_rows = |trainer: &mut Trainer, step: usize| {
+            let (x, y) = trainer.sample(step, &tokens).unwrap();
+            let (x, y) = (x.to_vec2::<u32>().unwrap(), y.to_vec2::<u32>().unwrap());
+            for (xr, yr) in x.iter().zip(&y) {
+                assert_eq!(xr[1..], yr[..15], "targets are the inputs shifted by one");
+                let text = xr.windows(2).all(|p| p[1] == 1 + p[0] % 31);
+                assert!(text || (xr[0] == 0 && (4..=7).any(|n| xr[1..1 + n] == xr[1 + n..1 + 2 * n])), "{xr:?}");
+            }
+            x.iter().filter(|r| r[0] == 0).count()
+        };
+        for step in 0..3 {
+            assert_eq!(copy_rows(&mut trainer, step), 64, "the curriculum is copy windows only");
+        }
+        let mixed = copy_rows(&mut trainer, 3);
+        assert!((16..=48).contains(&mixed), "about half of 64 after the curriculum: {mixed}");
     }
 
     #[test]
