@@ -4,6 +4,8 @@
 //! Tolerances, from measured differences on lavapipe (the GPU sums in f32, in another order):
 //! - each kernel on random inputs: within `1e-5 + 1e-5 |want|` (matmul over up to 512 inputs:
 //!   measured at most 3.4e-6 absolute; the others are elementwise, a copy, or one row's sum);
+//! - `kv_quant` (K or V rounded to a quantised cache's values) within `1e-6 |want|`: measured bit
+//!   for bit, every scheme, both layouts;
 //! - the whole pass on the shipped checkpoint, 1 to 128 tokens: hidden states after each layer within
 //!   2e-4 absolute (measured at most 3.7e-5, on values up to 70: 6e-7 of the largest), logits within
 //!   1e-4 (measured at most 8.6e-6) and probabilities within 1e-5 (measured at most 1.9e-6), with the
@@ -13,6 +15,7 @@
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::rope::RopeTable;
+use attention_lab::cpu::kv_quant::kv_quant;
 use attention_lab::gpu::embed_gather::EmbedBuffers;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
@@ -26,6 +29,7 @@ use attention_lab::lm::forward::{self, Gate};
 use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
+use attention_lab::model::kv_quant::{Fp8, KvLayout, KvScheme, KvTensor, ScaleScope};
 
 mod common;
 use common::gpu::{close, device, random};
@@ -239,6 +243,44 @@ fn qk_norm_matches_rms_norm_of_each_query_and_key_head() {
         let got = run(&ctx, &dispatch, &buffer, want.len());
         worst(&format!("qk_norm {heads:?}"), &got, &want, KERNEL_ABS, KERNEL_REL);
     }
+}
+
+/// Values spread over many binades (so fp8's scaled values reach its subnormals), a few zeros.
+fn spread(len: usize, rng: &mut SplitMix64) -> Vec<f32> {
+    (0..len).map(|i| if i % 97 == 0 { 0.0 } else { rng.next_signed_unit() * 2f32.powi((i % 23) as i32 - 12) }).collect()
+}
+
+#[test]
+fn kv_quant_rounds_every_scheme_as_its_twin_does() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(17);
+    let per_head = KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Head };
+    let schemes = KvScheme::compared(16, 5).into_iter().chain([per_head, KvScheme::IntGroup { bits: 2, group: 12 }]);
+    // Heads first ([h_kv, tokens, d], as the GPU pass holds K and V) and tokens first (the CPU pass).
+    let (heads, tokens, d) = (3u32, 37u32, 32u32);
+    let layouts = [
+        KvLayout { heads, tokens, d, head_stride: tokens * d, token_stride: d },
+        KvLayout { heads, tokens, d, head_stride: d, token_stride: heads * d },
+    ];
+    let x = spread((heads * tokens * d) as usize, &mut rng);
+    for scheme in schemes {
+        for layout in layouts {
+            for tensor in [KvTensor::K, KvTensor::V] {
+                let Some(pass) = scheme.pass(tensor, tokens) else { continue };
+                let mut want = x.clone();
+                kv_quant(&mut want, layout, &pass);
+                let buffer = ctx.storage_from("kv", &x).unwrap();
+                let dispatch = kernels.kv_quant.prepare(&ctx, &buffer, layout, &pass).unwrap().unwrap();
+                let got = run(&ctx, &dispatch, &buffer, want.len());
+                let what = format!("{} {tensor:?} {layout:?}", scheme.name());
+                assert!(want != x, "{what} rounds nothing");
+                // Measured on lavapipe: every value bit for bit; 1e-6 allows a fused multiply-add.
+                worst(&what, &got, &want, 1e-30, 1e-6);
+            }
+        }
+    }
+    close(ctx);
 }
 
 #[test]
