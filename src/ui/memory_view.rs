@@ -9,15 +9,16 @@ use leptos::task::spawn_local;
 
 use super::chart::LineChart;
 use super::engine_signal::EngineSignal;
-use super::params::{edit, set_param};
+use super::params::set_param;
+use super::text_field::TextField;
 use super::trained_compute::load;
 use crate::engine::Engine;
 use crate::event_loop::resumed;
 use crate::gpu::lm_forward::{self, LmRequest};
 use crate::lm::kv_quality::quality;
 use crate::model::kv_quant::{GROUPS, KvScheme};
+use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
-use crate::views::heatmaps::params::MAX_TEXT_CHARS;
 use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::rows::{
     HeadRow, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,
@@ -80,18 +81,20 @@ async fn measure(engine: Rc<Engine>, text: String, params: MemoryParams) -> Resu
         resumed();
         out.map_err(|e| e.to_string())
     };
+    // The preset's record of the same config.json: its name is the model's, not its family's.
+    let model = preset(TRAINED_ID).unwrap_or(&lm.model);
     let full = pass(KvScheme::Fp32).await?;
     let (mut rows, mut heads) = (Vec::new(), Vec::new());
     for scheme in params.schemes() {
         let out = pass(scheme).await?;
         let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
-        rows.push(scheme_row(&lm.model, scheme, q));
+        rows.push(scheme_row(model, scheme, q));
         if scheme == params.chosen() {
             heads = head_rows(&full.probs, &out.probs, ids.len());
         }
     }
-    let (model_name, tokens, chosen) = (lm.model.name.clone(), ids.len(), params.chosen().name());
-    Ok(Measured { heading: heading(&lm.model, tokens), model_name, tokens, rows, chosen, heads })
+    let (model_name, tokens, chosen) = (model.name.clone(), ids.len(), params.chosen().name());
+    Ok(Measured { heading: heading(model, tokens), model_name, tokens, rows, chosen, heads })
 }
 
 /// Group size, recent tokens, the scheme of the head table and the text, each through the link's parser.
@@ -119,11 +122,7 @@ fn MemoryControls(state: RwSignal<AppState>) -> impl IntoView {
                     {SCHEME_KINDS.iter().enumerate().map(|(i, k)| view! { <option value=*k selected=move || scheme() == i>{*k}</option> }).collect_view()}
                 </select>
             </label>
-            <label class="wide">"Text"
-                <textarea data-testid="text-input" rows="1" maxlength=MAX_TEXT_CHARS
-                    prop:value=move || state.with(|s| s.input.text.clone())
-                    on:change=move |ev| refused.set(edit(state, &[("text", Some(&event_target_value(&ev)))]).err())></textarea>
-            </label>
+            <TextField state refused/>
             {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
         </form>
     }

@@ -33,6 +33,7 @@ mod next_token_panel;
 mod params;
 mod rope_panel;
 mod step_through;
+mod text_field;
 mod trained_compute;
 mod user_checkpoint;
 mod view_lessons;
