@@ -286,6 +286,7 @@ mod tests {
     use crate::views::kv::KvParams;
     use crate::views::lesson::params::LessonParams;
     use crate::views::link::encode_component;
+    use crate::views::memory::MemoryParams;
     use crate::views::model_choice::ModelChoice;
 
     #[test]
@@ -345,6 +346,7 @@ mod tests {
             bench: BenchParams { head_dim: Some(128) },
             lesson: LessonParams::at("kv-cache", 2),
             backward: BackwardParams { row: Some(3), jscale: ScoreScale::One },
+            memory: MemoryParams { tech_named: true, group: 64, recent: 0, scheme: 8 },
         };
         let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings };
         let query = state.to_query();

@@ -4,6 +4,12 @@
 //! Tolerances, from measured differences on lavapipe (the GPU sums in f32, in another order):
 //! - each kernel on random inputs: within `1e-5 + 1e-5 |want|` (matmul over up to 512 inputs:
 //!   measured at most 3.4e-6 absolute; the others are elementwise, a copy, or one row's sum);
+//! - `kv_quant` (K or V rounded to a quantised cache's values) within `1e-6 |want|`: measured bit
+//!   for bit, every scheme, both layouts;
+//! - the whole pass over a quantised cache, 100 tokens: logits within 1e-2 of the CPU pass over the
+//!   same scheme, and within a third of what the scheme moves them (measured at most 1.2e-3, fp8 e4m3:
+//!   a K value the two passes compute 1e-6 apart lies at a rounding boundary and rounds the other way;
+//!   the schemes move logits by 3.8e-3 (fp16) to 6.9 (int2));
 //! - the whole pass on the shipped checkpoint, 1 to 128 tokens: hidden states after each layer within
 //!   2e-4 absolute (measured at most 3.7e-5, on values up to 70: 6e-7 of the largest), logits within
 //!   1e-4 (measured at most 8.6e-6) and probabilities within 1e-5 (measured at most 1.9e-6), with the
@@ -13,6 +19,7 @@
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::rope::RopeTable;
+use attention_lab::cpu::kv_quant::kv_quant;
 use attention_lab::gpu::embed_gather::EmbedBuffers;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
@@ -26,6 +33,7 @@ use attention_lab::lm::forward::{self, Gate};
 use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
+use attention_lab::model::kv_quant::{Fp8, KvLayout, KvScheme, KvTensor, ScaleScope};
 
 mod common;
 use common::gpu::{close, device, random};
@@ -241,6 +249,44 @@ fn qk_norm_matches_rms_norm_of_each_query_and_key_head() {
     }
 }
 
+/// Values spread over many binades (so fp8's scaled values reach its subnormals), a few zeros.
+fn spread(len: usize, rng: &mut SplitMix64) -> Vec<f32> {
+    (0..len).map(|i| if i % 97 == 0 { 0.0 } else { rng.next_signed_unit() * 2f32.powi((i % 23) as i32 - 12) }).collect()
+}
+
+#[test]
+fn kv_quant_rounds_every_scheme_as_its_twin_does() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(17);
+    let per_head = KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Head };
+    let schemes = KvScheme::compared(16, 5).into_iter().chain([per_head, KvScheme::IntGroup { bits: 2, group: 12 }]);
+    // Heads first ([h_kv, tokens, d], as the GPU pass holds K and V) and tokens first (the CPU pass).
+    let (heads, tokens, d) = (3u32, 37u32, 32u32);
+    let layouts = [
+        KvLayout { heads, tokens, d, head_stride: tokens * d, token_stride: d },
+        KvLayout { heads, tokens, d, head_stride: d, token_stride: heads * d },
+    ];
+    let x = spread((heads * tokens * d) as usize, &mut rng);
+    for scheme in schemes {
+        for layout in layouts {
+            for tensor in [KvTensor::K, KvTensor::V] {
+                let Some(pass) = scheme.pass(tensor, tokens) else { continue };
+                let mut want = x.clone();
+                kv_quant(&mut want, layout, &pass);
+                let buffer = ctx.storage_from("kv", &x).unwrap();
+                let dispatch = kernels.kv_quant.prepare(&ctx, &buffer, layout, &pass).unwrap().unwrap();
+                let got = run(&ctx, &dispatch, &buffer, want.len());
+                let what = format!("{} {tensor:?} {layout:?}", scheme.name());
+                assert!(want != x, "{what} rounds nothing");
+                // Measured on lavapipe: every value bit for bit; 1e-6 allows a fused multiply-add.
+                worst(&what, &got, &want, 1e-30, 1e-6);
+            }
+        }
+    }
+    close(ctx);
+}
+
 #[test]
 fn widen_unpacks_f16_and_bf16_exactly() {
     let Some(ctx) = device() else { return };
@@ -332,6 +378,8 @@ fn token_ids(tokens: usize, vocab: u32, seed: u64) -> Vec<u32> {
 const HIDDEN_ABS: f32 = 2e-4;
 const LOGIT_ABS: f32 = 1e-4;
 const PROB_ABS: f32 = 1e-5;
+/// Logits of the pass over a quantised cache, GPU against CPU (see the test).
+const QUANT_LOGIT_ABS: f32 = 1e-2;
 
 #[test]
 fn the_whole_pass_matches_the_cpu_forward_pass_layer_by_layer() {
@@ -361,6 +409,49 @@ fn the_whole_pass_matches_the_cpu_forward_pass_layer_by_layer() {
         let vocab = weights.geometry.vocab as usize;
         for (i, (g, w)) in got.logits.chunks(vocab).zip(want.logits.chunks(vocab)).enumerate() {
             assert_eq!(argmax(g), argmax(w), "{tokens} tokens: the most likely token after position {i}");
+        }
+    }
+    close(ctx);
+}
+
+/// The CPU pass over `ids` reading a cache stored as `scheme`, every position's logits.
+fn cpu_pass(ck: &Checkpoint, ids: &[u32], scheme: KvScheme) -> forward::ModelPass {
+    let mut pass = forward::CpuPass::new(ck, ids, ids.len()).expect("CPU pass").with_kv_scheme(scheme);
+    while pass.step() {}
+    pass.finish()
+}
+
+#[test]
+fn the_pass_over_a_quantised_cache_matches_the_cpu_pass_over_the_same_scheme() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    // 100 tokens: past the sliding layers' 64, three whole KIVI groups of 32 before its 16 recent.
+    let ids = token_ids(100, weights.geometry.vocab, 11);
+    let request = LmRequest { last_logits: None, ..Default::default() };
+    let gpu = |scheme| {
+        let run = lm_forward::run_with_kv_scheme(&ctx, &kernels, &weights, &ids, request, scheme);
+        pollster::block_on(run).expect("GPU forward").logits
+    };
+    let full = forward::forward(&ck, &ids).expect("CPU forward").logits;
+    // Fp32 rounds nothing: both passes give what they give without a scheme, bit for bit.
+    assert_eq!(cpu_pass(&ck, &ids, KvScheme::Fp32).logits, full);
+    let gpu_full = gpu(KvScheme::Fp32);
+    assert_eq!(gpu_full, pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &ids, request)).unwrap().logits);
+    let per_head = KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Head };
+    for scheme in KvScheme::compared(32, 16).into_iter().chain([per_head]) {
+        let (got, want) = (gpu(scheme), cpu_pass(&ck, &ids, scheme).logits);
+        let moved = max_abs_diff(&want, &full);
+        println!(
+            "{}: GPU - CPU max |diff| {:e}; the scheme moved logits by {moved:e}",
+            scheme.name(),
+            max_abs_diff(&got, &want)
+        );
+        worst(&format!("{} logits", scheme.name()), &got, &want, QUANT_LOGIT_ABS, 0.0);
+        // Both passes round: they agree far better than either agrees with the full-precision pass.
+        if scheme != KvScheme::Fp32 {
+            assert!(max_abs_diff(&got, &want) <= moved / 3.0, "{}: GPU and CPU differ by what it moves", scheme.name());
         }
     }
     close(ctx);

@@ -22,6 +22,12 @@ const LINKS: &[(&str, &str, usize)] = &[
     ("?tok=char&text=abcab&heads=6", "text=abcab&tok=char&heads=6", 0),
     ("?view=bench&backend=cpu&n=256", "view=bench&backend=cpu&n=256", 0),
     ("?view=backward&jscale=one&row=3&focus=2", "view=backward&focus=2&row=3&jscale=one", 0),
+    (
+        "?view=memory&scheme=kivi-int2&recent=8&group=16&tech=quant",
+        "view=memory&tech=quant&group=16&recent=8&scheme=kivi-int2",
+        0,
+    ),
+    ("?view=memory&tech=evict&group=7&recent=999&scheme=%3Cb%3E", "view=memory", 4),
     ("?view=bench&n=256&d=64&mask=causal", "view=bench&mask=causal&n=256&d=64", 0),
     ("?view=bench&n=131072&d=128&mask=sliding&window=1", "view=bench&mask=sliding&window=1&n=131072&d=128", 0),
     ("?view=compare&model=llama-3-8b&ctx=131072&dtype=fp16", "view=compare&ctx=131072", 0),

@@ -15,6 +15,7 @@ use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kernel::KernelInfo;
 use crate::gpu::kv_cache::KvCache;
+use crate::gpu::kv_quant::KvQuant;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::matmul::Matmul;
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
@@ -51,6 +52,7 @@ pub const KERNELS: &[KernelInfo] = &[
     KernelInfo::of::<FlashAttention>(),
     KernelInfo::of::<FlashSubgroup>(),
     KernelInfo::of::<FmaPeak>(),
+    KernelInfo::of::<KvQuant>(),
     KernelInfo::of::<Matmul>(),
     KernelInfo::of::<MatmulSubgroup>(),
     KernelInfo::of::<NaiveAttention>(),
@@ -82,6 +84,8 @@ pub struct Kernels {
     pub swiglu: Swiglu,
     /// f16 / bf16 weights to f32 while a user's checkpoint streams in.
     pub widen: Widen,
+    /// K and V rounded to a quantised cache's values (the memory view's schemes).
+    pub kv_quant: KvQuant,
 }
 
 /// Q, K, V uploaded with rows padded to a multiple of 4 floats.
@@ -108,6 +112,7 @@ impl Kernels {
             rope: Rope::new(ctx),
             swiglu: Swiglu::new(ctx),
             widen: Widen::new(ctx),
+            kv_quant: KvQuant::new(ctx),
         }
     }
 

@@ -7,6 +7,7 @@
 //! per layer:  rms_norm -> matmul (Q|K|V fused)   h = norm(x); qkv = h Wqkvᵀ + b
 //!             (qk_norm)                          each Q and K head RMS-normed in place (Qwen3, Gemma 3)
 //!             rope split_heads                   Q, K rotated; Q [h_q, T, d], K, V [h_kv, T, d]
+//!             (kv_quant)                         K, V rounded to a quantised cache's values, when asked
 //!             flash_attention                    O, lse under the layer's mask, GQA
 //!             (row_softmax)                      every head's probabilities, when asked
 //!             rope merge_heads -> matmul (+=)    x += O Woᵀ
@@ -34,6 +35,7 @@ use crate::gpu::rope::{self, Heads, SplitBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::config::Positional;
+use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
 
 /// What a pass returns besides the last position's logits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -83,6 +85,7 @@ pub struct PreparedLm<'a> {
     hidden: Option<Scratch<'a>>,
     /// Decoding against a KV cache: where the new tokens' K and V go and what attention reads.
     cache: Option<CacheView>,
+    kv_scheme: KvScheme,
 }
 
 /// A KV cache on the GPU for decoding: every layer's K and V, `[h_kv, capacity, d]` each, of which
@@ -209,7 +212,21 @@ pub async fn run(
     ids: &[u32],
     request: LmRequest,
 ) -> Result<LmOutput, GpuError> {
-    let prepared = prepare(ctx, kernels, weights, ids, request).await?;
+    run_with_kv_scheme(ctx, kernels, weights, ids, request, KvScheme::Fp32).await
+}
+
+/// [`run`] over a KV cache stored as `scheme`: every layer's K (rotated) and V are rounded in place
+/// to the scheme's values before attention reads them, as a kernel dequantising on read sees them
+/// (`KvScheme::Fp32` leaves them as they are). KIVI's groups count from the first token.
+pub async fn run_with_kv_scheme(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    ids: &[u32],
+    request: LmRequest,
+    scheme: KvScheme,
+) -> Result<LmOutput, GpuError> {
+    let prepared = prepare_pass(ctx, kernels, weights, ids, request, None, scheme).await?;
     prepared.submit(ctx);
     prepared.read(ctx).await
 }
@@ -235,9 +252,8 @@ pub async fn decode(
         )));
     };
     let view = CacheView { k: cache.k.clone(), v: cache.v.clone(), capacity: cache.capacity, start: cache.len };
-    let prepared =
-        prepare_pass(ctx, kernels, weights, ids, LmRequest { last_logits: Some(1), ..Default::default() }, Some(view))
-            .await?;
+    let request = LmRequest { last_logits: Some(1), ..Default::default() };
+    let prepared = prepare_pass(ctx, kernels, weights, ids, request, Some(view), KvScheme::Fp32).await?;
     prepared.submit(ctx);
     let out = prepared.read(ctx).await?;
     cache.len = end;
@@ -252,7 +268,7 @@ pub async fn prepare<'a>(
     ids: &[u32],
     request: LmRequest,
 ) -> Result<PreparedLm<'a>, GpuError> {
-    prepare_pass(ctx, kernels, weights, ids, request, None).await
+    prepare_pass(ctx, kernels, weights, ids, request, None, KvScheme::Fp32).await
 }
 
 async fn prepare_pass<'a>(
@@ -262,6 +278,7 @@ async fn prepare_pass<'a>(
     ids: &[u32],
     request: LmRequest,
     cache: Option<CacheView>,
+    kv_scheme: KvScheme,
 ) -> Result<PreparedLm<'a>, GpuError> {
     let g = weights.geometry;
     let tokens = check_ids(ids, g.vocab)?;
@@ -295,8 +312,18 @@ async fn prepare_pass<'a>(
         false => None,
     };
     let logits = ctx.scratch_output("logits", u64::from(logit_rows) * u64::from(g.vocab) * 4)?;
-    let mut prepared =
-        PreparedLm { geometry: g, tokens, logit_rows, steps: Vec::new(), activations, logits, probs, hidden, cache };
+    let mut prepared = PreparedLm {
+        geometry: g,
+        tokens,
+        logit_rows,
+        steps: Vec::new(),
+        activations,
+        logits,
+        probs,
+        hidden,
+        cache,
+        kv_scheme,
+    };
     let steps = Recorder { ctx, kernels, weights, pass: &prepared, ids: &ids_buffer }.steps()?;
     prepared.steps = steps;
     Ok(prepared)
@@ -345,6 +372,7 @@ impl Recorder<'_, '_> {
             }
             let (_, angles, table) = tables.iter().find(|(p, ..)| *p == layer.positional).expect("just added");
             steps.extend(self.layer_input(layer, angles, table)?.into_iter().map(Step::Dispatch));
+            steps.extend(self.quantised_kv()?.into_iter().map(Step::Dispatch));
             if pass.cache.is_some() {
                 steps.push(Step::CacheKv(l));
             }
@@ -390,6 +418,20 @@ impl Recorder<'_, '_> {
             out.push(k.qk_norm.prepare(ctx, b("qkv"), weight, heads, self.norm_constants())?);
         }
         out.push(k.rope.prepare_split(ctx, &split, heads, table)?);
+        Ok(out)
+    }
+
+    /// The layer's K and V (`[h_kv, T, d]`) rounded in place to the request's KV scheme.
+    fn quantised_kv(&self) -> Result<Vec<Dispatch>, GpuError> {
+        let (g, pass) = (self.weights.geometry, self.pass);
+        let (t, d) = (pass.tokens, g.head_dim);
+        let layout = KvLayout { heads: g.h_kv, tokens: t, d, head_stride: t * d, token_stride: d };
+        let mut out = Vec::new();
+        for (tensor, name) in [(KvTensor::K, "k"), (KvTensor::V, "v")] {
+            if let Some(rounding) = pass.kv_scheme.pass(tensor, t) {
+                out.extend(self.kernels.kv_quant.prepare(self.ctx, pass.buffer(name), layout, &rounding)?);
+            }
+        }
         Ok(out)
     }
 

@@ -20,6 +20,7 @@ pub mod fma_peak;
 pub mod kernel;
 pub mod kernels;
 pub mod kv_cache;
+pub mod kv_quant;
 pub mod launch;
 pub mod lm_forward;
 pub mod lm_stream;

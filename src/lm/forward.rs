@@ -13,9 +13,11 @@ use super::LmError;
 use super::checkpoint::{Checkpoint, LayerWeights, Linear};
 pub use super::model_config::Gate;
 use crate::attention::rope::RopeTable;
+use crate::cpu::kv_quant::kv_quant;
 use crate::cpu::matmul::dot;
 pub use crate::cpu::{embed_gather::embed_gather, matmul::matmul, rms_norm::rms_norm, rope::rope, swiglu::swiglu};
 use crate::model::Model;
+use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
 
 /// The longest input the CPU pass takes (less where the model was trained on fewer positions, or its
 /// buffers would pass [`MAX_CPU_BYTES`]).
@@ -128,6 +130,7 @@ pub struct CpuPass<'a> {
     hidden: Vec<Vec<f32>>,
     logits: Vec<f32>,
     logit_rows: usize,
+    kv_scheme: KvScheme,
 }
 
 impl<'a> CpuPass<'a> {
@@ -177,7 +180,15 @@ impl<'a> CpuPass<'a> {
             hidden: Vec::with_capacity(ck.layers.len()),
             logits: Vec::new(),
             logit_rows,
+            kv_scheme: KvScheme::Fp32,
         })
+    }
+
+    /// The same pass reading a cache stored as `scheme`: each layer's K (after its rotation) and V
+    /// are rounded to the scheme's values before any head attends, as the GPU pass does (`kv_quant`).
+    pub fn with_kv_scheme(mut self, scheme: KvScheme) -> Self {
+        self.kv_scheme = scheme;
+        self
     }
 
     /// Runs the next step; false once every step has run.
@@ -229,6 +240,21 @@ impl<'a> CpuPass<'a> {
         let k_rows = rotated(&layer.k, kv_width, qk_norm.map(|n| n.k.as_slice()));
         self.k[a * kv_width..b * kv_width].copy_from_slice(&k_rows);
         self.v[a * kv_width..b * kv_width].copy_from_slice(&linear(&h, &layer.v));
+        if b == t {
+            self.quantise_kv();
+        }
+    }
+
+    /// The layer's K and V (`[tokens, h_kv, d]`) rounded to the pass's KV scheme.
+    fn quantise_kv(&mut self) {
+        let (t, d) = (self.ids.len() as u32, self.ck.head_dim() as u32);
+        let heads = self.ck.model.attn.n_kv_heads;
+        let layout = KvLayout { heads, tokens: t, d, head_stride: d, token_stride: heads * d };
+        for (tensor, x) in [(KvTensor::K, &mut self.k), (KvTensor::V, &mut self.v)] {
+            if let Some(pass) = self.kv_scheme.pass(tensor, t) {
+                kv_quant(x, layout, &pass);
+            }
+        }
     }
 
     /// Query head `head`'s attention over every row: its probabilities and its slice of `attended`.

@@ -9,6 +9,7 @@ mod bpe_scan;
 pub mod checkpoint;
 pub mod forward;
 pub mod head_scores;
+pub mod kv_quality;
 pub mod model_config;
 pub mod next_token;
 mod normalize;

@@ -4,7 +4,9 @@
 //! - [`config`]: a model's attention geometry, schedule, FFN and embeddings; validation.
 //! - [`schedule`]: per-layer attention kinds (global, sliding, chunked); [`mask`]: the one mask type
 //!   (which keys a query sees; attended pairs), used by the arithmetic, the CPU reference and the kernels.
-//! - [`kv_cache`]: KV bytes per token, totals at a context, breakdowns, memory budgets.
+//! - [`kv_cache`]: KV bytes per token, totals at a context, breakdowns, memory budgets;
+//!   [`kv_quant`]: quantised caches as runtimes store them (fp8, int8, grouped int4 / int2, KIVI):
+//!   their exact bytes per token with their scales, and the groups that share a scale.
 //! - [`params`]: attention parameters per layer and approximate model totals.
 //! - [`flops`]: prefill and decode FLOPs and the attention-vs-projection crossover; [`intensity`]:
 //!   the bytes a prefill or a decode step moves, and FLOPs per byte.
@@ -27,6 +29,7 @@ pub mod flops;
 pub mod hf_import;
 pub mod intensity;
 pub mod kv_cache;
+pub mod kv_quant;
 pub mod limits;
 pub mod mask;
 pub mod paging;

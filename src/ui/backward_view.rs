@@ -6,6 +6,7 @@ use leptos::prelude::*;
 
 use super::model_picker::ModelSelect;
 use super::params::{edit, set_param};
+use super::text_field::TextField;
 use super::user_checkpoint::shows_real_weights;
 use crate::model::Model;
 use crate::state::AppState;
@@ -13,7 +14,6 @@ use crate::views::backward::jacobian::{RowJacobian, row_jacobian};
 use crate::views::backward::panel::{
     cells, facts_line, heading, picture_caption, scale_choices, scale_rows, undrawn_note, weights_note,
 };
-use crate::views::heatmaps::params::MAX_TEXT_CHARS;
 
 #[component]
 pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
@@ -64,12 +64,7 @@ fn JacobianControls(state: RwSignal<AppState>, model: Memo<Model>, shown_head: S
                     }).collect_view()}
                 </select>
             </label>
-            <label class="wide">"Text"
-                // A text area, as the explorer's: the text is shared and keeps its line breaks.
-                <textarea data-testid="text-input" rows="1" maxlength=MAX_TEXT_CHARS
-                    prop:value=move || state.with(|s| s.input.text.clone())
-                    on:change=move |ev| refused.set(edit(state, &[("text", Some(&event_target_value(&ev)))]).err())></textarea>
-            </label>
+            <TextField state refused/>
             {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="jacobian-refused">{why}</small> })}
         </form>
     }

@@ -9,6 +9,7 @@ use super::compare_view::CompareView;
 use super::engine_signal::EngineSignal;
 use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
+use super::memory_view::MemoryView;
 use crate::model::Model;
 use crate::state::{AppState, View};
 
@@ -20,6 +21,7 @@ pub fn live_view(view: View, state: RwSignal<AppState>, model: Memo<Model>, engi
         View::Compare => view! { <CompareView state=state model=model/> }.into_any(),
         View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
         View::Backward => view! { <BackwardView state=state model=model/> }.into_any(),
+        View::Memory => view! { <MemoryView state=state engine=engine/> }.into_any(),
         View::Lesson => return None,
     })
 }

@@ -20,10 +20,10 @@ use crate::model::Model;
 
 /// The order in which a link's keys are written (what links written so far look like): new keys go
 /// at the end. `view`, `backend` and `edited` belong to the app state, the others to [`Settings`].
-pub const WRITE_ORDER: [&str; 34] = [
+pub const WRITE_ORDER: [&str; 38] = [
     "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
     "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
-    "steps", "mix", "lesson", "step", "edited", "rope", "row", "jscale",
+    "steps", "mix", "lesson", "step", "edited", "rope", "row", "jscale", "tech", "group", "recent", "scheme",
 ];
 
 /// `pairs` sorted into [`WRITE_ORDER`] and joined as a query string (no leading `?`).
@@ -114,6 +114,7 @@ registry! {
     Lesson => lesson: super::lesson::params::Lessons,
     Bench => bench: super::bench::Bench,
     Backward => backward: super::backward::Backward,
+    Memory => memory: super::memory::Memory,
 }
 
 fn set_in<P: LinkParams>(params: &mut P, key: &str, value: &str) -> Option<Result<Accepted, String>> {
@@ -194,13 +195,13 @@ mod tests {
     #[test]
     fn every_view_is_listed_once_with_its_own_id() {
         let ids: Vec<&str> = View::ALL.iter().map(|v| v.id()).collect();
-        assert_eq!(ids, ["heatmaps", "kv", "compare", "lesson", "bench", "backward"]);
+        assert_eq!(ids, ["heatmaps", "kv", "compare", "lesson", "bench", "backward", "memory"]);
         for view in View::ALL {
             assert_eq!(view.id().parse::<View>(), Ok(*view));
         }
         assert_eq!(
             "nope".parse::<View>(),
-            Err("unknown view \"nope\" (expected heatmaps, kv, compare, lesson, bench or backward)".into())
+            Err("unknown view \"nope\" (expected heatmaps, kv, compare, lesson, bench, backward or memory)".into())
         );
     }
 

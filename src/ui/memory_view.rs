@@ -1,0 +1,175 @@
+//! The memory view: each quantised-KV scheme measured on the trained model over the link's text (rows
+//! of bytes per token and quality, a chart, the chosen scheme's heads). What it shows is decided in
+//! [`crate::views::memory`]; this file runs the passes on the GPU and lays the results out.
+
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use super::chart::LineChart;
+use super::engine_signal::EngineSignal;
+use super::params::set_param;
+use super::text_field::TextField;
+use super::trained_compute::load;
+use crate::engine::Engine;
+use crate::event_loop::resumed;
+use crate::gpu::lm_forward::{self, LmRequest};
+use crate::lm::kv_quality::quality;
+use crate::model::kv_quant::{GROUPS, KvScheme};
+use crate::model::presets::{TRAINED_ID, preset};
+use crate::state::AppState;
+use crate::views::heatmaps::trained::model_tokens;
+use crate::views::memory::rows::{
+    HeadRow, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,
+};
+use crate::views::memory::{MemoryParams, SCHEME_KINDS};
+
+/// One measurement, as the page shows it.
+#[derive(Clone)]
+struct Measured {
+    heading: String,
+    model_name: String,
+    tokens: usize,
+    rows: Vec<SchemeRow>,
+    chosen: String,
+    heads: Vec<HeadRow>,
+}
+
+#[component]
+pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
+    let result = RwSignal::new(None::<Result<Measured, String>>);
+    let job = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let (text, params) = state.with(|s| (s.input.text.clone(), s.memory.clone()));
+        let Some(engine) = engine.get() else { return };
+        let this = job.get_value() + 1;
+        job.set_value(this);
+        result.set(None);
+        spawn_local(async move {
+            let out = measure(engine, text, params).await;
+            if job.try_get_value() == Some(this) {
+                result.try_set(Some(out));
+            }
+        });
+    });
+    view! {
+        <section class="memory-view" data-testid="memory-view">
+            <MemoryControls state/>
+            {move || match result.get() {
+                None => view! { <p class="status" data-testid="memory-status">"Measuring each scheme on the trained model…"</p> }.into_any(),
+                Some(Err(why)) => view! { <p class="status error" data-testid="memory-error">{why}</p> }.into_any(),
+                Some(Ok(m)) => view! { <MemoryResults m/> }.into_any(),
+            }}
+        </section>
+    }
+}
+
+/// The full-precision pass and one per scheme, each reading its quantised cache in every layer.
+async fn measure(engine: Rc<Engine>, text: String, params: MemoryParams) -> Result<Measured, String> {
+    let Some((ctx, kernels)) = engine.gpu() else {
+        return Err("The memory view measures on the GPU, and this page computes on the CPU (no WebGPU, or \
+                    backend=cpu)."
+            .into());
+    };
+    let lm = load().await?;
+    let (ids, _) = model_tokens(&lm.tokenizer, &text, lm.reads())?;
+    let weights = lm.gpu_weights(&engine)?;
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false };
+    let pass = async |scheme| {
+        let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, &ids, request, scheme).await;
+        resumed();
+        out.map_err(|e| e.to_string())
+    };
+    // The preset's record of the same config.json: its name is the model's, not its family's.
+    let model = preset(TRAINED_ID).unwrap_or(&lm.model);
+    let full = pass(KvScheme::Fp32).await?;
+    let (mut rows, mut heads) = (Vec::new(), Vec::new());
+    for scheme in params.schemes() {
+        let out = pass(scheme).await?;
+        let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
+        rows.push(scheme_row(model, scheme, q));
+        if scheme == params.chosen() {
+            heads = head_rows(&full.probs, &out.probs, ids.len());
+        }
+    }
+    let (model_name, tokens, chosen) = (model.name.clone(), ids.len(), params.chosen().name());
+    Ok(Measured { heading: heading(model, tokens), model_name, tokens, rows, chosen, heads })
+}
+
+/// Group size, recent tokens, the scheme of the head table and the text, each through the link's parser.
+#[component]
+fn MemoryControls(state: RwSignal<AppState>) -> impl IntoView {
+    let refused = RwSignal::new(None::<String>);
+    let write = move |key: &'static str, ev: leptos::ev::Event| {
+        refused.set(set_param(state, key, &event_target_value(&ev)).err())
+    };
+    let group = move || state.with(|s| s.memory.group);
+    let scheme = move || state.with(|s| s.memory.scheme);
+    view! {
+        <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="memory-controls">
+            <label>"Group size G"
+                <select data-testid="memory-group" on:change=move |ev| write("group", ev)>
+                    {GROUPS.map(|g| view! { <option value=g.to_string() selected=move || group() == g>{g}</option> }).to_vec()}
+                </select>
+            </label>
+            <label>"KIVI's recent tokens R"
+                <input type="number" min="0" max="128" data-testid="memory-recent"
+                    prop:value=move || state.with(|s| s.memory.recent) on:change=move |ev| write("recent", ev)/>
+            </label>
+            <label>"Heads of"
+                <select data-testid="memory-scheme" on:change=move |ev| write("scheme", ev)>
+                    {SCHEME_KINDS.iter().enumerate().map(|(i, k)| view! { <option value=*k selected=move || scheme() == i>{*k}</option> }).collect_view()}
+                </select>
+            </label>
+            <TextField state refused/>
+            {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
+        </form>
+    }
+}
+
+#[component]
+fn MemoryResults(m: Measured) -> impl IntoView {
+    let data = chart(&m.rows, &m.model_name);
+    let rows = m.rows.iter().map(|r| {
+        let [kl, top1, loss] = quality_cells(&r.quality);
+        view! {
+            <tr data-testid="memory-row" data-tech="quant" data-name=r.name.clone()
+                data-bytes-per-token=r.bytes_per_token.to_string() data-kl=r.quality.kl.to_string()
+                data-top1=r.quality.top1.to_string() data-loss=r.quality.loss.map(|l| l.to_string()).unwrap_or_default()>
+                <td>{r.name.clone()}</td><td>{r.bytes_per_token}</td><td>{r.fixed_bytes}</td>
+                <td>{kl}</td><td>{top1}</td><td>{loss}</td>
+            </tr>
+        }
+    }).collect_view();
+    view! {
+        <p class="memory-heading" data-testid="memory-heading">{m.heading.clone()}</p>
+        <table class="memory-table">
+            <thead><tr><th>"scheme"</th><th>"bytes per token"</th><th>"fixed bytes"</th>
+                <th>"KL from fp32 (nats)"</th><th>"top-1 agreement"</th><th>"loss on the text (nats/token)"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+        <LineChart data=data marker=Signal::derive(|| None) testid="memory-chart"/>
+        <HeadTable chosen=m.chosen.clone() heads=m.heads.clone() tokens=m.tokens/>
+    }
+}
+
+#[component]
+fn HeadTable(chosen: String, heads: Vec<HeadRow>, tokens: usize) -> impl IntoView {
+    let rows = heads.iter().map(|h| {
+        let [max_abs, mean_abs, moved] = head_cells(h, tokens);
+        view! {
+            <tr data-testid="memory-head" data-layer=h.layer data-head=h.head data-max-change=h.change.max_abs.to_string()>
+                <td>{h.layer}</td><td>{h.head}</td><td>{max_abs}</td><td>{mean_abs}</td><td>{moved}</td>
+            </tr>
+        }
+    }).collect_view();
+    view! {
+        <h3>{format!("Each head under {chosen}, against full precision")}</h3>
+        <table class="memory-heads">
+            <thead><tr><th>"layer"</th><th>"head"</th><th>"largest |Δp|"</th><th>"mean |Δp| (causal pairs)"</th>
+                <th>"rows whose top key moved"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+}

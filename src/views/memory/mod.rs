@@ -1,0 +1,150 @@
+//! The memory view (`view=memory&tech=quant`): what saving KV memory costs, measured on the trained
+//! model's own pass over the user's text. Each [`KvScheme`] of `model::kv_quant` is a row: its exact
+//! bytes per token (scales and zero points counted) beside the KL divergence of the next-token
+//! distributions from the full-precision pass, top-1 agreement and the loss on the text
+//! (`lm::kv_quality`), and a chart of quality against bytes; the chosen scheme's heads in a table.
+//!
+//! Link keys: `tech` (`quant`; eviction is not built yet and is refused by name), `group` (G, the
+//! values or tokens that share a scale: 8, 16, 32, 64 or 128), `recent` (KIVI's R full-precision
+//! tokens, 0-128) and `scheme` (the scheme whose heads the table shows). The text is the explorer's.
+
+pub mod rows;
+
+use crate::model::kv_quant::{GROUPS, KvScheme};
+use crate::views::link::{Accepted, LinkParams, parse_bounded};
+use crate::views::view_class::ViewClass;
+
+/// The memory view in the view registry.
+pub struct Memory;
+
+impl ViewClass for Memory {
+    const ID: &'static str = "memory";
+    const TITLE: &'static str = "Memory";
+    type Params = MemoryParams;
+}
+
+/// Most recent tokens KIVI may keep in full precision (the trained model reads 128).
+pub const MAX_RECENT: u32 = 128;
+
+/// The schemes' kinds, as `scheme=` names them (the group size is `group`'s).
+pub const SCHEME_KINDS: [&str; 9] =
+    ["fp32", "fp16", "fp8-e4m3", "fp8-e5m2", "int8", "int4", "int2", "kivi-int4", "kivi-int2"];
+
+/// The memory view's link parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryParams {
+    /// Whether the link names `tech` (its one value, `quant`, is then written back).
+    pub tech_named: bool,
+    /// URL `group`: G.
+    pub group: u32,
+    /// URL `recent`: KIVI's R.
+    pub recent: u32,
+    /// URL `scheme`: an index into [`SCHEME_KINDS`], the scheme the head table shows.
+    pub scheme: usize,
+}
+
+impl Default for MemoryParams {
+    fn default() -> Self {
+        Self { tech_named: false, group: 32, recent: 16, scheme: 5 }
+    }
+}
+
+impl MemoryParams {
+    /// The compared schemes at this group size and recent window, in [`SCHEME_KINDS`]' order.
+    pub fn schemes(&self) -> [KvScheme; 9] {
+        KvScheme::compared(self.group, self.recent)
+    }
+
+    /// The scheme the head table shows.
+    pub fn chosen(&self) -> KvScheme {
+        self.schemes()[self.scheme.min(SCHEME_KINDS.len() - 1)]
+    }
+}
+
+impl LinkParams for MemoryParams {
+    const KEYS: &'static [&'static str] = &["tech", "group", "recent", "scheme"];
+
+    fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
+        match key {
+            "tech" if value == "quant" => self.tech_named = true,
+            "tech" => return Err(format!("\"{}\" is not a memory technique this page measures (quant)", short(value))),
+            "group" => {
+                let g = parse_bounded(value, GROUPS[0], GROUPS[GROUPS.len() - 1])?;
+                if !GROUPS.contains(&g) {
+                    return Err(format!("group {g} is not one of 8, 16, 32, 64, 128"));
+                }
+                self.group = g;
+            }
+            "recent" => self.recent = parse_bounded(value, 0, MAX_RECENT)?,
+            "scheme" => {
+                self.scheme = SCHEME_KINDS
+                    .iter()
+                    .position(|k| *k == value)
+                    .ok_or_else(|| format!("\"{}\" is not a scheme ({})", short(value), SCHEME_KINDS.join(", ")))?;
+            }
+            _ => return Err(format!("unknown parameter {key}")),
+        }
+        Ok(Accepted::Yes)
+    }
+
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let d = Self::default();
+        let mut out = Vec::new();
+        if self.tech_named {
+            out.push(("tech", "quant".into()));
+        }
+        if self.group != d.group {
+            out.push(("group", self.group.to_string()));
+        }
+        if self.recent != d.recent {
+            out.push(("recent", self.recent.to_string()));
+        }
+        if self.scheme != d.scheme {
+            out.push(("scheme", SCHEME_KINDS[self.scheme].into()));
+        }
+        out
+    }
+}
+
+/// At most 32 characters of a refused value, for the notice.
+fn short(value: &str) -> String {
+    value.chars().take(32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::link::round_trip;
+
+    #[test]
+    fn every_parameter_round_trips_and_bad_values_are_refused() {
+        let params = MemoryParams { tech_named: true, group: 64, recent: 0, scheme: 8 };
+        assert_eq!(round_trip(&params), params);
+        assert!(MemoryParams::default().pairs().is_empty());
+        let mut p = MemoryParams::default();
+        for (key, bad) in [
+            ("tech", "evict"),
+            ("tech", "<b>x</b>"),
+            ("group", "12"),
+            ("group", "256"),
+            ("group", "0"),
+            ("recent", "129"),
+            ("recent", "-1"),
+            ("scheme", "int3"),
+            ("scheme", "int4-g32"),
+        ] {
+            assert!(p.set(key, bad).is_err(), "{key}={bad}");
+        }
+        assert_eq!(p, MemoryParams::default());
+        assert!(matches!(p.set("tech", "quant"), Ok(Accepted::Yes)) && p.tech_named);
+    }
+
+    #[test]
+    fn the_chosen_scheme_follows_group_and_recent() {
+        let p = MemoryParams { group: 16, recent: 4, scheme: 8, ..Default::default() };
+        assert_eq!(p.chosen(), KvScheme::Kivi { bits: 2, group: 16, recent: 4 });
+        assert_eq!(MemoryParams::default().chosen().name(), "int4-g32");
+        let names: Vec<String> = p.schemes().iter().map(|s| s.name()).collect();
+        assert_eq!(names[5], "int4-g16");
+    }
+}

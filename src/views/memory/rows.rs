@@ -1,0 +1,193 @@
+//! What the memory view shows of a measurement: one row per scheme (bytes per token and quality),
+//! the chart of KL against bytes per token, the chosen scheme's heads, and the sentences around them.
+
+use crate::lm::kv_quality::{HeadChange, Quality, head_change};
+use crate::model::Model;
+use crate::model::kv_quant::KvScheme;
+use crate::model::plot::{Axis, Scale, short_bytes_label};
+use crate::views::chart::{LineChartData, Series};
+
+/// One compared scheme, measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchemeRow {
+    pub scheme: KvScheme,
+    /// `data-name`.
+    pub name: String,
+    /// Exact bytes per cached token of the whole model, scales included (`data-bytes-per-token`).
+    pub bytes_per_token: u64,
+    /// Bytes that do not grow with the text (fp8's scales, KIVI's recent tokens).
+    pub fixed_bytes: u64,
+    pub quality: Quality,
+}
+
+/// The model's cache geometry: attention layers, KV heads, head width.
+pub fn cache_geometry(m: &Model) -> (u32, u32, u32) {
+    (m.schedule.layers().len() as u32, m.attn.n_kv_heads, m.attn.head_dim)
+}
+
+pub fn scheme_row(m: &Model, scheme: KvScheme, quality: Quality) -> SchemeRow {
+    let (layers, h_kv, d) = cache_geometry(m);
+    SchemeRow {
+        scheme,
+        name: scheme.name(),
+        bytes_per_token: scheme.bytes_per_token(layers, h_kv, d),
+        fixed_bytes: scheme.fixed_bytes(layers, h_kv, d),
+        quality,
+    }
+}
+
+/// The smallest KL the chart's log axis shows; a row below it (the full-precision one, KL 0) sits on
+/// the axis.
+pub const KL_FLOOR: f64 = 1e-8;
+
+/// The families the chart joins with a line each, by the names' prefixes.
+const FAMILIES: [(&str, &str, &[&str]); 3] = [
+    ("floats: fp32, fp16, fp8", "s0", &["fp32", "fp16", "fp8"]),
+    ("integers: int8 per token, int4 / int2 per group", "s1", &["int8", "int4", "int2"]),
+    ("KIVI", "s2", &["kivi"]),
+];
+
+/// KL (log axis, floored at [`KL_FLOOR`]) against bytes per token, one line per family of schemes.
+pub fn chart(rows: &[SchemeRow], model_name: &str) -> LineChartData {
+    let series: Vec<Series> = FAMILIES
+        .iter()
+        .map(|(label, class, prefixes)| {
+            let mut points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| prefixes.iter().any(|p| r.name.starts_with(p)))
+                .map(|r| (r.bytes_per_token as f64, r.quality.kl.max(KL_FLOOR)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { label: (*label).into(), class, points }
+        })
+        .collect();
+    let most_bytes = rows.iter().map(|r| r.bytes_per_token).max().unwrap_or(1) as f64;
+    let most_kl = rows.iter().map(|r| r.quality.kl).fold(KL_FLOOR * 10.0, f64::max);
+    let x = Scale::new(Axis::Linear, 0.0, most_bytes * 1.05);
+    let y = Scale::new(Axis::Log, KL_FLOOR, 10f64.powf(most_kl.log10().ceil()));
+    LineChartData {
+        x_ticks: x.decimal_ticks(6).into_iter().map(|t| (t, short_bytes_label(t))).collect(),
+        y_ticks: y.decimal_ticks(8).into_iter().map(|t| (t, format!("{t:.0e}"))).collect(),
+        x,
+        y,
+        series,
+        h_lines: Vec::new(),
+        v_lines: Vec::new(),
+        x_title: "bytes per cached token (scales included)".into(),
+        y_title: "KL from full precision (nats, log)".into(),
+        description: format!(
+            "KL divergence of {model_name}'s next-token distributions from its full-precision pass against the \
+             KV cache's bytes per token, for {} schemes.",
+            rows.len()
+        ),
+    }
+}
+
+/// One head of the chosen scheme's pass against the full-precision one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HeadRow {
+    pub layer: usize,
+    pub head: usize,
+    pub change: HeadChange,
+}
+
+/// Every head's change: `full` and `got` are per layer `[heads, tokens, tokens]` probabilities.
+pub fn head_rows(full: &[Vec<f32>], got: &[Vec<f32>], tokens: usize) -> Vec<HeadRow> {
+    let n = tokens * tokens;
+    let mut out = Vec::new();
+    for (layer, (f, g)) in full.iter().zip(got).enumerate() {
+        if n == 0 || f.len() != g.len() {
+            continue;
+        }
+        for (head, (fh, gh)) in f.chunks_exact(n).zip(g.chunks_exact(n)).enumerate() {
+            if let Some(change) = head_change(fh, gh, tokens) {
+                out.push(HeadRow { layer, head, change });
+            }
+        }
+    }
+    out
+}
+
+/// What the page says above the table: the model, the text's length, that the model is small.
+pub fn heading(m: &Model, tokens: usize) -> String {
+    let (layers, h_kv, d) = cache_geometry(m);
+    format!(
+        "{}, the small model this project trained ({layers} layers, {h_kv} KV heads of width {d}), over your text's \
+         {tokens} tokens: each scheme's K and V are rounded on the GPU to the values the scheme stores, in every \
+         layer, and the model's own pass reads them. Bytes per token are computed for the scheme; the GPU buffer \
+         stays f32. A model this small is not a large one: its figures show the costs' order, not a production \
+         model's.",
+        m.name
+    )
+}
+
+/// The table's cells of a row: KL, top-1 agreement, loss (or why there is none).
+pub fn quality_cells(q: &Quality) -> [String; 3] {
+    let loss = q.loss.map_or_else(|| "(one token: nothing to predict)".into(), |l| format!("{l:.4}"));
+    [format!("{:.3e}", q.kl), format!("{:.1} %", q.top1 * 100.0), loss]
+}
+
+/// The head table's cells: largest and mean change of probabilities, rows whose top key moved.
+pub fn head_cells(h: &HeadRow, tokens: usize) -> [String; 3] {
+    let c = h.change;
+    [format!("{:.2e}", c.max_abs), format!("{:.2e}", c.mean_abs), format!("{} of {tokens}", c.top_key_changed)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::presets::preset;
+
+    fn quality(kl: f64) -> Quality {
+        Quality { kl, top1: 1.0, loss: Some(3.0) }
+    }
+
+    #[test]
+    fn rows_of_the_trained_model_by_hand() {
+        let m = preset("attention-lab-tiny").unwrap();
+        assert_eq!(cache_geometry(m), (4, 2, 32));
+        // int4-g32: 16 vectors (4 layers x 2 heads x K, V) of 16 B + 4 B = 320 B; no fixed bytes.
+        let r = scheme_row(m, KvScheme::IntGroup { bits: 4, group: 32 }, quality(0.01));
+        assert_eq!((r.name.as_str(), r.bytes_per_token, r.fixed_bytes), ("int4-g32", 320, 0));
+    }
+
+    #[test]
+    fn the_chart_joins_each_family_by_bytes_and_floors_kl() {
+        let m = preset("attention-lab-tiny").unwrap();
+        let rows: Vec<SchemeRow> = KvScheme::compared(32, 16)
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| scheme_row(m, s, quality(i as f64 * 1e-3)))
+            .collect();
+        let c = chart(&rows, "Attention Lab tiny");
+        // Floats: fp8 (2 rows, 512 B), fp16 1024, fp32 2048 (KL 0 -> the floor).
+        let floats = &c.series[0].points;
+        assert_eq!(floats.len(), 4);
+        assert_eq!(floats[3], (2048.0, KL_FLOOR));
+        assert_eq!(floats[0].0, 512.0);
+        // Integers sorted by bytes: int2 192, int4 320, int8 576.
+        let ints: Vec<f64> = c.series[1].points.iter().map(|p| p.0).collect();
+        assert_eq!(ints, [192.0, 320.0, 576.0]);
+        assert_eq!(c.series[2].points.len(), 2);
+    }
+
+    #[test]
+    fn cells_as_written() {
+        let q = Quality { kl: 0.012344, top1: 0.75, loss: Some(3.40101) };
+        assert_eq!(quality_cells(&q), ["1.234e-2", "75.0 %", "3.4010"]);
+        assert_eq!(quality_cells(&Quality { loss: None, ..q })[2], "(one token: nothing to predict)");
+        let h = HeadRow { layer: 0, head: 1, change: HeadChange { max_abs: 0.5, mean_abs: 0.125, top_key_changed: 2 } };
+        assert_eq!(head_cells(&h, 9), ["5.00e-1", "1.25e-1", "2 of 9"]);
+    }
+
+    #[test]
+    fn head_rows_by_hand() {
+        // One layer, two heads of two tokens; head 1's second row moves its top key.
+        let full = vec![vec![1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 0.75, 0.25]];
+        let got = vec![vec![1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 0.25, 0.75]];
+        let rows = head_rows(&full, &got, 2);
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].change.max_abs, rows[0].change.top_key_changed), (0.0, 0));
+        assert_eq!((rows[1].head, rows[1].change.max_abs, rows[1].change.top_key_changed), (1, 0.5, 1));
+    }
+}

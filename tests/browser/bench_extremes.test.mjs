@@ -1,0 +1,59 @@
+// The benchmark view at the extremes a link can ask for: the page keeps answering while it prepares,
+// skips or runs every case. Each link is opened as a user would, and a probe every 100 ms for 10 s must
+// be answered within 200 ms (a frozen page answers none; a long task on the page's thread answers late).
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+const PROBE_EVERY_MS = 100;
+const PROBE_FOR_MS = 10_000;
+const MAX_ANSWER_MS = 200;
+
+/**
+ * Every length from 1 token to the link's largest, at the narrowest and widest head the view takes with
+ * windows of 1 (each link runs full, causal and sliding masks for both head layouts and all three
+ * kernels); then chunks and windows as long as the sequence, and the middle widths at the longest length.
+ */
+const LINKS = [
+  ...[1, 256, 16384, 65536, 131072].flatMap((n) => [32, 256].map((d) => `n=${n}&d=${d}&window=1`)),
+  "n=16384&d=128&mask=chunked&chunk=16384",
+  "n=131072&d=128&mask=chunked&chunk=131072",
+  "n=65536&d=64&mask=sliding&window=65536",
+  "n=131072&d=64&mask=chunked&chunk=1",
+  "n=131072&d=128&mask=sliding&window=1",
+];
+
+/** The slowest answer to a probe over `PROBE_FOR_MS` (Infinity if one never came within 5 s). */
+async function slowestAnswer(page) {
+  let slowest = 0;
+  const end = Date.now() + PROBE_FOR_MS;
+  while (Date.now() < end) {
+    const sent = Date.now();
+    const answered = await Promise.race([
+      page.evaluate(() => true),
+      new Promise((resolve) => setTimeout(() => resolve(false), 5_000)),
+    ]);
+    if (!answered) return Infinity;
+    slowest = Math.max(slowest, Date.now() - sent);
+    await new Promise((resolve) => setTimeout(resolve, PROBE_EVERY_MS));
+  }
+  return slowest;
+}
+
+describe("Benchmark links at the extremes", () => {
+  for (const link of LINKS) {
+    test(`view=bench&${link}: the page answers every probe within ${MAX_ANSWER_MS} ms`, async () => {
+      const app = await AppPage.open(session, `?view=bench&${link}`);
+      await app.page.getByTestId("bench-adapter").waitFor({ timeout: 60_000 });
+      const slowest = await slowestAnswer(app.page);
+      assert.ok(slowest <= MAX_ANSWER_MS, `the slowest answer took ${slowest} ms`);
+      assert.equal(await app.page.getByTestId("panic-panel").count(), 0);
+      await app.close();
+    });
+  }
+});

@@ -1,0 +1,78 @@
+// The memory view as a person drives it: open a link, read each quantised-KV scheme's row measured
+// on the trained model over the link's text, check the bytes per token against a hand computation and
+// that the full-precision row costs nothing while int2 costs something, change G, reopen the link,
+// and open hostile links.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+const TEXT = "Each value in Rust has an owner. There can only be one owner at a time.";
+
+/** Every row's figures by name, once the measurement is shown. */
+async function rows(app) {
+  await app.page.getByTestId("memory-row").first().waitFor({ timeout: 120_000 });
+  const all = await app.page.getByTestId("memory-row").evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
+  return Object.fromEntries(all.map((r) => [r.name, r]));
+}
+
+describe("memory view", () => {
+  test("each scheme's bytes per token by hand, KL 0 at full precision and above 0 at two bits", async () => {
+    const app = await AppPage.open(session, `?view=memory&tech=quant&text=${encodeURIComponent(TEXT)}`);
+    const r = await rows(app);
+    assert.equal(Object.keys(r).length, 9);
+    for (const row of Object.values(r)) assert.equal(row.tech, "quant");
+    // The trained model caches 4 layers x 2 KV heads x (K, V) = 16 vectors of 32 values a token.
+    // fp32: 16 x 32 x 4 B = 2048; fp16 1024; fp8 512 (its per-tensor scales do not grow with tokens);
+    // int8: 16 x (32 B + a 4 B scale) = 576; int4-g32: 16 x (16 B + f16 scale and min 4 B) = 320;
+    // int2-g32: 16 x (8 + 4) = 192; KIVI int2 at G = 32: per head over 32 tokens, K 32 x 32 x 2 bits
+    // + 32 channels x 32 bits, V 32 x (64 + 32) bits: 6144 / 32 = 192 bits = 24 B; x 8 heads = 192.
+    const want = { fp32: 2048, fp16: 1024, "fp8-e4m3": 512, "fp8-e5m2": 512, int8: 576, "int4-g32": 320, "int2-g32": 192, "kivi-int4": 320, "kivi-int2": 192 };
+    for (const [name, bytes] of Object.entries(want)) assert.equal(Number(r[name].bytesPerToken), bytes, name);
+    assert.equal(Number(r.fp32.kl), 0);
+    assert.equal(Number(r.fp32.top1), 1);
+    assert.ok(Number(r.fp16.kl) < 1e-6, `fp16 KL ${r.fp16.kl}`);
+    assert.ok(Number(r["int2-g32"].kl) > 0, `int2 KL ${r["int2-g32"].kl}`);
+    assert.ok(Number(r.fp32.loss) > 0 && Number(r.fp32.loss) < 10, `loss ${r.fp32.loss}`);
+    // The chosen scheme's heads: 4 layers x 8 query heads; the model is named, and said to be small.
+    assert.equal(await app.page.getByTestId("memory-head").count(), 32);
+    assert.match(await app.page.getByTestId("memory-heading").innerText(), /Attention Lab tiny.*small/s);
+    await app.page.getByTestId("memory-chart").waitFor();
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("the group size is a control, lives in the link and reopens", async () => {
+    const app = await AppPage.open(session, `?view=memory&text=${encodeURIComponent(TEXT)}`);
+    await rows(app);
+    await app.page.getByTestId("memory-group").selectOption("16");
+    await app.waitForParam("group", "16");
+    // int4-g16: 16 x (16 B + 2 groups x 4 B) = 384.
+    await app.page.waitForSelector('[data-testid="memory-row"][data-name="int4-g16"]', { timeout: 120_000 });
+    const again = await AppPage.open(session, await app.query());
+    assert.equal(Number((await rows(again))["int4-g16"].bytesPerToken), 384);
+    await again.close();
+    await app.close();
+  });
+
+  test("hostile links fall back with notices and the page still answers", async () => {
+    const app = await AppPage.open(session, "?view=memory&tech=%3Cscript%3Ealert(1)%3C/script%3E&group=7&recent=-4&scheme=int3");
+    const notices = await app.page.getByTestId("url-notices").innerText();
+    assert.match(notices, /group/);
+    assert.match(notices, /scheme/);
+    assert.equal(await app.page.locator("script:not([src])").filter({ hasText: "alert(1)" }).count(), 0);
+    await rows(app);
+    await app.close();
+    // Longer than the 128 tokens the model reads: said, not measured.
+    const long = await AppPage.open(session, `?view=memory&text=${encodeURIComponent("word ".repeat(300))}`);
+    assert.match(await long.page.getByTestId("memory-error").innerText({ timeout: 60_000 }), /at most 128/);
+    await long.page.locator('[data-testid="view-tab"][data-view="kv"]').click();
+    await long.page.getByTestId("kv-bytes-per-token").waitFor();
+    long.assertNoConsoleErrors();
+    await long.close();
+  });
+});
