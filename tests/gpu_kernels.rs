@@ -361,7 +361,7 @@ fn a_job_that_runs_out_of_memory_fails_alone_and_the_next_one_computes() {
     // A benchmark case times its submissions without reading results back: it must not print times
     // for work the device could not allocate.
     let case = BenchCase { kernel: BenchKernel::Tiled, shape: s, mask: Mask::Causal };
-    let reps = Repetitions { max: 2, budget_ms: 100.0 };
+    let reps = Repetitions { max: 2, budget_ms: 100.0, max_run_ms: None };
     let now_ms = || std::time::UNIX_EPOCH.elapsed().map_or(0.0, |t| t.as_secs_f64() * 1e3);
     ctx.simulate_out_of_memory();
     let timed = pollster::block_on(run_case(&ctx, &kernels, &case, 1.0, reps, now_ms));

@@ -173,12 +173,34 @@ impl BenchResult {
 pub struct Repetitions {
     pub max: u32,
     pub budget_ms: f64,
+    /// Longest one run of a case may take, judged before anything is allocated from the adapter's
+    /// measured FMA rate (a bound no kernel beats): a case past it is skipped. A dispatch cannot be
+    /// stopped once submitted, and on a software adapter one large case would hold the GPU (every tab's)
+    /// for minutes. `None`: no bound (the native benchmark runs every case).
+    pub max_run_ms: Option<f64>,
 }
 
 impl Default for Repetitions {
     fn default() -> Self {
-        Self { max: 7, budget_ms: 3000.0 }
+        Self { max: 7, budget_ms: 3000.0, max_run_ms: None }
     }
+}
+
+/// Why `case` is skipped on an adapter whose FMA peak is `fma_gflops`, if one run of it would take
+/// longer than `max_run_ms` even at that peak.
+pub fn too_long_for_adapter(case: &BenchCase, fma_gflops: f64, max_run_ms: Option<f64>) -> Option<String> {
+    let limit = max_run_ms?;
+    let fastest_ms = case.flops() as f64 / (fma_gflops * 1e6);
+    (fma_gflops > 0.0 && fastest_ms > limit).then(|| {
+        format!(
+            "skipped: one run is {:.1} GFLOP, at least {:.0} s at this adapter's measured {:.1} GFLOP/s, and a run \
+             may hold the GPU for at most {:.0} s here",
+            case.flops() as f64 / 1e9,
+            fastest_ms / 1000.0,
+            fma_gflops,
+            limit / 1000.0
+        )
+    })
 }
 
 /// Bytes of the GPU buffers a case allocates (padded rows, as the kernels use them).
@@ -237,6 +259,10 @@ pub async fn run_case(
     let limit = limits::job_limit(Some(ctx.limits.max_buffer_size));
     if let Err(over) = limits::check_job_bytes(peak_bytes(case), limit) {
         result.note = Some(format!("skipped: {}", over.text("this case")));
+        return Ok(result);
+    }
+    if let Some(note) = too_long_for_adapter(case, fma_gflops, reps.max_run_ms) {
+        result.note = Some(note);
         return Ok(result);
     }
     if case.kernel == BenchKernel::Naive
@@ -388,6 +414,28 @@ pub async fn time_once(ctx: &GpuContext, dispatches: &[&Dispatch], now_ms: fn() 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_case_slower_than_the_limit_at_the_adapters_peak_is_skipped_before_it_starts() {
+        // Tiled, 8 heads, n = 16,384, d = 256, full: 4 x 256 x 16,384^2 x 8 = 2,199.0 GFLOP; at a 10 GFLOP/s
+        // peak at least 219.9 s, over a 10 s bound.
+        let case = BenchCase {
+            kernel: BenchKernel::Tiled,
+            shape: AttentionShape { h_q: 8, h_kv: 8, n_q: 16_384, n_kv: 16_384, d: 256 },
+            mask: Mask::Full,
+        };
+        assert_eq!(
+            too_long_for_adapter(&case, 10.0, Some(10_000.0)).as_deref(),
+            Some(
+                "skipped: one run is 2199.0 GFLOP, at least 220 s at this adapter's measured 10.0 GFLOP/s, and a run \
+                 may hold the GPU for at most 10 s here"
+            )
+        );
+        // The native benchmark bounds nothing; a window of 1 key is quick anywhere.
+        assert_eq!(too_long_for_adapter(&case, 10.0, None), None);
+        let windowed = BenchCase { mask: Mask::Sliding { window_tokens: 1 }, ..case };
+        assert_eq!(too_long_for_adapter(&windowed, 10.0, Some(10_000.0)), None);
+    }
 
     #[test]
     fn statistics_by_hand() {

@@ -16,7 +16,7 @@ use crate::model::presets::TRAINED_FILES;
 use crate::model::units::format_thousands;
 
 /// Repetitions per row: as few as the attention cases take in the browser.
-const REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0 };
+const REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0, max_run_ms: None };
 /// Tokens of the timed forward pass (twice the model's trained length: a benchmark, not a prediction).
 const FORWARD_TOKENS: u32 = 256;
 
