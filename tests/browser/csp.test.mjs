@@ -105,6 +105,8 @@ describe("Content-Security-Policy", () => {
     assert.deepEqual(await violations(app), []);
     // A checkpoint chosen from disk: read locally, nothing fetched.
     await app.page.goto(session.baseUrl + "?view=heatmaps");
+    // Files dropped before the GPU is open are refused with "drop them again": wait for it, as a user would.
+    await app.waitForEngine();
     await app.page.getByTestId("checkpoint-files").setInputFiles([
       file("config.json", join(FIXTURE, "config.json")),
       file("model.safetensors", join(FIXTURE, "model.safetensors")),
