@@ -120,6 +120,15 @@ impl LoadedLm {
         Ok(w)
     }
 
+    /// The weights in memory, for a pass on the CPU.
+    pub(super) fn host(&self) -> Result<&Checkpoint, String> {
+        self.host.as_ref().ok_or_else(|| {
+            "Your checkpoint's weights were streamed to the GPU, and the page computes on the CPU now (no WebGPU, \
+             or backend=cpu)"
+                .into()
+        })
+    }
+
     /// Generation on the GPU: a KV cache for the model's length, prefilled with `ids`, and the logits
     /// after them. `None` without WebGPU.
     pub async fn gpu_decoder(&self, engine: Rc<Engine>, ids: &[u32]) -> Option<Result<(GpuDecoder, Vec<f32>), String>> {
@@ -151,12 +160,7 @@ impl LoadedLm {
         ids: &[u32],
         keep_going: &dyn Fn() -> bool,
     ) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
-        let Some(checkpoint) = &self.host else {
-            return Err("Your checkpoint's weights were streamed to the GPU, and the page computes on the CPU now \
-                        (no WebGPU, or backend=cpu)"
-                .into());
-        };
-        let mut pass = CpuPass::new(checkpoint, ids, 1).map_err(|e| e.0)?;
+        let mut pass = CpuPass::new(self.host()?, ids, 1).map_err(|e| e.0)?;
         while pass.step() {
             breathe().await;
             if !keep_going() {

@@ -13,6 +13,7 @@ pub mod batch;
 pub mod head_map;
 pub mod loaded;
 pub mod loaded_job;
+mod model_pass;
 pub mod outputs;
 pub mod plan;
 pub mod request;
@@ -25,6 +26,7 @@ use std::rc::Rc;
 
 pub use head_map::HeadMap;
 pub use loaded::{GpuDecoder, LoadedLm, TrainedPass};
+pub use model_pass::ModelPass;
 pub use outputs::head_outputs;
 pub use plan::{JobClock, Progress};
 pub use request::Request;

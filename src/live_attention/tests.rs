@@ -11,7 +11,9 @@ use crate::engine::MapOutput;
 use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::CpuPass;
+use crate::lm::kv_quality::quality;
 use crate::model::Mask;
+use crate::model::kv_quant::KvScheme;
 use crate::model::presets::preset;
 
 /// What a loaded model's job said after the text: the ids and how many logits, or why it failed.
@@ -278,4 +280,32 @@ fn head_outputs_are_the_probabilities_times_v() {
     let cross = LayerInputs::new(req.layout.clone(), generated_tokens(3, 1), Some(generated_tokens(2, 2)), 7, false);
     let why = pollster::block_on(head_outputs(&engine, &cross, &[0], Mask::Full, &|| true)).unwrap_err();
     assert_eq!(why, "outputs are computed for at most as many queries as keys (3 queries, 2 keys)");
+}
+
+fn pass_with(lm: &LoadedLm, ids: &[u32], scheme: KvScheme, keep_going: &dyn Fn() -> bool) -> Result<ModelPass, String> {
+    pollster::block_on(lm.pass_with_kv_scheme(&cpu(), ids, scheme, keep_going))
+}
+
+#[test]
+fn the_cpu_tier_measures_a_cache_scheme_against_full_precision() {
+    let (lm, _) = trained_model();
+    let ids = [3, 1, 4, 1, 5, 9, 2, 6];
+    let full = pass_with(&lm, &ids, KvScheme::Fp32, &|| true).unwrap();
+    assert!(!full.on_gpu);
+    assert_eq!(full.logits.len(), ids.len() * lm.model.vocab_size as usize);
+    assert_eq!(full.probs.len(), lm.layers());
+    // The same pass again is the same numbers: KL 0, every top-1 kept.
+    let again = pass_with(&lm, &ids, KvScheme::Fp32, &|| true).unwrap();
+    let same = quality(&full.logits, &again.logits, &ids).unwrap();
+    assert_eq!((same.kl, same.top1), (0.0, 1.0));
+    // Two bits per value move the next-token distribution.
+    let int2 = pass_with(&lm, &ids, KvScheme::IntGroup { bits: 2, group: 32 }, &|| true).unwrap();
+    assert!(quality(&full.logits, &int2.logits, &ids).unwrap().kl > 0.0);
+}
+
+#[test]
+fn a_superseded_cpu_pass_stops_with_a_reason() {
+    let (lm, _) = trained_model();
+    let out = pass_with(&lm, &[1, 2, 3], KvScheme::Fp32, &|| false);
+    assert!(out.err().unwrap().contains("newer"));
 }

@@ -1,6 +1,7 @@
 //! The memory view: each quantised-KV scheme measured on the trained model over the link's text (rows
 //! of bytes per token and quality, a chart, the chosen scheme's heads). What it shows is decided in
-//! [`crate::views::memory`]; this file runs the passes on the GPU and lays the results out.
+//! [`crate::views::memory`]; this file asks the live-attention service for the passes (on the GPU or
+//! the CPU) and lays the results out.
 
 use std::rc::Rc;
 
@@ -13,8 +14,6 @@ use super::params::set_param;
 use super::text_field::TextField;
 use super::trained_compute::load;
 use crate::engine::Engine;
-use crate::event_loop::resumed;
-use crate::gpu::lm_forward::{self, LmRequest};
 use crate::lm::kv_quality::quality;
 use crate::model::kv_quant::{GROUPS, KvScheme};
 use crate::model::presets::{TRAINED_ID, preset};
@@ -47,7 +46,7 @@ pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
         job.set_value(this);
         result.set(None);
         spawn_local(async move {
-            let out = measure(engine, text, params).await;
+            let out = measure(engine, text, params, move || job.try_get_value() == Some(this)).await;
             if job.try_get_value() == Some(this) {
                 result.try_set(Some(out));
             }
@@ -65,22 +64,17 @@ pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
     }
 }
 
-/// The full-precision pass and one per scheme, each reading its quantised cache in every layer.
-async fn measure(engine: Rc<Engine>, text: String, params: MemoryParams) -> Result<Measured, String> {
-    let Some((ctx, kernels)) = engine.gpu() else {
-        return Err("The memory view measures on the GPU, and this page computes on the CPU (no WebGPU, or \
-                    backend=cpu)."
-            .into());
-    };
+/// The full-precision pass and one per scheme, each reading its quantised cache in every layer, on
+/// the GPU or the CPU (the live-attention service's); `wanted` says no once a newer request came.
+async fn measure(
+    engine: Rc<Engine>,
+    text: String,
+    params: MemoryParams,
+    wanted: impl Fn() -> bool,
+) -> Result<Measured, String> {
     let lm = load().await?;
     let (ids, _) = model_tokens(&lm.tokenizer, &text, lm.reads())?;
-    let weights = lm.gpu_weights(&engine)?;
-    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false };
-    let pass = async |scheme| {
-        let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, &ids, request, scheme).await;
-        resumed();
-        out.map_err(|e| e.to_string())
-    };
+    let pass = async |scheme| lm.pass_with_kv_scheme(&engine, &ids, scheme, &wanted).await;
     // The preset's record of the same config.json: its name is the model's, not its family's.
     let model = preset(TRAINED_ID).unwrap_or(&lm.model);
     let full = pass(KvScheme::Fp32).await?;
@@ -94,7 +88,7 @@ async fn measure(engine: Rc<Engine>, text: String, params: MemoryParams) -> Resu
         }
     }
     let (model_name, tokens, chosen) = (model.name.clone(), ids.len(), params.chosen().name());
-    Ok(Measured { heading: heading(model, tokens), model_name, tokens, rows, chosen, heads })
+    Ok(Measured { heading: heading(model, tokens, full.on_gpu), model_name, tokens, rows, chosen, heads })
 }
 
 /// Group size, recent tokens, the scheme of the head table and the text, each through the link's parser.

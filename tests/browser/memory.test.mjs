@@ -1,7 +1,7 @@
 // The memory view as a person drives it: open a link, read each quantised-KV scheme's row measured
 // on the trained model over the link's text, check the bytes per token against a hand computation and
-// that the full-precision row costs nothing while int2 costs something, change G, reopen the link,
-// and open hostile links.
+// that the full-precision row costs nothing while int2 costs something, the same rows on the CPU
+// without WebGPU, change G, reopen the link, and open hostile links.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { startSession } from "./harness.mjs";
@@ -44,6 +44,27 @@ describe("memory view", () => {
     await app.page.getByTestId("memory-chart").waitFor();
     app.assertNoConsoleErrors();
     await app.close();
+  });
+
+  test("without WebGPU the CPU measures the same rows as the GPU", async () => {
+    const query = `?view=memory&tech=quant&text=${encodeURIComponent(TEXT)}`;
+    const gpu = await AppPage.open(session, query);
+    const onGpu = await rows(gpu);
+    assert.match(await gpu.page.getByTestId("memory-heading").innerText(), /rounded on the GPU/);
+    await gpu.close();
+    const cpu = await AppPage.open(session, query + "&backend=cpu");
+    const onCpu = await rows(cpu);
+    assert.match(await cpu.page.getByTestId("memory-heading").innerText(), /rounded on the CPU \(no WebGPU here\)/);
+    assert.equal(Number(onCpu.fp32.kl), 0);
+    for (const name of Object.keys(onGpu)) {
+      const [g, c] = [onGpu[name], onCpu[name]];
+      assert.equal(c.bytesPerToken, g.bytesPerToken, name);
+      // The two tiers sum in different orders: the loss agrees to 4 digits, KL to 2 % (or 1e-7 near 0).
+      assert.ok(Math.abs(Number(c.loss) - Number(g.loss)) < 1e-3, `${name} loss ${c.loss} vs ${g.loss}`);
+      assert.ok(Math.abs(Number(c.kl) - Number(g.kl)) <= Math.max(0.02 * Number(g.kl), 1e-7), `${name} KL ${c.kl} vs ${g.kl}`);
+    }
+    cpu.assertNoConsoleErrors();
+    await cpu.close();
   });
 
   test("the group size is a control, lives in the link and reopens", async () => {

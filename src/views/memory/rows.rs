@@ -108,13 +108,15 @@ pub fn head_rows(full: &[Vec<f32>], got: &[Vec<f32>], tokens: usize) -> Vec<Head
     out
 }
 
-/// What the page says above the table: the model, the text's length, that the model is small.
-pub fn heading(m: &Model, tokens: usize) -> String {
+/// What the page says above the table: the model, the text's length, where the passes ran, that the
+/// model is small.
+pub fn heading(m: &Model, tokens: usize, on_gpu: bool) -> String {
     let (layers, h_kv, d) = cache_geometry(m);
+    let (tier, buffer) = if on_gpu { ("on the GPU", "GPU buffer") } else { ("on the CPU (no WebGPU here)", "cache") };
     format!(
         "{}, the small model this project trained ({layers} layers, {h_kv} KV heads of width {d}), over your text's \
-         {tokens} tokens: each scheme's K and V are rounded on the GPU to the values the scheme stores, in every \
-         layer, and the model's own pass reads them. Bytes per token are computed for the scheme; the GPU buffer \
+         {tokens} tokens: each scheme's K and V are rounded {tier} to the values the scheme stores, in every \
+         layer, and the model's own pass reads them. Bytes per token are computed for the scheme; the {buffer} \
          stays f32. A model this small is not a large one: its figures show the costs' order, not a production \
          model's.",
         m.name
@@ -189,5 +191,15 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].change.max_abs, rows[0].change.top_key_changed), (0.0, 0));
         assert_eq!((rows[1].head, rows[1].change.max_abs, rows[1].change.top_key_changed), (1, 0.5, 1));
+    }
+
+    #[test]
+    fn the_heading_names_the_tier_the_passes_ran_on() {
+        let m = preset("attention-lab-tiny").unwrap();
+        let gpu = heading(m, 33, true);
+        assert!(gpu.contains("(4 layers, 2 KV heads of width 32), over your text's 33 tokens"));
+        assert!(gpu.contains("rounded on the GPU") && gpu.contains("the GPU buffer stays f32"));
+        let cpu = heading(m, 33, false);
+        assert!(cpu.contains("rounded on the CPU (no WebGPU here)") && cpu.contains("the cache stays f32"));
     }
 }
