@@ -2,9 +2,9 @@
 //! (`data-status`), the status line, which line stays up while a quick job runs, how the grid groups
 //! heads by the KV head they read, whether a new request keeps the grid's slots, and the page's text.
 
-use super::jobs::Progress;
 use super::request::{Request, format_n, layout_line};
 use crate::attention::layer_inputs::LayerLayout;
+use crate::live_attention::Progress;
 use crate::model::Model;
 
 /// The explorer's `data-status`: what the browser tests (and a reader of the DOM) wait for.

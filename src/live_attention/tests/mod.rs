@@ -1,4 +1,8 @@
-//! The service on the CPU tier, through a sink that records what it is handed.
+//! The service on the CPU tier, through a sink that records what it is handed; how jobs are cut up
+//! ([`plans`]) and batches run ([`batches`]).
+
+mod batches;
+mod plans;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
