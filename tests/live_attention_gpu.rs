@@ -45,8 +45,8 @@ fn request(n: usize, cells: u32) -> Request {
         mask: Mask::Causal,
         heads: (0..8).collect(),
         pool: Pool::Mean,
-        thumb_cells: cells,
-        large_cells: cells,
+        map_cells: cells,
+        focus_cells: cells,
         focus: None,
         ids: None,
     }

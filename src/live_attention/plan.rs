@@ -40,9 +40,9 @@ pub struct JobPlan {
     pub note: Option<String>,
     /// Heads per engine batch, in order.
     pub batches: Vec<Vec<u32>>,
-    /// The thumbnails' maps, and the enlarged head's.
-    pub thumb_output: MapOutput,
-    pub large_output: MapOutput,
+    /// Every head's maps (`map_cells`), and the focused head's (`focus_cells`).
+    pub map_output: MapOutput,
+    pub focus_output: MapOutput,
 }
 
 impl JobPlan {
@@ -77,8 +77,8 @@ impl JobPlan {
                 MapOutput::Pooled(PooledMap::whole(n_q, cells.min(n_q), cells.min(n_kv), req.pool))
             }
         };
-        let (thumb_output, large_output) = (output_for(req.thumb_cells), output_for(req.large_cells));
-        Self { on_gpu, note, batches, thumb_output, large_output }
+        let (map_output, focus_output) = (output_for(req.map_cells), output_for(req.focus_cells));
+        Self { on_gpu, note, batches, map_output, focus_output }
     }
 }
 

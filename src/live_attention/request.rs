@@ -24,9 +24,11 @@ pub struct Request {
     pub mask: Mask,
     pub heads: Vec<u32>,
     pub pool: Pool,
-    /// Pooled cells per side of a thumbnail, and of the enlarged head.
-    pub thumb_cells: u32,
-    pub large_cells: u32,
+    /// Cells per side each head's map comes back pooled to when it is too long to draw cell by cell
+    /// (the explorer's thumbnails), and the same for the `focus` head (shown larger, at its own size).
+    pub map_cells: u32,
+    pub focus_cells: u32,
+    /// A head computed again at `focus_cells`, beside the others.
     pub focus: Option<u32>,
     /// The trained model's token ids (its maps come from its forward pass, not from seeded weights).
     pub ids: Option<Arc<Vec<u32>>>,

@@ -18,7 +18,7 @@ pub trait LiveSink {
     fn inputs(&self, inputs: Option<Arc<LayerInputs>>);
     /// The map of `req.heads[slot]`; the job yields to the event loop after each, so it can be drawn.
     fn head_ready(&self, slot: usize, map: Arc<HeadMap>);
-    /// The focused head's map at its own size (`req.large_cells`), or `None`: it is in the grid, or
+    /// The focused head's map at its own size (`req.focus_cells`), or `None`: it is in the grid, or
     /// there is none.
     fn focused(&self, map: Option<Arc<HeadMap>>);
     /// A loaded model's logits after the text's last token (`ids`), or why its pass failed.

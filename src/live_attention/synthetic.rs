@@ -128,7 +128,7 @@ impl JobRun<'_> {
         // A batch's results, when another batch follows, are handed to their heatmaps while the GPU
         // computes that one: the drawing effects run as this task awaits the GPU.
         let mut unshown: Option<(&Vec<u32>, Vec<Vec<f32>>)> = None;
-        let output = plan.thumb_output;
+        let output = plan.map_output;
         for (i, batch) in plan.batches.iter().enumerate() {
             if !self.live() {
                 return false;
@@ -179,9 +179,9 @@ impl JobRun<'_> {
             let t_inputs = now_ms();
             let Some(batch) = batch_inputs(&self.inputs, &[f], k_cache, &live).await else { return false };
             times.inputs_ms += now_ms() - t_inputs;
-            match self.compute(&batch, plan.large_output, &mut times.kernel_ms).await {
+            match self.compute(&batch, plan.focus_output, &mut times.kernel_ms).await {
                 Ok(mut values) => {
-                    *self.focus_map.borrow_mut() = Some(self.maker.make(f, values.remove(0), plan.large_output));
+                    *self.focus_map.borrow_mut() = Some(self.maker.make(f, values.remove(0), plan.focus_output));
                 }
                 Err(e) => self.sink.progress(&|p| p.error = Some(e.clone())),
             }

@@ -301,7 +301,7 @@ fn compute_focused_head(ex: Explorer) {
             return;
         }
         req.heads = vec![f];
-        req.thumb_cells = req.large_cells;
+        req.map_cells = req.focus_cells;
         let focus_sinks = Sinks {
             slots: RwSignal::new(Vec::new()),
             focused: sinks.focused,

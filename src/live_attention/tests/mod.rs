@@ -80,8 +80,8 @@ fn llama_request(n: usize, heads: Vec<u32>, cells: (u32, u32)) -> Request {
         mask: Mask::Causal,
         heads,
         pool: Pool::Max,
-        thumb_cells: cells.0,
-        large_cells: cells.1,
+        map_cells: cells.0,
+        focus_cells: cells.1,
         focus: None,
         ids: None,
     }
@@ -200,8 +200,8 @@ fn the_trained_model_runs_through_the_service_and_keeps_its_pass() {
     let req = Request {
         layout: LayerLayout::of(&lm.model, 3),
         tokens: Arc::new(vec!["·".into(); t]),
-        thumb_cells: t as u32,
-        large_cells: t as u32,
+        map_cells: t as u32,
+        focus_cells: t as u32,
         heads: (0..8).collect(),
         ids: Some(Arc::new(ids.clone())),
         ..llama_request(t, vec![], (0, 0))

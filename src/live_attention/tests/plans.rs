@@ -18,7 +18,7 @@ fn a_short_sentence_is_one_launch_of_every_head_on_the_gpu() {
     let plan = JobPlan::new(&llama(12, (0..32).collect()), true, true);
     assert_eq!(plan.batches, vec![(0..32).collect::<Vec<_>>()]);
     assert_eq!((plan.on_gpu, plan.note.clone()), (true, None));
-    assert_eq!((plan.thumb_output, plan.large_output), (MapOutput::Exact, MapOutput::Exact));
+    assert_eq!((plan.map_output, plan.focus_output), (MapOutput::Exact, MapOutput::Exact));
 }
 
 #[test]
@@ -37,8 +37,8 @@ fn long_heads_go_one_at_a_time_pooled_to_the_screen() {
     // head, more than 2^28: each head is its own batch.
     let plan = JobPlan::new(&llama(8192, vec![0, 1, 2, 3]), true, true);
     assert_eq!(plan.batches, vec![vec![0], vec![1], vec![2], vec![3]]);
-    let MapOutput::Pooled(thumb) = plan.thumb_output else { panic!("{:?}", plan.thumb_output) };
-    let MapOutput::Pooled(large) = plan.large_output else { panic!("{:?}", plan.large_output) };
+    let MapOutput::Pooled(thumb) = plan.map_output else { panic!("{:?}", plan.map_output) };
+    let MapOutput::Pooled(large) = plan.focus_output else { panic!("{:?}", plan.focus_output) };
     assert_eq!((thumb.rows, thumb.cols, large.rows, large.cols), (320, 320, 1280, 1280));
 }
 

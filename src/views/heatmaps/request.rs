@@ -87,8 +87,8 @@ pub fn build_request(
         mask,
         heads: explorer.heads.heads(layout.n_q_heads),
         pool: explorer.pool,
-        thumb_cells: pooled_resolution(n_max, screen.thumb_px(), screen.device_pixel_ratio),
-        large_cells: pooled_resolution(n_max, screen.large_px(), screen.device_pixel_ratio),
+        map_cells: pooled_resolution(n_max, screen.thumb_px(), screen.device_pixel_ratio),
+        focus_cells: pooled_resolution(n_max, screen.large_px(), screen.device_pixel_ratio),
         focus: None,
         layout,
         tokens: Arc::new(tokens),
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!((req.n_q(), req.n_kv(), req.exact()), (12, 12, true));
         assert_eq!(req.heads, (0..32).collect::<Vec<_>>());
         assert_eq!((req.layout.n_kv_heads, req.mask), (8, Mask::Causal));
-        assert_eq!((req.thumb_cells, req.large_cells), (12, 12));
+        assert_eq!((req.map_cells, req.focus_cells), (12, 12));
     }
 
     #[test]
@@ -269,7 +269,7 @@ mod tests {
         input.set("n", "100000").unwrap();
         let req = build_request(&input, &ExplorerParams::default(), layer("llama-3-8b", 0), WIDE).unwrap();
         // Cut to the 65,536 tokens the explorer generates; 160 px x 2 = 320 cells, 640 px x 2 = 1280.
-        assert_eq!((req.n_q(), req.exact(), req.thumb_cells, req.large_cells), (65_536, false, 320, 1280));
+        assert_eq!((req.n_q(), req.exact(), req.map_cells, req.focus_cells), (65_536, false, 320, 1280));
         let empty = AttentionInput { text: "  ".into(), ..Default::default() };
         let why = build_request(&empty, &ExplorerParams::default(), layer("llama-3-8b", 0), WIDE).unwrap_err();
         assert_eq!(why, "Type a sentence to see its attention.");

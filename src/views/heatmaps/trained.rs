@@ -93,8 +93,8 @@ pub fn trained_request(
     Ok(Request {
         heads: explorer.heads.heads(layout.n_q_heads),
         pool: explorer.pool,
-        thumb_cells: n,
-        large_cells: n,
+        map_cells: n,
+        focus_cells: n,
         focus: None,
         mask,
         layout,
@@ -249,7 +249,7 @@ mod tests {
         // Layers 0-2 slide over 64 tokens, layer 3 is global (config.json's layer_types).
         assert_eq!(req.mask, Mask::Sliding { window_tokens: 64 });
         assert_eq!(trained_request(&ExplorerParams::default(), layout(3), ids, pieces).unwrap().mask, Mask::Causal);
-        assert_eq!((req.n_q(), req.thumb_cells, req.large_cells, req.exact()), (n, n, n, true));
+        assert_eq!((req.n_q(), req.map_cells, req.focus_cells, req.exact()), (n, n, n, true));
         assert_eq!(req.heads, (0..8).collect::<Vec<_>>());
     }
 
