@@ -80,6 +80,9 @@ async fn measure(
     let full = pass(KvScheme::Fp32).await?;
     let (mut rows, mut heads) = (Vec::new(), Vec::new());
     for scheme in params.schemes() {
+        if !wanted() {
+            return Err("stopped for a newer request".into());
+        }
         let out = pass(scheme).await?;
         let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
         rows.push(scheme_row(model, scheme, q));

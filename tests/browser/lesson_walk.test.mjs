@@ -28,6 +28,7 @@ const VIEW_READY = {
   kv: '[data-testid="kv-breakdown-row"]',
   compare: '[data-testid="variant-row"]',
   bench: '[data-testid="bench-row"]',
+  memory: '[data-testid="memory-row"]',
 };
 
 async function waitForStep(app, lesson, step) {

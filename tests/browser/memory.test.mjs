@@ -42,6 +42,9 @@ describe("memory view", () => {
     assert.equal(await app.page.getByTestId("memory-head").count(), 32);
     assert.match(await app.page.getByTestId("memory-heading").innerText(), /Attention Lab tiny.*small/s);
     await app.page.getByTestId("memory-chart").waitFor();
+    // The view links to its lesson, whose first step opens it again.
+    await app.page.locator('[data-testid="view-lesson-link"][data-lesson="quantised-cache"]').click();
+    await app.page.locator('[data-testid="lesson-step"][data-lesson="quantised-cache"][data-step="1"]').waitFor();
     app.assertNoConsoleErrors();
     await app.close();
   });

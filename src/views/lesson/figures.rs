@@ -22,6 +22,7 @@ mod cost;
 mod memory;
 mod paging;
 mod positions;
+mod quant;
 mod sharing;
 mod sources;
 mod tiles;
@@ -175,6 +176,13 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("previous_label_threshold", "the previous-token score a head needs for its label"),
     ("induction_label_threshold", "the induction score a head needs for its label"),
     ("local_label_threshold", "the local score a head needs for its label"),
+    ("quant_bytes_per_token", "cache bytes per token of the trained model at the chosen scheme, scales included"),
+    ("quant_full_bytes_per_token", "the trained model's cache bytes per token in f32"),
+    ("quant_fixed_bytes", "the chosen scheme's bytes that do not grow with the context"),
+    ("quant_vectors_per_token", "K and V vectors one token adds to the trained model's cache, all layers"),
+    ("quant_group", "the memory view's group size G"),
+    ("quant_recent", "the recent tokens KIVI keeps in full precision"),
+    ("quant_saving_factor", "f32 bytes per token divided by the chosen scheme's"),
 ];
 
 /// Figures about attention heads, their geometry or their cost: none applies to a model without a
@@ -286,6 +294,7 @@ fn topic_figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
         .or_else(|| positions::figure(name, state, model))
         .or_else(|| sharing::figure(name, state, model))
         .or_else(|| cost::figure(name, state, model))
+        .or_else(|| quant::figure(name, state))
         .or_else(|| trained::figure(name))
 }
 
