@@ -326,7 +326,8 @@ impl<'a> CpuPass<'a> {
         let kv = self.kv_head(head);
         let scale = f64::from(self.ck.style.attn_scale);
         let qi = &self.q[i * q_width + head * hd..][..hd];
-        let mut weights: Vec<f64> = keys.iter().map(|&j| dot(qi, &self.k[j * kv_width + kv * hd..][..hd]) * scale).collect();
+        let mut weights: Vec<f64> =
+            keys.iter().map(|&j| dot(qi, &self.k[j * kv_width + kv * hd..][..hd]) * scale).collect();
         softmax(&mut weights);
         weights
     }

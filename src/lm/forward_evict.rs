@@ -38,23 +38,29 @@ impl CpuPass<'_> {
         let (t, heads) = (self.ids.len() as u32, self.ck.model.n_q_heads as usize);
         let mask = self.ck.layers[l].mask;
         let mut dropped = 0.0;
-        let kept = run_cache(policy, keep, t, |i| mask.key_range(i, t).0, |i, kept| {
-            let keys: Vec<usize> = kept.iter().map(|&p| p as usize).collect();
-            let (lo, hi) = mask.key_range(i, t);
-            let visible: Vec<usize> = (lo as usize..hi as usize).collect();
-            let mut summed = vec![0.0; keys.len()];
-            for head in 0..heads {
-                for (s, w) in summed.iter_mut().zip(self.attend_row(head, i as usize, &keys)) {
-                    *s += w;
+        let kept = run_cache(
+            policy,
+            keep,
+            t,
+            |i| mask.key_range(i, t).0,
+            |i, kept| {
+                let keys: Vec<usize> = kept.iter().map(|&p| p as usize).collect();
+                let (lo, hi) = mask.key_range(i, t);
+                let visible: Vec<usize> = (lo as usize..hi as usize).collect();
+                let mut summed = vec![0.0; keys.len()];
+                for head in 0..heads {
+                    for (s, w) in summed.iter_mut().zip(self.attend_row(head, i as usize, &keys)) {
+                        *s += w;
+                    }
+                    let mut full = vec![0.0; hi as usize];
+                    for (&j, w) in visible.iter().zip(self.attend_row(head, i as usize, &visible)) {
+                        full[j] = w;
+                    }
+                    dropped += dropped_mass(&full, kept);
                 }
-                let mut full = vec![0.0; hi as usize];
-                for (&j, w) in visible.iter().zip(self.attend_row(head, i as usize, &visible)) {
-                    full[j] = w;
-                }
-                dropped += dropped_mass(&full, kept);
-            }
-            summed
-        });
+                summed
+            },
+        );
         let record = self.eviction.as_mut().expect("checked above");
         record.kept.push(kept);
         record.dropped.push(dropped / (heads * t as usize) as f64);
@@ -125,7 +131,8 @@ mod tests {
             assert_eq!(kept[39], [0, 1, 2, 3, 36, 37, 38, 39]);
             for head in 0..8 {
                 let row = &out.head(layer, head)[39 * t..][..t];
-                let off: f32 = row.iter().enumerate().filter(|(j, _)| !kept[39].contains(&(*j as u32))).map(|(_, p)| p).sum();
+                let off: f32 =
+                    row.iter().enumerate().filter(|(j, _)| !kept[39].contains(&(*j as u32))).map(|(_, p)| p).sum();
                 assert_eq!(off, 0.0);
                 assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
             }
