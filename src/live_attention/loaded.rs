@@ -73,6 +73,11 @@ impl LoadedLm {
         }
     }
 
+    /// The checkpoint in host memory (none where its weights were streamed to the GPU).
+    pub fn host(&self) -> Option<&Checkpoint> {
+        self.host.as_ref()
+    }
+
     pub fn layers(&self) -> usize {
         self.model.schedule.layers().len()
     }

@@ -1,6 +1,7 @@
 //! The memory view: each quantised-KV scheme measured on the trained model over the link's text (rows
-//! of bytes per token and quality, a chart, the chosen scheme's heads). What it shows is decided in
-//! [`crate::views::memory`]; this file runs the passes on the GPU and lays the results out.
+//! of bytes per token and quality, a chart, the chosen scheme's heads), or with `tech=evict` each
+//! eviction policy (`memory_evict_view`). What it shows is decided in [`crate::views::memory`]; this
+//! file runs the quantised passes on the GPU and lays the results out.
 
 use std::rc::Rc;
 
@@ -9,6 +10,7 @@ use leptos::task::spawn_local;
 
 use super::chart::LineChart;
 use super::engine_signal::EngineSignal;
+use super::memory_evict_view::EvictView;
 use super::params::set_param;
 use super::text_field::TextField;
 use super::trained_compute::load;
@@ -23,7 +25,7 @@ use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::rows::{
     HeadRow, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,
 };
-use crate::views::memory::{MemoryParams, SCHEME_KINDS};
+use crate::views::memory::{MemoryParams, SCHEME_KINDS, Tech};
 
 /// One measurement, as the page shows it.
 #[derive(Clone)]
@@ -38,6 +40,29 @@ struct Measured {
 
 #[component]
 pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
+    let tech = Memo::new(move |_| state.with(|s| s.memory.tech()));
+    move || match tech.get() {
+        Tech::Quant => view! { <QuantView state engine/> }.into_any(),
+        Tech::Evict => view! { <EvictView state/> }.into_any(),
+    }
+}
+
+/// The technique, through the link's parser.
+#[component]
+pub fn TechChoice(state: RwSignal<AppState>, refused: RwSignal<Option<String>>) -> impl IntoView {
+    let evict = move || state.with(|s| s.memory.tech() == Tech::Evict);
+    view! {
+        <label>"Technique"
+            <select data-testid="memory-tech" on:change=move |ev| refused.set(set_param(state, "tech", &event_target_value(&ev)).err())>
+                <option value="quant" selected=move || !evict()>"quantised cache"</option>
+                <option value="evict" selected=evict>"evicted tokens"</option>
+            </select>
+        </label>
+    }
+}
+
+#[component]
+fn QuantView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
     let result = RwSignal::new(None::<Result<Measured, String>>);
     let job = StoredValue::new(0u64);
     Effect::new(move |_| {
@@ -108,6 +133,7 @@ fn MemoryControls(state: RwSignal<AppState>) -> impl IntoView {
     let scheme = move || state.with(|s| s.memory.scheme);
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="memory-controls">
+            <TechChoice state refused/>
             <label>"Group size G"
                 <select data-testid="memory-group" on:change=move |ev| write("group", ev)>
                     {GROUPS.map(|g| view! { <option value=g.to_string() selected=move || group() == g>{g}</option> }).to_vec()}
