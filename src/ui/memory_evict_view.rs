@@ -9,9 +9,8 @@ use wasm_bindgen::Clamped;
 
 use super::browser;
 use super::chart::LineChart;
-use super::memory_view::TechChoice;
+use super::memory_view::{TechChoice, TextAndRefusal, status};
 use super::params::set_param;
-use super::text_field::TextField;
 use super::trained_compute::load;
 use crate::event_loop::breathe;
 use crate::lm::forward::{CpuPass, EvictionRecord, ModelPass};
@@ -68,9 +67,8 @@ pub fn EvictView(state: RwSignal<AppState>) -> impl IntoView {
         <section class="memory-view" data-testid="memory-view" data-tech="evict">
             <EvictControls state/>
             {move || match result.get() {
-                None => view! { <p class="status" data-testid="memory-status">"Decoding with each policy on the trained model…"</p> }.into_any(),
-                Some(Err(why)) => view! { <p class="status error" data-testid="memory-error">{why}</p> }.into_any(),
                 Some(Ok(m)) => view! { <EvictResults m/> }.into_any(),
+                other => status(other.and_then(Result::err), "Decoding with each policy on the trained model…"),
             }}
         </section>
     }
@@ -144,8 +142,7 @@ fn EvictControls(state: RwSignal<AppState>) -> impl IntoView {
                     {POLICIES.iter().enumerate().map(|(i, p)| view! { <option value=p.name() selected=move || policy() == i>{p.name()}</option> }).collect_view()}
                 </select>
             </label>
-            <TextField state refused/>
-            {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
+            <TextAndRefusal state refused/>
         </form>
     }
 }

@@ -61,6 +61,23 @@ pub fn TechChoice(state: RwSignal<AppState>, refused: RwSignal<Option<String>>) 
     }
 }
 
+/// The text field and the reason the last control's value was refused, closing both halves' controls.
+#[component]
+pub fn TextAndRefusal(state: RwSignal<AppState>, refused: RwSignal<Option<String>>) -> impl IntoView {
+    view! {
+        <TextField state refused/>
+        {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
+    }
+}
+
+/// What stands in for the results while they are measured, or why they failed.
+pub fn status(failed: Option<String>, waiting: &'static str) -> AnyView {
+    match failed {
+        Some(why) => view! { <p class="status error" data-testid="memory-error">{why}</p> }.into_any(),
+        None => view! { <p class="status" data-testid="memory-status">{waiting}</p> }.into_any(),
+    }
+}
+
 #[component]
 fn QuantView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
     let result = RwSignal::new(None::<Result<Measured, String>>);
@@ -82,9 +99,8 @@ fn QuantView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
         <section class="memory-view" data-testid="memory-view">
             <MemoryControls state/>
             {move || match result.get() {
-                None => view! { <p class="status" data-testid="memory-status">"Measuring each scheme on the trained model…"</p> }.into_any(),
-                Some(Err(why)) => view! { <p class="status error" data-testid="memory-error">{why}</p> }.into_any(),
                 Some(Ok(m)) => view! { <MemoryResults m/> }.into_any(),
+                other => status(other.and_then(Result::err), "Measuring each scheme on the trained model…"),
             }}
         </section>
     }
@@ -148,8 +164,7 @@ fn MemoryControls(state: RwSignal<AppState>) -> impl IntoView {
                     {SCHEME_KINDS.iter().enumerate().map(|(i, k)| view! { <option value=*k selected=move || scheme() == i>{*k}</option> }).collect_view()}
                 </select>
             </label>
-            <TextField state refused/>
-            {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
+            <TextAndRefusal state refused/>
         </form>
     }
 }

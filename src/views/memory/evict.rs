@@ -62,7 +62,7 @@ pub fn heading(m: &Model, tokens: usize, keep: u32) -> String {
     let window = sliding_window(m).map_or_else(String::new, |w| {
         format!(
             " Its sliding layers keep only {w} tokens anyway: a K of {w} or more changes only its full-attention \
-             layers, so the sizes offered here stay below {w}."
+             layers, so the chart's sizes (4 to 32) stay below {w}."
         )
     });
     format!(
