@@ -145,7 +145,7 @@ impl LoadedLm {
     async fn gpu_pass(&self, engine: &Rc<Engine>, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
         let Some((ctx, kernels)) = engine.gpu() else { return Err("no GPU".into()) };
         let weights = self.gpu_weights(engine)?;
-        let request = LmRequest { last_logits: Some(1), probabilities: true, hidden_states: false };
+        let request = LmRequest { last_logits: Some(1), probabilities: true, ..Default::default() };
         let out = lm_forward::run(ctx, kernels, &weights, ids, request).await.map_err(|e| e.to_string())?;
         resumed();
         Ok((out.probs, out.logits, true))

@@ -44,6 +44,8 @@ pub struct ModelPass {
     pub probs: Vec<Vec<f32>>,
     /// Per layer, (tokens, d) hidden states after it (the residual stream, before the final norm).
     pub hidden: Vec<Vec<f32>>,
+    /// Per layer, (tokens, query heads x head_dim) each head's attention output before W_O.
+    pub attended: Vec<Vec<f32>>,
 }
 
 impl ModelPass {
@@ -133,6 +135,8 @@ pub struct CpuPass<'a> {
     table: Option<RopeTable>,
     probs: Vec<Vec<f32>>,
     hidden: Vec<Vec<f32>>,
+    /// Every finished layer's `attended`.
+    attended_layers: Vec<Vec<f32>>,
     logits: Vec<f32>,
     logit_rows: usize,
     kv_scheme: KvScheme,
@@ -185,6 +189,7 @@ impl<'a> CpuPass<'a> {
             table: None,
             probs: Vec::with_capacity(ck.layers.len()),
             hidden: Vec::with_capacity(ck.layers.len()),
+            attended_layers: Vec::with_capacity(ck.layers.len()),
             logits: Vec::new(),
             logit_rows,
             kv_scheme: KvScheme::Fp32,
@@ -229,7 +234,8 @@ impl<'a> CpuPass<'a> {
     /// The results (after every step has run).
     pub fn finish(self) -> ModelPass {
         let logit_rows = self.logit_rows;
-        ModelPass { tokens: self.ids.len(), logits: self.logits, logit_rows, probs: self.probs, hidden: self.hidden }
+        let (probs, hidden, attended) = (self.probs, self.hidden, self.attended_layers);
+        ModelPass { tokens: self.ids.len(), logits: self.logits, logit_rows, probs, hidden, attended }
     }
 
     fn qkv(&mut self, l: usize, (a, b): (usize, usize)) {
@@ -349,6 +355,7 @@ impl<'a> CpuPass<'a> {
         join(x, mlp(layer, &h, ck.style.gate), out_norms.map(|n| &n.mlp));
         if b == self.ids.len() {
             self.hidden.push(self.x.clone());
+            self.attended_layers.push(self.attended.clone());
         }
     }
 

@@ -23,7 +23,7 @@ use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
 use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::rows::{
-    HeadRow, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,
+    HeadRow, LayerOutputs, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,
 };
 use crate::views::memory::{MemoryParams, SCHEME_KINDS, Tech};
 
@@ -116,7 +116,7 @@ async fn measure(engine: Rc<Engine>, text: String, params: MemoryParams) -> Resu
     let lm = load().await?;
     let (ids, _) = model_tokens(&lm.tokenizer, &text, lm.reads())?;
     let weights = lm.gpu_weights(&engine)?;
-    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false };
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
     let pass = async |scheme| {
         let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, &ids, request, scheme).await;
         resumed();
@@ -131,7 +131,8 @@ async fn measure(engine: Rc<Engine>, text: String, params: MemoryParams) -> Resu
         let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
         rows.push(scheme_row(model, scheme, q));
         if scheme == params.chosen() {
-            heads = head_rows(&full.probs, &out.probs, ids.len());
+            let full = LayerOutputs { probs: &full.probs, attended: &full.attended };
+            heads = head_rows(full, LayerOutputs { probs: &out.probs, attended: &out.attended }, ids.len());
         }
     }
     let (model_name, tokens, chosen) = (model.name.clone(), ids.len(), params.chosen().name());
@@ -198,10 +199,11 @@ fn MemoryResults(m: Measured) -> impl IntoView {
 #[component]
 fn HeadTable(chosen: String, heads: Vec<HeadRow>, tokens: usize) -> impl IntoView {
     let rows = heads.iter().map(|h| {
-        let [max_abs, mean_abs, moved] = head_cells(h, tokens);
+        let [max_abs, mean_abs, moved, output] = head_cells(h, tokens);
         view! {
-            <tr data-testid="memory-head" data-layer=h.layer data-head=h.head data-max-change=h.change.max_abs.to_string()>
-                <td>{h.layer}</td><td>{h.head}</td><td>{max_abs}</td><td>{mean_abs}</td><td>{moved}</td>
+            <tr data-testid="memory-head" data-layer=h.layer data-head=h.head data-max-change=h.change.max_abs.to_string()
+                data-output-error=h.output_error.to_string()>
+                <td>{h.layer}</td><td>{h.head}</td><td>{max_abs}</td><td>{mean_abs}</td><td>{moved}</td><td>{output}</td>
             </tr>
         }
     }).collect_view();
@@ -209,7 +211,7 @@ fn HeadTable(chosen: String, heads: Vec<HeadRow>, tokens: usize) -> impl IntoVie
         <h3>{format!("Each head under {chosen}, against full precision")}</h3>
         <table class="memory-heads">
             <thead><tr><th>"layer"</th><th>"head"</th><th>"largest |Δp|"</th><th>"mean |Δp| (causal pairs)"</th>
-                <th>"rows whose top key moved"</th></tr></thead>
+                <th>"rows whose top key moved"</th><th>"output's relative error"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
