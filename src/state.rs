@@ -286,7 +286,7 @@ mod tests {
     use crate::views::kv::KvParams;
     use crate::views::lesson::params::LessonParams;
     use crate::views::link::encode_component;
-    use crate::views::memory::MemoryParams;
+    use crate::views::memory::{MemoryParams, Tech};
     use crate::views::model_choice::ModelChoice;
 
     #[test]
@@ -346,7 +346,7 @@ mod tests {
             bench: BenchParams { head_dim: Some(128) },
             lesson: LessonParams::at("kv-cache", 2),
             backward: BackwardParams { row: Some(3), jscale: ScoreScale::One },
-            memory: MemoryParams { tech_named: true, group: 64, recent: 0, scheme: 8 },
+            memory: MemoryParams { tech: Some(Tech::Evict), group: 64, recent: 0, scheme: 8, keep: 16, policy: 3 },
         };
         let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings };
         let query = state.to_query();

@@ -391,7 +391,7 @@ fn the_whole_pass_matches_the_cpu_forward_pass_layer_by_layer() {
     for (n, tokens) in [1, 27, 83, 128].into_iter().enumerate() {
         let ids = token_ids(tokens, weights.geometry.vocab, 40 + n as u64);
         let want = forward::forward(&ck, &ids).expect("CPU forward");
-        let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true };
+        let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true, head_outputs: true };
         let got = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &ids, request)).expect("GPU forward");
         for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {
             let scale = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -399,6 +399,11 @@ fn the_whole_pass_matches_the_cpu_forward_pass_layer_by_layer() {
             println!("{tokens} tokens, layer {l}: hidden max |diff| {:e} (largest value {scale})", max_abs_diff(g, w));
         }
         assert_eq!(got.hidden.len(), ck.layers.len());
+        for (l, (g, w)) in got.attended.iter().zip(&want.attended).enumerate() {
+            worst(&format!("{tokens} tokens: layer {l} head outputs"), g, w, HIDDEN_ABS, 0.0);
+            println!("{tokens} tokens, layer {l}: head outputs max |diff| {:e}", max_abs_diff(g, w));
+        }
+        assert_eq!(got.attended.len(), ck.layers.len());
         for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
             worst(&format!("{tokens} tokens: layer {l} probabilities"), g, w, PROB_ABS, 0.0);
             println!("{tokens} tokens, layer {l}: probabilities max |diff| {:e}", max_abs_diff(g, w));

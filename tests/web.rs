@@ -127,7 +127,7 @@ async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
     let mut rng = SplitMix64::new(83);
     let ids: Vec<u32> = (0..83).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
     let want = forward::forward(&ck, &ids).expect("CPU forward");
-    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true };
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true, head_outputs: false };
     let got = lm_forward::run(&ctx, &kernels, &weights, &ids, request).await.expect("GPU forward");
     assert_eq!((got.hidden.len(), got.probs.len()), (ck.layers.len(), ck.layers.len()));
     for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {

@@ -46,6 +46,8 @@ pub struct LmRequest {
     pub probabilities: bool,
     /// The hidden states after every layer, `[tokens, d_model]` each.
     pub hidden_states: bool,
+    /// Every layer's attention output per head before W_O, `[tokens, h_q * head_dim]` each.
+    pub head_outputs: bool,
 }
 
 /// The results of one pass.
@@ -59,12 +61,14 @@ pub struct LmOutput {
     pub probs: Vec<Vec<f32>>,
     /// Per layer, when asked: `[tokens, d_model]`, the residual stream after it.
     pub hidden: Vec<Vec<f32>>,
+    /// Per layer, when asked: `[tokens, h_q * head_dim]`, each head's attention output before W_O.
+    pub attended: Vec<Vec<f32>>,
 }
 
 /// One step of a recorded pass.
 enum Step {
     Dispatch(Dispatch),
-    /// Copy the hidden states after this layer out (between compute passes).
+    /// Copy the hidden states and head outputs after this layer out, as asked (between compute passes).
     SaveHidden(u32),
     /// Copy this layer's new K and V rows into the KV cache (between compute passes).
     CacheKv(usize),
@@ -83,6 +87,7 @@ pub struct PreparedLm<'a> {
     logits: Scratch<'a>,
     probs: Vec<Scratch<'a>>,
     hidden: Option<Scratch<'a>>,
+    attended: Option<Scratch<'a>>,
     /// Decoding against a KV cache: where the new tokens' K and V go and what attention reads.
     cache: Option<CacheView>,
     kv_scheme: KvScheme,
@@ -153,16 +158,25 @@ impl PreparedLm<'_> {
                     steps.next();
                 }
             }
-            match (steps.next(), &self.hidden, &self.cache) {
-                (Some(Step::SaveHidden(layer)), Some(hidden), _) => {
-                    let bytes = u64::from(self.tokens) * u64::from(self.geometry.d_model) * 4;
-                    encoder.copy_buffer_to_buffer(self.buffer("x"), 0, hidden, u64::from(*layer) * bytes, bytes);
-                }
-                (Some(Step::CacheKv(layer)), _, Some(cache)) => self.copy_into_cache(&mut encoder, cache, *layer),
+            match (steps.next(), &self.cache) {
+                (Some(Step::SaveHidden(layer)), _) => self.save_layer(&mut encoder, *layer),
+                (Some(Step::CacheKv(layer)), Some(cache)) => self.copy_into_cache(&mut encoder, cache, *layer),
                 _ => {}
             }
         }
         ctx.queue.submit([encoder.finish()])
+    }
+
+    /// The hidden states (`x`) and head outputs (`attended`) after `layer`, where asked for.
+    fn save_layer(&self, encoder: &mut wgpu::CommandEncoder, layer: u32) {
+        let g = self.geometry;
+        let outputs = [(&self.hidden, "x", u64::from(g.d_model)), (&self.attended, "attended", g.q_width())];
+        for (out, name, width) in outputs {
+            if let Some(out) = out {
+                let bytes = u64::from(self.tokens) * width * 4;
+                encoder.copy_buffer_to_buffer(self.buffer(name), 0, out, u64::from(layer) * bytes, bytes);
+            }
+        }
     }
 
     /// Each KV head's new rows (`[h_kv, tokens, d]` in `k` and `v`) to rows `start..` of the cache's
@@ -193,14 +207,21 @@ impl PreparedLm<'_> {
             p.truncate(self.geometry.h_q as usize * t * t);
             probs.push(p);
         }
-        let hidden = match &self.hidden {
-            Some(buffer) => {
-                let all: Vec<f32> = ctx.read_back(buffer).await?;
-                all.chunks_exact(t * d).take(self.geometry.layers as usize).map(<[f32]>::to_vec).collect()
-            }
-            None => Vec::new(),
-        };
-        Ok(LmOutput { tokens: t, logits, logit_rows: self.logit_rows as usize, probs, hidden })
+        let hidden = self.per_layer(ctx, &self.hidden, t * d).await?;
+        let attended = self.per_layer(ctx, &self.attended, t * self.geometry.q_width() as usize).await?;
+        Ok(LmOutput { tokens: t, logits, logit_rows: self.logit_rows as usize, probs, hidden, attended })
+    }
+
+    /// A buffer of every layer's `floats` values read back, one vector a layer (none if not asked).
+    async fn per_layer(
+        &self,
+        ctx: &GpuContext,
+        buffer: &Option<Scratch<'_>>,
+        floats: usize,
+    ) -> Result<Vec<Vec<f32>>, GpuError> {
+        let Some(buffer) = buffer else { return Ok(Vec::new()) };
+        let all: Vec<f32> = ctx.read_back(buffer).await?;
+        Ok(all.chunks_exact(floats).take(self.geometry.layers as usize).map(<[f32]>::to_vec).collect())
     }
 }
 
@@ -294,6 +315,9 @@ async fn prepare_pass<'a>(
     if request.hidden_states {
         sizes.push(("hidden states", u64::from(g.layers) * t * u64::from(g.d_model)));
     }
+    if request.head_outputs {
+        sizes.push(("head outputs", u64::from(g.layers) * t * g.q_width()));
+    }
     check_sizes(ctx, &format!("A forward pass over {tokens} tokens"), &sizes)?;
 
     let ids_buffer = ctx.scratch_from("ids", ids).await?;
@@ -311,6 +335,10 @@ async fn prepare_pass<'a>(
         true => Some(ctx.scratch_output("hidden states", u64::from(g.layers) * t * u64::from(g.d_model) * 4)?),
         false => None,
     };
+    let attended = match request.head_outputs {
+        true => Some(ctx.scratch_output("head outputs", u64::from(g.layers) * t * g.q_width() * 4)?),
+        false => None,
+    };
     let logits = ctx.scratch_output("logits", u64::from(logit_rows) * u64::from(g.vocab) * 4)?;
     let mut prepared = PreparedLm {
         geometry: g,
@@ -321,6 +349,7 @@ async fn prepare_pass<'a>(
         logits,
         probs,
         hidden,
+        attended,
         cache,
         kv_scheme,
     };
@@ -377,7 +406,7 @@ impl Recorder<'_, '_> {
                 steps.push(Step::CacheKv(l));
             }
             steps.extend(self.layer(layer, l)?.into_iter().map(Step::Dispatch));
-            if pass.hidden.is_some() {
+            if pass.hidden.is_some() || pass.attended.is_some() {
                 steps.push(Step::SaveHidden(l as u32));
             }
         }

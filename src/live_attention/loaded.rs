@@ -73,6 +73,11 @@ impl LoadedLm {
         }
     }
 
+    /// The checkpoint in host memory (none where its weights were streamed to the GPU).
+    pub fn host(&self) -> Option<&Checkpoint> {
+        self.host.as_ref()
+    }
+
     pub fn layers(&self) -> usize {
         self.model.schedule.layers().len()
     }
@@ -121,7 +126,7 @@ impl LoadedLm {
     }
 
     /// The weights in memory, for a pass on the CPU.
-    pub(super) fn host(&self) -> Result<&Checkpoint, String> {
+    pub(super) fn cpu_weights(&self) -> Result<&Checkpoint, String> {
         self.host.as_ref().ok_or_else(|| {
             "Your checkpoint's weights were streamed to the GPU, and the page computes on the CPU now (no WebGPU, \
              or backend=cpu)"
@@ -149,7 +154,7 @@ impl LoadedLm {
     async fn gpu_pass(&self, engine: &Rc<Engine>, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
         let Some((ctx, kernels)) = engine.gpu() else { return Err("no GPU".into()) };
         let weights = self.gpu_weights(engine)?;
-        let request = LmRequest { last_logits: Some(1), probabilities: true, hidden_states: false };
+        let request = LmRequest { last_logits: Some(1), probabilities: true, ..Default::default() };
         let out = lm_forward::run(ctx, kernels, &weights, ids, request).await.map_err(|e| e.to_string())?;
         resumed();
         Ok((out.probs, out.logits, true))
@@ -160,7 +165,7 @@ impl LoadedLm {
         ids: &[u32],
         keep_going: &dyn Fn() -> bool,
     ) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
-        let mut pass = CpuPass::new(self.host()?, ids, 1).map_err(|e| e.0)?;
+        let mut pass = CpuPass::new(self.cpu_weights()?, ids, 1).map_err(|e| e.0)?;
         while pass.step() {
             breathe().await;
             if !keep_going() {

@@ -17,6 +17,8 @@ pub struct ModelPass {
     pub logits: Vec<f32>,
     /// Per layer, `[h_q, tokens, tokens]`.
     pub probs: Vec<Vec<f32>>,
+    /// Per layer, `[tokens, h_q * d]`: every head's output before the output projection.
+    pub attended: Vec<Vec<f32>>,
     pub on_gpu: bool,
 }
 
@@ -33,14 +35,16 @@ impl LoadedLm {
         match engine.gpu() {
             Some((ctx, kernels)) => {
                 let weights = self.gpu_weights(engine)?;
-                let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false };
+                let request =
+                    LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
                 let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, ids, request, scheme).await;
                 resumed();
                 let out = out.map_err(|e| e.to_string())?;
-                Ok(ModelPass { logits: out.logits, probs: out.probs, on_gpu: true })
+                Ok(ModelPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true })
             }
             None => {
-                let mut pass = CpuPass::new(self.host()?, ids, ids.len()).map_err(|e| e.0)?.with_kv_scheme(scheme);
+                let mut pass =
+                    CpuPass::new(self.cpu_weights()?, ids, ids.len()).map_err(|e| e.0)?.with_kv_scheme(scheme);
                 while pass.step() {
                     breathe().await;
                     if !keep_going() {
@@ -48,7 +52,7 @@ impl LoadedLm {
                     }
                 }
                 let out = pass.finish();
-                Ok(ModelPass { logits: out.logits, probs: out.probs, on_gpu: false })
+                Ok(ModelPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: false })
             }
         }
     }

@@ -17,7 +17,12 @@ use crate::cpu::kv_quant::kv_quant;
 use crate::cpu::matmul::dot;
 pub use crate::cpu::{embed_gather::embed_gather, matmul::matmul, rms_norm::rms_norm, rope::rope, swiglu::swiglu};
 use crate::model::Model;
+use crate::model::kv_evict::EvictPolicy;
 use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
+
+#[path = "forward_evict.rs"]
+mod evict;
+pub use evict::EvictionRecord;
 
 /// The longest input the CPU pass takes (less where the model was trained on fewer positions, or its
 /// buffers would pass [`MAX_CPU_BYTES`]).
@@ -39,6 +44,8 @@ pub struct ModelPass {
     pub probs: Vec<Vec<f32>>,
     /// Per layer, (tokens, d) hidden states after it (the residual stream, before the final norm).
     pub hidden: Vec<Vec<f32>>,
+    /// Per layer, (tokens, query heads x head_dim) each head's attention output before W_O.
+    pub attended: Vec<Vec<f32>>,
 }
 
 impl ModelPass {
@@ -128,9 +135,13 @@ pub struct CpuPass<'a> {
     table: Option<RopeTable>,
     probs: Vec<Vec<f32>>,
     hidden: Vec<Vec<f32>>,
+    /// Every finished layer's `attended`.
+    attended_layers: Vec<Vec<f32>>,
     logits: Vec<f32>,
     logit_rows: usize,
     kv_scheme: KvScheme,
+    /// An evicting cache's policy, K, and what it kept (`with_eviction`).
+    eviction: Option<EvictionRecord>,
 }
 
 impl<'a> CpuPass<'a> {
@@ -178,9 +189,11 @@ impl<'a> CpuPass<'a> {
             table: None,
             probs: Vec::with_capacity(ck.layers.len()),
             hidden: Vec::with_capacity(ck.layers.len()),
+            attended_layers: Vec::with_capacity(ck.layers.len()),
             logits: Vec::new(),
             logit_rows,
             kv_scheme: KvScheme::Fp32,
+            eviction: None,
         })
     }
 
@@ -189,6 +202,20 @@ impl<'a> CpuPass<'a> {
     pub fn with_kv_scheme(mut self, scheme: KvScheme) -> Self {
         self.kv_scheme = scheme;
         self
+    }
+
+    /// The same pass decoding through an evicting cache of `keep` tokens per layer (at least 1): at
+    /// each position the layer's cache admits the token, evicts by `policy`
+    /// ([`crate::model::kv_evict`]), and every head of the layer reads only the kept keys and values.
+    /// For causal and sliding layers (a bidirectional layer has no decoding order).
+    pub fn with_eviction(mut self, policy: EvictPolicy, keep: usize) -> Self {
+        self.eviction = Some(EvictionRecord::new(policy, keep, self.ck.layers.len()));
+        self
+    }
+
+    /// What the evicting cache kept and the attention it threw away (after every step has run).
+    pub fn take_eviction(&mut self) -> Option<EvictionRecord> {
+        self.eviction.take()
     }
 
     /// Runs the next step; false once every step has run.
@@ -207,7 +234,8 @@ impl<'a> CpuPass<'a> {
     /// The results (after every step has run).
     pub fn finish(self) -> ModelPass {
         let logit_rows = self.logit_rows;
-        ModelPass { tokens: self.ids.len(), logits: self.logits, logit_rows, probs: self.probs, hidden: self.hidden }
+        let (probs, hidden, attended) = (self.probs, self.hidden, self.attended_layers);
+        ModelPass { tokens: self.ids.len(), logits: self.logits, logit_rows, probs, hidden, attended }
     }
 
     fn qkv(&mut self, l: usize, (a, b): (usize, usize)) {
@@ -259,34 +287,55 @@ impl<'a> CpuPass<'a> {
 
     /// Query head `head`'s attention over every row: its probabilities and its slice of `attended`.
     fn head(&mut self, l: usize, head: usize) {
-        let (ck, layer, t) = (self.ck, &self.ck.layers[l], self.ids.len());
+        if head == 0 && self.eviction.is_some() {
+            self.evict_layer(l);
+        }
+        let (ck, t) = (self.ck, self.ids.len());
         let hd = ck.head_dim();
         let (q_width, kv_width) = ck.widths();
-        // Grouped-query attention: query head h reads KV head h / (heads / kv_heads).
-        let kv = head / (ck.model.n_q_heads / ck.model.attn.n_kv_heads) as usize;
-        let scale = f64::from(ck.style.attn_scale);
-        let mut weights = vec![0.0f64; t];
-        let probs = self.probs.last_mut().expect("pushed by the layer's first rows");
+        let kv = self.kv_head(head);
         for i in 0..t {
-            let qi = &self.q[i * q_width + head * hd..][..hd];
-            let (lo, hi) = layer.mask.key_range(i as u32, t as u32);
-            let keys = lo as usize..hi as usize;
-            for j in keys.clone() {
-                weights[j] = dot(qi, &self.k[j * kv_width + kv * hd..][..hd]) * scale;
-            }
-            softmax(&mut weights[keys.clone()]);
-            let row = &mut probs[(head * t + i) * t..][..t];
+            let keys = self.keys_read(l, i);
+            let weights = self.attend_row(head, i, &keys);
+            let row = &mut self.probs.last_mut().expect("pushed by the layer's first rows")[(head * t + i) * t..][..t];
             let mut acc = vec![0.0f64; hd];
-            for j in keys {
-                row[j] = weights[j] as f32;
+            for (&j, &w) in keys.iter().zip(&weights) {
+                row[j] = w as f32;
                 for (a, &vj) in acc.iter_mut().zip(&self.v[j * kv_width + kv * hd..][..hd]) {
-                    *a += weights[j] * f64::from(vj);
+                    *a += w * f64::from(vj);
                 }
             }
             for (o, a) in self.attended[i * q_width + head * hd..][..hd].iter_mut().zip(acc) {
                 *o = a as f32;
             }
         }
+    }
+
+    /// Grouped-query attention: query head h reads KV head h / (heads / kv_heads).
+    fn kv_head(&self, head: usize) -> usize {
+        head / (self.ck.model.n_q_heads / self.ck.model.attn.n_kv_heads) as usize
+    }
+
+    /// The keys query `i` reads in layer `l`: those its mask lets through, or the evicting cache's.
+    fn keys_read(&self, l: usize, i: usize) -> Vec<usize> {
+        if let Some(kept) = self.eviction.as_ref().and_then(|e| e.kept.get(l)) {
+            return kept[i].iter().map(|&p| p as usize).collect();
+        }
+        let (lo, hi) = self.ck.layers[l].mask.key_range(i as u32, self.ids.len() as u32);
+        (lo as usize..hi as usize).collect()
+    }
+
+    /// Head `head`'s softmax of query `i` over `keys` (f64).
+    fn attend_row(&self, head: usize, i: usize, keys: &[usize]) -> Vec<f64> {
+        let hd = self.ck.head_dim();
+        let (q_width, kv_width) = self.ck.widths();
+        let kv = self.kv_head(head);
+        let scale = f64::from(self.ck.style.attn_scale);
+        let qi = &self.q[i * q_width + head * hd..][..hd];
+        let mut weights: Vec<f64> =
+            keys.iter().map(|&j| dot(qi, &self.k[j * kv_width + kv * hd..][..hd]) * scale).collect();
+        softmax(&mut weights);
+        weights
     }
 
     fn mix(&mut self, l: usize, (a, b): (usize, usize)) {
@@ -306,6 +355,7 @@ impl<'a> CpuPass<'a> {
         join(x, mlp(layer, &h, ck.style.gate), out_norms.map(|n| &n.mlp));
         if b == self.ids.len() {
             self.hidden.push(self.x.clone());
+            self.attended_layers.push(self.attended.clone());
         }
     }
 

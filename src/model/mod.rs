@@ -29,6 +29,7 @@ pub mod flops;
 pub mod hf_import;
 pub mod intensity;
 pub mod kv_cache;
+pub mod kv_evict;
 pub mod kv_quant;
 pub mod limits;
 pub mod mask;

@@ -1,7 +1,8 @@
 //! The memory view: each quantised-KV scheme measured on the trained model over the link's text (rows
-//! of bytes per token and quality, a chart, the chosen scheme's heads). What it shows is decided in
-//! [`crate::views::memory`]; this file asks the live-attention service for the passes (on the GPU or
-//! the CPU) and lays the results out.
+//! of bytes per token and quality, a chart, the chosen scheme's heads), or with `tech=evict` each
+//! eviction policy (`memory_evict_view`). What it shows is decided in [`crate::views::memory`]; this
+//! file asks the live-attention service for the quantised passes (on the GPU or the CPU) and lays the
+//! results out.
 
 use std::rc::Rc;
 
@@ -10,6 +11,7 @@ use leptos::task::spawn_local;
 
 use super::chart::LineChart;
 use super::engine_signal::EngineSignal;
+use super::memory_evict_view::EvictView;
 use super::params::set_param;
 use super::text_field::TextField;
 use super::trained_compute::load;
@@ -20,9 +22,9 @@ use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
 use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::rows::{
-    HeadRow, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,
+    HeadRow, LayerOutputs, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,
 };
-use crate::views::memory::{MemoryParams, SCHEME_KINDS};
+use crate::views::memory::{MemoryParams, SCHEME_KINDS, Tech};
 
 /// One measurement, as the page shows it.
 #[derive(Clone)]
@@ -37,6 +39,46 @@ struct Measured {
 
 #[component]
 pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
+    let tech = Memo::new(move |_| state.with(|s| s.memory.tech()));
+    move || match tech.get() {
+        Tech::Quant => view! { <QuantView state engine/> }.into_any(),
+        Tech::Evict => view! { <EvictView state/> }.into_any(),
+    }
+}
+
+/// The technique, through the link's parser.
+#[component]
+pub fn TechChoice(state: RwSignal<AppState>, refused: RwSignal<Option<String>>) -> impl IntoView {
+    let evict = move || state.with(|s| s.memory.tech() == Tech::Evict);
+    view! {
+        <label>"Technique"
+            <select data-testid="memory-tech" on:change=move |ev| refused.set(set_param(state, "tech", &event_target_value(&ev)).err())>
+                <option value="quant" selected=move || !evict()>"quantised cache"</option>
+                <option value="evict" selected=evict>"evicted tokens"</option>
+            </select>
+        </label>
+    }
+}
+
+/// The text field and the reason the last control's value was refused, closing both halves' controls.
+#[component]
+pub fn TextAndRefusal(state: RwSignal<AppState>, refused: RwSignal<Option<String>>) -> impl IntoView {
+    view! {
+        <TextField state refused/>
+        {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
+    }
+}
+
+/// What stands in for the results while they are measured, or why they failed.
+pub fn status(failed: Option<String>, waiting: &'static str) -> AnyView {
+    match failed {
+        Some(why) => view! { <p class="status error" data-testid="memory-error">{why}</p> }.into_any(),
+        None => view! { <p class="status" data-testid="memory-status">{waiting}</p> }.into_any(),
+    }
+}
+
+#[component]
+fn QuantView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
     let result = RwSignal::new(None::<Result<Measured, String>>);
     let job = StoredValue::new(0u64);
     Effect::new(move |_| {
@@ -56,9 +98,8 @@ pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
         <section class="memory-view" data-testid="memory-view">
             <MemoryControls state/>
             {move || match result.get() {
-                None => view! { <p class="status" data-testid="memory-status">"Measuring each scheme on the trained model…"</p> }.into_any(),
-                Some(Err(why)) => view! { <p class="status error" data-testid="memory-error">{why}</p> }.into_any(),
                 Some(Ok(m)) => view! { <MemoryResults m/> }.into_any(),
+                other => status(other.and_then(Result::err), "Measuring each scheme on the trained model…"),
             }}
         </section>
     }
@@ -87,7 +128,8 @@ async fn measure(
         let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
         rows.push(scheme_row(model, scheme, q));
         if scheme == params.chosen() {
-            heads = head_rows(&full.probs, &out.probs, ids.len());
+            let full = LayerOutputs { probs: &full.probs, attended: &full.attended };
+            heads = head_rows(full, LayerOutputs { probs: &out.probs, attended: &out.attended }, ids.len());
         }
     }
     let (model_name, tokens, chosen) = (model.name.clone(), ids.len(), params.chosen().name());
@@ -105,6 +147,7 @@ fn MemoryControls(state: RwSignal<AppState>) -> impl IntoView {
     let scheme = move || state.with(|s| s.memory.scheme);
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="memory-controls">
+            <TechChoice state refused/>
             <label>"Group size G"
                 <select data-testid="memory-group" on:change=move |ev| write("group", ev)>
                     {GROUPS.map(|g| view! { <option value=g.to_string() selected=move || group() == g>{g}</option> }).to_vec()}
@@ -119,8 +162,7 @@ fn MemoryControls(state: RwSignal<AppState>) -> impl IntoView {
                     {SCHEME_KINDS.iter().enumerate().map(|(i, k)| view! { <option value=*k selected=move || scheme() == i>{*k}</option> }).collect_view()}
                 </select>
             </label>
-            <TextField state refused/>
-            {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
+            <TextAndRefusal state refused/>
         </form>
     }
 }
@@ -154,10 +196,11 @@ fn MemoryResults(m: Measured) -> impl IntoView {
 #[component]
 fn HeadTable(chosen: String, heads: Vec<HeadRow>, tokens: usize) -> impl IntoView {
     let rows = heads.iter().map(|h| {
-        let [max_abs, mean_abs, moved] = head_cells(h, tokens);
+        let [max_abs, mean_abs, moved, output] = head_cells(h, tokens);
         view! {
-            <tr data-testid="memory-head" data-layer=h.layer data-head=h.head data-max-change=h.change.max_abs.to_string()>
-                <td>{h.layer}</td><td>{h.head}</td><td>{max_abs}</td><td>{mean_abs}</td><td>{moved}</td>
+            <tr data-testid="memory-head" data-layer=h.layer data-head=h.head data-max-change=h.change.max_abs.to_string()
+                data-output-error=h.output_error.to_string()>
+                <td>{h.layer}</td><td>{h.head}</td><td>{max_abs}</td><td>{mean_abs}</td><td>{moved}</td><td>{output}</td>
             </tr>
         }
     }).collect_view();
@@ -165,7 +208,7 @@ fn HeadTable(chosen: String, heads: Vec<HeadRow>, tokens: usize) -> impl IntoVie
         <h3>{format!("Each head under {chosen}, against full precision")}</h3>
         <table class="memory-heads">
             <thead><tr><th>"layer"</th><th>"head"</th><th>"largest |Δp|"</th><th>"mean |Δp| (causal pairs)"</th>
-                <th>"rows whose top key moved"</th></tr></thead>
+                <th>"rows whose top key moved"</th><th>"output's relative error"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }

@@ -4,12 +4,18 @@
 //! distributions from the full-precision pass, top-1 agreement and the loss on the text
 //! (`lm::kv_quality`), and a chart of quality against bytes; the chosen scheme's heads in a table.
 //!
-//! Link keys: `tech` (`quant`; eviction is not built yet and is refused by name), `group` (G, the
-//! values or tokens that share a scale: 8, 16, 32, 64 or 128), `recent` (KIVI's R full-precision
-//! tokens, 0-128) and `scheme` (the scheme whose heads the table shows). The text is the explorer's.
+//! With `tech=evict` (`evict`), the rows are eviction policies of `model::kv_evict` instead, run
+//! during teacher-forced decoding of the text at K kept tokens per layer.
+//!
+//! Link keys: `tech` (`quant` or `evict`), `group` (G, the values or tokens that share a scale: 8,
+//! 16, 32, 64 or 128), `recent` (KIVI's R full-precision tokens, 0-128), `scheme` (the scheme whose
+//! heads the table shows), `keep` (K, the tokens each layer's evicting cache keeps, 1-128) and
+//! `policy` (the policy whose kept keys the grid shows). The text is the explorer's.
 
+pub mod evict;
 pub mod rows;
 
+use crate::model::kv_evict::{EvictPolicy, POLICIES};
 use crate::model::kv_quant::{GROUPS, KvScheme};
 use crate::views::link::{Accepted, LinkParams, parse_bounded};
 use crate::views::view_class::ViewClass;
@@ -26,6 +32,19 @@ impl ViewClass for Memory {
 /// Most recent tokens KIVI may keep in full precision (the trained model reads 128).
 pub const MAX_RECENT: u32 = 128;
 
+/// Most tokens an evicting cache may keep (the trained model reads 128).
+pub const MAX_KEEP: u32 = 128;
+
+/// The memory technique the view measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tech {
+    /// Quantised caches (the default).
+    #[default]
+    Quant,
+    /// Evicting caches.
+    Evict,
+}
+
 /// The schemes' kinds, as `scheme=` names them (the group size is `group`'s).
 pub const SCHEME_KINDS: [&str; 9] =
     ["fp32", "fp16", "fp8-e4m3", "fp8-e5m2", "int8", "int4", "int2", "kivi-int4", "kivi-int2"];
@@ -33,19 +52,23 @@ pub const SCHEME_KINDS: [&str; 9] =
 /// The memory view's link parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryParams {
-    /// Whether the link names `tech` (its one value, `quant`, is then written back).
-    pub tech_named: bool,
+    /// URL `tech`, where the link names it (the page measures `Quant` where it does not).
+    pub tech: Option<Tech>,
     /// URL `group`: G.
     pub group: u32,
     /// URL `recent`: KIVI's R.
     pub recent: u32,
     /// URL `scheme`: an index into [`SCHEME_KINDS`], the scheme the head table shows.
     pub scheme: usize,
+    /// URL `keep`: K, the tokens each layer's evicting cache keeps.
+    pub keep: u32,
+    /// URL `policy`: an index into [`POLICIES`], the policy whose kept keys the grid shows.
+    pub policy: usize,
 }
 
 impl Default for MemoryParams {
     fn default() -> Self {
-        Self { tech_named: false, group: 32, recent: 16, scheme: 5 }
+        Self { tech: None, group: 32, recent: 16, scheme: 5, keep: 8, policy: 2 }
     }
 }
 
@@ -55,6 +78,16 @@ impl MemoryParams {
         KvScheme::compared(self.group, self.recent)
     }
 
+    /// The technique the page measures.
+    pub fn tech(&self) -> Tech {
+        self.tech.unwrap_or_default()
+    }
+
+    /// The policy the kept-keys grid shows.
+    pub fn chosen_policy(&self) -> EvictPolicy {
+        POLICIES[self.policy.min(POLICIES.len() - 1)]
+    }
+
     /// The scheme the head table shows.
     pub fn chosen(&self) -> KvScheme {
         self.schemes()[self.scheme.min(SCHEME_KINDS.len() - 1)]
@@ -62,12 +95,18 @@ impl MemoryParams {
 }
 
 impl LinkParams for MemoryParams {
-    const KEYS: &'static [&'static str] = &["tech", "group", "recent", "scheme"];
+    const KEYS: &'static [&'static str] = &["tech", "group", "recent", "scheme", "keep", "policy"];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
-            "tech" if value == "quant" => self.tech_named = true,
-            "tech" => return Err(format!("\"{}\" is not a memory technique this page measures (quant)", short(value))),
+            "tech" if value == "quant" => self.tech = Some(Tech::Quant),
+            "tech" if value == "evict" => self.tech = Some(Tech::Evict),
+            "tech" => {
+                return Err(format!(
+                    "\"{}\" is not a memory technique this page measures (quant, evict)",
+                    short(value)
+                ));
+            }
             "group" => {
                 let g = parse_bounded(value, GROUPS[0], GROUPS[GROUPS.len() - 1])?;
                 if !GROUPS.contains(&g) {
@@ -82,6 +121,22 @@ impl LinkParams for MemoryParams {
                     .position(|k| *k == value)
                     .ok_or_else(|| format!("\"{}\" is not a scheme ({})", short(value), SCHEME_KINDS.join(", ")))?;
             }
+            "keep" => {
+                if value.len() > 32 {
+                    return Err(format!(
+                        "kept tokens: a whole number of 1 to {MAX_KEEP}, not a {}-byte value",
+                        value.len()
+                    ));
+                }
+                self.keep = parse_bounded(value, 1, MAX_KEEP).map_err(|e| format!("kept tokens: {e}"))?;
+            }
+            "policy" => {
+                let names: Vec<&str> = POLICIES.iter().map(|p| p.name()).collect();
+                self.policy = POLICIES
+                    .iter()
+                    .position(|p| p.name() == value)
+                    .ok_or_else(|| format!("\"{}\" is not an eviction policy ({})", short(value), names.join(", ")))?;
+            }
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -90,8 +145,10 @@ impl LinkParams for MemoryParams {
     fn pairs(&self) -> Vec<(&'static str, String)> {
         let d = Self::default();
         let mut out = Vec::new();
-        if self.tech_named {
-            out.push(("tech", "quant".into()));
+        match self.tech {
+            Some(Tech::Quant) => out.push(("tech", "quant".into())),
+            Some(Tech::Evict) => out.push(("tech", "evict".into())),
+            None => {}
         }
         if self.group != d.group {
             out.push(("group", self.group.to_string()));
@@ -101,6 +158,12 @@ impl LinkParams for MemoryParams {
         }
         if self.scheme != d.scheme {
             out.push(("scheme", SCHEME_KINDS[self.scheme].into()));
+        }
+        if self.keep != d.keep {
+            out.push(("keep", self.keep.to_string()));
+        }
+        if self.policy != d.policy {
+            out.push(("policy", self.chosen_policy().name().into()));
         }
         out
     }
@@ -118,13 +181,23 @@ mod tests {
 
     #[test]
     fn every_parameter_round_trips_and_bad_values_are_refused() {
-        let params = MemoryParams { tech_named: true, group: 64, recent: 0, scheme: 8 };
+        let params = MemoryParams { tech: Some(Tech::Quant), group: 64, recent: 0, scheme: 8, keep: 8, policy: 2 };
         assert_eq!(round_trip(&params), params);
+        let params = MemoryParams { tech: Some(Tech::Evict), keep: 1, policy: 4, ..Default::default() };
+        assert_eq!(round_trip(&params), params);
+        assert_eq!(params.chosen_policy(), EvictPolicy::SnapKv);
         assert!(MemoryParams::default().pairs().is_empty());
         let mut p = MemoryParams::default();
         for (key, bad) in [
-            ("tech", "evict"),
+            ("tech", "paged"),
             ("tech", "<b>x</b>"),
+            ("keep", "0"),
+            ("keep", "129"),
+            ("keep", "99999999999999999999999"),
+            ("keep", "eight"),
+            ("keep", "-3"),
+            ("policy", "lru"),
+            ("policy", "<script>"),
             ("group", "12"),
             ("group", "256"),
             ("group", "0"),
@@ -136,7 +209,12 @@ mod tests {
             assert!(p.set(key, bad).is_err(), "{key}={bad}");
         }
         assert_eq!(p, MemoryParams::default());
-        assert!(matches!(p.set("tech", "quant"), Ok(Accepted::Yes)) && p.tech_named);
+        assert!(matches!(p.set("tech", "quant"), Ok(Accepted::Yes)) && p.tech() == Tech::Quant);
+        assert!(p.set("tech", "evict").is_ok() && p.tech() == Tech::Evict);
+        assert_eq!(MemoryParams::default().tech(), Tech::Quant);
+        // A long refused value is cut in the notice.
+        let Err(why) = p.set("keep", &"9".repeat(500)) else { panic!("a 500-digit K was taken") };
+        assert!(why.len() < 80, "{why}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What the memory view shows of a measurement: one row per scheme (bytes per token and quality),
 //! the chart of KL against bytes per token, the chosen scheme's heads, and the sentences around them.
 
-use crate::lm::kv_quality::{HeadChange, Quality, head_change};
+use crate::lm::kv_quality::{HeadChange, Quality, head_change, relative_error};
 use crate::model::Model;
 use crate::model::kv_quant::KvScheme;
 use crate::model::plot::{Axis, Scale, short_bytes_label};
@@ -89,23 +89,47 @@ pub struct HeadRow {
     pub layer: usize,
     pub head: usize,
     pub change: HeadChange,
+    /// ‖o - o_full‖ / ‖o_full‖ of the head's output over every token (before W_O).
+    pub output_error: f64,
 }
 
-/// Every head's change: `full` and `got` are per layer `[heads, tokens, tokens]` probabilities.
-pub fn head_rows(full: &[Vec<f32>], got: &[Vec<f32>], tokens: usize) -> Vec<HeadRow> {
+/// One pass's per-layer results the head table compares: probabilities `[heads, tokens, tokens]` and
+/// head outputs `[tokens, heads * d]`.
+pub struct LayerOutputs<'a> {
+    pub probs: &'a [Vec<f32>],
+    pub attended: &'a [Vec<f32>],
+}
+
+/// Every head's change, the chosen pass (`got`) against the full-precision one.
+pub fn head_rows(full: LayerOutputs, got: LayerOutputs, tokens: usize) -> Vec<HeadRow> {
     let n = tokens * tokens;
     let mut out = Vec::new();
-    for (layer, (f, g)) in full.iter().zip(got).enumerate() {
-        if n == 0 || f.len() != g.len() {
+    let layers = full.probs.iter().zip(got.probs).zip(full.attended.iter().zip(got.attended));
+    for (layer, ((f, g), (fo, go))) in layers.enumerate() {
+        if n == 0 || f.len() != g.len() || fo.len() != go.len() {
             continue;
         }
+        let heads = f.len() / n;
+        let errors = head_output_errors(fo, go, tokens, heads);
         for (head, (fh, gh)) in f.chunks_exact(n).zip(g.chunks_exact(n)).enumerate() {
-            if let Some(change) = head_change(fh, gh, tokens) {
-                out.push(HeadRow { layer, head, change });
+            if let (Some(change), Some(&output_error)) = (head_change(fh, gh, tokens), errors.get(head)) {
+                out.push(HeadRow { layer, head, change, output_error });
             }
         }
     }
     out
+}
+
+/// Each head's output relative error: `full` and `got` are `[tokens, heads * d]`.
+pub fn head_output_errors(full: &[f32], got: &[f32], tokens: usize, heads: usize) -> Vec<f64> {
+    if tokens == 0 || heads == 0 || full.len() != got.len() || !full.len().is_multiple_of(tokens * heads) {
+        return Vec::new();
+    }
+    let d = full.len() / (tokens * heads);
+    let head_of = |x: &[f32], h: usize| -> Vec<f32> {
+        x.chunks_exact(heads * d).flat_map(|row| row[h * d..][..d].to_vec()).collect()
+    };
+    (0..heads).map(|h| relative_error(&head_of(full, h), &head_of(got, h))).collect()
 }
 
 /// What the page says above the table: the model, the text's length, where the passes ran, that the
@@ -129,10 +153,16 @@ pub fn quality_cells(q: &Quality) -> [String; 3] {
     [format!("{:.3e}", q.kl), format!("{:.1} %", q.top1 * 100.0), loss]
 }
 
-/// The head table's cells: largest and mean change of probabilities, rows whose top key moved.
-pub fn head_cells(h: &HeadRow, tokens: usize) -> [String; 3] {
+/// The head table's cells: largest and mean change of probabilities, rows whose top key moved, the
+/// output's relative error.
+pub fn head_cells(h: &HeadRow, tokens: usize) -> [String; 4] {
     let c = h.change;
-    [format!("{:.2e}", c.max_abs), format!("{:.2e}", c.mean_abs), format!("{} of {tokens}", c.top_key_changed)]
+    [
+        format!("{:.2e}", c.max_abs),
+        format!("{:.2e}", c.mean_abs),
+        format!("{} of {tokens}", c.top_key_changed),
+        format!("{:.2e}", h.output_error),
+    ]
 }
 
 #[cfg(test)]
@@ -178,8 +208,9 @@ mod tests {
         let q = Quality { kl: 0.012344, top1: 0.75, loss: Some(3.40101) };
         assert_eq!(quality_cells(&q), ["1.234e-2", "75.0 %", "3.4010"]);
         assert_eq!(quality_cells(&Quality { loss: None, ..q })[2], "(one token: nothing to predict)");
-        let h = HeadRow { layer: 0, head: 1, change: HeadChange { max_abs: 0.5, mean_abs: 0.125, top_key_changed: 2 } };
-        assert_eq!(head_cells(&h, 9), ["5.00e-1", "1.25e-1", "2 of 9"]);
+        let change = HeadChange { max_abs: 0.5, mean_abs: 0.125, top_key_changed: 2 };
+        let h = HeadRow { layer: 0, head: 1, change, output_error: 0.03125 };
+        assert_eq!(head_cells(&h, 9), ["5.00e-1", "1.25e-1", "2 of 9", "3.12e-2"]);
     }
 
     #[test]
@@ -187,10 +218,18 @@ mod tests {
         // One layer, two heads of two tokens; head 1's second row moves its top key.
         let full = vec![vec![1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 0.75, 0.25]];
         let got = vec![vec![1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 0.25, 0.75]];
-        let rows = head_rows(&full, &got, 2);
+        // Outputs, [tokens 2, heads 2 x d 2]: head 0 is (3, 4) then (0, 0) in both passes; head 1
+        // (0, 0), (3, 4) against (0, 0), (3, 5): relative error 1 / 5.
+        let full_o = vec![vec![3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 3.0, 4.0]];
+        let got_o = vec![vec![3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 3.0, 5.0]];
+        let pass = |probs, attended| LayerOutputs { probs, attended };
+        let rows = head_rows(pass(&full, &full_o), pass(&got, &got_o), 2);
         assert_eq!(rows.len(), 2);
-        assert_eq!((rows[0].change.max_abs, rows[0].change.top_key_changed), (0.0, 0));
+        assert_eq!((rows[0].change.max_abs, rows[0].change.top_key_changed, rows[0].output_error), (0.0, 0, 0.0));
         assert_eq!((rows[1].head, rows[1].change.max_abs, rows[1].change.top_key_changed), (1, 0.5, 1));
+        assert!((rows[1].output_error - 0.2).abs() < 1e-12);
+        // Sizes that do not divide: nothing.
+        assert!(head_output_errors(&[1.0; 3], &[1.0; 3], 2, 2).is_empty());
     }
 
     #[test]

@@ -1,0 +1,211 @@
+//! The memory view's eviction half (`tech=evict`): each policy run during teacher-forced decoding of
+//! the link's text on the trained model's CPU pass, at the link's K and at the chart's sizes; rows,
+//! the chart of KL against K, and the chosen policy's kept keys per layer. What it shows is decided in
+//! [`crate::views::memory::evict`]; this file runs the passes between frames and lays them out.
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use wasm_bindgen::Clamped;
+
+use super::browser;
+use super::chart::LineChart;
+use super::memory_view::{TechChoice, TextAndRefusal, status};
+use super::params::set_param;
+use super::trained_compute::load;
+use crate::event_loop::breathe;
+use crate::lm::forward::{CpuPass, EvictionRecord, ModelPass};
+use crate::lm::kv_quality::quality;
+use crate::model::Model;
+use crate::model::kv_evict::{EvictPolicy, POLICIES};
+use crate::model::presets::{TRAINED_ID, preset};
+use crate::state::AppState;
+use crate::views::heatmaps::trained::model_tokens;
+use crate::views::memory::evict::{
+    EvictRow, chart, chart_sizes, evict_cells, evict_row, grid_pixels, heading, kept_grid,
+};
+use crate::views::memory::rows::quality_cells;
+use crate::views::memory::{MAX_KEEP, MemoryParams};
+
+/// One layer's kept keys under the chosen policy.
+#[derive(Clone)]
+struct Grid {
+    layer: usize,
+    tokens: usize,
+    pixels: Vec<u32>,
+    last_kept: Vec<u32>,
+    dropped: f64,
+}
+
+#[derive(Clone)]
+struct Measured {
+    heading: String,
+    model: Model,
+    rows: Vec<EvictRow>,
+    keep: usize,
+    chosen: EvictPolicy,
+    grids: Vec<Grid>,
+}
+
+#[component]
+pub fn EvictView(state: RwSignal<AppState>) -> impl IntoView {
+    let result = RwSignal::new(None::<Result<Measured, String>>);
+    let job = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let (text, params) = state.with(|s| (s.input.text.clone(), s.memory.clone()));
+        let this = job.get_value() + 1;
+        job.set_value(this);
+        result.set(None);
+        spawn_local(async move {
+            let current = move || job.try_get_value() == Some(this);
+            let out = measure(text, params, &current).await;
+            if current() {
+                result.try_set(Some(out));
+            }
+        });
+    });
+    view! {
+        <section class="memory-view" data-testid="memory-view" data-tech="evict">
+            <EvictControls state/>
+            {move || match result.get() {
+                Some(Ok(m)) => view! { <EvictResults m/> }.into_any(),
+                other => status(other.and_then(Result::err), "Decoding with each policy on the trained model…"),
+            }}
+        </section>
+    }
+}
+
+/// Runs a pass's steps, letting the browser in between; stops for a newer request.
+async fn run(mut pass: CpuPass<'_>, current: &dyn Fn() -> bool) -> Result<(ModelPass, Option<EvictionRecord>), String> {
+    while pass.step() {
+        breathe().await;
+        if !current() {
+            return Err("stopped for a newer request".into());
+        }
+    }
+    let record = pass.take_eviction();
+    Ok((pass.finish(), record))
+}
+
+/// The plain pass, then every policy at every size (keep-everything once, at the link's K).
+async fn measure(text: String, params: MemoryParams, current: &dyn Fn() -> bool) -> Result<Measured, String> {
+    let lm = load().await?;
+    let ck = lm.host().ok_or("the trained model's weights are not in host memory")?;
+    let (ids, _) = model_tokens(&lm.tokenizer, &text, lm.reads())?;
+    let model = preset(TRAINED_ID).unwrap_or(&lm.model).clone();
+    let (full, _) = run(CpuPass::new(ck, &ids, ids.len()).map_err(|e| e.0)?, current).await?;
+    let (keep, chosen) = (params.keep as usize, params.chosen_policy());
+    let (mut rows, mut grids) = (Vec::new(), Vec::new());
+    for size in chart_sizes(params.keep, ids.len()) {
+        for policy in POLICIES.into_iter().filter(|&p| p != EvictPolicy::Full || size == keep) {
+            let pass = CpuPass::new(ck, &ids, ids.len()).map_err(|e| e.0)?.with_eviction(policy, size);
+            let (out, record) = run(pass, current).await?;
+            let record = record.ok_or("the pass kept no record of its cache")?;
+            let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
+            rows.push(evict_row(&model, &record, q));
+            if size == keep && policy == chosen {
+                grids = layer_grids(ck.layers.iter().map(|l| l.mask).collect(), &record);
+            }
+        }
+    }
+    Ok(Measured { heading: heading(&model, ids.len(), params.keep), model, rows, keep, chosen, grids })
+}
+
+fn layer_grids(masks: Vec<crate::model::mask::Mask>, record: &EvictionRecord) -> Vec<Grid> {
+    let grids = record.kept.iter().zip(masks).zip(&record.dropped).enumerate();
+    grids
+        .map(|(layer, ((kept, mask), &dropped))| {
+            let tokens = kept.len();
+            let cells = kept_grid(kept, |t| mask.key_range(t, tokens as u32).0);
+            let last_kept = kept.last().cloned().unwrap_or_default();
+            Grid { layer, tokens, pixels: grid_pixels(&cells), last_kept, dropped }
+        })
+        .collect()
+}
+
+/// K, the policy of the grid, the technique and the text, each through the link's parser.
+#[component]
+fn EvictControls(state: RwSignal<AppState>) -> impl IntoView {
+    let refused = RwSignal::new(None::<String>);
+    let write = move |key: &'static str, ev: leptos::ev::Event| {
+        refused.set(set_param(state, key, &event_target_value(&ev)).err())
+    };
+    let policy = move || state.with(|s| s.memory.policy);
+    view! {
+        <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="memory-controls">
+            <TechChoice state refused/>
+            <label>"Kept tokens per layer K"
+                <input type="number" min="1" max=MAX_KEEP.to_string() data-testid="memory-keep"
+                    prop:value=move || state.with(|s| s.memory.keep) on:change=move |ev| write("keep", ev)/>
+            </label>
+            <label>"Kept keys of"
+                <select data-testid="memory-policy" on:change=move |ev| write("policy", ev)>
+                    {POLICIES.iter().enumerate().map(|(i, p)| view! { <option value=p.name() selected=move || policy() == i>{p.name()}</option> }).collect_view()}
+                </select>
+            </label>
+            <TextAndRefusal state refused/>
+        </form>
+    }
+}
+
+#[component]
+fn EvictResults(m: Measured) -> impl IntoView {
+    let data = chart(&m.rows, &m.model);
+    let rows = m.rows.iter().filter(|r| r.keep == m.keep).map(|r| {
+        let [kl, top1, loss] = quality_cells(&r.quality);
+        let [keep, last, read, dropped] = evict_cells(r);
+        view! {
+            <tr data-testid="memory-row" data-tech="evict" data-name=r.policy.name() data-keep=r.keep
+                data-bytes-per-token=r.bytes_last.to_string() data-bytes-read=r.bytes_read.to_string()
+                data-kl=r.quality.kl.to_string() data-top1=r.quality.top1.to_string()
+                data-loss=r.quality.loss.map(|l| l.to_string()).unwrap_or_default() data-dropped=r.dropped.to_string()>
+                <td>{r.policy.name()}</td><td title=r.policy.describe(r.keep)>{keep}</td><td>{last}</td><td>{read}</td>
+                <td>{kl}</td><td>{top1}</td><td>{loss}</td><td>{dropped}</td>
+            </tr>
+        }
+    }).collect_view();
+    view! {
+        <p class="memory-heading" data-testid="memory-heading">{m.heading.clone()}</p>
+        <table class="memory-table">
+            <thead><tr><th>"policy"</th><th>"K"</th><th>"bytes read at the last token"</th><th>"bytes read over the text"</th>
+                <th>"KL from keeping everything (nats)"</th><th>"top-1 agreement"</th><th>"loss on the text (nats/token)"</th>
+                <th>"attention thrown away per query"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+        <LineChart data=data marker=Signal::derive(|| None) testid="memory-chart"/>
+        <KeptGrids chosen=m.chosen keep=m.keep grids=m.grids.clone()/>
+    }
+}
+
+#[component]
+fn KeptGrids(chosen: EvictPolicy, keep: usize, grids: Vec<Grid>) -> impl IntoView {
+    let figures = grids.into_iter().map(|g| view! { <KeptGrid g/> }).collect_view();
+    view! {
+        <h3>{format!("Keys {} kept at each step (K = {keep}: {})", chosen.name(), chosen.describe(keep))}</h3>
+        <p class="legend">"Rows are queries (steps), columns keys: blue kept and read, orange evicted though the \
+            layer's mask lets it through, grey later or outside the layer's own window."</p>
+        <div class="evict-grids">{figures}</div>
+    }
+}
+
+#[component]
+fn KeptGrid(g: Grid) -> impl IntoView {
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let (tokens, pixels) = (g.tokens as u32, g.pixels.clone());
+    Effect::new(move |_| {
+        let Some(canvas) = canvas.get() else { return };
+        canvas.set_width(tokens);
+        canvas.set_height(tokens);
+        let Some(ctx) = browser::context_2d(&canvas) else { return };
+        let bytes = Clamped(bytemuck::cast_slice(&pixels));
+        if let Ok(image) = web_sys::ImageData::new_with_u8_clamped_array_and_sh(bytes, tokens, tokens) {
+            ctx.put_image_data(&image, 0.0, 0.0).ok();
+        }
+    });
+    let last = serde_json::to_string(&g.last_kept).unwrap_or_default();
+    view! {
+        <figure class="evict-grid" data-testid="evict-grid" data-layer=g.layer data-last-kept=last data-dropped=g.dropped.to_string()>
+            <canvas node_ref=canvas class="evict-canvas"></canvas>
+            <figcaption>{format!("layer {}: {:.1} % of the attention thrown away per query", g.layer, g.dropped * 100.0)}</figcaption>
+        </figure>
+    }
+}

@@ -1,0 +1,236 @@
+//! What the memory view shows of eviction (`tech=evict`): one row per policy at the link's K (the
+//! bytes the attention read, KL, top-1 agreement, loss, attention mass thrown away), the chart of KL
+//! against K for every policy, the sizes measured, and the grid of which keys the chosen policy kept
+//! at each step.
+
+use crate::lm::forward::EvictionRecord;
+use crate::lm::kv_quality::Quality;
+use crate::model::Model;
+use crate::model::kv_evict::{EvictPolicy, bytes_at_last_step, bytes_read};
+use crate::model::plot::{Axis, Scale};
+use crate::model::schedule::LayerKind;
+use crate::views::chart::{LineChartData, RefLine, Series};
+use crate::views::memory::rows::{KL_FLOOR, cache_geometry};
+
+/// One policy at one K, measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvictRow {
+    pub policy: EvictPolicy,
+    pub keep: usize,
+    /// Bytes the attention read to decode the text's last token, every layer (`data-bytes-per-token`).
+    pub bytes_last: u64,
+    /// Bytes the attention read over the whole text.
+    pub bytes_read: u64,
+    pub quality: Quality,
+    /// Full-cache attention mass on dropped keys, per query, averaged over heads and layers.
+    pub dropped: f64,
+}
+
+pub fn evict_row(m: &Model, record: &EvictionRecord, quality: Quality) -> EvictRow {
+    let (_, h_kv, d) = cache_geometry(m);
+    EvictRow {
+        policy: record.policy,
+        keep: record.keep,
+        bytes_last: bytes_at_last_step(&record.kept, h_kv, d),
+        bytes_read: bytes_read(&record.kept, h_kv, d),
+        quality,
+        dropped: record.mean_dropped(),
+    }
+}
+
+/// The sizes the chart measures: 4, 8, 16 and 32 where the text is longer (a K at or past the
+/// text's length evicts nothing), and the link's K.
+pub fn chart_sizes(keep: u32, tokens: usize) -> Vec<usize> {
+    let mut sizes: Vec<usize> = [4, 8, 16, 32].into_iter().filter(|&k| k < tokens).collect();
+    sizes.push(keep as usize);
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+}
+
+/// The sliding layers' own window, if the model has any (the smallest).
+pub fn sliding_window(m: &Model) -> Option<u64> {
+    m.schedule
+        .layers()
+        .iter()
+        .filter_map(|k| if let LayerKind::Sliding { window_tokens } = k { Some(*window_tokens) } else { None })
+        .min()
+}
+
+/// What the page says above the rows.
+pub fn heading(m: &Model, tokens: usize, keep: u32) -> String {
+    let window = sliding_window(m).map_or_else(String::new, |w| {
+        format!(
+            " Its sliding layers keep only {w} tokens anyway: a K of {w} or more changes only its full-attention \
+             layers, so the chart's sizes (4 to 32) stay below {w}."
+        )
+    });
+    format!(
+        "{}, the small model this project trained, decoding your text's {tokens} tokens one at a time (teacher \
+         forced, on the CPU): at each step every layer's cache admits the new token, evicts down to K = {keep} by \
+         the policy, and every head of the layer reads only the kept keys and values (one kept set per layer, \
+         attention scores summed over its heads). A policy decides from what it has seen so far only.{window} \
+         Bytes are the f32 K and V the attention read. Positions before K evict nothing, and count in the \
+         averages. A model this small is not a large one: its figures show the costs' order, not a production \
+         model's.",
+        m.name
+    )
+}
+
+/// The row's cells beside the quality ones: K, bytes at the last step, bytes over the text, mass
+/// thrown away.
+pub fn evict_cells(r: &EvictRow) -> [String; 4] {
+    [r.keep.to_string(), r.bytes_last.to_string(), r.bytes_read.to_string(), format!("{:.1} %", r.dropped * 100.0)]
+}
+
+/// The chart's lines: each evicting policy's KL (log axis, floored) against K.
+const LINES: [(EvictPolicy, &str, &str); 4] = [
+    (EvictPolicy::Window, "sliding window", "s0"),
+    (EvictPolicy::Sinks, "sinks + window (StreamingLLM)", "s1"),
+    (EvictPolicy::HeavyHitters, "heavy hitters (H2O)", "s2"),
+    (EvictPolicy::SnapKv, "observation window (SnapKV-style)", "s3"),
+];
+
+pub fn chart(rows: &[EvictRow], model: &Model) -> LineChartData {
+    let series = LINES
+        .iter()
+        .map(|&(policy, label, class)| {
+            let mut points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.policy == policy)
+                .map(|r| (r.keep as f64, r.quality.kl.max(KL_FLOOR)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { label: label.into(), class, points }
+        })
+        .collect();
+    let most_keep = rows.iter().map(|r| r.keep).max().unwrap_or(1) as f64;
+    let most_kl = rows.iter().map(|r| r.quality.kl).fold(KL_FLOOR * 10.0, f64::max);
+    let x = Scale::new(Axis::Linear, 0.0, most_keep * 1.05);
+    let y = Scale::new(Axis::Log, KL_FLOOR, 10f64.powf(most_kl.log10().ceil()));
+    let v_lines = sliding_window(model)
+        .filter(|&w| (w as f64) < x.max)
+        .map(|w| RefLine { value: w as f64, label: format!("sliding layers' window ({w})"), class: "ctx" })
+        .into_iter()
+        .collect();
+    LineChartData {
+        x_ticks: x.decimal_ticks(6).into_iter().map(|t| (t, format!("{t:.0}"))).collect(),
+        y_ticks: y.decimal_ticks(8).into_iter().map(|t| (t, format!("{t:.0e}"))).collect(),
+        x,
+        y,
+        series,
+        h_lines: Vec::new(),
+        v_lines,
+        x_title: "kept tokens per layer (K)".into(),
+        y_title: "KL from keeping everything (nats, log)".into(),
+        description: format!(
+            "KL divergence of {}'s next-token distributions under each eviction policy from keeping every token, \
+             against the tokens each layer keeps.",
+            model.name
+        ),
+    }
+}
+
+/// What one cell of the kept grid shows: query t (row) and key j (column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cell {
+    /// Read from the cache.
+    Kept,
+    /// The layer's mask lets it through, but the policy evicted it.
+    Dropped,
+    /// A later token, or one outside the layer's own window.
+    Outside,
+}
+
+/// The grid of one layer, row-major `[tokens, tokens]`: `kept[t]` are query t's kept keys, `lo(t)`
+/// the first key its mask lets through.
+pub fn kept_grid(kept: &[Vec<u32>], lo: impl Fn(u32) -> u32) -> Vec<Cell> {
+    let t = kept.len();
+    let mut cells = vec![Cell::Outside; t * t];
+    for (i, row) in kept.iter().enumerate() {
+        for j in lo(i as u32) as usize..=i {
+            cells[i * t + j] = Cell::Dropped;
+        }
+        for &j in row {
+            cells[i * t + j as usize] = Cell::Kept;
+        }
+    }
+    cells
+}
+
+/// RGBA pixels (little-endian words, as a canvas takes them) of a grid: kept dark blue, dropped
+/// orange, outside light grey.
+pub fn grid_pixels(cells: &[Cell]) -> Vec<u32> {
+    let rgba = |r: u32, g: u32, b: u32| r | (g << 8) | (b << 16) | (255 << 24);
+    cells
+        .iter()
+        .map(|c| match c {
+            Cell::Kept => rgba(0x1d, 0x3d, 0x8f),
+            Cell::Dropped => rgba(0xe7, 0x6f, 0x51),
+            Cell::Outside => rgba(0xee, 0xee, 0xee),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::presets::preset;
+
+    fn record(policy: EvictPolicy, keep: usize) -> EvictionRecord {
+        // Four layers, three steps, keeping 1, 2, then 2 tokens; 0.125 dropped in each layer.
+        let kept = vec![vec![0], vec![0, 1], vec![1, 2]];
+        EvictionRecord { policy, keep, kept: vec![kept; 4], dropped: vec![0.125; 4] }
+    }
+
+    #[test]
+    fn a_row_by_hand() {
+        let m = preset("attention-lab-tiny").unwrap();
+        let q = Quality { kl: 0.5, top1: 0.75, loss: Some(3.0) };
+        let r = evict_row(m, &record(EvictPolicy::Window, 2), q);
+        // 512 B a kept token a layer (2 KV heads x 32 x K and V x 4 B): last step 4 layers x 2 tokens;
+        // over the text 4 x (1 + 2 + 2).
+        assert_eq!((r.bytes_last, r.bytes_read, r.dropped), (4 * 2 * 512, 4 * 5 * 512, 0.125));
+        assert_eq!(evict_cells(&r), ["2", "4096", "10240", "12.5 %"]);
+    }
+
+    #[test]
+    fn sizes_below_the_text_and_the_link_s_k() {
+        assert_eq!(chart_sizes(8, 12), [4, 8]);
+        assert_eq!(chart_sizes(6, 100), [4, 6, 8, 16, 32]);
+        assert_eq!(chart_sizes(48, 3), [48]);
+    }
+
+    #[test]
+    fn the_heading_names_the_sliding_window() {
+        let m = preset("attention-lab-tiny").unwrap();
+        assert_eq!(sliding_window(m), Some(64));
+        assert!(heading(m, 98, 16).contains("sliding layers keep only 64 tokens anyway"));
+    }
+
+    #[test]
+    fn the_chart_joins_each_policy_by_k() {
+        let m = preset("attention-lab-tiny").unwrap();
+        let q = |kl| Quality { kl, top1: 1.0, loss: None };
+        let mut rows = vec![evict_row(m, &record(EvictPolicy::Full, 8), q(0.0))];
+        rows.push(evict_row(m, &record(EvictPolicy::Sinks, 8), q(0.25)));
+        rows.push(evict_row(m, &record(EvictPolicy::Sinks, 4), q(0.5)));
+        let c = chart(&rows, m);
+        assert_eq!(c.series.len(), 4);
+        assert_eq!(c.series[1].points, [(4.0, 0.5), (8.0, 0.25)]);
+        assert!(c.series[0].points.is_empty());
+        // K up to 8: the sliding window of 64 is off the chart.
+        assert!(c.v_lines.is_empty());
+    }
+
+    #[test]
+    fn the_grid_by_hand() {
+        // Three queries, a window of 2 (lo = t - 1): query 2 keeps [2] only, so key 1 is dropped and
+        // key 0 is outside its window.
+        let kept = vec![vec![0], vec![0, 1], vec![2]];
+        let cells = kept_grid(&kept, |t| t.saturating_sub(1));
+        use Cell::{Dropped as D, Kept as K, Outside as O};
+        assert_eq!(cells, [K, O, O, K, K, O, O, D, K]);
+        assert_eq!(grid_pixels(&[K])[0].to_le_bytes(), [0x1d, 0x3d, 0x8f, 255]);
+    }
+}
