@@ -357,6 +357,7 @@ mod tests {
             q_lora_rank: Some(1536),
             qk_nope_head_dim: 128,
             v_head_dim: 128,
+            index_head_dim: None,
         });
         let p = attn_params(&m, LayerKind::Global);
         assert_eq!(p.q, 7168 * 1536 + 1536 * 128 * 192);

@@ -83,15 +83,15 @@ pub(super) enum Unimplemented {
 pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
     (
         "index_head_dim",
-        Unimplemented::Warn,
-        "DeepSeek V3.2's lightning indexer keeps a key of its own per token in every layer beside the MLA latent \
-      (fp8 with a scale in DeepSeek's inference code, the model's dtype in transformers): not counted in the cache \
-      figures",
+        Unimplemented::Refuse,
+        "a lightning indexer's key without MLA (no kv_lora_rank): the cache figures count it only beside an MLA \
+      latent, as DeepSeek V3.2 has it",
     ),
     (
         "index_n_heads",
         Unimplemented::Warn,
-        "the lightning indexer's query heads (its scores pick the keys each query reads): not drawn",
+        "the lightning indexer's query heads (its scores pick the keys each query reads): not drawn, and the \
+      indexer's weights are not in the parameter total",
     ),
     (
         "index_topk",
@@ -238,11 +238,15 @@ mod tests {
     }
 
     #[test]
-    fn deepseek_v3_2s_indexer_is_warned_of_beside_the_figures() {
-        let v = llama(json!({"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}));
-        let warnings = import_hf_value(&v).unwrap().report.warnings;
-        assert!(warnings.iter().any(|w| w.starts_with("index_head_dim = 128: DeepSeek V3.2's lightning indexer")));
-        assert!(warnings.iter().any(|w| w.starts_with("index_topk = 2048: sparse attention")));
+    fn deepseek_v3_2s_indexer_heads_and_top_k_are_warned_of_beside_the_figures() {
+        let mut v = llama(json!({"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}));
+        assert!(matches!(import_hf_value(&v), Err(ImportError::Unsupported(t)) if t.starts_with("index_head_dim = 128")));
+        v.as_object_mut().unwrap().insert("kv_lora_rank".into(), json!(512));
+        let report = import_hf_value(&v).unwrap().report;
+        assert!(report.warnings.iter().any(|w| w.starts_with("index_n_heads = 64: the lightning indexer")));
+        assert!(report.warnings.iter().any(|w| w.starts_with("index_topk = 2048: sparse attention")));
+        assert!(!report.warnings.iter().any(|w| w.contains("index_head_dim")), "{:?}", report.warnings);
+        assert!(report.used.iter().any(|(k, v)| k == "index_head_dim" && v == "128"));
     }
 
     #[test]
