@@ -35,21 +35,16 @@ pub(super) fn report(r: &mut Reader<'_>, model: &Model) {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::super::import_hf_value;
     use crate::model::dtype::DType;
     use crate::model::kv_cache::{fp8_indexer_key_bytes, kv_bytes_per_token, kv_bytes_per_token_fp8_indexer};
 
-    /// The DeepSeek V3 file with V3.2's three indexer keys (the values in DeepSeek-V3.2-Exp's
-    /// `inference/model.py` `ModelArgs` and transformers' `DeepseekV32Config`): no other key changes.
+    /// NVIDIA's NVFP4 release of DeepSeek V3.2 (the architecture's own file; its quantisation is kept
+    /// apart in `hf_quant_config.json`).
     fn deepseek_v3_2() -> serde_json::Value {
-        let path = format!("{}/tests/data/configs/deepseek-v3.json", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/tests/data/configs/deepseek-v3.2-nvfp4.json", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-        let extra = json!({"model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048});
-        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        v
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]

@@ -119,7 +119,6 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         hybrid::report_missing(&mut r, &model, missing, nas::PARAMS_WHY);
     }
     indexer::report(&mut r, &model);
-    indexer::report(&mut r, &model);
     unread::finish(&mut r, model.schedule.len())?;
     Ok(Imported { model, report: r.report })
 }

@@ -88,6 +88,30 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
       latent, as DeepSeek V3.2 has it",
     ),
     (
+        "compress_ratios",
+        Unimplemented::Refuse,
+        "DeepSeek V4 compresses each layer's KV cache by its own ratio (compressed and sparse attention): read as \
+      plain layers, the cache would be wrong by those factors",
+    ),
+    (
+        "indexer_types",
+        Unimplemented::Warn,
+        "GLM-5.2 shares one lightning indexer's top-k across several layers: the layers marked shared keep no indexer \
+      key of their own, but the cache figures count one in every layer",
+    ),
+    (
+        "index_topk_freq",
+        Unimplemented::Warn,
+        "the indexer runs only every few layers and the others reuse its top-k: the cache figures count an indexer \
+      key in every layer",
+    ),
+    (
+        "rotary_dim",
+        Unimplemented::Warn,
+        "RoPE turns only the first rotary_dim dimensions of each head (MiniMax M2): the RoPE panel and heatmaps turn \
+      the whole head (the cache is unaffected)",
+    ),
+    (
         "index_n_heads",
         Unimplemented::Warn,
         "the lightning indexer's query heads (its scores pick the keys each query reads): not drawn, and the \
@@ -240,7 +264,9 @@ mod tests {
     #[test]
     fn deepseek_v3_2s_indexer_heads_and_top_k_are_warned_of_beside_the_figures() {
         let mut v = llama(json!({"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}));
-        assert!(matches!(import_hf_value(&v), Err(ImportError::Unsupported(t)) if t.starts_with("index_head_dim = 128")));
+        assert!(
+            matches!(import_hf_value(&v), Err(ImportError::Unsupported(t)) if t.starts_with("index_head_dim = 128"))
+        );
         v.as_object_mut().unwrap().insert("kv_lora_rank".into(), json!(512));
         let report = import_hf_value(&v).unwrap().report;
         assert!(report.warnings.iter().any(|w| w.starts_with("index_n_heads = 64: the lightning indexer")));
