@@ -74,6 +74,16 @@ fn qwen3_8b_is_the_hubs_text() {
 const BY_HAND: &[(&str, u32, u128, u128)] = &[
     // 80 layers × 8 KV heads × (8,192 / 64 = 128) × 2 (K, V) × 2 B
     ("llama-3.1-70b.json", 80, 327_680, 0),
+    // 126 layers × 8 KV heads × (16,384 / 128 = 128) × 2 × 2 B
+    ("llama-3.1-405b.json", 126, 516_096, 0),
+    // 62 layers × 8 KV heads × 128 × 2 × 2 B
+    ("qwen3-coder-480b-a35b-instruct.json", 62, 253_952, 0),
+    // MLA: 61 × (512 + 64) × 2 B
+    ("deepseek-v3.1-nvfp4.json", 61, 70_272, 0),
+    // MLA and an indexer key in every layer: 78 × (512 + 64 + 128) × 2 B. GLM-5.2 keeps the key only in
+    // its 21 `full` indexer layers (78 × 576 × 2 + 21 × 128 × 2 = 95,232 B): the report warns that the
+    // figure counts 57 × 256 = 14,592 B too many.
+    ("glm-5.2.json", 78, 109_824, 0),
     // 56 layers × 8 KV heads × (6,144 / 48 = 128) × 2 × 2 B
     ("mixtral-8x22b-v0.1.json", 56, 229_376, 0),
     // text_config: 48 layers × 4 KV heads × 128 × 2 × 2 B
@@ -147,11 +157,22 @@ fn lightning_indexer_files_state_both_forms() {
 }
 
 #[test]
-fn deepseek_v4s_compressed_cache_is_refused() {
-    let Err(ImportError::Unsupported(why)) = import_hf_config(&read("refused-deepseek-v4-flash.json")) else {
-        panic!("DeepSeek V4 imported");
-    };
-    assert!(why.starts_with("compress_ratios = [0,0,4,128"), "{why}");
+fn real_files_the_arithmetic_cannot_describe_are_refused_with_the_reason() {
+    for (file, reason) in [
+        ("refused-deepseek-v4-flash.json", "compress_ratios = [0,0,4,128"),
+        ("refused-nemotron-3-super-120b-a12b.json", "moe_latent_size = 1024: "),
+        ("refused-qwen3.5-122b-a10b.json", "This is a state-space or hybrid model (the field linear_num_value_heads)"),
+    ] {
+        let Err(ImportError::Unsupported(why)) = import_hf_config(&read(file)) else { panic!("{file} imported") };
+        assert!(why.starts_with(reason), "{file}: {why}");
+    }
+}
+
+#[test]
+fn glm_5_2s_shared_indexer_is_warned_of() {
+    let imp = import("glm-5.2.json");
+    assert!(said(&imp, "indexer_types = [\"full\",\"full\",\"full\",\"shared\""), "{:?}", imp.report.warnings);
+    assert!(said(&imp, "index_topk_freq = 4: the indexer runs only every few layers"));
 }
 
 #[test]

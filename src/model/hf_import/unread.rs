@@ -106,6 +106,12 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
       key in every layer",
     ),
     (
+        "moe_latent_size",
+        Unimplemented::Refuse,
+        "Nemotron 3's latent MoE runs its experts in a narrower latent space (projected down and back up): counted at \
+      the full width, the parameter total and weights memory would be several times too large",
+    ),
+    (
         "rotary_dim",
         Unimplemented::Warn,
         "RoPE turns only the first rotary_dim dimensions of each head (MiniMax M2): the RoPE panel and heatmaps turn \
