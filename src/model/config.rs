@@ -59,6 +59,18 @@ pub struct Mla {
     pub index_head_dim: Option<u32>,
 }
 
+impl Mla {
+    /// DeepSeek V2 and V3's latent attention sizes (no indexer).
+    pub const DEEPSEEK: Mla = Mla {
+        kv_lora_rank: 512,
+        qk_rope_head_dim: 64,
+        q_lora_rank: Some(1536),
+        qk_nope_head_dim: 128,
+        v_head_dim: 128,
+        index_head_dim: None,
+    };
+}
+
 /// The feed-forward block. Gated variants have three matrices (gate, up, down), the plain MLP two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FfnKind {

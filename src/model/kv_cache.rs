@@ -335,14 +335,7 @@ mod tests {
     #[test]
     fn mla_ignores_heads() {
         let mut m = Model::simple(61, 7168, 128);
-        m.mla = Some(Mla {
-            kv_lora_rank: 512,
-            qk_rope_head_dim: 64,
-            q_lora_rank: Some(1536),
-            qk_nope_head_dim: 128,
-            v_head_dim: 128,
-            index_head_dim: None,
-        });
+        m.mla = Some(Mla::DEEPSEEK);
         // 61 layers * (512 + 64) * 2 bytes = 70,272
         assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(70_272));
         m.attn.n_kv_heads = 1;
