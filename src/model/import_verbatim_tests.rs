@@ -162,6 +162,8 @@ fn real_files_the_arithmetic_cannot_describe_are_refused_with_the_reason() {
         ("refused-deepseek-v4-flash.json", "compress_ratios = [0,0,4,128"),
         ("refused-nemotron-3-super-120b-a12b.json", "moe_latent_size = 1024: "),
         ("refused-qwen3.5-122b-a10b.json", "This is a state-space or hybrid model (the field linear_num_value_heads)"),
+        // Its moe_layer_freq list (3 dense layers, then experts) is read; its sparse attention is not.
+        ("refused-minimax-m3.json", "sparse_attention_config = {"),
     ] {
         let Err(ImportError::Unsupported(why)) = import_hf_config(&read(file)) else { panic!("{file} imported") };
         assert!(why.starts_with(reason), "{file}: {why}");

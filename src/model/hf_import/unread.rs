@@ -106,6 +106,12 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
       key in every layer",
     ),
     (
+        "sparse_attention_config",
+        Unimplemented::Refuse,
+        "MiniMax M3's block-sparse attention keeps index keys of its own beside the KV cache and reads only the top \
+      blocks: neither is in the cache figures",
+    ),
+    (
         "moe_latent_size",
         Unimplemented::Refuse,
         "Nemotron 3's latent MoE runs its experts in a narrower latent space (projected down and back up): counted at \
