@@ -131,6 +131,19 @@ fn step_3_7_flash_caps_its_sliding_layers() {
 }
 
 #[test]
+fn gemma_4_31b_by_hand() {
+    let imp = import("gemma-4-31b-it-nvfp4.json");
+    let m = &imp.model;
+    assert_eq!(m.schedule.summary(), "5 sliding : 1 global");
+    // Per token: 50 sliding layers × 16 KV heads × 256 × 2 (K, V) × 2 B = 819,200 and 10 global layers
+    // × 4 KV heads × 512 × 1 (K = V) × 2 B = 40,960: 860,160 B.
+    assert_eq!(kv_bytes_per_token(m, Bf16), Ok(860_160));
+    // At its 262,144 tokens: 50 × 16,384 B × 1,024 (window) = 838,860,800 and 10 × 4,096 B × 262,144 =
+    // 10,737,418,240: 11,576,279,040 B.
+    assert_eq!(kv_total_bytes(m, 262_144, Bf16), Ok(11_576_279_040));
+}
+
+#[test]
 fn a_real_nas_stack_counts_its_checkpoint_by_hand() {
     let imp = import("llama-3.3-nemotron-super-49b-v1.json");
     let m = &imp.model;
