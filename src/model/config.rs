@@ -54,6 +54,21 @@ pub struct Mla {
     pub q_lora_rank: Option<u32>,
     pub qk_nope_head_dim: u32,
     pub v_head_dim: u32,
+    /// DeepSeek V3.2's lightning indexer: one key of this width per token per layer, cached beside
+    /// the latent (`index_head_dim`); `None` without an indexer.
+    pub index_head_dim: Option<u32>,
+}
+
+impl Mla {
+    /// DeepSeek V2 and V3's latent attention sizes (no indexer).
+    pub const DEEPSEEK: Mla = Mla {
+        kv_lora_rank: 512,
+        qk_rope_head_dim: 64,
+        q_lora_rank: Some(1536),
+        qk_nope_head_dim: 128,
+        v_head_dim: 128,
+        index_head_dim: None,
+    };
 }
 
 /// The feed-forward block. Gated variants have three matrices (gate, up, down), the plain MLP two.
@@ -449,6 +464,9 @@ impl Model {
             check("v_head_dim", m.v_head_dim.into(), 1, MAX_CONFIG_HEAD_DIM.into())?;
             if let Some(q) = m.q_lora_rank {
                 check("q_lora_rank", q.into(), 1, MAX_RANK.into())?;
+            }
+            if let Some(i) = m.index_head_dim {
+                check("index_head_dim", i.into(), 1, MAX_CONFIG_HEAD_DIM.into())?;
             }
             if m.qk_rope_head_dim + m.qk_nope_head_dim == 0 {
                 return Err(ConfigError::Invalid("MLA query/key head dimension is 0".into()));

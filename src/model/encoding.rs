@@ -10,6 +10,7 @@
 //! | `kv8` `hd128` `keqv` | KV heads, head dim, K=V | `h`, `d / h`, off |
 //! | `gkv1` `ghd512` `gkeqv` | global layers' geometry (any of them sets it) | as above |
 //! | `mla512-64-1536-128-128` | kv rank, rope dim, q rank (0: none), nope dim, v dim | none |
+//! | `idx128` | with `mla`: the lightning indexer's key width (DeepSeek V3.2), cached beside the latent | none |
 //! | `pat5w1024-1g` | repeating unit of runs: `g` global, `w<W>` sliding, `c<C>` chunked; without attention: `s` state-space, `l` linear attention, `v` short convolution, `f` feed-forward only | all global |
 //! | `ssm20480-81920-2-2-1000` `lin...` `cnv...` | a recurrent mixer's state: conv elements, state elements, their bytes per element, mixer parameters per layer | none |
 //! | `bas` `bal` `bav` | every attention layer also runs that recurrent mixer (Falcon-H1, Zamba's hybrid layers) | none |
@@ -172,6 +173,9 @@ pub fn encode_model(model: &Model) -> String {
             m.qk_nope_head_dim,
             m.v_head_dim
         ));
+        if let Some(i) = m.index_head_dim {
+            t.push(format!("idx{i}"));
+        }
     }
     if model.schedule.layers().iter().any(|k| !k.is_global()) {
         let runs: Vec<String> =
@@ -364,6 +368,7 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
     let mut ffn_size = None::<u64>;
     let mut pattern: Option<Vec<(u32, LayerKind)>> = None;
     let mut positional = None;
+    let mut index_dim = None::<u32>;
     for token in text.split('.') {
         let name_len = token.bytes().take_while(u8::is_ascii_alphabetic).count();
         let (name, value) = token.split_at(name_len);
@@ -389,8 +394,10 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
                     q_lora_rank: if q == 0 { None } else { Some(small(token, q)?) },
                     qk_nope_head_dim: small(token, nope)?,
                     v_head_dim: small(token, v)?,
+                    index_head_dim: None,
                 });
             }
+            "idx" => index_dim = Some(number(token, value)?),
             "pat" => pattern = Some(parse_runs(token, value)?),
             "bas" | "bal" | "bav" if value.is_empty() => {
                 m.states.beside_attention = Some(parse_mixer(token, &name[2..])?)
@@ -499,6 +506,10 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
     if let Some(p) = positional {
         m.positional = p;
     }
+    if let Some(i) = index_dim {
+        let mla = m.mla.as_mut().ok_or_else(|| EncodingError::Invalid("idx (an indexer key) needs mla".into()))?;
+        mla.index_head_dim = Some(i);
+    }
     m.id = "custom".into();
     m.name = "Custom model".into();
     m.validate().map_err(|e| EncodingError::Invalid(e.to_string()))?;
@@ -549,6 +560,16 @@ mod tests {
         // Minimal code: defaults fill the rest.
         let m = decode_model("L2.d64.h4").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((m.attn.n_kv_heads, m.attn.head_dim, m.ffn_size), (4, 16, 256));
+    }
+
+    #[test]
+    fn the_lightning_indexer_round_trips_beside_mla_only() {
+        let code = "L61.d7168.h128.kv128.hd128.mla512-64-1536-128-128.idx128";
+        let m = decode_model(code).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.mla.and_then(|m| m.index_head_dim), Some(128));
+        assert!(encode_model(&m).starts_with(code), "{}", encode_model(&m));
+        assert!(decode_model("L2.d64.h4.idx128").is_err());
+        assert!(decode_model("L2.d64.h4.mla8-4-0-8-8.idx0").is_err());
     }
 
     #[test]

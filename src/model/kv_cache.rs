@@ -3,7 +3,9 @@
 //!
 //! Per layer and token the cache holds:
 //! - standard attention: `n_kv_heads * head_dim * 2` elements (K and V), or `* 1` with K=V;
-//! - MLA: `kv_lora_rank + qk_rope_head_dim` elements (one latent plus the shared RoPE key);
+//! - MLA: `kv_lora_rank + qk_rope_head_dim` elements (one latent plus the shared RoPE key), plus
+//!   `index_head_dim` with DeepSeek V3.2's lightning indexer (its key, cached at the same dtype as the
+//!   latent, as transformers' cache holds it; [`fp8_indexer_key_bytes`] gives DeepSeek's own fp8 form);
 //! - a layer that reuses another layer's cache (cross-layer sharing): nothing;
 //! - a layer without softmax attention (state-space, linear attention, convolution, feed-forward
 //!   only): nothing per token. Its recurrent state has a fixed size per sequence ([`state_bytes`]),
@@ -47,7 +49,8 @@ pub fn kv_elements_per_token_per_layer(model: &Model, kind: LayerKind) -> u128 {
         return 0;
     }
     if let Some(mla) = model.mla {
-        return u128::from(mla.kv_lora_rank) + u128::from(mla.qk_rope_head_dim);
+        let indexer = mla.index_head_dim.map_or(0, u128::from);
+        return u128::from(mla.kv_lora_rank) + u128::from(mla.qk_rope_head_dim) + indexer;
     }
     let g = model.geometry(kind);
     let tensors: u128 = if g.k_eq_v { 1 } else { 2 };
@@ -94,6 +97,29 @@ fn cache_bytes(model: &Model, dtype: DType, tokens: impl Fn(LayerKind) -> u64) -
         bits = add(bits, mul(per_token, tokens(kind).into())?)?;
     }
     Ok(bits_to_bytes_ceil(bits))
+}
+
+/// Values of the lightning indexer's key that share one float32 scale in DeepSeek's inference code
+/// (`block_size` in DeepSeek-V3.2-Exp `inference/model.py`).
+pub const INDEXER_SCALE_BLOCK: u32 = 128;
+
+/// Bytes one token's indexer key takes in one layer as DeepSeek's inference code stores it: `dim`
+/// fp8 values (`k_cache`, `float8_e4m3fn`) and a 4-byte float32 scale per [`INDEXER_SCALE_BLOCK`]
+/// of them (`k_scale_cache`): 128 + 4 = 132 bytes for V3.2's 128-value key.
+pub fn fp8_indexer_key_bytes(dim: u32) -> u128 {
+    u128::from(dim) + 4 * u128::from(dim.div_ceil(INDEXER_SCALE_BLOCK))
+}
+
+/// [`kv_bytes_per_token`] with the indexer keys in DeepSeek's fp8 form ([`fp8_indexer_key_bytes`])
+/// and the latent at `dtype`; `None` for a model without a lightning indexer.
+pub fn kv_bytes_per_token_fp8_indexer(model: &Model, dtype: DType) -> Result<Option<u128>, SizeOverflow> {
+    let Some(mla) = model.mla else { return Ok(None) };
+    let Some(dim) = mla.index_head_dim else { return Ok(None) };
+    let storing = model.kv_storing_layers();
+    let layers = model.schedule.layers().iter().zip(&storing).filter(|(k, s)| **s && k.is_attention()).count();
+    let latent_bits = mul(u128::from(mla.kv_lora_rank) + u128::from(mla.qk_rope_head_dim), dtype.bits().into())?;
+    let per_layer_bits = add(latent_bits, mul(fp8_indexer_key_bytes(dim), 8)?)?;
+    Ok(Some(bits_to_bytes_ceil(mul(per_layer_bits, layers as u128)?)))
 }
 
 /// The recurrent state of one layer of `kind`, in bytes per sequence (0 for attention and
@@ -309,13 +335,7 @@ mod tests {
     #[test]
     fn mla_ignores_heads() {
         let mut m = Model::simple(61, 7168, 128);
-        m.mla = Some(Mla {
-            kv_lora_rank: 512,
-            qk_rope_head_dim: 64,
-            q_lora_rank: Some(1536),
-            qk_nope_head_dim: 128,
-            v_head_dim: 128,
-        });
+        m.mla = Some(Mla::DEEPSEEK);
         // 61 layers * (512 + 64) * 2 bytes = 70,272
         assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(70_272));
         m.attn.n_kv_heads = 1;
@@ -456,6 +476,7 @@ mod tests {
             q_lora_rank: None,
             qk_nope_head_dim: 1,
             v_head_dim: 1,
+            index_head_dim: Some(u32::MAX),
         });
         m.schedule = Schedule::uniform(1 << 20, LayerKind::Global);
         let r = kv_total_bytes(&m, u64::MAX, DType::Fp32);

@@ -52,6 +52,8 @@ mod import_files_tests;
 mod import_hybrids_tests;
 #[cfg(test)]
 mod import_params_tests;
+#[cfg(test)]
+mod import_verbatim_tests;
 
 pub use config::{
     AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,

@@ -351,13 +351,7 @@ mod tests {
     #[test]
     fn mla_parts_by_hand() {
         let mut m = Model::simple(1, 7168, 128);
-        m.mla = Some(Mla {
-            kv_lora_rank: 512,
-            qk_rope_head_dim: 64,
-            q_lora_rank: Some(1536),
-            qk_nope_head_dim: 128,
-            v_head_dim: 128,
-        });
+        m.mla = Some(Mla::DEEPSEEK);
         let p = attn_params(&m, LayerKind::Global);
         assert_eq!(p.q, 7168 * 1536 + 1536 * 128 * 192);
         assert_eq!(p.mla_kv_down, 7168 * 576);

@@ -71,7 +71,8 @@ fn Breakdown(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                 "A layer caches K and V for each of its KV heads (not its query heads: with GQA several query heads "
                 "share one), unless K = V, and only for the tokens it can still attend to: all of them for a global "
                 "layer, the last W for a sliding window, the current chunk for chunked attention. MLA caches one "
-                "compressed latent and a shared RoPE key per token, whatever the head count. Layers that reuse "
+                "compressed latent and a shared RoPE key per token, whatever the head count (DeepSeek V3.2 also its "
+                "lightning indexer's key). Layers that reuse "
                 "another layer's cache store nothing."
             </p>
         </section>

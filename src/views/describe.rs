@@ -103,6 +103,9 @@ fn attention_facts(model: &Model, out: &mut Vec<(&'static str, String)>) {
         out.push(("qk_nope_head_dim", m.qk_nope_head_dim.to_string()));
         out.push(("v_head_dim", m.v_head_dim.to_string()));
         out.push(("q_lora_rank", m.q_lora_rank.map_or_else(|| "none".into(), |r| r.to_string())));
+        if let Some(i) = m.index_head_dim {
+            out.push(("index_head_dim", i.to_string()));
+        }
     } else {
         out.push(("num_key_value_heads", model.attn.n_kv_heads.to_string()));
         out.push(("head_dim", model.attn.head_dim.to_string()));

@@ -18,10 +18,12 @@ pub fn dtype_factor(dtype: DType) -> String {
 }
 
 /// What one layer of `kind` caches per token, as factors: `8 KV heads × 128 dims × 2 (K and V)`,
-/// `1 KV head × 512 dims × 1 (K = V)`, or `(512 latent + 64 RoPE key)`.
+/// `1 KV head × 512 dims × 1 (K = V)`, `(512 latent + 64 RoPE key)`, or with DeepSeek V3.2's
+/// lightning indexer `(512 latent + 64 RoPE key + 128 indexer key)`.
 pub fn elements_factors(model: &Model, kind: LayerKind) -> String {
     if let Some(m) = model.mla {
-        return format!("({} latent + {} RoPE key)", m.kv_lora_rank, m.qk_rope_head_dim);
+        let indexer = m.index_head_dim.map(|i| format!(" + {i} indexer key")).unwrap_or_default();
+        return format!("({} latent + {} RoPE key{indexer})", m.kv_lora_rank, m.qk_rope_head_dim);
     }
     let g = model.geometry(kind);
     let heads = if g.n_kv_heads == 1 { "KV head" } else { "KV heads" };
@@ -242,6 +244,13 @@ mod tests {
         assert_eq!(
             per_token_formula(&d, DType::Fp16),
             "61 global layers × (512 latent + 64 RoPE key) × 2 B = 70,272 B per token"
+        );
+        // DeepSeek V3.2: 61 × (512 + 64 + 128) × 2 B = 61 × 1,408 = 85,888 B.
+        let mut v32 = d.clone();
+        v32.mla = v32.mla.map(|m| crate::model::config::Mla { index_head_dim: Some(128), ..m });
+        assert_eq!(
+            per_token_formula(&v32, DType::Bf16),
+            "61 global layers × (512 latent + 64 RoPE key + 128 indexer key) × 2 B = 85,888 B per token"
         );
         let g4 = model("gemma-4-12b");
         assert!(per_token_formula(&g4, DType::Fp16).contains("1 KV head × 512 dims × 1 (K = V)"));

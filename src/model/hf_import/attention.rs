@@ -54,6 +54,7 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
     let qk_rope_head_dim = dim("qk_rope_head_dim", 64)?;
     let qk_nope_head_dim = dim("qk_nope_head_dim", 128)?;
     let v_head_dim = dim("v_head_dim", 128)?;
+    let index_head_dim = read_indexer(r)?;
     let q_lora_rank = match r.count(&["q_lora_rank"])? {
         Some(q) => Some(positive_u32("q_lora_rank", q, bounds::MAX_RANK)?),
         None => {
@@ -61,7 +62,15 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
             None
         }
     };
-    Ok(Some(Mla { kv_lora_rank, qk_rope_head_dim, q_lora_rank, qk_nope_head_dim, v_head_dim }))
+    Ok(Some(Mla { kv_lora_rank, qk_rope_head_dim, q_lora_rank, qk_nope_head_dim, v_head_dim, index_head_dim }))
+}
+
+/// DeepSeek V3.2's lightning indexer: the width of the key it caches per token per layer beside the
+/// latent (`index_head_dim`), counted by the cache figures; the rule is stated once the layers are
+/// known ([`super::indexer`]).
+fn read_indexer(r: &mut Reader<'_>) -> Result<Option<u32>, ImportError> {
+    let Some(dim) = r.count(&["index_head_dim"])? else { return Ok(None) };
+    Ok(Some(positive_u32("index_head_dim", dim, bounds::MAX_CONFIG_HEAD_DIM)?))
 }
 
 /// `head_dim` (ChatGLM: `kv_channels`), else MLA's V head size, else hidden size / heads.

@@ -28,6 +28,7 @@ mod family;
 mod ffn;
 mod gated_deltanet;
 mod hybrid;
+mod indexer;
 mod json_text;
 mod kv_heads;
 mod mamba;
@@ -117,6 +118,7 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
             - i128::try_from(crate::model::params::model_params(&model).total()).unwrap_or(i128::MAX);
         hybrid::report_missing(&mut r, &model, missing, nas::PARAMS_WHY);
     }
+    indexer::report(&mut r, &model);
     unread::finish(&mut r, model.schedule.len())?;
     Ok(Imported { model, report: r.report })
 }

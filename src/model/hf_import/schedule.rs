@@ -134,7 +134,8 @@ fn from_window_fields(r: &mut Reader<'_>, family: &Family, w: &Windows) -> Resul
         r.assume("layer pattern: Gemma 2 alternates sliding and global layers");
         return Ok(Schedule::periodic(layers, &[(1, LayerKind::Sliding { window_tokens }), (1, LayerKind::Global)]));
     }
-    if family.is_qwen() {
+    // Qwen's switch, and any file that carries it (MiMo and other Qwen2 derivatives).
+    if family.is_qwen() || r.value_at("use_sliding_window").is_some() {
         return qwen_layers(r, w);
     }
     Ok(match w.sliding {

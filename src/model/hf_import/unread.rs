@@ -83,15 +83,51 @@ pub(super) enum Unimplemented {
 pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
     (
         "index_head_dim",
+        Unimplemented::Refuse,
+        "a lightning indexer's key without MLA (no kv_lora_rank): the cache figures count it only beside an MLA \
+      latent, as DeepSeek V3.2 has it",
+    ),
+    (
+        "compress_ratios",
+        Unimplemented::Refuse,
+        "DeepSeek V4 compresses each layer's KV cache by its own ratio (compressed and sparse attention): read as \
+      plain layers, the cache would be wrong by those factors",
+    ),
+    (
+        "indexer_types",
         Unimplemented::Warn,
-        "DeepSeek V3.2's lightning indexer keeps a key of its own per token in every layer beside the MLA latent \
-      (fp8 with a scale in DeepSeek's inference code, the model's dtype in transformers): not counted in the cache \
-      figures",
+        "GLM-5.2 shares one lightning indexer's top-k across several layers: the layers marked shared keep no indexer \
+      key of their own, but the cache figures count one in every layer",
+    ),
+    (
+        "index_topk_freq",
+        Unimplemented::Warn,
+        "the indexer runs only every few layers and the others reuse its top-k: the cache figures count an indexer \
+      key in every layer",
+    ),
+    (
+        "sparse_attention_config",
+        Unimplemented::Refuse,
+        "MiniMax M3's block-sparse attention keeps index keys of its own beside the KV cache and reads only the top \
+      blocks: neither is in the cache figures",
+    ),
+    (
+        "moe_latent_size",
+        Unimplemented::Refuse,
+        "Nemotron 3's latent MoE runs its experts in a narrower latent space (projected down and back up): counted at \
+      the full width, the parameter total and weights memory would be several times too large",
+    ),
+    (
+        "rotary_dim",
+        Unimplemented::Warn,
+        "RoPE turns only the first rotary_dim dimensions of each head (MiniMax M2): the RoPE panel and heatmaps turn \
+      the whole head (the cache is unaffected)",
     ),
     (
         "index_n_heads",
         Unimplemented::Warn,
-        "the lightning indexer's query heads (its scores pick the keys each query reads): not drawn",
+        "the lightning indexer's query heads (its scores pick the keys each query reads): not drawn, and the \
+      indexer's weights are not in the parameter total",
     ),
     (
         "index_topk",
@@ -238,11 +274,17 @@ mod tests {
     }
 
     #[test]
-    fn deepseek_v3_2s_indexer_is_warned_of_beside_the_figures() {
-        let v = llama(json!({"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}));
-        let warnings = import_hf_value(&v).unwrap().report.warnings;
-        assert!(warnings.iter().any(|w| w.starts_with("index_head_dim = 128: DeepSeek V3.2's lightning indexer")));
-        assert!(warnings.iter().any(|w| w.starts_with("index_topk = 2048: sparse attention")));
+    fn deepseek_v3_2s_indexer_heads_and_top_k_are_warned_of_beside_the_figures() {
+        let mut v = llama(json!({"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}));
+        assert!(
+            matches!(import_hf_value(&v), Err(ImportError::Unsupported(t)) if t.starts_with("index_head_dim = 128"))
+        );
+        v.as_object_mut().unwrap().insert("kv_lora_rank".into(), json!(512));
+        let report = import_hf_value(&v).unwrap().report;
+        assert!(report.warnings.iter().any(|w| w.starts_with("index_n_heads = 64: the lightning indexer")));
+        assert!(report.warnings.iter().any(|w| w.starts_with("index_topk = 2048: sparse attention")));
+        assert!(!report.warnings.iter().any(|w| w.contains("index_head_dim")), "{:?}", report.warnings);
+        assert!(report.used.iter().any(|(k, v)| k == "index_head_dim" && v == "128"));
     }
 
     #[test]

@@ -27,8 +27,7 @@ const fn llama4_moe(n_routed_experts: u32, layer_step: u32) -> Moe {
 }
 
 /// DeepSeek V2 and V3 share their latent attention sizes.
-const DEEPSEEK_MLA: Mla =
-    Mla { kv_lora_rank: 512, qk_rope_head_dim: 64, q_lora_rank: Some(1536), qk_nope_head_dim: 128, v_head_dim: 128 };
+const DEEPSEEK_MLA: Mla = Mla::DEEPSEEK;
 
 /// Gemma 4's global layers: transformers' `proportional` RoPE over the 512-dim head, of which a quarter
 /// (the 64 fastest pairs) turns.
