@@ -9,7 +9,7 @@ use wasm_bindgen::Clamped;
 
 use super::browser;
 use super::chart::LineChart;
-use super::memory_view::{TechChoice, TextAndRefusal, status};
+use super::memory_common::{TechChoice, TextAndRefusal, status};
 use super::params::set_param;
 use super::trained_compute::load;
 use crate::event_loop::breathe;

@@ -11,9 +11,9 @@ use leptos::task::spawn_local;
 
 use super::chart::LineChart;
 use super::engine_signal::EngineSignal;
+use super::memory_common::{TechChoice, TextAndRefusal, status};
 use super::memory_evict_view::EvictView;
 use super::params::set_param;
-use super::text_field::TextField;
 use super::trained_compute::load;
 use crate::engine::Engine;
 use crate::lm::kv_quality::quality;
@@ -43,37 +43,6 @@ pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
     move || match tech.get() {
         Tech::Quant => view! { <QuantView state engine/> }.into_any(),
         Tech::Evict => view! { <EvictView state/> }.into_any(),
-    }
-}
-
-/// The technique, through the link's parser.
-#[component]
-pub fn TechChoice(state: RwSignal<AppState>, refused: RwSignal<Option<String>>) -> impl IntoView {
-    let evict = move || state.with(|s| s.memory.tech() == Tech::Evict);
-    view! {
-        <label>"Technique"
-            <select data-testid="memory-tech" on:change=move |ev| refused.set(set_param(state, "tech", &event_target_value(&ev)).err())>
-                <option value="quant" selected=move || !evict()>"quantised cache"</option>
-                <option value="evict" selected=evict>"evicted tokens"</option>
-            </select>
-        </label>
-    }
-}
-
-/// The text field and the reason the last control's value was refused, closing both halves' controls.
-#[component]
-pub fn TextAndRefusal(state: RwSignal<AppState>, refused: RwSignal<Option<String>>) -> impl IntoView {
-    view! {
-        <TextField state refused/>
-        {move || refused.get().map(|why| view! { <small class="field-error" role="alert" data-testid="memory-refused">{why}</small> })}
-    }
-}
-
-/// What stands in for the results while they are measured, or why they failed.
-pub fn status(failed: Option<String>, waiting: &'static str) -> AnyView {
-    match failed {
-        Some(why) => view! { <p class="status error" data-testid="memory-error">{why}</p> }.into_any(),
-        None => view! { <p class="status" data-testid="memory-status">{waiting}</p> }.into_any(),
     }
 }
 

@@ -27,6 +27,7 @@ mod kv_view;
 mod layer_strip;
 mod lesson_view;
 mod live_views;
+mod memory_common;
 mod memory_evict_view;
 mod memory_view;
 mod model_picker;

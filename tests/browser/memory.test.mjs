@@ -40,6 +40,9 @@ describe("memory view", () => {
     assert.ok(Number(r.fp32.loss) > 0 && Number(r.fp32.loss) < 10, `loss ${r.fp32.loss}`);
     // The chosen scheme's heads: 4 layers x 8 query heads; the model is named, and said to be small.
     assert.equal(await app.page.getByTestId("memory-head").count(), 32);
+    // Each head's output under int4-g32 (the default) moved, by less than its own size.
+    const errors = await app.page.getByTestId("memory-head").evaluateAll((els) => els.map((e) => Number(e.dataset.outputError)));
+    assert.ok(errors.every((e) => e > 0 && e < 1), `output errors ${errors}`);
     assert.match(await app.page.getByTestId("memory-heading").innerText(), /Attention Lab tiny.*small/s);
     await app.page.getByTestId("memory-chart").waitFor();
     // The view links to its lesson, whose first step opens it again.

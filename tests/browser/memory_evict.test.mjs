@@ -78,6 +78,19 @@ describe("memory view, eviction", () => {
     await app.close();
   });
 
+  test("the technique is a control: quantised to evicted and back", async () => {
+    const app = await AppPage.open(session, `?view=memory&text=${encodeURIComponent(TEXT)}`);
+    await app.page.getByTestId("memory-tech").selectOption("evict");
+    await app.waitForParam("tech", "evict");
+    const r = await rows(app);
+    assert.equal(r.full.tech, "evict");
+    await app.page.getByTestId("memory-tech").selectOption("quant");
+    await app.waitForParam("tech", "quant");
+    await app.page.waitForSelector('[data-testid="memory-row"][data-tech="quant"]', { timeout: 180_000 });
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("hostile K and policies fall back with notices and the page still answers", async () => {
     const app = await AppPage.open(session, "?view=memory&tech=evict&keep=0&policy=%3Cscript%3Ealert(1)%3C/script%3E&text=a%20b%20c");
     const notices = await app.page.getByTestId("url-notices").innerText();
