@@ -26,7 +26,7 @@ use std::rc::Rc;
 
 pub use head_map::HeadMap;
 pub use loaded::{GpuDecoder, LoadedLm, TrainedPass};
-pub use model_pass::ModelPass;
+pub use model_pass::ComparedPass;
 pub use outputs::head_outputs;
 pub use plan::{JobClock, Progress};
 pub use request::Request;

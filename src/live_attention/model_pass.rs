@@ -1,6 +1,9 @@
-//! A loaded model's whole forward pass over some tokens, its KV cache read as a [`KvScheme`] in
-//! every layer: every position's logits and every layer's probabilities, on the GPU or, without
-//! WebGPU, on the CPU in steps that let the browser in. The memory view measures each scheme with it.
+//! A loaded model's whole forward pass over some tokens with a memory technique applied to its KV
+//! cache in every layer: rounded to a [`KvScheme`] (on the GPU or, without WebGPU, on the CPU), or
+//! evicted down to a number of kept tokens by an [`EvictPolicy`] while decoding the tokens one at a
+//! time (on the CPU: the GPU's decode kernel reads no kept-index list yet). Every position's logits,
+//! every layer's probabilities and head outputs come back; CPU passes run in steps that let the
+//! browser in and stop for a newer request. The memory view compares them.
 
 use std::rc::Rc;
 
@@ -8,11 +11,14 @@ use super::LoadedLm;
 use crate::engine::Engine;
 use crate::event_loop::{breathe, resumed};
 use crate::gpu::lm_forward::{self, LmRequest};
-use crate::lm::forward::CpuPass;
+use crate::lm::forward::{CpuPass, EvictionRecord, ModelPass};
+use crate::model::kv_evict::EvictPolicy;
 use crate::model::kv_quant::KvScheme;
+use crate::model::mask::Mask;
 
 /// One whole pass, as the memory techniques compare them.
-pub struct ModelPass {
+#[derive(Clone)]
+pub struct ComparedPass {
     /// `[tokens, vocab]`: the next-token logits after every position.
     pub logits: Vec<f32>,
     /// Per layer, `[h_q, tokens, tokens]`.
@@ -31,7 +37,7 @@ impl LoadedLm {
         ids: &[u32],
         scheme: KvScheme,
         keep_going: &dyn Fn() -> bool,
-    ) -> Result<ModelPass, String> {
+    ) -> Result<ComparedPass, String> {
         match engine.gpu() {
             Some((ctx, kernels)) => {
                 let weights = self.gpu_weights(engine)?;
@@ -40,20 +46,47 @@ impl LoadedLm {
                 let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, ids, request, scheme).await;
                 resumed();
                 let out = out.map_err(|e| e.to_string())?;
-                Ok(ModelPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true })
+                Ok(ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true })
             }
             None => {
-                let mut pass =
-                    CpuPass::new(self.cpu_weights()?, ids, ids.len()).map_err(|e| e.0)?.with_kv_scheme(scheme);
-                while pass.step() {
-                    breathe().await;
-                    if !keep_going() {
-                        return Err("stopped for a newer request".into());
-                    }
-                }
-                let out = pass.finish();
-                Ok(ModelPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: false })
+                let pass = CpuPass::new(self.cpu_weights()?, ids, ids.len()).map_err(|e| e.0)?.with_kv_scheme(scheme);
+                Ok(run_on_cpu(pass, keep_going).await?.0)
             }
         }
     }
+
+    /// The pass over `ids` decoded one token at a time, each layer's cache evicted down to `keep`
+    /// tokens by `policy` (on the CPU), with the record of what each query read and what was dropped.
+    pub async fn pass_with_eviction(
+        &self,
+        ids: &[u32],
+        policy: EvictPolicy,
+        keep: usize,
+        keep_going: &dyn Fn() -> bool,
+    ) -> Result<(ComparedPass, EvictionRecord), String> {
+        let pass = CpuPass::new(self.cpu_weights()?, ids, ids.len()).map_err(|e| e.0)?.with_eviction(policy, keep);
+        let (out, record) = run_on_cpu(pass, keep_going).await?;
+        Ok((out, record.ok_or("the pass kept no record of its cache")?))
+    }
+
+    /// Each layer's mask, as its weights say (`None` where the weights live only on the GPU).
+    pub fn layer_masks(&self) -> Option<Vec<Mask>> {
+        Some(self.host()?.layers.iter().map(|l| l.mask).collect())
+    }
+}
+
+/// Runs a CPU pass's steps, letting the browser in between; stops once `keep_going` says no.
+async fn run_on_cpu(
+    mut pass: CpuPass<'_>,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<(ComparedPass, Option<EvictionRecord>), String> {
+    while pass.step() {
+        breathe().await;
+        if !keep_going() {
+            return Err("stopped for a newer request".into());
+        }
+    }
+    let record = pass.take_eviction();
+    let ModelPass { logits, probs, attended, .. } = pass.finish();
+    Ok((ComparedPass { logits, probs, attended, on_gpu: false }, record))
 }

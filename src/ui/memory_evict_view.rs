@@ -1,7 +1,8 @@
 //! The memory view's eviction half (`tech=evict`): each policy run during teacher-forced decoding of
 //! the link's text on the trained model's CPU pass, at the link's K and at the chart's sizes; rows,
 //! the chart of KL against K, and the chosen policy's kept keys per layer. What it shows is decided in
-//! [`crate::views::memory::evict`]; this file runs the passes between frames and lays them out.
+//! [`crate::views::memory::evict`]; the live-attention service runs the passes
+//! (`LoadedLm::pass_with_eviction`); this file lays them out.
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -12,8 +13,6 @@ use super::chart::LineChart;
 use super::memory_common::{TechChoice, TextAndRefusal, status};
 use super::params::set_param;
 use super::trained_compute::load;
-use crate::event_loop::breathe;
-use crate::lm::forward::{CpuPass, EvictionRecord, ModelPass};
 use crate::lm::kv_quality::quality;
 use crate::model::Model;
 use crate::model::kv_evict::{EvictPolicy, POLICIES};
@@ -21,20 +20,10 @@ use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
 use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::evict::{
-    EvictRow, chart, chart_sizes, evict_cells, evict_row, grid_pixels, heading, kept_grid,
+    EvictRow, LayerGrid, chart, evict_cells, evict_row, heading, layer_grids, planned_runs,
 };
 use crate::views::memory::rows::quality_cells;
 use crate::views::memory::{MAX_KEEP, MemoryParams};
-
-/// One layer's kept keys under the chosen policy.
-#[derive(Clone)]
-struct Grid {
-    layer: usize,
-    tokens: usize,
-    pixels: Vec<u32>,
-    last_kept: Vec<u32>,
-    dropped: f64,
-}
 
 #[derive(Clone)]
 struct Measured {
@@ -43,7 +32,7 @@ struct Measured {
     rows: Vec<EvictRow>,
     keep: usize,
     chosen: EvictPolicy,
-    grids: Vec<Grid>,
+    grids: Vec<LayerGrid>,
 }
 
 #[component]
@@ -74,52 +63,24 @@ pub fn EvictView(state: RwSignal<AppState>) -> impl IntoView {
     }
 }
 
-/// Runs a pass's steps, letting the browser in between; stops for a newer request.
-async fn run(mut pass: CpuPass<'_>, current: &dyn Fn() -> bool) -> Result<(ModelPass, Option<EvictionRecord>), String> {
-    while pass.step() {
-        breathe().await;
-        if !current() {
-            return Err("stopped for a newer request".into());
-        }
-    }
-    let record = pass.take_eviction();
-    Ok((pass.finish(), record))
-}
-
-/// The plain pass, then every policy at every size (keep-everything once, at the link's K).
+/// The plain pass, then every planned run, each through the live-attention service.
 async fn measure(text: String, params: MemoryParams, current: &dyn Fn() -> bool) -> Result<Measured, String> {
     let lm = load().await?;
-    let ck = lm.host().ok_or("the trained model's weights are not in host memory")?;
     let (ids, _) = model_tokens(&lm.tokenizer, &text, lm.reads())?;
     let model = preset(TRAINED_ID).unwrap_or(&lm.model).clone();
-    let (full, _) = run(CpuPass::new(ck, &ids, ids.len()).map_err(|e| e.0)?, current).await?;
+    let masks = lm.layer_masks().ok_or("the trained model's weights are not in host memory")?;
+    let (full, _) = lm.pass_with_eviction(&ids, EvictPolicy::Full, ids.len(), current).await?;
     let (keep, chosen) = (params.keep as usize, params.chosen_policy());
     let (mut rows, mut grids) = (Vec::new(), Vec::new());
-    for size in chart_sizes(params.keep, ids.len()) {
-        for policy in POLICIES.into_iter().filter(|&p| p != EvictPolicy::Full || size == keep) {
-            let pass = CpuPass::new(ck, &ids, ids.len()).map_err(|e| e.0)?.with_eviction(policy, size);
-            let (out, record) = run(pass, current).await?;
-            let record = record.ok_or("the pass kept no record of its cache")?;
-            let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
-            rows.push(evict_row(&model, &record, q));
-            if size == keep && policy == chosen {
-                grids = layer_grids(ck.layers.iter().map(|l| l.mask).collect(), &record);
-            }
+    for (size, policy) in planned_runs(params.keep, ids.len()) {
+        let (out, record) = lm.pass_with_eviction(&ids, policy, size, current).await?;
+        let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
+        rows.push(evict_row(&model, &record, q));
+        if size == keep && policy == chosen {
+            grids = layer_grids(&masks, &record);
         }
     }
     Ok(Measured { heading: heading(&model, ids.len(), params.keep), model, rows, keep, chosen, grids })
-}
-
-fn layer_grids(masks: Vec<crate::model::mask::Mask>, record: &EvictionRecord) -> Vec<Grid> {
-    let grids = record.kept.iter().zip(masks).zip(&record.dropped).enumerate();
-    grids
-        .map(|(layer, ((kept, mask), &dropped))| {
-            let tokens = kept.len();
-            let cells = kept_grid(kept, |t| mask.key_range(t, tokens as u32).0);
-            let last_kept = kept.last().cloned().unwrap_or_default();
-            Grid { layer, tokens, pixels: grid_pixels(&cells), last_kept, dropped }
-        })
-        .collect()
 }
 
 /// K, the policy of the grid, the technique and the text, each through the link's parser.
@@ -177,7 +138,7 @@ fn EvictResults(m: Measured) -> impl IntoView {
 }
 
 #[component]
-fn KeptGrids(chosen: EvictPolicy, keep: usize, grids: Vec<Grid>) -> impl IntoView {
+fn KeptGrids(chosen: EvictPolicy, keep: usize, grids: Vec<LayerGrid>) -> impl IntoView {
     let figures = grids.into_iter().map(|g| view! { <KeptGrid g/> }).collect_view();
     view! {
         <h3>{format!("Keys {} kept at each step (K = {keep}: {})", chosen.name(), chosen.describe(keep))}</h3>
@@ -188,7 +149,7 @@ fn KeptGrids(chosen: EvictPolicy, keep: usize, grids: Vec<Grid>) -> impl IntoVie
 }
 
 #[component]
-fn KeptGrid(g: Grid) -> impl IntoView {
+fn KeptGrid(g: LayerGrid) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let (tokens, pixels) = (g.tokens as u32, g.pixels.clone());
     Effect::new(move |_| {

@@ -17,6 +17,7 @@ use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::CpuPass;
 use crate::lm::kv_quality::quality;
 use crate::model::Mask;
+use crate::model::kv_evict::EvictPolicy;
 use crate::model::kv_quant::KvScheme;
 use crate::model::presets::preset;
 
@@ -286,7 +287,12 @@ fn head_outputs_are_the_probabilities_times_v() {
     assert_eq!(why, "outputs are computed for at most as many queries as keys (3 queries, 2 keys)");
 }
 
-fn pass_with(lm: &LoadedLm, ids: &[u32], scheme: KvScheme, keep_going: &dyn Fn() -> bool) -> Result<ModelPass, String> {
+fn pass_with(
+    lm: &LoadedLm,
+    ids: &[u32],
+    scheme: KvScheme,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<ComparedPass, String> {
     pollster::block_on(lm.pass_with_kv_scheme(&cpu(), ids, scheme, keep_going))
 }
 
@@ -312,4 +318,19 @@ fn a_superseded_cpu_pass_stops_with_a_reason() {
     let (lm, _) = trained_model();
     let out = pass_with(&lm, &[1, 2, 3], KvScheme::Fp32, &|| false);
     assert!(out.err().unwrap().contains("newer"));
+}
+
+#[test]
+fn an_evicting_pass_keeps_everything_exactly_and_records_what_it_read() {
+    let (lm, _) = trained_model();
+    let ids = [3, 1, 4, 1, 5, 9, 2, 6];
+    let full = pass_with(&lm, &ids, KvScheme::Fp32, &|| true).unwrap();
+    let all = pollster::block_on(lm.pass_with_eviction(&ids, EvictPolicy::Full, ids.len(), &|| true)).unwrap();
+    assert_eq!(all.0.logits, full.logits);
+    // A window of 2: the last query of every layer reads its two latest keys, no more.
+    let (_, record) = pollster::block_on(lm.pass_with_eviction(&ids, EvictPolicy::Window, 2, &|| true)).unwrap();
+    assert_eq!(record.kept.len(), lm.layers());
+    assert!(record.kept.iter().all(|layer| layer[7] == vec![6, 7]));
+    assert_eq!(lm.layer_masks().unwrap().len(), lm.layers());
+    assert!(pollster::block_on(lm.pass_with_eviction(&ids, EvictPolicy::Window, 2, &|| false)).is_err());
 }

@@ -6,7 +6,8 @@
 use crate::lm::forward::EvictionRecord;
 use crate::lm::kv_quality::Quality;
 use crate::model::Model;
-use crate::model::kv_evict::{EvictPolicy, bytes_at_last_step, bytes_read};
+use crate::model::kv_evict::{EvictPolicy, POLICIES, bytes_at_last_step, bytes_read};
+use crate::model::mask::Mask;
 use crate::model::plot::{Axis, Scale};
 use crate::model::schedule::LayerKind;
 use crate::views::chart::{LineChartData, RefLine, Series};
@@ -46,6 +47,14 @@ pub fn chart_sizes(keep: u32, tokens: usize) -> Vec<usize> {
     sizes.sort_unstable();
     sizes.dedup();
     sizes
+}
+
+/// The passes to run, in the table's order: every policy at every chart size, keep-everything once
+/// (at the link's K, where it is the row the others are compared with).
+pub fn planned_runs(keep: u32, tokens: usize) -> Vec<(usize, EvictPolicy)> {
+    let sizes = chart_sizes(keep, tokens);
+    let each = |size: usize| POLICIES.into_iter().filter(move |&p| p != EvictPolicy::Full || size == keep as usize);
+    sizes.into_iter().flat_map(|size| each(size).map(move |p| (size, p))).collect()
 }
 
 /// The sliding layers' own window, if the model has any (the smallest).
@@ -133,7 +142,7 @@ pub fn chart(rows: &[EvictRow], model: &Model) -> LineChartData {
 
 /// What one cell of the kept grid shows: query t (row) and key j (column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cell {
+pub enum KeptCell {
     /// Read from the cache.
     Kept,
     /// The layer's mask lets it through, but the policy evicted it.
@@ -144,30 +153,56 @@ pub enum Cell {
 
 /// The grid of one layer, row-major `[tokens, tokens]`: `kept[t]` are query t's kept keys, `lo(t)`
 /// the first key its mask lets through.
-pub fn kept_grid(kept: &[Vec<u32>], lo: impl Fn(u32) -> u32) -> Vec<Cell> {
+pub fn kept_grid(kept: &[Vec<u32>], lo: impl Fn(u32) -> u32) -> Vec<KeptCell> {
     let t = kept.len();
-    let mut cells = vec![Cell::Outside; t * t];
+    let mut cells = vec![KeptCell::Outside; t * t];
     for (i, row) in kept.iter().enumerate() {
         for j in lo(i as u32) as usize..=i {
-            cells[i * t + j] = Cell::Dropped;
+            cells[i * t + j] = KeptCell::Dropped;
         }
         for &j in row {
-            cells[i * t + j as usize] = Cell::Kept;
+            cells[i * t + j as usize] = KeptCell::Kept;
         }
     }
     cells
 }
 
+/// One layer's kept keys under the chosen policy, as the page draws them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerGrid {
+    pub layer: usize,
+    pub tokens: usize,
+    pub pixels: Vec<u32>,
+    /// The keys the last query read.
+    pub last_kept: Vec<u32>,
+    /// The attention mass the full cache would have given the dropped keys, per query.
+    pub dropped: f64,
+}
+
+/// Every layer's grid of a run, `masks` the layers' own masks (keys outside a window are not
+/// the policy's drops).
+pub fn layer_grids(masks: &[Mask], record: &EvictionRecord) -> Vec<LayerGrid> {
+    let layers = record.kept.iter().zip(masks).zip(&record.dropped).enumerate();
+    layers
+        .map(|(layer, ((kept, mask), &dropped))| {
+            let tokens = kept.len();
+            let cells = kept_grid(kept, |t| mask.key_range(t, tokens as u32).0);
+            let last_kept = kept.last().cloned().unwrap_or_default();
+            LayerGrid { layer, tokens, pixels: grid_pixels(&cells), last_kept, dropped }
+        })
+        .collect()
+}
+
 /// RGBA pixels (little-endian words, as a canvas takes them) of a grid: kept dark blue, dropped
 /// orange, outside light grey.
-pub fn grid_pixels(cells: &[Cell]) -> Vec<u32> {
+pub fn grid_pixels(cells: &[KeptCell]) -> Vec<u32> {
     let rgba = |r: u32, g: u32, b: u32| r | (g << 8) | (b << 16) | (255 << 24);
     cells
         .iter()
         .map(|c| match c {
-            Cell::Kept => rgba(0x1d, 0x3d, 0x8f),
-            Cell::Dropped => rgba(0xe7, 0x6f, 0x51),
-            Cell::Outside => rgba(0xee, 0xee, 0xee),
+            KeptCell::Kept => rgba(0x1d, 0x3d, 0x8f),
+            KeptCell::Dropped => rgba(0xe7, 0x6f, 0x51),
+            KeptCell::Outside => rgba(0xee, 0xee, 0xee),
         })
         .collect()
 }
@@ -229,8 +264,41 @@ mod tests {
         // key 0 is outside its window.
         let kept = vec![vec![0], vec![0, 1], vec![2]];
         let cells = kept_grid(&kept, |t| t.saturating_sub(1));
-        use Cell::{Dropped as D, Kept as K, Outside as O};
+        use KeptCell::{Dropped as D, Kept as K, Outside as O};
         assert_eq!(cells, [K, O, O, K, K, O, O, D, K]);
         assert_eq!(grid_pixels(&[K])[0].to_le_bytes(), [0x1d, 0x3d, 0x8f, 255]);
+    }
+
+    #[test]
+    fn every_policy_runs_at_every_size_and_keep_everything_once() {
+        // A 20-token text: sizes 4, 8, 16 (32 is past the text) and the link's 12.
+        let runs = planned_runs(12, 20);
+        let sizes: Vec<usize> = runs.iter().map(|r| r.0).collect();
+        assert_eq!(runs.len(), 4 * (POLICIES.len() - 1) + 1);
+        assert!(sizes.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(
+            runs.iter().filter(|r| r.1 == EvictPolicy::Full).collect::<Vec<_>>(),
+            vec![&(12, EvictPolicy::Full)]
+        );
+    }
+
+    #[test]
+    fn a_layers_grid_marks_kept_dropped_and_outside_its_window() {
+        // Three queries; the last one reads keys 0 and 2 (key 1 dropped); the second layer's window
+        // of 2 tokens is its own mask.
+        let kept = vec![vec![0], vec![0, 1], vec![0, 2]];
+        let record = EvictionRecord {
+            policy: EvictPolicy::Window,
+            keep: 2,
+            kept: vec![kept.clone(), kept],
+            dropped: vec![0.25, 0.5],
+        };
+        let grids = layer_grids(&[Mask::Causal, Mask::Sliding { window_tokens: 2 }], &record);
+        assert_eq!(grids.len(), 2);
+        assert_eq!((grids[0].tokens, grids[0].last_kept.clone(), grids[1].dropped), (3, vec![0, 2], 0.5));
+        let px = |c| grid_pixels(&[c])[0];
+        // Row 2 of layer 0: kept, dropped, kept; row 0 sees no later key.
+        assert_eq!(grids[0].pixels[6..9], [px(KeptCell::Kept), px(KeptCell::Dropped), px(KeptCell::Kept)]);
+        assert_eq!(grids[0].pixels[2], px(KeptCell::Outside));
     }
 }
