@@ -19,7 +19,7 @@
 //! Gemma 3 norms each block's output before it joins the residual stream: its O and down
 //! projections write `h`, and `rms_norm` adds `norm(h)` to `x`. Its norms scale by `1 + w`.
 //!
-//! Every size is checked against the job budget and the binding limit before any buffer exists.
+//! Every size is checked against the job limit and the binding limit before any buffer exists.
 
 use crate::attention::AttentionShape;
 use crate::attention::rope::RopeTable;
@@ -103,7 +103,7 @@ pub struct LmCache {
 }
 
 impl LmCache {
-    /// An empty cache for `capacity` tokens, its size checked against the job budget first.
+    /// An empty cache for `capacity` tokens, its size checked against the job limit first.
     pub fn new(ctx: &GpuContext, weights: &LmWeights, capacity: u32) -> Result<Self, GpuError> {
         let g = weights.geometry;
         let floats = u64::from(g.h_kv) * u64::from(capacity) * u64::from(g.head_dim);

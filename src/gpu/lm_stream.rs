@@ -1,6 +1,6 @@
 //! A user's checkpoint streamed into GPU buffers: after a [`WeightPlan`] has checked the files'
 //! headers against config.json, every buffer is sized and checked against the adapter's limits
-//! and the job budget before one is made, then each tensor is read a chunk at a time (at most
+//! and the job limit before one is made, then each tensor is read a chunk at a time (at most
 //! [`CHUNK_BYTES`] in the page's memory) and written to its place: f32 and bf16 matrices as they
 //! are, f16 and bf16 vectors through `widen` on the GPU.
 
@@ -82,7 +82,7 @@ pub async fn plan(config_json: &str, source: &(impl WeightSource + ?Sized)) -> R
 }
 
 /// Refuses `plan` before anything is made when a kernel cannot take its geometry or rotation, or
-/// its buffers (and the staging chunk) exceed the binding limit or the job budget.
+/// its buffers (and the staging chunk) exceed the binding limit or the job limit.
 pub fn check(ctx: &GpuContext, plan: &WeightPlan) -> Result<LmGeometry, GpuError> {
     let geometry = LmGeometry::of_model(plan.model())?;
     let m = plan.model();
@@ -94,8 +94,8 @@ pub fn check(ctx: &GpuContext, plan: &WeightPlan) -> Result<LmGeometry, GpuError
 
 /// What does not fit, in the words a user with a checkpoint needs (after "too large for this GPU: "):
 /// how much the weights take on the GPU against their files, and the limit they meet.
-fn too_large(ctx: &GpuContext, plan: &WeightPlan, limit: GpuError) -> String {
-    let budget = limits::job_limit(Some(ctx.limits.max_buffer_size));
+fn too_large(ctx: &GpuContext, plan: &WeightPlan, refusal: GpuError) -> String {
+    let limit = limits::job_limit(Some(ctx.limits.max_buffer_size));
     let gpu_bytes = plan.gpu_bytes();
     let what = format!(
         "its {} parameters take {} on the GPU ({} in its files)",
@@ -103,13 +103,13 @@ fn too_large(ctx: &GpuContext, plan: &WeightPlan, limit: GpuError) -> String {
         format_bytes(gpu_bytes.into()),
         format_bytes(plan.file_bytes().into()),
     );
-    match limit {
-        GpuError::LimitExceeded(why) if gpu_bytes <= budget => format!("{what}, and {why}"),
+    match refusal {
+        GpuError::LimitExceeded(why) if gpu_bytes <= limit => format!("{what}, and {why}"),
         _ => format!(
             "{what}, more than the {} one job may use here: checkpoints of up to about {} million parameters \
              fit in bf16 (its weight matrices are kept as they are), half that in f16 or f32 (kept as f32)",
-            format_bytes(budget.into()),
-            budget / 2 / 1_000_000
+            format_bytes(limit.into()),
+            limit / 2 / 1_000_000
         ),
     }
 }

@@ -151,7 +151,7 @@ pub struct LmWeights {
 }
 
 impl LmWeights {
-    /// Uploads `ck` after checking its geometry, its total bytes against the job budget and each
+    /// Uploads `ck` after checking its geometry, its total bytes against the job limit and each
     /// tensor against the binding limit.
     pub fn upload(ctx: &GpuContext, ck: &Checkpoint) -> Result<Self, GpuError> {
         let geometry = LmGeometry::of(ck)?;
@@ -186,7 +186,7 @@ pub(crate) fn check_rotations(g: &LmGeometry, positionals: impl Iterator<Item = 
 }
 
 /// The model's weight buffers (name, bytes) and `extra` bytes of staging, each checked against the
-/// binding limit and all against the job budget.
+/// binding limit and all against the job limit.
 pub(crate) fn check_weight_sizes(ctx: &GpuContext, mut buffers: Vec<(&str, u64)>, extra: u64) -> Result<(), GpuError> {
     if extra > 0 {
         buffers.push(("staging", extra));
@@ -199,13 +199,13 @@ fn f32_buffers(m: &Model) -> Vec<(&'static str, u64)> {
     slot_floats(m).into_iter().map(|(slot, floats)| (slot.name(), floats.saturating_mul(4))).collect()
 }
 
-/// Refuses `buffers` (name, floats) when one exceeds the binding limit or all exceed the job budget.
+/// Refuses `buffers` (name, floats) when one exceeds the binding limit or all exceed the job limit.
 pub(crate) fn check_sizes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
     let bytes: Vec<(&str, u64)> = buffers.iter().map(|&(name, floats)| (name, floats.saturating_mul(4))).collect();
     check_bytes(ctx, what, &bytes)
 }
 
-/// Refuses `buffers` (name, bytes) when one exceeds the binding limit or all exceed the job budget.
+/// Refuses `buffers` (name, bytes) when one exceeds the binding limit or all exceed the job limit.
 fn check_bytes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
     let total = buffers.iter().fold(0u64, |sum, &(_, bytes)| sum.saturating_add(bytes));
     limits::check_job_bytes(total, limits::job_limit(Some(ctx.limits.max_buffer_size)))

@@ -2,14 +2,16 @@
 //! synthetic weights, or a loaded model's real ones), this layer and these heads" in, each head's
 //! probabilities out (every cell, or pooled to a size), with the layer's Q/K/V and the heads' outputs
 //! ([`head_outputs`]) on request, on the GPU or the CPU reference. Progress, cancellation (a newer request supersedes: the job stops at its
-//! next piece), slicing into pieces and the size budgets are handled here once; a view binds the
+//! next piece), slicing into pieces and the size limits are handled here once; a view binds the
 //! results through a [`LiveSink`].
 //!
 //! Platform-free: the browser's part is the clock and the yields of [`crate::event_loop`], so the
 //! native tests run every job on the CPU tier. It sits above `engine`, `attention` and `lm`, below
-//! `views` (which never run jobs themselves) and `ui` (which binds a sink to signals).
+//! `views` (which plan what to ask for) and `ui` (which binds a sink to signals). A head's export
+//! ([`map_for_export`]) is recomputed here too.
 
 pub mod batch;
+pub mod export;
 pub mod head_map;
 pub mod loaded;
 pub mod loaded_job;
@@ -24,6 +26,7 @@ mod tests;
 
 use std::rc::Rc;
 
+pub use export::map_for_export;
 pub use head_map::HeadMap;
 pub use loaded::{GpuDecoder, LoadedLm, TrainedPass};
 pub use model_pass::ComparedPass;

@@ -58,26 +58,6 @@ impl EvictPolicy {
     pub fn from_name(name: &str) -> Option<Self> {
         POLICIES.into_iter().find(|p| p.name() == name)
     }
-
-    /// What the policy keeps, in words for the page.
-    pub fn describe(self, keep: usize) -> String {
-        let recent = keep - keep / 2;
-        match self {
-            EvictPolicy::Full => "every token the layer's own mask lets through".into(),
-            EvictPolicy::Window => format!("the most recent {keep} tokens"),
-            EvictPolicy::Sinks => {
-                let s = sinks(keep);
-                format!("the first {s} tokens (sinks) and the most recent {}", keep - s)
-            }
-            EvictPolicy::HeavyHitters => {
-                format!("the most recent {recent} and the {} older ones with the most attention so far", keep / 2)
-            }
-            EvictPolicy::SnapKv => format!(
-                "the most recent {w} and the older ones the latest {w} queries attended to most (max-pooled over ±{POOL_RADIUS} positions)",
-                w = observation(keep)
-            ),
-        }
-    }
 }
 
 /// S for K kept tokens.
@@ -383,6 +363,5 @@ mod tests {
             assert_eq!(EvictPolicy::from_name(p.name()), Some(p));
         }
         assert_eq!(EvictPolicy::from_name("lru"), None);
-        assert_eq!(EvictPolicy::Sinks.describe(8), "the first 4 tokens (sinks) and the most recent 4");
     }
 }

@@ -25,13 +25,12 @@ use super::trained_compute;
 use super::user_checkpoint::{self, UserCheckpointPanel};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::colormap::ColorScale;
+use crate::live_attention::map_for_export;
 use crate::live_attention::{JobClock, Progress};
 use crate::lm::head_scores::score_legend;
 use crate::model::Model;
-use crate::model::presets::trained_summary;
 use crate::state::AppState;
 use crate::views::heatmaps::checkpoint_files::user_summary;
-use crate::views::heatmaps::compute::map_for_export;
 use crate::views::heatmaps::explorer_page::{
     TEACHING_HEADS_NOTE, export_title, group_by_kv_head, headline, heads_progressed, ignored_line, keeps_slots,
     page_status, progress_text, shown_progress,
@@ -39,6 +38,7 @@ use crate::views::heatmaps::explorer_page::{
 use crate::views::heatmaps::params::generated_cap_notice;
 use crate::views::heatmaps::request::{Request, Screen, build_request};
 use crate::views::heatmaps::trained::{ignored_settings, model_input, trained_request};
+use crate::views::heatmaps::trained_facts::trained_summary;
 use crate::views::layer_kinds::{NoAttention, no_attention};
 
 #[component]

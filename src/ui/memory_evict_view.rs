@@ -20,7 +20,7 @@ use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
 use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::evict::{
-    EvictRow, LayerGrid, chart, evict_cells, evict_row, heading, layer_grids, planned_runs,
+    EvictRow, LayerGrid, chart, evict_cells, evict_row, heading, layer_grids, planned_runs, policy_words,
 };
 use crate::views::memory::rows::quality_cells;
 use crate::views::memory::{MAX_KEEP, MemoryParams};
@@ -119,7 +119,7 @@ fn EvictResults(m: Measured) -> impl IntoView {
                 data-bytes-per-token=r.bytes_last.to_string() data-bytes-read=r.bytes_read.to_string()
                 data-kl=r.quality.kl.to_string() data-top1=r.quality.top1.to_string()
                 data-loss=r.quality.loss.map(|l| l.to_string()).unwrap_or_default() data-dropped=r.dropped.to_string()>
-                <td>{r.policy.name()}</td><td title=r.policy.describe(r.keep)>{keep}</td><td>{last}</td><td>{read}</td>
+                <td>{r.policy.name()}</td><td title=policy_words(r.policy, r.keep)>{keep}</td><td>{last}</td><td>{read}</td>
                 <td>{kl}</td><td>{top1}</td><td>{loss}</td><td>{dropped}</td>
             </tr>
         }
@@ -141,7 +141,7 @@ fn EvictResults(m: Measured) -> impl IntoView {
 fn KeptGrids(chosen: EvictPolicy, keep: usize, grids: Vec<LayerGrid>) -> impl IntoView {
     let figures = grids.into_iter().map(|g| view! { <KeptGrid g/> }).collect_view();
     view! {
-        <h3>{format!("Keys {} kept at each step (K = {keep}: {})", chosen.name(), chosen.describe(keep))}</h3>
+        <h3>{format!("Keys {} kept at each step (K = {keep}: {})", chosen.name(), policy_words(chosen, keep))}</h3>
         <p class="legend">"Rows are queries (steps), columns keys: blue kept and read, orange evicted though the \
             layer's mask lets it through, grey later or outside the layer's own window."</p>
         <div class="evict-grids">{figures}</div>

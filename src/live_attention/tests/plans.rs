@@ -1,4 +1,4 @@
-//! How a job is cut up: batches by KV group and budget, slices of long pooled heads, chunks of
+//! How a job is cut up: batches by KV group and work limit, slices of long pooled heads, chunks of
 //! cross-attention queries, the tier and its note.
 
 use super::*;
@@ -97,13 +97,13 @@ fn a_selection_batches_by_its_own_kv_groups() {
 }
 
 #[test]
-fn batches_follow_groups_and_budgets() {
+fn batches_follow_groups_and_work_limits() {
     let heads: Vec<u32> = (0..8).collect();
     // Group of 4, room for everything: one batch per KV group.
     assert_eq!(batches(&heads, 4, 10, 10, 1000, 1000), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
     // Work for two heads per batch.
     assert_eq!(batches(&heads, 4, 10, 10, 20, 1000), vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
-    // A head bigger than the budget still runs, alone.
+    // A head bigger than the limit still runs, alone.
     assert_eq!(batches(&[0, 1], 2, 50, 10, 20, 1000), vec![vec![0], vec![1]]);
     // Non-contiguous selections across groups.
     assert_eq!(batches(&[1, 3, 6], 4, 1, 1, 100, 100), vec![vec![1, 3], vec![6]]);

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use super::config::Model;
 pub use row::Preset;
-pub use trained::{TRAINED_DIR, TRAINED_FACTS, TRAINED_FILES, TRAINED_ID, heads_phrase, trained_summary};
+pub use trained::{TRAINED_DIR, TRAINED_FILES, TRAINED_ID};
 
 /// Every preset id, in menu order: the trained model first, then the published layouts.
 pub const PRESET_IDS: [&str; 17] = [

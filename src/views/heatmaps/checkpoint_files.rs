@@ -3,11 +3,11 @@
 //! whether the tokenizer belongs to the model. Platform-free; the page reads the files
 //! (`ui::user_checkpoint`).
 
+use super::trained_facts::heads_phrase;
 use crate::lm::bpe::Tokenizer;
 use crate::lm::weight_plan::index_shards;
 use crate::model::Model;
 use crate::model::limits::JOB_MAX_BYTES;
-use crate::model::presets::heads_phrase;
 use crate::model::units::format_bytes;
 
 /// config.json and the shards' index are read and parsed whole; real ones are a few KB.

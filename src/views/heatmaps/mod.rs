@@ -2,7 +2,6 @@
 //! how a head's picture looks and what it says (live attention, `crate::live_attention`, computes it).
 
 pub mod checkpoint_files;
-pub mod compute;
 pub mod controls;
 pub mod entropy;
 pub mod explorer_page;
@@ -10,7 +9,6 @@ pub mod head_frame;
 pub mod head_map;
 pub mod head_mix;
 pub mod input_mode;
-pub mod jobs;
 pub mod npy;
 pub mod params;
 pub mod reach;
@@ -19,3 +17,4 @@ pub mod rope;
 pub mod step_through;
 pub mod tile_grid;
 pub mod trained;
+pub mod trained_facts;

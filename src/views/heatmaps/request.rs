@@ -110,7 +110,7 @@ pub fn host_bytes(n_q: u64, n_kv: u64, layout: &LayerLayout) -> u64 {
     tables.saturating_add(batch).saturating_add(product(&[n_q.saturating_add(n_kv), 256]))
 }
 
-/// Refuses a layer whose inputs would not fit the job budget, or whose heads (wider than the GPU
+/// Refuses a layer whose inputs would not fit the job limit, or whose heads (wider than the GPU
 /// kernels, so computed by the CPU reference) would take more work than the CPU fallback allows,
 /// saying how many tokens would fit.
 fn check_job_size(n_q: u64, n_kv: u64, layout: &LayerLayout) -> Result<(), String> {

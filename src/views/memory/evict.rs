@@ -6,7 +6,7 @@
 use crate::lm::forward::EvictionRecord;
 use crate::lm::kv_quality::Quality;
 use crate::model::Model;
-use crate::model::kv_evict::{EvictPolicy, POLICIES, bytes_at_last_step, bytes_read};
+use crate::model::kv_evict::{EvictPolicy, POLICIES, POOL_RADIUS, bytes_at_last_step, bytes_read, observation, sinks};
 use crate::model::mask::Mask;
 use crate::model::plot::{Axis, Scale};
 use crate::model::schedule::LayerKind;
@@ -55,6 +55,26 @@ pub fn planned_runs(keep: u32, tokens: usize) -> Vec<(usize, EvictPolicy)> {
     let sizes = chart_sizes(keep, tokens);
     let each = |size: usize| POLICIES.into_iter().filter(move |&p| p != EvictPolicy::Full || size == keep as usize);
     sizes.into_iter().flat_map(|size| each(size).map(move |p| (size, p))).collect()
+}
+
+/// What a policy keeps of K tokens, in words for the page.
+pub fn policy_words(policy: EvictPolicy, keep: usize) -> String {
+    let recent = keep - keep / 2;
+    match policy {
+        EvictPolicy::Full => "every token the layer's own mask lets through".into(),
+        EvictPolicy::Window => format!("the most recent {keep} tokens"),
+        EvictPolicy::Sinks => {
+            let s = sinks(keep);
+            format!("the first {s} tokens (sinks) and the most recent {}", keep - s)
+        }
+        EvictPolicy::HeavyHitters => {
+            format!("the most recent {recent} and the {} older ones with the most attention so far", keep / 2)
+        }
+        EvictPolicy::SnapKv => format!(
+            "the most recent {w} and the older ones the latest {w} queries attended to most (max-pooled over ±{POOL_RADIUS} positions)",
+            w = observation(keep)
+        ),
+    }
 }
 
 /// The sliding layers' own window, if the model has any (the smallest).
@@ -300,5 +320,15 @@ mod tests {
         // Row 2 of layer 0: kept, dropped, kept; row 0 sees no later key.
         assert_eq!(grids[0].pixels[6..9], [px(KeptCell::Kept), px(KeptCell::Dropped), px(KeptCell::Kept)]);
         assert_eq!(grids[0].pixels[2], px(KeptCell::Outside));
+    }
+
+    #[test]
+    fn each_policy_in_words() {
+        assert_eq!(policy_words(EvictPolicy::Sinks, 8), "the first 4 tokens (sinks) and the most recent 4");
+        assert_eq!(policy_words(EvictPolicy::Window, 16), "the most recent 16 tokens");
+        assert_eq!(
+            policy_words(EvictPolicy::HeavyHitters, 9),
+            "the most recent 5 and the 4 older ones with the most attention so far"
+        );
     }
 }
