@@ -5,8 +5,10 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::flash_backward::{Backward, BackwardInputs, check_inputs, flash_backward};
 use crate::cpu::kv_cache::CpuKvCache;
 use crate::event_loop::breathe;
+use crate::gpu::flash_backward::backward_takes_head_dim;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
 use crate::model::limits::{
@@ -461,6 +463,47 @@ impl Job for Attend<'_, '_> {
     async fn on_cpu(&self, _: bool) -> Result<Forward, String> {
         check_cpu_size(self.problem.shape)?;
         Ok(cpu_flash_attention(self.problem).await)
+    }
+}
+
+impl Engine {
+    /// The forward pass of `p` and its gradients dQ, dK, dV given dO (`d_o`, `[h_q, n_q, d]`): the tiled
+    /// forward and the FlashAttention-2 backward on the GPU, or their CPU twins (small sizes only).
+    pub async fn attention_gradients(&self, p: &AttentionProblem<'_>, d_o: &[f32]) -> Result<Backward, String> {
+        p.validate(true)?;
+        if d_o.len() != p.shape.q_len() {
+            return Err(format!("dO needs h_q * n_q * d = {} values, got {}", p.shape.q_len(), d_o.len()));
+        }
+        self.run(&AttentionGradients { problem: p, d_o }).await
+    }
+}
+
+/// The gradients of a batch of heads ([`Engine::attention_gradients`]).
+pub struct AttentionGradients<'a, 'p> {
+    pub problem: &'a AttentionProblem<'p>,
+    pub d_o: &'a [f32],
+}
+
+impl Job for AttentionGradients<'_, '_> {
+    type Output = Backward;
+
+    fn fits_gpu(&self) -> bool {
+        backward_takes_head_dim(self.problem.shape.d)
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Backward, String> {
+        kernels.backward.gradients(ctx, &kernels.flash, self.problem, self.d_o).await.map_err(|e| e.to_string())
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<Backward, String> {
+        let p = self.problem;
+        check_cpu_size(p.shape)?;
+        let forward = cpu_flash_attention(p).await;
+        breathe().await;
+        let inputs = BackwardInputs { o: &forward.o, lse: &forward.lse, d_o: self.d_o };
+        check_inputs(p, &inputs)?;
+        let grads = flash_backward(p, &inputs);
+        Ok(Backward { forward, grads })
     }
 }
 

@@ -11,6 +11,7 @@ use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedGather;
 use crate::gpu::flash_attention::FlashAttention;
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
+use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kernel::KernelInfo;
@@ -51,6 +52,8 @@ pub const KERNELS: &[KernelInfo] = &[
     KernelInfo::of::<EmbedGather>(),
     KernelInfo::of::<FlashAttention>(),
     KernelInfo::of::<FlashSubgroup>(),
+    KernelInfo::of::<FlashBackward>(),
+    KernelInfo::of::<FlashBackwardKeys>(),
     KernelInfo::of::<FmaPeak>(),
     KernelInfo::of::<KvQuant>(),
     KernelInfo::of::<Matmul>(),
@@ -70,6 +73,8 @@ pub const KERNELS: &[KernelInfo] = &[
 /// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
 pub struct Kernels {
     pub flash: FlashAttention,
+    /// The backward pass (dQ, dK, dV from dO): both of its launches.
+    pub backward: FlashBackward,
     pub probs: AttentionProbs,
     pub rows: RowSoftmax,
     pub pool_rows: PoolRows,
@@ -100,6 +105,7 @@ impl Kernels {
     pub fn new(ctx: &GpuContext) -> Self {
         Self {
             flash: FlashAttention::new(ctx),
+            backward: FlashBackward::new(ctx),
             probs: AttentionProbs::new(ctx),
             rows: RowSoftmax::new(ctx),
             pool_rows: PoolRows::new(ctx),

@@ -14,6 +14,7 @@ pub mod context;
 pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_attention_subgroup;
+pub mod flash_backward;
 pub mod flash_io;
 pub mod flash_tiles;
 pub mod fma_peak;
