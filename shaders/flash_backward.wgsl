@@ -26,19 +26,7 @@
 
 // #include attention_masks.wgsl
 
-// [h_kv, kv_stride, D] as vec4s.
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-// dO, the loss's gradient with respect to O: [h_q, n_q, D] as vec4s.
-@group(0) @binding(4) var<storage, read> d_o: array<vec4<f32>>;
-// The forward's log-sum-exp, [h_q, n_q] (-inf for a row that sees no key).
-@group(0) @binding(5) var<storage, read> lse: array<f32>;
-// D = rowsum(dO ∘ O), [h_q, n_q]: written by `main`, read by `key_grads`.
-@group(0) @binding(6) var<storage, read_write> delta: array<f32>;
-// dQ [h_q, n_q, D], then dK [h_kv, n_kv, D], then dV [h_kv, n_kv, D], as vec4s (one buffer: WebGPU
-// guarantees 8 storage buffers per stage, and `main` binds all 8).
-@group(0) @binding(7) var<storage, read_write> grads: array<vec4<f32>>;
-// The forward's O, [h_q, n_q, D] as vec4s (`main` only).
-@group(0) @binding(8) var<storage, read> o: array<vec4<f32>>;
+// #include flash_backward_io.wgsl
 
 // Compile-time constants, rewritten per pipeline by src/gpu/flash_backward.rs (as in
 // flash_attention.wgsl: constants, so private arrays have exactly the size their loops run over).
@@ -53,19 +41,6 @@ const R: u32 = 1u;
 override BR: u32 = 64u;
 
 const D4: u32 = D / 4u;
-
-// The sum of a vec4's lanes, paired as the forward pairs them.
-fn lanes_sum(x: vec4<f32>) -> f32 {
-    return (x.x + x.y) + (x.z + x.w);
-}
-
-// Where dK and dV start in `grads`, in vec4s.
-fn dk_base() -> u32 {
-    return params.h_kv * params.group * params.n_q * D4;
-}
-fn dv_base() -> u32 {
-    return dk_base() + params.h_kv * params.n_kv * D4;
-}
 
 // D and dQ of BR * R (query, head) rows of one KV head.
 @compute @workgroup_size(BR)
@@ -158,25 +133,6 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
                 grads[out_row[j] * D4 + e] = acc[j][e] * params.scale;
             }
         }
-    }
-}
-
-// The first query position that sees `key`: every mask's visible keys [key_lo(pos), key_hi(pos))
-// move up with pos, so the positions that see a key form a range (keep in sync with attention_masks.wgsl).
-fn query_lo(key: u32) -> u32 {
-    return select(key, 0u, params.mask_kind == MASK_FULL);
-}
-
-// One past the last query position that sees `key` (saturating: a window may be u32::MAX wide).
-fn query_hi(key: u32) -> u32 {
-    let most = 0xffffffffu;
-    switch params.mask_kind {
-        case MASK_SLIDING: { return select(key + params.mask_size, most, params.mask_size > most - key); }
-        case MASK_CHUNKED: {
-            let start = key - key % params.mask_size;
-            return select(start + params.mask_size, most, params.mask_size > most - start);
-        }
-        default: { return most; }
     }
 }
 

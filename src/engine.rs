@@ -8,7 +8,7 @@ use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_backward::{Backward, BackwardInputs, check_inputs, flash_backward};
 use crate::cpu::kv_cache::CpuKvCache;
 use crate::event_loop::breathe;
-use crate::gpu::flash_backward::backward_takes_head_dim;
+use crate::gpu::flash_backward_io::backward_takes_head_dim;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
 use crate::model::limits::{

@@ -2,9 +2,10 @@
 //! their f64 CPU twin (`cpu::flash_backward`), which `src/cpu/flash_backward.rs` checks against finite
 //! differences of the forward.
 //!
-//! Tolerance: per tensor (dQ, dK, dV), every element within 2e-4 of the tensor's largest |value| (plus
-//! 1e-6): dS = P (dP - D) subtracts nearly equal f32 sums, so small gradients carry absolute, not
-//! relative, error. The twin reads the GPU's own O and lse, so the test measures the backward alone;
+//! Tolerance: per tensor (dQ, dK, dV), every element within 2e-4 of the tensor's largest |value| (taken
+//! as at least 1e-2): dS = P (dP - D) subtracts nearly equal f32 sums, so small gradients carry
+//! absolute, not relative, error; with a window of one key dS is 0 up to rounding (P = 1 and dP = D),
+//! and dQ is noise of about 1e-7 on both sides. The twin reads the GPU's own O and lse, so the test measures the backward alone;
 //! the forward is checked against its twin too (1e-4 relative). Under `CI=true` a missing adapter fails.
 
 use attention_lab::attention::AttentionShape;
@@ -18,13 +19,13 @@ use attention_lab::model::Mask;
 mod common;
 use common::gpu::{close, device, random};
 
-/// The largest |got - want| over a tensor, relative to its largest |want|.
+/// The largest |got - want| over a tensor, relative to its largest |want| (at least 1e-2).
 fn relative_error(got: &[f32], want: &[f32]) -> f64 {
     assert_eq!(got.len(), want.len());
     let largest = want.iter().fold(0f64, |m, &w| m.max(f64::from(w).abs()));
     let worst = got.iter().zip(want).fold(0f64, |m, (&g, &w)| m.max((f64::from(g) - f64::from(w)).abs()));
     assert!(got.iter().all(|g| g.is_finite()), "non-finite gradient");
-    worst / largest.max(1e-6)
+    worst / largest.max(1e-2)
 }
 
 fn assert_grads_close(what: &str, got: &Gradients, want: &Gradients) {
@@ -74,14 +75,18 @@ fn cases() -> Vec<Case> {
 fn backward_matches_its_twin_under_every_mask_mha_and_gqa() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
-    for (n, Case { shape, mask }) in cases().into_iter().enumerate() {
+    // On lavapipe: the subgroup form (what the adapter gets), then the plain one on every other case.
+    let plain = cases().into_iter().enumerate().filter(|(n, _)| n % 2 == 1).map(|(_, c)| (false, c));
+    let runs: Vec<(bool, Case)> = cases().into_iter().map(|c| (true, c)).chain(plain).collect();
+    for (n, (subgroup, Case { shape, mask })) in runs.into_iter().enumerate() {
+        kernels.backward.allow_subgroup(subgroup);
         let mut rng = SplitMix64::new(100 + n as u64);
         let q = random(shape.q_len(), 1.5, &mut rng);
         let k = random(shape.kv_len(), 1.5, &mut rng);
         let v = random(shape.kv_len(), 1.0, &mut rng);
         let d_o = random(shape.q_len(), 1.0, &mut rng);
         let p = AttentionProblem::new(&q, &k, &v, shape, mask, 1.0 / (shape.d as f32).sqrt());
-        let what = format!("{shape:?} {mask:?}");
+        let what = format!("{shape:?} {mask:?} (subgroup form allowed: {subgroup})");
         let got = pollster::block_on(kernels.backward.gradients(&ctx, &kernels.flash, &p, &d_o)).expect(&what);
         let forward = reference::flash_attention(&p);
         for (g, w) in got.forward.o.iter().zip(&forward.o) {
@@ -101,7 +106,11 @@ fn the_engine_runs_the_backward_on_the_gpu_and_on_the_cpu_alike() {
     let cpu = Engine::Cpu { reason: "a test".into() };
     let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 24, n_kv: 24, d: 16 };
     let mut rng = SplitMix64::new(7);
-    let (q, k, v) = (random(shape.q_len(), 1.0, &mut rng), random(shape.kv_len(), 1.0, &mut rng), random(shape.kv_len(), 1.0, &mut rng));
+    let (q, k, v) = (
+        random(shape.q_len(), 1.0, &mut rng),
+        random(shape.kv_len(), 1.0, &mut rng),
+        random(shape.kv_len(), 1.0, &mut rng),
+    );
     let d_o = random(shape.q_len(), 1.0, &mut rng);
     let p = AttentionProblem::new(&q, &k, &v, shape, Mask::Sliding { window_tokens: 6 }, 0.25);
     let on_gpu = pollster::block_on(gpu.attention_gradients(&p, &d_o)).expect("gpu");

@@ -8,35 +8,32 @@ use crate::cpu::flash_attention::Forward;
 use crate::cpu::flash_backward::{Backward, Gradients};
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_attention::FlashAttention;
+use crate::gpu::flash_backward_io::{
+    BACKWARD_BINDINGS, BACKWARD_MAX_HEAD_DIM, BackwardBuffers, backward_takes_head_dim, grads_len,
+};
+use crate::gpu::flash_backward_subgroup::FlashBackwardSubgroup;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{self, Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::limits;
 
-/// The widest head the backward takes: every invocation keeps four head-wide vectors per key (K, V,
-/// dK, dV) in registers.
-pub const BACKWARD_MAX_HEAD_DIM: u32 = 256;
-
-/// Whether the backward kernels take heads `d` wide.
-pub fn backward_takes_head_dim(d: u32) -> bool {
-    (1..=BACKWARD_MAX_HEAD_DIM).contains(&d)
-}
-
 /// `main`: params, Q, K (`attention_io.wgsl`), V, dO, lse, D (written), grads (dQ, dK, dV), O.
 pub struct FlashBackward {
     launcher: Launcher<Self>,
     keys: Launcher<FlashBackwardKeys>,
     is_cpu: bool,
+    /// The subgroup-sharing form, used instead on CPU adapters that have subgroups, when unrolled.
+    subgroup: Option<FlashBackwardSubgroup>,
+    /// Whether [`FlashBackward::prepare`] may choose the subgroup form (tests turn it off to check
+    /// this form on the same adapter).
+    use_subgroup: std::cell::Cell<bool>,
 }
 
 impl Kernel for FlashBackward {
     const NAME: &'static str = "flash_backward";
     const SOURCE: &'static str = include_str!("../../shaders/flash_backward.wgsl");
-    const BINDINGS: &'static [Binding] = {
-        use Binding::{ReadOnly, ReadWrite, Uniform};
-        &[Uniform, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadWrite, ReadWrite, ReadOnly]
-    };
+    const BINDINGS: &'static [Binding] = &BACKWARD_BINDINGS;
     const CPU_TWIN: CpuTwin = CpuTwin::Named;
     type Params = AttentionParams;
 
@@ -53,10 +50,7 @@ impl Kernel for FlashBackwardKeys {
     const NAME: &'static str = "flash_backward";
     const SOURCE: &'static str = FlashBackward::SOURCE;
     const ENTRY_POINT: &'static str = "key_grads";
-    const BINDINGS: &'static [Binding] = {
-        use Binding::{ReadOnly, ReadWrite, Uniform};
-        &[Uniform, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadOnly, ReadWrite, ReadWrite]
-    };
+    const BINDINGS: &'static [Binding] = BACKWARD_BINDINGS.split_at(8).0;
     const CPU_TWIN: CpuTwin = CpuTwin::Named;
     type Params = AttentionParams;
 
@@ -64,25 +58,6 @@ impl Kernel for FlashBackwardKeys {
     fn workgroups(p: &AttentionParams) -> Option<u64> {
         Some(u64::from(p.tiles_per_kv_head) * u64::from(p.h_kv))
     }
-}
-
-/// The buffers of one backward launch (rows padded to `d_pad`): Q, dO, O `[h_q, n_q, d_pad]`, K, V
-/// `[h_kv, kv_stride, d_pad]`, lse and D `[h_q, n_q]`, and `grads` = dQ `[h_q, n_q, d_pad]` then dK and
-/// dV `[h_kv, n_kv, d_pad]` each ([`grads_len`]).
-pub struct BackwardBuffers<'a> {
-    pub q: &'a wgpu::Buffer,
-    pub k: &'a wgpu::Buffer,
-    pub v: &'a wgpu::Buffer,
-    pub d_o: &'a wgpu::Buffer,
-    pub lse: &'a wgpu::Buffer,
-    pub delta: &'a wgpu::Buffer,
-    pub grads: &'a wgpu::Buffer,
-    pub o: &'a wgpu::Buffer,
-}
-
-/// Floats in the `grads` buffer of a launch of `shape` (its `d` padded).
-pub fn grads_len(shape: &AttentionShape) -> u64 {
-    (shape.q_len() + 2 * shape.kv_len()) as u64
 }
 
 /// Tile sizes: (invocations per workgroup, keys or rows per step, rows or keys per invocation).
@@ -113,7 +88,20 @@ impl FlashBackward {
         let unroll = !cfg!(target_arch = "wasm32");
         launcher.pipelines().set_unrolled(unroll);
         keys.pipelines().set_unrolled(unroll);
-        Self { launcher, keys, is_cpu: ctx.adapter.is_cpu }
+        let subgroup = if ctx.adapter.is_cpu { FlashBackwardSubgroup::new(ctx) } else { None };
+        Self { launcher, keys, is_cpu: ctx.adapter.is_cpu, subgroup, use_subgroup: std::cell::Cell::new(true) }
+    }
+
+    /// Whether launches from now on may use the subgroup form where the adapter has one.
+    pub fn allow_subgroup(&self, allow: bool) {
+        self.use_subgroup.set(allow);
+    }
+
+    /// The subgroup form, where this adapter has one, it is allowed, and loops are unrolled (it only
+    /// pays unrolled, as the forward's).
+    fn subgroup_form(&self) -> Option<&FlashBackwardSubgroup> {
+        let unrolled = self.launcher.pipelines().is_unrolled();
+        self.subgroup.as_ref().filter(|_| self.use_subgroup.get() && unrolled)
     }
 
     /// Prepares both launches, D and dQ first: `launch.shape.d` is padded to a multiple of 4 and
@@ -132,14 +120,24 @@ impl FlashBackward {
             )));
         }
         shape.validate().map_err(GpuError::InvalidInput)?;
+        let rows_total = shape.n_q * shape.group_size();
+        let main_buffers = buffers.bound();
+        if let Some(subgroup) = self.subgroup_form() {
+            let (row_tile, key_tile) = subgroup.tiles(d_pad);
+            let [rows_pipeline, keys_pipeline] = subgroup.pipelines(&ctx.device, d_pad);
+            let (rows, keys) = subgroup.launchers();
+            let rows_params = AttentionParams::new(shape, kv_stride, mask, scale, rows_total.div_ceil(row_tile));
+            let keys_params = AttentionParams::new(shape, kv_stride, mask, scale, shape.n_kv.div_ceil(key_tile));
+            return Ok([
+                rows.dispatch(ctx, rows_pipeline, &rows_params, &main_buffers)?,
+                keys.dispatch(ctx, keys_pipeline, &keys_params, &main_buffers[..7])?,
+            ]);
+        }
         let (wg, step, per) = backward_tiles(self.is_cpu, d_pad);
         let constants = [("D", d_pad), ("D4", d_pad / 4), ("BC", step), ("R", per)];
         let overrides = [("BR", wg)];
-        let rows_total = shape.n_q * shape.group_size();
         let row_tiles = rows_total.div_ceil(wg * per);
         let key_tiles = shape.n_kv.div_ceil(wg * per);
-        let q = buffers;
-        let main_buffers = [q.q, q.k, q.v, q.d_o, q.lse, q.delta, q.grads, q.o];
         let rows_pass = self.launcher.dispatch(
             ctx,
             self.launcher.pipelines().get_specialised(&ctx.device, &constants, &overrides),
@@ -199,7 +197,8 @@ impl FlashBackward {
         let grads = ctx.storage_output("grads", grads_len(&padded) * 4)?;
         let launch = FlashLaunch { shape: padded, kv_stride: shape.n_kv, mask: p.mask, scale: p.scale };
         let forward = flash.prepare(ctx, &FlashBuffers { q: &q, k: &k, v: &v, o: &o, lse: &lse }, launch)?;
-        let buffers = BackwardBuffers { q: &q, k: &k, v: &v, d_o: &d_o, lse: &lse, delta: &delta, grads: &grads, o: &o };
+        let buffers =
+            BackwardBuffers { q: &q, k: &k, v: &v, d_o: &d_o, lse: &lse, delta: &delta, grads: &grads, o: &o };
         let [rows_pass, keys_pass] = self.prepare(ctx, &buffers, launch)?;
         Dispatch::submit_all(ctx, &[&forward, &rows_pass, &keys_pass]);
         let o_values: Vec<f32> = ctx.read_back(&o).await?;

@@ -12,6 +12,7 @@ use crate::gpu::embed_gather::EmbedGather;
 use crate::gpu::flash_attention::FlashAttention;
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
+use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kernel::KernelInfo;
@@ -54,6 +55,8 @@ pub const KERNELS: &[KernelInfo] = &[
     KernelInfo::of::<FlashSubgroup>(),
     KernelInfo::of::<FlashBackward>(),
     KernelInfo::of::<FlashBackwardKeys>(),
+    KernelInfo::of::<FlashBackwardSubgroup>(),
+    KernelInfo::of::<FlashBackwardSubgroupKeys>(),
     KernelInfo::of::<FmaPeak>(),
     KernelInfo::of::<KvQuant>(),
     KernelInfo::of::<Matmul>(),

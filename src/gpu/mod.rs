@@ -15,6 +15,8 @@ pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_attention_subgroup;
 pub mod flash_backward;
+pub mod flash_backward_io;
+pub mod flash_backward_subgroup;
 pub mod flash_io;
 pub mod flash_tiles;
 pub mod fma_peak;
