@@ -231,12 +231,7 @@ mod tests {
         let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 7, n_kv: 9, d: 3 };
         let (q, k, v) = (values(shape.q_len(), 1.5, 1), values(shape.kv_len(), 1.5, 2), values(shape.kv_len(), 1.0, 3));
         let d_o = values(shape.q_len(), 1.0, 4);
-        let masks = [
-            Mask::Full,
-            Mask::Causal,
-            Mask::Sliding { window_tokens: 3 },
-            Mask::Chunked { chunk_tokens: 4 },
-        ];
+        let masks = [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 4 }];
         for mask in masks {
             let p = AttentionProblem::new(&q, &k, &v, shape, mask, 0.6);
             let error = finite_difference_error(&p, &d_o);
