@@ -34,41 +34,8 @@ const D4: u32 = D / 4u;
 // D and dQ of BR * R (query, head) rows of one KV head.
 @compute @workgroup_size(BR)
 fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let t = tile_of(at, BR * R);
-    let kv_head = t.kv_head;
-    if kv_head >= params.h_kv {
-        return;
-    }
-    let g = params.group;
-    let rows_total = params.n_q * g;
+    // #include flash_backward_rows_start.wgsl
 
-    // This invocation's rows (past the end: the last row again, not written); Q pre-scaled.
-    var out_row: array<u32, R>;
-    var lo: array<u32, R>;
-    var hi: array<u32, R>;
-    var q_rows: array<array<vec4<f32>, D4>, R>;
-    var do_rows: array<array<vec4<f32>, D4>, R>;
-    var acc: array<array<vec4<f32>, D4>, R>;
-    var row_lse: array<f32, R>;
-    var row_delta: array<f32, R>;
-    for (var j = 0u; j < R; j++) {
-        let row = min(t.row0 + lid + j * BR, rows_total - 1u);
-        let i = row / g;
-        out_row[j] = (kv_head * g + row % g) * params.n_q + i;
-        lo[j] = key_lo(params.q_offset + i);
-        hi[j] = key_hi(params.q_offset + i);
-        var dot4 = vec4<f32>(0.0);
-        for (var e = 0u; e < D4; e++) {
-            q_rows[j][e] = q[out_row[j] * D4 + e] * params.scale;
-            do_rows[j][e] = d_o[out_row[j] * D4 + e];
-            acc[j][e] = vec4<f32>(0.0);
-            dot4 = fma(do_rows[j][e], o[out_row[j] * D4 + e], dot4);
-        }
-        row_delta[j] = lanes_sum(dot4);
-        row_lse[j] = lse[out_row[j]];
-    }
-
-    // Every lane walks the same keys, so shuffles always find their whole subgroup.
     let kv_base = kv_head * params.kv_stride;
     for (var key0 = t.key_lo; key0 < t.key_hi; key0 += BC) {
         let interior = key0 >= t.all_lo && key0 + BC <= t.all_hi;
@@ -117,51 +84,13 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgr
         }
     }
 
-    for (var j = 0u; j < R; j++) {
-        if t.row0 + lid + j * BR < rows_total {
-            delta[out_row[j]] = row_delta[j];
-            for (var e = 0u; e < D4; e++) {
-                grads[out_row[j] * D4 + e] = acc[j][e] * params.scale;
-            }
-        }
-    }
+    // #include flash_backward_rows_end.wgsl
 }
 
 // dK and dV of BR * RK keys of one KV head (tiles_per_kv_head: key tiles per KV head).
 @compute @workgroup_size(BR)
 fn key_grads(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    let wg = workgroup_index(at);
-    let kv_head = wg / params.tiles_per_kv_head;
-    if kv_head >= params.h_kv {
-        return;
-    }
-    let g = params.group;
-    let key_first = (wg % params.tiles_per_kv_head) * BR * RK;
-    let key_last = min(key_first + BR * RK, params.n_kv) - 1u;
-
-    // The rows that see any of the tile's keys.
-    let pos_end = params.q_offset + params.n_q;
-    let pos_lo = clamp(query_lo(key_first), params.q_offset, pos_end);
-    let pos_hi = clamp(query_hi(key_last), pos_lo, pos_end);
-    let row_lo = (pos_lo - params.q_offset) * g;
-    let row_hi = (pos_hi - params.q_offset) * g;
-
-    // This invocation's keys (past n_kv: the last key again, not written); K pre-scaled.
-    var key: array<u32, RK>;
-    var k_rows: array<array<vec4<f32>, D4>, RK>;
-    var v_rows: array<array<vec4<f32>, D4>, RK>;
-    var dk: array<array<vec4<f32>, D4>, RK>;
-    var dv: array<array<vec4<f32>, D4>, RK>;
-    let kv_base = kv_head * params.kv_stride;
-    for (var j = 0u; j < RK; j++) {
-        key[j] = min(key_first + lid + j * BR, params.n_kv - 1u);
-        for (var e = 0u; e < D4; e++) {
-            k_rows[j][e] = k[(kv_base + key[j]) * D4 + e] * params.scale;
-            v_rows[j][e] = v[(kv_base + key[j]) * D4 + e];
-            dk[j][e] = vec4<f32>(0.0);
-            dv[j][e] = vec4<f32>(0.0);
-        }
-    }
+    // #include flash_backward_keys_start.wgsl
 
     for (var r0 = row_lo; r0 < row_hi; r0 += BC) {
         // The row this lane fetches for the subgroup, and the keys it sees ([0, 0) past the last row).
@@ -228,13 +157,5 @@ fn key_grads(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(
         }
     }
 
-    for (var j = 0u; j < RK; j++) {
-        if key_first + lid + j * BR < params.n_kv {
-            let dst = (kv_head * params.n_kv + key[j]) * D4;
-            for (var e = 0u; e < D4; e++) {
-                grads[dk_base() + dst + e] = dk[j][e] * params.scale;
-                grads[dv_base() + dst + e] = dv[j][e];
-            }
-        }
-    }
+    // #include flash_backward_keys_end.wgsl
 }

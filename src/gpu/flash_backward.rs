@@ -134,7 +134,7 @@ impl FlashBackward {
             ]);
         }
         let (wg, step, per) = backward_tiles(self.is_cpu, d_pad);
-        let constants = [("D", d_pad), ("D4", d_pad / 4), ("BC", step), ("R", per)];
+        let constants = [("D", d_pad), ("D4", d_pad / 4), ("BC", step), ("R", per), ("RK", per)];
         let overrides = [("BR", wg)];
         let row_tiles = rows_total.div_ceil(wg * per);
         let key_tiles = shape.n_kv.div_ceil(wg * per);
