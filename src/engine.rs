@@ -492,7 +492,7 @@ impl Job for AttentionGradients<'_, '_> {
     }
 
     async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Backward, String> {
-        kernels.backward.gradients(ctx, &kernels.flash, self.problem, self.d_o).await.map_err(|e| e.to_string())
+        kernels.backward(ctx).gradients(ctx, &kernels.flash, self.problem, self.d_o).await.map_err(|e| e.to_string())
     }
 
     async fn on_cpu(&self, _: bool) -> Result<Backward, String> {

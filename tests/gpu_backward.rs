@@ -79,7 +79,7 @@ fn backward_matches_its_twin_under_every_mask_mha_and_gqa() {
     let plain = cases().into_iter().enumerate().filter(|(n, _)| n % 2 == 1).map(|(_, c)| (false, c));
     let runs: Vec<(bool, Case)> = cases().into_iter().map(|c| (true, c)).chain(plain).collect();
     for (n, (subgroup, Case { shape, mask })) in runs.into_iter().enumerate() {
-        kernels.backward.allow_subgroup(subgroup);
+        kernels.backward(&ctx).allow_subgroup(subgroup);
         let mut rng = SplitMix64::new(100 + n as u64);
         let q = random(shape.q_len(), 1.5, &mut rng);
         let k = random(shape.kv_len(), 1.5, &mut rng);
@@ -87,7 +87,7 @@ fn backward_matches_its_twin_under_every_mask_mha_and_gqa() {
         let d_o = random(shape.q_len(), 1.0, &mut rng);
         let p = AttentionProblem::new(&q, &k, &v, shape, mask, 1.0 / (shape.d as f32).sqrt());
         let what = format!("{shape:?} {mask:?} (subgroup form allowed: {subgroup})");
-        let got = pollster::block_on(kernels.backward.gradients(&ctx, &kernels.flash, &p, &d_o)).expect(&what);
+        let got = pollster::block_on(kernels.backward(&ctx).gradients(&ctx, &kernels.flash, &p, &d_o)).expect(&what);
         let forward = reference::flash_attention(&p);
         for (g, w) in got.forward.o.iter().zip(&forward.o) {
             assert!((g - w).abs() <= 1e-4 + 1e-4 * w.abs(), "{what}: O {g} vs {w}");

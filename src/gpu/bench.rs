@@ -379,7 +379,7 @@ async fn prepare_backward(
         grads: &grads,
         o: flash.o,
     };
-    Ok(kernels.backward.prepare(ctx, &buffers, launch)?.into())
+    Ok(kernels.backward(ctx).prepare(ctx, &buffers, launch)?.into())
 }
 
 /// Warm-up before timing: at least one submission (pipeline compilation, first touch of memory) and

@@ -76,8 +76,9 @@ pub const KERNELS: &[KernelInfo] = &[
 /// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
 pub struct Kernels {
     pub flash: FlashAttention,
-    /// The backward pass (dQ, dK, dV from dO): both of its launches.
-    pub backward: FlashBackward,
+    /// The backward pass (dQ, dK, dV from dO), built on first use ([`Kernels::backward`]): a page
+    /// that never asks for gradients compiles none of its shaders.
+    backward: std::cell::OnceCell<FlashBackward>,
     pub probs: AttentionProbs,
     pub rows: RowSoftmax,
     pub pool_rows: PoolRows,
@@ -108,7 +109,7 @@ impl Kernels {
     pub fn new(ctx: &GpuContext) -> Self {
         Self {
             flash: FlashAttention::new(ctx),
-            backward: FlashBackward::new(ctx),
+            backward: std::cell::OnceCell::new(),
             probs: AttentionProbs::new(ctx),
             rows: RowSoftmax::new(ctx),
             pool_rows: PoolRows::new(ctx),
@@ -123,6 +124,11 @@ impl Kernels {
             widen: Widen::new(ctx),
             kv_quant: KvQuant::new(ctx),
         }
+    }
+
+    /// The backward kernels, built now if this is their first use.
+    pub fn backward(&self, ctx: &GpuContext) -> &FlashBackward {
+        self.backward.get_or_init(|| FlashBackward::new(ctx))
     }
 
     /// One decode step: `q` holds one query per head (`[h_q, d]`), attending to the cache's current
