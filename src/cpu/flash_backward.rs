@@ -44,6 +44,10 @@ pub fn check_inputs(p: &AttentionProblem, x: &BackwardInputs) -> Result<(), Stri
     Ok(())
 }
 
+/// Multiply-adds of [`flash_backward`] per visible (row, key) pair and unit of head width: the score
+/// and dO·v in each pass, then dQ in one and dK, dV in the other.
+pub const MULTIPLY_ADDS_PER_PAIR_AND_DIM: u64 = 7;
+
 /// Twin of `flash_backward.wgsl`'s two passes: dQ, dK, dV of `O = softmax(scale · Q Kᵀ + mask) V`
 /// given dO (inputs as [`check_inputs`] wants them). A shared K/V head's gradient sums its query group.
 pub fn flash_backward(p: &AttentionProblem, x: &BackwardInputs) -> Gradients {
@@ -59,7 +63,7 @@ pub fn flash_backward(p: &AttentionProblem, x: &BackwardInputs) -> Gradients {
             let kv = s.kv_head(h);
             let mut acc = vec![0.0f64; d];
             for j in 0..s.n_kv {
-                if let Some(ds) = pair_ds(p, x, &delta, h, i, j) {
+                if let Some((_, ds)) = pair_ds(p, x, &delta, h, i, j) {
                     add_scaled(&mut acc, ds, key_row(p.k, s.n_kv, kv, j, d));
                 }
             }
@@ -75,8 +79,8 @@ pub fn flash_backward(p: &AttentionProblem, x: &BackwardInputs) -> Gradients {
             for i in 0..s.n_q {
                 for h in kv * g..(kv + 1) * g {
                     let row = (h * s.n_q + i) as usize;
-                    if let Some(ds) = pair_ds(p, x, &delta, h, i, j) {
-                        add_scaled(&mut acc_v, pair_p(p, x, h, i, j).unwrap_or(0.0), &x.d_o[row * d..][..d]);
+                    if let Some((prob, ds)) = pair_ds(p, x, &delta, h, i, j) {
+                        add_scaled(&mut acc_v, prob, &x.d_o[row * d..][..d]);
                         add_scaled(&mut acc_k, ds, &p.q[row * d..][..d]);
                     }
                 }
@@ -101,14 +105,14 @@ fn pair_p(p: &AttentionProblem, x: &BackwardInputs, h: u32, i: u32, j: u32) -> O
     Some((score - f64::from(x.lse[row])).exp())
 }
 
-/// dS = P (dO·v - D) of the pair, or `None` where the mask hides it.
-fn pair_ds(p: &AttentionProblem, x: &BackwardInputs, delta: &[f64], h: u32, i: u32, j: u32) -> Option<f64> {
+/// P and dS = P (dO·v - D) of the pair, or `None` where the mask hides it.
+fn pair_ds(p: &AttentionProblem, x: &BackwardInputs, delta: &[f64], h: u32, i: u32, j: u32) -> Option<(f64, f64)> {
     let prob = pair_p(p, x, h, i, j)?;
     let s = p.shape;
     let d = s.d as usize;
     let row = (h * s.n_q + i) as usize;
     let dp = dot(&x.d_o[row * d..][..d], key_row(p.v, s.n_kv, s.kv_head(h), j, d));
-    Some(prob * (dp - delta[row]))
+    Some((prob, prob * (dp - delta[row])))
 }
 
 fn key_row(kv: &[f32], n_kv: u32, head: u32, j: u32, d: usize) -> &[f32] {
