@@ -5,8 +5,12 @@
 
 use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::flash_backward::{
+    Backward, BackwardInputs, MULTIPLY_ADDS_PER_PAIR_AND_DIM, check_inputs, flash_backward,
+};
 use crate::cpu::kv_cache::CpuKvCache;
 use crate::event_loop::breathe;
+use crate::gpu::flash_backward_io::backward_takes_head_dim;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
 use crate::model::limits::{
@@ -348,6 +352,22 @@ fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
     Ok(())
 }
 
+/// [`check_cpu_size`], and the backward twin's work (it is not sliced: several times the forward's
+/// per pair) within the same bound of multiply-adds.
+fn check_cpu_backward_size(shape: AttentionShape) -> Result<(), String> {
+    check_cpu_size(shape)?;
+    let pairs = u64::from(shape.h_q) * u64::from(shape.n_q) * u64::from(shape.n_kv);
+    let work = pairs.saturating_mul(u64::from(shape.d)).saturating_mul(MULTIPLY_ADDS_PER_PAIR_AND_DIM);
+    if work > CPU_MAX_MULTIPLY_ADDS {
+        return Err(format!(
+            "the backward's {} multiply-adds is too much for the CPU fallback (at most {}); fewer tokens fit",
+            format_thousands(work.into()),
+            format_thousands(CPU_MAX_MULTIPLY_ADDS.into())
+        ));
+    }
+    Ok(())
+}
+
 /// What a heatmap needs from one batch of heads: every probability, or blocks pooled to a size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MapOutput {
@@ -464,6 +484,47 @@ impl Job for Attend<'_, '_> {
     }
 }
 
+impl Engine {
+    /// The forward pass of `p` and its gradients dQ, dK, dV given dO (`d_o`, `[h_q, n_q, d]`): the tiled
+    /// forward and the FlashAttention-2 backward on the GPU, or their CPU twins (small sizes only).
+    pub async fn attention_gradients(&self, p: &AttentionProblem<'_>, d_o: &[f32]) -> Result<Backward, String> {
+        p.validate(true)?;
+        if d_o.len() != p.shape.q_len() {
+            return Err(format!("dO needs h_q * n_q * d = {} values, got {}", p.shape.q_len(), d_o.len()));
+        }
+        self.run(&AttentionGradients { problem: p, d_o }).await
+    }
+}
+
+/// The gradients of a batch of heads ([`Engine::attention_gradients`]).
+pub struct AttentionGradients<'a, 'p> {
+    pub problem: &'a AttentionProblem<'p>,
+    pub d_o: &'a [f32],
+}
+
+impl Job for AttentionGradients<'_, '_> {
+    type Output = Backward;
+
+    fn fits_gpu(&self) -> bool {
+        backward_takes_head_dim(self.problem.shape.d)
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Backward, String> {
+        kernels.backward(ctx).gradients(ctx, &kernels.flash, self.problem, self.d_o).await.map_err(|e| e.to_string())
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<Backward, String> {
+        let p = self.problem;
+        check_cpu_backward_size(p.shape)?;
+        let forward = cpu_flash_attention(p).await;
+        breathe().await;
+        let inputs = BackwardInputs { o: &forward.o, lse: &forward.lse, d_o: self.d_o };
+        check_inputs(p, &inputs)?;
+        let grads = flash_backward(p, &inputs);
+        Ok(Backward { forward, grads })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,6 +566,16 @@ mod tests {
         }
         let engine = Engine::Cpu { reason: "a test".into() };
         assert_eq!(pollster::block_on(engine.run(&Which)), Ok("cpu"));
+    }
+
+    #[test]
+    fn the_cpu_backward_is_bounded_by_its_own_work() {
+        let shape = |n: u32, d: u32| AttentionShape { h_q: 1, h_kv: 1, n_q: n, n_kv: n, d };
+        // 2,000^2 pairs x 64 x 7 = 1,792,000,000 > 1,024,000,000; 1,500^2 x 64 x 7 = 1,008,000,000 fits.
+        assert!(check_cpu_size(shape(2000, 64)).is_ok());
+        let why = check_cpu_backward_size(shape(2000, 64)).unwrap_err();
+        assert!(why.starts_with("the backward's 1,792,000,000 multiply-adds"), "{why}");
+        assert!(check_cpu_backward_size(shape(1500, 64)).is_ok());
     }
 
     #[test]

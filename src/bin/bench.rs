@@ -1,5 +1,5 @@
 //! Native kernel benchmark: `cargo run --release --bin bench -- [--n N] [--d D] [--mask full|causal|sliding|chunked]
-//! [--window W] [--kernel tiled|naive|rows] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
+//! [--window W] [--kernel tiled|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
 //! or `... -- --lm [--matmul-form tiled|direct|subgroup] [--matmul-block ROWSxCOLSxLANES] [--tokens T]` for the
 //! language model's rows: `matmul` at the shipped model's shapes (256 rows) and its whole forward pass
 //! (256 tokens by default, every layer's probabilities).
@@ -229,6 +229,9 @@ mod native {
                 println!(
                     "WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; flops = 4 d x attended pairs (rows: 2 d); MiB = 2^20 bytes"
                 );
+                if args.filter.kernel == Some(bench::BenchKernel::Backward) {
+                    println!("{}", bench::BACKWARD_FLOPS);
+                }
                 println!(
                     "{:<6} {:>6} {:>6} {:>4} {:<12} {:>10} {:>10} {:>9} {:>8} {:>11}",
                     "kernel", "n", "hq/hkv", "d", "mask", "ms median", "ms min", "GFLOP/s", "of peak", "memory MiB"

@@ -12,6 +12,8 @@
 //! | `flash_attention`, `flash_attention_subgroup`, `naive_attention`  | [`flash_attention`] |
 //! | `row_softmax`, `row_softmax_subgroup`, `attention_probs` (region) | [`row_softmax`]     |
 //! | `pool_rows`, `attention_probs` (pooled)                           | [`pool_rows`]       |
+//! | `flash_backward` (`main`: D, dQ; `key_grads`: dK, dV)             | [`flash_backward`]  |
+//! | `flash_backward_subgroup` (the same passes, loads shuffled)       | [`flash_backward`]  |
 //! | `fma_peak` (a throughput probe: nothing to mirror)                | none                |
 //!
 //! The language model's other steps (`src/gpu/lm_forward.rs`):
@@ -31,6 +33,7 @@
 
 pub mod embed_gather;
 pub mod flash_attention;
+pub mod flash_backward;
 pub mod kv_cache;
 pub mod kv_quant;
 pub mod matmul;

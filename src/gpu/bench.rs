@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::attention::AttentionShape;
 use crate::attention::inputs::SplitMix64;
+use crate::gpu::flash_backward_io::{BackwardBuffers, grads_len};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::naive_attention::{self, NaiveBuffers};
@@ -25,16 +26,24 @@ pub enum BenchKernel {
     Naive,
     /// `row_softmax.wgsl`: every probability in one pass, no P·V (the explorer's whole heatmaps).
     Rows,
+    /// `flash_backward.wgsl`: dQ, dK, dV from dO (both launches; the forward it reads runs untimed
+    /// first). Only when named: the default list (and the bench page's) stays forward-only.
+    Backward,
 }
 
 impl BenchKernel {
+    /// The kernels a case list without a named kernel runs.
     pub const ALL: [BenchKernel; 3] = [BenchKernel::Tiled, BenchKernel::Naive, BenchKernel::Rows];
+    /// Every kernel a filter may name.
+    pub const NAMED: [BenchKernel; 4] =
+        [BenchKernel::Tiled, BenchKernel::Naive, BenchKernel::Rows, BenchKernel::Backward];
 
     pub fn name(self) -> &'static str {
         match self {
             BenchKernel::Tiled => "tiled",
             BenchKernel::Naive => "naive",
             BenchKernel::Rows => "rows",
+            BenchKernel::Backward => "backward",
         }
     }
 }
@@ -42,10 +51,10 @@ impl BenchKernel {
 impl std::str::FromStr for BenchKernel {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
+        Self::NAMED
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown kernel \"{s}\" (expected tiled, naive or rows)"))
+            .ok_or_else(|| format!("unknown kernel \"{s}\" (expected tiled, naive, rows or backward)"))
     }
 }
 
@@ -59,9 +68,13 @@ pub struct BenchCase {
 
 impl BenchCase {
     /// 4 d flops per attended (query, key) pair: 2 d for the score, 2 d for the P·V update (which
-    /// the row softmax does not do).
+    /// the row softmax does not do). The backward counts 2.5x the forward's ([`BACKWARD_FLOPS`]).
     pub fn flops(&self) -> u64 {
-        let per_pair = if self.kernel == BenchKernel::Rows { 2 } else { 4 };
+        let per_pair = match self.kernel {
+            BenchKernel::Rows => 2,
+            BenchKernel::Backward => 10,
+            BenchKernel::Tiled | BenchKernel::Naive => 4,
+        };
         per_pair * u64::from(self.shape.d) * self.shape.attended_pairs(self.mask)
     }
 }
@@ -77,6 +90,11 @@ pub struct BenchFilter {
     /// The window of the sliding cases when no mask is named; [`DEFAULT_WINDOW`] when `None`.
     pub window: Option<u64>,
 }
+
+/// How the backward's FLOPs are counted (the bench prints it): the matmuls of the usual FlashAttention
+/// convention, not the work the kernel does (it recomputes Q·Kᵀ for dK/dV and dQ apart: 7 products).
+pub const BACKWARD_FLOPS: &str = "backward flops = 2.5 x 4 d x attended pairs (five n x n x d products \
+     against the forward's two; causal attends about half the pairs)";
 
 pub const SEQUENCE_LENGTHS: [u32; 6] = [256, 1024, 2048, 4096, 8192, 16384];
 /// (h_q, h_kv): multi-head, and grouped-query with 4 query heads per KV head.
@@ -97,11 +115,9 @@ pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
         for (h_q, h_kv) in HEAD_LAYOUTS {
             for &d in &dims {
                 for &mask in &masks {
-                    for kernel in BenchKernel::ALL {
-                        if filter.kernel.is_none_or(|k| k == kernel) {
-                            let shape = AttentionShape { h_q, h_kv, n_q: n, n_kv: n, d };
-                            out.push(BenchCase { kernel, shape, mask });
-                        }
+                    for kernel in filter.kernel.map_or(BenchKernel::ALL.to_vec(), |k| vec![k]) {
+                        let shape = AttentionShape { h_q, h_kv, n_q: n, n_kv: n, d };
+                        out.push(BenchCase { kernel, shape, mask });
                     }
                 }
             }
@@ -214,6 +230,8 @@ pub fn peak_bytes(case: &BenchCase) -> u64 {
         BenchKernel::Naive => naive_attention::scores_bytes(&s),
         BenchKernel::Rows => RowOutput::Probabilities.len(&s) * 4,
         BenchKernel::Tiled => 0,
+        // dO and dQ; dK and dV; D.
+        BenchKernel::Backward => q_o + k_v + lse,
     };
     q_o + k_v + lse + scores
 }
@@ -318,6 +336,11 @@ pub async fn run_case(
             };
             vec![kernels.rows.prepare(ctx, &RowBuffers { q: &q, k: &k, out: &out }, launch)?]
         }
+        BenchKernel::Backward => {
+            let flash = FlashBuffers { q: &q, k: &k, v: &v, o: &o, lse: &lse };
+            let launch = FlashLaunch { shape: padded, kv_stride: s.n_kv, mask: case.mask, scale };
+            prepare_backward(ctx, kernels, &flash, launch, &mut random).await?
+        }
     };
     let refs: Vec<&Dispatch> = dispatches.iter().collect();
     let samples = timed_samples(ctx, &refs, reps, now_ms).await?;
@@ -327,6 +350,36 @@ pub async fn run_case(
         result.gflops = Some(gflops(case.flops(), st.median_ms));
     }
     Ok(result)
+}
+
+/// The backward's two launches over seeded dO, after one untimed forward pass that fills O and lse.
+async fn prepare_backward(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    flash: &FlashBuffers<'_>,
+    launch: FlashLaunch,
+    random: &mut impl FnMut(&mut [f32]),
+) -> Result<Vec<Dispatch>, GpuError> {
+    let shape = launch.shape;
+    let d_o = ctx.storage_seeded("dO", shape.q_len(), random).await?;
+    let delta = ctx.storage_output("D", u64::from(shape.h_q) * u64::from(shape.n_q) * 4)?;
+    let grads = ctx.storage_output("grads", grads_len(&shape) * 4)?;
+    let unrolled_before = kernels.flash.is_unrolled();
+    kernels.flash.set_unrolled(true);
+    let forward = kernels.flash.prepare(ctx, flash, launch);
+    kernels.flash.set_unrolled(unrolled_before);
+    Dispatch::submit_all(ctx, &[&forward?]);
+    let buffers = BackwardBuffers {
+        q: flash.q,
+        k: flash.k,
+        v: flash.v,
+        d_o: &d_o,
+        lse: flash.lse,
+        delta: &delta,
+        grads: &grads,
+        o: flash.o,
+    };
+    Ok(kernels.backward(ctx).prepare(ctx, &buffers, launch)?.into())
 }
 
 /// Warm-up before timing: at least one submission (pipeline compilation, first touch of memory) and
@@ -484,6 +537,12 @@ mod tests {
         let tiled = BenchCase { kernel: BenchKernel::Tiled, ..case };
         assert_eq!(peak_bytes(&tiled), 512 + 512 + 32);
         // The row softmax: 2 * 8 flops per pair; its output is the 128 bytes of probabilities.
+        // The backward: 2.5 x 4 x 8 flops per pair; dO, dQ, dK, dV and D on top of the tiled's buffers.
+        let backward = BenchCase { kernel: BenchKernel::Backward, ..case };
+        assert_eq!(backward.flops(), 10 * 8 * 20);
+        assert_eq!(peak_bytes(&backward), 2 * (512 + 512 + 32));
+        assert_eq!("backward".parse::<BenchKernel>(), Ok(BenchKernel::Backward));
+        assert!(cases(&BenchFilter::default()).iter().all(|c| c.kernel != BenchKernel::Backward));
         let rows = BenchCase { kernel: BenchKernel::Rows, ..case };
         assert_eq!(rows.flops(), 2 * 8 * 20);
         assert_eq!(peak_bytes(&rows), 512 + 512 + 32 + 128);

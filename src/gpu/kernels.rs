@@ -11,6 +11,8 @@ use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedGather;
 use crate::gpu::flash_attention::FlashAttention;
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
+use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
+use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kernel::KernelInfo;
@@ -51,6 +53,10 @@ pub const KERNELS: &[KernelInfo] = &[
     KernelInfo::of::<EmbedGather>(),
     KernelInfo::of::<FlashAttention>(),
     KernelInfo::of::<FlashSubgroup>(),
+    KernelInfo::of::<FlashBackward>(),
+    KernelInfo::of::<FlashBackwardKeys>(),
+    KernelInfo::of::<FlashBackwardSubgroup>(),
+    KernelInfo::of::<FlashBackwardSubgroupKeys>(),
     KernelInfo::of::<FmaPeak>(),
     KernelInfo::of::<KvQuant>(),
     KernelInfo::of::<Matmul>(),
@@ -70,6 +76,9 @@ pub const KERNELS: &[KernelInfo] = &[
 /// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
 pub struct Kernels {
     pub flash: FlashAttention,
+    /// The backward pass (dQ, dK, dV from dO), built on first use ([`Kernels::backward`]): a page
+    /// that never asks for gradients compiles none of its shaders.
+    backward: std::cell::OnceCell<FlashBackward>,
     pub probs: AttentionProbs,
     pub rows: RowSoftmax,
     pub pool_rows: PoolRows,
@@ -100,6 +109,7 @@ impl Kernels {
     pub fn new(ctx: &GpuContext) -> Self {
         Self {
             flash: FlashAttention::new(ctx),
+            backward: std::cell::OnceCell::new(),
             probs: AttentionProbs::new(ctx),
             rows: RowSoftmax::new(ctx),
             pool_rows: PoolRows::new(ctx),
@@ -114,6 +124,11 @@ impl Kernels {
             widen: Widen::new(ctx),
             kv_quant: KvQuant::new(ctx),
         }
+    }
+
+    /// The backward kernels, built now if this is their first use.
+    pub fn backward(&self, ctx: &GpuContext) -> &FlashBackward {
+        self.backward.get_or_init(|| FlashBackward::new(ctx))
     }
 
     /// One decode step: `q` holds one query per head (`[h_q, d]`), attending to the cache's current
