@@ -12,6 +12,7 @@
 
 pub mod batch;
 pub mod export;
+pub mod gradients;
 pub mod head_map;
 pub mod loaded;
 pub mod loaded_job;
@@ -27,6 +28,7 @@ mod tests;
 use std::rc::Rc;
 
 pub use export::map_for_export;
+pub use gradients::{GradCheck, gradient_check};
 pub use head_map::HeadMap;
 pub use loaded::{GpuDecoder, LoadedLm, TrainedPass};
 pub use model_pass::ComparedPass;

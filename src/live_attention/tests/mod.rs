@@ -334,3 +334,24 @@ fn an_evicting_pass_keeps_everything_exactly_and_records_what_it_read() {
     assert_eq!(lm.layer_masks().unwrap().len(), lm.layers());
     assert!(pollster::block_on(lm.pass_with_eviction(&ids, EvictPolicy::Window, 2, &|| false)).is_err());
 }
+
+#[test]
+fn a_kv_groups_gradients_check_against_the_twin_and_sum_over_its_heads() {
+    // Llama 3 8B's layer 0 over 12 tokens: head 5 shares KV head 1 with heads 4-7.
+    let req = llama_request(12, vec![5], (12, 12));
+    let check = pollster::block_on(gradient_check(&cpu(), &req, 5)).unwrap();
+    assert_eq!((check.kv_head, check.heads.clone(), check.on_gpu), (1, vec![4, 5, 6, 7], false));
+    let names: Vec<&str> = check.tensors.iter().map(|t| t.tensor).collect();
+    assert_eq!(names, ["dq", "dk", "dv"]);
+    // The CPU tier runs the twin itself: nothing to differ.
+    assert!(check.tensors.iter().all(|t| t.rel_error == 0.0 && t.largest > 0.0));
+    assert!(check.group_sum_error < 1e-6, "{}", check.group_sum_error);
+}
+
+#[test]
+fn relative_error_by_hand() {
+    // (3, 4) against (3, 5): |(0, -1)| / |(3, 5)| = 1 / sqrt(34).
+    let e = gradients::relative_error(&[3.0, 4.0], &[3.0, 5.0]);
+    assert!((e - 1.0 / 34f64.sqrt()).abs() < 1e-12);
+    assert_eq!(gradients::relative_error(&[0.0], &[0.0]), 0.0);
+}
