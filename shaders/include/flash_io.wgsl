@@ -8,3 +8,9 @@
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
 // [h_q, n_q].
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+
+// Vec4 `e` of query row `out_row`, pre-scaled: read once into q_rows, or at every step where the
+// rows do not fit in registers (Q_REGS = 0, heads over 768 wide).
+fn query(out_row: u32, e: u32) -> vec4<f32> {
+    return q[out_row * D4 + e] * params.scale;
+}

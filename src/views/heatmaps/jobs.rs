@@ -87,13 +87,13 @@ mod tests {
 
     #[test]
     fn heads_wider_than_the_kernels_say_so() {
-        let wide = Model::simple(2, 2048, 4); // 512 dims a head
+        let wide = Model::simple(2, 8192, 4); // 2,048 dims a head
         let plan = JobPlan::new(&request(&wide, &[]), true, false);
         assert!(!plan.on_gpu);
         assert_eq!(
             plan.note.as_deref(),
             Some(
-                "This layer's heads are 512 wide, more than the GPU kernels' 256: computed with the CPU reference instead."
+                "This layer's heads are 2048 wide, more than the GPU kernels' 1024: computed with the CPU reference instead."
             )
         );
     }
