@@ -57,8 +57,8 @@ describe("heatmap view", () => {
       const app = await AppPage.open(session, link);
       await app.waitForEngine();
       assert.match(await app.adapterLine(), /^WebGPU: /, "the GPU path must be the one tested here");
-      // "Wide heads attend on the GPU too ." is 7 word tokens.
-      await app.heatmap(7);
+      // "Wide heads attend on the GPU too ." is 8 word tokens (the full stop counts).
+      await app.heatmap(8);
       const status = app.page.getByTestId("heatmap-status");
       await app.page.waitForFunction(() => / computed on the GPU /.test(
         document.querySelector('[data-testid="heatmap-status"]')?.textContent ?? ""), null, { timeout: 120_000 });
@@ -66,13 +66,13 @@ describe("heatmap view", () => {
       const gpu = await heads(app.page);
       assert.equal(gpu.length, 8, `d = ${hd}: every head drawn`);
       const cpu = await AppPage.open(session, link + "&backend=cpu");
-      await cpu.heatmap(7);
+      await cpu.heatmap(8);
       await cpu.page.waitForFunction(() => / computed on the CPU /.test(
         document.querySelector('[data-testid="heatmap-status"]')?.textContent ?? ""), null, { timeout: 120_000 });
       const reference = await heads(cpu.page);
       for (const [i, head] of gpu.entries()) {
         assert.equal(head.head, reference[i].head);
-        assert.equal(head.rows, 7);
+        assert.equal(head.rows, 8);
         assertClose(head.probs, reference[i].probs, 1e-4, `d = ${hd}, head ${head.head}: GPU vs CPU reference`);
       }
       app.assertNoConsoleErrors();
