@@ -89,13 +89,15 @@ const CPU_ROWS_PER_WORKGROUP: u32 = 8;
 /// CPU adapters: rows per invocation (both forward kernels). Every K/V value an invocation holds
 /// serves R rows, so more rows amortise each read, but the step's code (unrolled R x keys x d/4 times)
 /// and its compile time grow with R, and so do the query and output rows an invocation holds, which
-/// must stay within WGSL's 8 KiB per function: one row past 256.
+/// must stay within WGSL's 8 KiB per function: two rows while both keep their queries in registers
+/// (up to 384 wide: at 320, 39 GFLOP/s on lavapipe, more than at 128), then one (at 512, two rows
+/// re-reading their queries ran no faster than one keeping it).
 pub fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
     if d_pad <= 64 {
         8
     } else if d_pad <= 128 {
         4
-    } else if d_pad <= NARROW_HEAD_DIM {
+    } else if d_pad <= NARROW_HEAD_DIM || queries_in_registers(d_pad, 2) {
         2
     } else {
         1
@@ -161,9 +163,12 @@ mod tests {
         for d in [4, 64, 128, 256] {
             assert!(queries_in_registers(d, cpu_rows_per_invocation(d)) && queries_in_registers(d, 1), "{d}");
         }
-        // Wider: one row per invocation; 2 x 576 x 4 = 4,608 bytes keep the query, 2 x 1,024 x 4 =
-        // 8 KiB would not (WGSL's limit for all of a function's variables), so it is re-read.
-        for d in [320, 512, 576, 768, 1024] {
+        // Wider: two rows up to 384 (2 x 2 x 384 x 4 = 6 KiB of queries and outputs), then one;
+        // 2 x 576 x 4 = 4,608 bytes keep the query, 2 x 1,024 x 4 = 8 KiB would not (WGSL's limit for
+        // all of a function's variables), so it is re-read.
+        assert_eq!((cpu_rows_per_invocation(320), cpu_rows_per_invocation(384)), (2, 2));
+        assert!(queries_in_registers(320, 2));
+        for d in [388, 512, 576, 768, 1024] {
             assert_eq!(cpu_rows_per_invocation(d), 1, "{d}");
             assert_eq!(FlashTiles::choose(&web, true, d).rows_per_invocation(d), 1);
         }
