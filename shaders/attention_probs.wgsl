@@ -52,7 +52,9 @@ struct Params {
 
 // Keep in sync with `Pool` in src/attention/pooled.rs.
 const POOL_MAX: u32 = 0u;
-const D4_MAX: u32 = 64u;
+// The widest head (model::limits::KERNEL_MAX_HEAD_DIM) / 4: 4 KiB of query row, half of what WGSL
+// allows a function.
+const D4_MAX: u32 = 256u;
 
 // Head dimension (a multiple of 4).
 override D: u32 = 64u;

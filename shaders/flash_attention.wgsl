@@ -48,11 +48,16 @@ const R: u32 = 1u;
 // workgroup). 0: every invocation reads K/V straight from the storage buffer, all at the same address
 // (CPU adapters: no tile copy, no barriers).
 const STAGE_KV: u32 = 1u;
+// 1: each invocation keeps its query rows in registers (every head up to 768 wide). 0: it reads them
+// from the buffer at every step, so its output rows alone fill WGSL's 8 KiB of function variables.
+const Q_REGS: u32 = 1u;
 
 // Invocations per workgroup; they own BR * R rows.
 override BR: u32 = 64u;
 
 const D4: u32 = D / 4u;
+// Vec4s of each query row kept in registers (one, unused, without Q_REGS).
+const Q4: u32 = D4 * Q_REGS + 1u - Q_REGS;
 // Without staging the tiles shrink to one element (they must still be declared); their indices are
 // then multiplied by STAGE_KV = 0, because unrolled code (CPU adapters) indexes them with constants,
 // which must be in range even in branches that never run.
@@ -67,6 +72,12 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     // #include flash_rows_start.wgsl
 
     let kv_base = kv_head * params.kv_stride;
+    // The step's temporaries, declared once: the loops below are written out in full for CPU
+    // adapters, and declarations inside them would be copied with each pass, while WGSL allows
+    // 8 KiB of variables per function, copies included (browsers check).
+    var kv: vec4<f32>;
+    var vv: vec4<f32>;
+    var a: array<vec4<f32>, R>;
     for (var key0 = t.key_lo; key0 < t.key_hi; key0 += BC) {
         let interior = key0 >= t.all_lo && key0 + BC <= t.all_hi;
         // Vec4 index of each key's row; keys past n_kv read the last key (finite data, masked score).
@@ -89,14 +100,17 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
         for (var c = 0u; c < BC; c++) {
             var dot4 = array<vec4<f32>, R>();
             for (var e = 0u; e < D4; e++) {
-                var kv: vec4<f32>;
                 if STAGE_KV == 1u {
                     kv = k_tile[(c * D4 + e) * STAGE_KV];
                 } else {
                     kv = k[key_base[c] + e];
                 }
                 for (var j = 0u; j < R; j++) {
-                    dot4[j] = fma(q_rows[j][e], kv, dot4[j]);
+                    if Q_REGS == 1u {
+                        dot4[j] = fma(q_rows[j][e * Q_REGS], kv, dot4[j]);
+                    } else {
+                        dot4[j] = fma(query(out_row[j], e), kv, dot4[j]);
+                    }
                 }
             }
             let key = key0 + c;
@@ -112,12 +126,10 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
         // acc = acc * alpha + P V: head dimension outer, so each accumulator is read and written once
         // per step, and each V element read serves R rows.
         for (var e = 0u; e < D4; e++) {
-            var a: array<vec4<f32>, R>;
             for (var j = 0u; j < R; j++) {
                 a[j] = acc[j][e] * alpha[j];
             }
             for (var c = 0u; c < BC; c++) {
-                var vv: vec4<f32>;
                 if STAGE_KV == 1u {
                     vv = v_tile[(c * D4 + e) * STAGE_KV];
                 } else {

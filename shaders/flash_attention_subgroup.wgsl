@@ -28,6 +28,8 @@
 const D: u32 = 64u;
 // Query rows each invocation owns.
 const R: u32 = 8u;
+// 1: query rows kept in registers; 0: read at every step (heads over 768 wide; see flash_attention.wgsl).
+const Q_REGS: u32 = 1u;
 // Keys per step, one per lane: the adapter's subgroup size (named as the key step of
 // flash_attention.wgsl, which the shared step code loops over).
 const BC: u32 = 8u;
@@ -36,6 +38,7 @@ const BC: u32 = 8u;
 override BR: u32 = 8u;
 
 const D4: u32 = D / 4u;
+const Q4: u32 = D4 * Q_REGS + 1u - Q_REGS;
 
 @compute @workgroup_size(BR)
 fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32) {
@@ -44,6 +47,9 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgr
 
     // Every lane walks the same keys, so shuffles always find their whole subgroup.
     let kv_base = kv_head * params.kv_stride;
+    // The P V step's accumulators, declared once (as in flash_attention.wgsl: declarations inside the
+    // written-out loops would be copied with each pass, and count against WGSL's 8 KiB per function).
+    var a: array<vec4<f32>, R>;
     for (var key0 = t.key_lo; key0 < t.key_hi; key0 += BC) {
         let interior = key0 >= t.all_lo && key0 + BC <= t.all_hi;
         // The key this lane fetches for the subgroup (past n_kv: the last key, finite and masked).
@@ -56,7 +62,11 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgr
             for (var c = 0u; c < BC; c++) {
                 let kc = subgroupShuffle(mine, c);
                 for (var j = 0u; j < R; j++) {
-                    s[j][c] += dot(q_rows[j][e], kc);
+                    if Q_REGS == 1u {
+                        s[j][c] += dot(q_rows[j][e * Q_REGS], kc);
+                    } else {
+                        s[j][c] += dot(query(out_row[j], e), kc);
+                    }
                 }
             }
         }
@@ -76,7 +86,6 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgr
         // acc = acc * alpha + P V, each lane fetching its key's V row for the subgroup.
         for (var e = 0u; e < D4; e++) {
             let mine = v[my_key + e];
-            var a: array<vec4<f32>, R>;
             for (var j = 0u; j < R; j++) {
                 a[j] = acc[j][e] * alpha[j];
             }

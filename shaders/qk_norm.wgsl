@@ -3,7 +3,7 @@
 // 1 for Gemma 3, which stores weights as w - 1, else 0), applied in place to the
 // fused Q/K/V projection [tokens, (h_q + 2 h_kv) * d] before rotary positions. Value heads pass.
 //
-// One invocation per (token, head) of the h_q + h_kv query and key heads: a head is at most 256
+// One invocation per (token, head) of the h_q + h_kv query and key heads: a head is at most 1,024
 // floats, so a loop per invocation needs no barrier (as rms_norm.wgsl).
 
 // Keep in sync with `QkNormParams` in src/gpu/qk_norm.rs.

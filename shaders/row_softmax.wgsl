@@ -33,6 +33,12 @@ const D4: u32 = 16u;
 const R: u32 = 1u;
 // OUT_* of softmax_rows.wgsl.
 const OUTPUT: u32 = 0u;
+// 1 (heads up to 256): each key's row is read once into registers and serves the R rows. 0 (wider
+// heads, one row per invocation): read straight from the buffer, as the copy would serve one row
+// only and, beside the query row, pass WGSL's 8 KiB of function variables at d = 1,024.
+const K_ROW: u32 = 1u - min(D4 / 65u, 1u);
+// Vec4s of the key row copy (one, unused, without K_ROW).
+const K4: u32 = D4 * K_ROW + 1u - K_ROW;
 
 // #include softmax_rows.wgsl
 
@@ -48,9 +54,11 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
 
     let kv_base = tile.kv_head * params.kv_stride;
     for (var key = tile.key_lo; key < tile.key_hi; key++) {
-        var k_row: array<vec4<f32>, D4>;
-        for (var e = 0u; e < D4; e++) {
-            k_row[e] = k[(kv_base + key) * D4 + e];
+        var k_row: array<vec4<f32>, K4>;
+        if K_ROW == 1u {
+            for (var e = 0u; e < D4; e++) {
+                k_row[e * K_ROW] = k[(kv_base + key) * D4 + e];
+            }
         }
         if BLOCKS && key >= walk.end {
             walk = close_block(rows, m, l, best, walk);
@@ -60,7 +68,11 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
             // The order row_softmax_subgroup.wgsl sums in too (the same bits from either form).
             var score = 0.0;
             for (var e = 0u; e < D4; e++) {
-                score += dot(q_rows[j][e], k_row[e]);
+                if K_ROW == 1u {
+                    score += dot(q_rows[j][e], k_row[e * K_ROW]);
+                } else {
+                    score += dot(q_rows[j][e], k[(kv_base + key) * D4 + e]);
+                }
             }
             let mls = add_score(rows[j], key, score, m[j], l[j]);
             m[j] = mls.x;

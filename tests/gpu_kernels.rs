@@ -292,6 +292,105 @@ fn probabilities_match_the_reference() {
     close(ctx);
 }
 
+/// Heads wider than 256 (Gemma 4's global 512, MLA's absorbed 576, imported configs up to 1,024, and
+/// 320, the first width past the narrow kernels): every kernel that attends against the reference,
+/// with each mask and GQA (4 query heads on 2 KV heads), queries the last rows of a longer sequence.
+/// 1,024 is the width where the forward kernels re-read their query rows (`Q_REGS` = 0). One test
+/// per width, so the widths' slow pipeline compiles on lavapipe run side by side.
+#[test]
+fn heads_320_wide_match_the_reference() {
+    wide_heads_match_the_reference(320);
+}
+
+#[test]
+fn heads_512_wide_match_the_reference() {
+    wide_heads_match_the_reference(512);
+}
+
+#[test]
+fn heads_576_wide_match_the_reference() {
+    wide_heads_match_the_reference(576);
+}
+
+#[test]
+fn heads_1024_wide_match_the_reference() {
+    wide_heads_match_the_reference(1024);
+}
+
+fn wide_heads_match_the_reference(d: u32) {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let adapters_form = kernels.rows.form();
+    let masks = [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 6 }, Mask::Chunked { chunk_tokens: 7 }];
+    for (m, mask) in masks.into_iter().enumerate() {
+        let s = AttentionShape { h_q: 4, h_kv: 2, n_q: 19, n_kv: 23, d };
+        let (q, k, v) = inputs(&s, 1.0, 1300 + u64::from(d) + m as u64);
+        let scale = 1.0 / (d as f32).sqrt();
+        let what = format!("{s:?} {mask:?}");
+        let problem = AttentionProblem::new(&q, &k, &v, s, mask, scale);
+        let scores = AttentionProblem::scores(&q, &k, s, mask, scale);
+        let want = reference::flash_attention(&problem);
+        let want_p = reference::row_softmax(&scores);
+        // The forward kernel with the adapter's tiles (lavapipe: the subgroup kernel, unrolled),
+        // then as every WebGPU GPU runs it (K/V staged in 16 KiB of workgroup memory, loops kept).
+        for tiles in [None, Some(FlashTiles::web_gpu(d))] {
+            kernels.flash.force_tiles(tiles);
+            kernels.flash.set_unrolled(tiles.is_none());
+            let got = pollster::block_on(kernels.forward(&ctx, &problem)).expect("forward");
+            assert_close(&format!("O of {what}, tiles {tiles:?}"), &got.o, &want.o, 1e-4, 1e-3);
+            assert_close(&format!("lse of {what}, tiles {tiles:?}"), &got.lse, &want.lse, 1e-4, 1e-3);
+        }
+        kernels.flash.force_tiles(None);
+        kernels.flash.set_unrolled(true);
+        let naive = pollster::block_on(kernels.naive_forward(&ctx, &problem)).expect("naive");
+        assert_close(&format!("naive O of {what}"), &naive.o, &want.o, 1e-4, 1e-3);
+        // The row softmax: whole rows, log-sum-exp, and pooled heads (pool_rows); in the adapter's
+        // form, and at the widest head in every form (each form and width is a slow compile on
+        // lavapipe, and every width past 256 takes the same path in the shader).
+        let map = PooledMap::whole(s.n_q, 5, 7, Pool::Max);
+        let want_pool = reference::pool_rows(&want_p, s.h_q, s.n_q, s.n_kv, 5, 7, Pool::Max);
+        let forms =
+            if d == 1024 { vec![RowForm::CpuSubgroup, RowForm::Cpu, RowForm::Gpu] } else { vec![adapters_form] };
+        for form in forms {
+            kernels.rows.set_form(form);
+            let got = pollster::block_on(kernels.whole_probabilities(&ctx, &scores)).expect("rows");
+            assert_close(&format!("row softmax ({form:?}) P of {what}"), &got, &want_p, 1e-4, 0.0);
+            let got = pollster::block_on(kernels.log_sum_exp(&ctx, &scores)).expect("lse");
+            assert_close(&format!("row softmax ({form:?}) lse of {what}"), &got, &want.lse, 1e-4, 1e-3);
+            let got = pollster::block_on(kernels.pooled_heads(&ctx, &scores, map)).expect("pooled heads");
+            assert_close(&format!("pooled heads ({form:?}) of {what}"), &got, &want_pool, 1e-4, 0.0);
+        }
+        kernels.rows.set_form(adapters_form);
+        // attention_probs: a window of probabilities and pooled blocks from the forward's lse.
+        let win = ProbRegion { row0: 3, rows: 11, col0: 2, cols: 17 };
+        let got = pollster::block_on(kernels.probabilities(&ctx, &scores, &want.lse, win)).expect("window");
+        let want_win: Vec<f32> = (0..s.h_q)
+            .flat_map(|h| (3..14).map(move |i| (h, i)))
+            .flat_map(|(h, i)| want_p[((h * s.n_q + i) * s.n_kv) as usize..][2..19].to_vec())
+            .collect();
+        assert_close(&format!("window of {what}"), &got, &want_win, 1e-4, 0.0);
+        let got = pollster::block_on(kernels.pooled_probabilities(&ctx, &scores, &want.lse, 5, 7, Pool::Max))
+            .expect("pooled");
+        assert_close(&format!("pooled of {what}"), &got, &want_pool, 1e-4, 0.0);
+        // Decode (lm_forward's path): the last query against a cache holding every key.
+        let mut cache = attention_lab::gpu::KvCache::new(&ctx, s.h_kv, d, 32).expect("cache");
+        let token = |x: &[f32], t: u32| -> Vec<f32> {
+            (0..s.h_kv).flat_map(|h| x[((h * s.n_kv + t) * d) as usize..][..d as usize].to_vec()).collect()
+        };
+        for t in 0..s.n_kv {
+            cache.append(&ctx, &token(&k, t), &token(&v, t)).expect("append");
+        }
+        let last = |x: &[f32]| -> Vec<f32> {
+            (0..s.h_q).flat_map(|h| x[((h * s.n_q + s.n_q - 1) * d) as usize..][..d as usize].to_vec()).collect()
+        };
+        let got = pollster::block_on(kernels.decode(&ctx, &cache, &last(&q), s.h_q, mask, scale)).expect("decode");
+        let shape = AttentionShape { n_q: 1, ..s };
+        let want_d = reference::flash_attention(&AttentionProblem::new(&last(&q), &k, &v, shape, mask, scale));
+        assert_close(&format!("decode O of {what}"), &got.o, &want_d.o, 1e-4, 1e-3);
+    }
+    close(ctx);
+}
+
 /// Jobs of one size reuse their buffers (`GpuContext::scratch_*`): a job that writes fewer non-zero
 /// values than the one before must still read back only its own.
 #[test]

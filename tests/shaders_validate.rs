@@ -90,3 +90,85 @@ fn every_shader_validates_within_web_limits() {
         }
     }
 }
+
+/// WGSL allows 8 KiB of function-scope variables in one function, every declaration counted (the
+/// copies of written-out loops too), and browsers refuse a shader past it (Tint: "the combined byte
+/// size of all variables in this function exceeds 8192 bytes"); naga does not check. So each kernel
+/// that keeps a head's rows in variables is built here as its owner builds it, at every head width up
+/// to the widest the kernels take, with its loops and written out, and its variables counted.
+#[test]
+fn attending_kernels_keep_within_wgsl_function_memory_at_every_width() {
+    use attention_lab::gpu::flash_tiles::{FlashTiles, cpu_rows_per_invocation, queries_in_registers};
+    use attention_lab::gpu::shader_text::with_includes;
+    const MAX_FUNCTION_BYTES: u32 = 8192;
+    let read = |name: &str| with_includes(&fs::read_to_string(Path::new("shaders").join(name)).expect("shader"));
+    let flash = read("flash_attention.wgsl");
+    let flash_sg = read("flash_attention_subgroup.wgsl");
+    let rows = read("row_softmax.wgsl");
+    let rows_sg = read("row_softmax_subgroup.wgsl");
+    let check = |name: &str, source: &str, constants: &[(&str, u32)]| {
+        for unrolled in [false, true] {
+            let bytes = function_bytes(name, source, constants, unrolled);
+            assert!(
+                bytes <= MAX_FUNCTION_BYTES,
+                "{name} {constants:?} unrolled {unrolled}: {bytes} B of function variables"
+            );
+        }
+    };
+    // The check can fail: with its query rows kept, the 1,024-wide subgroup kernel would hold 8 KiB of
+    // them and its output rows alone.
+    let kept = [("D", 1024), ("D4", 256), ("R", 1), ("BC", 4), ("Q_REGS", 1)];
+    assert!(function_bytes("flash_attention_subgroup.wgsl", &flash_sg, &kept, true) > MAX_FUNCTION_BYTES);
+    let web = wgpu::Limits::defaults();
+    for d in [64u32, 128, 256, 320, 512, 576, 1024] {
+        let d4 = d / 4;
+        // GPUs: staged tiles, one row an invocation; CPU adapters: direct reads, several rows.
+        for tiles in [FlashTiles::web_gpu(d), FlashTiles::choose(&web, true, d)] {
+            let r = tiles.rows_per_invocation(d);
+            let q_regs = u32::from(queries_in_registers(d, r));
+            let stage = u32::from(tiles.stage_kv);
+            let constants =
+                [("D", d), ("D4", d4), ("BC", tiles.keys_per_tile), ("R", r), ("STAGE_KV", stage), ("Q_REGS", q_regs)];
+            check("flash_attention.wgsl", &flash, &constants);
+        }
+        // SwiftShader's 4 lanes and lavapipe's 8.
+        for lanes in [4, 8] {
+            let r = cpu_rows_per_invocation(d);
+            let q_regs = u32::from(queries_in_registers(d, r));
+            check(
+                "flash_attention_subgroup.wgsl",
+                &flash_sg,
+                &[("D", d), ("D4", d4), ("R", r), ("BC", lanes), ("Q_REGS", q_regs)],
+            );
+            // The row softmax's rows per invocation (`RowSoftmax::plan`): 256 / d, 1 or 2; 1 on GPUs.
+            for r in [1, (256 / d).clamp(1, 2)] {
+                for output in 0..4 {
+                    check("row_softmax.wgsl", &rows, &[("D4", d4), ("R", r), ("OUTPUT", output)]);
+                    check(
+                        "row_softmax_subgroup.wgsl",
+                        &rows_sg,
+                        &[("D4", d4), ("R", r), ("OUTPUT", output), ("SG", lanes)],
+                    );
+                }
+            }
+        }
+    }
+    // attention_probs.wgsl sizes its query row for the widest head (an override sets the width).
+    let probs = read("attention_probs.wgsl");
+    check("attention_probs.wgsl", &probs, &[]);
+}
+
+/// The most bytes of function-scope variables any function of `source` declares, built with
+/// `constants` (and its loops over them written out when `unrolled`), as WGSL's limit counts them.
+fn function_bytes(name: &str, source: &str, constants: &[(&str, u32)], unrolled: bool) -> u32 {
+    use attention_lab::gpu::shader_text::{unroll_loops, with_constants};
+    let text = with_constants(source, constants);
+    let text = if unrolled { unroll_loops(&text, constants) } else { text };
+    let module = naga::front::wgsl::parse_str(&text)
+        .unwrap_or_else(|e| panic!("{name} {constants:?}: {}", e.emit_to_string(&text)));
+    validate(&module, capabilities(name));
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).expect("layout");
+    let functions = module.functions.iter().map(|(_, f)| f).chain(module.entry_points.iter().map(|e| &e.function));
+    functions.map(|f| f.local_variables.iter().map(|(_, v)| layouter[v.ty].size).sum()).max().unwrap_or(0)
+}

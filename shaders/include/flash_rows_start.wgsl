@@ -18,9 +18,10 @@
     var out_row: array<u32, R>;
     var lo: array<u32, R>;
     var hi: array<u32, R>;
-    // The query rows, pre-scaled so scores need no multiply, the output accumulators, and each row's
-    // running max m and sum l.
-    var q_rows: array<array<vec4<f32>, D4>, R>;
+    // The query rows, pre-scaled so scores need no multiply (Q_REGS = 0: one element, never used; the
+    // step reads each query vec4 from its buffer), the output accumulators, and each row's running
+    // max m and sum l.
+    var q_rows: array<array<vec4<f32>, Q4>, R>;
     var acc: array<array<vec4<f32>, D4>, R>;
     var m: array<f32, R>;
     var l: array<f32, R>;
@@ -32,7 +33,9 @@
         lo[j] = key_lo(params.q_offset + i);
         hi[j] = key_hi(params.q_offset + i);
         for (var e = 0u; e < D4; e++) {
-            q_rows[j][e] = q[out_row[j] * D4 + e] * params.scale;
+            if Q_REGS == 1u {
+                q_rows[j][e * Q_REGS] = query(out_row[j], e);
+            }
             acc[j][e] = vec4<f32>(0.0);
         }
         m[j] = NO_SCORE;

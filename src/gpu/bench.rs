@@ -99,8 +99,12 @@ pub const BACKWARD_FLOPS: &str = "backward flops = 2.5 x 4 d x attended pairs (f
 pub const SEQUENCE_LENGTHS: [u32; 6] = [256, 1024, 2048, 4096, 8192, 16384];
 /// (h_q, h_kv): multi-head, and grouped-query with 4 query heads per KV head.
 pub const HEAD_LAYOUTS: [(u32, u32); 2] = [(8, 8), (32, 8)];
-/// Head widths the benchmark runs when the link names none.
-pub const BENCH_DEFAULT_HEAD_DIMS: [u32; 2] = [64, 128];
+/// Head widths the benchmark runs when the link names none: the common ones, then Gemma 4's global
+/// 512 and MLA's absorbed 576 (heads wider than the kernels' narrow path, `limits::NARROW_HEAD_DIM`).
+pub const BENCH_DEFAULT_HEAD_DIMS: [u32; 4] = [64, 128, 512, 576];
+/// The default list runs heads wider than `limits::NARROW_HEAD_DIM` up to this many tokens: a case is
+/// 4-9x the work of d = 64 or 128, and at 16,384 tokens one run takes minutes on a software adapter.
+pub const WIDE_HEADS_MAX_N: u32 = 4096;
 pub const DEFAULT_WINDOW: u64 = 256;
 
 /// The case list: n x heads x d x mask x kernel, filtered. A filter's `n`/`d` outside the default
@@ -113,7 +117,8 @@ pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
     let mut out = Vec::new();
     for &n in &lengths {
         for (h_q, h_kv) in HEAD_LAYOUTS {
-            for &d in &dims {
+            let named = filter.n.is_some() || filter.d.is_some();
+            for &d in dims.iter().filter(|&&d| named || d <= limits::NARROW_HEAD_DIM || n <= WIDE_HEADS_MAX_N) {
                 for &mask in &masks {
                     for kernel in filter.kernel.map_or(BenchKernel::ALL.to_vec(), |k| vec![k]) {
                         let shape = AttentionShape { h_q, h_kv, n_q: n, n_kv: n, d };
@@ -502,8 +507,13 @@ mod tests {
     #[test]
     fn case_list_and_filters() {
         let all = cases(&BenchFilter::default());
-        // lengths x head layouts x widths x masks x kernels.
-        assert_eq!(all.len(), 6 * 2 * 2 * 3 * 3);
+        // 6 lengths x 2 layouts x 2 widths, and the 4 lengths up to 4,096 x 2 layouts x 2 wide widths;
+        // x 3 masks x 3 kernels.
+        assert_eq!(all.len(), (6 * 2 * 2 + 4 * 2 * 2) * 3 * 3);
+        assert!(all.iter().any(|c| c.shape.d == 576 && c.shape.n_q == 4096));
+        assert!(!all.iter().any(|c| c.shape.d == 512 && c.shape.n_q == 8192));
+        let wide = cases(&BenchFilter { n: Some(16384), d: Some(512), ..Default::default() });
+        assert_eq!(wide.len(), 2 * 3 * 3, "a named size always runs");
         let one = cases(&BenchFilter {
             n: Some(2048),
             d: Some(64),

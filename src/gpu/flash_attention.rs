@@ -3,7 +3,7 @@
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
-use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE};
+use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE, queries_in_registers};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
@@ -110,12 +110,14 @@ impl FlashAttention {
         let tiles = self.tiles(d_pad).for_rows(d_pad, rows_total);
         let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
         let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);
+        let rows = tiles.rows_per_invocation(d_pad);
         let constants = [
             ("D", d_pad),
             ("D4", d_pad / 4),
             ("BC", tiles.keys_per_tile),
-            ("R", tiles.rows_per_invocation(d_pad)),
+            ("R", rows),
             ("STAGE_KV", u32::from(tiles.stage_kv)),
+            ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
         ];
         let overrides = [("BR", tiles.rows_per_workgroup)];
         let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &constants, &overrides);

@@ -1,6 +1,8 @@
 //! Tile sizes of the forward kernels (`flash_attention` and, on CPU adapters with subgroups,
 //! `flash_attention_subgroup`): how many rows, keys and invocations a workgroup's step covers.
 
+use crate::model::limits::NARROW_HEAD_DIM;
+
 /// Keys per step at most: the shader's loops over a step are unrolled, so this bounds code size.
 pub const MAX_KEYS_PER_TILE: u32 = 32;
 
@@ -86,15 +88,32 @@ const CPU_ROWS_PER_WORKGROUP: u32 = 8;
 
 /// CPU adapters: rows per invocation (both forward kernels). Every K/V value an invocation holds
 /// serves R rows, so more rows amortise each read, but the step's code (unrolled R x keys x d/4 times)
-/// and its compile time grow with R.
+/// and its compile time grow with R, and so do the query and output rows an invocation holds, which
+/// must stay within WGSL's 8 KiB per function: two rows while both keep their queries in registers
+/// (up to 384 wide: at 320, 39 GFLOP/s on lavapipe, more than at 128), then one (at 512, two rows
+/// re-reading their queries ran no faster than one keeping it).
 pub fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
     if d_pad <= 64 {
         8
     } else if d_pad <= 128 {
         4
-    } else {
+    } else if d_pad <= NARROW_HEAD_DIM || queries_in_registers(d_pad, 2) {
         2
+    } else {
+        1
     }
+}
+
+/// Bytes of an invocation's query and output rows (`q_rows`, `acc`) the forward kernels hold at
+/// most: WGSL allows 8 KiB of variables per function (browsers enforce it), and the step's scores,
+/// weights and bounds need some of the rest. Every head up to 256 wide fits (4 KiB at most).
+const ROWS_MAX_BYTES: u32 = 6 * 1024;
+
+/// Whether the forward kernels keep `rows` query rows `d_pad` wide in registers next to their
+/// output rows (the shader's `Q_REGS`); if not (heads over 768 wide), every step re-reads the
+/// query from its buffer, which costs one load per key step where K costs one per key.
+pub fn queries_in_registers(d_pad: u32, rows: u32) -> bool {
+    2 * rows * d_pad * 4 <= ROWS_MAX_BYTES
 }
 
 /// CPU adapters: keys per step. The softmax rescale runs once per step, so wider steps cost less of
@@ -135,6 +154,33 @@ mod tests {
         assert_eq!(cpu.rows_per_tile(64), 64);
         assert_eq!(FlashTiles::choose(&web, true, 256).rows_per_invocation(256), 2);
         assert_eq!(FlashTiles::choose(&web, false, 256).rows_per_invocation(256), 1);
+    }
+
+    #[test]
+    fn wide_heads_fit_wgsl_function_memory_and_the_web_tiles() {
+        let web = wgpu::Limits::defaults();
+        // Up to 256 wide every adapter keeps its query rows (4 KiB of q_rows and acc at most).
+        for d in [4, 64, 128, 256] {
+            assert!(queries_in_registers(d, cpu_rows_per_invocation(d)) && queries_in_registers(d, 1), "{d}");
+        }
+        // Wider: two rows up to 384 (2 x 2 x 384 x 4 = 6 KiB of queries and outputs), then one;
+        // 2 x 576 x 4 = 4,608 bytes keep the query, 2 x 1,024 x 4 = 8 KiB would not (WGSL's limit for
+        // all of a function's variables), so it is re-read.
+        assert_eq!((cpu_rows_per_invocation(320), cpu_rows_per_invocation(384)), (2, 2));
+        assert!(queries_in_registers(320, 2));
+        for d in [388, 512, 576, 768, 1024] {
+            assert_eq!(cpu_rows_per_invocation(d), 1, "{d}");
+            assert_eq!(FlashTiles::choose(&web, true, d).rows_per_invocation(d), 1);
+        }
+        assert!(queries_in_registers(576, 1) && queries_in_registers(768, 1));
+        assert!(!queries_in_registers(772, 1) && !queries_in_registers(1024, 1));
+        // GPUs: K and V tiles of 2 keys at d = 1,024 (2 x 2 x 1,024 x 4 = 16 KiB), 4 at d = 512.
+        assert_eq!(FlashTiles::web_gpu(1024).keys_per_tile, 2);
+        assert_eq!(FlashTiles::web_gpu(512).keys_per_tile, 4);
+        assert_eq!(FlashTiles::web_gpu(576).keys_per_tile, 2);
+        for d in [320, 512, 576, 1024] {
+            assert!(FlashTiles::web_gpu(d).stage_kv && FlashTiles::web_gpu(d).workgroup_bytes(d) <= 16384);
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub struct LmGeometry {
 
 impl LmGeometry {
     /// The geometry of `ck`, refused when a kernel cannot take it (widths must be multiples of 4,
-    /// heads at most the attention kernels' 256).
+    /// heads at most the attention kernels' `KERNEL_MAX_HEAD_DIM`).
     pub fn of(ck: &Checkpoint) -> Result<Self, GpuError> {
         Self::of_model(&ck.model)
     }
@@ -53,8 +53,9 @@ impl LmGeometry {
             && g.vocab > 0;
         if !fits {
             return Err(GpuError::InvalidInput(format!(
-                "the GPU forward pass needs widths that are multiples of 4, heads of at most 256 and \
-                 query heads in whole groups per KV head ({g:?})"
+                "the GPU forward pass needs widths that are multiples of 4, heads of at most {} and \
+                 query heads in whole groups per KV head ({g:?})",
+                limits::KERNEL_MAX_HEAD_DIM
             )));
         }
         Ok(g)

@@ -8,9 +8,18 @@
 
 use crate::model::units::format_bytes;
 
-/// The widest head the kernels take (their private arrays are sized for it); configs may declare
-/// heads up to `model::config::bounds::MAX_CONFIG_HEAD_DIM`, and the app runs wider ones on the CPU.
-pub const KERNEL_MAX_HEAD_DIM: u32 = 256;
+/// The widest head the kernels take: 1,024, so MLA's absorbed 576, Gemma 4's global 512 and imported
+/// configs up to 1,024 run on the GPU. Their private arrays are sized for the head, and WGSL
+/// allows 8 KiB of them per function, so past [`NARROW_HEAD_DIM`] the forward kernels keep one row
+/// per invocation and, where its query and output rows would not fit together, re-read the query
+/// from its buffer (see `gpu::flash_tiles`). Configs may declare heads up to
+/// `model::config::bounds::MAX_CONFIG_HEAD_DIM`, and the app runs wider ones on the CPU.
+pub const KERNEL_MAX_HEAD_DIM: u32 = 1024;
+
+/// The widest head the kernels ran before they took wider ones: up to it, their code and tiles are
+/// what they were (several rows per invocation on CPU adapters), and the CPU reference's work
+/// limit is counted at it.
+pub const NARROW_HEAD_DIM: u32 = 256;
 
 /// Whether the GPU kernels take heads `head_dim` wide.
 pub const fn kernels_take_head_dim(head_dim: u32) -> bool {
@@ -31,9 +40,8 @@ pub fn job_limit(max_buffer_bytes: Option<u64>) -> u64 {
 /// fallback).
 pub const CPU_MAX_SCORE_PAIRS: u64 = 4_000_000;
 /// Largest number of multiply-adds one CPU call may take (pairs times head width): what the pair
-/// bound allows at the kernels' widest head, so heads wider than the kernels cannot hold the page
-/// for longer.
-pub const CPU_MAX_MULTIPLY_ADDS: u64 = CPU_MAX_SCORE_PAIRS * KERNEL_MAX_HEAD_DIM as u64;
+/// bound allows at a 256-wide head, so wider heads cannot hold the page for longer.
+pub const CPU_MAX_MULTIPLY_ADDS: u64 = CPU_MAX_SCORE_PAIRS * NARROW_HEAD_DIM as u64;
 /// Multiply-adds of CPU-reference work between two yields to the browser's event loop: a few ms of
 /// wasm, so input and rendering go on while a large fallback job runs (a job may take seconds).
 pub const CPU_SLICE_MULTIPLY_ADDS: u64 = 2_000_000;
@@ -79,13 +87,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_kernels_take_heads_up_to_256_wide() {
-        assert!(kernels_take_head_dim(256));
-        assert!(!kernels_take_head_dim(257));
+    fn the_kernels_take_heads_up_to_1024_wide() {
+        for d in [256, 320, 512, 576, 1024] {
+            assert!(kernels_take_head_dim(d), "{d}");
+        }
+        assert!(!kernels_take_head_dim(1025));
     }
 
     #[test]
-    fn the_cpu_work_limit_is_the_pair_limit_at_the_kernels_widest_head() {
+    fn the_cpu_work_limit_is_the_pair_limit_at_a_256_wide_head() {
         // 4,000,000 pairs x 256 = 1,024,000,000 multiply-adds (the engine's checks are tested there).
         assert_eq!(CPU_MAX_MULTIPLY_ADDS, 1_024_000_000);
     }

@@ -5,6 +5,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { startSession, REPO_ROOT } from "./harness.mjs";
 import { AppPage, assertClose } from "./app_page.mjs";
+import { heads } from "./explorer_helpers.mjs";
 
 let session;
 before(async () => { session = await startSession(); });
@@ -45,6 +46,39 @@ describe("heatmap view", () => {
     app.assertNoConsoleErrors();
     await cpu.close();
     await app.close();
+  });
+
+  test("heads 512 and 576 wide are computed on the GPU and equal the CPU reference", async () => {
+    // Gemma 4's global layers (512) and MLA's absorbed key head (576), as a one-layer config of 8
+    // query heads on 2 KV heads: every head's whole map, on the GPU, against the CPU twin.
+    const text = encodeURIComponent("Wide heads attend on the GPU too.");
+    for (const hd of [512, 576]) {
+      const link = `?cfg=L1.d${8 * hd}.h8.kv2.hd${hd}&text=${text}`;
+      const app = await AppPage.open(session, link);
+      await app.waitForEngine();
+      assert.match(await app.adapterLine(), /^WebGPU: /, "the GPU path must be the one tested here");
+      // "Wide heads attend on the GPU too ." is 8 word tokens (the full stop counts).
+      await app.heatmap(8);
+      const status = app.page.getByTestId("heatmap-status");
+      await app.page.waitForFunction(() => / computed on the GPU /.test(
+        document.querySelector('[data-testid="heatmap-status"]')?.textContent ?? ""), null, { timeout: 120_000 });
+      assert.doesNotMatch(await status.innerText(), /CPU reference instead/, `d = ${hd}`);
+      const gpu = await heads(app.page);
+      assert.equal(gpu.length, 8, `d = ${hd}: every head drawn`);
+      const cpu = await AppPage.open(session, link + "&backend=cpu");
+      await cpu.heatmap(8);
+      await cpu.page.waitForFunction(() => / computed on the CPU /.test(
+        document.querySelector('[data-testid="heatmap-status"]')?.textContent ?? ""), null, { timeout: 120_000 });
+      const reference = await heads(cpu.page);
+      for (const [i, head] of gpu.entries()) {
+        assert.equal(head.head, reference[i].head);
+        assert.equal(head.rows, 8);
+        assertClose(head.probs, reference[i].probs, 1e-4, `d = ${hd}, head ${head.head}: GPU vs CPU reference`);
+      }
+      app.assertNoConsoleErrors();
+      await cpu.close();
+      await app.close();
+    }
   });
 
   test("hovering a cell names the query, the key and the probability", async () => {

@@ -44,14 +44,14 @@ fn long_heads_go_one_at_a_time_pooled_to_the_screen() {
 
 #[test]
 fn heads_wider_than_the_kernels_say_so() {
-    let wide = Model::simple(2, 2048, 4); // 512 dims a head
+    let wide = Model::simple(2, 8192, 4); // 2,048 dims a head
     let req = Request { layout: LayerLayout::of(&wide, 0), ..llama(12, vec![0, 1]) };
     let plan = JobPlan::new(&req, true, false);
     assert!(!plan.on_gpu);
     assert_eq!(
         plan.note.as_deref(),
         Some(
-            "This layer's heads are 512 wide, more than the GPU kernels' 256: computed with the CPU reference instead."
+            "This layer's heads are 2048 wide, more than the GPU kernels' 1024: computed with the CPU reference instead."
         )
     );
 }

@@ -11,8 +11,9 @@ use super::attention_input::AttentionInput;
 use super::link::{Accepted, LinkParams};
 use crate::gpu::bench::{BenchFilter, DEFAULT_WINDOW};
 
-/// Head widths a link may ask the benchmark for: those the GPU kernels are built for.
-pub const BENCH_LINK_HEAD_DIMS: [u32; 4] = [32, 64, 128, 256];
+/// Head widths a link may ask the benchmark for: those the GPU kernels are built for, up to the
+/// widest they take (`model::limits::KERNEL_MAX_HEAD_DIM`).
+pub const BENCH_LINK_HEAD_DIMS: [u32; 7] = [32, 64, 128, 256, 512, 576, 1024];
 
 /// The benchmark in the view registry.
 pub struct Bench;
@@ -60,7 +61,11 @@ impl LinkParams for BenchParams {
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match (key, value.parse::<u32>()) {
             ("d", Ok(d)) if BENCH_LINK_HEAD_DIMS.contains(&d) => self.head_dim = Some(d),
-            ("d", _) => return Err(format!("\"{value}\" is not a supported head dimension (32, 64, 128 or 256)")),
+            ("d", _) => {
+                return Err(format!(
+                    "\"{value}\" is not a supported head dimension (32, 64, 128, 256, 512, 576 or 1024)"
+                ));
+            }
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -83,6 +88,11 @@ mod tests {
         assert_eq!(round_trip(&params), params);
         assert!(BenchParams::default().pairs().is_empty());
         assert!(BenchParams::default().set("d", "48").is_err());
+        // Wide heads: Gemma 4's global 512, MLA's absorbed 576, the kernels' widest 1,024.
+        for d in ["512", "576", "1024"] {
+            assert!(BenchParams::default().set("d", d).is_ok(), "{d}");
+        }
+        assert!(BenchParams::default().set("d", "2048").is_err());
     }
 
     #[test]

@@ -246,7 +246,7 @@ mod tests {
         assert!(why.ends_with("Up to about 250 tokens fit at this width."), "{why}");
         input.set("n", "251").unwrap();
         let why = build_request(&input, &ExplorerParams::default(), wide.clone(), WIDE).unwrap_err();
-        assert!(why.starts_with("251 tokens through heads 16384 wide: wider than the GPU kernels' 256"), "{why}");
+        assert!(why.starts_with("251 tokens through heads 16384 wide: wider than the GPU kernels' 1024"), "{why}");
         input.set("n", "250").unwrap();
         assert!(build_request(&input, &ExplorerParams::default(), wide, WIDE).is_ok());
     }
