@@ -102,8 +102,11 @@ fn key_grads(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(
         let my_delta = delta[my_q];
         let my_lo = key_lo(params.q_offset + my_i);
         let my_hi = select(0u, key_hi(params.q_offset + my_i), r0 + lane < row_hi);
-        let interior = r0 + BC <= row_hi && subgroupShuffle(my_lo, BC - 1u) <= key_first
-            && subgroupShuffle(my_hi, 0u) > key_last;
+        // Shuffled first, outside `&&`: a shuffle behind a short-circuit is not in uniform control
+        // flow, which browsers' compilers refuse (naga accepts it).
+        let last_row_lo = subgroupShuffle(my_lo, BC - 1u);
+        let first_row_hi = subgroupShuffle(my_hi, 0u);
+        let interior = r0 + BC <= row_hi && last_row_lo <= key_first && first_row_hi > key_last;
         // Scores and dP of the step's BC rows for the RK keys.
         var s = array<array<f32, BC>, RK>();
         var dp = array<array<f32, BC>, RK>();

@@ -223,3 +223,50 @@ fn an_nfc_normalizer_composes_text_in_the_browser() {
     assert_ne!(nfc.encode(decomposed), plain.encode(decomposed));
     assert_eq!(nfc.encode("plain ascii"), plain.encode("plain ascii"));
 }
+
+/// Attention's backward (the page's form; the subgroup form's shader is built beside it on this CPU
+/// adapter, so Tint compiles it too) and the forward at heads wider than 256, on WebGPU against the
+/// twins: Tint, not naga, compiles them here, and it is stricter (uniform control flow, private memory).
+#[wasm_bindgen_test]
+async fn the_backward_and_wide_heads_match_the_twins_on_browser_webgpu() {
+    use attention_lab::engine::Engine;
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let engine = Engine::WebGpu { kernels: Kernels::new(&ctx), ctx };
+    let Engine::WebGpu { ctx, kernels } = &engine else { unreachable!() };
+    let rel = |a: &[f32], b: &[f32]| {
+        let largest = b.iter().fold(1e-2f32, |m, x| m.max(x.abs()));
+        max_abs_diff(a, b) / largest
+    };
+    let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 21, n_kv: 21, d: 64 };
+    for (i, mask) in
+        [Mask::Causal, Mask::Sliding { window_tokens: 5 }, Mask::Chunked { chunk_tokens: 8 }].into_iter().enumerate()
+    {
+        let seed = 300 + i as u64;
+        let (q, k, v) = (
+            random(shape.q_len(), seed, 1.0),
+            random(shape.kv_len(), seed + 1, 1.0),
+            random(shape.kv_len(), seed + 2, 1.0),
+        );
+        let d_o = random(shape.q_len(), seed + 3, 1.0);
+        let p = AttentionProblem::new(&q, &k, &v, shape, mask, 0.125);
+        let want = Engine::Cpu { reason: "twin".into() }.attention_gradients(&p, &d_o).await.expect("twin");
+        let got = engine.attention_gradients(&p, &d_o).await.expect("backward");
+        for (name, g, w) in [
+            ("dq", &got.grads.dq, &want.grads.dq),
+            ("dk", &got.grads.dk, &want.grads.dk),
+            ("dv", &got.grads.dv, &want.grads.dv),
+        ] {
+            let err = rel(g, w);
+            assert!(err < 2e-4, "{mask:?}: {name} differs by {err} of its largest");
+        }
+    }
+    for d in [512, 576] {
+        let shape = AttentionShape { h_q: 2, h_kv: 1, n_q: 19, n_kv: 19, d };
+        let (q, k, v) =
+            (random(shape.q_len(), d as u64, 1.0), random(shape.kv_len(), 1, 1.0), random(shape.kv_len(), 2, 1.0));
+        let p = AttentionProblem::new(&q, &k, &v, shape, Mask::Causal, 1.0 / (d as f32).sqrt());
+        let got = kernels.forward(ctx, &p).await.expect("wide forward");
+        let err = max_abs_diff(&got.o, &reference::flash_attention(&p).o);
+        assert!(err < 1e-3, "d = {d}: output differs by {err}");
+    }
+}

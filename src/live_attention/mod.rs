@@ -28,7 +28,7 @@ mod tests;
 use std::rc::Rc;
 
 pub use export::map_for_export;
-pub use gradients::{GradCheck, gradient_check};
+pub use gradients::{GradCheck, TensorCheck, gradient_check};
 pub use head_map::HeadMap;
 pub use loaded::{GpuDecoder, LoadedLm, TrainedPass};
 pub use model_pass::ComparedPass;

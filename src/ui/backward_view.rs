@@ -1,22 +1,27 @@
 //! The backward view: the softmax's Jacobian for one query row of the explorer's head, drawn as a
-//! small signed heatmap, with the same row at every score scale. What it shows is worked out in
-//! [`crate::views::backward`]; this file only lays it out.
+//! small signed heatmap, with the same row at every score scale; and the head's gradients through
+//! attention's backward, checked against the twin (the live-attention service runs them). What it
+//! shows is worked out in [`crate::views::backward`]; this file only lays it out.
 
 use leptos::prelude::*;
+use leptos::task::spawn_local;
 
+use super::engine_signal::EngineSignal;
 use super::model_picker::ModelSelect;
 use super::params::{edit, set_param};
 use super::text_field::TextField;
 use super::user_checkpoint::shows_real_weights;
+use crate::live_attention::{GradCheck, gradient_check};
 use crate::model::Model;
 use crate::state::AppState;
+use crate::views::backward::grad_check::{grad_heading, grad_request, group_sum_line};
 use crate::views::backward::jacobian::{RowJacobian, row_jacobian};
 use crate::views::backward::panel::{
     cells, facts_line, heading, picture_caption, scale_choices, scale_rows, undrawn_note, weights_note,
 };
 
 #[component]
-pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
+pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
     let row = Memo::new(move |_| model.with(|m| state.with(|s| row_jacobian(s, m))));
     let shown_head = Signal::derive(move || row.with(|r| r.as_ref().map_or(0, |r| r.head)));
     let real_weights = Signal::derive(move || state.with(|s| shows_real_weights(&s.model)));
@@ -27,7 +32,59 @@ pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoV
                 Ok(r) => view! { <JacobianPanel r=r real_weights=real_weights.get()/> }.into_any(),
                 Err(why) => view! { <p class="status error" data-testid="jacobian-error">{why}</p> }.into_any(),
             }}
+            <GradCheckPanel state model engine/>
         </section>
+    }
+}
+
+/// The explorer's head and its KV group through the backward on the engine, against the twin.
+#[component]
+fn GradCheckPanel(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
+    let result = RwSignal::new(None::<Result<GradCheck, String>>);
+    let job = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let planned = model.with(|m| state.with(|s| grad_request(s, m)));
+        let Some(engine) = engine.get() else { return };
+        let this = job.get_value() + 1;
+        job.set_value(this);
+        result.set(None);
+        spawn_local(async move {
+            let out = match planned {
+                Ok((req, head)) => gradient_check(&engine, &req, head).await,
+                Err(why) => Err(why),
+            };
+            if job.try_get_value() == Some(this) {
+                result.try_set(Some(out));
+            }
+        });
+    });
+    view! {
+        <section class="panel" data-testid="grad-check-panel">
+            <h3>"Gradients through attention, checked"</h3>
+            {move || match result.get() {
+                None => view! { <p class="status">"Running the backward pass…"</p> }.into_any(),
+                Some(Err(why)) => view! { <p class="status error" data-testid="grad-check-error">{why}</p> }.into_any(),
+                Some(Ok(c)) => view! { <GradCheckTable c/> }.into_any(),
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn GradCheckTable(c: GradCheck) -> impl IntoView {
+    view! {
+        <p class="hint">{grad_heading(&c)}</p>
+        <table class="data">
+            <thead><tr><th>"tensor"</th><th>"relative error ‖GPU − twin‖ / ‖twin‖"</th><th>"largest |value|"</th></tr></thead>
+            <tbody>
+                {c.tensors.iter().map(|t| view! {
+                    <tr data-testid="grad-check" data-tensor=t.tensor data-rel-error=t.rel_error.to_string() data-on-gpu=c.on_gpu.to_string()>
+                        <td>{t.tensor}</td><td class="num">{format!("{:.2e}", t.rel_error)}</td><td class="num">{format!("{:.4}", t.largest)}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <p data-testid="grad-group-sum" data-error=c.group_sum_error.to_string()>{group_sum_line(&c)}</p>
     }
 }
 

@@ -20,7 +20,7 @@ pub fn live_view(view: View, state: RwSignal<AppState>, model: Memo<Model>, engi
         View::Kv => view! { <KvView state=state model=model engine=engine/> }.into_any(),
         View::Compare => view! { <CompareView state=state model=model/> }.into_any(),
         View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
-        View::Backward => view! { <BackwardView state=state model=model/> }.into_any(),
+        View::Backward => view! { <BackwardView state=state model=model engine=engine/> }.into_any(),
         View::Memory => view! { <MemoryView state=state engine=engine/> }.into_any(),
         View::Lesson => return None,
     })

@@ -1,6 +1,7 @@
 // The backward view as a person drives it: open it, read the softmax Jacobian of the explorer's last
 // query row, check it against the row's own probabilities by hand (diag(p) − p pᵀ), change the score
-// scale and the row, and open hostile links.
+// scale and the row, check the head's gradients (dQ, dK, dV) on the GPU against the f64 twin, and
+// open hostile links.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { startSession } from "./harness.mjs";
@@ -89,5 +90,26 @@ describe("backward view", () => {
     await long.page.getByTestId("kv-bytes-per-token").waitFor();
     long.assertNoConsoleErrors();
     await long.close();
+  });
+
+  test("the gradients of the head's KV group on the GPU match the f64 twin, and on the CPU tier too", async () => {
+    // Llama 3 8B's layer 0, head 5: KV head 1, read by query heads 4-7.
+    const query = "?view=backward&model=llama-3-8b&text=the%20cat%20sat%20on%20the%20mat%20and%20then%20slept&focus=5&mask=causal";
+    for (const [suffix, gpu] of [["", "true"], ["&backend=cpu", "false"]]) {
+      const app = await AppPage.open(session, query + suffix);
+      await app.page.getByTestId("grad-check").first().waitFor({ timeout: 60_000 });
+      const rows = await app.page.getByTestId("grad-check").evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
+      assert.deepEqual(rows.map((r) => r.tensor), ["dq", "dk", "dv"]);
+      for (const r of rows) {
+        assert.equal(r.onGpu, gpu);
+        // f32 kernels against f64 sums of a 128-wide head over 11 keys: well under 1e-4.
+        assert.ok(Number(r.relError) < 1e-4, `${r.tensor} ${r.relError}`);
+      }
+      const sum = await app.page.getByTestId("grad-group-sum");
+      assert.match(await sum.innerText(), /read by 4 query heads/);
+      assert.ok(Number(await sum.getAttribute("data-error")) < 1e-5);
+      app.assertNoConsoleErrors();
+      await app.close();
+    }
   });
 });

@@ -8,6 +8,7 @@
 //! the explorer's: model, layer, text (or `n`), tokens, mask, seed, designed heads, shown heads and
 //! the enlarged one (`focus`), the head this view works out.
 
+pub mod grad_check;
 pub mod jacobian;
 pub mod panel;
 
