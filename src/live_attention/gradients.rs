@@ -9,6 +9,8 @@ use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_attention::flash_attention;
 use crate::cpu::flash_backward::{BackwardInputs, Gradients, flash_backward};
 use crate::engine::Engine;
+use crate::event_loop::breathe;
+use crate::gpu::flash_backward_io::backward_takes_head_dim;
 
 use super::Request;
 
@@ -32,7 +34,28 @@ pub struct GradCheck {
     /// The largest relative difference between the group's dK (and dV) and the sum over its query
     /// heads of each head's own, computed alone by the twin.
     pub group_sum_error: f64,
+    /// The tokens checked: the first ones of the text (queries, keys), within [`CHECK_MAX_MULTIPLY_ADDS`].
+    pub tokens: (u32, u32),
+    /// Whether the engine's gradients came from the GPU's kernels (not the twin).
     pub on_gpu: bool,
+}
+
+/// The check's work on the CPU, all its twin runs together: it runs on the page's thread, so it stays
+/// a few tenths of a second at most (the twin costs 7 multiply-adds per pair and unit of width, and
+/// runs three times: the engine's on the CPU tier, the yardstick, and head by head).
+pub const CHECK_MAX_MULTIPLY_ADDS: u64 = 48_000_000;
+
+/// The most tokens (queries, keys) of a text the check takes for `heads` query heads of width `d`:
+/// every one while they fit [`CHECK_MAX_MULTIPLY_ADDS`], else the longest prefix that does (cross-
+/// attention keeps all its keys; at least one query).
+pub fn checked_tokens(n_q: u32, n_kv: u32, d: u32, heads: u32, cross: bool) -> (u32, u32) {
+    let per_pair = 3 * 7 * u64::from(d.max(1)) * u64::from(heads.max(1));
+    let fits = |q: u64, k: u64| q * k * per_pair <= CHECK_MAX_MULTIPLY_ADDS;
+    let mut m = n_q;
+    while m > 1 && !fits(u64::from(m), u64::from(if cross { n_kv } else { m.min(n_kv) })) {
+        m -= 1;
+    }
+    (m, if cross { n_kv } else { m.min(n_kv) })
 }
 
 /// ‖a − b‖₂ / ‖b‖₂ (0 when both are 0).
@@ -50,13 +73,17 @@ pub async fn gradient_check(engine: &Engine, req: &Request, head: u32) -> Result
     let kv_head = layout.kv_head(head);
     let heads: Vec<u32> = (0..layout.n_q_heads).filter(|&h| layout.kv_head(h) == kv_head).collect();
     let inputs = req.inputs();
-    let q: Vec<f32> = heads.iter().flat_map(|&h| inputs.q_head(h)).collect();
+    let d = layout.head_dim;
+    let (n_q, n_kv) = checked_tokens(req.n_q(), req.n_kv(), d, heads.len() as u32, inputs.is_cross());
+    let (rows, keys) = ((n_q * d) as usize, (n_kv * d) as usize);
+    let q: Vec<f32> = heads.iter().flat_map(|&h| inputs.q_head(h)[..rows].to_vec()).collect();
     let (k, v) = inputs.kv_head(kv_head);
-    let (n_q, n_kv, d) = (req.n_q(), req.n_kv(), layout.head_dim);
+    let (k, v) = (&k[..keys], &v[..keys]);
     let shape = AttentionShape { h_q: heads.len() as u32, h_kv: 1, n_q, n_kv, d };
-    let problem = AttentionProblem::new(&q, &k, &v, shape, req.mask, 1.0 / (d as f32).sqrt());
+    let problem = AttentionProblem::new(&q, k, v, shape, req.mask, 1.0 / (d as f32).sqrt());
     let d_o = seeded_d_o(req.seed, shape.q_len());
     let got = engine.attention_gradients(&problem, &d_o).await?;
+    breathe().await;
     let twin = twin_gradients(&problem, &d_o);
     let tensors = [("dq", &got.grads.dq, &twin.dq), ("dk", &got.grads.dk, &twin.dk), ("dv", &got.grads.dv, &twin.dv)]
         .map(|(tensor, g, t)| TensorCheck {
@@ -65,8 +92,10 @@ pub async fn gradient_check(engine: &Engine, req: &Request, head: u32) -> Result
             largest: t.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs())),
         })
         .to_vec();
+    breathe().await;
     let group_sum_error = group_sum_error(&problem, &d_o, &twin);
-    Ok(GradCheck { kv_head, heads, tensors, group_sum_error, on_gpu: engine.is_gpu() })
+    let on_gpu = engine.is_gpu() && backward_takes_head_dim(d);
+    Ok(GradCheck { kv_head, heads, tensors, group_sum_error, tokens: (n_q, n_kv), on_gpu })
 }
 
 /// dO: seeded numbers in [-1, 1), the gradient a loss would send back.

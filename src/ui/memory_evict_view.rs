@@ -13,6 +13,7 @@ use super::chart::LineChart;
 use super::memory_common::{TechChoice, TextAndRefusal, status};
 use super::params::set_param;
 use super::trained_compute::load;
+use crate::lm::forward::EvictionRecord;
 use crate::lm::kv_quality::quality;
 use crate::model::Model;
 use crate::model::kv_evict::{EvictPolicy, POLICIES};
@@ -69,11 +70,15 @@ async fn measure(text: String, params: MemoryParams, current: &dyn Fn() -> bool)
     let (ids, _) = model_tokens(&lm.tokenizer, &text, lm.reads())?;
     let model = preset(TRAINED_ID).unwrap_or(&lm.model).clone();
     let masks = lm.layer_masks().ok_or("the trained model's weights are not in host memory")?;
-    let (full, _) = lm.pass_with_eviction(&ids, EvictPolicy::Full, ids.len(), current).await?;
+    let (full, everything) = lm.pass_with_eviction(&ids, EvictPolicy::Full, ids.len(), current).await?;
     let (keep, chosen) = (params.keep as usize, params.chosen_policy());
     let (mut rows, mut grids) = (Vec::new(), Vec::new());
     for (size, policy) in planned_runs(params.keep, ids.len()) {
-        let (out, record) = lm.pass_with_eviction(&ids, policy, size, current).await?;
+        // Keeping everything is the reference pass itself (bit for bit, tested): not run twice.
+        let (out, record) = match policy {
+            EvictPolicy::Full => (full.clone(), EvictionRecord { keep: size, ..everything.clone() }),
+            _ => lm.pass_with_eviction(&ids, policy, size, current).await?,
+        };
         let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
         rows.push(evict_row(&model, &record, q));
         if size == keep && policy == chosen {

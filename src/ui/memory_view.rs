@@ -93,7 +93,8 @@ async fn measure(
         if !wanted() {
             return Err("stopped for a newer request".into());
         }
-        let out = pass(scheme).await?;
+        // The full-precision row is the reference pass itself: not run twice.
+        let out = if scheme == KvScheme::Fp32 { full.clone() } else { pass(scheme).await? };
         let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
         rows.push(scheme_row(model, scheme, q));
         if scheme == params.chosen() {

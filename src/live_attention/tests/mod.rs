@@ -355,3 +355,17 @@ fn relative_error_by_hand() {
     assert!((e - 1.0 / 34f64.sqrt()).abs() < 1e-12);
     assert_eq!(gradients::relative_error(&[0.0], &[0.0]), 0.0);
 }
+
+#[test]
+fn the_gradient_check_takes_the_prefix_the_pages_thread_computes_quickly() {
+    use super::gradients::{CHECK_MAX_MULTIPLY_ADDS, checked_tokens};
+    // 4 heads of 128: 3 x 7 x 128 x 4 = 10,752 multiply-adds a pair; 48,000,000 / 10,752 = 4,464.3
+    // pairs: 66 x 66 = 4,356 fit, 67 x 67 = 4,489 do not.
+    assert_eq!(CHECK_MAX_MULTIPLY_ADDS, 48_000_000);
+    assert_eq!(checked_tokens(256, 256, 128, 4, false), (66, 66));
+    assert_eq!(checked_tokens(12, 12, 128, 4, false), (12, 12));
+    // Cross-attention keeps its 200 keys: 22 x 200 = 4,400 fit, 23 x 200 = 4,600 do not.
+    assert_eq!(checked_tokens(256, 200, 128, 4, true), (22, 200));
+    // Absurd widths still check one query.
+    assert_eq!(checked_tokens(256, 256, 1_000_000, 64, false).0, 1);
+}

@@ -3,6 +3,7 @@
 //! ([`crate::live_attention::gradient_check`]).
 
 use crate::attention::layer_inputs::LayerLayout;
+use crate::gpu::flash_backward_io::BACKWARD_MAX_HEAD_DIM;
 use crate::live_attention::{GradCheck, Request};
 use crate::model::Model;
 use crate::views::heatmaps::request::{Screen, build_request};
@@ -24,16 +25,23 @@ pub fn grad_request(settings: &Settings, model: &Model) -> Result<(Request, u32)
 /// What the check says above its table.
 pub fn grad_heading(c: &GradCheck) -> String {
     let heads: Vec<String> = c.heads.iter().map(u32::to_string).collect();
+    let twin_note = format!(
+        "the twin on the CPU (this page has no WebGPU, or the heads are wider than the backward kernels' \
+         {BACKWARD_MAX_HEAD_DIM}), so the check compares the twin with itself"
+    );
     let tier = if c.on_gpu {
         "the GPU's FlashAttention-2 backward (P recomputed tile by tile from the forward's log-sum-exp, no n × n matrix)"
     } else {
-        "the CPU tier, which runs the twin itself (open the page with WebGPU to check the kernels)"
+        &twin_note
     };
     format!(
-        "dQ, dK and dV of query heads {} and their shared KV head {} (the seeded weights the Jacobian above uses), for \
-         a seeded dO, from {tier}, against the f64 twin.",
+        "dQ, dK and dV of query heads {} and their shared KV head {} (the seeded weights the Jacobian above uses), over \
+         the first {} queries and {} keys of the text (what the twin checks in a moment on this page), for a seeded dO, \
+         from {tier}, against the f64 twin.",
         heads.join(", "),
-        c.kv_head
+        c.kv_head,
+        c.tokens.0,
+        c.tokens.1
     )
 }
 
@@ -56,7 +64,7 @@ mod tests {
 
     fn check(on_gpu: bool) -> GradCheck {
         let tensors = vec![TensorCheck { tensor: "dq", rel_error: 1e-7, largest: 0.5 }];
-        GradCheck { kv_head: 1, heads: vec![4, 5, 6, 7], tensors, group_sum_error: 2.5e-8, on_gpu }
+        GradCheck { kv_head: 1, heads: vec![4, 5, 6, 7], tensors, group_sum_error: 2.5e-8, tokens: (9, 9), on_gpu }
     }
 
     #[test]
@@ -65,7 +73,10 @@ mod tests {
             grad_heading(&check(true))
                 .starts_with("dQ, dK and dV of query heads 4, 5, 6, 7 and their shared KV head 1")
         );
-        assert!(grad_heading(&check(false)).contains("the CPU tier, which runs the twin itself"));
+        assert!(grad_heading(&check(false)).contains(
+            "the twin on the CPU (this page has no WebGPU, or the heads are wider than the backward kernels' 256)"
+        ));
+        assert!(grad_heading(&check(true)).contains("over the first 9 queries and 9 keys of the text"));
         assert!(
             group_sum_line(&check(true)).contains("read by 4 query heads")
                 && group_sum_line(&check(true)).contains("2.5e-8")
