@@ -18,14 +18,7 @@
 // Keep in sync with `ProbsParams` in src/gpu/attention_probs.rs, whose first eight fields are
 // `QueryHeadParams` in src/gpu/attention_io.rs.
 struct Params {
-    n_q: u32,
-    n_kv: u32,
-    h_q: u32,
-    group: u32,
-    mask_kind: u32,
-    mask_size: u32,
-    scale: f32,
-    q_offset: u32,
+    // #include query_head_params.wgsl
     // Region: the window's first row/col and its size. Pooled: row0 = col0 = 0, rows/cols = output size.
     row0: u32,
     rows: u32,

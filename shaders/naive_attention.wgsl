@@ -13,14 +13,7 @@
 // Keep in sync with `NaiveParams` in src/gpu/naive_attention.rs, whose first eight fields are
 // `QueryHeadParams` in src/gpu/attention_io.rs.
 struct Params {
-    n_q: u32,
-    n_kv: u32,
-    h_q: u32,
-    group: u32,
-    mask_kind: u32,
-    mask_size: u32,
-    scale: f32,
-    q_offset: u32,
+    // #include query_head_params.wgsl
     // Invocations this pass needs (the grid is rounded up).
     invocations: u32,
     _pad0: u32,

@@ -51,8 +51,8 @@ impl AttentionParams {
 }
 
 /// The first eight fields of `Params` in `shaders/naive_attention.wgsl` and
-/// `shaders/attention_probs.wgsl` (keep in sync with both): which query heads against which keys,
-/// under which mask and scale.
+/// `shaders/attention_probs.wgsl`, which both paste in `shaders/include/query_head_params.wgsl` (keep
+/// in sync with it): which query heads against which keys, under which mask and scale.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct QueryHeadParams {
