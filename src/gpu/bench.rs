@@ -281,7 +281,7 @@ pub async fn run_case(
     };
     let limit = limits::job_limit(Some(ctx.limits.max_buffer_size));
     if let Err(over) = limits::check_job_bytes(peak_bytes(case), limit) {
-        result.note = Some(format!("skipped: {}", over.text("this case")));
+        result.note = Some(format!("skipped: this case {over}"));
         return Ok(result);
     }
     if let Some(note) = too_long_for_adapter(case, fma_gflops, reps.max_run_ms) {

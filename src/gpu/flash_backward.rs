@@ -185,7 +185,7 @@ impl FlashBackward {
         }
         let limit = limits::job_limit(Some(ctx.limits.max_buffer_size));
         limits::check_job_bytes(backward_bytes(&shape), limit)
-            .map_err(|over| GpuError::LimitExceeded(over.text("this backward pass")))?;
+            .map_err(|over| GpuError::LimitExceeded(format!("this backward pass {over}")))?;
         let (d, d_pad) = (shape.d as usize, launch::padded_dim(shape.d));
         let padded = AttentionShape { d: d_pad, ..shape };
         let upload = |label: &str, x: &[f32]| ctx.storage_from(label, &launch::pad_rows(x, d, d_pad as usize));

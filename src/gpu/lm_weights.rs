@@ -210,7 +210,7 @@ pub(crate) fn check_sizes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)])
 fn check_bytes(ctx: &GpuContext, what: &str, buffers: &[(&str, u64)]) -> Result<(), GpuError> {
     let total = buffers.iter().fold(0u64, |sum, &(_, bytes)| sum.saturating_add(bytes));
     limits::check_job_bytes(total, limits::job_limit(Some(ctx.limits.max_buffer_size)))
-        .map_err(|over| GpuError::LimitExceeded(over.text(what)))?;
+        .map_err(|over| GpuError::LimitExceeded(format!("{what} {over}")))?;
     for &(name, bytes) in buffers {
         ctx.check_binding_size(name, bytes)?;
     }

@@ -61,16 +61,19 @@ pub struct OverJobLimit {
     pub limit: u64,
 }
 
-impl OverJobLimit {
-    /// A sentence for a notice: `what` is the job ("These 32 heads of 65,536 tokens").
-    pub fn text(&self, what: &str) -> String {
-        format!(
-            "{what} would need {} of memory, more than the {} one job may use here (a page has 4 GiB in all)",
+/// "would need X of memory, more than the Y one job may use here": the caller names the job before it.
+impl std::fmt::Display for OverJobLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "would need {} of memory, more than the {} one job may use here (a page has 4 GiB in all)",
             format_bytes(self.bytes.into()),
             format_bytes(self.limit.into())
         )
     }
 }
+
+impl std::error::Error for OverJobLimit {}
 
 /// `Ok` when a job's `bytes` fit in `limit` ([`job_limit`]).
 pub fn check_job_bytes(bytes: u64, limit: u64) -> Result<(), OverJobLimit> {
@@ -111,7 +114,7 @@ mod tests {
     fn over_the_limit_is_refused_with_both_sizes() {
         assert_eq!(check_job_bytes(JOB_MAX_BYTES, JOB_MAX_BYTES), Ok(()));
         let over = check_job_bytes(JOB_MAX_BYTES + 1, JOB_MAX_BYTES).unwrap_err();
-        let text = over.text("This job");
+        let text = format!("This job {over}");
         assert!(text.starts_with("This job would need 1.07 GB"), "{text}");
         assert!(text.contains("than the 1.07 GB"), "{text}");
         assert_eq!(product(&[1 << 40, 1 << 40]), u64::MAX, "saturates instead of wrapping");

@@ -39,7 +39,7 @@ impl DecodeRun {
         }
         if let Err(over) = limits::check_job_bytes(buffers_bytes(model, capacity_tokens), JOB_MAX_BYTES) {
             snap.state = RunState::Failed;
-            snap.message = format!("Not started: {}.", over.text("The K/V buffers of this run"));
+            snap.message = format!("Not started: the K/V buffers of this run {over}.");
             return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), capacity_tokens, snap };
         }
         let lanes = open_lanes(engine, model, capacity_tokens).unwrap_or_else(|e| {
@@ -206,7 +206,7 @@ mod tests {
         let run = DecodeRun::start(&engine, &wide, DType::Fp16);
         assert_eq!(run.snapshot().state, RunState::Failed);
         assert!(
-            run.snapshot().message.starts_with("Not started: The K/V buffers of this run would need 4.29 GB"),
+            run.snapshot().message.starts_with("Not started: the K/V buffers of this run would need 4.29 GB"),
             "{}",
             run.snapshot().message
         );

@@ -121,7 +121,7 @@ fn check_job_size(n_q: u64, n_kv: u64, layout: &LayerLayout) -> Result<(), Strin
     let fit = format!("Up to about {} tokens fit at this width.", format_thousands(memory_fit.min(cpu_fit).into()));
     let what = format!("{} tokens through heads {} wide", format_thousands(n_q.max(n_kv).into()), layout.head_dim);
     if let Err(over) = limits::check_job_bytes(host_bytes(n_q, n_kv, layout), JOB_MAX_BYTES) {
-        return Err(format!("{}. {fit}", over.text(&what)));
+        return Err(format!("{what} {over}. {fit}"));
     }
     if on_cpu && product(&[n_q, n_kv, d]) > CPU_MAX_MULTIPLY_ADDS {
         return Err(format!(
