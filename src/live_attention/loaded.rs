@@ -7,8 +7,10 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Job};
 use crate::event_loop::{breathe, now_ms, resumed};
+use crate::gpu::GpuContext;
+use crate::gpu::kernels::Kernels;
 use crate::gpu::lm_forward::{self, LmCache, LmRequest, LmWeights};
 use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
@@ -97,10 +99,7 @@ impl LoadedLm {
         let started = now_ms();
         let first_on_device =
             engine.is_gpu() && !self.gpu.borrow().as_ref().is_some_and(|(e, _)| Rc::ptr_eq(e, engine));
-        let (probs, last_logits, on_gpu) = match engine.gpu() {
-            Some(_) => self.gpu_pass(engine, ids).await?,
-            None => self.cpu_pass(ids, keep_going).await?,
-        };
+        let (probs, last_logits, on_gpu) = engine.run(&WholePass { lm: self, engine, ids, keep_going }).await?;
         let ms = now_ms() - started;
         let pass = Rc::new(TrainedPass { ids: ids.to_vec(), probs, last_logits, on_gpu, ms, first_on_device });
         *self.last.borrow_mut() = Some(pass.clone());
@@ -151,8 +150,12 @@ impl LoadedLm {
         )
     }
 
-    async fn gpu_pass(&self, engine: &Rc<Engine>, ids: &[u32]) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
-        let Some((ctx, kernels)) = engine.gpu() else { return Err("no GPU".into()) };
+    async fn gpu_pass(
+        &self,
+        (ctx, kernels): (&GpuContext, &Kernels),
+        engine: &Rc<Engine>,
+        ids: &[u32],
+    ) -> Result<(Vec<Vec<f32>>, Vec<f32>, bool), String> {
         let weights = self.gpu_weights(engine)?;
         let request = LmRequest { last_logits: Some(1), probabilities: true, ..Default::default() };
         let out = lm_forward::run(ctx, kernels, &weights, ids, request).await.map_err(|e| e.to_string())?;
@@ -174,6 +177,31 @@ impl LoadedLm {
         }
         let out = pass.finish();
         Ok((out.probs, out.logits, false))
+    }
+}
+
+/// One whole forward pass of a loaded model (per layer the probabilities, and the last logits), as a
+/// job of the engine: `gpu::lm_forward` on the GPU, `lm::forward`'s `CpuPass` in steps without one.
+struct WholePass<'a> {
+    lm: &'a LoadedLm,
+    engine: &'a Rc<Engine>,
+    ids: &'a [u32],
+    keep_going: &'a dyn Fn() -> bool,
+}
+
+impl Job for WholePass<'_> {
+    type Output = (Vec<Vec<f32>>, Vec<f32>, bool);
+
+    fn fits_gpu(&self) -> bool {
+        true
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Self::Output, String> {
+        self.lm.gpu_pass((ctx, kernels), self.engine, self.ids).await
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<Self::Output, String> {
+        self.lm.cpu_pass(self.ids, self.keep_going).await
     }
 }
 

@@ -8,7 +8,9 @@
 use std::rc::Rc;
 
 use super::LoadedLm;
-use crate::engine::Engine;
+use crate::engine::{Engine, Job};
+use crate::gpu::GpuContext;
+use crate::gpu::kernels::Kernels;
 use crate::event_loop::{breathe, resumed};
 use crate::gpu::lm_forward::{self, LmRequest};
 use crate::lm::forward::{CpuPass, EvictionRecord, ModelPass};
@@ -38,21 +40,7 @@ impl LoadedLm {
         scheme: KvScheme,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<ComparedPass, String> {
-        match engine.gpu() {
-            Some((ctx, kernels)) => {
-                let weights = self.gpu_weights(engine)?;
-                let request =
-                    LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
-                let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, ids, request, scheme).await;
-                resumed();
-                let out = out.map_err(|e| e.to_string())?;
-                Ok(ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true })
-            }
-            None => {
-                let pass = CpuPass::new(self.cpu_weights()?, ids, ids.len()).map_err(|e| e.0)?.with_kv_scheme(scheme);
-                Ok(run_on_cpu(pass, keep_going).await?.0)
-            }
-        }
+        engine.run(&KvSchemePass { lm: self, engine, ids, scheme, keep_going }).await
     }
 
     /// The pass over `ids` decoded one token at a time, each layer's cache evicted down to `keep`
@@ -72,6 +60,38 @@ impl LoadedLm {
     /// Each layer's mask, as its weights say (`None` where the weights live only on the GPU).
     pub fn layer_masks(&self) -> Option<Vec<Mask>> {
         Some(self.host()?.layers.iter().map(|l| l.mask).collect())
+    }
+}
+
+/// The pass with its cache rounded to a scheme, as a job of the engine: `gpu::lm_forward` reading
+/// the rounded K/V on the GPU, the CPU pass without one.
+struct KvSchemePass<'a> {
+    lm: &'a LoadedLm,
+    engine: &'a Rc<Engine>,
+    ids: &'a [u32],
+    scheme: KvScheme,
+    keep_going: &'a dyn Fn() -> bool,
+}
+
+impl Job for KvSchemePass<'_> {
+    type Output = ComparedPass;
+
+    fn fits_gpu(&self) -> bool {
+        true
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<ComparedPass, String> {
+        let weights = self.lm.gpu_weights(self.engine)?;
+        let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
+        let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, self.ids, request, self.scheme).await;
+        resumed();
+        let out = out.map_err(|e| e.to_string())?;
+        Ok(ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true })
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<ComparedPass, String> {
+        let pass = CpuPass::new(self.lm.cpu_weights()?, self.ids, self.ids.len()).map_err(|e| e.0)?;
+        Ok(run_on_cpu(pass.with_kv_scheme(self.scheme), self.keep_going).await?.0)
     }
 }
 
