@@ -3,12 +3,12 @@
 //! Views ask the engine for results and never see pipelines. The CPU tier is what a browser without
 //! WebGPU gets (or `?backend=cpu`): the same numbers from the f64 reference, for small sizes only.
 
-use crate::attention::reference::{self, Forward};
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_backward::{
     Backward, BackwardInputs, MULTIPLY_ADDS_PER_PAIR_AND_DIM, check_inputs, flash_backward,
 };
 use crate::cpu::kv_cache::CpuKvCache;
+use crate::cpu::reference::{self, Forward};
 use crate::event_loop::breathe;
 use crate::gpu::flash_backward_io::backward_takes_head_dim;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};

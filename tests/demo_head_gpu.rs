@@ -2,7 +2,8 @@
 //! uses (forward, then exact probabilities from the saved log-sum-exp), against the f64 reference.
 
 use attention_lab::attention::inputs::single_head_inputs;
-use attention_lab::attention::{AttentionProblem, AttentionShape, reference};
+use attention_lab::attention::{AttentionProblem, AttentionShape};
+use attention_lab::cpu::reference;
 use attention_lab::gpu::{GpuContext, Kernels, ProbRegion};
 use attention_lab::model::Mask;
 

@@ -8,10 +8,11 @@
 //! and dQ is noise of about 1e-7 on both sides. The twin reads the GPU's own O and lse, so the test measures the backward alone;
 //! the forward is checked against its twin too (1e-4 relative). Under `CI=true` a missing adapter fails.
 
+use attention_lab::attention::AttentionProblem;
 use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
-use attention_lab::attention::{AttentionProblem, reference};
 use attention_lab::cpu::flash_backward::{BackwardInputs, Gradients, flash_backward};
+use attention_lab::cpu::reference;
 use attention_lab::engine::Engine;
 use attention_lab::gpu::Kernels;
 use attention_lab::model::Mask;

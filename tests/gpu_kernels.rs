@@ -5,10 +5,11 @@
 //! Each test opens one device and runs many cases on it: device creation is slow on software GPUs.
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
+use attention_lab::attention::AttentionProblem;
 use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::pooled::{Pool, PooledMap};
-use attention_lab::attention::{AttentionProblem, reference};
+use attention_lab::cpu::reference;
 use attention_lab::gpu::bench::{BenchCase, BenchKernel, Repetitions, run_case};
 use attention_lab::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use attention_lab::gpu::flash_tiles::FlashTiles;

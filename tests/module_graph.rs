@@ -5,12 +5,13 @@
 //! A path that reaches an item through a `pub use` counts as a reference to the file that defines it.
 //! Declaring a module (`mod x;`) is not a reference. Code under `#[cfg(test)]` is left out.
 //!
-//! The rules: the graph has no cycle; only `main.rs` and `lib.rs` reach into `src/ui/` from outside it;
-//! the platform-free layers (`model`, `attention`, `cpu`, `gpu`, `lm`) refer to nothing in `views` or
-//! `ui`; live attention (`live_attention/`) sits above them and `engine.rs`, which never refer to it,
-//! and below `views`, `ui` and the app state, which it never refers to; `views` never refers to `state.rs` (the state is built from the views' list, not the other
-//! way), in its tests neither; and the app state's fields are private, so `ui` writes it only through
-//! the link's parsers and named transitions.
+//! The rules: the graph has no cycle; the floors of the house refer only to their own floor or
+//! those below (`LAYERS`: event loop < model < attention < cpu < lm < gpu < engine < live attention <
+//! views < app state < ui), so the platform-free floors never name the views or the UI, and the live-
+//! attention service never names its clients; only `main.rs` and `lib.rs` reach into `src/ui/` from
+//! outside it; `views` never refers to `state.rs`, in its tests neither (the state is built from the
+//! views' list, not the other way); and the app state's fields are private, so `ui` writes it only
+//! through the link's parsers and named transitions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -67,6 +68,11 @@ fn src_has_no_import_cycle_and_layers_point_one_way() {
             if below_service && to.starts_with("live_attention/") {
                 problems.push(format!("{from} (below live attention) refers to {to}"));
             }
+            if let (Some(low), Some(high)) = (layer_rank(from), layer_rank(to))
+                && low < high
+            {
+                problems.push(format!("{from} refers up the layers to {to} ({})", LAYERS.join(" < ")));
+            }
             let upward = to.starts_with("ui/") || to.starts_with("views/") || to == "state.rs";
             if from.starts_with("live_attention/") && upward {
                 problems.push(format!("{from} (live attention, below the views) refers to {to}"));
@@ -79,6 +85,26 @@ fn src_has_no_import_cycle_and_layers_point_one_way() {
     assert!(edges.values().flatten().any(|t| t.starts_with("model/")), "{edges:#?}");
     let service_uses_the_engine = edges.get("live_attention/batch.rs").is_some_and(|t| t.contains("engine.rs"));
     assert!(service_uses_the_engine, "{edges:#?}");
+}
+
+/// The floors of the house, lowest first: a file refers only to its own floor or those below. The
+/// page's pause (`event_loop.rs`) is the basement: every floor that works long may call it.
+const LAYERS: [&str; 11] = [
+    "event_loop.rs",
+    "model/",
+    "attention/",
+    "cpu/",
+    "lm/",
+    "gpu/",
+    "engine.rs",
+    "live_attention/",
+    "views/",
+    "state.rs",
+    "ui/",
+];
+
+fn layer_rank(file: &str) -> Option<usize> {
+    LAYERS.iter().position(|floor| file.starts_with(floor))
 }
 
 #[test]

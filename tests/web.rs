@@ -6,7 +6,8 @@
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::pooled::{Pool, PooledMap};
-use attention_lab::attention::{AttentionProblem, AttentionShape, reference};
+use attention_lab::attention::{AttentionProblem, AttentionShape};
+use attention_lab::cpu::reference;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::lm_stream;
 use attention_lab::gpu::row_softmax::RowOutput;

@@ -237,8 +237,8 @@ impl Designer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::reference::row_softmax;
     use crate::attention::{AttentionProblem, AttentionShape};
+    use crate::cpu::reference::row_softmax;
     use crate::model::Mask;
 
     fn toks(s: &str) -> Vec<String> {

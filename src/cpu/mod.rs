@@ -29,7 +29,8 @@
 //! | `widen` (f16 / bf16 weights to f32 while a checkpoint streams in)    | [`widen`]                |
 //! | `kv_quant` (K and V rounded in place to a quantised cache's values)  | [`kv_quant`]             |
 //!
-//! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs`: the decode cache in plain memory.
+//! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs`: the decode cache in plain memory,
+//! and [`reference`] names the attention twins as the engine and the views call them.
 
 pub mod embed_gather;
 pub mod flash_attention;
@@ -39,6 +40,7 @@ pub mod kv_quant;
 pub mod matmul;
 pub mod pool_rows;
 pub mod qk_norm;
+pub mod reference;
 pub mod rms_norm;
 pub mod rope;
 pub mod row_softmax;

@@ -1,6 +1,14 @@
 //! Twin of `shaders/swiglu.wgsl`: the MLP's gate.
 
-use crate::lm::model_config::Gate;
+/// The MLP's gate activation, applied to the gate projection before it multiplies the up one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// SwiGLU: `silu(g) = g / (1 + e^-g)` (Llama, Mistral, Qwen, SmolLM).
+    Silu,
+    /// GeGLU with GELU's tanh approximation (Gemma's `gelu_pytorch_tanh`):
+    /// `g / 2 (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3)))`.
+    GeluTanh,
+}
 
 /// Twin of `swiglu.wgsl`: `act(gate) * up` elementwise, `silu(g) = g / (1 + e^-g)` or GELU's tanh
 /// form (see [`Gate`]).

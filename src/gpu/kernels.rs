@@ -4,8 +4,8 @@
 //! (`flash_attention`, `attention_probs`, ...) expose the lower-level `prepare` used by the benchmark and
 //! by the decode cache, which keep buffers on the GPU between launches.
 
-use crate::attention::reference::Forward;
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::reference::Forward;
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedGather;
@@ -46,55 +46,82 @@ pub struct ProbRegion {
     pub cols: u32,
 }
 
-/// Every kernel, one line each (every entry point with bindings of its own): a new kernel adds its
-/// line here and its field to [`Kernels`]. `tests/kernel_names.rs` checks each against its files.
-pub const KERNELS: &[KernelInfo] = &[
-    KernelInfo::of::<AttentionProbs>(),
-    KernelInfo::of::<EmbedGather>(),
-    KernelInfo::of::<FlashAttention>(),
-    KernelInfo::of::<FlashSubgroup>(),
-    KernelInfo::of::<FlashBackward>(),
-    KernelInfo::of::<FlashBackwardKeys>(),
-    KernelInfo::of::<FlashBackwardSubgroup>(),
-    KernelInfo::of::<FlashBackwardSubgroupKeys>(),
-    KernelInfo::of::<FmaPeak>(),
-    KernelInfo::of::<KvQuant>(),
-    KernelInfo::of::<Matmul>(),
-    KernelInfo::of::<MatmulSubgroup>(),
-    KernelInfo::of::<NaiveAttention>(),
-    KernelInfo::of::<PoolRows>(),
-    KernelInfo::of::<QkNorm>(),
-    KernelInfo::of::<RmsNorm>(),
-    KernelInfo::of::<Rope>(),
-    KernelInfo::of::<MergeHeads>(),
-    KernelInfo::of::<RowSoftmax>(),
-    KernelInfo::of::<RowSoftmaxSubgroup>(),
-    KernelInfo::of::<Swiglu>(),
-    KernelInfo::of::<Widen>(),
-];
+/// The kernel list, one line per kernel (every entry point with bindings of its own), from which
+/// [`KERNELS`] (what `tests/kernel_names.rs` checks against the files) and [`Kernels`] (the pipelines
+/// of one device) are both built: `held` kernels are built with the device, `lazy` ones on first use
+/// (`kernels.name(ctx)`), and `forms` are reached through another kernel's owner (a faster form, a
+/// second entry point), so they are listed but not held here.
+macro_rules! kernel_set {
+    (
+        held { $( $(#[$held_doc:meta])* $held:ident: $held_type:ty, )* }
+        lazy { $( $(#[$lazy_doc:meta])* $lazy:ident: $lazy_type:ty, )* }
+        forms { $( $form_type:ty, )* }
+    ) => {
+        /// Every kernel, each once (see `kernel_set!`).
+        pub const KERNELS: &[KernelInfo] = &[
+            $( KernelInfo::of::<$held_type>(), )*
+            $( KernelInfo::of::<$lazy_type>(), )*
+            $( KernelInfo::of::<$form_type>(), )*
+        ];
 
-/// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
-pub struct Kernels {
-    pub flash: FlashAttention,
-    /// The backward pass (dQ, dK, dV from dO), built on first use ([`Kernels::backward`]): a page
-    /// that never asks for gradients compiles none of its shaders.
-    backward: std::cell::OnceCell<FlashBackward>,
-    pub probs: AttentionProbs,
-    pub rows: RowSoftmax,
-    pub pool_rows: PoolRows,
-    pub naive: NaiveAttention,
-    pub fma_peak: FmaPeak,
-    /// The language model's steps besides attention (`lm_forward` composes them with the above).
-    pub embed_gather: EmbedGather,
-    pub rms_norm: RmsNorm,
-    pub qk_norm: QkNorm,
-    pub matmul: Matmul,
-    pub rope: Rope,
-    pub swiglu: Swiglu,
-    /// f16 / bf16 weights to f32 while a user's checkpoint streams in.
-    pub widen: Widen,
-    /// K and V rounded to a quantised cache's values (the memory view's schemes).
-    pub kv_quant: KvQuant,
+        /// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
+        pub struct Kernels {
+            $( $(#[$held_doc])* pub $held: $held_type, )*
+            $( $(#[$lazy_doc])* $lazy: std::cell::OnceCell<$lazy_type>, )*
+        }
+
+        impl Kernels {
+            pub fn new(ctx: &GpuContext) -> Self {
+                Self {
+                    $( $held: <$held_type>::new(ctx), )*
+                    $( $lazy: std::cell::OnceCell::new(), )*
+                }
+            }
+
+            $(
+                /// This kernel's pipelines, built now if this is their first use.
+                pub fn $lazy(&self, ctx: &GpuContext) -> &$lazy_type {
+                    self.$lazy.get_or_init(|| <$lazy_type>::new(ctx))
+                }
+            )*
+        }
+    };
+}
+
+kernel_set! {
+    held {
+        flash: FlashAttention,
+        probs: AttentionProbs,
+        rows: RowSoftmax,
+        pool_rows: PoolRows,
+        naive: NaiveAttention,
+        fma_peak: FmaPeak,
+        /// The language model's steps besides attention (`lm_forward` composes them with the above).
+        embed_gather: EmbedGather,
+        rms_norm: RmsNorm,
+        qk_norm: QkNorm,
+        matmul: Matmul,
+        rope: Rope,
+        swiglu: Swiglu,
+        /// f16 / bf16 weights to f32 while a user's checkpoint streams in.
+        widen: Widen,
+        /// K and V rounded to a quantised cache's values (the memory view's schemes).
+        kv_quant: KvQuant,
+    }
+    lazy {
+        /// The backward pass (dQ, dK, dV from dO): a page that never asks for gradients compiles none
+        /// of its shaders.
+        backward: FlashBackward,
+    }
+    forms {
+        FlashSubgroup,
+        FlashBackwardKeys,
+        FlashBackwardSubgroup,
+        FlashBackwardSubgroupKeys,
+        MatmulSubgroup,
+        MergeHeads,
+        RowSoftmaxSubgroup,
+    }
 }
 
 /// Q, K, V uploaded with rows padded to a multiple of 4 floats.
@@ -106,31 +133,6 @@ struct Uploaded<'a> {
 }
 
 impl Kernels {
-    pub fn new(ctx: &GpuContext) -> Self {
-        Self {
-            flash: FlashAttention::new(ctx),
-            backward: std::cell::OnceCell::new(),
-            probs: AttentionProbs::new(ctx),
-            rows: RowSoftmax::new(ctx),
-            pool_rows: PoolRows::new(ctx),
-            naive: NaiveAttention::new(ctx),
-            fma_peak: FmaPeak::new(ctx),
-            embed_gather: EmbedGather::new(ctx),
-            rms_norm: RmsNorm::new(ctx),
-            qk_norm: QkNorm::new(ctx),
-            matmul: Matmul::new(ctx),
-            rope: Rope::new(ctx),
-            swiglu: Swiglu::new(ctx),
-            widen: Widen::new(ctx),
-            kv_quant: KvQuant::new(ctx),
-        }
-    }
-
-    /// The backward kernels, built now if this is their first use.
-    pub fn backward(&self, ctx: &GpuContext) -> &FlashBackward {
-        self.backward.get_or_init(|| FlashBackward::new(ctx))
-    }
-
     /// One decode step: `q` holds one query per head (`[h_q, d]`), attending to the cache's current
     /// tokens. The query sits at the last position, so causal masks see everything and sliding/chunked
     /// masks see their last window. Returns O `[h_q, d]` and lse `[h_q]`.

@@ -3,10 +3,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::cpu::swiglu::Gate;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
-use crate::lm::model_config::Gate;
 
 /// Keep in sync with `Params` in `shaders/swiglu.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]

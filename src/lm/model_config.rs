@@ -9,6 +9,9 @@ use crate::model::config::{FfnKind, Model, NormKind, Positional};
 use crate::model::hf_import::import_hf_config;
 use crate::model::mask::Mask;
 
+/// The MLP's gate, defined beside its twin kernel (the floor below this one).
+pub use crate::cpu::swiglu::Gate;
+
 /// What config.json says of a checkpoint the forward passes run: its geometry, its norms' epsilon,
 /// each layer's mask and its family's block, after refusing every family and feature they do not
 /// implement.
@@ -19,16 +22,6 @@ pub struct ModelConfig {
     /// Llama 3.1's rotary scaling, on every layer (the layout's positions do not carry it).
     pub rope_scaling: Option<Llama3Scaling>,
     pub style: BlockStyle,
-}
-
-/// The MLP's gate activation, applied to the gate projection before it multiplies the up one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gate {
-    /// SwiGLU: `silu(g) = g / (1 + e^-g)` (Llama, Mistral, Qwen, SmolLM).
-    Silu,
-    /// GeGLU with GELU's tanh approximation (Gemma's `gelu_pytorch_tanh`):
-    /// `g / 2 (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3)))`.
-    GeluTanh,
 }
 
 /// How a family's block differs from Llama's, as both forward passes apply it. Gemma 3's norms on

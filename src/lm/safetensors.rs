@@ -12,30 +12,17 @@ use super::LmError;
 /// A header longer than this is not a checkpoint this app can load (real ones are a few hundred KB).
 const MAX_HEADER_BYTES: u64 = 16 << 20;
 
-/// Element types the app unpacks to f32.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TensorDType {
-    F16,
-    Bf16,
-    F32,
-}
+/// Element types the app unpacks to f32, defined beside the widening twin (the floor below).
+pub use crate::cpu::widen::{TensorDType, to_f32};
 
-impl TensorDType {
-    fn parse(name: &str) -> Option<TensorDType> {
-        Some(match name {
-            "F16" => TensorDType::F16,
-            "BF16" => TensorDType::Bf16,
-            "F32" => TensorDType::F32,
-            _ => return None,
-        })
-    }
-
-    pub const fn bytes(self) -> usize {
-        match self {
-            TensorDType::F16 | TensorDType::Bf16 => 2,
-            TensorDType::F32 => 4,
-        }
-    }
+/// The element type a header names, if the app reads it.
+fn parse_dtype(name: &str) -> Option<TensorDType> {
+    Some(match name {
+        "F16" => TensorDType::F16,
+        "BF16" => TensorDType::Bf16,
+        "F32" => TensorDType::F32,
+        _ => return None,
+    })
 }
 
 /// Where one tensor lies in the data section.
@@ -130,7 +117,7 @@ fn bad(why: impl std::fmt::Display) -> LmError {
 fn tensor_info(name: &str, entry: &Value, data_len: u64) -> Result<TensorInfo, LmError> {
     let entry: &Map<String, Value> = entry.as_object().ok_or_else(|| bad(format!("{name} is not an object")))?;
     let dtype_name = entry.get("dtype").and_then(Value::as_str).unwrap_or("(none)");
-    let dtype = TensorDType::parse(dtype_name)
+    let dtype = parse_dtype(dtype_name)
         .ok_or_else(|| LmError(format!("tensor {name} is {dtype_name}; only F16, BF16 and F32 are read")))?;
     let numbers = |key: &str| -> Result<Vec<u64>, LmError> {
         let list = entry.get(key).and_then(Value::as_array).ok_or_else(|| bad(format!("{name} has no {key}")))?;
@@ -147,15 +134,6 @@ fn tensor_info(name: &str, entry: &Value, data_len: u64) -> Result<TensorInfo, L
         return Err(bad(format!("{name}'s byte range {start}..{end} does not match its shape {shape:?} and the file")));
     }
     Ok(TensorInfo { dtype, shape, start, end })
-}
-
-/// Little-endian elements of `dtype` widened to f32 (exact for all three).
-pub fn to_f32(dtype: TensorDType, bytes: &[u8]) -> Vec<f32> {
-    match dtype {
-        TensorDType::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        TensorDType::Bf16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        TensorDType::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-    }
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use leptos::prelude::*;
 
 use super::heatmap::HeadMap;
+use crate::attention::AttentionProblem;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
-use crate::attention::{AttentionProblem, reference};
+use crate::cpu::reference;
 use crate::model::Mask;
 use crate::views::heatmaps::entropy::{RowEntropy, SWEEP_KEYS, SWEEP_ROWS, entropy_sweep};
 use crate::views::heatmaps::step_through::{EXAMPLE_KEYS_PER_TILE, Example, OnlineStep, Steps, online_row};

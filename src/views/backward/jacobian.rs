@@ -187,8 +187,8 @@ fn of_request(request: &Request, head: u32, model: &Model, params: &BackwardPara
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::reference;
     use crate::attention::{AttentionProblem, AttentionShape};
+    use crate::cpu::reference;
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12

@@ -126,7 +126,7 @@ mod tests {
     use super::*;
     use crate::attention::inputs::word_tokens;
     use crate::attention::layer_inputs::LayerLayout;
-    use crate::attention::reference;
+    use crate::cpu::reference;
     use crate::model::presets::preset;
 
     #[test]

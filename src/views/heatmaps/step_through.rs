@@ -1,6 +1,6 @@
 //! Attention of one head written out step by step, in f64, for a small example: `S = Q·Kᵀ`, the
 //! scaled scores, the mask, the softmax and `O = P·V`. Every step is kept so the UI can show the
-//! numbers; the probabilities and outputs equal [`crate::attention::reference`] (tested below).
+//! numbers; the probabilities and outputs equal [`crate::cpu::reference`] (tested below).
 //! [`Example`] cuts the example out of the explorer's inputs, for the page and the lessons' figures alike.
 
 use crate::attention::layer_inputs::LayerInputs;
@@ -188,7 +188,7 @@ pub fn softmax(row: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::reference;
+    use crate::cpu::reference;
 
     #[test]
     fn two_tokens_by_hand() {
