@@ -9,9 +9,9 @@ use std::rc::Rc;
 
 use super::LoadedLm;
 use crate::engine::{Engine, Job};
+use crate::event_loop::{breathe, resumed};
 use crate::gpu::GpuContext;
 use crate::gpu::kernels::Kernels;
-use crate::event_loop::{breathe, resumed};
 use crate::gpu::lm_forward::{self, LmRequest};
 use crate::lm::forward::{CpuPass, EvictionRecord, ModelPass};
 use crate::model::kv_evict::EvictPolicy;

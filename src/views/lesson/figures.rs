@@ -17,6 +17,7 @@ use sources::model_window;
 
 use written::{Unit, number, whole};
 
+mod backward;
 mod bench;
 mod cost;
 mod memory;
@@ -183,6 +184,15 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("quant_group", "the memory view's group size G"),
     ("quant_recent", "the recent tokens KIVI keeps in full precision"),
     ("quant_saving_factor", "f32 bytes per token divided by the chosen scheme's"),
+    ("jacobian_keys", "keys the backward view's row sees"),
+    ("jacobian_top_prob", "the backward view's row: its largest probability at the chosen score scale"),
+    ("jacobian_top_diagonal", "that key's diagonal entry of the softmax Jacobian, p (1 − p)"),
+    ("jacobian_trace", "the trace of the row's softmax Jacobian, 1 − Σ p²"),
+    ("jacobian_flat_trace", "the trace of a flat row over the same keys, 1 − 1/n: the largest a row of them has"),
+    ("backward_forward_flops", "FLOPs of the explorer's layer's attention forward: Q·Kᵀ and P·V, 4 d a visible pair"),
+    ("backward_flops", "FLOPs of its backward by the FlashAttention convention: five products, 2.5 times the forward"),
+    ("backward_probs_bytes", "bytes of the explorer's layer's probabilities in f32, were they stored for the backward"),
+    ("backward_lse_bytes", "bytes of the log-sum-exp per row the forward keeps instead, in f32"),
 ];
 
 /// Figures about attention heads, their geometry or their cost: none applies to a model without a
@@ -214,6 +224,15 @@ const NEEDS_ATTENTION: &[&str] = &[
     "core_crossover_tokens",
     "decode_core_intensity",
     "even_head_share",
+    "jacobian_keys",
+    "jacobian_top_prob",
+    "jacobian_top_diagonal",
+    "jacobian_trace",
+    "jacobian_flat_trace",
+    "backward_forward_flops",
+    "backward_flops",
+    "backward_probs_bytes",
+    "backward_lse_bytes",
 ];
 
 /// Whether `name` is a known placeholder.
@@ -295,6 +314,7 @@ fn topic_figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
         .or_else(|| sharing::figure(name, state, model))
         .or_else(|| cost::figure(name, state, model))
         .or_else(|| quant::figure(name, state))
+        .or_else(|| backward::figure(name, state, model))
         .or_else(|| trained::figure(name))
 }
 

@@ -11,7 +11,7 @@ use crate::views::registry::View;
 pub const CHART_LINES: [&str; 4] = ["total", "budget", "ctx", "fit"];
 
 /// Panels (by `data-testid`) that a step can point at, and the view that shows each.
-pub const ELEMENTS: [(&str, View); 20] = [
+pub const ELEMENTS: [(&str, View); 21] = [
     ("step-through", View::Heatmaps),
     ("step-online", View::Heatmaps),
     ("decode-panel", View::Kv),
@@ -32,6 +32,7 @@ pub const ELEMENTS: [(&str, View); 20] = [
     ("dtype-cell", View::Compare),
     ("page-grid", View::Kv),
     ("bench-row", View::Bench),
+    ("softmax-jacobian", View::Backward),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
