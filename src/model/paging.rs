@@ -10,7 +10,7 @@
 
 use super::schedule::LayerKind;
 
-/// Tokens per page (vLLM's default block size).
+/// Tokens per page (vLLM's default block size). Keep in sync with `PAGE_TOKENS` in shaders/paged_attention.wgsl.
 pub const PAGE_TOKENS: u64 = 16;
 
 /// Pages holding `tokens` tokens, the last one maybe partly filled.
