@@ -276,9 +276,21 @@ impl PagedCache {
         self.pages.iter().filter(|p| p.owners != 0).map(|p| p.filled_tokens).sum()
     }
 
-    /// Tokens that would be stored twice without sharing: the shared pages' fill.
+    /// Tokens that would be stored again without sharing: of each page, the tokens every request
+    /// reads from it, less the most any one reads (stored once). A partly shared page counts the
+    /// tokens its readers have in common, not its whole fill.
     pub fn deduplicated_tokens(&self) -> u64 {
-        self.pages.iter().map(|p| u64::from(p.owners.count_ones().saturating_sub(1)) * p.filled_tokens).sum()
+        let mut reads = vec![(0u64, 0u64); self.pages.len()];
+        for s in &self.sequences {
+            for (logical, phys) in s.table.iter().enumerate() {
+                if let Some(phys) = *phys {
+                    let read = s.len_tokens.saturating_sub(logical as u64 * PAGE_TOKENS).min(PAGE_TOKENS);
+                    let (sum, most) = &mut reads[phys];
+                    (*sum, *most) = (*sum + read, (*most).max(read));
+                }
+            }
+        }
+        reads.iter().map(|(sum, most)| sum - most).sum()
     }
 }
 
