@@ -15,16 +15,18 @@ use crate::model::limits::{JOB_MAX_BYTES, check_job_bytes};
 use crate::model::paging::PageWrite;
 use std::cell::RefCell;
 
+/// The CPU pool sits in a `RefCell` so a step can write into it through the shared reference a
+/// job runs by (the CPU tier never awaits while it is borrowed).
 pub enum DecodePool {
     Gpu(KvPool),
-    Cpu(CpuKvPool),
+    Cpu(RefCell<CpuKvPool>),
 }
 
 impl DecodePool {
     pub fn pages(&self) -> u32 {
         match self {
             DecodePool::Gpu(p) => p.pages(),
-            DecodePool::Cpu(p) => p.pages(),
+            DecodePool::Cpu(p) => p.borrow().pages(),
         }
     }
 
@@ -32,7 +34,7 @@ impl DecodePool {
     pub fn page_bytes(&self) -> u64 {
         let (h_kv, d) = match self {
             DecodePool::Gpu(p) => (p.h_kv(), p.d()),
-            DecodePool::Cpu(p) => (p.h_kv(), p.d()),
+            DecodePool::Cpu(p) => (p.borrow().h_kv(), p.borrow().d()),
         };
         pool_bytes(h_kv, d, 1)
     }
@@ -65,8 +67,8 @@ impl Engine {
     }
 
     /// One decode step over the pool: the token's rows written as planned, then the paged kernel.
-    pub async fn paged_decode_step(&self, pool: &mut DecodePool, step: &PoolStep<'_>) -> Result<Forward, String> {
-        self.run(&PagedDecode { pool: RefCell::new(pool), step }).await
+    pub async fn paged_decode_step(&self, pool: &DecodePool, step: &PoolStep<'_>) -> Result<Forward, String> {
+        self.run(&PagedDecode { pool, step }).await
     }
 }
 
@@ -88,14 +90,13 @@ impl Job for NewPool {
     }
 
     async fn on_cpu(&self, _: bool) -> Result<DecodePool, String> {
-        CpuKvPool::new(self.h_kv, self.d, self.pages).map(DecodePool::Cpu)
+        CpuKvPool::new(self.h_kv, self.d, self.pages).map(|p| DecodePool::Cpu(RefCell::new(p)))
     }
 }
 
-/// [`Engine::paged_decode_step`]. The pool sits in a `RefCell`: it is borrowed mutably only to write,
-/// never across an await.
-struct PagedDecode<'a, 'p> {
-    pool: RefCell<&'p mut DecodePool>,
+/// [`Engine::paged_decode_step`].
+struct PagedDecode<'a> {
+    pool: &'a DecodePool,
     step: &'a PoolStep<'a>,
 }
 
@@ -103,17 +104,16 @@ fn page_index(page: usize) -> Result<u32, String> {
     u32::try_from(page).map_err(|_| format!("page {page} is past any pool"))
 }
 
-impl Job for PagedDecode<'_, '_> {
+impl Job for PagedDecode<'_> {
     type Output = Forward;
 
     fn fits_gpu(&self) -> bool {
-        matches!(**self.pool.borrow(), DecodePool::Gpu(_))
+        matches!(self.pool, DecodePool::Gpu(_))
     }
 
     async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Forward, String> {
         let s = self.step;
-        let pool = self.pool.borrow();
-        let DecodePool::Gpu(pool) = &**pool else { return Err("the pool is not on the GPU".into()) };
+        let DecodePool::Gpu(pool) = self.pool else { return Err("the pool is not on the GPU".into()) };
         let (page, slot) = (page_index(s.write.page)?, s.write.slot as u32);
         if let Some(from) = s.write.copy_from {
             pool.copy_page(ctx, page_index(from)?, page).map_err(|e| e.to_string())?;
@@ -125,8 +125,8 @@ impl Job for PagedDecode<'_, '_> {
 
     async fn on_cpu(&self, _: bool) -> Result<Forward, String> {
         let s = self.step;
-        let mut pool = self.pool.borrow_mut();
-        let DecodePool::Cpu(pool) = &mut **pool else { return Err(GPU_CACHE_ON_CPU.into()) };
+        let DecodePool::Cpu(pool) = self.pool else { return Err(GPU_CACHE_ON_CPU.into()) };
+        let mut pool = pool.borrow_mut();
         let shape = AttentionShape { h_q: s.h_q, h_kv: pool.h_kv(), n_q: 1, n_kv: s.n_kv, d: pool.d() };
         check_cpu_size(shape)?;
         let (page, slot) = (page_index(s.write.page)?, s.write.slot as u32);

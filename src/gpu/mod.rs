@@ -10,6 +10,7 @@ pub mod attention_io;
 pub mod attention_probs;
 pub mod bench;
 pub mod bench_lm;
+pub mod bench_paged;
 pub mod context;
 pub mod embed_gather;
 pub mod flash_attention;

@@ -52,7 +52,7 @@ impl Lane {
             mask: layer_mask(&layer)?,
             scale: layer.scale(),
         };
-        let out = engine.paged_decode_step(&mut self.pool, &step).await?;
+        let out = engine.paged_decode_step(&self.pool, &step).await?;
         Ok((q, out))
     }
 
