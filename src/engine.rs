@@ -18,6 +18,9 @@ use crate::model::limits::{
 };
 use crate::model::units::format_thousands;
 use std::cell::RefCell;
+
+mod paged;
+pub use paged::{DecodePool, PoolStep, pool_bytes};
 use std::str::FromStr;
 use std::task::{Context, Poll, Waker};
 

@@ -553,3 +553,74 @@ fn fma_peak_writes_a_finite_sum_per_invocation() {
     assert!(sums[..3 * 64].iter().all(|s| s.is_finite() && *s > 0.0), "{:?}", &sums[..8]);
     close(ctx);
 }
+
+/// Paged decode: K/V written token by token into pages scattered over one pool (the table maps
+/// logical pages 0, 1, 2 to pool pages 5, 0, 3), a shared page copied on write, and at every step
+/// the paged kernel equals the contiguous decode kernel and the paged CPU twin. GQA 4 -> 2, three
+/// masks, d = 20 and 128 (Llama's width).
+#[test]
+fn paged_decode_equals_contiguous_decode_and_the_twin() {
+    use attention_lab::cpu::paged_attention::{PagedProblem, paged_attention};
+    use attention_lab::gpu::kernels::PagedStep;
+    use attention_lab::gpu::{KvCache, KvPool};
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let (h_q, h_kv, steps, table) = (4u32, 2u32, 37u32, [5u32, 0, 3]);
+    for d in [20u32, 128] {
+        let mut rng = SplitMix64::new(u64::from(d));
+        let k_all = random((h_kv * steps * d) as usize, 1.0, &mut rng); // [steps, h_kv, d]: one token a row
+        let v_all = random((h_kv * steps * d) as usize, 1.0, &mut rng);
+        let q_all = random((h_q * steps * d) as usize, 1.0, &mut rng);
+        let token = |x: &[f32], heads: u32, t: u32| x[(t * heads * d) as usize..][..(heads * d) as usize].to_vec();
+        for mask in [Mask::Causal, Mask::Sliding { window_tokens: 8 }, Mask::Chunked { chunk_tokens: 16 }] {
+            let pool = KvPool::new(&ctx, h_kv, d, 6).expect("pool");
+            let mut twin = attention_lab::cpu::kv_pool::CpuKvPool::new(h_kv, d, 6).expect("twin pool");
+            let mut cache = KvCache::new(&ctx, h_kv, d, 64).expect("cache");
+            for t in 0..steps {
+                let (k, v) = (token(&k_all, h_kv, t), token(&v_all, h_kv, t));
+                let page = table[(t / 16) as usize];
+                pool.write_token(&ctx, page, t % 16, &k, &v).expect("write");
+                twin.write_token(page, t % 16, &k, &v).expect("twin write");
+                cache.append(&ctx, &k, &v).expect("append");
+                let q = token(&q_all, h_q, t);
+                let step = PagedStep { pool: &pool, table: &table, n_kv: t + 1, q: &q, h_q, mask, scale: 0.3 };
+                let got = pollster::block_on(kernels.paged_decode(&ctx, &step)).expect("paged decode");
+                let flat = pollster::block_on(kernels.decode(&ctx, &cache, &q, h_q, mask, 0.3)).expect("decode");
+                let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: t + 1, d };
+                let problem = PagedProblem {
+                    q: &q,
+                    k_pool: twin.keys(),
+                    v_pool: twin.values(),
+                    table: &table,
+                    shape,
+                    mask,
+                    scale: 0.3,
+                };
+                let want = paged_attention(&problem).expect("twin");
+                let what = format!("d {d}, {mask:?}, step {t}");
+                assert_close(&format!("paged O vs twin, {what}"), &got.o, &want.o, 1e-4, 1e-3);
+                assert_close(&format!("paged lse vs twin, {what}"), &got.lse, &want.lse, 1e-4, 1e-3);
+                assert_close(&format!("paged O vs contiguous, {what}"), &got.o, &flat.o, 1e-5, 1e-5);
+            }
+            // Copy-on-write: page 3 (tokens 32..37) copied to page 1 and read through [5, 0, 1].
+            pool.copy_page(&ctx, 3, 1).expect("copy");
+            let q = token(&q_all, h_q, steps - 1);
+            let moved = [5u32, 0, 1];
+            let step = PagedStep { pool: &pool, table: &moved, n_kv: steps, q: &q, h_q, mask, scale: 0.3 };
+            let got = pollster::block_on(kernels.paged_decode(&ctx, &step)).expect("paged decode after copy");
+            let flat = pollster::block_on(kernels.decode(&ctx, &cache, &q, h_q, mask, 0.3)).expect("decode");
+            assert_close(&format!("copied page, d {d}, {mask:?}"), &got.o, &flat.o, 1e-5, 1e-5);
+        }
+    }
+    // Bad input is refused before any launch, with a reason: a short table, a page past the pool.
+    let pool = KvPool::new(&ctx, 1, 8, 2).expect("pool");
+    let q = vec![0.5; 8];
+    let refused = |table: &[u32], n_kv: u32| {
+        let step = PagedStep { pool: &pool, table, n_kv, q: &q, h_q: 1, mask: Mask::Causal, scale: 1.0 };
+        pollster::block_on(kernels.paged_decode(&ctx, &step)).unwrap_err().to_string()
+    };
+    assert!(refused(&[0], 17).contains("17 keys need 2 pages of 16, the page table has 1"), "{}", refused(&[0], 17));
+    assert!(refused(&[0, 2], 17).contains("page 2 is outside the pool's 2 pages"));
+    assert!(KvPool::new(&ctx, 1, 8, 0).is_err());
+    close(ctx);
+}

@@ -271,3 +271,51 @@ async fn the_backward_and_wide_heads_match_the_twins_on_browser_webgpu() {
         assert!(err < 1e-3, "d = {d}: output differs by {err}");
     }
 }
+
+/// The paged decode kernel on WebGPU (Tint compiles it here, stricter than naga): 37 tokens written
+/// into pages 2, 0, 3 of a 4-page pool, a page copied on write, each step against the paged twin.
+#[wasm_bindgen_test]
+async fn paged_decode_matches_its_twin_on_browser_webgpu() {
+    use attention_lab::cpu::kv_pool::CpuKvPool;
+    use attention_lab::cpu::paged_attention::{PagedProblem, paged_attention};
+    use attention_lab::gpu::KvPool;
+    use attention_lab::gpu::kernels::PagedStep;
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let (h_q, h_kv, d, steps) = (4u32, 2u32, 64u32, 37u32);
+    let pool = KvPool::new(&ctx, h_kv, d, 4).expect("pool");
+    let mut twin = CpuKvPool::new(h_kv, d, 4).expect("twin pool");
+    let mut table = vec![2u32, 0, 3];
+    for t in 0..steps {
+        let (k, v) = (
+            random((h_kv * d) as usize, 500 + u64::from(t), 1.0),
+            random((h_kv * d) as usize, 900 + u64::from(t), 1.0),
+        );
+        let page = table[(t / 16) as usize];
+        pool.write_token(&ctx, page, t % 16, &k, &v).expect("write");
+        twin.write_token(page, t % 16, &k, &v).expect("twin write");
+        if t == steps - 1 {
+            pool.copy_page(&ctx, 3, 1).expect("copy");
+            twin.copy_page(3, 1).expect("twin copy");
+            table[2] = 1;
+        }
+        let q = random((h_q * d) as usize, 1300 + u64::from(t), 1.0);
+        for mask in [Mask::Causal, Mask::Sliding { window_tokens: 8 }] {
+            let step = PagedStep { pool: &pool, table: &table, n_kv: t + 1, q: &q, h_q, mask, scale: 0.125 };
+            let got = kernels.paged_decode(&ctx, &step).await.expect("paged decode");
+            let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: t + 1, d };
+            let problem = PagedProblem {
+                q: &q,
+                k_pool: twin.keys(),
+                v_pool: twin.values(),
+                table: &table,
+                shape,
+                mask,
+                scale: 0.125,
+            };
+            let want = paged_attention(&problem).expect("twin");
+            let err = max_abs_diff(&got.o, &want.o);
+            assert!(err < 1e-3, "step {t} {mask:?}: output differs by {err}");
+        }
+    }
+}

@@ -25,6 +25,7 @@ mod native {
 
     use attention_lab::gpu::bench::{self, BenchFilter, BenchResult, Repetitions};
     use attention_lab::gpu::bench_lm::{self, OpResult};
+    use attention_lab::gpu::bench_paged;
     use attention_lab::gpu::flash_tiles::FlashTiles;
     use attention_lab::gpu::matmul::{DirectBlock, MatmulForm};
     use attention_lab::gpu::{GpuContext, Kernels, LmWeights};
@@ -46,6 +47,8 @@ mod native {
         heads: Option<(u32, u32)>,
         /// `--lm`: the language model's rows instead of attention's.
         lm: Option<LmArgs>,
+        /// `--paged`: only the paged decode's rows (they also end a run without filters).
+        paged: bool,
     }
 
     #[derive(Default)]
@@ -66,11 +69,16 @@ mod native {
             tiles: None,
             heads: None,
             lm: None,
+            paged: false,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "--json" {
                 args.json = true;
+                continue;
+            }
+            if flag == "--paged" {
+                args.paged = true;
                 continue;
             }
             if flag == "--lm" {
@@ -171,6 +179,23 @@ mod native {
         )
     }
 
+    /// The paged decode's rows: contiguous against paged at 4,096 cached tokens of a Llama 3 8B layer.
+    async fn run_paged(ctx: &GpuContext, kernels: &Kernels, fma: f64, reps: Repetitions) -> Result<(), String> {
+        println!("paged decode: one query per head over the cache; flops = 4 d x attended pairs");
+        println!(
+            "{:<24} {:<40} {:>8} {:>10} {:>10} {:>9} {:>8}",
+            "op", "shape", "launches", "ms median", "ms min", "GFLOP/s", "of peak"
+        );
+        let rows = bench_paged::run_paged_decode(ctx, kernels, fma, reps, now_ms).await.map_err(|e| e.to_string())?;
+        for r in &rows {
+            println!("{}", op_row(r));
+        }
+        if let (Some(flat), Some(paged)) = (rows.first(), rows.last()) {
+            println!("paged / contiguous (app's): {:.2}x", paged.ms_median / flat.ms_median);
+        }
+        Ok(())
+    }
+
     /// The language model's rows: each matmul shape, then the whole forward pass of the shipped model.
     async fn run_lm(
         ctx: &GpuContext,
@@ -220,6 +245,9 @@ mod native {
             if let Some(lm) = &args.lm {
                 return run_lm(&ctx, &kernels, lm, fma, args.reps).await;
             }
+            if args.paged {
+                return run_paged(&ctx, &kernels, fma, args.reps).await;
+            }
             if !args.json {
                 println!(
                     "adapter: {} · timing: {}",
@@ -244,6 +272,9 @@ mod native {
                 let result =
                     bench::run_case(&ctx, &kernels, &case, fma, args.reps, now_ms).await.map_err(|e| e.to_string())?;
                 println!("{}", if args.json { result.json_line() } else { row(&result) });
+            }
+            if !args.json && args.filter == BenchFilter::default() && args.heads.is_none() && args.tiles.is_none() {
+                run_paged(&ctx, &kernels, fma, args.reps).await?;
             }
             ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| e.to_string())?;
             Ok(())

@@ -14,6 +14,7 @@
 //! | `pool_rows`, `attention_probs` (pooled)                           | [`pool_rows`]       |
 //! | `flash_backward` (`main`: D, dQ; `key_grads`: dK, dV)             | [`flash_backward`]  |
 //! | `flash_backward_subgroup` (the same passes, loads shuffled)       | [`flash_backward`]  |
+//! | `paged_attention` (K/V read through a page table from one pool)    | [`paged_attention`] |
 //! | `fma_peak` (a throughput probe: nothing to mirror)                | none                |
 //!
 //! The language model's other steps (`src/gpu/lm_forward.rs`):
@@ -29,15 +30,18 @@
 //! | `widen` (f16 / bf16 weights to f32 while a checkpoint streams in)    | [`widen`]                |
 //! | `kv_quant` (K and V rounded in place to a quantised cache's values)  | [`kv_quant`]             |
 //!
-//! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs`: the decode cache in plain memory,
-//! and [`reference`] names the attention twins as the engine and the views call them.
+//! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs` (the decode cache in plain memory),
+//! [`kv_pool`] that of `gpu/kv_pool.rs` (the paged pool, laid out as `paged_attention` reads it), and
+//! [`reference`] names the attention twins as the engine and the views call them.
 
 pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_backward;
 pub mod kv_cache;
+pub mod kv_pool;
 pub mod kv_quant;
 pub mod matmul;
+pub mod paged_attention;
 pub mod pool_rows;
 pub mod qk_norm;
 pub mod reference;

@@ -17,11 +17,13 @@ use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kernel::KernelInfo;
 use crate::gpu::kv_cache::KvCache;
+use crate::gpu::kv_pool::KvPool;
 use crate::gpu::kv_quant::KvQuant;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::matmul::Matmul;
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
+use crate::gpu::paged_attention::{PagedAttention, PagedLaunch};
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
 use crate::gpu::qk_norm::QkNorm;
 use crate::gpu::rms_norm::RmsNorm;
@@ -95,6 +97,8 @@ kernel_set! {
         rows: RowSoftmax,
         pool_rows: PoolRows,
         naive: NaiveAttention,
+        /// Decode over a paged K/V pool, through a page table.
+        paged: PagedAttention,
         fma_peak: FmaPeak,
         /// The language model's steps besides attention (`lm_forward` composes them with the above).
         embed_gather: EmbedGather,
@@ -122,6 +126,19 @@ kernel_set! {
         MergeHeads,
         RowSoftmaxSubgroup,
     }
+}
+
+/// One decode step of [`Kernels::paged_decode`].
+#[derive(Clone, Copy)]
+pub struct PagedStep<'a> {
+    pub pool: &'a KvPool,
+    /// Logical page -> pool page, covering at least `n_kv` tokens.
+    pub table: &'a [u32],
+    pub n_kv: u32,
+    pub q: &'a [f32],
+    pub h_q: u32,
+    pub mask: Mask,
+    pub scale: f32,
 }
 
 /// Q, K, V uploaded with rows padded to a multiple of 4 floats.
@@ -164,6 +181,34 @@ impl Kernels {
             &buffers,
             FlashLaunch { shape: padded, kv_stride: cache.capacity_tokens(), mask, scale },
         )?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        out.read(ctx, shape.d).await
+    }
+
+    /// One decode step over a paged pool: `q` (`[h_q, d]`) attends to the request's `n_kv` tokens,
+    /// found through `table` (its pages in `pool`). Returns O `[h_q, d]` and lse `[h_q]`.
+    pub async fn paged_decode(&self, ctx: &GpuContext, step: &PagedStep<'_>) -> Result<Forward, GpuError> {
+        let PagedStep { pool, table, n_kv, q, h_q, mask, scale } = *step;
+        let shape = AttentionShape { h_q, h_kv: pool.h_kv(), n_q: 1, n_kv, d: pool.d() };
+        let table_pages = u32::try_from(table.len()).unwrap_or(u32::MAX);
+        let launch = PagedLaunch { shape, table_pages, pool_pages: pool.pages(), mask, scale };
+        launch.check().map_err(GpuError::InvalidInput)?;
+        if q.len() != shape.q_len() {
+            return Err(GpuError::InvalidInput(format!(
+                "a decode query holds h_q * d = {} values, got {}",
+                shape.q_len(),
+                q.len()
+            )));
+        }
+        let needed = table.len().min(n_kv.div_ceil(crate::model::paging::PAGE_TOKENS as u32) as usize);
+        crate::cpu::kv_pool::check_pages(pool.pages(), &table[..needed]).map_err(GpuError::InvalidInput)?;
+        let d_pad = pool.d_pad();
+        let q_buf = ctx.storage_from("q", &launch::pad_rows(q, shape.d as usize, d_pad as usize))?;
+        let table_buf = ctx.storage_from("page table", table)?;
+        let out = ForwardOutputs::new(ctx, u64::from(h_q), d_pad)?;
+        let buffers = FlashBuffers { q: &q_buf, k: &pool.k, v: &pool.v, o: &out.o, lse: &out.lse };
+        let padded = PagedLaunch { shape: AttentionShape { d: d_pad, ..shape }, ..launch };
+        let dispatch = self.paged.prepare(ctx, &buffers, &table_buf, padded)?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         out.read(ctx, shape.d).await
     }

@@ -16,7 +16,7 @@ use crate::lm::weight_plan::WeightFormat;
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 22] = [
+const INCLUDES: [(&str, &str); 24] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
@@ -25,7 +25,9 @@ const INCLUDES: [(&str, &str); 22] = [
     ("flash_backward_keys_start.wgsl", include_str!("../../shaders/include/flash_backward_keys_start.wgsl")),
     ("flash_backward_rows_end.wgsl", include_str!("../../shaders/include/flash_backward_rows_end.wgsl")),
     ("flash_backward_rows_start.wgsl", include_str!("../../shaders/include/flash_backward_rows_start.wgsl")),
+    ("flash_constants.wgsl", include_str!("../../shaders/include/flash_constants.wgsl")),
     ("flash_io.wgsl", include_str!("../../shaders/include/flash_io.wgsl")),
+    ("flash_keys.wgsl", include_str!("../../shaders/include/flash_keys.wgsl")),
     ("flash_rows_end.wgsl", include_str!("../../shaders/include/flash_rows_end.wgsl")),
     ("flash_rows_start.wgsl", include_str!("../../shaders/include/flash_rows_start.wgsl")),
     ("flash_softmax_step.wgsl", include_str!("../../shaders/include/flash_softmax_step.wgsl")),

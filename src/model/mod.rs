@@ -54,6 +54,8 @@ mod import_hybrids_tests;
 mod import_params_tests;
 #[cfg(test)]
 mod import_verbatim_tests;
+#[cfg(test)]
+mod paging_pool_tests;
 
 pub use config::{
     AttnGeometry, Biases, ConfigError, CrossLayerSharing, FfnKind, Mla, Model, Moe, NormKind, Positional,

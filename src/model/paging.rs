@@ -6,11 +6,16 @@
 //!   again, and the freed page is *recycled* for the next token that needs one.
 //! - A request that shares another's prompt (prefix caching) maps its first pages onto the other's
 //!   full pages instead of computing them again; a page is freed when no request refers to it.
-//!   Only *full* pages are shared: the prompt's tail in a partly filled page is recomputed.
+//!   [`PagedCache::fork_prefix`] shares *full* pages only (the prompt's tail in a partly filled page
+//!   is recomputed); [`PagedCache::fork_shared`] shares the partly filled page too, and the first
+//!   request to write into a page another still reads gets a copy of it first (copy-on-write).
+//! - A pool made [`PagedCache::with_capacity`] refuses a page past its capacity with a message, and
+//!   [`PagedCache::release`] frees a finished request's pages. These books drive the real pool on
+//!   the GPU (`gpu::KvPool`): [`PagedCache::write`] says where each token goes.
 
 use super::schedule::LayerKind;
 
-/// Tokens per page (vLLM's default block size).
+/// Tokens per page (vLLM's default block size). Keep in sync with `PAGE_TOKENS` in shaders/paged_attention.wgsl.
 pub const PAGE_TOKENS: u64 = 16;
 
 /// Pages holding `tokens` tokens, the last one maybe partly filled.
@@ -58,11 +63,34 @@ pub struct PagedCache {
     pub sequences: Vec<Sequence>,
     /// Pages handed out again after being freed.
     pub recycled_pages: u64,
+    /// Pages copied because a request wrote into a page another still read.
+    pub copied_pages: u64,
+    /// The most physical pages this pool may hold.
+    capacity_pages: usize,
+}
+
+/// Where one appended token goes in the pool: slot `slot` of physical page `page`, after copying page
+/// `copy_from` over it when the request was sharing that page (copy-on-write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageWrite {
+    pub page: usize,
+    pub slot: u64,
+    pub copy_from: Option<usize>,
 }
 
 impl PagedCache {
     pub fn new(kind: LayerKind) -> Self {
-        Self { kind, pages: Vec::new(), free: Vec::new(), sequences: Vec::new(), recycled_pages: 0 }
+        Self::with_capacity(kind, usize::MAX)
+    }
+
+    /// A pool of at most `capacity_pages` physical pages: [`PagedCache::write`] refuses past them.
+    pub fn with_capacity(kind: LayerKind, capacity_pages: usize) -> Self {
+        let (pages, free, sequences) = (Vec::new(), Vec::new(), Vec::new());
+        Self { kind, pages, free, sequences, recycled_pages: 0, copied_pages: 0, capacity_pages }
+    }
+
+    pub fn capacity_pages(&self) -> usize {
+        self.capacity_pages
     }
 
     /// Starts an empty request; returns its index.
@@ -108,33 +136,111 @@ impl PagedCache {
         held as u64 * PAGE_TOKENS
     }
 
-    /// Appends one token to request `seq`, taking a page when the last one is full (a recycled one
-    /// when any is free), then drops pages the window no longer needs.
-    pub fn append(&mut self, seq: usize) {
-        let Some(s) = self.sequences.get(seq) else { return };
-        let offset = s.len_tokens % PAGE_TOKENS;
-        if offset == 0 {
-            let phys = self.take_page(seq);
-            self.sequences[seq].table.push(Some(phys));
+    /// Starts a request whose first `prompt_tokens` tokens equal those of request `from`, referring to
+    /// every page of `from` that holds them, the partly filled last one included (it is copied when
+    /// either request first writes into it). Sharing stops at the first page `from` no longer holds;
+    /// past such a gap only whole pages count. Returns `(index, shared tokens)`.
+    pub fn fork_shared(&mut self, from: usize, prompt_tokens: u64) -> (usize, u64) {
+        let id = self.add_sequence();
+        let Some(src) = self.sequences.get(from).cloned() else { return (id, 0) };
+        let tokens = prompt_tokens.min(src.len_tokens);
+        let mut table = Vec::new();
+        for logical in 0..pages_for(tokens) as usize {
+            let Some(Some(phys)) = src.table.get(logical).copied() else { break };
+            self.pages[phys].owners |= 1 << id;
+            table.push(Some(phys));
         }
-        let logical = (self.sequences[seq].len_tokens / PAGE_TOKENS) as usize;
-        if let Some(Some(phys)) = self.sequences[seq].table.get(logical).copied() {
-            self.pages[phys].filled_tokens = offset + 1;
-        }
-        self.sequences[seq].len_tokens += 1;
-        self.drop_outside_window(seq);
+        let shared = if table.len() as u64 == pages_for(tokens) { tokens } else { table.len() as u64 * PAGE_TOKENS };
+        self.sequences[id] = Sequence { table, len_tokens: shared, shared_tokens: shared };
+        self.drop_outside_window(id);
+        (id, shared)
     }
 
-    fn take_page(&mut self, seq: usize) -> usize {
+    /// Appends one token to request `seq` in a pool without a capacity (the lessons' arithmetic): as
+    /// [`PagedCache::write`], which cannot fail there but for a request that does not exist.
+    pub fn append(&mut self, seq: usize) {
+        let _unbounded_never_refuses = self.write(seq);
+    }
+
+    /// Appends one token to request `seq` and says where it goes: a new page when the last one is
+    /// full (a recycled one when any is free); a copy of the last page when another request still
+    /// reads it; then drops pages the window no longer needs. Refused, changing nothing, when the
+    /// pool has no page left.
+    pub fn write(&mut self, seq: usize) -> Result<PageWrite, String> {
+        let s = self.sequences.get(seq).ok_or_else(|| format!("request {seq} does not exist"))?;
+        let (len, offset) = (s.len_tokens, s.len_tokens % PAGE_TOKENS);
+        let logical = (len / PAGE_TOKENS) as usize;
+        let last = s.table.get(logical).copied().flatten();
+        let shared = last.is_some_and(|phys| self.pages[phys].owners & !(1u32 << seq) != 0);
+        let write = match last {
+            Some(phys) if offset != 0 && shared => {
+                let copy = self.take_page(seq, len)?;
+                self.pages[phys].owners &= !(1u32 << seq);
+                self.pages[copy].filled_tokens = offset;
+                self.sequences[seq].table[logical] = Some(copy);
+                self.copied_pages += 1;
+                PageWrite { page: copy, slot: offset, copy_from: Some(phys) }
+            }
+            Some(phys) if offset != 0 => PageWrite { page: phys, slot: offset, copy_from: None },
+            _ => {
+                let phys = self.take_page(seq, len)?;
+                self.sequences[seq].table.push(Some(phys));
+                PageWrite { page: phys, slot: 0, copy_from: None }
+            }
+        };
+        let page = &mut self.pages[write.page];
+        page.filled_tokens = page.filled_tokens.max(offset + 1);
+        self.sequences[seq].len_tokens += 1;
+        self.drop_outside_window(seq);
+        Ok(write)
+    }
+
+    fn take_page(&mut self, seq: usize, len_tokens: u64) -> Result<usize, String> {
         let owner = 1u32 << seq;
         if let Some(phys) = self.free.pop() {
             let page = &mut self.pages[phys];
             *page = Page { owners: owner, filled_tokens: 0, reuses: page.reuses + 1 };
             self.recycled_pages += 1;
-            return phys;
+            return Ok(phys);
+        }
+        if self.pages.len() >= self.capacity_pages {
+            return Err(format!(
+                "the pool's {} pages of {PAGE_TOKENS} tokens are all in use: request {seq} cannot grow past {len_tokens} tokens",
+                self.capacity_pages
+            ));
         }
         self.pages.push(Page { owners: owner, filled_tokens: 0, reuses: 0 });
-        self.pages.len() - 1
+        Ok(self.pages.len() - 1)
+    }
+
+    /// Request `seq` has finished: its pages go back to the pool unless another request reads them.
+    pub fn release(&mut self, seq: usize) {
+        let Some(s) = self.sequences.get_mut(seq) else { return };
+        let table = std::mem::take(&mut s.table);
+        s.len_tokens = 0;
+        for phys in table.into_iter().flatten() {
+            self.unref(phys, seq);
+        }
+    }
+
+    fn unref(&mut self, phys: usize, seq: usize) {
+        let page = &mut self.pages[phys];
+        page.owners &= !(1u32 << seq);
+        if page.owners == 0 {
+            self.free.push(phys);
+        }
+    }
+
+    /// Request `seq`'s page table as the paged kernel reads it: one physical page per logical page;
+    /// pages a window dropped read 0 (the kernel never visits their keys).
+    pub fn kernel_table(&self, seq: usize) -> Vec<u32> {
+        let table = self.sequences.get(seq).map_or(&[][..], |s| &s.table[..]);
+        table.iter().map(|p| p.map_or(0, |phys| phys as u32)).collect()
+    }
+
+    /// Slots of live pages that hold no token: the pool's internal fragmentation, in tokens.
+    pub fn empty_slots(&self) -> u64 {
+        self.live_pages() as u64 * PAGE_TOKENS - self.live_tokens()
     }
 
     /// First token position request `seq` must still hold: 0 for global layers, `len - W` for a
@@ -150,11 +256,7 @@ impl PagedCache {
         let whole_pages = (keep_from / PAGE_TOKENS) as usize;
         for logical in 0..whole_pages.min(self.sequences[seq].table.len()) {
             if let Some(phys) = self.sequences[seq].table[logical].take() {
-                let page = &mut self.pages[phys];
-                page.owners &= !(1u32 << seq);
-                if page.owners == 0 {
-                    self.free.push(phys);
-                }
+                self.unref(phys, seq);
             }
         }
     }
@@ -174,9 +276,21 @@ impl PagedCache {
         self.pages.iter().filter(|p| p.owners != 0).map(|p| p.filled_tokens).sum()
     }
 
-    /// Tokens that would be stored twice without sharing: the shared pages' fill.
+    /// Tokens that would be stored again without sharing: of each page, the tokens every request
+    /// reads from it, less the most any one reads (stored once). A partly shared page counts the
+    /// tokens its readers have in common, not its whole fill.
     pub fn deduplicated_tokens(&self) -> u64 {
-        self.pages.iter().map(|p| u64::from(p.owners.count_ones().saturating_sub(1)) * p.filled_tokens).sum()
+        let mut reads = vec![(0u64, 0u64); self.pages.len()];
+        for s in &self.sequences {
+            for (logical, phys) in s.table.iter().enumerate() {
+                if let Some(phys) = *phys {
+                    let read = s.len_tokens.saturating_sub(logical as u64 * PAGE_TOKENS).min(PAGE_TOKENS);
+                    let (sum, most) = &mut reads[phys];
+                    (*sum, *most) = (*sum + read, (*most).max(read));
+                }
+            }
+        }
+        reads.iter().map(|(sum, most)| sum - most).sum()
     }
 }
 

@@ -19,7 +19,7 @@ use crate::model::{DType, Model, encode_model};
 use crate::state::AppState;
 use crate::views::decode::pace::Pace;
 use crate::views::decode::run::DecodeRun;
-use crate::views::decode::snapshot::{PagesView, RunState, Snapshot};
+use crate::views::decode::snapshot::{PagesView, PoolView, RunState, Snapshot};
 use crate::views::decode::text::{self, PageCell};
 
 /// The decode panel for the app's resolved `model`; `marker` receives (tokens of A, model bytes) for the chart.
@@ -125,11 +125,24 @@ fn Counters(snap: Snapshot, dtype: DType) -> impl IntoView {
             <p>"Stored once instead of twice thanks to the shared prompt: "
                 <strong data-testid="decode-saved-bytes" data-value=snap.saved_bytes.to_string()>{bytes_text(snap.saved_bytes)}</strong></p>
             <p class="hint">{text::buffers_text(&snap)}</p>
+            <PoolLine pool=snap.pool/>
             <p class="hint" data-testid="decode-check" data-max-diff=text::max_diff_value(snap.max_diff)>
                 {text::check_text(snap.max_diff)}
             </p>
             {(!snap.message.is_empty()).then(|| view! { <p class="status error" data-testid="decode-error">{snap.message.clone()}</p> })}
         </div>
+    }
+}
+
+/// The pool's real use (`page-pool`): the pages the books placed tokens in, at the pool's page size.
+#[component]
+fn PoolLine(pool: PoolView) -> impl IntoView {
+    view! {
+        <p class="hint" data-testid="page-pool" data-used-bytes=pool.used_bytes.to_string() data-pages=pool.live_pages.to_string()
+            data-shared-pages=pool.shared_pages.to_string() data-capacity-pages=pool.capacity_pages.to_string()
+            data-empty-slots=pool.empty_slots.to_string() data-copied-pages=pool.copied_pages.to_string()>
+            {text::pool_text(&pool)}
+        </p>
     }
 }
 

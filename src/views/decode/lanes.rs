@@ -1,12 +1,15 @@
-//! One lane per layer kind that stores a cache: its demo shape, the paged accounting, and one engine
-//! decode cache per request; and the K/V rows and query each token brings, recomputable at any time.
+//! One lane per layer kind that stores a cache: its demo shape, the pool's books (which page holds
+//! which request's tokens) and the pool itself, where the engine keeps it; and the K/V rows and query
+//! each token brings, recomputable at any time. A lane plans each step (which page and slot, what to
+//! copy, the page table); the engine's one entry point writes and attends.
 
-use crate::engine::{DecodeCache, Engine};
+use crate::cpu::reference::Forward;
+use crate::engine::{DecodePool, Engine, PoolStep, pool_bytes};
 use crate::model::Mask;
 use crate::model::Model;
 use crate::model::decode_demo::{DemoLayer, Tensor, demo_layers, token_values, value_stream};
-use crate::model::limits::{KERNEL_MAX_HEAD_DIM, product};
-use crate::model::paging::PagedCache;
+use crate::model::limits::KERNEL_MAX_HEAD_DIM;
+use crate::model::paging::{PagedCache, pages_for};
 
 /// Request A (index 0) appends from the start; request B (index 1) arrives later sharing its prompt.
 pub const REQUESTS: usize = 2;
@@ -15,42 +18,75 @@ pub struct Lane {
     pub layer: DemoLayer,
     /// The model's layers of this kind that store a cache (the real model's bytes count each).
     pub storing_layers: u32,
+    /// The pool's books: pages, owners, tables.
     pub paged: PagedCache,
-    /// Request A's buffer from the start; B's once it arrives.
-    pub caches: [Option<DecodeCache>; REQUESTS],
+    /// The pool's K and V, on the GPU (or the CPU tier's twin).
+    pub pool: DecodePool,
 }
 
 impl Lane {
-    /// Appends `request`'s token at `position` (lane `slot`): its K/V rows to the buffer and a token to
-    /// the pages. Returns the buffer, for the kernel to read.
-    pub fn append(&mut self, engine: &Engine, slot: u32, request: u32, position: u64) -> Result<&DecodeCache, String> {
+    /// Appends `request`'s token at `position` (lane `slot`) and runs the decode step over the
+    /// request's tokens: the books say where the token goes (a copy of a shared page first), the
+    /// engine writes it there and attends through the request's page table.
+    pub async fn step(
+        &mut self,
+        engine: &Engine,
+        slot: u32,
+        request: u32,
+        position: u64,
+    ) -> Result<(Vec<f32>, Forward), String> {
+        let write = self.paged.write(request as usize)?;
         let (k, v) = kv_rows(&self.layer, slot, request, position);
-        let cache = self.caches[request as usize].as_mut().ok_or("decode cache missing")?;
-        engine.append_kv(cache, &k, &v)?;
-        self.paged.append(request as usize);
-        Ok(cache)
+        let q = query(&self.layer, slot, request, position);
+        let table = self.paged.kernel_table(request as usize);
+        let n_kv = u32::try_from(position + 1).map_err(|_| "too many tokens for the kernel")?;
+        let layer = self.layer;
+        let step = PoolStep {
+            write,
+            k: &k,
+            v: &v,
+            table: &table,
+            n_kv,
+            q: &q,
+            h_q: layer.h_q,
+            mask: layer_mask(&layer)?,
+            scale: layer.scale(),
+        };
+        let out = engine.paged_decode_step(&self.pool, &step).await?;
+        Ok((q, out))
+    }
+
+    /// Bytes of the pages some request holds: what the pool really uses.
+    pub fn used_bytes(&self) -> u64 {
+        self.paged.live_pages() as u64 * self.pool.page_bytes()
     }
 }
 
-/// Bytes of the K/V buffers a run of `capacity_tokens` allocates: two requests, every lane, K and V
-/// in f32 (checked against the job limit before any is allocated).
+/// Pages each lane's pool holds: room for both requests' whole runs, unshared.
+pub fn pool_pages(capacity_tokens: u32) -> u32 {
+    (2 * pages_for(capacity_tokens.into())).try_into().unwrap_or(u32::MAX)
+}
+
+/// Bytes of the K/V pools a run of `capacity_tokens` allocates: every lane, K and V in f32 (checked
+/// against the job limit before any is allocated).
 pub fn buffers_bytes(model: &Model, capacity_tokens: u32) -> u64 {
     demo_layers(model, KERNEL_MAX_HEAD_DIM)
         .iter()
-        .map(|l| product(&[2, 2, l.h_kv.into(), l.run_dim.into(), capacity_tokens.into(), 4]))
+        .map(|l| pool_bytes(l.h_kv, l.run_dim, pool_pages(capacity_tokens)))
         .fold(0, u64::saturating_add)
 }
 
 /// One lane per layer kind that stores a cache, in schedule order, each with request A started and a
-/// buffer of `capacity_tokens` for it.
+/// pool for `capacity_tokens` of each request.
 pub fn open_lanes(engine: &Engine, model: &Model, capacity_tokens: u32) -> Result<Vec<Lane>, String> {
     demo_layers(model, KERNEL_MAX_HEAD_DIM)
         .into_iter()
         .map(|layer| {
-            let cache = engine.decode_cache(layer.h_kv, layer.run_dim, capacity_tokens)?;
-            let mut paged = PagedCache::new(layer.kind);
+            let pages = pool_pages(capacity_tokens);
+            let pool = engine.kv_pool(layer.h_kv, layer.run_dim, pages)?;
+            let mut paged = PagedCache::with_capacity(layer.kind, pages as usize);
             paged.add_sequence();
-            Ok(Lane { layer, storing_layers: storing_layers(model, &layer), paged, caches: [Some(cache), None] })
+            Ok(Lane { layer, storing_layers: storing_layers(model, &layer), paged, pool })
         })
         .collect()
 }
@@ -96,8 +132,9 @@ mod tests {
         assert_eq!(kinds, ["sliding", "global"]);
         // Gemma 3 27B: 62 layers, five sliding to one global.
         assert_eq!(lanes.iter().map(|l| l.storing_layers).sum::<u32>(), 62);
-        assert!(lanes.iter().all(|l| l.paged.sequences.len() == 1 && l.caches[0].is_some() && l.caches[1].is_none()));
-        assert!(open_lanes(&cpu(), gemma, 0).is_err(), "an empty buffer is refused");
+        // 64 tokens per request: 2 x 4 pages.
+        assert!(lanes.iter().all(|l| l.paged.sequences.len() == 1 && l.pool.pages() == 8));
+        assert!(open_lanes(&cpu(), gemma, 0).is_err(), "an empty pool is refused");
     }
 
     #[test]
@@ -113,15 +150,25 @@ mod tests {
     }
 
     #[test]
-    fn appending_fills_the_buffer_and_the_pages() {
+    fn each_step_fills_a_page_slot_and_a_full_pool_refuses() {
         let engine = cpu();
-        let mut lanes = open_lanes(&engine, preset("llama-3-8b").unwrap(), 4).unwrap();
+        // 16 tokens per request: a pool of 2 pages.
+        let mut lanes = open_lanes(&engine, preset("llama-3-8b").unwrap(), 16).unwrap();
         let lane = &mut lanes[0];
-        for position in 0..3 {
-            assert_eq!(lane.append(&engine, 0, 0, position).map(DecodeCache::len_tokens), Ok(position as u32 + 1));
+        for position in 0..17 {
+            let stepped = pollster::block_on(lane.step(&engine, 0, 0, position));
+            assert!(stepped.is_ok(), "{stepped:?}");
         }
-        assert_eq!(lane.paged.sequences[0].len_tokens, 3);
-        assert!(lane.append(&engine, 0, 1, 0).is_err(), "request B has no buffer before it arrives");
+        assert_eq!((lane.paged.sequences[0].len_tokens, lane.paged.live_pages()), (17, 2));
+        // Llama 3 8B's lane: 8 KV heads x 16 tokens x 128 dims x 4 B x 2 (K, V) = 131,072 B a page.
+        assert_eq!(lane.used_bytes(), 2 * 131_072);
+        let refused = pollster::block_on(lane.step(&engine, 0, 0, 17)).err();
+        assert_eq!(refused, None, "slot 1 of page 1 is free");
+        for position in 18..32 {
+            pollster::block_on(lane.step(&engine, 0, 0, position)).unwrap();
+        }
+        let full = pollster::block_on(lane.step(&engine, 0, 0, 32)).unwrap_err();
+        assert_eq!(full, "the pool's 2 pages of 16 tokens are all in use: request 0 cannot grow past 32 tokens");
         assert_eq!(layer_mask(&lane.layer), Ok(Mask::Causal));
     }
 }

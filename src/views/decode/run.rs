@@ -1,12 +1,13 @@
 //! One run of the animation, advanced one action of the script at a time: append a token to request
-//! A or B (and run the decode kernel on every lane), or fork B off A's prompt. The caller awaits each
+//! A or B (and run the paged decode kernel on every lane), or fork B off A's prompt (its pages
+//! shared, nothing copied or computed); a request that reaches its length ends and frees its pages. The caller awaits each
 //! [`DecodeRun::advance`] and decides when to draw; every decision about what to append, check and
 //! show is here.
 
 use super::check::{is_checked, reference_diff};
-use super::lanes::{Lane, buffers_bytes, kv_rows, layer_mask, open_lanes, query};
-use super::snapshot::{PagesView, RunState, Snapshot};
-use crate::engine::{DecodeCache, Engine};
+use super::lanes::{Lane, buffers_bytes, open_lanes};
+use super::snapshot::{PagesView, PoolView, RunState, Snapshot};
+use crate::engine::Engine;
 use crate::model::decode_demo::{Action, PROMPT_TOKENS, next_action, run_tokens};
 use crate::model::kv_cache::kv_bytes_per_token_per_layer;
 use crate::model::limits::{self, JOB_MAX_BYTES};
@@ -19,8 +20,6 @@ pub struct DecodeRun {
     model: Model,
     dtype: DType,
     lanes: Vec<Lane>,
-    /// Tokens each buffer is allocated for: the whole run.
-    capacity_tokens: u32,
     snap: Snapshot,
 }
 
@@ -35,19 +34,19 @@ impl DecodeRun {
         if !super::text::can_run(model) {
             snap.state = RunState::Failed;
             snap.message = "Not started: the model has no attention layer, so there is no KV cache to page.".into();
-            return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), capacity_tokens, snap };
+            return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), snap };
         }
         if let Err(over) = limits::check_job_bytes(buffers_bytes(model, capacity_tokens), JOB_MAX_BYTES) {
             snap.state = RunState::Failed;
             snap.message = format!("Not started: the K/V buffers of this run {over}.");
-            return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), capacity_tokens, snap };
+            return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), snap };
         }
         let lanes = open_lanes(engine, model, capacity_tokens).unwrap_or_else(|e| {
             snap.state = RunState::Failed;
-            snap.message = format!("Could not allocate the K/V buffer: {e}");
+            snap.message = format!("Could not allocate the K/V pool: {e}");
             Vec::new()
         });
-        DecodeRun { model: model.clone(), dtype, lanes, capacity_tokens, snap }
+        DecodeRun { model: model.clone(), dtype, lanes, snap }
     }
 
     /// The counters as they stand (the pages and bytes as of the last [`DecodeRun::refreshed`]).
@@ -65,13 +64,15 @@ impl DecodeRun {
             Action::AppendA => {
                 let outcome = self.step(engine, REQUEST_A, self.snap.a_tokens, now_ms).await;
                 self.snap.a_tokens += 1;
+                self.end_if_done(REQUEST_A, self.snap.a_tokens);
                 outcome
             }
-            Action::ForkB => self.fork_b(engine),
+            Action::ForkB => self.fork_b(),
             Action::AppendB => {
                 let b = self.snap.b_tokens.unwrap_or(0);
                 let outcome = self.step(engine, REQUEST_B, b, now_ms).await;
                 self.snap.b_tokens = Some(b + 1);
+                self.end_if_done(REQUEST_B, b + 1);
                 outcome
             }
             Action::Done => {
@@ -85,7 +86,7 @@ impl DecodeRun {
         }
     }
 
-    /// Appends `request`'s token at `position` to every lane and runs the decode kernel on each,
+    /// Appends `request`'s token at `position` to every lane and runs the paged decode kernel on each,
     /// timing it with `now_ms` and checking it against the reference every so many tokens.
     async fn step(
         &mut self,
@@ -96,34 +97,43 @@ impl DecodeRun {
     ) -> Result<(), String> {
         for (slot, lane) in self.lanes.iter_mut().enumerate() {
             let slot = slot as u32;
-            let layer = lane.layer;
-            let cache = lane.append(engine, slot, request, position)?;
-            let q = query(&layer, slot, request, position);
             let started = now_ms();
-            let out = engine.decode(cache, &q, layer.h_q, layer_mask(&layer)?, layer.scale()).await?;
+            let (q, out) = lane.step(engine, slot, request, position).await?;
             self.snap.kernel_ms_total += now_ms() - started;
             self.snap.kernel_steps += 1;
             if is_checked(position) {
-                self.snap.record_diff(reference_diff(&layer, slot, request, position + 1, &q, &out.o)?);
+                self.snap.record_diff(reference_diff(&lane.layer, slot, request, position + 1, &q, &out.o)?);
             }
         }
         Ok(())
     }
 
-    /// Request B arrives: it takes A's full prompt pages and copies their K/V rows into its own buffer
-    /// (a reuse, not a recomputation: no kernel runs for them).
-    fn fork_b(&mut self, engine: &Engine) -> Result<(), String> {
-        // Every layer kind shares the same prefix: the shortest any of them still holds whole.
-        let shareable =
-            self.lanes.iter().map(|l| l.paged.shareable_tokens(REQUEST_A as usize, PROMPT_TOKENS)).min().unwrap_or(0);
-        for (slot, lane) in self.lanes.iter_mut().enumerate() {
-            let (_, shared) = lane.paged.fork_prefix(REQUEST_A as usize, shareable);
-            let mut cache = engine.decode_cache(lane.layer.h_kv, lane.layer.run_dim, self.capacity_tokens)?;
-            for position in 0..shared {
-                let (k, v) = kv_rows(&lane.layer, slot as u32, REQUEST_B, position);
-                engine.append_kv(&mut cache, &k, &v)?;
+    /// A request that has all its tokens ends: its pages go back to every lane's pool.
+    /// The bytes the sharing saved are kept as they stood while both requests ran.
+    fn end_if_done(&mut self, request: u32, tokens: u64) {
+        if tokens >= self.snap.run_tokens {
+            if !self.snap.first_ended {
+                self.snap.saved_bytes = self.saved_bytes();
+                self.snap.first_ended = true;
             }
-            lane.caches[REQUEST_B as usize] = Some(cache);
+            for lane in &mut self.lanes {
+                lane.paged.release(request as usize);
+            }
+        }
+    }
+
+    /// Request B arrives: its page tables point at A's pages holding the prompt, the partly filled
+    /// last one included (copied when B first writes into it). No row is copied or computed for them.
+    fn fork_b(&mut self) -> Result<(), String> {
+        // Every layer kind shares the same prefix: the shortest any of them still holds.
+        let shareable = self
+            .lanes
+            .iter()
+            .map(|l| l.paged.clone().fork_shared(REQUEST_A as usize, PROMPT_TOKENS).1)
+            .min()
+            .unwrap_or(0);
+        for lane in &mut self.lanes {
+            lane.paged.fork_shared(REQUEST_A as usize, shareable);
         }
         self.snap.shared_tokens = shareable;
         self.snap.b_tokens = Some(shareable);
@@ -132,21 +142,27 @@ impl DecodeRun {
 
     /// The snapshot with the pages and the real model's bytes filled in from the lanes: what a redraw shows.
     pub fn refreshed(&mut self) -> &Snapshot {
+        self.snap.a_model_bytes = kv_total_bytes(&self.model, self.snap.a_tokens, self.dtype).unwrap_or(0);
+        if !self.snap.first_ended {
+            self.snap.saved_bytes = self.saved_bytes();
+        }
+        self.snap.demo_buffer_bytes = self.lanes.iter().map(|l| u64::from(l.pool.pages()) * l.pool.page_bytes()).sum();
+        self.snap.pool = PoolView::of(&self.lanes);
+        self.snap.layers = self.lanes.iter().map(PagesView::of).collect();
+        &self.snap
+    }
+
+    /// The real model's bytes the shared pages store once instead of twice, as the lanes stand.
+    fn saved_bytes(&self) -> u128 {
         let (model, dtype) = (&self.model, self.dtype);
-        self.snap.a_model_bytes = kv_total_bytes(model, self.snap.a_tokens, dtype).unwrap_or(0);
-        self.snap.saved_bytes = self
-            .lanes
+        self.lanes
             .iter()
             .map(|l| {
                 u128::from(l.paged.deduplicated_tokens())
                     * kv_bytes_per_token_per_layer(model, l.layer.kind, dtype)
                     * u128::from(l.storing_layers)
             })
-            .sum();
-        self.snap.demo_buffer_bytes =
-            self.lanes.iter().flat_map(|l| l.caches.iter().flatten()).map(DecodeCache::used_bytes).sum();
-        self.snap.layers = self.lanes.iter().map(PagesView::of).collect();
-        &self.snap
+            .sum()
     }
 }
 
@@ -178,27 +194,64 @@ mod tests {
     }
 
     #[test]
-    fn llama_3_8b_shares_two_prompt_pages_and_matches_the_reference() {
+    fn llama_3_8b_shares_the_prompt_pages_and_matches_the_reference() {
         let snap = run_to_the_end(preset("llama-3-8b").unwrap());
         assert_eq!((snap.state, snap.message.as_str()), (RunState::Done, ""));
-        // Each request runs 256 tokens; B shares A's 40-token prompt as 2 full pages of 16 = 32 tokens.
-        assert_eq!((snap.a_tokens, snap.b_tokens, snap.shared_tokens), (256, Some(256), 32));
-        // 256 tokens * 131,072 B; stored once: 32 shared tokens * 131,072 B.
+        // Each request runs 256 tokens; B shares A's whole 40-token prompt: 2 full pages of 16 and the
+        // partly filled third, which B copies when it writes its first token.
+        assert_eq!((snap.a_tokens, snap.b_tokens, snap.shared_tokens), (256, Some(256), 40));
+        // While both ran, the 2 full pages stayed shared: 32 tokens * 131,072 B stored once.
         assert_eq!((snap.a_model_bytes, snap.saved_bytes), (256 * 131_072, 32 * 131_072));
-        // Global layers: 16 pages per request minus the 2 shared; nothing recycled.
+        // Both requests ended: every page is back in the pool. A ended first (at 256, B at 208): B's last
+        // 48 tokens went into 3 of A's freed pages. One page was copied.
         let global = &snap.layers[0];
-        assert_eq!((global.live_pages, global.shared_pages, global.recycled_pages), (30, 2, 0));
-        // One launch per token of either request but B's 32 shared ones; the CPU tier is the reference.
-        assert_eq!(snap.kernel_steps, 256 + 256 - 32);
+        assert_eq!((global.live_pages, global.shared_pages, global.recycled_pages), (0, 0, 3));
+        assert_eq!((snap.pool.used_bytes, snap.pool.live_pages, snap.pool.copied_pages), (0, 0, 1));
+        // One launch per token of either request but B's 40 shared ones; the CPU tier is the reference.
+        assert_eq!(snap.kernel_steps, 256 + 256 - 40);
         assert_eq!(snap.max_diff, Some(0.0));
-        // 8 KV heads * 128 dims * 2 (K, V) * 4 B * 512 tokens.
-        assert_eq!(snap.demo_buffer_bytes, 8 * 128 * 2 * 4 * 512);
+        // The pool: 2 x 16 pages of 8 KV heads * 16 tokens * 128 dims * 4 B * 2 (K, V).
+        assert_eq!(snap.demo_buffer_bytes, 32 * 8 * 16 * 128 * 4 * 2);
+        assert_eq!(snap.pool.capacity_pages, 32);
+    }
+
+    /// The pool's bytes as it stands mid-run (from the books that place every token, at the real
+    /// pool's page size) against model/paging.rs's arithmetic: each request's pages, less the shared.
+    #[test]
+    fn the_pool_in_use_is_the_page_arithmetic() {
+        use crate::model::paging::pages_for;
+        let engine = Engine::Cpu { reason: "native test".into() };
+        let mut run = DecodeRun::start(&engine, preset("llama-3-8b").unwrap(), DType::Fp16);
+        let page_bytes = 8 * 16 * 128 * 4 * 2;
+        let mut checked = 0;
+        while !run.is_finished() {
+            ready(run.advance(&engine, || 0.0));
+            let snap = run.refreshed().clone();
+            let (a, b) = (snap.a_tokens, snap.b_tokens);
+            if snap.first_ended {
+                break;
+            }
+            // Before B writes, it shares all 3 prompt pages; after, the 2 full ones.
+            let shared = match b {
+                None => 0,
+                Some(40) => 3,
+                Some(_) => 2,
+            };
+            let pages = pages_for(a) + b.map_or(0, pages_for) - shared;
+            assert_eq!((snap.pool.live_pages, snap.pool.shared_pages), (pages, shared), "a {a}, b {b:?}");
+            assert_eq!(snap.pool.used_bytes, pages * page_bytes, "a {a}, b {b:?}");
+            // The empty slots: every live page's 16 less the tokens stored once.
+            let stored = a + b.map_or(0, |b| b.saturating_sub(40) + 8 * u64::from(b > 40));
+            assert_eq!(snap.pool.empty_slots, pages * 16 - stored, "a {a}, b {b:?}");
+            checked += 1;
+        }
+        assert!(checked > 300, "{checked} steps checked");
     }
 
     #[test]
     fn a_run_whose_buffers_pass_the_job_limit_is_refused_before_allocating() {
-        // Llama 3 8B: 2 requests x (K, V) x 8 KV heads x 128 dims x 256 tokens x 4 B = 4 MiB.
-        assert_eq!(buffers_bytes(preset("llama-3-8b").unwrap(), 256), 2 * 2 * 8 * 128 * 256 * 4);
+        // Llama 3 8B: 2 x 16 pages x (K, V) x 8 KV heads x 16 tokens x 128 dims x 4 B = 4 MiB.
+        assert_eq!(buffers_bytes(preset("llama-3-8b").unwrap(), 256), 2 * 16 * 2 * 8 * 16 * 128 * 4);
         // 4,096 KV heads of 256 over 256 tokens: 2 x 2 x 4,096 x 256 x 256 x 4 = 4 GiB, over 1 GiB.
         let mut wide = preset("llama-3-8b").unwrap().clone();
         (wide.n_q_heads, wide.attn.n_kv_heads, wide.attn.head_dim) = (4096, 4096, 256);
@@ -219,15 +272,21 @@ mod tests {
         let engine = Engine::Cpu { reason: "native test".into() };
         for id in ["llama-3-8b", "gemma-3-27b"] {
             let model = preset(id).unwrap();
+            let bytes_per_token = kv_bytes_per_token(model, DType::Fp16).unwrap();
             let mut run = DecodeRun::start(&engine, model, DType::Fp16);
             while run.snapshot().b_tokens.is_none() {
                 ready(run.advance(&engine, || 0.0));
             }
-            let snap = run.refreshed();
-            // Llama 3 8B: 32 tokens x 131,072 B; the same arithmetic for Gemma's two layer kinds.
+            // On arrival B reads the whole 40-token prompt from A's pages, stored once.
+            let snap = run.refreshed().clone();
+            assert_eq!((snap.shared_tokens, snap.saved_bytes), (40, 40 * bytes_per_token), "{id}");
+            // Once B writes into the partly filled page it has its own copy: the full pages stay
+            // shared, as the lessons compute (Llama 3 8B: 32 tokens x 131,072 B).
+            while run.snapshot().b_tokens == Some(40) {
+                ready(run.advance(&engine, || 0.0));
+            }
             let shared = shared_prompt_tokens(model);
-            assert_eq!(snap.shared_tokens, shared, "{id}");
-            assert_eq!(snap.saved_bytes, u128::from(shared) * kv_bytes_per_token(model, DType::Fp16).unwrap(), "{id}");
+            assert_eq!(run.refreshed().saved_bytes, u128::from(shared) * bytes_per_token, "{id}");
         }
     }
 
@@ -238,9 +297,11 @@ mod tests {
         assert_eq!(snap.state, RunState::Done);
         let sliding = snap.layers.iter().find(|l| l.kind.noun() == "sliding").unwrap();
         let global = snap.layers.iter().find(|l| l.kind.noun() == "global").unwrap();
-        // A 64-token window keeps at most 64 / 16 + 1 = 5 pages per request.
-        assert!(sliding.live_pages <= 10 && sliding.recycled_pages > 0);
-        assert_eq!(global.recycled_pages, 0);
+        // A 64-token window keeps at most 64 / 16 + 1 = 5 pages per request; freed pages were handed
+        // out again, and every page is free once both requests ended.
+        assert!(sliding.live_pages == 0 && sliding.recycled_pages > 0);
+        // Global pages are freed only when A ends: B's last 3 pages are A's.
+        assert_eq!((global.live_pages, global.recycled_pages), (0, 3));
         assert_eq!(snap.a_model_bytes, 2 * 512 * 64 + 2 * 512 * 256);
     }
 
@@ -251,6 +312,6 @@ mod tests {
         let run = DecodeRun::start(&Engine::Cpu { reason: "native test".into() }, &model, DType::Fp16);
         assert!(run.is_finished());
         assert_eq!(run.snapshot().state, RunState::Failed);
-        assert!(run.snapshot().message.starts_with("Could not allocate the K/V buffer: "));
+        assert!(run.snapshot().message.starts_with("Could not allocate the K/V pool: "));
     }
 }

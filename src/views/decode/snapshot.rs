@@ -66,6 +66,38 @@ impl PagesView {
     }
 }
 
+/// Every lane's pool together, as the page shows it (`page-pool`): counted from the books that
+/// place every token in the real pool, at the real pool's page size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolView {
+    /// Bytes of the pages some request holds (K and V, f32).
+    pub used_bytes: u64,
+    pub live_pages: u64,
+    /// Pages more than one request reads.
+    pub shared_pages: u64,
+    pub capacity_pages: u64,
+    /// Slots of live pages that hold no token: the pool's fragmentation, in tokens.
+    pub empty_slots: u64,
+    /// Pages copied because a request wrote into a page another still read.
+    pub copied_pages: u64,
+}
+
+impl PoolView {
+    pub fn of(lanes: &[Lane]) -> Self {
+        let mut view = PoolView::default();
+        for lane in lanes {
+            let paged = &lane.paged;
+            view.used_bytes += lane.used_bytes();
+            view.live_pages += paged.live_pages() as u64;
+            view.shared_pages += paged.shared_pages() as u64;
+            view.capacity_pages += u64::from(lane.pool.pages());
+            view.empty_slots += paged.empty_slots();
+            view.copied_pages += paged.copied_pages;
+        }
+        view
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snapshot {
     pub state: RunState,
@@ -79,10 +111,14 @@ pub struct Snapshot {
     pub layers: Vec<PagesView>,
     /// Bytes of the real model's cache for request A (all layers, the chosen dtype).
     pub a_model_bytes: u128,
-    /// Bytes not stored twice thanks to the shared prompt pages (real model, all layers).
+    /// Bytes not stored twice thanks to the shared prompt pages (real model, all layers), as they
+    /// stood while both requests ran (kept once the first ends and frees its pages).
     pub saved_bytes: u128,
-    /// Bytes of this demo's K/V buffers (f32, one layer per type, both requests).
+    /// A request has all its tokens and its pages went back to the pool.
+    pub first_ended: bool,
+    /// Bytes of this demo's K/V pools (f32, one layer per type, room for both requests).
     pub demo_buffer_bytes: u64,
+    pub pool: PoolView,
     pub kernel_steps: u64,
     pub kernel_ms_total: f64,
     /// Largest |kernel − reference| over the checked steps.
@@ -101,7 +137,9 @@ impl Snapshot {
             layers: Vec::new(),
             a_model_bytes: 0,
             saved_bytes: 0,
+            first_ended: false,
             demo_buffer_bytes: 0,
+            pool: PoolView::default(),
             kernel_steps: 0,
             kernel_ms_total: 0.0,
             max_diff: None,

@@ -1,7 +1,7 @@
 //! Every text the decode panel shows, and the cells of its page grids.
 
 use super::check::CHECK_EVERY_TOKENS;
-use super::snapshot::{PageView, PagesView, RunState, Snapshot};
+use super::snapshot::{PageView, PagesView, PoolView, RunState, Snapshot};
 use crate::model::decode_demo::{PROMPT_TOKENS, demo_layers, run_tokens};
 use crate::model::limits::KERNEL_MAX_HEAD_DIM;
 use crate::model::paging::PAGE_TOKENS;
@@ -14,10 +14,13 @@ pub fn intro_text(model: &Model) -> String {
     let run = run_tokens(model);
     let intro = format!(
         "Request A reads a {PROMPT_TOKENS}-token prompt and generates up to {run} tokens. When it has 88, request B arrives \
-         with the same prompt: it reuses A's full prompt pages instead of computing them again, recomputes the \
-         prompt's last partial page, then both generate in turns. Every token appends its K and V rows to a \
-         buffer kept on the GPU and runs the decode kernel over it, one layer of each type with the model's \
-         KV heads, head size and mask. The values are seeded noise (no trained weights are loaded); the shapes are real."
+         with the same prompt: its page table points at A's pages that hold the prompt, the partly filled last one \
+         too, so nothing is computed or copied for them; the first time B writes into that page it gets its own \
+         copy (copy-on-write). Then both generate in turns. Every token writes its K and V rows into a page of one \
+         pool kept on the GPU and runs the paged decode kernel, which reads K and V through the request's page \
+         table, one layer of each type with the model's KV heads, head size and mask. A request with all its \
+         tokens ends and its pages go back to the pool. The values are seeded noise (no trained weights are \
+         loaded); the shapes are real."
     );
     let long_windows: Vec<String> = demo_layers(model, KERNEL_MAX_HEAD_DIM)
         .iter()
@@ -83,10 +86,30 @@ pub fn b_tokens_value(snap: &Snapshot) -> String {
 
 pub fn buffers_text(snap: &Snapshot) -> String {
     format!(
-        "This demo's GPU buffers hold {} (f32, one layer per type, both requests). {} kernel launches, {:.2} ms each on average.",
+        "This demo's K/V pools hold {} (f32, one layer per type, room for both requests). {} kernel launches, {:.2} ms each on average.",
         bytes_text(snap.demo_buffer_bytes.into()),
         snap.kernel_steps,
         snap.average_kernel_ms()
+    )
+}
+
+/// The pool as it stands: pages in use and their bytes, shared pages, fragmentation, copies.
+pub fn pool_text(pool: &PoolView) -> String {
+    let slots = pool.live_pages * PAGE_TOKENS;
+    let empty = if slots > 0 {
+        format!(" ({:.1} % of their slots)", pool.empty_slots as f64 * 100.0 / slots as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "Pool in use: {} of {} pages, {} of K and V (f32); {} shared by both requests; {} empty {} in pages in use{empty}; {} copied on write.",
+        pool.live_pages,
+        pool.capacity_pages,
+        bytes_text(pool.used_bytes.into()),
+        count_of(pool.shared_pages.into(), "page"),
+        pool.empty_slots,
+        if pool.empty_slots == 1 { "slot" } else { "slots" },
+        count_of(pool.copied_pages.into(), "page"),
     )
 }
 
@@ -169,6 +192,7 @@ mod tests {
     fn the_intro_notes_windows_longer_than_the_run() {
         let llama = intro_text(preset("llama-3-8b").unwrap());
         assert!(llama.starts_with("Request A reads a 40-token prompt and generates up to 256 tokens."));
+        assert!(llama.contains("runs the paged decode kernel, which reads K and V through the request's page table"));
         assert!(!llama.contains("Note:"));
         let scout = intro_text(preset("llama-4-scout").unwrap());
         assert!(scout.ends_with(
@@ -237,8 +261,27 @@ mod tests {
         (snap.demo_buffer_bytes, snap.kernel_steps, snap.kernel_ms_total) = (2048, 4, 1.0);
         assert_eq!(
             buffers_text(&snap),
-            "This demo's GPU buffers hold 2,048 bytes = 2.05 KB (2.00 KiB) (f32, one layer per type, both requests). \
-             4 kernel launches, 0.25 ms each on average."
+            "This demo's K/V pools hold 2,048 bytes = 2.05 KB (2.00 KiB) (f32, one layer per type, room for both \
+             requests). 4 kernel launches, 0.25 ms each on average."
+        );
+        // 3 pages in use of 32 (3 x 131,072 B); 48 slots, 8 empty: 16.7 %.
+        let pool = PoolView {
+            used_bytes: 393_216,
+            live_pages: 3,
+            shared_pages: 2,
+            capacity_pages: 32,
+            empty_slots: 8,
+            copied_pages: 1,
+        };
+        assert_eq!(
+            pool_text(&pool),
+            "Pool in use: 3 of 32 pages, 393,216 bytes = 393.22 KB (384.00 KiB) of K and V (f32); 2 pages shared by \
+             both requests; 8 empty slots in pages in use (16.7 % of their slots); 1 page copied on write."
+        );
+        assert_eq!(
+            pool_text(&PoolView::default()),
+            "Pool in use: 0 of 0 pages, 0 bytes of K and V (f32); 0 pages shared by both requests; 0 empty slots in \
+             pages in use; 0 pages copied on write."
         );
     }
 

@@ -1,0 +1,43 @@
+// Attention over a paged K/V cache (the vLLM idea): flash_attention.wgsl's tiled online softmax,
+// with every key's K and V row found through a page table instead of at `kv_head * kv_stride + key`.
+//
+// The pool. K and V each hold `pages` physical pages laid out `[page, h_kv, PAGE_TOKENS, D]`: a
+// page carries PAGE_TOKENS tokens of every KV head, so one table serves all heads. A request's table
+// maps its logical page `key / PAGE_TOKENS` to a physical page; two requests that share a prompt
+// hold the same page indices, and nothing is copied for them (src/model/paging.rs keeps the books:
+// allocation, sharing, copy-on-write, freeing).
+//
+// Everything else (rows, masks, the online softmax, O and lse, a row that sees no key) is
+// flash_attention.wgsl's, pasted in from the same includes; only `kv_row` differs. Keys outside every
+// row's visible range are never read, so table entries of pages a window dropped may point anywhere.
+
+// #include attention_io.wgsl
+
+// #include flash_io.wgsl
+
+// #include attention_masks.wgsl
+
+// #include flash_constants.wgsl
+
+// Tokens per page. Keep in sync with `PAGE_TOKENS` in src/model/paging.rs.
+const PAGE_TOKENS: u32 = 16u;
+
+// The request's page table: logical page -> physical page of the pool.
+@group(0) @binding(6) var<storage, read> page_table: array<u32>;
+
+// The pool row of `key` of KV head `kv_head`: its page from the table, then the head's block in it.
+fn kv_row(kv_head: u32, key: u32) -> u32 {
+    let page = page_table[key / PAGE_TOKENS];
+    return (page * params.h_kv + kv_head) * PAGE_TOKENS + key % PAGE_TOKENS;
+}
+
+@compute @workgroup_size(BR)
+fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    // This invocation's rows (t, kv_head, g, rows_total, row0, out_row, lo, hi, q_rows, acc, m, l).
+    // #include flash_rows_start.wgsl
+
+    // #include flash_keys.wgsl
+
+    // O and lse of the real rows.
+    // #include flash_rows_end.wgsl
+}

@@ -1,0 +1,119 @@
+//! Owner of `shaders/paged_attention.wgsl`: attention of a few queries (a decode step) over a paged
+//! K/V pool ([`crate::gpu::KvPool`]), each key's row found through the request's page table. The
+//! tiles are the forward kernel's ([`FlashTiles`]), since the loop is `flash_attention.wgsl`'s.
+
+use crate::attention::AttentionShape;
+use crate::gpu::attention_io::AttentionParams;
+use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers};
+use crate::gpu::flash_tiles::{FlashTiles, queries_in_registers};
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
+use crate::gpu::{GpuContext, GpuError};
+use crate::model::Mask;
+use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
+use crate::model::paging::PAGE_TOKENS;
+
+/// The forward kernel's bindings, then the page table.
+pub const PAGED_BINDINGS: [Binding; 7] = [
+    FLASH_BINDINGS[0],
+    FLASH_BINDINGS[1],
+    FLASH_BINDINGS[2],
+    FLASH_BINDINGS[3],
+    FLASH_BINDINGS[4],
+    FLASH_BINDINGS[5],
+    Binding::ReadOnly,
+];
+
+/// Unrolled natively, kept as loops in the browser: the forward kernel's choice, for its reasons.
+const UNROLL_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
+
+pub struct PagedAttention {
+    launcher: Launcher<Self>,
+    limits: wgpu::Limits,
+    is_cpu: bool,
+}
+
+impl Kernel for PagedAttention {
+    const NAME: &'static str = "paged_attention";
+    const SOURCE: &'static str = include_str!("../../shaders/paged_attention.wgsl");
+    const BINDINGS: &'static [Binding] = &PAGED_BINDINGS;
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = AttentionParams;
+
+    /// One workgroup per tile of a KV head's (query, head) rows.
+    fn workgroups(p: &AttentionParams) -> Option<u64> {
+        Some(u64::from(p.tiles_per_kv_head) * u64::from(p.h_kv))
+    }
+}
+
+/// One launch: `shape.d` padded to a multiple of 4; the table holds `table_pages` entries, each below
+/// `pool_pages`, covering `shape.n_kv` keys.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PagedLaunch {
+    pub shape: AttentionShape,
+    pub table_pages: u32,
+    pub pool_pages: u32,
+    pub mask: Mask,
+    pub scale: f32,
+}
+
+impl PagedLaunch {
+    /// Why the kernel cannot run this launch, if it cannot (checked before anything is bound).
+    pub fn check(&self) -> Result<(), String> {
+        let d_pad = self.shape.d;
+        if !d_pad.is_multiple_of(4) || !kernels_take_head_dim(d_pad) {
+            return Err(format!("paged attention needs d a multiple of 4 up to {KERNEL_MAX_HEAD_DIM} (got {d_pad})"));
+        }
+        let needed = u64::from(self.shape.n_kv).div_ceil(PAGE_TOKENS);
+        if u64::from(self.table_pages) < needed {
+            return Err(format!(
+                "{} keys need {needed} pages of {PAGE_TOKENS}, the page table has {}",
+                self.shape.n_kv, self.table_pages
+            ));
+        }
+        if self.pool_pages == 0 {
+            return Err("the pool has no page".into());
+        }
+        self.shape.validate()
+    }
+}
+
+impl PagedAttention {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let launcher = Launcher::new(ctx);
+        launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
+        Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu }
+    }
+
+    /// Prepares one launch over `buffers` (K and V the pool's, `[pages, h_kv, PAGE_TOKENS, d_pad]`) and
+    /// the page table `table` (`u32` physical page per logical page).
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &FlashBuffers<'_>,
+        table: &wgpu::Buffer,
+        launch: PagedLaunch,
+    ) -> Result<Dispatch, GpuError> {
+        launch.check().map_err(GpuError::InvalidInput)?;
+        let PagedLaunch { shape, mask, scale, .. } = launch;
+        let d_pad = shape.d;
+        let rows_total = shape.n_q * shape.group_size();
+        let tiles = FlashTiles::choose(&self.limits, self.is_cpu, d_pad).for_rows(d_pad, rows_total);
+        let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
+        // kv_stride is unused by the paged rows; PAGE_TOKENS documents the layout.
+        let params = AttentionParams::new(shape, PAGE_TOKENS as u32, mask, scale, tiles_per_kv_head);
+        let rows = tiles.rows_per_invocation(d_pad);
+        let constants = [
+            ("D", d_pad),
+            ("D4", d_pad / 4),
+            ("BC", tiles.keys_per_tile),
+            ("R", rows),
+            ("STAGE_KV", u32::from(tiles.stage_kv)),
+            ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
+        ];
+        let pipeline =
+            self.launcher.pipelines().get_specialised(&ctx.device, &constants, &[("BR", tiles.rows_per_workgroup)]);
+        let [q, k, v, o, lse] = buffers.bound();
+        self.launcher.dispatch(ctx, pipeline, &params, &[q, k, v, o, lse, table])
+    }
+}
