@@ -29,6 +29,7 @@ const VIEW_READY = {
   compare: '[data-testid="variant-row"]',
   bench: '[data-testid="bench-row"]',
   memory: '[data-testid="memory-row"]',
+  mla: '[data-testid="mla-max-diff"]',
 };
 
 async function waitForStep(app, lesson, step) {
