@@ -579,8 +579,17 @@ impl Job for Project<'_> {
         Ok(out)
     }
 
+    /// Row by row through the twin, yielding to the event loop every [`CPU_SLICE_MULTIPLY_ADDS`].
     async fn on_cpu(&self, _: bool) -> Result<Vec<f32>, String> {
-        Ok(crate::cpu::matmul::matmul(self.x, self.w, None, self.inputs))
+        let rows_per_slice = (CPU_SLICE_MULTIPLY_ADDS as usize / self.w.len().max(1)).max(1);
+        let mut out = Vec::with_capacity(self.x.len() / self.inputs * (self.w.len() / self.inputs));
+        for (i, rows) in self.x.chunks(rows_per_slice * self.inputs).enumerate() {
+            if i > 0 {
+                breathe().await;
+            }
+            out.extend(crate::cpu::matmul::matmul(rows, self.w, None, self.inputs));
+        }
+        Ok(out)
     }
 }
 
@@ -636,6 +645,11 @@ mod tests {
         assert!(pollster::block_on(engine.project(&[1.0, 2.0], &[1.0, 0.0, 1.0], 3)).is_err());
         assert!(pollster::block_on(engine.project(&[], &[1.0], 1)).is_err());
         assert!(pollster::block_on(engine.project(&[1.0], &[1.0], 0)).is_err());
+        // Sliced: 2,000,000 / (1,000 x 1,000) = 2 rows a slice over 5 rows; the same as in one go.
+        let x: Vec<f32> = (0..5_000).map(|i| (i % 7) as f32 - 3.0).collect();
+        let w: Vec<f32> = (0..1_000_000).map(|i| (i % 5) as f32 - 2.0).collect();
+        let sliced = pollster::block_on(engine.project(&x, &w, 1000)).unwrap();
+        assert_eq!(sliced, crate::cpu::matmul::matmul(&x, &w, None, 1000));
     }
 
     #[test]
