@@ -528,6 +528,74 @@ impl Job for AttentionGradients<'_, '_> {
     }
 }
 
+impl Engine {
+    /// `Y = X Wᵀ` (`x` rows `inputs` wide, `w` stored `[outputs, inputs]` as PyTorch keeps it): the
+    /// matmul kernel on the GPU, or its twin. Rows are padded to a multiple of 4 with zeros, which
+    /// adds nothing to any sum, since the kernel reads four values at a time.
+    pub async fn project(&self, x: &[f32], w: &[f32], inputs: usize) -> Result<Vec<f32>, String> {
+        let well_formed = inputs > 0 && x.len().is_multiple_of(inputs) && w.len().is_multiple_of(inputs);
+        if !well_formed || x.is_empty() || w.is_empty() {
+            return Err(format!("a projection needs whole rows of {inputs} inputs, got {} and {}", x.len(), w.len()));
+        }
+        let work = (x.len() / inputs) as u64 * w.len() as u64;
+        if work > CPU_MAX_MULTIPLY_ADDS {
+            return Err(format!(
+                "a projection of {} multiply-adds is more than one job takes here",
+                format_thousands(work.into())
+            ));
+        }
+        self.run(&Project { x, w, inputs }).await
+    }
+}
+
+/// One projection ([`Engine::project`]).
+pub struct Project<'a> {
+    pub x: &'a [f32],
+    pub w: &'a [f32],
+    pub inputs: usize,
+}
+
+impl Job for Project<'_> {
+    type Output = Vec<f32>;
+
+    fn fits_gpu(&self) -> bool {
+        true
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Vec<f32>, String> {
+        use crate::gpu::launch::{Dispatch, pad_rows};
+        use crate::gpu::matmul::{MatmulBuffers, MatmulLaunch};
+        let padded = self.inputs.next_multiple_of(4);
+        let (rows, outputs) = (self.x.len() / self.inputs, self.w.len() / self.inputs);
+        let to_u32 = |v: usize| u32::try_from(v).map_err(|_| format!("{v} is too large for a projection"));
+        let launch = MatmulLaunch::new(to_u32(rows)?, to_u32(padded)?, to_u32(outputs)?);
+        let gpu = |e: crate::gpu::GpuError| e.to_string();
+        let x = ctx.storage_from("x", &pad_rows(self.x, self.inputs, padded)).map_err(gpu)?;
+        let w = ctx.storage_from("w", &pad_rows(self.w, self.inputs, padded)).map_err(gpu)?;
+        let y = ctx.storage_output("y", 4 * (rows * outputs) as u64).map_err(gpu)?;
+        let buffers =
+            MatmulBuffers { x: &x, w: &w, w_format: crate::lm::weight_plan::WeightFormat::F32, bias: None, y: &y };
+        let dispatch = kernels.matmul.prepare(ctx, &buffers, launch).map_err(gpu)?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        let mut out: Vec<f32> = ctx.read_back(&y).await.map_err(gpu)?;
+        out.truncate(rows * outputs);
+        Ok(out)
+    }
+
+    /// Row by row through the twin, yielding to the event loop every [`CPU_SLICE_MULTIPLY_ADDS`].
+    async fn on_cpu(&self, _: bool) -> Result<Vec<f32>, String> {
+        let rows_per_slice = (CPU_SLICE_MULTIPLY_ADDS as usize / self.w.len().max(1)).max(1);
+        let mut out = Vec::with_capacity(self.x.len() / self.inputs * (self.w.len() / self.inputs));
+        for (i, rows) in self.x.chunks(rows_per_slice * self.inputs).enumerate() {
+            if i > 0 {
+                breathe().await;
+            }
+            out.extend(crate::cpu::matmul::matmul(rows, self.w, None, self.inputs));
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,6 +637,22 @@ mod tests {
         }
         let engine = Engine::Cpu { reason: "a test".into() };
         assert_eq!(pollster::block_on(engine.run(&Which)), Ok("cpu"));
+    }
+
+    #[test]
+    fn a_projection_on_the_cpu_tier_is_x_times_w_transposed_and_bad_shapes_are_refused() {
+        let engine = Engine::Cpu { reason: "a test".into() };
+        // X = [[1, 2, 3]], W = [[1, 0, 1], [0, 2, 0]]: Y = [1 + 3, 4] = [4, 4].
+        let y = pollster::block_on(engine.project(&[1.0, 2.0, 3.0], &[1.0, 0.0, 1.0, 0.0, 2.0, 0.0], 3));
+        assert_eq!(y, Ok(vec![4.0, 4.0]));
+        assert!(pollster::block_on(engine.project(&[1.0, 2.0], &[1.0, 0.0, 1.0], 3)).is_err());
+        assert!(pollster::block_on(engine.project(&[], &[1.0], 1)).is_err());
+        assert!(pollster::block_on(engine.project(&[1.0], &[1.0], 0)).is_err());
+        // Sliced: 2,000,000 / (1,000 x 1,000) = 2 rows a slice over 5 rows; the same as in one go.
+        let x: Vec<f32> = (0..5_000).map(|i| (i % 7) as f32 - 3.0).collect();
+        let w: Vec<f32> = (0..1_000_000).map(|i| (i % 5) as f32 - 2.0).collect();
+        let sliced = pollster::block_on(engine.project(&x, &w, 1000)).unwrap();
+        assert_eq!(sliced, crate::cpu::matmul::matmul(&x, &w, None, 1000));
     }
 
     #[test]

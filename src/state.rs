@@ -287,6 +287,7 @@ mod tests {
     use crate::views::lesson::params::LessonParams;
     use crate::views::link::encode_component;
     use crate::views::memory::{MemoryParams, Tech};
+    use crate::views::mla::{MlaParams, Rotation};
     use crate::views::model_choice::ModelChoice;
 
     #[test]
@@ -347,6 +348,7 @@ mod tests {
             lesson: LessonParams::at("kv-cache", 2),
             backward: BackwardParams { row: Some(3), jscale: ScoreScale::One },
             memory: MemoryParams { tech: Some(Tech::Evict), group: 64, recent: 0, scheme: 8, keep: 16, policy: 3 },
+            mla: MlaParams { tokens: 200, qheads: 3, mhead: 2, rot: Rotation::Whole },
         };
         let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings };
         let query = state.to_query();

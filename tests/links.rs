@@ -31,6 +31,12 @@ const LINKS: &[(&str, &str, usize)] = &[
     ("?view=memory&policy=h2o&keep=16&tech=evict", "view=memory&tech=evict&keep=16&policy=h2o", 0),
     ("?view=memory&tech=evict&keep=0&policy=%3Cb%3E", "view=memory&tech=evict", 2),
     ("?view=memory&tech=evict&keep=99999999999999999999999&policy=sinks", "view=memory&tech=evict", 1),
+    (
+        "?view=mla&rot=whole&mhead=2&qheads=3&tokens=100&model=deepseek-v2&ctx=4096",
+        "view=mla&model=deepseek-v2&ctx=4096&tokens=100&qheads=3&mhead=2&rot=whole",
+        0,
+    ),
+    ("?view=mla&tokens=5000&qheads=0&mhead=9&rot=%3Cb%3E", "view=mla&tokens=256", 4),
     ("?view=bench&n=256&d=64&mask=causal", "view=bench&mask=causal&n=256&d=64", 0),
     ("?view=bench&n=131072&d=128&mask=sliding&window=1", "view=bench&mask=sliding&window=1&n=131072&d=128", 0),
     ("?view=compare&model=llama-3-8b&ctx=131072&dtype=fp16", "view=compare&ctx=131072", 0),

@@ -10,6 +10,7 @@ use super::engine_signal::EngineSignal;
 use super::heatmaps_view::HeatmapsView;
 use super::kv_view::KvView;
 use super::memory_view::MemoryView;
+use super::mla_view::MlaView;
 use crate::model::Model;
 use crate::state::{AppState, View};
 
@@ -22,6 +23,7 @@ pub fn live_view(view: View, state: RwSignal<AppState>, model: Memo<Model>, engi
         View::Bench => view! { <BenchView state=state engine=engine/> }.into_any(),
         View::Backward => view! { <BackwardView state=state model=model engine=engine/> }.into_any(),
         View::Memory => view! { <MemoryView state=state engine=engine/> }.into_any(),
+        View::Mla => view! { <MlaView state=state engine=engine/> }.into_any(),
         View::Lesson => return None,
     })
 }

@@ -30,6 +30,7 @@ mod live_views;
 mod memory_common;
 mod memory_evict_view;
 mod memory_view;
+mod mla_view;
 mod model_picker;
 mod next_token_panel;
 mod params;

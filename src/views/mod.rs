@@ -13,7 +13,8 @@
 //! - [`formulas`] (the KV arithmetic written out) and [`describe`] (a model's config facts, a
 //!   variant's label, a layer's positions in words): the sentences the page shows about a model.
 //! - [`bench`]: the benchmark's parameters; [`backward`]: the softmax Jacobian of one query row;
-//!   [`memory`]: quantised KV caches measured on the trained model (bytes per token against quality).
+//!   [`memory`]: quantised KV caches measured on the trained model (bytes per token against quality);
+//!   [`mla`]: one MLA layer computed expanded and absorbed on the engine, and what each form costs.
 //! - [`gpu_recovery`]: new devices after a lost GPU, then the CPU reference.
 //! - [`url_writes`]: how often the link is rewritten while the reader types.
 //! - [`registry`]: every view listed once ([`view_class::ViewClass`]: its id, title and link keys),
@@ -34,6 +35,7 @@ pub mod layer_kinds;
 pub mod lesson;
 pub mod link;
 pub mod memory;
+pub mod mla;
 pub mod model_choice;
 pub mod model_figures;
 pub mod registry;

@@ -20,11 +20,11 @@ use crate::model::Model;
 
 /// The order in which a link's keys are written (what links written so far look like): new keys go
 /// at the end. `view`, `backend` and `edited` belong to the app state, the others to [`Settings`].
-pub const WRITE_ORDER: [&str; 40] = [
+pub const WRITE_ORDER: [&str; 44] = [
     "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
     "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
     "steps", "mix", "lesson", "step", "edited", "rope", "row", "jscale", "tech", "group", "recent", "scheme", "keep",
-    "policy",
+    "policy", "tokens", "qheads", "mhead", "rot",
 ];
 
 /// `pairs` sorted into [`WRITE_ORDER`] and joined as a query string (no leading `?`).
@@ -116,6 +116,7 @@ registry! {
     Bench => bench: super::bench::Bench,
     Backward => backward: super::backward::Backward,
     Memory => memory: super::memory::Memory,
+    Mla => mla: super::mla::Mla,
 }
 
 fn set_in<P: LinkParams>(params: &mut P, key: &str, value: &str) -> Option<Result<Accepted, String>> {
@@ -196,13 +197,13 @@ mod tests {
     #[test]
     fn every_view_is_listed_once_with_its_own_id() {
         let ids: Vec<&str> = View::ALL.iter().map(|v| v.id()).collect();
-        assert_eq!(ids, ["heatmaps", "kv", "compare", "lesson", "bench", "backward", "memory"]);
+        assert_eq!(ids, ["heatmaps", "kv", "compare", "lesson", "bench", "backward", "memory", "mla"]);
         for view in View::ALL {
             assert_eq!(view.id().parse::<View>(), Ok(*view));
         }
         assert_eq!(
             "nope".parse::<View>(),
-            Err("unknown view \"nope\" (expected heatmaps, kv, compare, lesson, bench, backward or memory)".into())
+            Err("unknown view \"nope\" (expected heatmaps, kv, compare, lesson, bench, backward, memory or mla)".into())
         );
     }
 

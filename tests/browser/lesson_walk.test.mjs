@@ -32,6 +32,7 @@ const VIEW_READY = {
   bench: '[data-testid="bench-row"]',
   memory: '[data-testid="memory-row"]',
   backward: '[data-testid="softmax-jacobian"]',
+  mla: '[data-testid="mla-max-diff"]',
 };
 
 async function waitForStep(app, lesson, step) {

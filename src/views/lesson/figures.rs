@@ -21,6 +21,7 @@ mod backward;
 mod bench;
 mod cost;
 mod memory;
+mod mla_forms;
 mod paging;
 mod positions;
 mod quant;
@@ -193,6 +194,17 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("backward_flops", "FLOPs of its backward by the FlashAttention convention: five products, 2.5 times the forward"),
     ("backward_probs_bytes", "bytes of the explorer's layer's probabilities in f32, were they stored for the backward"),
     ("backward_lse_bytes", "bytes of the log-sum-exp per row the forward keeps instead, in f32"),
+    ("mla_key_width", "the MLA view's one shared key in the absorbed form: latent plus RoPE key"),
+    ("mla_head_width", "the MLA view's per-head query and key width in the expanded form"),
+    ("mla_fold_flops", "FLOPs of folding W_UK into every head's query for one decoded token"),
+    ("mla_decode_flops_expanded", "FLOPs of one decoded token, expanded form, at the KV view's context"),
+    ("mla_decode_flops_absorbed", "FLOPs of one decoded token, absorbed form, at the KV view's context"),
+    ("mla_decode_bytes_expanded", "bytes one decoded token moves, expanded form"),
+    ("mla_decode_bytes_absorbed", "bytes one decoded token moves, absorbed form"),
+    ("mla_prefill_flops_expanded", "FLOPs of a prefill of the KV view's context, expanded form"),
+    ("mla_prefill_flops_absorbed", "FLOPs of a prefill of the KV view's context, absorbed form"),
+    ("mla_decode_flops_saving", "a decoded token's expanded FLOPs divided by its absorbed FLOPs"),
+    ("mla_prefill_flops_ratio", "a prefill's absorbed FLOPs divided by its expanded FLOPs"),
 ];
 
 /// Figures about attention heads, their geometry or their cost: none applies to a model without a
@@ -315,6 +327,7 @@ fn topic_figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
         .or_else(|| cost::figure(name, state, model))
         .or_else(|| quant::figure(name, state))
         .or_else(|| backward::figure(name, state, model))
+        .or_else(|| mla_forms::figure(name, state))
         .or_else(|| trained::figure(name))
 }
 

@@ -37,6 +37,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("14-paged.md", include_str!("../../../lessons/14-paged.md")),
     ("15-benchmark.md", include_str!("../../../lessons/15-benchmark.md")),
     ("16-quantised-cache.md", include_str!("../../../lessons/16-quantised-cache.md")),
+    ("17-mla-both-ways.md", include_str!("../../../lessons/17-mla-both-ways.md")),
     ("19-backward.md", include_str!("../../../lessons/19-backward.md")),
 ];
 
