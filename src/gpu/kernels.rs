@@ -15,6 +15,7 @@ use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
 use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
+use crate::gpu::kept_attention::KeptAttention;
 use crate::gpu::kernel::KernelInfo;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::kv_quant::KvQuant;
@@ -58,6 +59,7 @@ pub const KERNELS: &[KernelInfo] = &[
     KernelInfo::of::<FlashBackwardSubgroup>(),
     KernelInfo::of::<FlashBackwardSubgroupKeys>(),
     KernelInfo::of::<FmaPeak>(),
+    KernelInfo::of::<KeptAttention>(),
     KernelInfo::of::<KvQuant>(),
     KernelInfo::of::<Matmul>(),
     KernelInfo::of::<MatmulSubgroup>(),
@@ -95,6 +97,8 @@ pub struct Kernels {
     pub widen: Widen,
     /// K and V rounded to a quantised cache's values (the memory view's schemes).
     pub kv_quant: KvQuant,
+    /// Attention over an evicting cache's kept keys (the memory view's policies).
+    pub kept: KeptAttention,
 }
 
 /// Q, K, V uploaded with rows padded to a multiple of 4 floats.
@@ -123,6 +127,7 @@ impl Kernels {
             swiglu: Swiglu::new(ctx),
             widen: Widen::new(ctx),
             kv_quant: KvQuant::new(ctx),
+            kept: KeptAttention::new(ctx),
         }
     }
 
