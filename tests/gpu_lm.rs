@@ -36,7 +36,7 @@ use attention_lab::lm::forward::{self, Gate};
 use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
-use attention_lab::model::kv_evict::kept_list;
+use attention_lab::model::kv_evict::{EvictPolicy, kept_list};
 use attention_lab::model::kv_quant::{Fp8, KvLayout, KvScheme, KvTensor, ScaleScope};
 
 mod common;
@@ -571,6 +571,32 @@ fn kept_attention_reads_each_querys_kept_keys_as_its_twin_does() {
             max_abs_diff(&got_p, &want_p),
             max_abs_diff(&got_o, &want_o)
         );
+    }
+    close(ctx);
+}
+
+#[test]
+fn the_evicting_pass_matches_the_cpu_pass_through_the_same_cache() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    // 100 tokens: past the sliding layers' own window of 64, which the cache also honours.
+    let ids = token_ids(100, weights.geometry.vocab, 12);
+    for (policy, keep) in [(EvictPolicy::HeavyHitters, 8), (EvictPolicy::SnapKv, 16), (EvictPolicy::Full, 100)] {
+        let mut cpu = forward::CpuPass::new(&ck, &ids, ids.len()).expect("CPU pass").with_eviction(policy, keep);
+        while cpu.step() {}
+        let record = cpu.take_eviction().expect("a record");
+        let want = cpu.finish();
+        let request = LmRequest { last_logits: None, ..Default::default() };
+        let run = lm_forward::run_with_eviction(&ctx, &kernels, &weights, &ids, request, policy, keep);
+        let (got, got_record) = pollster::block_on(run).expect("GPU evicting pass");
+        assert_eq!(got_record.kept, record.kept, "{policy:?}: the kept sets");
+        for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
+            worst(&format!("{policy:?}: layer {l} probabilities"), g, w, PROB_ABS, 0.0);
+        }
+        worst(&format!("{policy:?}: logits"), &got.logits, &want.logits, LOGIT_ABS, 0.0);
+        println!("{policy:?} K = {keep}: logits max |diff| {:e}", max_abs_diff(&got.logits, &want.logits));
     }
     close(ctx);
 }

@@ -1,6 +1,6 @@
 //! The kernels inside a real browser: WebGPU (SwiftShader in headless Chromium) against the f64 CPU
 //! reference, the same comparison the native tests make on lavapipe, the shipped language model's
-//! whole forward pass against the CPU forward pass, and every family fixture against candle. Run by scripts/test.sh through
+//! whole forward pass (and its evicting form) against the CPU forward pass, and every family fixture against candle. Run by scripts/test.sh through
 //! wasm-bindgen-test-runner; natively this file is empty.
 #![cfg(target_arch = "wasm32")]
 
@@ -15,6 +15,7 @@ use attention_lab::lm::bpe::Tokenizer;
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
 use attention_lab::model::Mask;
+use attention_lab::model::kv_evict::EvictPolicy;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
 #[path = "common/fixtures.rs"]
@@ -268,5 +269,35 @@ async fn the_backward_and_wide_heads_match_the_twins_on_browser_webgpu() {
         let got = kernels.forward(ctx, &p).await.expect("wide forward");
         let err = max_abs_diff(&got.o, &reference::flash_attention(&p).o);
         assert!(err < 1e-3, "d = {d}: output differs by {err}");
+    }
+}
+
+/// `kept_attention` in Chromium (Tint compiles it, not naga): the trained model's evicting pass, each
+/// query reading only its kept entries, against the CPU pass through the same evicting cache.
+#[wasm_bindgen_test]
+async fn the_evicting_pass_matches_the_cpu_twin_on_browser_webgpu() {
+    let config = include_str!("../www/models/attention-lab-tiny/config.json");
+    let safetensors = include_bytes!("../www/models/attention-lab-tiny/model.safetensors");
+    let ck = Checkpoint::load(config, safetensors).expect("the shipped checkpoint loads");
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let mut rng = SplitMix64::new(84);
+    let ids: Vec<u32> = (0..70).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
+    for (policy, keep) in [(EvictPolicy::HeavyHitters, 8), (EvictPolicy::Sinks, 16), (EvictPolicy::Full, 70)] {
+        let mut cpu = forward::CpuPass::new(&ck, &ids, ids.len()).expect("CPU pass").with_eviction(policy, keep);
+        while cpu.step() {}
+        let record = cpu.take_eviction().expect("a record");
+        let want = cpu.finish();
+        let request = LmRequest { last_logits: None, ..Default::default() };
+        let run = lm_forward::run_with_eviction(&ctx, &kernels, &weights, &ids, request, policy, keep);
+        let (got, got_record) = run.await.expect("GPU evicting pass");
+        assert_eq!(got_record.kept, record.kept, "{policy:?}: the kept sets");
+        for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
+            let err = max_abs_diff(g, w);
+            assert!(err < 1e-5, "{policy:?}: layer {l} probabilities differ by {err}");
+        }
+        let err = max_abs_diff(&got.logits, &want.logits);
+        assert!(err < 1e-4, "{policy:?}: logits differ by {err}");
     }
 }

@@ -37,6 +37,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("14-paged.md", include_str!("../../../lessons/14-paged.md")),
     ("15-benchmark.md", include_str!("../../../lessons/15-benchmark.md")),
     ("16-quantised-cache.md", include_str!("../../../lessons/16-quantised-cache.md")),
+    ("18-eviction.md", include_str!("../../../lessons/18-eviction.md")),
 ];
 
 /// Every lesson that parses, in course order (a native test proves they all do).
