@@ -39,7 +39,9 @@ struct Params {
 
 // #include grid.wgsl
 
-var<workgroup> reduced: array<f32, WG>;
+// One slot per invocation: WG is 64 (src/gpu/kept_attention.rs), written out because a browser's
+// compiler may not take an override as an array size.
+var<workgroup> reduced: array<f32, 64>;
 
 // The workgroup's max (op 0) or sum (op 1) of x: every invocation calls it alike.
 fn reduce(x: f32, op: u32, lid: u32) -> f32 {
@@ -75,7 +77,8 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     }
     storageBarrier();
 
-    var m = -3.4028235e38;
+    // Below any score (the largest f32 itself is not a literal every compiler takes).
+    var m = -3.0e38;
     for (var e = first + lid; e < end; e += WG) {
         let key = kv_base + kept[e] * params.d;
         var s = 0.0;

@@ -600,3 +600,37 @@ fn the_evicting_pass_matches_the_cpu_pass_through_the_same_cache() {
     }
     close(ctx);
 }
+
+#[test]
+fn decoding_against_a_quantised_cache_gives_the_cpu_pass_over_the_same_scheme() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let ids = token_ids(80, weights.geometry.vocab, 13);
+    let full = forward::forward(&ck, &ids).expect("CPU forward");
+    for scheme in [KvScheme::Int8, KvScheme::IntGroup { bits: 4, group: 32 }, KvScheme::IntGroup { bits: 2, group: 16 }]
+    {
+        // The CPU twin rounds every token's K and V of the whole text at once: each token's groups lie
+        // within it, so that is what rounding each token as it joins the cache gives.
+        let want = cpu_pass(&ck, &ids, scheme);
+        let cache = lm_forward::LmCache::new(&ctx, &weights, 128).expect("cache");
+        let mut cache = cache.with_scheme(scheme).expect("a per-token scheme");
+        let mut step =
+            |tokens: &[u32]| pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, tokens));
+        let (mut diff, mut moved) = (max_abs_diff(&step(&ids[..60]).unwrap(), want.logits_at(59)), 0.0f32);
+        for i in 60..80 {
+            let got = step(&ids[i..=i]).expect("decode step");
+            worst(&format!("{} logits after token {i}", scheme.name()), &got, want.logits_at(i), QUANT_LOGIT_ABS, 0.0);
+            diff = diff.max(max_abs_diff(&got, want.logits_at(i)));
+            moved = moved.max(max_abs_diff(want.logits_at(i), full.logits_at(i)));
+        }
+        println!("decode over {}: GPU - CPU max |diff| {diff:e}; the scheme moved logits by {moved:e}", scheme.name());
+        assert!(diff <= moved / 3.0, "{}: GPU and CPU differ by what the scheme moves", scheme.name());
+    }
+    // Scales shared across tokens would change as the cache grows: refused by name.
+    let cache = lm_forward::LmCache::new(&ctx, &weights, 16).expect("cache");
+    let kivi = KvScheme::Kivi { bits: 2, group: 32, recent: 16 };
+    assert!(cache.with_scheme(kivi).err().unwrap().to_string().contains("shares scales across tokens"));
+    close(ctx);
+}

@@ -23,7 +23,8 @@ pub struct KeptAttentionParams {
     pub _pad: u32,
 }
 
-/// Invocations per workgroup (the shader's `WG`; a power of two for its reductions).
+/// Invocations per workgroup (the shader's `WG`; a power of two for its reductions, and the size of
+/// its workgroup array).
 const WORKGROUP: u32 = 64;
 
 /// The buffers of one launch (see [`KeptShape`] for their layouts); `kept` as

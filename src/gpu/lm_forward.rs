@@ -105,11 +105,15 @@ pub struct PreparedLm<'a> {
 
 /// A KV cache on the GPU for decoding: every layer's K and V, `[h_kv, capacity, d]` each, of which
 /// the first `len` rows are filled. Generation prefills it with the prompt, then adds one token a pass.
+/// A quantised cache holds each token's rows rounded to its scheme's values as they arrive
+/// (`kv_quant` on the new rows before they join), so attention reads what a kernel dequantising
+/// on read would; the buffers stay f32.
 pub struct LmCache {
     k: Vec<wgpu::Buffer>,
     v: Vec<wgpu::Buffer>,
     capacity: u32,
     len: u32,
+    scheme: KvScheme,
 }
 
 impl LmCache {
@@ -120,7 +124,21 @@ impl LmCache {
         let buffers: Vec<(&str, u64)> = (0..2 * g.layers).map(|_| ("KV cache", floats)).collect();
         check_sizes(ctx, &format!("A KV cache of {capacity} tokens"), &buffers)?;
         let make = || (0..g.layers).map(|_| ctx.storage_output("KV cache", floats * 4)).collect::<Result<Vec<_>, _>>();
-        Ok(Self { k: make()?, v: make()?, capacity, len: 0 })
+        Ok(Self { k: make()?, v: make()?, capacity, len: 0, scheme: KvScheme::Fp32 })
+    }
+
+    /// The same cache stored as `scheme`: one whose groups lie within a token (fp16, int8, int4 and
+    /// int2 in groups along the head), so each token is rounded once, when it joins. Schemes whose
+    /// scales span tokens (fp8's per-tensor or per-head scale, KIVI's groups of tokens) are refused:
+    /// their values would change as the cache grows.
+    pub fn with_scheme(self, scheme: KvScheme) -> Result<Self, GpuError> {
+        if !scheme.rounds_each_token_alone() {
+            return Err(GpuError::InvalidInput(format!(
+                "a decode cache rounds each token as it joins: {} shares scales across tokens",
+                scheme.name()
+            )));
+        }
+        Ok(Self { scheme, ..self })
     }
 
     /// Tokens cached so far.
@@ -139,6 +157,7 @@ struct CacheView {
     v: Vec<wgpu::Buffer>,
     capacity: u32,
     start: u32,
+    scheme: KvScheme,
 }
 
 impl PreparedLm<'_> {
@@ -287,7 +306,8 @@ pub async fn decode(
             cache.capacity
         )));
     };
-    let view = CacheView { k: cache.k.clone(), v: cache.v.clone(), capacity: cache.capacity, start: cache.len };
+    let (k, v) = (cache.k.clone(), cache.v.clone());
+    let view = CacheView { k, v, capacity: cache.capacity, start: cache.len, scheme: cache.scheme };
     let request = LmRequest { last_logits: Some(1), ..Default::default() };
     let prepared = prepare_pass(ctx, kernels, weights, ids, request, Passing::Cached(view)).await?;
     prepared.submit(ctx);
@@ -369,7 +389,10 @@ async fn prepare_pass<'a>(
     let logits = ctx.scratch_output("logits", u64::from(logit_rows) * u64::from(g.vocab) * 4)?;
     let (cache, kv_scheme, eviction) = match passing {
         Passing::Scheme(scheme) => (None, scheme, None),
-        Passing::Cached(view) => (Some(view), KvScheme::Fp32, None),
+        Passing::Cached(view) => {
+            let scheme = view.scheme;
+            (Some(view), scheme, None)
+        }
         Passing::Evicted(policy, keep) => {
             (None, KvScheme::Fp32, Some(evict::Evicting::new(ctx, policy, keep, tokens, request)?))
         }
