@@ -117,14 +117,20 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
 /// window of layers 0-2), on WebGPU against `lm::forward`: every layer's hidden states and
 /// probabilities and every logit, within the tolerances of tests/gpu_lm.rs (measured on lavapipe);
 /// then the same logits decoded token by token against the GPU KV cache.
-#[wasm_bindgen_test]
-async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
+/// The shipped checkpoint, and its weights uploaded to a browser WebGPU device.
+async fn shipped_on_gpu() -> (Checkpoint, GpuContext, Kernels, LmWeights) {
     let config = include_str!("../www/models/attention-lab-tiny/config.json");
     let safetensors = include_bytes!("../www/models/attention-lab-tiny/model.safetensors");
     let ck = Checkpoint::load(config, safetensors).expect("the shipped checkpoint loads");
     let ctx = GpuContext::new().await.expect("a WebGPU adapter");
     let kernels = Kernels::new(&ctx);
     let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    (ck, ctx, kernels, weights)
+}
+
+#[wasm_bindgen_test]
+async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
+    let (ck, ctx, kernels, weights) = shipped_on_gpu().await;
     let mut rng = SplitMix64::new(83);
     let ids: Vec<u32> = (0..83).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
     let want = forward::forward(&ck, &ids).expect("CPU forward");
@@ -276,12 +282,7 @@ async fn the_backward_and_wide_heads_match_the_twins_on_browser_webgpu() {
 /// query reading only its kept entries, against the CPU pass through the same evicting cache.
 #[wasm_bindgen_test]
 async fn the_evicting_pass_matches_the_cpu_twin_on_browser_webgpu() {
-    let config = include_str!("../www/models/attention-lab-tiny/config.json");
-    let safetensors = include_bytes!("../www/models/attention-lab-tiny/model.safetensors");
-    let ck = Checkpoint::load(config, safetensors).expect("the shipped checkpoint loads");
-    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
-    let kernels = Kernels::new(&ctx);
-    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let (ck, ctx, kernels, weights) = shipped_on_gpu().await;
     let mut rng = SplitMix64::new(84);
     let ids: Vec<u32> = (0..70).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
     for (policy, keep) in [(EvictPolicy::HeavyHitters, 8), (EvictPolicy::Sinks, 16), (EvictPolicy::Full, 70)] {

@@ -31,12 +31,8 @@ pub(super) fn figure(name: &str, state: &Settings) -> Option<Figure> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::at;
+    use super::super::tests::{at, exact};
     use super::*;
-
-    fn exact(name: &str, query: &str) -> String {
-        figure(name, &at(query).0).unwrap_or_else(|| panic!("{name} at {query}")).exact
-    }
 
     #[test]
     fn the_trained_models_evicting_caches_by_hand() {
