@@ -329,6 +329,7 @@ mod tests {
                 steps: true,
                 mix: Some(MixRow::Last),
                 rope: true,
+                gencache: 4,
             },
             kv: KvParams {
                 ctx_tokens: 131_072,

@@ -4,6 +4,7 @@
 //! Tolerances, from measured differences on lavapipe (the GPU sums in f32, in another order):
 //! - each kernel on random inputs: within `1e-5 + 1e-5 |want|` (matmul over up to 512 inputs:
 //!   measured at most 3.4e-6 absolute; the others are elementwise, a copy, or one row's sum);
+//! - `kept_attention` (each query over the keys its evicting cache kept) within `1e-5 + 1e-5 |want|`;
 //! - `kv_quant` (K or V rounded to a quantised cache's values) within `1e-6 |want|`: measured bit
 //!   for bit, every scheme, both layouts;
 //! - the whole pass over a quantised cache, 100 tokens: logits within 1e-2 of the CPU pass over the
@@ -19,8 +20,10 @@
 
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::rope::RopeTable;
+use attention_lab::cpu::kept_attention::{KeptShape, kept_attention};
 use attention_lab::cpu::kv_quant::kv_quant;
 use attention_lab::gpu::embed_gather::EmbedBuffers;
+use attention_lab::gpu::kept_attention::KeptBuffers;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::matmul::{DirectBlock, MatmulBuffers, MatmulForm, MatmulLaunch};
@@ -33,6 +36,7 @@ use attention_lab::lm::forward::{self, Gate};
 use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
+use attention_lab::model::kv_evict::{EvictPolicy, kept_list};
 use attention_lab::model::kv_quant::{Fp8, KvLayout, KvScheme, KvTensor, ScaleScope};
 
 mod common;
@@ -524,5 +528,109 @@ fn decoding_against_the_kv_cache_gives_the_whole_pass_logits() {
     let err = pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, &more)).unwrap_err();
     assert!(err.to_string().contains("do not fit a KV cache of 128"), "{err}");
     assert_eq!(cache.len(), 80);
+    close(ctx);
+}
+
+#[test]
+fn kept_attention_reads_each_querys_kept_keys_as_its_twin_does() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(23);
+    // GQA (4 query heads on 2 KV heads), a width off the vec4 grid, a cache with spare rows, lists
+    // of every length from 1 to 70 (past one workgroup's 64 invocations).
+    for (h_q, group, n_q, n_kv, kv_stride, d) in [(4u32, 2u32, 40u32, 40u32, 40u32, 32u32), (2, 1, 9, 70, 80, 6)] {
+        let shape = KeptShape { h_q, group, n_q, n_kv, kv_stride, d, scale: 0.3 };
+        let kv_len = (h_q / group * kv_stride * d) as usize;
+        let (q, k, v) = (
+            random((h_q * n_q * d) as usize, 2.0, &mut rng),
+            random(kv_len, 2.0, &mut rng),
+            random(kv_len, 1.0, &mut rng),
+        );
+        let kept: Vec<Vec<u32>> = (0..n_q)
+            .map(|i| (0..n_kv).filter(|&p| i > 0 && (p * 7 + i * 3) % (i % 5 + 1) == 0 || p == i % n_kv).collect())
+            .collect();
+        let (want_o, want_p) = kept_attention(&q, &k, &v, &kept, shape);
+        let list = kept_list(&kept, n_kv).unwrap();
+        let buffer = |x: &[f32]| ctx.storage_from("x", x).unwrap();
+        let (qb, kb, vb, lb) = (buffer(&q), buffer(&k), buffer(&v), ctx.storage_from("kept", &list).unwrap());
+        let o = ctx.storage_output("o", want_o.len() as u64 * 4).unwrap();
+        let p = ctx.storage_output("p", want_p.len() as u64 * 4).unwrap();
+        let buffers = KeptBuffers { q: &qb, k: &kb, v: &vb, kept: &lb, o: &o, probs: &p };
+        let dispatch = kernels.kept.prepare(&ctx, &buffers, shape).unwrap();
+        let got_p = run(&ctx, &dispatch, &p, want_p.len());
+        let got_o: Vec<f32> = pollster::block_on(ctx.read_back(&o)).unwrap()[..want_o.len()].to_vec();
+        worst("kept_attention probabilities", &got_p, &want_p, KERNEL_ABS, KERNEL_REL);
+        worst("kept_attention outputs", &got_o, &want_o, KERNEL_ABS, KERNEL_REL);
+        // Not kept: exactly 0.
+        for (r, row) in got_p.chunks(n_kv as usize).enumerate() {
+            let set = &kept[r % n_q as usize];
+            assert!(row.iter().enumerate().all(|(j, &x)| x == 0.0 || set.contains(&(j as u32))), "row {r}");
+        }
+        println!(
+            "kept_attention d = {d}: max |diff| p {:e}, o {:e}",
+            max_abs_diff(&got_p, &want_p),
+            max_abs_diff(&got_o, &want_o)
+        );
+    }
+    close(ctx);
+}
+
+#[test]
+fn the_evicting_pass_matches_the_cpu_pass_through_the_same_cache() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    // 100 tokens: past the sliding layers' own window of 64, which the cache also honours.
+    let ids = token_ids(100, weights.geometry.vocab, 12);
+    for (policy, keep) in [(EvictPolicy::HeavyHitters, 8), (EvictPolicy::SnapKv, 16), (EvictPolicy::Full, 100)] {
+        let mut cpu = forward::CpuPass::new(&ck, &ids, ids.len()).expect("CPU pass").with_eviction(policy, keep);
+        while cpu.step() {}
+        let record = cpu.take_eviction().expect("a record");
+        let want = cpu.finish();
+        let request = LmRequest { last_logits: None, ..Default::default() };
+        let run = lm_forward::run_with_eviction(&ctx, &kernels, &weights, &ids, request, policy, keep);
+        let (got, got_record) = pollster::block_on(run).expect("GPU evicting pass");
+        assert_eq!(got_record.kept, record.kept, "{policy:?}: the kept sets");
+        for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
+            worst(&format!("{policy:?}: layer {l} probabilities"), g, w, PROB_ABS, 0.0);
+        }
+        worst(&format!("{policy:?}: logits"), &got.logits, &want.logits, LOGIT_ABS, 0.0);
+        println!("{policy:?} K = {keep}: logits max |diff| {:e}", max_abs_diff(&got.logits, &want.logits));
+    }
+    close(ctx);
+}
+
+#[test]
+fn decoding_against_a_quantised_cache_gives_the_cpu_pass_over_the_same_scheme() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let ids = token_ids(80, weights.geometry.vocab, 13);
+    let full = forward::forward(&ck, &ids).expect("CPU forward");
+    for scheme in [KvScheme::Int8, KvScheme::IntGroup { bits: 4, group: 32 }, KvScheme::IntGroup { bits: 2, group: 16 }]
+    {
+        // The CPU twin rounds every token's K and V of the whole text at once: each token's groups lie
+        // within it, so that is what rounding each token as it joins the cache gives.
+        let want = cpu_pass(&ck, &ids, scheme);
+        let cache = lm_forward::LmCache::new(&ctx, &weights, 128).expect("cache");
+        let mut cache = cache.with_scheme(scheme).expect("a per-token scheme");
+        let mut step =
+            |tokens: &[u32]| pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, tokens));
+        let (mut diff, mut moved) = (max_abs_diff(&step(&ids[..60]).unwrap(), want.logits_at(59)), 0.0f32);
+        for i in 60..80 {
+            let got = step(&ids[i..=i]).expect("decode step");
+            worst(&format!("{} logits after token {i}", scheme.name()), &got, want.logits_at(i), QUANT_LOGIT_ABS, 0.0);
+            diff = diff.max(max_abs_diff(&got, want.logits_at(i)));
+            moved = moved.max(max_abs_diff(want.logits_at(i), full.logits_at(i)));
+        }
+        println!("decode over {}: GPU - CPU max |diff| {diff:e}; the scheme moved logits by {moved:e}", scheme.name());
+        assert!(diff <= moved / 3.0, "{}: GPU and CPU differ by what the scheme moves", scheme.name());
+    }
+    // Scales shared across tokens would change as the cache grows: refused by name.
+    let cache = lm_forward::LmCache::new(&ctx, &weights, 16).expect("cache");
+    let kivi = KvScheme::Kivi { bits: 2, group: 32, recent: 16 };
+    assert!(cache.with_scheme(kivi).err().unwrap().to_string().contains("shares scales across tokens"));
     close(ctx);
 }

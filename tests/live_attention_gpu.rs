@@ -1,5 +1,5 @@
 //! Live attention on the GPU kernels (lavapipe natively) against the same requests on the CPU tier:
-//! every head's map, exact and pooled, and the heads' outputs.
+//! every head's map, exact and pooled, the heads' outputs, and the trained model's evicting passes.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,8 +10,14 @@ use attention_lab::attention::pooled::Pool;
 use attention_lab::attention::tokens::generated_tokens;
 use attention_lab::engine::Engine;
 use attention_lab::gpu::{GpuContext, Kernels};
-use attention_lab::live_attention::{self, HeadMap, LiveSink, Progress, Request, Weights, head_outputs};
+use attention_lab::live_attention::{self, HeadMap, LiveSink, LoadedLm, Progress, Request, Weights, head_outputs};
+use attention_lab::lm::bpe::Tokenizer;
+use attention_lab::lm::checkpoint::Checkpoint;
+use attention_lab::lm::forward::OWNERSHIP_RULES;
+use attention_lab::lm::kv_quality::quality;
 use attention_lab::model::Mask;
+use attention_lab::model::kv_evict::{EvictPolicy, POLICIES};
+use attention_lab::model::kv_quant::KvScheme;
 use attention_lab::model::presets::preset;
 
 #[derive(Default)]
@@ -87,4 +93,69 @@ fn the_gpu_and_the_cpu_reference_hand_out_the_same_maps_and_outputs() {
     let (g, c) = (outputs(&gpu), outputs(&cpu));
     let worst = g.concat().iter().zip(&c.concat()).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     assert!(worst < 1e-4, "outputs differ by {worst}");
+}
+
+/// The trained model, as the page loads it.
+fn trained_model() -> LoadedLm {
+    let file = |name: &str| {
+        let path = format!("{}/www/models/attention-lab-tiny/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let text = |name| String::from_utf8(file(name)).unwrap();
+    let checkpoint = Checkpoint::load(&text("config.json"), &file("model.safetensors")).unwrap();
+    LoadedLm::from_checkpoint(checkpoint, Tokenizer::from_json(&text("tokenizer.json")).unwrap())
+}
+
+/// The memory view's eviction rows on the GPU (`kept_attention` reading each query's kept entries)
+/// and on the CPU tier, over the text the README's table is measured on: the same kept sets, and KL
+/// from keeping everything within 1e-5 of each other (each against its own keep-everything pass).
+#[test]
+fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
+    let Some(ctx) = pollster::block_on(GpuContext::new()).ok() else {
+        assert!(std::env::var("CI").is_err(), "CI must have a GPU adapter (lavapipe)");
+        eprintln!("SKIP: no adapter");
+        return;
+    };
+    println!("adapter: {:?}", ctx.adapter);
+    let kernels = Kernels::new(&ctx);
+    let gpu = Rc::new(Engine::WebGpu { ctx, kernels });
+    let cpu = Rc::new(Engine::Cpu { reason: "the twin".into() });
+    let lm = trained_model();
+    let ids = lm.tokenizer.encode(OWNERSHIP_RULES);
+    let run = |engine: &Rc<Engine>, policy, keep| {
+        let started = std::time::Instant::now();
+        let out = pollster::block_on(lm.pass_with_eviction(engine, &ids, policy, keep, &|| true)).unwrap();
+        (out, started.elapsed().as_secs_f64() * 1e3)
+    };
+    let ((full_gpu, all_gpu), _) = run(&gpu, EvictPolicy::Full, ids.len());
+    let ((full_cpu, all_cpu), _) = run(&cpu, EvictPolicy::Full, ids.len());
+    assert!(full_gpu.on_gpu && !full_cpu.on_gpu);
+    assert_eq!(all_gpu.kept, all_cpu.kept);
+    // Keeping everything through kept_attention is the plain pass: the flash kernel's logits.
+    let plain = pollster::block_on(lm.pass_with_kv_scheme(&gpu, &ids, KvScheme::Fp32, &|| true)).unwrap();
+    let worst = full_gpu.logits.iter().zip(&plain.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(worst < 1e-4, "keep-everything against the plain GPU pass: logits differ by {worst}");
+    println!("{} tokens; policy K: GPU KL, CPU KL, top-1 GPU/CPU, GPU ms, CPU ms", ids.len());
+    for keep in [4, 8, 16, 32] {
+        for policy in POLICIES {
+            let ((g, g_rec), g_ms) = run(&gpu, policy, keep);
+            let ((c, c_rec), c_ms) = run(&cpu, policy, keep);
+            let qg = quality(&full_gpu.logits, &g.logits, &ids).unwrap();
+            let qc = quality(&full_cpu.logits, &c.logits, &ids).unwrap();
+            println!(
+                "{:>7} {keep:>2}: {:.6e} {:.6e} {:.3}/{:.3} {g_ms:.0} {c_ms:.0}",
+                policy.name(),
+                qg.kl,
+                qc.kl,
+                qg.top1,
+                qc.top1
+            );
+            assert_eq!(g_rec.kept, c_rec.kept, "{policy:?} K={keep}: the kept sets");
+            assert!((qg.kl - qc.kl).abs() <= 1e-5 + 1e-4 * qc.kl, "{policy:?} K={keep}: KL {} vs {}", qg.kl, qc.kl);
+            assert!((g_rec.mean_dropped() - c_rec.mean_dropped()).abs() < 1e-5, "{policy:?} K={keep}: dropped");
+            if policy == EvictPolicy::Full {
+                assert_eq!((qg.kl, qc.kl), (0.0, 0.0));
+            }
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The kernels inside a real browser: WebGPU (SwiftShader in headless Chromium) against the f64 CPU
 //! reference, the same comparison the native tests make on lavapipe, the shipped language model's
-//! whole forward pass against the CPU forward pass, and every family fixture against candle. Run by scripts/test.sh through
+//! whole forward pass (and its evicting form) against the CPU forward pass, and every family fixture against candle. Run by scripts/test.sh through
 //! wasm-bindgen-test-runner; natively this file is empty.
 #![cfg(target_arch = "wasm32")]
 
@@ -16,6 +16,7 @@ use attention_lab::lm::bpe::Tokenizer;
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
 use attention_lab::model::Mask;
+use attention_lab::model::kv_evict::EvictPolicy;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
 #[path = "common/fixtures.rs"]
@@ -117,14 +118,20 @@ async fn kernels_match_the_reference_on_browser_webgpu() {
 /// window of layers 0-2), on WebGPU against `lm::forward`: every layer's hidden states and
 /// probabilities and every logit, within the tolerances of tests/gpu_lm.rs (measured on lavapipe);
 /// then the same logits decoded token by token against the GPU KV cache.
-#[wasm_bindgen_test]
-async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
+/// The shipped checkpoint, and its weights uploaded to a browser WebGPU device.
+async fn shipped_on_gpu() -> (Checkpoint, GpuContext, Kernels, LmWeights) {
     let config = include_str!("../www/models/attention-lab-tiny/config.json");
     let safetensors = include_bytes!("../www/models/attention-lab-tiny/model.safetensors");
     let ck = Checkpoint::load(config, safetensors).expect("the shipped checkpoint loads");
     let ctx = GpuContext::new().await.expect("a WebGPU adapter");
     let kernels = Kernels::new(&ctx);
     let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    (ck, ctx, kernels, weights)
+}
+
+#[wasm_bindgen_test]
+async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
+    let (ck, ctx, kernels, weights) = shipped_on_gpu().await;
     let mut rng = SplitMix64::new(83);
     let ids: Vec<u32> = (0..83).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
     let want = forward::forward(&ck, &ids).expect("CPU forward");
@@ -317,5 +324,30 @@ async fn paged_decode_matches_its_twin_on_browser_webgpu() {
             let err = max_abs_diff(&got.o, &want.o);
             assert!(err < 1e-3, "step {t} {mask:?}: output differs by {err}");
         }
+    }
+}
+
+/// `kept_attention` in Chromium (Tint compiles it, not naga): the trained model's evicting pass, each
+/// query reading only its kept entries, against the CPU pass through the same evicting cache.
+#[wasm_bindgen_test]
+async fn the_evicting_pass_matches_the_cpu_twin_on_browser_webgpu() {
+    let (ck, ctx, kernels, weights) = shipped_on_gpu().await;
+    let mut rng = SplitMix64::new(84);
+    let ids: Vec<u32> = (0..70).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
+    for (policy, keep) in [(EvictPolicy::HeavyHitters, 8), (EvictPolicy::Sinks, 16), (EvictPolicy::Full, 70)] {
+        let mut cpu = forward::CpuPass::new(&ck, &ids, ids.len()).expect("CPU pass").with_eviction(policy, keep);
+        while cpu.step() {}
+        let record = cpu.take_eviction().expect("a record");
+        let want = cpu.finish();
+        let request = LmRequest { last_logits: None, ..Default::default() };
+        let run = lm_forward::run_with_eviction(&ctx, &kernels, &weights, &ids, request, policy, keep);
+        let (got, got_record) = run.await.expect("GPU evicting pass");
+        assert_eq!(got_record.kept, record.kept, "{policy:?}: the kept sets");
+        for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
+            let err = max_abs_diff(g, w);
+            assert!(err < 1e-5, "{policy:?}: layer {l} probabilities differ by {err}");
+        }
+        let err = max_abs_diff(&got.logits, &want.logits);
+        assert!(err < 1e-4, "{policy:?}: logits differ by {err}");
     }
 }

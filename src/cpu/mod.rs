@@ -29,6 +29,7 @@
 //! | `swiglu`                                                             | [`swiglu`]               |
 //! | `widen` (f16 / bf16 weights to f32 while a checkpoint streams in)    | [`widen`]                |
 //! | `kv_quant` (K and V rounded in place to a quantised cache's values)  | [`kv_quant`]             |
+//! | `kept_attention` (each query over its evicting cache's kept keys)    | [`kept_attention`]       |
 //!
 //! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs` (the decode cache in plain memory),
 //! [`kv_pool`] that of `gpu/kv_pool.rs` (the paged pool, laid out as `paged_attention` reads it), and
@@ -37,6 +38,7 @@
 pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_backward;
+pub mod kept_attention;
 pub mod kv_cache;
 pub mod kv_pool;
 pub mod kv_quant;

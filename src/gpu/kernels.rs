@@ -15,6 +15,7 @@ use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
 use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::fma_peak::FmaPeak;
+use crate::gpu::kept_attention::KeptAttention;
 use crate::gpu::kernel::KernelInfo;
 use crate::gpu::kv_cache::KvCache;
 use crate::gpu::kv_pool::KvPool;
@@ -99,6 +100,8 @@ kernel_set! {
         naive: NaiveAttention,
         /// Decode over a paged K/V pool, through a page table.
         paged: PagedAttention,
+        /// Attention over an evicting cache's kept keys (the memory view's policies).
+        kept: KeptAttention,
         fma_peak: FmaPeak,
         /// The language model's steps besides attention (`lm_forward` composes them with the above).
         embed_gather: EmbedGather,

@@ -35,7 +35,12 @@ use crate::gpu::rope::{self, Heads, SplitBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::config::Positional;
+use crate::model::kv_evict::EvictPolicy;
 use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
+
+#[path = "lm_evict.rs"]
+mod evict;
+pub use evict::run_with_eviction;
 
 /// What a pass returns besides the last position's logits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,6 +77,9 @@ enum Step {
     SaveHidden(u32),
     /// Copy this layer's new K and V rows into the KV cache (between compute passes).
     CacheKv(usize),
+    /// An evicting cache decides what this layer's queries read (the submission ends here: the
+    /// policy reads the layer's Q and K back, `lm_evict.rs`).
+    Evict(usize),
 }
 
 /// A pass with its buffers made and its launches prepared: submit it (again, for a benchmark) and read
@@ -91,15 +99,21 @@ pub struct PreparedLm<'a> {
     /// Decoding against a KV cache: where the new tokens' K and V go and what attention reads.
     cache: Option<CacheView>,
     kv_scheme: KvScheme,
+    /// An evicting cache's policy, K and the buffer of each layer's kept list (`lm_evict.rs`).
+    eviction: Option<evict::Evicting<'a>>,
 }
 
 /// A KV cache on the GPU for decoding: every layer's K and V, `[h_kv, capacity, d]` each, of which
 /// the first `len` rows are filled. Generation prefills it with the prompt, then adds one token a pass.
+/// A quantised cache holds each token's rows rounded to its scheme's values as they arrive
+/// (`kv_quant` on the new rows before they join), so attention reads what a kernel dequantising
+/// on read would; the buffers stay f32.
 pub struct LmCache {
     k: Vec<wgpu::Buffer>,
     v: Vec<wgpu::Buffer>,
     capacity: u32,
     len: u32,
+    scheme: KvScheme,
 }
 
 impl LmCache {
@@ -110,7 +124,21 @@ impl LmCache {
         let buffers: Vec<(&str, u64)> = (0..2 * g.layers).map(|_| ("KV cache", floats)).collect();
         check_sizes(ctx, &format!("A KV cache of {capacity} tokens"), &buffers)?;
         let make = || (0..g.layers).map(|_| ctx.storage_output("KV cache", floats * 4)).collect::<Result<Vec<_>, _>>();
-        Ok(Self { k: make()?, v: make()?, capacity, len: 0 })
+        Ok(Self { k: make()?, v: make()?, capacity, len: 0, scheme: KvScheme::Fp32 })
+    }
+
+    /// The same cache stored as `scheme`: one whose groups lie within a token (fp16, int8, int4 and
+    /// int2 in groups along the head), so each token is rounded once, when it joins. Schemes whose
+    /// scales span tokens (fp8's per-tensor or per-head scale, KIVI's groups of tokens) are refused:
+    /// their values would change as the cache grows.
+    pub fn with_scheme(self, scheme: KvScheme) -> Result<Self, GpuError> {
+        if !scheme.rounds_each_token_alone() {
+            return Err(GpuError::InvalidInput(format!(
+                "a decode cache rounds each token as it joins: {} shares scales across tokens",
+                scheme.name()
+            )));
+        }
+        Ok(Self { scheme, ..self })
     }
 
     /// Tokens cached so far.
@@ -129,6 +157,7 @@ struct CacheView {
     v: Vec<wgpu::Buffer>,
     capacity: u32,
     start: u32,
+    scheme: KvScheme,
 }
 
 impl PreparedLm<'_> {
@@ -138,7 +167,7 @@ impl PreparedLm<'_> {
             .iter()
             .filter_map(|s| match s {
                 Step::Dispatch(d) => Some(d),
-                Step::SaveHidden(_) | Step::CacheKv(_) => None,
+                Step::SaveHidden(_) | Step::CacheKv(_) | Step::Evict(_) => None,
             })
             .collect()
     }
@@ -146,9 +175,14 @@ impl PreparedLm<'_> {
     /// Records every step into one command encoder (a compute pass between hidden-state copies) and
     /// submits it.
     pub fn submit(&self, ctx: &GpuContext) -> wgpu::SubmissionIndex {
+        self.submit_steps(ctx, &self.steps)
+    }
+
+    /// Records `steps` (some of this pass's) into one command encoder and submits it.
+    fn submit_steps(&self, ctx: &GpuContext, steps: &[Step]) -> wgpu::SubmissionIndex {
         let mut encoder =
             ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("lm forward") });
-        let mut steps = self.steps.iter().peekable();
+        let mut steps = steps.iter().peekable();
         while steps.peek().is_some() {
             {
                 let mut pass =
@@ -247,7 +281,7 @@ pub async fn run_with_kv_scheme(
     request: LmRequest,
     scheme: KvScheme,
 ) -> Result<LmOutput, GpuError> {
-    let prepared = prepare_pass(ctx, kernels, weights, ids, request, None, scheme).await?;
+    let prepared = prepare_pass(ctx, kernels, weights, ids, request, Passing::Scheme(scheme)).await?;
     prepared.submit(ctx);
     prepared.read(ctx).await
 }
@@ -272,9 +306,10 @@ pub async fn decode(
             cache.capacity
         )));
     };
-    let view = CacheView { k: cache.k.clone(), v: cache.v.clone(), capacity: cache.capacity, start: cache.len };
+    let (k, v) = (cache.k.clone(), cache.v.clone());
+    let view = CacheView { k, v, capacity: cache.capacity, start: cache.len, scheme: cache.scheme };
     let request = LmRequest { last_logits: Some(1), ..Default::default() };
-    let prepared = prepare_pass(ctx, kernels, weights, ids, request, Some(view), KvScheme::Fp32).await?;
+    let prepared = prepare_pass(ctx, kernels, weights, ids, request, Passing::Cached(view)).await?;
     prepared.submit(ctx);
     let out = prepared.read(ctx).await?;
     cache.len = end;
@@ -289,7 +324,17 @@ pub async fn prepare<'a>(
     ids: &[u32],
     request: LmRequest,
 ) -> Result<PreparedLm<'a>, GpuError> {
-    prepare_pass(ctx, kernels, weights, ids, request, None, KvScheme::Fp32).await
+    prepare_pass(ctx, kernels, weights, ids, request, Passing::Scheme(KvScheme::Fp32)).await
+}
+
+/// What a pass does with its K and V besides attending over them.
+enum Passing {
+    /// Rounds them to a quantised cache's values (`Fp32`: leaves them).
+    Scheme(KvScheme),
+    /// Appends them to a decode cache and attends over it.
+    Cached(CacheView),
+    /// Runs an evicting cache over them: each query reads its kept entries only.
+    Evicted(EvictPolicy, usize),
 }
 
 async fn prepare_pass<'a>(
@@ -298,8 +343,7 @@ async fn prepare_pass<'a>(
     weights: &LmWeights,
     ids: &[u32],
     request: LmRequest,
-    cache: Option<CacheView>,
-    kv_scheme: KvScheme,
+    passing: Passing,
 ) -> Result<PreparedLm<'a>, GpuError> {
     let g = weights.geometry;
     let tokens = check_ids(ids, g.vocab)?;
@@ -317,6 +361,9 @@ async fn prepare_pass<'a>(
     }
     if request.head_outputs {
         sizes.push(("head outputs", u64::from(g.layers) * t * g.q_width()));
+    }
+    if let Passing::Evicted(policy, keep) = passing {
+        sizes.push(("kept list", evict::list_words(policy, keep, tokens)));
     }
     check_sizes(ctx, &format!("A forward pass over {tokens} tokens"), &sizes)?;
 
@@ -340,6 +387,16 @@ async fn prepare_pass<'a>(
         false => None,
     };
     let logits = ctx.scratch_output("logits", u64::from(logit_rows) * u64::from(g.vocab) * 4)?;
+    let (cache, kv_scheme, eviction) = match passing {
+        Passing::Scheme(scheme) => (None, scheme, None),
+        Passing::Cached(view) => {
+            let scheme = view.scheme;
+            (Some(view), scheme, None)
+        }
+        Passing::Evicted(policy, keep) => {
+            (None, KvScheme::Fp32, Some(evict::Evicting::new(ctx, policy, keep, tokens, request)?))
+        }
+    };
     let mut prepared = PreparedLm {
         geometry: g,
         tokens,
@@ -352,6 +409,7 @@ async fn prepare_pass<'a>(
         attended,
         cache,
         kv_scheme,
+        eviction,
     };
     let steps = Recorder { ctx, kernels, weights, pass: &prepared, ids: &ids_buffer }.steps()?;
     prepared.steps = steps;
@@ -404,6 +462,9 @@ impl Recorder<'_, '_> {
             steps.extend(self.quantised_kv()?.into_iter().map(Step::Dispatch));
             if pass.cache.is_some() {
                 steps.push(Step::CacheKv(l));
+            }
+            if pass.eviction.is_some() {
+                steps.push(Step::Evict(l));
             }
             steps.extend(self.layer(layer, l)?.into_iter().map(Step::Dispatch));
             if pass.hidden.is_some() || pass.attended.is_some() {
@@ -479,10 +540,13 @@ impl Recorder<'_, '_> {
         let scale = self.weights.style.attn_scale;
         let q_width = g.q_width() as u32;
         let mut out = Vec::new();
-        let flash = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
-        let launch = FlashLaunch { shape, kv_stride, mask: layer.mask, scale };
-        out.push(k.flash.prepare(ctx, &flash, launch)?);
-        if let Some(probs) = pass.probs.get(l) {
+        if let (Some(evicting), Some(probs)) = (&pass.eviction, pass.probs.get(l)) {
+            out.push(evicting.attention(ctx, k, [b("q"), b("k"), b("v"), b("o"), probs], shape, scale)?);
+        } else {
+            let flash = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
+            out.push(k.flash.prepare(ctx, &flash, FlashLaunch { shape, kv_stride, mask: layer.mask, scale })?);
+        }
+        if let (Some(probs), None) = (pass.probs.get(l), &pass.eviction) {
             let launch = RowLaunch { shape, q_offset: 0, mask: layer.mask, scale, output: RowOutput::Probabilities };
             out.push(k.rows.prepare(ctx, &RowBuffers { q: b("q"), k: b("k"), out: probs }, launch)?);
         }

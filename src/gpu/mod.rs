@@ -21,6 +21,7 @@ pub mod flash_backward_subgroup;
 pub mod flash_io;
 pub mod flash_tiles;
 pub mod fma_peak;
+pub mod kept_attention;
 pub mod kernel;
 pub mod kernels;
 pub mod kv_cache;

@@ -16,6 +16,7 @@ use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::{CpuPass, max_tokens, max_tokens_of};
 use crate::model::Model;
+use crate::model::kv_quant::KvScheme;
 
 /// A model with real weights, loaded: the trained model, or a checkpoint the user dropped.
 pub struct LoadedLm {
@@ -133,13 +134,20 @@ impl LoadedLm {
         })
     }
 
-    /// Generation on the GPU: a KV cache for the model's length, prefilled with `ids`, and the logits
-    /// after them. `None` without WebGPU.
-    pub async fn gpu_decoder(&self, engine: Rc<Engine>, ids: &[u32]) -> Option<Result<(GpuDecoder, Vec<f32>), String>> {
+    /// Generation on the GPU: a KV cache for the model's length stored as `scheme` (one that rounds
+    /// each token alone, as it joins), prefilled with `ids`, and the logits after them. `None` without
+    /// WebGPU.
+    pub async fn gpu_decoder(
+        &self,
+        engine: Rc<Engine>,
+        ids: &[u32],
+        scheme: KvScheme,
+    ) -> Option<Result<(GpuDecoder, Vec<f32>), String>> {
         let (ctx, kernels) = engine.gpu()?;
         let start = async {
             let weights = self.gpu_weights(&engine)?;
-            let mut cache = LmCache::new(ctx, &weights, self.max_tokens as u32).map_err(|e| e.to_string())?;
+            let cache = LmCache::new(ctx, &weights, self.max_tokens as u32).and_then(|c| c.with_scheme(scheme));
+            let mut cache = cache.map_err(|e| e.to_string())?;
             let logits =
                 lm_forward::decode(ctx, kernels, &weights, &mut cache, ids).await.map_err(|e| e.to_string())?;
             resumed();

@@ -1,9 +1,9 @@
 //! A loaded model's whole forward pass over some tokens with a memory technique applied to its KV
 //! cache in every layer: rounded to a [`KvScheme`] (on the GPU or, without WebGPU, on the CPU), or
 //! evicted down to a number of kept tokens by an [`EvictPolicy`] while decoding the tokens one at a
-//! time (on the CPU: the GPU's decode kernel reads no kept-index list yet). Every position's logits,
-//! every layer's probabilities and head outputs come back; CPU passes run in steps that let the
-//! browser in and stop for a newer request. The memory view compares them.
+//! time (on the GPU, whose attention reads each query's kept entries only, or on the CPU). Every
+//! position's logits, every layer's probabilities and head outputs come back; CPU passes run in
+//! steps that let the browser in and stop for a newer request. The memory view compares them.
 
 use std::rc::Rc;
 
@@ -44,14 +44,26 @@ impl LoadedLm {
     }
 
     /// The pass over `ids` decoded one token at a time, each layer's cache evicted down to `keep`
-    /// tokens by `policy` (on the CPU), with the record of what each query read and what was dropped.
+    /// tokens by `policy`, with the record of what each query read and what was dropped: on the GPU
+    /// (`kept_attention` reading each query's kept entries only) or, without WebGPU, on the CPU.
     pub async fn pass_with_eviction(
         &self,
+        engine: &Rc<Engine>,
         ids: &[u32],
         policy: EvictPolicy,
         keep: usize,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<(ComparedPass, EvictionRecord), String> {
+        if let Some((ctx, kernels)) = engine.gpu() {
+            let weights = self.gpu_weights(engine)?;
+            let request =
+                LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
+            let out = lm_forward::run_with_eviction(ctx, kernels, &weights, ids, request, policy, keep).await;
+            resumed();
+            let (out, record) = out.map_err(|e| e.to_string())?;
+            let pass = ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true };
+            return Ok((pass, record));
+        }
         let pass = CpuPass::new(self.cpu_weights()?, ids, ids.len()).map_err(|e| e.0)?.with_eviction(policy, keep);
         let (out, record) = run_on_cpu(pass, keep_going).await?;
         Ok((out, record.ok_or("the pass kept no record of its cache")?))

@@ -13,8 +13,9 @@ use super::LmError;
 use super::checkpoint::{Checkpoint, LayerWeights, Linear};
 pub use super::model_config::Gate;
 use crate::attention::rope::RopeTable;
+use crate::cpu::kept_attention::scaled_softmax;
+pub(crate) use crate::cpu::kept_attention::softmax;
 use crate::cpu::kv_quant::kv_quant;
-use crate::cpu::matmul::dot;
 pub use crate::cpu::{embed_gather::embed_gather, matmul::matmul, rms_norm::rms_norm, rope::rope, swiglu::swiglu};
 use crate::model::Model;
 use crate::model::kv_evict::EvictPolicy;
@@ -22,7 +23,7 @@ use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
 
 #[path = "forward_evict.rs"]
 mod evict;
-pub use evict::EvictionRecord;
+pub use evict::{EvictionRecord, OWNERSHIP_RULES};
 
 /// The longest input the CPU pass takes (less where the model was trained on fewer positions, or its
 /// buffers would pass [`MAX_CPU_BYTES`]).
@@ -332,10 +333,7 @@ impl<'a> CpuPass<'a> {
         let kv = self.kv_head(head);
         let scale = f64::from(self.ck.style.attn_scale);
         let qi = &self.q[i * q_width + head * hd..][..hd];
-        let mut weights: Vec<f64> =
-            keys.iter().map(|&j| dot(qi, &self.k[j * kv_width + kv * hd..][..hd]) * scale).collect();
-        softmax(&mut weights);
-        weights
+        scaled_softmax(qi, keys.iter().map(|&j| &self.k[j * kv_width + kv * hd..][..hd]), scale)
     }
 
     fn mix(&mut self, l: usize, (a, b): (usize, usize)) {
@@ -381,19 +379,6 @@ fn checkpoint_norm(ck: &Checkpoint, x: &[f32], weight: &[f32]) -> Vec<f32> {
 
 fn linear(x: &[f32], l: &Linear) -> Vec<f32> {
     matmul(x, &l.weight, l.bias.as_deref(), l.inputs)
-}
-
-/// `x` replaced by its softmax, in place (f64 throughout).
-pub(crate) fn softmax(x: &mut [f64]) {
-    let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let mut sum = 0.0;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    for v in x.iter_mut() {
-        *v /= sum;
-    }
 }
 
 fn add(x: &mut [f32], y: &[f32]) {

@@ -5,7 +5,15 @@
 //! full cache's softmax with the same Q and K) is recorded as the mass thrown away.
 
 use super::CpuPass;
-use crate::model::kv_evict::{EvictPolicy, dropped_mass, run_cache};
+use crate::model::kv_evict::{EvictPolicy, evict_layer};
+
+/// The Rust book's ownership section (chapter 4.1), which the shipped model read in training: the
+/// text the README's eviction table and the GPU-against-CPU eviction test are measured on.
+pub const OWNERSHIP_RULES: &str = "First, let's take a look at the ownership rules. Keep these rules \
+    in mind as we work through the examples that illustrate them: Each value in Rust has an owner. There can \
+    only be one owner at a time. When the owner goes out of scope, the value will be dropped. As a first \
+    example of ownership, we'll look at the scope of some variables. A scope is the range within a program \
+    for which an item is valid.";
 
 /// What an evicting pass kept and threw away.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,54 +42,24 @@ impl CpuPass<'_> {
     /// Runs layer `l`'s cache over the text and records its kept sets and the mass they drop.
     pub(super) fn evict_layer(&mut self, l: usize) {
         let Some(record) = &self.eviction else { return };
-        let (policy, keep) = (record.policy, record.keep);
         let (t, heads) = (self.ids.len() as u32, self.ck.model.n_q_heads as usize);
         let mask = self.ck.layers[l].mask;
-        let mut dropped = 0.0;
-        let kept = run_cache(
-            policy,
-            keep,
-            t,
-            |i| mask.key_range(i, t).0,
-            |i, kept| {
-                let keys: Vec<usize> = kept.iter().map(|&p| p as usize).collect();
-                let (lo, hi) = mask.key_range(i, t);
-                let visible: Vec<usize> = (lo as usize..hi as usize).collect();
-                let mut summed = vec![0.0; keys.len()];
-                for head in 0..heads {
-                    for (s, w) in summed.iter_mut().zip(self.attend_row(head, i as usize, &keys)) {
-                        *s += w;
-                    }
-                    let mut full = vec![0.0; hi as usize];
-                    for (&j, w) in visible.iter().zip(self.attend_row(head, i as usize, &visible)) {
-                        full[j] = w;
-                    }
-                    dropped += dropped_mass(&full, kept);
-                }
-                summed
-            },
-        );
+        let attend = |head: usize, i: usize, keys: &[usize]| self.attend_row(head, i, keys);
+        let (kept, dropped) = evict_layer(record.policy, record.keep, t, heads, mask, attend);
         let record = self.eviction.as_mut().expect("checked above");
         record.kept.push(kept);
-        record.dropped.push(dropped / (heads * t as usize) as f64);
+        record.dropped.push(dropped);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::OWNERSHIP_RULES;
     use crate::lm::bpe::Tokenizer;
     use crate::lm::forward::{CpuPass, forward};
     use crate::lm::forward_tests::{shipped, shipped_file};
     use crate::lm::kv_quality::quality;
     use crate::model::kv_evict::{EvictPolicy, POLICIES, bytes_at_last_step};
-
-    /// The Rust book's ownership section (chapter 4.1), which the shipped model read in training:
-    /// the text the README's eviction table is measured on.
-    pub(crate) const OWNERSHIP_RULES: &str = "First, let's take a look at the ownership rules. Keep these rules \
-        in mind as we work through the examples that illustrate them: Each value in Rust has an owner. There can \
-        only be one owner at a time. When the owner goes out of scope, the value will be dropped. As a first \
-        example of ownership, we'll look at the scope of some variables. A scope is the range within a program \
-        for which an item is valid.";
 
     #[test]
     fn keep_everything_costs_nothing_and_eviction_costs_something() {

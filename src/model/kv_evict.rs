@@ -22,6 +22,8 @@
 
 use std::collections::VecDeque;
 
+use crate::model::mask::Mask;
+
 /// An eviction policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvictPolicy {
@@ -185,6 +187,64 @@ pub fn run_cache(
         kept.push(read);
     }
     kept
+}
+
+/// One layer's cache run over `tokens` queries of `heads` query heads under the layer's own `mask`:
+/// `attend(head, i, keys)` is head `head`'s softmax of query `i` over `keys`. The policy is told each
+/// query's attention over its kept keys summed over heads. Returns each query's kept positions and
+/// the full-cache attention mass on dropped keys, averaged over heads and queries.
+pub fn evict_layer(
+    policy: EvictPolicy,
+    keep: usize,
+    tokens: u32,
+    heads: usize,
+    mask: Mask,
+    attend: impl Fn(usize, usize, &[usize]) -> Vec<f64>,
+) -> (Vec<Vec<u32>>, f64) {
+    let mut dropped = 0.0;
+    let kept = run_cache(
+        policy,
+        keep,
+        tokens,
+        |i| mask.key_range(i, tokens).0,
+        |i, kept| {
+            let keys: Vec<usize> = kept.iter().map(|&p| p as usize).collect();
+            let (lo, hi) = mask.key_range(i, tokens);
+            let visible: Vec<usize> = (lo as usize..hi as usize).collect();
+            let mut summed = vec![0.0; keys.len()];
+            for head in 0..heads {
+                for (s, w) in summed.iter_mut().zip(attend(head, i as usize, &keys)) {
+                    *s += w;
+                }
+                let mut full = vec![0.0; hi as usize];
+                for (&j, w) in visible.iter().zip(attend(head, i as usize, &visible)) {
+                    full[j] = w;
+                }
+                dropped += dropped_mass(&full, kept);
+            }
+            summed
+        },
+    );
+    let queries = (heads * tokens as usize).max(1);
+    (kept, dropped / queries as f64)
+}
+
+/// A layer's kept sets as one list for `kept_attention`: `kept.len() + 1` offsets, then every
+/// query's positions. Refuses sets that are not ascending or reach `n_kv`.
+pub fn kept_list(kept: &[Vec<u32>], n_kv: u32) -> Result<Vec<u32>, String> {
+    let entries: usize = kept.iter().map(Vec::len).sum();
+    let mut list = Vec::with_capacity(kept.len() + 1 + entries);
+    let mut offset = 0u32;
+    list.push(0);
+    for set in kept {
+        if set.windows(2).any(|w| w[0] >= w[1]) || set.last().is_some_and(|&p| p >= n_kv) {
+            return Err(format!("a kept set {set:?} is not ascending below {n_kv}"));
+        }
+        offset = u32::try_from(set.len()).ok().and_then(|n| offset.checked_add(n)).ok_or("too many kept entries")?;
+        list.push(offset);
+    }
+    list.extend(kept.iter().flatten());
+    Ok(list)
 }
 
 /// Bytes one kept token costs one layer: K and V of every KV head, f32 (what the attention reads).
@@ -355,6 +415,24 @@ mod tests {
         // Full probabilities (0.5, 0.25, 0.25), keys 0 and 2 kept: 0.25 thrown away.
         assert_eq!(dropped_mass(&[0.5, 0.25, 0.25], &[0, 2]), 0.25);
         assert_eq!(dropped_mass(&[0.5, 0.5], &[0, 1]), 0.0);
+    }
+
+    #[test]
+    fn kept_list_by_hand() {
+        // Offsets 0, 1, 3, then the positions.
+        assert_eq!(kept_list(&[vec![0], vec![0, 1]], 2).unwrap(), [0, 1, 3, 0, 0, 1]);
+        assert!(kept_list(&[vec![1, 0]], 2).is_err());
+        assert!(kept_list(&[vec![0, 2]], 2).is_err());
+    }
+
+    #[test]
+    fn evict_layer_counts_the_mass_dropped_per_head_and_query() {
+        // Two heads, uniform attention, causal, window K = 2 over 3 tokens: query 2 drops key 0,
+        // worth 1/3 to each head; averaged over 2 heads x 3 queries: (2 x 1/3) / 6 = 1/9.
+        let uniform = |_: usize, _: usize, keys: &[usize]| vec![1.0 / keys.len() as f64; keys.len()];
+        let (kept, dropped) = evict_layer(EvictPolicy::Window, 2, 3, 2, Mask::Causal, uniform);
+        assert_eq!(kept, [vec![0], vec![0, 1], vec![1, 2]]);
+        assert!((dropped - 1.0 / 9.0).abs() < 1e-15, "{dropped}");
     }
 
     #[test]

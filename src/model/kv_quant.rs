@@ -202,6 +202,12 @@ impl KvScheme {
     }
 
     /// What rounding `tensor` of a `tokens`-token cache gets (`None`: none, the f32 cache).
+    /// Whether each token's values are rounded on their own (every group within one token's vector),
+    /// so a decode cache can round a token once as it joins and never again.
+    pub fn rounds_each_token_alone(self) -> bool {
+        matches!(self, KvScheme::Fp32 | KvScheme::Fp16 | KvScheme::Int8 | KvScheme::IntGroup { .. })
+    }
+
     pub fn pass(self, tensor: KvTensor, tokens: u32) -> Option<QuantPass> {
         let all = |rounding, boxed| Some(QuantPass { rounding, tokens, boxed });
         let asymmetric = |bits: u8| Rounding::Asymmetric { levels: (1u32 << bits.min(8)) - 1 };
@@ -232,6 +238,16 @@ mod tests {
     /// The shipped model's cache: 4 layers, 2 KV heads of width 32.
     fn tiny(s: KvScheme) -> u64 {
         s.bytes_per_token(4, 2, 32)
+    }
+
+    #[test]
+    fn a_scheme_rounds_each_token_alone_when_its_boxes_hold_one_token() {
+        for scheme in
+            KvScheme::compared(32, 16).into_iter().chain([KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Head }])
+        {
+            let boxed = [KvTensor::K, KvTensor::V].map(|t| scheme.pass(t, 64).map_or(1, |p| p.boxed[1]));
+            assert_eq!(scheme.rounds_each_token_alone(), boxed == [1, 1], "{}", scheme.name());
+        }
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The memory view's eviction half (`tech=evict`): each policy run during teacher-forced decoding of
-//! the link's text on the trained model's CPU pass, at the link's K and at the chart's sizes; rows,
+//! the link's text on the trained model's pass (on the GPU, or the CPU without WebGPU), at the link's K and at the chart's sizes; rows,
 //! the chart of KL against K, and the chosen policy's kept keys per layer. What it shows is decided in
 //! [`crate::views::memory::evict`]; the live-attention service runs the passes
 //! (`LoadedLm::pass_with_eviction`); this file lays them out.
+
+use std::rc::Rc;
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -10,9 +12,11 @@ use wasm_bindgen::Clamped;
 
 use super::browser;
 use super::chart::LineChart;
+use super::engine_signal::EngineSignal;
 use super::memory_common::{TechChoice, TextAndRefusal, status};
 use super::params::set_param;
 use super::trained_compute::load;
+use crate::engine::Engine;
 use crate::lm::forward::EvictionRecord;
 use crate::lm::kv_quality::quality;
 use crate::model::Model;
@@ -34,20 +38,22 @@ struct Measured {
     keep: usize,
     chosen: EvictPolicy,
     grids: Vec<LayerGrid>,
+    on_gpu: bool,
 }
 
 #[component]
-pub fn EvictView(state: RwSignal<AppState>) -> impl IntoView {
+pub fn EvictView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
     let result = RwSignal::new(None::<Result<Measured, String>>);
     let job = StoredValue::new(0u64);
     Effect::new(move |_| {
         let (text, params) = state.with(|s| (s.input.text.clone(), s.memory.clone()));
+        let Some(engine) = engine.get() else { return };
         let this = job.get_value() + 1;
         job.set_value(this);
         result.set(None);
         spawn_local(async move {
             let current = move || job.try_get_value() == Some(this);
-            let out = measure(text, params, &current).await;
+            let out = measure(engine, text, params, &current).await;
             if current() {
                 result.try_set(Some(out));
             }
@@ -65,19 +71,24 @@ pub fn EvictView(state: RwSignal<AppState>) -> impl IntoView {
 }
 
 /// The plain pass, then every planned run, each through the live-attention service.
-async fn measure(text: String, params: MemoryParams, current: &dyn Fn() -> bool) -> Result<Measured, String> {
+async fn measure(
+    engine: Rc<Engine>,
+    text: String,
+    params: MemoryParams,
+    current: &dyn Fn() -> bool,
+) -> Result<Measured, String> {
     let lm = load().await?;
     let (ids, _) = model_tokens(&lm.tokenizer, &text, lm.reads())?;
     let model = preset(TRAINED_ID).unwrap_or(&lm.model).clone();
     let masks = lm.layer_masks().ok_or("the trained model's weights are not in host memory")?;
-    let (full, everything) = lm.pass_with_eviction(&ids, EvictPolicy::Full, ids.len(), current).await?;
+    let (full, everything) = lm.pass_with_eviction(&engine, &ids, EvictPolicy::Full, ids.len(), current).await?;
     let (keep, chosen) = (params.keep as usize, params.chosen_policy());
     let (mut rows, mut grids) = (Vec::new(), Vec::new());
     for (size, policy) in planned_runs(params.keep, ids.len()) {
         // Keeping everything is the reference pass itself (bit for bit, tested): not run twice.
         let (out, record) = match policy {
             EvictPolicy::Full => (full.clone(), EvictionRecord { keep: size, ..everything.clone() }),
-            _ => lm.pass_with_eviction(&ids, policy, size, current).await?,
+            _ => lm.pass_with_eviction(&engine, &ids, policy, size, current).await?,
         };
         let q = quality(&full.logits, &out.logits, &ids).ok_or("the passes' logits do not match the text")?;
         rows.push(evict_row(&model, &record, q));
@@ -85,7 +96,8 @@ async fn measure(text: String, params: MemoryParams, current: &dyn Fn() -> bool)
             grids = layer_grids(&masks, &record);
         }
     }
-    Ok(Measured { heading: heading(&model, ids.len(), params.keep), model, rows, keep, chosen, grids })
+    let heading = heading(&model, ids.len(), params.keep, full.on_gpu);
+    Ok(Measured { heading, model, rows, keep, chosen, grids, on_gpu: full.on_gpu })
 }
 
 /// K, the policy of the grid, the technique and the text, each through the link's parser.
@@ -130,7 +142,7 @@ fn EvictResults(m: Measured) -> impl IntoView {
         }
     }).collect_view();
     view! {
-        <p class="memory-heading" data-testid="memory-heading">{m.heading.clone()}</p>
+        <p class="memory-heading" data-testid="memory-heading" data-on-gpu=m.on_gpu.to_string()>{m.heading.clone()}</p>
         <table class="memory-table">
             <thead><tr><th>"policy"</th><th>"K"</th><th>"bytes read at the last token"</th><th>"bytes read over the text"</th>
                 <th>"KL from keeping everything (nats)"</th><th>"top-1 agreement"</th><th>"loss on the text (nats/token)"</th>

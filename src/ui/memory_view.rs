@@ -42,7 +42,7 @@ pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
     let tech = Memo::new(move |_| state.with(|s| s.memory.tech()));
     move || match tech.get() {
         Tech::Quant => view! { <QuantView state engine/> }.into_any(),
-        Tech::Evict => view! { <EvictView state/> }.into_any(),
+        Tech::Evict => view! { <EvictView state engine/> }.into_any(),
     }
 }
 

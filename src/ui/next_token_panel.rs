@@ -10,12 +10,14 @@ use leptos::task::spawn_local;
 
 use super::browser;
 use super::engine_signal::EngineSignal;
-use super::params::edit;
+use super::params::{edit, set_param};
 use super::trained_compute::{GpuDecoder, LoadedLm, Prediction};
 use super::user_checkpoint;
 use crate::attention::tokens::display_token;
 use crate::engine::Engine;
+use crate::model::kv_quant::KvScheme;
 use crate::state::{AppState, View};
+use crate::views::heatmaps::params::GENERATE_SCHEMES;
 use crate::views::heatmaps::trained::{
     candidate_percent, candidates_hint, choose_next, generated_text, model_input, model_text, temperature_of,
     text_limit_reached, with_token,
@@ -96,12 +98,27 @@ pub fn NextTokenPanel(
                         prop:value=move || temperature.get().to_string()
                         on:change=move |ev| temperature.set(temperature_of(&event_target_value(&ev)))/>
                 </label>
+                <CacheChoice state/>
                 <button type="button" data-testid="generate" disabled=move || generating.get() || !matches!(prediction.get(), Some(Ok(p)) if current(&p)) on:click=generate>
                     {move || if generating.get() { "Generating…" } else { "Generate" }}
                 </button>
             </div>
             {move || note.get().map(|n| view! { <p class="status" role="status" data-testid="generate-note">{n}</p> })}
         </section>
+    }
+}
+
+/// How Generate's KV cache stores each token (URL `gencache`), through the link's parser.
+#[component]
+fn CacheChoice(state: RwSignal<AppState>) -> impl IntoView {
+    let chosen = move || state.with(|s| s.explorer.gencache);
+    view! {
+        <label title="How the KV cache Generate decodes with stores each token: rounded once, as it joins, to the scheme's values (the memory view measures what each costs)">
+            "KV cache"
+            <select data-testid="generate-cache" on:change=move |ev| { let _ = set_param(state, "gencache", &event_target_value(&ev)); }>
+                {GENERATE_SCHEMES.iter().enumerate().map(|(i, s)| view! { <option value=s.name() selected=move || chosen() == i>{s.name()}</option> }).collect_view()}
+            </select>
+        </label>
     }
 }
 
@@ -154,7 +171,8 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
     };
     let prompt_len = seq.len();
     let started = browser::now_ms();
-    let (mut source, mut logits) = match start(lm, engine, &seq).await {
+    let scheme = expected.explorer.generate_scheme();
+    let (mut source, mut logits) = match start(lm, engine, &seq, scheme).await {
         Ok(started) => started,
         Err(why) => return format!("Generation failed: {why}"),
     };
@@ -174,7 +192,7 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
             Err(said) => return said,
         };
         if i + 1 < settings.count {
-            logits = match next_logits(lm, &mut source, &seq).await {
+            logits = match next_logits(lm, &mut source, &seq, scheme).await {
                 Ok(logits) => logits,
                 Err(why) => return format!("Generation failed: {why}"),
             };
@@ -183,6 +201,10 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
     let where_ = match source {
         Source::Gpu(_) => "with the KV cache on the GPU",
         Source::Cpu(_) => "on the CPU (no WebGPU here: a whole forward pass a token, no KV cache)",
+    };
+    let where_ = match scheme {
+        KvScheme::Fp32 => where_.to_string(),
+        _ => format!("{where_}, K and V stored as {} (each token rounded once, as it joins)", scheme.name()),
     };
     let plural = if settings.count == 1 { "" } else { "s" };
     let mut said = format!(
@@ -196,22 +218,33 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
     said + "."
 }
 
-/// The first logits after `ids`, and where the following ones come from.
-async fn start(lm: &LoadedLm, engine: Rc<Engine>, ids: &[u32]) -> Result<(Source, Vec<f32>), String> {
-    if let Some(decoder) = lm.gpu_decoder(engine.clone(), ids).await {
+/// The first logits after `ids`, and where the following ones come from, K and V stored as `scheme`.
+async fn start(lm: &LoadedLm, engine: Rc<Engine>, ids: &[u32], scheme: KvScheme) -> Result<(Source, Vec<f32>), String> {
+    if let Some(decoder) = lm.gpu_decoder(engine.clone(), ids, scheme).await {
         let (decoder, logits) = decoder?;
         return Ok((Source::Gpu(decoder), logits));
     }
-    let (pass, _) = lm.pass(&engine, ids, &|| true).await?;
-    Ok((Source::Cpu(engine), pass.last_logits.clone()))
+    let logits = cpu_logits(lm, &engine, ids, scheme).await?;
+    Ok((Source::Cpu(engine), logits))
 }
 
 /// The logits after `seq`, whose last token is new.
-async fn next_logits(lm: &LoadedLm, source: &mut Source, seq: &[u32]) -> Result<Vec<f32>, String> {
+async fn next_logits(lm: &LoadedLm, source: &mut Source, seq: &[u32], scheme: KvScheme) -> Result<Vec<f32>, String> {
     match source {
         Source::Gpu(decoder) => decoder.next(*seq.last().ok_or("no tokens")?).await,
-        Source::Cpu(engine) => Ok(lm.pass(engine, seq, &|| true).await?.0.last_logits.clone()),
+        Source::Cpu(engine) => cpu_logits(lm, engine, seq, scheme).await,
     }
+}
+
+/// The CPU pass's logits after `ids`: every token's K and V rounded to `scheme` (what rounding each
+/// as it joins a cache gives, for the schemes Generate offers).
+async fn cpu_logits(lm: &LoadedLm, engine: &Rc<Engine>, ids: &[u32], scheme: KvScheme) -> Result<Vec<f32>, String> {
+    if scheme == KvScheme::Fp32 {
+        return Ok(lm.pass(engine, ids, &|| true).await?.0.last_logits.clone());
+    }
+    let out = lm.pass_with_kv_scheme(engine, ids, scheme, &|| true).await?;
+    let vocab = out.logits.len() / ids.len().max(1);
+    Ok(out.logits[out.logits.len() - vocab..].to_vec())
 }
 
 /// Writes `text` as the text (and so into the link) if the page is as generation left it (the same

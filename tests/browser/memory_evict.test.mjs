@@ -1,8 +1,9 @@
 // The memory view's eviction half as a person drives it: open a link, read each policy's row measured
 // during teacher-forced decoding of the link's text on the trained model, check the bytes the
 // attention read against a hand computation, that keeping everything costs nothing while evicting
-// costs something, read the kept keys of the chosen policy, change K through its control, reopen the
-// link, and open hostile links.
+// costs something, read the kept keys of the chosen policy, the same rows on the CPU without WebGPU
+// (the GPU's attention reading each query's kept entries through an index list), change K through
+// its control, reopen the link, and open hostile links.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { startSession } from "./harness.mjs";
@@ -58,6 +59,31 @@ describe("memory view, eviction", () => {
     await app.page.getByTestId("memory-chart").waitFor();
     app.assertNoConsoleErrors();
     await app.close();
+  });
+
+  test("without WebGPU the CPU measures the same rows as the GPU", async () => {
+    const gpu = await AppPage.open(session, LINK);
+    const onGpu = await rows(gpu);
+    assert.match(await gpu.page.getByTestId("memory-heading").innerText(), /on the GPU: the attention kernel reads each query's kept entries/);
+    await gpu.close();
+    const cpu = await AppPage.open(session, LINK + "&backend=cpu");
+    const onCpu = await rows(cpu);
+    assert.match(await cpu.page.getByTestId("memory-heading").innerText(), /on the CPU \(no WebGPU here\)/);
+    assert.deepEqual(Object.keys(onCpu).sort(), Object.keys(onGpu).sort());
+    for (const name of Object.keys(onGpu)) {
+      const [g, c] = [onGpu[name], onCpu[name]];
+      // The same kept sets: the same bytes; the two tiers sum in different orders (measured natively
+      // on lavapipe: KL within 3e-7 of each other over the ownership text).
+      assert.equal(c.bytesPerToken, g.bytesPerToken, name);
+      assert.equal(c.bytesRead, g.bytesRead, name);
+      assert.ok(Math.abs(Number(c.kl) - Number(g.kl)) <= 1e-5 + 1e-4 * Number(c.kl), `${name} KL ${c.kl} vs ${g.kl}`);
+      assert.ok(Math.abs(Number(c.loss) - Number(g.loss)) < 1e-3, `${name} loss ${c.loss} vs ${g.loss}`);
+      assert.ok(Math.abs(Number(c.dropped) - Number(g.dropped)) < 1e-5, `${name} dropped ${c.dropped} vs ${g.dropped}`);
+    }
+    assert.equal(Number(onGpu.full.kl), 0);
+    assert.equal(Number(onCpu.full.kl), 0);
+    cpu.assertNoConsoleErrors();
+    await cpu.close();
   });
 
   test("K is a control, lives in the link and reopens", async () => {

@@ -166,6 +166,38 @@ describe("the trained model", () => {
     await app.close();
   });
 
+  test("Generate decodes with a quantised KV cache chosen in the panel, the same tokens on the CPU, and the link keeps it", async () => {
+    const text = "fn main() { let x";
+    const gpu = await AppPage.open(session, TINY + "&text=" + encodeURIComponent(text));
+    await readModel(gpu);
+    await gpu.page.getByTestId("generate-cache").selectOption("int4-g32");
+    await gpu.waitForParam("gencache", "int4-g32");
+    await gpu.page.getByTestId("generate-count").selectOption("4");
+    await gpu.page.getByTestId("generate").click();
+    await gpu.page.getByTestId("generate-note").waitFor({ timeout: 120_000 });
+    assert.match(await gpu.page.getByTestId("generate-note").innerText(),
+      /^Generated 4 tokens with the KV cache on the GPU, K and V stored as int4-g32 \(each token rounded once, as it joins\)/);
+    const grown = (await readModel(gpu)).text;
+    // The CPU rounds every token the same way: greedy decoding appends the same text (the two tiers'
+    // logits agree to 1e-2, measured natively; a near tie could differ, not on this text).
+    const cpu = await AppPage.open(session, TINY + "&backend=cpu&gencache=int4-g32&text=" + encodeURIComponent(text));
+    await readModel(cpu);
+    assert.equal(await cpu.page.getByTestId("generate-cache").inputValue(), "int4-g32");
+    await cpu.page.getByTestId("generate-count").selectOption("4");
+    await cpu.page.getByTestId("generate").click();
+    await cpu.page.getByTestId("generate-note").waitFor({ timeout: 120_000 });
+    assert.match(await cpu.page.getByTestId("generate-note").innerText(), /^Generated 4 tokens on the CPU.*stored as int4-g32/);
+    assert.equal((await readModel(cpu)).text, grown);
+    gpu.assertNoConsoleErrors();
+    cpu.assertNoConsoleErrors();
+    await gpu.close();
+    await cpu.close();
+    const hostile = await AppPage.open(session, TINY + "&gencache=kivi-int2%3Cb%3E");
+    assert.match(await hostile.page.getByTestId("url-notices").innerText(), /is not a cache Generate decodes with/);
+    assert.equal(await hostile.page.getByTestId("generate-cache").inputValue(), "fp32");
+    await hostile.close();
+  });
+
   test("hostile links with the trained model: refused with notices, nothing injected, the page alive", async () => {
     const html = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
     for (const [query, expect] of [

@@ -325,14 +325,15 @@ fn an_evicting_pass_keeps_everything_exactly_and_records_what_it_read() {
     let (lm, _) = trained_model();
     let ids = [3, 1, 4, 1, 5, 9, 2, 6];
     let full = pass_with(&lm, &ids, KvScheme::Fp32, &|| true).unwrap();
-    let all = pollster::block_on(lm.pass_with_eviction(&ids, EvictPolicy::Full, ids.len(), &|| true)).unwrap();
+    let all = pollster::block_on(lm.pass_with_eviction(&cpu(), &ids, EvictPolicy::Full, ids.len(), &|| true)).unwrap();
     assert_eq!(all.0.logits, full.logits);
     // A window of 2: the last query of every layer reads its two latest keys, no more.
-    let (_, record) = pollster::block_on(lm.pass_with_eviction(&ids, EvictPolicy::Window, 2, &|| true)).unwrap();
+    let (_, record) =
+        pollster::block_on(lm.pass_with_eviction(&cpu(), &ids, EvictPolicy::Window, 2, &|| true)).unwrap();
     assert_eq!(record.kept.len(), lm.layers());
     assert!(record.kept.iter().all(|layer| layer[7] == vec![6, 7]));
     assert_eq!(lm.layer_masks().unwrap().len(), lm.layers());
-    assert!(pollster::block_on(lm.pass_with_eviction(&ids, EvictPolicy::Window, 2, &|| false)).is_err());
+    assert!(pollster::block_on(lm.pass_with_eviction(&cpu(), &ids, EvictPolicy::Window, 2, &|| false)).is_err());
 }
 
 #[test]

@@ -11,6 +11,7 @@
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
+use crate::model::kv_quant::KvScheme;
 use crate::views::link::{Accepted, LinkParams, Notice, on_off, parse_on_off};
 
 /// Longest text (in characters) the heatmap view accepts; longer text is cut with a notice.
@@ -180,6 +181,25 @@ pub struct ExplorerParams {
     pub mix: Option<MixRow>,
     /// The RoPE panel (URL `rope=on`).
     pub rope: bool,
+    /// URL `gencache`: an index into [`GENERATE_SCHEMES`], how Generate's KV cache stores each token.
+    pub gencache: usize,
+}
+
+/// The caches Generate may decode with: the schemes that round each token alone (once, as it joins
+/// the cache), int4 and int2 in llama.cpp's groups of 32.
+pub const GENERATE_SCHEMES: [KvScheme; 5] = [
+    KvScheme::Fp32,
+    KvScheme::Fp16,
+    KvScheme::Int8,
+    KvScheme::IntGroup { bits: 4, group: 32 },
+    KvScheme::IntGroup { bits: 2, group: 32 },
+];
+
+impl ExplorerParams {
+    /// The scheme Generate's cache stores.
+    pub fn generate_scheme(&self) -> KvScheme {
+        GENERATE_SCHEMES[self.gencache.min(GENERATE_SCHEMES.len() - 1)]
+    }
 }
 
 impl Default for ExplorerParams {
@@ -196,6 +216,7 @@ impl Default for ExplorerParams {
             steps: false,
             mix: None,
             rope: false,
+            gencache: 0,
         }
     }
 }
@@ -219,7 +240,7 @@ impl ExplorerParams {
 
 impl LinkParams for ExplorerParams {
     const KEYS: &'static [&'static str] =
-        &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "mix", "rope"];
+        &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "mix", "rope", "gencache"];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
@@ -244,6 +265,13 @@ impl LinkParams for ExplorerParams {
             "steps" => self.steps = parse_on_off(value)?,
             "mix" => self.mix = Some(value.parse()?),
             "rope" => self.rope = parse_on_off(value)?,
+            "gencache" => {
+                let names: Vec<String> = GENERATE_SCHEMES.iter().map(|s| s.name()).collect();
+                self.gencache = names.iter().position(|n| n == value).ok_or_else(|| {
+                    let shown: String = value.chars().take(32).collect();
+                    format!("\"{shown}\" is not a cache Generate decodes with ({})", names.join(", "))
+                })?;
+            }
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -284,6 +312,9 @@ impl LinkParams for ExplorerParams {
         }
         if self.rope != d.rope {
             out.push(("rope", on_off(self.rope)));
+        }
+        if self.gencache != d.gencache {
+            out.push(("gencache", self.generate_scheme().name()));
         }
         out
     }
@@ -340,8 +371,19 @@ mod tests {
             steps: true,
             mix: Some(MixRow::Token(3)),
             rope: true,
+            gencache: 3,
         };
         assert_eq!(crate::views::link::round_trip(&p), p);
+        assert!(p.pairs().contains(&("gencache", "int4-g32".to_string())));
+        assert_eq!(p.generate_scheme(), KvScheme::IntGroup { bits: 4, group: 32 });
+        // Every scheme Generate offers rounds each token alone; a hostile value is refused, bounded.
+        assert!(GENERATE_SCHEMES.iter().all(|s| s.rounds_each_token_alone()));
+        let mut g = ExplorerParams::default();
+        assert!(
+            g.set("gencache", "kivi-int2").is_err()
+                && g.set("gencache", &"x".repeat(100_000)).err().is_some_and(|e| e.len() < 200)
+        );
+        assert!(g.set("gencache", "fp16").is_ok() && g.generate_scheme() == KvScheme::Fp16);
         assert!(p.pairs().contains(&("rope", "on".to_string())));
         assert!(ExplorerParams::default().pairs().is_empty());
         let mut d = ExplorerParams::default();

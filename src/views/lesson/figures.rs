@@ -20,6 +20,7 @@ use written::{Unit, number, whole};
 mod backward;
 mod bench;
 mod cost;
+mod evict;
 mod memory;
 mod mla_forms;
 mod paging;
@@ -205,6 +206,15 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("mla_prefill_flops_absorbed", "FLOPs of a prefill of the KV view's context, absorbed form"),
     ("mla_decode_flops_saving", "a decoded token's expanded FLOPs divided by its absorbed FLOPs"),
     ("mla_prefill_flops_ratio", "a prefill's absorbed FLOPs divided by its expanded FLOPs"),
+    ("evict_keep", "K, the tokens each layer's evicting cache keeps"),
+    ("evict_sinks", "the first tokens StreamingLLM keeps as attention sinks at K"),
+    ("evict_sink_recent", "the recent tokens StreamingLLM keeps beside its sinks at K"),
+    ("evict_heavy", "the older tokens H2O keeps by accumulated attention at K"),
+    ("evict_heavy_recent", "the recent tokens H2O keeps at K"),
+    ("evict_observation", "SnapKV's observation window at K: the latest queries whose attention scores the keys"),
+    ("evict_bytes_per_kept_token", "bytes one kept token costs the trained model's cache, all layers, f32"),
+    ("evict_bytes_full_cache", "bytes the trained model's attention reads a step once every layer's cache holds K"),
+    ("evict_sliding_window", "the window of the trained model's sliding layers"),
 ];
 
 /// Figures about attention heads, their geometry or their cost: none applies to a model without a
@@ -328,6 +338,7 @@ fn topic_figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
         .or_else(|| quant::figure(name, state))
         .or_else(|| backward::figure(name, state, model))
         .or_else(|| mla_forms::figure(name, state))
+        .or_else(|| evict::figure(name, state))
         .or_else(|| trained::figure(name))
 }
 

@@ -38,6 +38,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("15-benchmark.md", include_str!("../../../lessons/15-benchmark.md")),
     ("16-quantised-cache.md", include_str!("../../../lessons/16-quantised-cache.md")),
     ("17-mla-both-ways.md", include_str!("../../../lessons/17-mla-both-ways.md")),
+    ("18-eviction.md", include_str!("../../../lessons/18-eviction.md")),
     ("19-backward.md", include_str!("../../../lessons/19-backward.md")),
 ];
 

@@ -87,16 +87,22 @@ pub fn sliding_window(m: &Model) -> Option<u64> {
 }
 
 /// What the page says above the rows.
-pub fn heading(m: &Model, tokens: usize, keep: u32) -> String {
+pub fn heading(m: &Model, tokens: usize, keep: u32, on_gpu: bool) -> String {
     let window = sliding_window(m).map_or_else(String::new, |w| {
         format!(
             " Its sliding layers keep only {w} tokens anyway: a K of {w} or more changes only its full-attention \
              layers, so the chart's sizes (4 to 32) stay below {w}."
         )
     });
+    let tier = if on_gpu {
+        "on the GPU: the attention kernel reads each query's kept entries through an index list, which the \
+         policy writes layer by layer from the Q and K the GPU computed"
+    } else {
+        "on the CPU (no WebGPU here)"
+    };
     format!(
         "{}, the small model this project trained, decoding your text's {tokens} tokens one at a time (teacher \
-         forced, on the CPU): at each step every layer's cache admits the new token, evicts down to K = {keep} by \
+         forced, {tier}): at each step every layer's cache admits the new token, evicts down to K = {keep} by \
          the policy, and every head of the layer reads only the kept keys and values (one kept set per layer, \
          attention scores summed over its heads). A policy decides from what it has seen so far only.{window} \
          Bytes are the f32 K and V the attention read. Positions before K evict nothing, and count in the \
@@ -260,7 +266,9 @@ mod tests {
     fn the_heading_names_the_sliding_window() {
         let m = preset("attention-lab-tiny").unwrap();
         assert_eq!(sliding_window(m), Some(64));
-        assert!(heading(m, 98, 16).contains("sliding layers keep only 64 tokens anyway"));
+        assert!(heading(m, 98, 16, false).contains("sliding layers keep only 64 tokens anyway"));
+        assert!(heading(m, 98, 16, false).contains("on the CPU (no WebGPU here)"));
+        assert!(heading(m, 98, 16, true).contains("reads each query's kept entries through an index list"));
     }
 
     #[test]
