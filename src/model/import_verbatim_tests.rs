@@ -110,14 +110,27 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
     ("nemotron-3-nano-30b-a3b.json", 52, 6_144, 49_364_992),
 ];
 
-#[test]
-fn newer_configs_by_hand() {
-    for &(file, layers, per_token, state) in BY_HAND {
+/// Each file imports with the layer count, cache bytes per token (16 bits) and state bytes of its row.
+pub(super) fn assert_by_hand(rows: &[(&str, u32, u128, u128)]) {
+    for &(file, layers, per_token, state) in rows {
         let m = import(file).model;
         assert_eq!(m.n_layers(), layers, "{file}");
         assert_eq!(kv_bytes_per_token(&m, Bf16), Ok(per_token), "{file}");
         assert_eq!(state_bytes(&m), Ok(state), "{file}");
     }
+}
+
+/// Each file is refused as unsupported, the reason starting with the text beside it.
+pub(super) fn assert_refused(rows: &[(&str, &str)]) {
+    for &(file, reason) in rows {
+        let Err(ImportError::Unsupported(why)) = import_hf_config(&read(file)) else { panic!("{file} imported") };
+        assert!(why.starts_with(reason), "{file}: {why}");
+    }
+}
+
+#[test]
+fn newer_configs_by_hand() {
+    assert_by_hand(BY_HAND);
 }
 
 #[test]
@@ -171,16 +184,13 @@ fn lightning_indexer_files_state_both_forms() {
 
 #[test]
 fn real_files_the_arithmetic_cannot_describe_are_refused_with_the_reason() {
-    for (file, reason) in [
+    assert_refused(&[
         ("refused-deepseek-v4-flash.json", "compress_ratios = [0,0,4,128"),
         ("refused-nemotron-3-super-120b-a12b.json", "moe_latent_size = 1024: "),
         ("refused-qwen3.5-122b-a10b.json", "This is a state-space or hybrid model (the field linear_num_value_heads)"),
         // Its moe_layer_freq list (3 dense layers, then experts) is read; its sparse attention is not.
         ("refused-minimax-m3.json", "sparse_attention_config = {"),
-    ] {
-        let Err(ImportError::Unsupported(why)) = import_hf_config(&read(file)) else { panic!("{file} imported") };
-        assert!(why.starts_with(reason), "{file}: {why}");
-    }
+    ]);
 }
 
 #[test]

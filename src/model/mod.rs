@@ -53,6 +53,8 @@ mod import_hybrids_tests;
 #[cfg(test)]
 mod import_params_tests;
 #[cfg(test)]
+mod import_verbatim_cache_tests;
+#[cfg(test)]
 mod import_verbatim_tests;
 #[cfg(test)]
 mod paging_pool_tests;

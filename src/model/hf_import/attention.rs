@@ -90,6 +90,16 @@ fn read_head_dim(r: &mut Reader<'_>, d: u64, heads: u32, mla: Option<Mla>) -> Re
             hd
         }
     };
+    if mla.is_none()
+        && let Some(v) = r.count(&["v_head_dim"])?
+        && v != u64::from(head_dim)
+    {
+        // The cache figures size V like K: a narrower V (MiMo-V2-Flash: K 192, V 128) would be overcounted.
+        return Err(ImportError::Unsupported(format!(
+            "v_head_dim = {v} differs from head_dim = {head_dim}: values of another width than the keys (without \
+             MLA) are not in the cache arithmetic, which sizes V like K. Not imported."
+        )));
+    }
     let q_width = u64::from(heads) * u64::from(head_dim);
     if mla.is_none() && q_width != d {
         r.warn(format!("heads * head_dim = {q_width} differs from hidden_size {d} (allowed; Q/O are not square)"));

@@ -260,7 +260,12 @@ fn nemotron_letters(r: &mut Reader<'_>) -> Result<Vec<char>, ImportError> {
         r.note_used(&path, v);
         return Ok(letters);
     }
-    let layers = r.count(&["num_hidden_layers"])?.unwrap_or(0);
+    // Newer Nemotron-H files (Nemotron 3 Ultra) give no num_hidden_layers: the list is the stack.
+    let listed = r.find(&["layers_block_type", "layer_types"]).and_then(|(_, v)| v.as_array().map(Vec::len));
+    let layers = match r.count(&["num_hidden_layers"])? {
+        Some(n) => n,
+        None => listed.unwrap_or(0) as u64,
+    };
     let kind_of = |t: &str| match t {
         "mamba" | "linear_attention" => Some('M'),
         "attention" | "full_attention" => Some('*'),

@@ -162,6 +162,24 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
       cache would be too large",
     ),
     (
+        "swa_num_key_value_heads",
+        Unimplemented::Refuse,
+        "sliding-window layers with KV heads of their own (MiMo-V2-Flash): counted with the full layers' heads, the \
+      cache would be wrong by their ratio",
+    ),
+    (
+        "swa_head_dim",
+        Unimplemented::Refuse,
+        "sliding-window layers with a head size of their own (MiMo-V2-Flash): counted with the full layers' head \
+      size, the cache would be wrong by their ratio",
+    ),
+    (
+        "swa_v_head_dim",
+        Unimplemented::Refuse,
+        "sliding-window layers with a value size of their own (MiMo-V2-Flash): the cache figures size V like K with \
+      the full layers' head size",
+    ),
+    (
         "attn_type_list",
         Unimplemented::Refuse,
         "MiniMax's lightning-attention layers keep a fixed-size state, not a KV cache: read as softmax layers, the cache \
@@ -172,6 +190,7 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
 /// Fills the report's unread and not-relevant lists, and refuses or warns of each unread setting the
 /// arithmetic does not implement and each unread per-layer list. `layers`: the model's layer count.
 pub(super) fn finish(r: &mut Reader<'_>, layers: usize) -> Result<(), ImportError> {
+    read_softmax_type_list(r, layers);
     for path in r.unread() {
         let key = path.strip_prefix("text_config.").unwrap_or(&path);
         let value = r.value_at(&path);
@@ -204,6 +223,22 @@ pub(super) fn finish(r: &mut Reader<'_>, layers: usize) -> Result<(), ImportErro
 }
 
 /// Null, false, an empty list or object: says nothing.
+/// MiniMax's `attn_type_list`: 1 marks a softmax-attention layer, 0 a lightning-attention one
+/// (MiniMax-Text-01 and M1 build `MiniMaxText01LightningAttention` where the entry is 0). A list of
+/// 1s, one per layer (MiniMax M2.7), says every layer is the softmax attention the figures count:
+/// read exactly. Any other list stays unread and is refused by [`NOT_IMPLEMENTED`].
+fn read_softmax_type_list(r: &mut Reader<'_>, layers: usize) {
+    // Looked up without consulting it: a list this does not read stays unread, for `finish` to refuse.
+    let found = ["attn_type_list", "text_config.attn_type_list"].into_iter().find_map(|p| Some((p, r.value_at(p)?)));
+    let Some((path, v)) = found else { return };
+    let all_softmax = v.as_array().is_some_and(|l| l.len() == layers && l.iter().all(|t| t.as_u64() == Some(1)));
+    if all_softmax {
+        r.consult(path);
+        r.note_used(path, v);
+        r.read_as(format!("{path}: all {layers} layers are softmax attention (1), as the figures count them"));
+    }
+}
+
 fn is_unset(v: &Value) -> bool {
     match v {
         Value::Null | Value::Bool(false) => true,
@@ -285,6 +320,32 @@ mod tests {
         assert!(report.warnings.iter().any(|w| w.starts_with("index_topk = 2048: sparse attention")));
         assert!(!report.warnings.iter().any(|w| w.contains("index_head_dim")), "{:?}", report.warnings);
         assert!(report.used.iter().any(|(k, v)| k == "index_head_dim" && v == "128"));
+    }
+
+    #[test]
+    fn a_minimax_type_list_of_softmax_layers_is_read_and_any_lightning_layer_refused() {
+        let layers = import_hf_value(&llama(json!({}))).unwrap().model.n_layers() as usize;
+        let mut list = vec![1; layers];
+        let imported = import_hf_value(&llama(json!({ "attn_type_list": list }))).unwrap();
+        assert!(imported.report.used.iter().any(|(k, _)| k == "attn_type_list"), "{:?}", imported.report);
+        assert!(imported.report.readings.iter().any(|w| w.starts_with("attn_type_list: all")));
+        list[1] = 0;
+        let refused = import_hf_value(&llama(json!({ "attn_type_list": list })));
+        assert!(matches!(refused, Err(ImportError::Unsupported(t)) if t.starts_with("attn_type_list = [1,0,")));
+        // One entry short of the layers: not read as all-softmax either.
+        let short = import_hf_value(&llama(json!({ "attn_type_list": vec![1; layers - 1] })));
+        assert!(matches!(short, Err(ImportError::Unsupported(_))));
+    }
+
+    #[test]
+    fn a_value_head_of_its_own_width_without_mla_is_refused() {
+        // MiMo-V2-Flash: K 192 wide, V 128; the cache arithmetic sizes V like K.
+        let refused = import_hf_value(&llama(json!({"head_dim": 192, "v_head_dim": 128})));
+        assert!(
+            matches!(refused, Err(ImportError::Unsupported(t)) if t.starts_with("v_head_dim = 128 differs from head_dim = 192"))
+        );
+        let same = import_hf_value(&llama(json!({"head_dim": 64, "v_head_dim": 64}))).unwrap();
+        assert!(same.report.used.iter().any(|(k, v)| k == "v_head_dim" && v == "64"));
     }
 
     #[test]
