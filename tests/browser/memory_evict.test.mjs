@@ -57,6 +57,9 @@ describe("memory view, eviction", () => {
     assert.deepEqual(JSON.parse(await grids.first().getAttribute("data-last-kept")), [0, 1, 2, 3, t - 4, t - 3, t - 2, t - 1]);
     assert.match(await app.page.getByTestId("memory-heading").innerText(), /sliding layers keep only 64 tokens anyway/);
     await app.page.getByTestId("memory-chart").waitFor();
+    // The view links to its lesson, whose first step opens it again.
+    await app.page.locator('[data-testid="view-lesson-link"][data-lesson="eviction"]').click();
+    await app.page.locator('[data-testid="lesson-step"][data-lesson="eviction"][data-step="1"]').waitFor();
     app.assertNoConsoleErrors();
     await app.close();
   });
