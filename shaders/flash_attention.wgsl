@@ -31,6 +31,9 @@
 
 // #include flash_io.wgsl
 
+// The trace's binding, in traced builds only (src/gpu/flash_trace.rs).
+// #trace flash_trace_io.wgsl
+
 // #include attention_masks.wgsl
 
 // Compile-time constants. src/gpu/flash_attention.rs rewrites these four lines (same names, new
@@ -143,6 +146,7 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
                 acc[j][e] = a[j];
             }
         }
+        // #trace flash_trace_step.wgsl
         if STAGE_KV == 1u {
             workgroupBarrier();
         }

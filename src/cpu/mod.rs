@@ -29,11 +29,14 @@
 //! | `widen` (f16 / bf16 weights to f32 while a checkpoint streams in)    | [`widen`]                |
 //! | `kv_quant` (K and V rounded in place to a quantised cache's values)  | [`kv_quant`]             |
 //!
-//! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs`: the decode cache in plain memory.
+//! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs`: the decode cache in plain memory,
+//! and [`flash_trace`] the twin of the forward kernels' traced build (`gpu/flash_trace.rs`): every row's
+//! online softmax, step by step.
 
 pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_backward;
+pub mod flash_trace;
 pub mod kv_cache;
 pub mod kv_quant;
 pub mod matmul;

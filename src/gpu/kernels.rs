@@ -6,14 +6,16 @@
 
 use crate::attention::reference::Forward;
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::flash_trace::FlashTrace;
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedGather;
-use crate::gpu::flash_attention::FlashAttention;
+use crate::gpu::flash_attention::{FlashAttention, FlashForm};
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
 use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
+use crate::gpu::flash_trace::{FlashTracer, TRACE_MAX_FLOATS, TRACE_MAX_TOKENS, parse_trace, trace_floats};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kernel::KernelInfo;
 use crate::gpu::kv_cache::KvCache;
@@ -79,6 +81,8 @@ pub struct Kernels {
     /// The backward pass (dQ, dK, dV from dO), built on first use ([`Kernels::backward`]): a page
     /// that never asks for gradients compiles none of its shaders.
     backward: std::cell::OnceCell<FlashBackward>,
+    /// The forward's traced build (lesson 11's online softmax), built on first use.
+    tracer: std::cell::OnceCell<FlashTracer>,
     pub probs: AttentionProbs,
     pub rows: RowSoftmax,
     pub pool_rows: PoolRows,
@@ -110,6 +114,7 @@ impl Kernels {
         Self {
             flash: FlashAttention::new(ctx),
             backward: std::cell::OnceCell::new(),
+            tracer: std::cell::OnceCell::new(),
             probs: AttentionProbs::new(ctx),
             rows: RowSoftmax::new(ctx),
             pool_rows: PoolRows::new(ctx),
@@ -192,6 +197,36 @@ impl Kernels {
             self.flash.prepare(ctx, &buffers, FlashLaunch { shape: up.shape, kv_stride: shape.n_kv, mask, scale })?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         out.read(ctx, shape.d).await
+    }
+
+    /// [`Kernels::forward`] with the traced build of the same form of the kernel, for problems of at
+    /// most [`TRACE_MAX_TOKENS`] tokens: O, lse, every row's steps, and the form that ran.
+    pub async fn forward_traced(
+        &self,
+        ctx: &GpuContext,
+        p: &AttentionProblem<'_>,
+    ) -> Result<(Forward, FlashTrace, FlashForm), GpuError> {
+        let shape = p.shape;
+        if shape.n_q.max(shape.n_kv) > TRACE_MAX_TOKENS {
+            return Err(GpuError::LimitExceeded(format!("a trace covers at most {TRACE_MAX_TOKENS} tokens")));
+        }
+        let up = upload(ctx, p, true).await?;
+        let launch = FlashLaunch { shape: up.shape, kv_stride: shape.n_kv, mask: p.mask, scale: p.scale };
+        let keys_per_step = self.flash.plan(launch)?.tile.1;
+        let floats = trace_floats(&up.shape, keys_per_step);
+        if floats > TRACE_MAX_FLOATS {
+            return Err(GpuError::LimitExceeded(format!("a trace of {floats} floats (at most {TRACE_MAX_FLOATS})")));
+        }
+        let trace_buf = ctx.storage_from("flash trace", &vec![-1.0f32; floats as usize])?;
+        let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
+        let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
+        let buffers = FlashBuffers { q: &up.q, k: &up.k, v: v_buf, o: &out.o, lse: &out.lse };
+        let tracer = self.tracer.get_or_init(|| FlashTracer::new(ctx));
+        let (dispatch, plan) = tracer.prepare(ctx, &self.flash, &buffers, &trace_buf, launch)?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        let forward = out.read(ctx, shape.d).await?;
+        let records: Vec<f32> = ctx.read_back(&trace_buf).await?;
+        Ok((forward, parse_trace(&records, up.shape, shape.d, plan.tile), plan.form))
     }
 
     /// Exact probabilities of a window of rows/cols for every query head, `[h_q, rows, cols]`, computed

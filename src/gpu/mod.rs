@@ -19,6 +19,7 @@ pub mod flash_backward_io;
 pub mod flash_backward_subgroup;
 pub mod flash_io;
 pub mod flash_tiles;
+pub mod flash_trace;
 pub mod fma_peak;
 pub mod kernel;
 pub mod kernels;
