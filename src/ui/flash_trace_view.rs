@@ -52,7 +52,7 @@ pub fn FlashTracePanel(inputs: Arc<LayerInputs>, head: u32, mask: Mask, engine: 
     });
     let mask = example.mask;
     view! {
-        <div class="step flash-trace" data-step="flash-trace" data-testid="flash-trace">
+        <div class="step flash-trace" data-testid="flash-trace">
             <h4>{format!("The online softmax, from the kernel: head {head}'s first {} tokens", example.shape.n_q)}</h4>
             {move || match result.get() {
                 None => view! { <p class="status">"Tracing the tiled kernel…"</p> }.into_any(),
@@ -179,9 +179,12 @@ fn TraceResult(
         let r = row.get();
         let diff = one_pass_difference(&traced.trace, &one_pass, r)?;
         let d = traced.trace.shape.d;
+        // The one-pass log-sum-exp of the row, which the trace's last m + ln(l) must equal.
+        let lse = one_pass.lse.get(r as usize).map_or(f64::NAN, |&x| f64::from(x));
         at_end.get().then(|| {
             view! {
-                <p class="hint" data-testid="flash-trace-result" data-row=r data-max-diff=diff.to_string()>
+                <p class="hint" data-testid="flash-trace-result" data-row=r data-max-diff=diff.to_string()
+                    data-one-pass-lse=js_number(lse)>
                     {format!("After the last step O = acc / l. Against the one-pass softmax's output row (every score \
                       first, then one softmax, then P·V), the largest difference over its {d} columns is {diff:.1e}.")}
                 </p>
