@@ -23,8 +23,13 @@ fn js_number(x: f64) -> String {
     if x == f64::NEG_INFINITY { "-Infinity".into() } else { x.to_string() }
 }
 
+/// Four decimals, or four digits of a number too small for them (a rescale of 1e-7 is not 0).
 fn shown(x: f64) -> String {
-    if x == f64::NEG_INFINITY { "−∞".into() } else { format!("{x:.4}") }
+    match x {
+        f64::NEG_INFINITY => "−∞".into(),
+        x if x != 0.0 && x.abs() < 1e-3 => format!("{x:.3e}"),
+        x => format!("{x:.4}"),
+    }
 }
 
 /// The traced run of query head `head`'s first tokens under `mask`, and its player.
