@@ -31,6 +31,9 @@
 
 // #include flash_io.wgsl
 
+// The trace's binding, in traced builds only (src/gpu/flash_trace.rs).
+// #trace flash_trace_io.wgsl
+
 // #include attention_masks.wgsl
 
 // #include flash_constants.wgsl

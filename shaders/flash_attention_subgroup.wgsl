@@ -19,6 +19,9 @@
 
 // #include flash_io.wgsl
 
+// The trace's binding, in traced builds only (src/gpu/flash_trace.rs).
+// #trace flash_trace_io.wgsl
+
 // #include attention_masks.wgsl
 
 // Compile-time constants, rewritten by src/gpu/flash_attention_subgroup.rs for each pipeline (the
@@ -99,6 +102,7 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgr
                 acc[j][e] = a[j];
             }
         }
+        // #trace flash_trace_step.wgsl
     }
 
     // O and lse of the real rows.

@@ -7,10 +7,14 @@ use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_backward::{
     Backward, BackwardInputs, MULTIPLY_ADDS_PER_PAIR_AND_DIM, check_inputs, flash_backward,
 };
+use crate::cpu::flash_trace::{FlashTrace, flash_trace};
 use crate::cpu::kv_cache::CpuKvCache;
 use crate::cpu::reference::{self, Forward};
 use crate::event_loop::breathe;
+use crate::gpu::flash_attention::FlashForm;
 use crate::gpu::flash_backward_io::backward_takes_head_dim;
+use crate::gpu::flash_tiles::FlashTiles;
+use crate::gpu::flash_trace::TRACE_MAX_TOKENS;
 use crate::gpu::{GpuContext, Kernels, KvCache, PooledMap};
 use crate::model::Mask;
 use crate::model::limits::{
@@ -593,6 +597,54 @@ impl Job for Project<'_> {
             out.extend(crate::cpu::matmul::matmul(rows, self.w, None, self.inputs));
         }
         Ok(out)
+    }
+}
+
+impl Engine {
+    /// The tiled forward of `p` (at most [`TRACE_MAX_TOKENS`] tokens) with every row's online softmax,
+    /// step by step: the traced build of the kernel this adapter runs, or without a GPU (or for a
+    /// head wider than the kernels take) the twin's trace in the tiles every WebGPU GPU uses.
+    pub async fn flash_trace(&self, p: &AttentionProblem<'_>) -> Result<TracedForward, String> {
+        p.validate(true)?;
+        if p.shape.n_q.max(p.shape.n_kv) > TRACE_MAX_TOKENS {
+            return Err(format!("a trace covers at most {TRACE_MAX_TOKENS} tokens"));
+        }
+        self.run(&Trace { problem: p }).await
+    }
+}
+
+/// A traced forward ([`Engine::flash_trace`]).
+#[derive(Clone, Debug)]
+pub struct TracedForward {
+    pub forward: Forward,
+    pub trace: FlashTrace,
+    /// The form of the kernel that wrote the trace; `None`: the CPU twin's trace.
+    pub form: Option<FlashForm>,
+}
+
+struct Trace<'a, 'p> {
+    problem: &'a AttentionProblem<'p>,
+}
+
+impl Job for Trace<'_, '_> {
+    type Output = TracedForward;
+
+    fn fits_gpu(&self) -> bool {
+        kernels_take_head_dim(self.problem.shape.d)
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<TracedForward, String> {
+        let (forward, trace, form) = kernels.forward_traced(ctx, self.problem).await.map_err(|e| e.to_string())?;
+        Ok(TracedForward { forward, trace, form: Some(form) })
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<TracedForward, String> {
+        let p = self.problem;
+        check_cpu_size(p.shape)?;
+        let d_pad = crate::gpu::launch::padded_dim(p.shape.d);
+        let tiles = FlashTiles::web_gpu(d_pad).for_rows(d_pad, p.shape.n_q * p.shape.group_size());
+        let trace = flash_trace(p, tiles.rows_per_tile(d_pad), tiles.keys_per_tile);
+        Ok(TracedForward { forward: cpu_flash_attention(p).await, trace, form: None })
     }
 }
 

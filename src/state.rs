@@ -345,7 +345,7 @@ mod tests {
                     Variant::Hybrid { local_per_global: 5, window_tokens: 1024 },
                 ]),
             },
-            bench: BenchParams { head_dim: Some(128) },
+            bench: BenchParams { head_dim: Some(128), kernel: None },
             lesson: LessonParams::at("kv-cache", 2),
             backward: BackwardParams { row: Some(3), jscale: ScoreScale::One },
             memory: MemoryParams { tech: Some(Tech::Evict), group: 64, recent: 0, scheme: 8, keep: 16, policy: 3 },

@@ -113,3 +113,15 @@ fn every_keep_in_sync_note_points_at_a_file_that_points_back() {
     }
     assert!(notes >= 12, "found only {notes} notes: the check must see the code it guards");
 }
+
+/// The forward kernels' traced build (`src/gpu/flash_trace.rs`, in no KERNELS entry: no shader of its
+/// own) binds what the traced text declares, one binding more than the kernels as shipped.
+#[test]
+fn the_traced_forward_binds_what_its_traced_text_declares() {
+    use attention_lab::gpu::flash_trace::FLASH_TRACE_BINDINGS;
+    for name in ["flash_attention", "flash_attention_subgroup"] {
+        let shipped = KERNELS.iter().find(|k| k.name == name).expect("a forward kernel");
+        assert_eq!(declared(&shader_text::traced(shipped.source)), FLASH_TRACE_BINDINGS, "{name}");
+        assert_eq!(shipped.bindings, &FLASH_TRACE_BINDINGS[..6], "{name}");
+    }
+}

@@ -351,3 +351,38 @@ async fn the_evicting_pass_matches_the_cpu_twin_on_browser_webgpu() {
         assert!(err < 1e-4, "{policy:?}: logits differ by {err}");
     }
 }
+
+/// The forward kernel's traced build (lesson 11's online softmax) in both forms the page can run
+/// here: the loop form (the page's) and the unrolled subgroup form (the benchmark's), compiled by
+/// Tint; each trace equals the CPU twin's and the traced O the shipped kernel's.
+#[wasm_bindgen_test]
+async fn the_traced_forward_matches_its_twin_on_browser_webgpu() {
+    use attention_lab::cpu::flash_trace::flash_trace;
+    use attention_lab::gpu::flash_attention::FlashForm;
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let cases = [
+        (AttentionShape { h_q: 1, h_kv: 1, n_q: 64, n_kv: 64, d: 64 }, Mask::Causal),
+        (AttentionShape { h_q: 4, h_kv: 2, n_q: 29, n_kv: 29, d: 16 }, Mask::Sliding { window_tokens: 6 }),
+    ];
+    for (unrolled, want_form) in [(false, FlashForm::Loop), (true, FlashForm::Subgroup)] {
+        kernels.flash.set_unrolled(unrolled);
+        for (i, (shape, mask)) in cases.into_iter().enumerate() {
+            let seed = 500 + i as u64;
+            let (q, k, v) = (
+                random(shape.q_len(), seed, 1.5),
+                random(shape.kv_len(), seed + 1, 1.5),
+                random(shape.kv_len(), seed + 2, 1.0),
+            );
+            let p = AttentionProblem::new(&q, &k, &v, shape, mask, 1.0 / (shape.d as f32).sqrt());
+            let (forward, trace, form) = kernels.forward_traced(&ctx, &p).await.expect("traced forward");
+            assert_eq!(form, want_form);
+            let twin = flash_trace(&p, trace.rows_per_tile, trace.keys_per_step);
+            let diff = trace.max_difference(&twin).expect("the twin walks the same steps");
+            assert!(diff <= 1e-4, "{shape:?} {mask:?} {form:?}: trace differs from the twin by {diff}");
+            let shipped = kernels.forward(&ctx, &p).await.expect("forward");
+            assert_eq!(forward, shipped, "{form:?}: the traced build computes what the shipped kernel does");
+        }
+    }
+    kernels.flash.set_unrolled(false);
+}

@@ -74,6 +74,9 @@
                 acc[j][e] = a[j];
             }
         }
+        // The traced build writes each row's m, l, rescale and accumulator here (flash_attention only:
+        // shader_text::traced turns this line into an include; paged_attention keeps it a comment).
+        // #trace flash_trace_step.wgsl
         if STAGE_KV == 1u {
             workgroupBarrier();
         }

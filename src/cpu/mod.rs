@@ -32,12 +32,14 @@
 //! | `kept_attention` (each query over its evicting cache's kept keys)    | [`kept_attention`]       |
 //!
 //! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs` (the decode cache in plain memory),
-//! [`kv_pool`] that of `gpu/kv_pool.rs` (the paged pool, laid out as `paged_attention` reads it), and
-//! [`reference`] names the attention twins as the engine and the views call them.
+//! [`kv_pool`] that of `gpu/kv_pool.rs` (the paged pool, laid out as `paged_attention` reads it),
+//! [`flash_trace`] that of the forward kernels' traced build (`gpu/flash_trace.rs`: every row's online
+//! softmax, step by step), and [`reference`] names the attention twins as the engine and the views call them.
 
 pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_backward;
+pub mod flash_trace;
 pub mod kept_attention;
 pub mod kv_cache;
 pub mod kv_pool;

@@ -5,9 +5,9 @@
 
 use super::{Engine, GPU_CACHE_ON_CPU, Job, check_cpu_size};
 use crate::attention::AttentionShape;
-use crate::cpu::reference::Forward;
 use crate::cpu::kv_pool::{CpuKvPool, floats_per_page};
 use crate::cpu::paged_attention::{PagedProblem, paged_attention};
+use crate::cpu::reference::Forward;
 use crate::gpu::kernels::PagedStep;
 use crate::gpu::{GpuContext, Kernels, KvPool};
 use crate::model::Mask;

@@ -1,7 +1,7 @@
 //! Owner of `shaders/flash_attention.wgsl`: the tiled online-softmax forward (O and log-sum-exp).
 
 use crate::gpu::attention_io::AttentionParams;
-use crate::gpu::flash_attention_subgroup::FlashSubgroup;
+use crate::gpu::flash_attention_subgroup::{FlashSubgroup, Named};
 use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
 use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE, queries_in_registers};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
@@ -86,13 +86,9 @@ impl FlashAttention {
         }));
     }
 
-    /// Prepares one launch.
-    pub fn prepare(
-        &self,
-        ctx: &GpuContext,
-        buffers: &FlashBuffers<'_>,
-        launch: FlashLaunch,
-    ) -> Result<Dispatch, GpuError> {
+    /// How one launch runs: which form of the kernel, its params and its pipeline's specialisation.
+    /// Checks the launch first. The traced build ([`crate::gpu::flash_trace`]) follows the same plan.
+    pub fn plan(&self, launch: FlashLaunch) -> Result<FlashPlan, GpuError> {
         let FlashLaunch { shape, kv_stride, mask, scale } = launch;
         let d_pad = shape.d;
         if !d_pad.is_multiple_of(4) || !kernels_take_head_dim(d_pad) || kv_stride < shape.n_kv {
@@ -103,15 +99,16 @@ impl FlashAttention {
         let rows_total = shape.n_q * shape.group_size();
         // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
-            let tiles_per_kv_head = rows_total.div_ceil(subgroup.tile(d_pad).0);
-            let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);
-            return subgroup.launcher().dispatch(ctx, subgroup.pipeline(&ctx.device, d_pad), &params, &buffers.bound());
+            let tile = subgroup.tile(d_pad);
+            let params = AttentionParams::new(shape, kv_stride, mask, scale, rows_total.div_ceil(tile.0));
+            let (constants, overrides) = subgroup.specialisation(d_pad);
+            return Ok(FlashPlan { form: FlashForm::Subgroup, params, constants, overrides, tile });
         }
         let tiles = self.tiles(d_pad).for_rows(d_pad, rows_total);
-        let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
-        let params = AttentionParams::new(shape, kv_stride, mask, scale, tiles_per_kv_head);
+        let tile = (tiles.rows_per_tile(d_pad), tiles.keys_per_tile);
+        let params = AttentionParams::new(shape, kv_stride, mask, scale, rows_total.div_ceil(tile.0));
         let rows = tiles.rows_per_invocation(d_pad);
-        let constants = [
+        let constants = vec![
             ("D", d_pad),
             ("D4", d_pad / 4),
             ("BC", tiles.keys_per_tile),
@@ -119,8 +116,56 @@ impl FlashAttention {
             ("STAGE_KV", u32::from(tiles.stage_kv)),
             ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
         ];
-        let overrides = [("BR", tiles.rows_per_workgroup)];
-        let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &constants, &overrides);
-        self.launcher.dispatch(ctx, pipeline, &params, &buffers.bound())
+        let form = if self.is_unrolled() { FlashForm::Unrolled } else { FlashForm::Loop };
+        Ok(FlashPlan { form, params, constants, overrides: [("BR", tiles.rows_per_workgroup)], tile })
     }
+
+    /// Prepares one launch.
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        buffers: &FlashBuffers<'_>,
+        launch: FlashLaunch,
+    ) -> Result<Dispatch, GpuError> {
+        let plan = self.plan(launch)?;
+        if let (FlashForm::Subgroup, Some(subgroup)) = (plan.form, &self.subgroup) {
+            let launcher = subgroup.launcher();
+            let pipeline = launcher.pipelines().get_specialised(&ctx.device, &plan.constants, &plan.overrides);
+            return launcher.dispatch(ctx, pipeline, &plan.params, &buffers.bound());
+        }
+        let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &plan.constants, &plan.overrides);
+        self.launcher.dispatch(ctx, pipeline, &plan.params, &buffers.bound())
+    }
+}
+
+/// The forms of the forward kernel: `flash_attention.wgsl` with its loops as written or written out
+/// in full ([`crate::gpu::shader_text::unroll_loops`]), or `flash_attention_subgroup.wgsl` (CPU
+/// adapters with subgroups, unrolled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashForm {
+    Loop,
+    Unrolled,
+    Subgroup,
+}
+
+impl FlashForm {
+    /// The form's name on the page.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlashForm::Loop => "loop",
+            FlashForm::Unrolled => "unrolled",
+            FlashForm::Subgroup => "subgroup",
+        }
+    }
+}
+
+/// One launch as [`FlashAttention::plan`] decided it.
+pub struct FlashPlan {
+    pub form: FlashForm,
+    pub params: AttentionParams,
+    /// The pipeline's compile-time constants and its override (`BR`).
+    pub constants: Vec<Named>,
+    pub overrides: [Named; 1],
+    /// One workgroup's tile: ((query, head) rows, keys per step).
+    pub tile: (u32, u32),
 }

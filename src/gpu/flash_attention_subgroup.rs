@@ -10,6 +10,9 @@ use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::Binding;
 use crate::gpu::{GpuContext, shader_text};
 
+/// A compile-time constant or an override: its name in the shader and its value.
+pub type Named = (&'static str, u32);
+
 /// The pipelines, one per (head width, subgroup size).
 pub struct FlashSubgroup {
     launcher: Launcher<Self>,
@@ -45,18 +48,18 @@ impl FlashSubgroup {
         (self.subgroup_size * cpu_rows_per_invocation(d_pad), self.subgroup_size)
     }
 
-    /// The pipeline for heads `d_pad` wide: one subgroup per workgroup (the smallest row tile, so the
-    /// key range around a causal diagonal or a sliding window stays tight).
-    pub fn pipeline(&self, device: &wgpu::Device, d_pad: u32) -> wgpu::ComputePipeline {
+    /// The specialisation for heads `d_pad` wide: its constants, and one subgroup per workgroup (the
+    /// smallest row tile, so the key range around a causal diagonal or a sliding window stays tight).
+    pub fn specialisation(&self, d_pad: u32) -> (Vec<Named>, [Named; 1]) {
         let rows = cpu_rows_per_invocation(d_pad);
-        let constants = [
+        let constants = vec![
             ("D", d_pad),
             ("D4", d_pad / 4),
             ("R", rows),
             ("BC", self.subgroup_size),
             ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
         ];
-        self.launcher.pipelines().get_specialised(device, &constants, &[("BR", self.subgroup_size)])
+        (constants, [("BR", self.subgroup_size)])
     }
 
     /// Its owner (`flash_attention`, which checks the launch) dispatches through this.

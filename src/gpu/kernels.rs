@@ -5,15 +5,17 @@
 //! by the decode cache, which keep buffers on the GPU between launches.
 
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::flash_trace::FlashTrace;
 use crate::cpu::reference::Forward;
 use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedGather;
-use crate::gpu::flash_attention::FlashAttention;
+use crate::gpu::flash_attention::{FlashAttention, FlashForm};
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
 use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
+use crate::gpu::flash_trace::{FlashTracer, TRACE_MAX_FLOATS, TRACE_MAX_TOKENS, parse_trace, trace_floats};
 use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kept_attention::KeptAttention;
 use crate::gpu::kernel::KernelInfo;
@@ -52,13 +54,15 @@ pub struct ProbRegion {
 /// The kernel list, one line per kernel (every entry point with bindings of its own), from which
 /// [`KERNELS`] (what `tests/kernel_names.rs` checks against the files) and [`Kernels`] (the pipelines
 /// of one device) are both built: `held` kernels are built with the device, `lazy` ones on first use
-/// (`kernels.name(ctx)`), and `forms` are reached through another kernel's owner (a faster form, a
-/// second entry point), so they are listed but not held here.
+/// (`kernels.name(ctx)`), `forms` are reached through another kernel's owner (a faster form, a second
+/// entry point), so they are listed but not held here, and `builds` are other builds of listed kernels
+/// (the traced forward), held and built on first use but not listed again.
 macro_rules! kernel_set {
     (
         held { $( $(#[$held_doc:meta])* $held:ident: $held_type:ty, )* }
         lazy { $( $(#[$lazy_doc:meta])* $lazy:ident: $lazy_type:ty, )* }
         forms { $( $form_type:ty, )* }
+        builds { $( $(#[$build_doc:meta])* $build:ident: $build_type:ty, )* }
     ) => {
         /// Every kernel, each once (see `kernel_set!`).
         pub const KERNELS: &[KernelInfo] = &[
@@ -71,6 +75,7 @@ macro_rules! kernel_set {
         pub struct Kernels {
             $( $(#[$held_doc])* pub $held: $held_type, )*
             $( $(#[$lazy_doc])* $lazy: std::cell::OnceCell<$lazy_type>, )*
+            $( $(#[$build_doc])* $build: std::cell::OnceCell<$build_type>, )*
         }
 
         impl Kernels {
@@ -78,6 +83,7 @@ macro_rules! kernel_set {
                 Self {
                     $( $held: <$held_type>::new(ctx), )*
                     $( $lazy: std::cell::OnceCell::new(), )*
+                    $( $build: std::cell::OnceCell::new(), )*
                 }
             }
 
@@ -85,6 +91,13 @@ macro_rules! kernel_set {
                 /// This kernel's pipelines, built now if this is their first use.
                 pub fn $lazy(&self, ctx: &GpuContext) -> &$lazy_type {
                     self.$lazy.get_or_init(|| <$lazy_type>::new(ctx))
+                }
+            )*
+
+            $(
+                /// This build's pipelines, built now if this is their first use.
+                pub fn $build(&self, ctx: &GpuContext) -> &$build_type {
+                    self.$build.get_or_init(|| <$build_type>::new(ctx))
                 }
             )*
         }
@@ -128,6 +141,10 @@ kernel_set! {
         MatmulSubgroup,
         MergeHeads,
         RowSoftmaxSubgroup,
+    }
+    builds {
+        /// The forward kernels' traced build (lesson 11's online softmax), for a page that asks.
+        tracer: FlashTracer,
     }
 }
 
@@ -242,6 +259,36 @@ impl Kernels {
             self.flash.prepare(ctx, &buffers, FlashLaunch { shape: up.shape, kv_stride: shape.n_kv, mask, scale })?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         out.read(ctx, shape.d).await
+    }
+
+    /// [`Kernels::forward`] with the traced build of the same form of the kernel, for problems of at
+    /// most [`TRACE_MAX_TOKENS`] tokens: O, lse, every row's steps, and the form that ran.
+    pub async fn forward_traced(
+        &self,
+        ctx: &GpuContext,
+        p: &AttentionProblem<'_>,
+    ) -> Result<(Forward, FlashTrace, FlashForm), GpuError> {
+        let shape = p.shape;
+        if shape.n_q.max(shape.n_kv) > TRACE_MAX_TOKENS {
+            return Err(GpuError::LimitExceeded(format!("a trace covers at most {TRACE_MAX_TOKENS} tokens")));
+        }
+        let up = upload(ctx, p, true).await?;
+        let launch = FlashLaunch { shape: up.shape, kv_stride: shape.n_kv, mask: p.mask, scale: p.scale };
+        let keys_per_step = self.flash.plan(launch)?.tile.1;
+        let floats = trace_floats(&up.shape, keys_per_step);
+        if floats > TRACE_MAX_FLOATS {
+            return Err(GpuError::LimitExceeded(format!("a trace of {floats} floats (at most {TRACE_MAX_FLOATS})")));
+        }
+        let trace_buf = ctx.storage_from("flash trace", &vec![-1.0f32; floats as usize])?;
+        let out = ForwardOutputs::new(ctx, u64::from(shape.h_q) * u64::from(shape.n_q), up.shape.d)?;
+        let v_buf = up.v.as_ref().ok_or_else(|| GpuError::InvalidInput("V missing".into()))?;
+        let buffers = FlashBuffers { q: &up.q, k: &up.k, v: v_buf, o: &out.o, lse: &out.lse };
+        let tracer = self.tracer(ctx);
+        let (dispatch, plan) = tracer.prepare(ctx, &self.flash, &buffers, &trace_buf, launch)?;
+        Dispatch::submit_all(ctx, &[&dispatch]);
+        let forward = out.read(ctx, shape.d).await?;
+        let records: Vec<f32> = ctx.read_back(&trace_buf).await?;
+        Ok((forward, parse_trace(&records, up.shape, shape.d, plan.tile), plan.form))
     }
 
     /// Exact probabilities of a window of rows/cols for every query head, `[h_q, rows, cols]`, computed

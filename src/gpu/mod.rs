@@ -20,6 +20,7 @@ pub mod flash_backward_io;
 pub mod flash_backward_subgroup;
 pub mod flash_io;
 pub mod flash_tiles;
+pub mod flash_trace;
 pub mod fma_peak;
 pub mod kept_attention;
 pub mod kernel;

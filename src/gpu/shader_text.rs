@@ -16,7 +16,7 @@ use crate::lm::weight_plan::WeightFormat;
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 24] = [
+const INCLUDES: [(&str, &str); 26] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
@@ -31,6 +31,8 @@ const INCLUDES: [(&str, &str); 24] = [
     ("flash_rows_end.wgsl", include_str!("../../shaders/include/flash_rows_end.wgsl")),
     ("flash_rows_start.wgsl", include_str!("../../shaders/include/flash_rows_start.wgsl")),
     ("flash_softmax_step.wgsl", include_str!("../../shaders/include/flash_softmax_step.wgsl")),
+    ("flash_trace_io.wgsl", include_str!("../../shaders/include/flash_trace_io.wgsl")),
+    ("flash_trace_step.wgsl", include_str!("../../shaders/include/flash_trace_step.wgsl")),
     ("grid.wgsl", include_str!("../../shaders/include/grid.wgsl")),
     ("matmul_io.wgsl", include_str!("../../shaders/include/matmul_io.wgsl")),
     ("matmul_subgroup_y.wgsl", include_str!("../../shaders/include/matmul_subgroup_y.wgsl")),
@@ -74,6 +76,24 @@ pub fn with_weights(source: &str, format: WeightFormat) -> String {
             source.replace(line, "// #include weights_bf16.wgsl")
         }
     }
+}
+
+/// The traced build of `source` (src/gpu/flash_trace.rs): each line `// #trace NAME` becomes
+/// `// #include NAME`, so the trace's binding and its writes are pasted in. Everywhere else those
+/// lines stay comments: the kernels as shipped compile exactly as before. Panics if `source` has no
+/// such line (a kernel that cannot be traced).
+pub fn traced(source: &str) -> String {
+    // Includes first: a kernel's key loop may sit in an include (`flash_keys.wgsl`) with its mark.
+    let source = with_includes(source);
+    assert!(source.contains("// #trace "), "a traced kernel marks where its trace goes");
+    let lines: Vec<String> = source
+        .lines()
+        .map(|line| match line.trim().strip_prefix("// #trace ") {
+            Some(name) => format!("// #include {name}"),
+            None => line.to_owned(),
+        })
+        .collect();
+    lines.join("\n") + "\n"
 }
 
 /// `source` ready for a device with subgroups: browsers want the extension enabled first, while Naga
@@ -239,6 +259,26 @@ mod tests {
         naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
             .validate(&module)
             .unwrap_or_else(|e| panic!("{constants:?}: {e:?}"));
+    }
+
+    #[test]
+    fn traced_kernels_are_valid_wgsl_and_the_shipped_ones_only_gain_comments() {
+        let flash = include_str!("../../shaders/flash_attention.wgsl");
+        let subgroup = include_str!("../../shaders/flash_attention_subgroup.wgsl");
+        let cases: [(&str, &[(&str, u32)]); 3] = [
+            (flash, &[("D", 8), ("D4", 2), ("R", 2), ("BC", 4), ("STAGE_KV", 0)]),
+            (flash, &[("D", 64), ("D4", 16), ("R", 1), ("BC", 16), ("STAGE_KV", 1)]),
+            (subgroup, &[("D", 8), ("D4", 2), ("R", 2), ("BC", 4)]),
+        ];
+        for (source, constants) in cases {
+            let text = with_includes(&traced(source));
+            assert!(text.contains("var<storage, read_write> flash_trace") && text.contains("flash_trace[rec]"));
+            validate(&text, &[]);
+            validate(&unroll_loops(&with_constants(&text, constants), constants), constants);
+            // As shipped: the trace's lines stay comments, so no code of it is compiled.
+            let shipped = with_includes(source);
+            assert!(shipped.lines().filter(|l| l.contains("flash_trace")).all(|l| l.trim().starts_with("//")));
+        }
     }
 
     #[test]

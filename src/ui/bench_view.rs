@@ -56,7 +56,9 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
                 "Times the tiled (FlashAttention-style) kernel against the naive three-pass one on this GPU, and "
                 "the row softmax the heatmaps use (every probability, no P·V). "
                 "FLOPs count 4·d per attended query-key pair (2·d for the row softmax); the FMA peak comes from a small WGSL microkernel, "
-                "so each result reads as a fraction of what this adapter can do."
+                "so each result reads as a fraction of what this adapter can do. "
+                "The backward (dQ, dK, dV from dO, FlashAttention-2's two passes; pick it under \"kernel\") counts "
+                {bench::BACKWARD_FLOPS} "."
             </p>
             <AdapterLine engine=engine/>
             <BenchControls state=state/>
@@ -218,6 +220,11 @@ fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
             <label>"d"
                 <select data-testid="bench-d" on:change=move |ev| pick(state, "d", &ev)>
                     {move || option_views(state.with(|s| controls::d_options(&s.bench)))}
+                </select>
+            </label>
+            <label>"kernel"
+                <select data-testid="bench-kernel" on:change=move |ev| pick(state, "kernel", &ev)>
+                    {move || option_views(state.with(|s| controls::kernel_options(&s.bench)))}
                 </select>
             </label>
             <label>"mask"

@@ -9,6 +9,7 @@ use super::params::{edit, set_param};
 
 use super::browser;
 use super::engine_signal::EngineSignal;
+use super::flash_trace_view::FlashTracePanel;
 use super::heatmap::{HeadMap, Heatmap, Shared};
 use super::step_through::StepThrough;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
@@ -82,7 +83,10 @@ pub fn FocusPanel(
                         {tiles_on().then(|| view! { <TileStats map=m.clone() engine=engine layout=layout.clone()/> })}
                         {move || steps_on().then(|| inputs.get().map(|inp| {
                             let mask = m.mask;
-                            view! { <StepThrough inputs=inp head=head mask=mask gpu=Some(m.clone())/> }
+                            view! {
+                                <StepThrough inputs=inp.clone() head=head mask=mask gpu=Some(m.clone())/>
+                                <FlashTracePanel inputs=inp head=head mask=mask engine=engine/>
+                            }
                         })).flatten()}
                     }.into_any()
                 }

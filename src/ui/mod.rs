@@ -18,6 +18,7 @@ mod engine_signal;
 mod explorer_compute;
 mod explorer_controls;
 mod export;
+mod flash_trace_view;
 mod focus_panel;
 mod gpu_watch;
 mod head_mix;

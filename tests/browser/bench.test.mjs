@@ -36,6 +36,28 @@ describe("bench view", () => {
     await app.close();
   });
 
+  test("kernel=backward times the backward kernels alone, and the kernel select lifts it", async () => {
+    const app = await AppPage.open(session, "?view=bench&n=256&d=64&mask=causal&kernel=backward");
+    // Two head layouts (8/8 and 32/8): two backward rows, nothing else.
+    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-row"]').length === 2, null, { timeout: 120_000 });
+    await app.page.waitForFunction(() => /Done: 2 cases/.test(document.querySelector('[data-testid="bench-progress"]').textContent));
+    const rows = await app.page.$$eval('[data-testid="bench-row"]', (els) => els.map((el) => ({
+      kernel: el.dataset.kernel, ms: Number(el.dataset.ms), gflops: Number(el.dataset.gflops),
+    })));
+    for (const row of rows) {
+      assert.equal(row.kernel, "backward");
+      assert.ok(row.ms > 0 && row.gflops > 0 && Number.isFinite(row.gflops), JSON.stringify(row));
+    }
+    assert.equal(await app.page.getByTestId("bench-kernel").inputValue(), "backward");
+    assert.match(await app.page.locator(".bench .explain").first().innerText(), /backward flops = 2\.5 x 4 d x attended pairs/);
+    // "all" takes the key out of the link: the forward kernels again.
+    await app.page.getByTestId("bench-kernel").selectOption("all");
+    await app.page.waitForFunction(() => !new URL(location.href).searchParams.has("kernel"));
+    assert.match(await app.page.getByTestId("bench-run").innerText(), /Run 6 cases/);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("the trained model's rows: each matmul shape and the forward pass over 256 tokens", async () => {
     const app = await AppPage.open(session, "?view=bench");
     await app.page.getByTestId("bench-lm-run").click();

@@ -3,7 +3,7 @@
 
 use super::BenchParams;
 pub use super::window_tokens;
-use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, SEQUENCE_LENGTHS};
+use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, BenchKernel, SEQUENCE_LENGTHS};
 use crate::model::Mask;
 use crate::views::attention_input::AttentionInput;
 
@@ -47,6 +47,11 @@ pub fn mask_options(input: &AttentionInput) -> Vec<SelectOption> {
     options("full, causal, sliding", current, Mask::KIND_NAMES, |k| k.into())
 }
 
+/// The kernels: the forward ones (the default list), or one of them, or the backward alone.
+pub fn kernel_options(params: &BenchParams) -> Vec<SelectOption> {
+    options("tiled, naive, rows", params.kernel, BenchKernel::NAMED, |k| k.name().into())
+}
+
 /// What picking `value` in the select of `key` (`n`, `d` or `mask`) changes in the link: `all` lifts
 /// that filter (the key is cleared), any other option is the key's value, read by its parser.
 pub fn filter_change<'a>(key: &'a str, value: &'a str) -> (&'a str, Option<&'a str>) {
@@ -85,6 +90,9 @@ mod tests {
         assert_eq!(values(&n_options(&s.input)), ["all", "256", "1024", "2048", "4096", "8192", "16384"]);
         assert_eq!(selected(&mask_options(&s.input)), ["full, causal, sliding"]);
         assert_eq!(selected(&d_options(&s.bench)), ["all"]);
+        assert_eq!(values(&kernel_options(&s.bench)), ["all", "tiled", "naive", "rows", "backward"]);
+        assert_eq!(selected(&kernel_options(&s.bench)), ["tiled, naive, rows"]);
+        assert_eq!(selected(&kernel_options(&pick(&[("kernel", "backward")]).bench)), ["backward"]);
         let s = pick(&[("n", "2048"), ("d", "128"), ("mask", "sliding")]);
         assert_eq!(selected(&n_options(&s.input)), ["2048"]);
         assert_eq!(selected(&d_options(&s.bench)), ["128"]);

@@ -1,5 +1,6 @@
-//! The benchmark view's model. Here its link parameters: `d`, with `n`, `mask` and `window` read from
-//! the shared [`AttentionInput`]; a link that names any of them runs just the matching cases.
+//! The benchmark view's model. Here its link parameters: `d` and `kernel`, with `n`, `mask` and
+//! `window` read from the shared [`AttentionInput`]; a link that names any of them runs just the
+//! matching cases (`kernel=backward` the backward's, which no other list includes).
 //! [`controls`] holds the case filter's choices, [`rows`] the result table's cells, [`status`] every
 //! other line the view shows.
 
@@ -9,7 +10,7 @@ pub mod status;
 
 use super::attention_input::AttentionInput;
 use super::link::{Accepted, LinkParams};
-use crate::gpu::bench::{BenchFilter, DEFAULT_WINDOW};
+use crate::gpu::bench::{BenchFilter, BenchKernel, DEFAULT_WINDOW};
 
 /// Head widths a link may ask the benchmark for: those the GPU kernels are built for, up to the
 /// widest they take (`model::limits::KERNEL_MAX_HEAD_DIM`).
@@ -28,6 +29,8 @@ impl crate::views::view_class::ViewClass for Bench {
 pub struct BenchParams {
     /// Head dimension (URL `d=`): the benchmark's case filter.
     pub head_dim: Option<u32>,
+    /// The one kernel to time (URL `kernel=`); `None`: the forward kernels.
+    pub kernel: Option<BenchKernel>,
 }
 
 impl BenchParams {
@@ -39,7 +42,7 @@ impl BenchParams {
             n: input.seq_tokens,
             d: self.head_dim,
             mask: input.mask_given.then(|| input.mask.resized(size, size)),
-            kernel: None,
+            kernel: self.kernel,
             window: input.window_given.then(|| input.window_tokens()),
         }
     }
@@ -56,7 +59,7 @@ pub fn window_tokens(input: &AttentionInput) -> u64 {
 }
 
 impl LinkParams for BenchParams {
-    const KEYS: &'static [&'static str] = &["d"];
+    const KEYS: &'static [&'static str] = &["d", "kernel"];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match (key, value.parse::<u32>()) {
@@ -66,13 +69,15 @@ impl LinkParams for BenchParams {
                     "\"{value}\" is not a supported head dimension (32, 64, 128, 256, 512, 576 or 1024)"
                 ));
             }
+            ("kernel", _) => self.kernel = Some(value.parse()?),
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
     }
 
     fn pairs(&self) -> Vec<(&'static str, String)> {
-        self.head_dim.map(|d| ("d", d.to_string())).into_iter().collect()
+        let d = self.head_dim.map(|d| ("d", d.to_string()));
+        d.into_iter().chain(self.kernel.map(|k| ("kernel", k.name().to_string()))).collect()
     }
 }
 
@@ -84,8 +89,12 @@ mod tests {
 
     #[test]
     fn every_parameter_round_trips() {
-        let params = BenchParams { head_dim: Some(128) };
+        let params = BenchParams { head_dim: Some(128), kernel: None };
         assert_eq!(round_trip(&params), params);
+        let backward = BenchParams { head_dim: None, kernel: Some(BenchKernel::Backward) };
+        assert_eq!(round_trip(&backward), backward);
+        assert_eq!(backward.pairs(), [("kernel", "backward".to_string())]);
+        assert!(BenchParams::default().set("kernel", "fast").is_err());
         assert!(BenchParams::default().pairs().is_empty());
         assert!(BenchParams::default().set("d", "48").is_err());
         // Wide heads: Gemma 4's global 512, MLA's absorbed 576, the kernels' widest 1,024.
@@ -100,12 +109,15 @@ mod tests {
         let mut input = AttentionInput::default();
         assert_eq!(BenchParams::default().filter(&input), BenchFilter::default());
         assert!(!BenchParams::default().names_a_case(&input));
-        assert!(BenchParams { head_dim: Some(64) }.names_a_case(&input));
+        assert!(BenchParams { head_dim: Some(64), kernel: None }.names_a_case(&input));
+        let backward = BenchParams { head_dim: None, kernel: Some(BenchKernel::Backward) };
+        assert!(backward.names_a_case(&input));
+        assert_eq!(backward.filter(&input).kernel, Some(BenchKernel::Backward));
         input.set("n", "256").unwrap();
         input.set("mask", "sliding").unwrap();
         input.set("window", "16").unwrap();
         assert!(BenchParams::default().names_a_case(&input));
-        let filter = BenchParams { head_dim: Some(64) }.filter(&input);
+        let filter = BenchParams { head_dim: Some(64), kernel: None }.filter(&input);
         assert_eq!(
             filter,
             BenchFilter {

@@ -5,6 +5,7 @@ pub mod checkpoint_files;
 pub mod controls;
 pub mod entropy;
 pub mod explorer_page;
+pub mod flash_trace;
 pub mod head_frame;
 pub mod head_map;
 pub mod head_mix;

@@ -30,9 +30,14 @@ pub struct Example {
 impl Example {
     /// The example of query head `head` under `mask` (the explorer's mask for the layer).
     pub fn of(inputs: &LayerInputs, head: u32, mask: Mask) -> Self {
+        Self::first(inputs, head, mask, STEP_TOKENS)
+    }
+
+    /// As [`Example::of`], with the first `tokens` queries and keys.
+    pub fn first(inputs: &LayerInputs, head: u32, mask: Mask, tokens: usize) -> Self {
         let d = inputs.layout.head_dim as usize;
         let cross = inputs.is_cross();
-        let (mut n_q, mut n_kv) = (inputs.q_tokens().len().min(STEP_TOKENS), inputs.kv_tokens().len().min(STEP_TOKENS));
+        let (mut n_q, mut n_kv) = (inputs.q_tokens().len().min(tokens), inputs.kv_tokens().len().min(tokens));
         if !cross {
             n_q = n_q.min(n_kv);
             n_kv = n_q;

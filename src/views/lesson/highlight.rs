@@ -11,9 +11,10 @@ use crate::views::registry::View;
 pub const CHART_LINES: [&str; 4] = ["total", "budget", "ctx", "fit"];
 
 /// Panels (by `data-testid`) that a step can point at, and the view that shows each.
-pub const ELEMENTS: [(&str, View); 21] = [
+pub const ELEMENTS: [(&str, View); 22] = [
     ("step-through", View::Heatmaps),
     ("step-online", View::Heatmaps),
+    ("flash-trace", View::Heatmaps),
     ("decode-panel", View::Kv),
     ("tile-stats", View::Heatmaps),
     ("tile-overlay", View::Heatmaps),
