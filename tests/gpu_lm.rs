@@ -15,6 +15,12 @@
 //!   1e-4 (measured at most 8.6e-6) and probabilities within 1e-5 (measured at most 1.9e-6), with the
 //!   most likely next token the same at every position.
 //!
+//! - a gradient step (the shipped model's layer-1 W_Q, W_K, W_V moved to `W - eta dW`, dW from the CPU
+//!   backward `lm::backward`), rerun on the GPU against the CPU pass with the same stepped weights:
+//!   the tolerances above, and the counted tokens' probabilities within 1e-5 relative (measured at most
+//!   3.4e-6; logits 7.6e-6, attention 1.4e-6), the loss within 1e-5 (measured 7.4e-7). The step moves
+//!   the loss by 0.35 and 2.1, so the test fails if the GPU ran the old weights.
+//!
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
 use attention_lab::attention::inputs::SplitMix64;
@@ -28,8 +34,10 @@ use attention_lab::gpu::rms_norm::{NormBuffers, NormConstants};
 use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
 use attention_lab::gpu::widen::Half;
 use attention_lab::gpu::{GpuContext, Kernels};
+use attention_lab::lm::backward::{LossTarget, layer_gradients};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward::{self, Gate};
+use attention_lab::lm::grad_step::{counted, read_targets, stepped};
 use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
@@ -524,5 +532,50 @@ fn decoding_against_the_kv_cache_gives_the_whole_pass_logits() {
     let err = pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, &more)).unwrap_err();
     assert!(err.to_string().contains("do not fit a KV cache of 128"), "{err}");
     assert_eq!(cache.len(), 80);
+    close(ctx);
+}
+
+/// Issue 33's "the probabilities after a gradient step match a CPU forward with the stepped weights".
+#[test]
+fn the_stepped_model_s_gpu_pass_matches_the_cpu_pass_with_the_stepped_weights() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    // 83 tokens reach past layers 0-2's 64-token window.
+    let ids: Vec<u32> = (0..83).map(|i| (i * 211 + 7) % 4096).collect();
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: false };
+    for (target, eta) in [(LossTarget::Text, 0.5), (LossTarget::Token { position: 70, token: 17 }, 0.05)] {
+        let grads = layer_gradients(&ck, &ids, target, 1).expect("CPU backward");
+        let pairs = counted(&ids, target);
+        let vocab = ck.vocab();
+        let before = read_targets(&forward::forward(&ck, &ids).unwrap().logits, vocab, ids.len(), &pairs).unwrap();
+        let new = stepped(&ck, &grads, eta).expect("step");
+        let cpu = forward::forward(&new, &ids).expect("CPU forward, stepped");
+        let weights = LmWeights::upload(&ctx, &new).expect("upload the stepped weights");
+        let gpu = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &ids, request)).expect("GPU forward");
+        let (want, got) = (
+            read_targets(&cpu.logits, vocab, ids.len(), &pairs).unwrap(),
+            read_targets(&gpu.logits, vocab, ids.len(), &pairs).unwrap(),
+        );
+        let prob_rel = got.probs.iter().zip(&want.probs).map(|(g, w)| (g - w).abs() / w).fold(0.0, f64::max);
+        let logits = max_abs_diff(&gpu.logits, &cpu.logits);
+        let attention = gpu.probs.iter().zip(&cpu.probs).map(|(g, w)| max_abs_diff(g, w)).fold(0.0, f32::max);
+        println!(
+            "{target:?}, eta {eta}: loss {} -> CPU {} / GPU {}; counted probabilities within {prob_rel:e} (relative), \
+             logits {logits:e}, attention {attention:e}",
+            before.loss, want.loss, got.loss
+        );
+        assert!(
+            want.loss < before.loss - 1e-2,
+            "{target:?}: the step lowers the loss ({} -> {})",
+            before.loss,
+            want.loss
+        );
+        assert!((got.loss - want.loss).abs() < 1e-5, "{target:?}: loss GPU {} vs CPU {}", got.loss, want.loss);
+        assert!(prob_rel < 1e-5, "{target:?}: counted probabilities differ by {prob_rel:e} (relative)");
+        assert!(logits < 1e-4, "{target:?}: logits differ by {logits:e}");
+        assert_eq!(gpu.probs.len(), ck.layers.len());
+        assert!(attention < 1e-5, "{target:?}: attention probabilities differ by {attention:e}");
+    }
     close(ctx);
 }
