@@ -7,17 +7,26 @@
 //! has them). Attention's own backward is `cpu::flash_backward`, the twin of the GPU's kernel, one
 //! query head at a time so that each head's share of a shared K/V head's gradient is seen.
 //!
+//! [`GradientJob`] runs it a step at a time (a layer, or four counted tokens of the loss) so the page
+//! can yield between steps and cancel by dropping it. The layers below the chosen one may come from
+//! another pass ([`layer_gradients_from`]: the GPU forward pass's hidden states); everything from the
+//! chosen layer up is differentiated here, on the CPU.
+//!
 //! The same steps as `forward.rs` (pre-norm blocks, RMSNorm with Gemma's `1 + w`, rotary Q and K,
 //! grouped-query attention under each layer's mask, a gated MLP, Gemma 3's output norms) in f64
 //! rather than f32 storage; `backward_tests.rs` checks every gradient against central differences.
 
 use super::LmError;
 use super::backward_ops::{Rotation, activation, linear, linear_input_grad, rms_norm, rms_norm_grad, weight_grads};
-use super::checkpoint::{Checkpoint, LayerWeights, Linear};
+use super::checkpoint::{Checkpoint, LayerWeights};
 use super::forward::{MAX_CPU_BYTES, max_tokens};
 use crate::attention::rope::RopeTable;
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_backward::{BackwardInputs, flash_backward};
+
+#[path = "backward_job.rs"]
+mod job;
+pub use job::GradientJob;
 
 /// Which loss is differentiated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,48 +70,53 @@ pub struct LayerGradients {
     pub w_v: LinearGrads,
 }
 
-/// The loss of `ids` under `target` and its gradients at `layer` (see the module's comment).
+/// The loss of `ids` under `target` and its gradients at `layer` (see the module's comment), the
+/// layers below run by the f64 forward pass: [`GradientJob`] run to its end.
 pub fn layer_gradients(
     ck: &Checkpoint,
     ids: &[u32],
     target: LossTarget,
     layer: usize,
 ) -> Result<LayerGradients, LmError> {
-    check(ck, ids, target, layer)?;
-    let t = ids.len();
-    let (mut tapes, x) = forward_tapes(ck, ids, layer, |_| {});
-    let (loss, mut dx) = loss_grad(ck, &x, ids, target);
-    let chosen = tapes.remove(0);
-    for (offset, tape) in tapes.iter().enumerate().rev() {
-        dx = tape.backward(ck, layer + 1 + offset, dx).input;
+    run(GradientJob::new(ck, ids, target, layer)?)
+}
+
+/// [`layer_gradients`] from `input`, the residual stream entering `layer` (`[tokens, d_model]`) as
+/// another pass computed it: the GPU's hidden states after `layer - 1` (or the scaled embeddings for
+/// layer 0), so that the layers below run where that pass ran.
+pub fn layer_gradients_from(
+    ck: &Checkpoint,
+    ids: &[u32],
+    target: LossTarget,
+    layer: usize,
+    input: &[f32],
+) -> Result<LayerGradients, LmError> {
+    run(GradientJob::from_input(ck, ids, target, layer, input)?)
+}
+
+fn run(mut job: GradientJob) -> Result<LayerGradients, LmError> {
+    while job.step() {}
+    job.finish().ok_or_else(|| LmError("the backward pass stopped before its end".into()))
+}
+
+/// The residual stream entering `layer`, by the f64 forward pass of the embeddings and the layers below.
+fn input_of(ck: &Checkpoint, ids: &[u32], layer: usize) -> Vec<f64> {
+    let d = ck.model.d_model as usize;
+    let mut x: Vec<f64> =
+        super::forward::embed_gather(&ck.embed, ids, d, ck.style.embed_scale).into_iter().map(f64::from).collect();
+    for l in 0..layer {
+        let projected = Projected::of(ck, l, &x, ids.len());
+        x = Tape::attend_and_mix(ck, l, x, projected, ids.len()).output;
     }
-    let back = chosen.backward(ck, layer, dx);
-    let (q_width, kv_width) = ck.widths();
-    let hd = ck.head_dim();
-    let weights = &ck.layers[layer];
-    let grads = |lin: &Linear, dy: &[f64]| {
-        let (weight, bias) = weight_grads(&chosen.h1, dy, lin.inputs, lin.outputs);
-        LinearGrads { weight, bias: lin.bias.as_ref().map(|_| bias) }
-    };
-    Ok(LayerGradients {
-        layer,
-        tokens: t,
-        loss,
-        dq: heads_first(&back.dq, t, q_width / hd, hd),
-        dk: heads_first(&back.dk, t, kv_width / hd, hd),
-        dv: heads_first(&back.dv, t, kv_width / hd, hd),
-        key_norms: back.key_norms,
-        w_q: grads(&weights.q, &back.dq_proj),
-        w_k: grads(&weights.k, &back.dk_proj),
-        w_v: grads(&weights.v, &back.dv),
-    })
+    x
 }
 
 /// The loss of `ids` under `target` by the f64 forward pass alone (the yardstick of the tests).
 pub fn loss(ck: &Checkpoint, ids: &[u32], target: LossTarget) -> Result<f64, LmError> {
     check(ck, ids, target, ck.layers.len() - 1)?;
-    let (_, x) = forward_tapes(ck, ids, ck.layers.len() - 1, |_| {});
-    Ok(loss_grad(ck, &x, ids, target).0)
+    let last = ck.layers.len() - 1;
+    let (_, x) = tapes_from(ck, ids.len(), last, input_of(ck, ids, last), |_| {});
+    Ok(loss_of(ck, &x, ids, target))
 }
 
 /// [`loss`] with the projections of `layer` changed by `nudge` (the tests' finite differences).
@@ -114,34 +128,29 @@ pub(crate) fn loss_nudged(
     layer: usize,
     nudge: impl FnOnce(&mut Projected),
 ) -> f64 {
-    let (_, x) = forward_tapes(ck, ids, layer, nudge);
-    loss_grad(ck, &x, ids, target).0
+    let (_, x) = tapes_from(ck, ids.len(), layer, input_of(ck, ids, layer), nudge);
+    loss_of(ck, &x, ids, target)
 }
 
-/// The f64 forward pass through every layer, keeping the tapes of `layer` and above, with `nudge`
-/// applied to that layer's projections; returns the tapes and the last layer's output.
-fn forward_tapes(
+/// The f64 forward pass of `layer` and the layers above from `x` (the stream entering `layer`), with
+/// `nudge` applied to `layer`'s projections; returns their tapes and the last layer's output.
+fn tapes_from(
     ck: &Checkpoint,
-    ids: &[u32],
+    t: usize,
     layer: usize,
+    mut x: Vec<f64>,
     nudge: impl FnOnce(&mut Projected),
 ) -> (Vec<Tape>, Vec<f64>) {
-    let t = ids.len();
-    let d = ck.model.d_model as usize;
-    let mut x: Vec<f64> =
-        super::forward::embed_gather(&ck.embed, ids, d, ck.style.embed_scale).into_iter().map(f64::from).collect();
     let mut tapes = Vec::with_capacity(ck.layers.len() - layer);
     let mut nudge = Some(nudge);
-    for l in 0..ck.layers.len() {
+    for l in layer..ck.layers.len() {
         let mut projected = Projected::of(ck, l, &x, t);
-        if l == layer {
-            nudge.take().expect("one chosen layer")(&mut projected);
+        if let Some(nudge) = nudge.take() {
+            nudge(&mut projected);
         }
         let tape = Tape::attend_and_mix(ck, l, x, projected, t);
         x = tape.output.clone();
-        if l >= layer {
-            tapes.push(tape);
-        }
+        tapes.push(tape);
     }
     (tapes, x)
 }
@@ -193,37 +202,36 @@ pub fn tape_bytes(ck: &Checkpoint, t: usize) -> Option<u64> {
     per_token.checked_mul(t as u64)?.checked_mul(8)
 }
 
-/// The mean (or one position's) cross-entropy of the next tokens, and its gradient with respect to the
-/// residual stream after the last layer, through the final norm and the output projection.
-fn loss_grad(ck: &Checkpoint, x: &[f64], ids: &[u32], target: LossTarget) -> (f64, Vec<f64>) {
+/// The mean (or one position's) cross-entropy of the next tokens (the f64 forward's, for the tests).
+fn loss_of(ck: &Checkpoint, x: &[f64], ids: &[u32], target: LossTarget) -> f64 {
+    let pairs = super::grad_step::counted(ids, target);
+    let mut dx = vec![0.0; x.len()];
+    pairs.iter().map(|&pair| loss_row(ck, x, pair, 1.0 / pairs.len() as f64, &mut dx)).sum()
+}
+
+/// `weight` times the cross-entropy of `next` after position `i`, with its gradient with respect to
+/// the residual stream after the last layer (through the final norm and the output projection) added
+/// to row `i` of `dx`.
+fn loss_row(ck: &Checkpoint, x: &[f64], (i, next): (usize, u32), weight: f64, dx: &mut [f64]) -> f64 {
     let d = ck.model.d_model as usize;
     let head = ck.lm_head.as_deref().unwrap_or(&ck.embed);
-    let rows: Vec<(usize, u32)> = match target {
-        LossTarget::Text => (0..ids.len() - 1).map(|i| (i, ids[i + 1])).collect(),
-        LossTarget::Token { position, token } => vec![(position, token)],
-    };
-    let weight = 1.0 / rows.len() as f64;
     let (eps, offset) = (ck.rms_norm_eps, ck.style.norm_offset);
-    let mut dx = vec![0.0; x.len()];
-    let mut loss = 0.0;
-    for (i, next) in rows {
-        let row = &x[i * d..][..d];
-        let normed = rms_norm(row, &ck.final_norm, eps, offset);
-        let logits: Vec<f64> =
-            head.chunks_exact(d).map(|w| w.iter().zip(&normed).map(|(&w, x)| f64::from(w) * x).sum()).collect();
-        let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let sum: f64 = logits.iter().map(|l| (l - max).exp()).sum();
-        let lse = max + sum.ln();
-        loss += weight * (lse - logits[next as usize]);
-        // d loss / d logit = weight (softmax - one-hot).
-        let mut d_normed = vec![0.0; d];
-        for (v, (w, &l)) in head.chunks_exact(d).zip(&logits).enumerate() {
-            let g = weight * ((l - lse).exp() - f64::from(u8::from(v == next as usize)));
-            d_normed.iter_mut().zip(w).for_each(|(o, &w)| *o += g * f64::from(w));
-        }
-        dx[i * d..][..d].copy_from_slice(&rms_norm_grad(row, &ck.final_norm, eps, offset, &d_normed));
+    let row = &x[i * d..][..d];
+    let normed = rms_norm(row, &ck.final_norm, eps, offset);
+    let logits: Vec<f64> =
+        head.chunks_exact(d).map(|w| w.iter().zip(&normed).map(|(&w, x)| f64::from(w) * x).sum()).collect();
+    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let sum: f64 = logits.iter().map(|l| (l - max).exp()).sum();
+    let lse = max + sum.ln();
+    // d loss / d logit = weight (softmax - one-hot).
+    let mut d_normed = vec![0.0; d];
+    for (v, (w, &l)) in head.chunks_exact(d).zip(&logits).enumerate() {
+        let g = weight * ((l - lse).exp() - f64::from(u8::from(v == next as usize)));
+        d_normed.iter_mut().zip(w).for_each(|(o, &w)| *o += g * f64::from(w));
     }
-    (loss, dx)
+    let grad = rms_norm_grad(row, &ck.final_norm, eps, offset, &d_normed);
+    dx[i * d..][..d].iter_mut().zip(grad).for_each(|(o, g)| *o += g);
+    weight * (lse - logits[next as usize])
 }
 
 /// What one layer computed in the f64 forward pass, `[tokens, width]` each, kept for its backward.

@@ -7,7 +7,7 @@
 //! backward reads f32 inputs, as the GPU's does), dW and db within 4e-7 (step 1e-4 on the f32 weights);
 //! both asserted within 1e-5. The f64 loss within 1.4e-7 (relative) of the f32 pass's; asserted 1e-5.
 
-use super::backward::{LossTarget, layer_gradients, loss, loss_nudged};
+use super::backward::{LossTarget, layer_gradients, layer_gradients_from, loss, loss_nudged};
 use super::backward_ops::{Rotation, activation, rms_norm, rms_norm_grad};
 use super::checkpoint::{Checkpoint, LayerWeights, Linear, OutputNorms, QkNormWeights};
 use super::forward::forward;
@@ -297,4 +297,56 @@ fn each_step_s_gradient_matches_central_differences() {
     assert!((dot(&turned, &dy) - dot(&x, &back)).abs() < 1e-12);
     let moved: f64 = turned[4..].iter().zip(&x[4..]).map(|(a, b)| (a - b).abs()).sum();
     assert!(moved > 0.1 && turned[..4] == x[..4], "position 1 turns, position 0 does not: {moved}");
+}
+
+#[test]
+fn gradients_from_another_pass_s_input_match_the_f64_pass_s() {
+    // The f32 CPU pass's hidden states after layer 0 (standing in for the GPU's) as layer 1's input:
+    // the gradients agree with the f64 pass's within the f32 rounding of that input (measured below
+    // 1.6e-6 of the largest; asserted 1e-4).
+    for (name, ck) in families() {
+        let pass = forward(&ck, &IDS).unwrap();
+        for target in TARGETS {
+            let ours = layer_gradients(&ck, &IDS, target, 1).unwrap();
+            let from = layer_gradients_from(&ck, &IDS, target, 1, &pass.hidden[0]).unwrap();
+            let rel = |a: &[f64], b: &[f64]| {
+                let largest = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / largest
+            };
+            let worst = [rel(&ours.dq, &from.dq), rel(&ours.w_k.weight, &from.w_k.weight), rel(&ours.dv, &from.dv)]
+                .into_iter()
+                .fold(0.0, f64::max);
+            println!("{name} {target:?}: from the f32 pass's input, relative {worst:e}");
+            assert!(worst < 1e-4 && (ours.loss - from.loss).abs() < 1e-5, "{name} {target:?}: {worst:e}");
+        }
+        let short = &pass.hidden[0][1..];
+        let err = layer_gradients_from(&ck, &IDS, LossTarget::Text, 1, short).unwrap_err().0;
+        assert!(err.contains("needs 96 finite values, not 95"), "{err}");
+        let mut bad = pass.hidden[0].clone();
+        bad[3] = f32::NAN;
+        assert!(layer_gradients_from(&ck, &IDS, LossTarget::Text, 1, &bad).is_err());
+    }
+}
+
+#[test]
+fn the_job_runs_in_steps_and_gives_nothing_before_its_end() {
+    use super::backward::GradientJob;
+    let ck = super::forward_tests::shipped();
+    let ids: Vec<u32> = (0..83).map(|i| (i * 37 + 5) % 4096).collect();
+    // Layer 1 of 4, 82 counted tokens: layer 0 forward, layers 1-3 forward with tapes, 21 loss steps of
+    // 4 tokens, layers 3 and 2 backward, layer 1's backward: 28 steps.
+    let job = GradientJob::new(&ck, &ids, LossTarget::Text, 1).unwrap();
+    assert_eq!(job.steps(), 28);
+    assert!(job.finish().is_none(), "nothing before the end");
+    let mut job = GradientJob::new(&ck, &ids, LossTarget::Text, 1).unwrap();
+    for _ in 0..10 {
+        assert!(job.step());
+    }
+    drop(job); // cancelled halfway: nothing else to stop.
+    // From another pass's input the layer below is not run: 27 steps; one chosen token, 1 loss step.
+    let pass = forward(&ck, &ids).unwrap();
+    let from = GradientJob::from_input(&ck, &ids, LossTarget::Text, 1, &pass.hidden[0]).unwrap();
+    assert_eq!(from.steps(), 27);
+    let token = LossTarget::Token { position: 80, token: 3 };
+    assert_eq!(GradientJob::new(&ck, &ids, token, 3).unwrap().steps(), 3 + 1 + 1 + 1);
 }
