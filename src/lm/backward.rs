@@ -37,6 +37,14 @@ pub enum LossTarget {
     Token { position: usize, token: u32 },
 }
 
+/// The (position, next token) pairs the loss of `target` counts.
+pub fn counted(ids: &[u32], target: LossTarget) -> Vec<(usize, u32)> {
+    match target {
+        LossTarget::Text => (1..ids.len()).map(|i| (i - 1, ids[i])).collect(),
+        LossTarget::Token { position, token } => vec![(position, token)],
+    }
+}
+
 /// The gradient of a linear layer's weight (`[outputs, inputs]`) and bias.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinearGrads {
@@ -204,7 +212,7 @@ pub fn tape_bytes(ck: &Checkpoint, t: usize) -> Option<u64> {
 
 /// The mean (or one position's) cross-entropy of the next tokens (the f64 forward's, for the tests).
 fn loss_of(ck: &Checkpoint, x: &[f64], ids: &[u32], target: LossTarget) -> f64 {
-    let pairs = super::grad_step::counted(ids, target);
+    let pairs = counted(ids, target);
     let mut dx = vec![0.0; x.len()];
     pairs.iter().map(|&pair| loss_row(ck, x, pair, 1.0 / pairs.len() as f64, &mut dx)).sum()
 }

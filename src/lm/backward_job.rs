@@ -68,7 +68,7 @@ impl<'a> GradientJob<'a> {
 
     fn start(ck: &'a Checkpoint, ids: &[u32], target: LossTarget, layer: usize, from: usize, x: Vec<f64>) -> Self {
         let layers = ck.layers.len();
-        let pairs = crate::lm::grad_step::counted(ids, target);
+        let pairs = super::counted(ids, target);
         let mut work: Vec<Step> = (from..layer).map(Step::Below).collect();
         work.extend((layer..layers).map(Step::Above));
         work.extend(

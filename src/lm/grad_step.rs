@@ -3,7 +3,7 @@
 //! the GPU's), before and after.
 
 use super::LmError;
-use super::backward::{LayerGradients, LinearGrads, LossTarget};
+use super::backward::{LayerGradients, LinearGrads};
 use super::checkpoint::{Checkpoint, Linear};
 
 /// The largest step the page takes: larger ones send the shipped model's loss off past any reading
@@ -38,14 +38,6 @@ fn descend(w: &mut [f32], grad: &[f64], eta: f64) {
     w.iter_mut().zip(grad).for_each(|(w, g)| *w = (f64::from(*w) - eta * g) as f32);
 }
 
-/// The (position, next token) pairs the loss of `target` counts.
-pub fn counted(ids: &[u32], target: LossTarget) -> Vec<(usize, u32)> {
-    match target {
-        LossTarget::Text => (1..ids.len()).map(|i| (i - 1, ids[i])).collect(),
-        LossTarget::Token { position, token } => vec![(position, token)],
-    }
-}
-
 /// The probability of each counted token and the loss (their mean negative log), read from `logits`
 /// (`[rows, vocab]`, the rows of the last `rows` positions of `tokens`).
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +46,7 @@ pub struct TargetReading {
     pub loss: f64,
 }
 
-/// [`TargetReading`] of `logits` for the pairs of [`counted`]; an error where a pair's row is not among
+/// [`TargetReading`] of `logits` for the pairs of `backward::counted`; an error where a pair's row is not among
 /// the logits or its token outside the vocabulary.
 pub fn read_targets(
     logits: &[f32],
@@ -83,7 +75,7 @@ pub fn read_targets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lm::backward::{layer_gradients, loss};
+    use crate::lm::backward::{LossTarget, counted, layer_gradients, loss};
     use crate::lm::forward::forward;
 
     #[test]
