@@ -16,6 +16,14 @@
 //!   1e-4 (measured at most 8.6e-6) and probabilities within 1e-5 (measured at most 1.9e-6), with the
 //!   most likely next token the same at every position.
 //!
+//! - a gradient step (the shipped model's layer-1 W_Q, W_K, W_V moved to `W - eta dW`, dW from the CPU
+//!   backward `lm::backward`), rerun on the GPU against the CPU pass with the same stepped weights:
+//!   the tolerances above, and the counted tokens' probabilities within 1e-5 relative (measured at most
+//!   3.4e-6; logits 7.6e-6, attention 1.4e-6), the loss within 1e-5 (measured 7.4e-7). The step moves
+//!   the loss by 0.35 and 2.1, so the test fails if the GPU ran the old weights. dW from layer 1's
+//!   input as the GPU computed it within 1e-4 of the largest (relative) of dW from the CPU's (measured
+//!   2.0e-6).
+//!
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
 use attention_lab::attention::inputs::SplitMix64;
@@ -31,8 +39,10 @@ use attention_lab::gpu::rms_norm::{NormBuffers, NormConstants};
 use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
 use attention_lab::gpu::widen::Half;
 use attention_lab::gpu::{GpuContext, Kernels};
+use attention_lab::lm::backward::{LossTarget, counted, layer_gradients, layer_gradients_from};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward::{self, Gate};
+use attention_lab::lm::grad_step::{read_targets, stepped};
 use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::config::Positional;
@@ -632,5 +642,58 @@ fn decoding_against_a_quantised_cache_gives_the_cpu_pass_over_the_same_scheme() 
     let cache = lm_forward::LmCache::new(&ctx, &weights, 16).expect("cache");
     let kivi = KvScheme::Kivi { bits: 2, group: 32, recent: 16 };
     assert!(cache.with_scheme(kivi).err().unwrap().to_string().contains("shares scales across tokens"));
+    close(ctx);
+}
+
+/// Issue 33's "the probabilities after a gradient step match a CPU forward with the stepped weights".
+#[test]
+fn the_stepped_model_s_gpu_pass_matches_the_cpu_pass_with_the_stepped_weights() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    // 83 tokens reach past layers 0-2's 64-token window.
+    let ids: Vec<u32> = (0..83).map(|i| (i * 211 + 7) % 4096).collect();
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true, head_outputs: false };
+    let first = LmWeights::upload(&ctx, &ck).expect("upload");
+    let unstepped = pollster::block_on(lm_forward::run(&ctx, &kernels, &first, &ids, request)).expect("GPU forward");
+    for (target, eta) in [(LossTarget::Text, 0.5), (LossTarget::Token { position: 70, token: 17 }, 0.05)] {
+        // Layer 0 as the GPU ran it; layer 1 and above differentiated on the CPU.
+        let grads = layer_gradients_from(&ck, &ids, target, 1, &unstepped.hidden[0]).expect("CPU backward");
+        let all_cpu = layer_gradients(&ck, &ids, target, 1).expect("CPU backward");
+        let largest = all_cpu.w_q.weight.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let dw = grads.w_q.weight.iter().zip(&all_cpu.w_q.weight).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        println!("{target:?}: dW_Q from the GPU's layer 0 within {:e} of the CPU's (relative)", dw / largest);
+        assert!(dw < 1e-4 * largest, "{target:?}: dW_Q from the GPU's input differs by {dw:e} (largest {largest:e})");
+        let pairs = counted(&ids, target);
+        let vocab = ck.vocab();
+        let before = read_targets(&forward::forward(&ck, &ids).unwrap().logits, vocab, ids.len(), &pairs).unwrap();
+        let new = stepped(&ck, &grads, eta).expect("step");
+        let cpu = forward::forward(&new, &ids).expect("CPU forward, stepped");
+        let weights = LmWeights::upload(&ctx, &new).expect("upload the stepped weights");
+        let gpu = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &ids, request)).expect("GPU forward");
+        let (want, got) = (
+            read_targets(&cpu.logits, vocab, ids.len(), &pairs).unwrap(),
+            read_targets(&gpu.logits, vocab, ids.len(), &pairs).unwrap(),
+        );
+        let prob_rel = got.probs.iter().zip(&want.probs).map(|(g, w)| (g - w).abs() / w).fold(0.0, f64::max);
+        let logits = max_abs_diff(&gpu.logits, &cpu.logits);
+        let attention = gpu.probs.iter().zip(&cpu.probs).map(|(g, w)| max_abs_diff(g, w)).fold(0.0, f32::max);
+        println!(
+            "{target:?}, eta {eta}: loss {} -> CPU {} / GPU {}; counted probabilities within {prob_rel:e} (relative), \
+             logits {logits:e}, attention {attention:e}",
+            before.loss, want.loss, got.loss
+        );
+        assert!(
+            want.loss < before.loss - 1e-2,
+            "{target:?}: the step lowers the loss ({} -> {})",
+            before.loss,
+            want.loss
+        );
+        assert!((got.loss - want.loss).abs() < 1e-5, "{target:?}: loss GPU {} vs CPU {}", got.loss, want.loss);
+        assert!(prob_rel < 1e-5, "{target:?}: counted probabilities differ by {prob_rel:e} (relative)");
+        assert!(logits < 1e-4, "{target:?}: logits differ by {logits:e}");
+        assert_eq!(gpu.probs.len(), ck.layers.len());
+        assert!(attention < 1e-5, "{target:?}: attention probabilities differ by {attention:e}");
+    }
     close(ctx);
 }

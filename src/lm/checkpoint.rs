@@ -22,6 +22,7 @@ use crate::model::mask::Mask;
 const MAX_CPU_PARAMS: u128 = 64 << 20;
 
 /// `y = x W^T + b` with `W` stored (out, in) as PyTorch keeps it.
+#[derive(Clone)]
 pub struct Linear {
     pub weight: Vec<f32>,
     pub bias: Option<Vec<f32>>,
@@ -31,11 +32,13 @@ pub struct Linear {
 
 /// QK-norm (Qwen3, Gemma 3): RMSNorm weights, `[head_dim]` each, shared by every query head and by every
 /// key head, applied to each head after its projection and before rotary positions.
+#[derive(Clone)]
 pub struct QkNormWeights {
     pub q: Vec<f32>,
     pub k: Vec<f32>,
 }
 
+#[derive(Clone)]
 pub struct LayerWeights {
     /// Which keys each query sees in this layer.
     pub mask: Mask,
@@ -57,12 +60,14 @@ pub struct LayerWeights {
 }
 
 /// Norms on a block's outputs (Gemma 3's `post_attention_layernorm` and `post_feedforward_layernorm`).
+#[derive(Clone)]
 pub struct OutputNorms {
     pub attention: Vec<f32>,
     pub mlp: Vec<f32>,
 }
 
 /// A loaded checkpoint: its geometry and every weight as f32.
+#[derive(Clone)]
 pub struct Checkpoint {
     pub model: Model,
     pub rms_norm_eps: f32,

@@ -2,12 +2,15 @@
 //! its checkpoint read from the files a Hugging Face model ships (`config.json`, `model.safetensors`), its CPU forward pass (logits and every head's attention), the reference for
 //! the GPU, and what each head's attention measures on a text.
 
+pub mod backward;
+mod backward_ops;
 pub mod bpe;
 mod bpe_file;
 pub mod bpe_reader;
 mod bpe_scan;
 pub mod checkpoint;
 pub mod forward;
+pub mod grad_step;
 pub mod head_scores;
 pub mod kv_quality;
 pub mod model_config;
@@ -19,6 +22,8 @@ mod spelling;
 mod unicode_classes;
 pub mod weight_plan;
 
+#[cfg(test)]
+mod backward_tests;
 #[cfg(test)]
 mod bpe_real_tests;
 #[cfg(test)]
