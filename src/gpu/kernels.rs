@@ -24,6 +24,7 @@ use crate::gpu::matmul::Matmul;
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::paged_attention::{PagedAttention, PagedLaunch};
+use crate::gpu::paged_attention_subgroup::PagedSubgroup;
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
 use crate::gpu::qk_norm::QkNorm;
 use crate::gpu::rms_norm::RmsNorm;
@@ -65,6 +66,7 @@ pub const KERNELS: &[KernelInfo] = &[
     KernelInfo::of::<MatmulSubgroup>(),
     KernelInfo::of::<NaiveAttention>(),
     KernelInfo::of::<PagedAttention>(),
+    KernelInfo::of::<PagedSubgroup>(),
     KernelInfo::of::<PoolRows>(),
     KernelInfo::of::<QkNorm>(),
     KernelInfo::of::<RmsNorm>(),

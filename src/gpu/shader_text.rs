@@ -16,7 +16,7 @@ use crate::lm::weight_plan::WeightFormat;
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 23] = [
+const INCLUDES: [(&str, &str); 25] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
@@ -31,6 +31,8 @@ const INCLUDES: [(&str, &str); 23] = [
     ("flash_rows_end.wgsl", include_str!("../../shaders/include/flash_rows_end.wgsl")),
     ("flash_rows_start.wgsl", include_str!("../../shaders/include/flash_rows_start.wgsl")),
     ("flash_softmax_step.wgsl", include_str!("../../shaders/include/flash_softmax_step.wgsl")),
+    ("flash_subgroup_constants.wgsl", include_str!("../../shaders/include/flash_subgroup_constants.wgsl")),
+    ("flash_subgroup_keys.wgsl", include_str!("../../shaders/include/flash_subgroup_keys.wgsl")),
     ("grid.wgsl", include_str!("../../shaders/include/grid.wgsl")),
     ("matmul_io.wgsl", include_str!("../../shaders/include/matmul_io.wgsl")),
     ("matmul_subgroup_y.wgsl", include_str!("../../shaders/include/matmul_subgroup_y.wgsl")),
