@@ -200,3 +200,17 @@ mod tests {
         assert_eq!(gpu.for_rows(64, u32::MAX).rows_per_workgroup, 64, "no overflow");
     }
 }
+
+/// The compile-time constants of a subgroup form (`flash_attention_subgroup`,
+/// `paged_attention_subgroup`) for `d_pad`-wide heads: one key per lane at every step, several rows
+/// per invocation.
+pub fn subgroup_constants(d_pad: u32, subgroup_size: u32) -> [(&'static str, u32); 5] {
+    let rows = cpu_rows_per_invocation(d_pad);
+    [
+        ("D", d_pad),
+        ("D4", d_pad / 4),
+        ("R", rows),
+        ("BC", subgroup_size),
+        ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
+    ]
+}

@@ -6,7 +6,7 @@
 
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_io::FLASH_BINDINGS;
-use crate::gpu::flash_tiles::{cpu_rows_per_invocation, queries_in_registers};
+use crate::gpu::flash_tiles::{cpu_rows_per_invocation, subgroup_constants};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::Binding;
 use crate::gpu::{GpuContext, shader_text};
@@ -58,14 +58,7 @@ impl PagedSubgroup {
 
     /// The pipeline for heads `d_pad` wide: one subgroup per workgroup.
     pub fn pipeline(&self, device: &wgpu::Device, d_pad: u32) -> wgpu::ComputePipeline {
-        let rows = cpu_rows_per_invocation(d_pad);
-        let constants = [
-            ("D", d_pad),
-            ("D4", d_pad / 4),
-            ("R", rows),
-            ("BC", self.subgroup_size),
-            ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
-        ];
+        let constants = subgroup_constants(d_pad, self.subgroup_size);
         self.launcher.pipelines().get_specialised(device, &constants, &[("BR", self.subgroup_size)])
     }
 
