@@ -24,86 +24,19 @@
 
 // #include attention_masks.wgsl
 
-// Compile-time constants, rewritten by src/gpu/flash_attention_subgroup.rs for each pipeline (the
-// values here keep the file valid as written). Constants, not overrides, so that private arrays have
-// exactly the size their loops run over and the compiler keeps them in registers.
-// Head dimension (a multiple of 4).
-const D: u32 = 64u;
-// Query rows each invocation owns.
-const R: u32 = 8u;
-// 1: query rows kept in registers; 0: read at every step (heads over 768 wide; see flash_attention.wgsl).
-const Q_REGS: u32 = 1u;
-// Keys per step, one per lane: the adapter's subgroup size (named as the key step of
-// flash_attention.wgsl, which the shared step code loops over).
-const BC: u32 = 8u;
+// #include flash_subgroup_constants.wgsl
 
-// Invocations per workgroup: a multiple of BC, so every subgroup is full.
-override BR: u32 = 8u;
-
-const D4: u32 = D / 4u;
-const Q4: u32 = D4 * Q_REGS + 1u - Q_REGS;
+// K/V rows of KV head `kv_head` start at `kv_head * kv_stride` (a decode cache has spare capacity).
+fn kv_row(kv_head: u32, key: u32) -> u32 {
+    return kv_head * params.kv_stride + key;
+}
 
 @compute @workgroup_size(BR)
 fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32) {
     // This invocation's rows (t, kv_head, g, rows_total, row0, out_row, lo, hi, q_rows, acc, m, l).
     // #include flash_rows_start.wgsl
 
-    // Every lane walks the same keys, so shuffles always find their whole subgroup.
-    let kv_base = kv_head * params.kv_stride;
-    // The P V step's accumulators, declared once (as in flash_attention.wgsl: declarations inside the
-    // written-out loops would be copied with each pass, and count against WGSL's 8 KiB per function).
-    var a: array<vec4<f32>, R>;
-    for (var key0 = t.key_lo; key0 < t.key_hi; key0 += BC) {
-        let interior = key0 >= t.all_lo && key0 + BC <= t.all_hi;
-        // The key this lane fetches for the subgroup (past n_kv: the last key, finite and masked).
-        let my_key = (kv_base + min(key0 + lane, params.n_kv - 1u)) * D4;
-
-        // Scores of the step's BC keys for the R rows.
-        var s = array<array<f32, BC>, R>();
-        for (var e = 0u; e < D4; e++) {
-            let mine = k[my_key + e];
-            for (var c = 0u; c < BC; c++) {
-                let kc = subgroupShuffle(mine, c);
-                for (var j = 0u; j < R; j++) {
-                    if Q_REGS == 1u {
-                        s[j][c] += dot(q_rows[j][e * Q_REGS], kc);
-                    } else {
-                        s[j][c] += dot(query(out_row[j], e), kc);
-                    }
-                }
-            }
-        }
-
-        // Masked keys score NO_SCORE.
-        for (var j = 0u; j < R; j++) {
-            for (var c = 0u; c < BC; c++) {
-                let key = key0 + c;
-                let visible = interior || (key >= lo[j] && key < hi[j]);
-                s[j][c] = select(NO_SCORE, s[j][c], visible);
-            }
-        }
-
-        // The step's key weights p and rescale alpha; m and l move on.
-        // #include flash_softmax_step.wgsl
-
-        // acc = acc * alpha + P V, each lane fetching its key's V row for the subgroup.
-        for (var e = 0u; e < D4; e++) {
-            let mine = v[my_key + e];
-            for (var j = 0u; j < R; j++) {
-                a[j] = acc[j][e] * alpha[j];
-            }
-            for (var c = 0u; c < BC; c++) {
-                let vc = subgroupShuffle(mine, c);
-                for (var j = 0u; j < R; j++) {
-                    a[j] = fma(vec4<f32>(p[j][c]), vc, a[j]);
-                }
-            }
-            for (var j = 0u; j < R; j++) {
-                acc[j][e] = a[j];
-            }
-        }
-        // #trace flash_trace_step.wgsl
-    }
+    // #include flash_subgroup_keys.wgsl
 
     // O and lse of the real rows.
     // #include flash_rows_end.wgsl

@@ -22,9 +22,6 @@ use crate::model::limits::{
 };
 use crate::model::units::format_thousands;
 use std::cell::RefCell;
-
-mod paged;
-pub use paged::{DecodePool, PoolStep, pool_bytes};
 use std::str::FromStr;
 use std::task::{Context, Poll, Waker};
 
@@ -186,7 +183,7 @@ impl Engine {
 
     /// Runs a job that never waits (allocating buffers, writing into them) at once, through [`Engine::run`]'s
     /// one choice of tier: its future is ready at the first poll.
-    fn run_now<J: Job>(&self, job: &J) -> Result<J::Output, String> {
+    pub(crate) fn run_now<J: Job>(&self, job: &J) -> Result<J::Output, String> {
         let mut future = std::pin::pin!(self.run(job));
         match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(out) => out,
@@ -258,7 +255,7 @@ impl Job for AppendKv<'_, '_> {
     }
 }
 
-const GPU_CACHE_ON_CPU: &str = "a GPU cache cannot be used by the CPU engine";
+pub(crate) const GPU_CACHE_ON_CPU: &str = "a GPU cache cannot be used by the CPU engine";
 
 /// One decode step ([`Engine::decode`]): on the GPU when the cache lives there.
 pub struct Decode<'a> {
@@ -338,7 +335,7 @@ fn rows_per_slice(shape: AttentionShape) -> u64 {
     (CPU_SLICE_MULTIPLY_ADDS / (u64::from(shape.n_kv) * u64::from(shape.d)).max(1)).max(1)
 }
 
-fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
+pub(crate) fn check_cpu_size(shape: AttentionShape) -> Result<(), String> {
     let pairs = u64::from(shape.h_q).saturating_mul(u64::from(shape.n_q)).saturating_mul(u64::from(shape.n_kv));
     if pairs > CPU_MAX_SCORE_PAIRS {
         return Err(format!(

@@ -19,6 +19,7 @@ pub mod gpu;
 pub mod live_attention;
 pub mod lm;
 pub mod model;
+pub mod paged_decode;
 pub mod state;
 pub mod views;
 

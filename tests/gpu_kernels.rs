@@ -566,7 +566,10 @@ fn paged_decode_equals_contiguous_decode_and_the_twin() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let (h_q, h_kv, steps, table) = (4u32, 2u32, 37u32, [5u32, 0, 3]);
-    for d in [20u32, 128] {
+    // Unrolled natively: the subgroup form where lavapipe has subgroups; then the loop form GPUs run
+    // in the browser, at one width.
+    for (d, unrolled) in [(20u32, true), (128, true), (20, false)] {
+        kernels.paged.set_unrolled(unrolled);
         let mut rng = SplitMix64::new(u64::from(d));
         let k_all = random((h_kv * steps * d) as usize, 1.0, &mut rng); // [steps, h_kv, d]: one token a row
         let v_all = random((h_kv * steps * d) as usize, 1.0, &mut rng);
@@ -597,7 +600,7 @@ fn paged_decode_equals_contiguous_decode_and_the_twin() {
                     scale: 0.3,
                 };
                 let want = paged_attention(&problem).expect("twin");
-                let what = format!("d {d}, {mask:?}, step {t}");
+                let what = format!("d {d}, unrolled {unrolled}, {mask:?}, step {t}");
                 assert_close(&format!("paged O vs twin, {what}"), &got.o, &want.o, 1e-4, 1e-3);
                 assert_close(&format!("paged lse vs twin, {what}"), &got.lse, &want.lse, 1e-4, 1e-3);
                 assert_close(&format!("paged O vs contiguous, {what}"), &got.o, &flat.o, 1e-5, 1e-5);

@@ -325,6 +325,23 @@ async fn paged_decode_matches_its_twin_on_browser_webgpu() {
             assert!(err < 1e-3, "step {t} {mask:?}: output differs by {err}");
         }
     }
+    // The unrolled form (the bench page's), the subgroup kernel on this CPU adapter, on the last step.
+    kernels.paged.set_unrolled(true);
+    let q = random((h_q * d) as usize, 77, 1.0);
+    let step = PagedStep { pool: &pool, table: &table, n_kv: steps, q: &q, h_q, mask: Mask::Causal, scale: 0.125 };
+    let got = kernels.paged_decode(&ctx, &step).await.expect("unrolled paged decode");
+    let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: steps, d };
+    let problem = PagedProblem {
+        q: &q,
+        k_pool: twin.keys(),
+        v_pool: twin.values(),
+        table: &table,
+        shape,
+        mask: Mask::Causal,
+        scale: 0.125,
+    };
+    let err = max_abs_diff(&got.o, &paged_attention(&problem).expect("twin").o);
+    assert!(err < 1e-3, "unrolled: output differs by {err}");
 }
 
 /// `kept_attention` in Chromium (Tint compiles it, not naga): the trained model's evicting pass, each

@@ -15,6 +15,7 @@
 //! | `flash_backward` (`main`: D, dQ; `key_grads`: dK, dV)             | [`flash_backward`]  |
 //! | `flash_backward_subgroup` (the same passes, loads shuffled)       | [`flash_backward`]  |
 //! | `paged_attention` (K/V read through a page table from one pool)    | [`paged_attention`] |
+//! | `paged_attention_subgroup` (the same, loads shuffled)              | [`paged_attention`] |
 //! | `fma_peak` (a throughput probe: nothing to mirror)                | none                |
 //!
 //! The language model's other steps (`src/gpu/lm_forward.rs`):

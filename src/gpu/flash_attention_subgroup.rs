@@ -5,7 +5,7 @@
 
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_io::FLASH_BINDINGS;
-use crate::gpu::flash_tiles::{cpu_rows_per_invocation, queries_in_registers};
+use crate::gpu::flash_tiles::{cpu_rows_per_invocation, subgroup_constants};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::Binding;
 use crate::gpu::{GpuContext, shader_text};
@@ -51,15 +51,7 @@ impl FlashSubgroup {
     /// The specialisation for heads `d_pad` wide: its constants, and one subgroup per workgroup (the
     /// smallest row tile, so the key range around a causal diagonal or a sliding window stays tight).
     pub fn specialisation(&self, d_pad: u32) -> (Vec<Named>, [Named; 1]) {
-        let rows = cpu_rows_per_invocation(d_pad);
-        let constants = vec![
-            ("D", d_pad),
-            ("D4", d_pad / 4),
-            ("R", rows),
-            ("BC", self.subgroup_size),
-            ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
-        ];
-        (constants, [("BR", self.subgroup_size)])
+        (subgroup_constants(d_pad, self.subgroup_size).to_vec(), [("BR", self.subgroup_size)])
     }
 
     /// Its owner (`flash_attention`, which checks the launch) dispatches through this.

@@ -122,6 +122,20 @@ fn cpu_keys(d_pad: u32) -> u32 {
     if d_pad <= 128 { 8 } else { 4 }
 }
 
+/// The compile-time constants of a subgroup form (`flash_attention_subgroup`,
+/// `paged_attention_subgroup`) for `d_pad`-wide heads: one key per lane at every step, several rows
+/// per invocation.
+pub fn subgroup_constants(d_pad: u32, subgroup_size: u32) -> [(&'static str, u32); 5] {
+    let rows = cpu_rows_per_invocation(d_pad);
+    [
+        ("D", d_pad),
+        ("D4", d_pad / 4),
+        ("R", rows),
+        ("BC", subgroup_size),
+        ("Q_REGS", u32::from(queries_in_registers(d_pad, rows))),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

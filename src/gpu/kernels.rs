@@ -27,6 +27,7 @@ use crate::gpu::matmul::Matmul;
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
 use crate::gpu::paged_attention::{PagedAttention, PagedLaunch};
+use crate::gpu::paged_attention_subgroup::PagedSubgroup;
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
 use crate::gpu::qk_norm::QkNorm;
 use crate::gpu::rms_norm::RmsNorm;
@@ -135,6 +136,7 @@ kernel_set! {
     }
     forms {
         FlashSubgroup,
+        PagedSubgroup,
         FlashBackwardKeys,
         FlashBackwardSubgroup,
         FlashBackwardSubgroupKeys,

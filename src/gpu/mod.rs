@@ -37,6 +37,7 @@ pub mod matmul_io;
 pub mod matmul_subgroup;
 pub mod naive_attention;
 pub mod paged_attention;
+pub mod paged_attention_subgroup;
 pub mod pool_rows;
 pub mod qk_norm;
 pub mod rms_norm;

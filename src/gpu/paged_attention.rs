@@ -4,25 +4,15 @@
 
 use crate::attention::AttentionShape;
 use crate::gpu::attention_io::AttentionParams;
-use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers};
+use crate::gpu::flash_io::FlashBuffers;
 use crate::gpu::flash_tiles::{FlashTiles, queries_in_registers};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
+use crate::gpu::paged_attention_subgroup::{PAGED_BINDINGS, PagedSubgroup};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
 use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 use crate::model::paging::PAGE_TOKENS;
-
-/// The forward kernel's bindings, then the page table.
-pub const PAGED_BINDINGS: [Binding; 7] = [
-    FLASH_BINDINGS[0],
-    FLASH_BINDINGS[1],
-    FLASH_BINDINGS[2],
-    FLASH_BINDINGS[3],
-    FLASH_BINDINGS[4],
-    FLASH_BINDINGS[5],
-    Binding::ReadOnly,
-];
 
 /// Unrolled natively, kept as loops in the browser: the forward kernel's choice, for its reasons.
 const UNROLL_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
@@ -31,6 +21,9 @@ pub struct PagedAttention {
     launcher: Launcher<Self>,
     limits: wgpu::Limits,
     is_cpu: bool,
+    /// The subgroup form, used instead on CPU adapters that have subgroups, when unrolled (where the
+    /// forward kernel's owner picks its own subgroup form).
+    subgroup: Option<PagedSubgroup>,
 }
 
 impl Kernel for PagedAttention {
@@ -79,10 +72,17 @@ impl PagedLaunch {
 }
 
 impl PagedAttention {
+    /// Whether pipelines built from now on unroll their loops (the forward kernel's rule: the bench
+    /// page asks for them; CPU adapters then take the subgroup form).
+    pub fn set_unrolled(&self, unroll: bool) {
+        self.launcher.pipelines().set_unrolled(unroll && (self.is_cpu || UNROLL_BY_DEFAULT));
+    }
+
     pub fn new(ctx: &GpuContext) -> Self {
         let launcher = Launcher::new(ctx);
         launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
-        Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu }
+        let subgroup = if ctx.adapter.is_cpu { PagedSubgroup::new(ctx) } else { None };
+        Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, subgroup }
     }
 
     /// Prepares one launch over `buffers` (K and V the pool's, `[pages, h_kv, PAGE_TOKENS, d_pad]`) and
@@ -98,6 +98,13 @@ impl PagedAttention {
         let PagedLaunch { shape, mask, scale, .. } = launch;
         let d_pad = shape.d;
         let rows_total = shape.n_q * shape.group_size();
+        let [q, k, v, o, lse] = buffers.bound();
+        if let (Some(subgroup), true) = (&self.subgroup, self.launcher.pipelines().is_unrolled()) {
+            let tiles_per_kv_head = rows_total.div_ceil(subgroup.tile(d_pad).0);
+            let params = AttentionParams::new(shape, PAGE_TOKENS as u32, mask, scale, tiles_per_kv_head);
+            let pipeline = subgroup.pipeline(&ctx.device, d_pad);
+            return subgroup.launcher().dispatch(ctx, pipeline, &params, &[q, k, v, o, lse, table]);
+        }
         let tiles = FlashTiles::choose(&self.limits, self.is_cpu, d_pad).for_rows(d_pad, rows_total);
         let tiles_per_kv_head = rows_total.div_ceil(tiles.rows_per_tile(d_pad));
         // kv_stride is unused by the paged rows; PAGE_TOKENS documents the layout.
@@ -113,7 +120,6 @@ impl PagedAttention {
         ];
         let pipeline =
             self.launcher.pipelines().get_specialised(&ctx.device, &constants, &[("BR", tiles.rows_per_workgroup)]);
-        let [q, k, v, o, lse] = buffers.bound();
         self.launcher.dispatch(ctx, pipeline, &params, &[q, k, v, o, lse, table])
     }
 }

@@ -16,7 +16,7 @@ use crate::lm::weight_plan::WeightFormat;
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 26] = [
+const INCLUDES: [(&str, &str); 29] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
@@ -33,12 +33,15 @@ const INCLUDES: [(&str, &str); 26] = [
     ("flash_softmax_step.wgsl", include_str!("../../shaders/include/flash_softmax_step.wgsl")),
     ("flash_trace_io.wgsl", include_str!("../../shaders/include/flash_trace_io.wgsl")),
     ("flash_trace_step.wgsl", include_str!("../../shaders/include/flash_trace_step.wgsl")),
+    ("flash_subgroup_constants.wgsl", include_str!("../../shaders/include/flash_subgroup_constants.wgsl")),
+    ("flash_subgroup_keys.wgsl", include_str!("../../shaders/include/flash_subgroup_keys.wgsl")),
     ("grid.wgsl", include_str!("../../shaders/include/grid.wgsl")),
     ("matmul_io.wgsl", include_str!("../../shaders/include/matmul_io.wgsl")),
     ("matmul_subgroup_y.wgsl", include_str!("../../shaders/include/matmul_subgroup_y.wgsl")),
     ("matmul_subgroup_y4.wgsl", include_str!("../../shaders/include/matmul_subgroup_y4.wgsl")),
     ("matmul_y.wgsl", include_str!("../../shaders/include/matmul_y.wgsl")),
     ("query_head_params.wgsl", include_str!("../../shaders/include/query_head_params.wgsl")),
+    ("paged_rows.wgsl", include_str!("../../shaders/include/paged_rows.wgsl")),
     ("softmax_rows.wgsl", include_str!("../../shaders/include/softmax_rows.wgsl")),
     ("softmax_rows_start.wgsl", include_str!("../../shaders/include/softmax_rows_start.wgsl")),
     ("weights_bf16.wgsl", include_str!("../../shaders/include/weights_bf16.wgsl")),

@@ -113,6 +113,50 @@ pub fn shared_prompt_tokens(model: &Model) -> u64 {
         .unwrap_or(0)
 }
 
+/// Prompt tokens B reads from A's pages when it arrives, the same in every lane: as many as every
+/// lane's books can share ([`PagedCache::fork_shared`]: the whole prompt, its partly filled page
+/// included, where each still holds it). What the running demo forks with.
+pub fn shareable_on_arrival<'a>(lanes: impl IntoIterator<Item = &'a PagedCache>, from: usize) -> u64 {
+    lanes.into_iter().map(|c| c.clone().fork_shared(from, PROMPT_TOKENS).1).min().unwrap_or(0)
+}
+
+/// The shared prompt in the demo's pool, computed with the books that drive it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromptSharing {
+    /// Tokens B reads from A's pages when it arrives (none computed or copied for them).
+    pub on_arrival: u64,
+    /// Prompt tokens B copies when it first writes into the shared, partly filled page.
+    pub copied: u64,
+    /// Tokens stored once for both requests after that copy: the prompt's full pages.
+    pub kept_shared: u64,
+}
+
+/// [`PromptSharing`] of `model`'s demo: every layer kind's books run A to [`B_JOINS_AFTER`], fork
+/// B, and let B write its first token.
+pub fn prompt_sharing(model: &Model) -> PromptSharing {
+    let mut caches: Vec<PagedCache> = demo_layers(model, u32::MAX)
+        .into_iter()
+        .map(|l| {
+            let mut cache = PagedCache::new(l.kind);
+            let a = cache.add_sequence();
+            for _ in 0..B_JOINS_AFTER {
+                cache.append(a);
+            }
+            cache
+        })
+        .collect();
+    let on_arrival = shareable_on_arrival(&caches, 0);
+    let (mut copied, mut kept_shared) = (0, u64::MAX);
+    for cache in &mut caches {
+        let (b, _) = cache.fork_shared(0, on_arrival);
+        if let Ok(write) = cache.write(b) {
+            copied = copied.max(if write.copy_from.is_some() { write.slot } else { 0 });
+        }
+        kept_shared = kept_shared.min(cache.deduplicated_tokens());
+    }
+    PromptSharing { on_arrival, copied, kept_shared: kept_shared.min(on_arrival) }
+}
+
 /// The next thing the animation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -222,6 +266,13 @@ mod tests {
         // A 64-token window: at 88 tokens A keeps 24..88, and has dropped page 0 (tokens 0..16).
         let small = crate::model::encoding::decode_model("L4.d256.h4.kv2.pat1w64-1g").unwrap();
         assert_eq!(shared_prompt_tokens(&small), 0);
+        // With the pool's copy-on-write B reads all 40 prompt tokens from A's 3 pages, copies the 8 in
+        // the partly filled third when it first writes, and keeps the 2 full pages shared.
+        let llama = PromptSharing { on_arrival: 40, copied: 8, kept_shared: 32 };
+        assert_eq!(prompt_sharing(&model("llama-3-8b")), llama);
+        assert_eq!(prompt_sharing(&model("gemma-3-27b")), llama);
+        // The 64-token window dropped page 0: nothing is shared, nothing copied.
+        assert_eq!(prompt_sharing(&small), PromptSharing { on_arrival: 0, copied: 0, kept_shared: 0 });
     }
 
     #[test]

@@ -15,7 +15,8 @@
 
 use super::schedule::LayerKind;
 
-/// Tokens per page (vLLM's default block size). Keep in sync with `PAGE_TOKENS` in shaders/paged_attention.wgsl.
+/// Tokens per page (vLLM's default block size). Keep in sync with `PAGE_TOKENS` in
+/// shaders/include/paged_rows.wgsl.
 pub const PAGE_TOKENS: u64 = 16;
 
 /// Pages holding `tokens` tokens, the last one maybe partly filled.

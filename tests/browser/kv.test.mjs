@@ -299,7 +299,7 @@ describe("KV view", () => {
     await app.close();
   });
 
-  test("the decode animation runs the GPU kernel token by token, with shared prompt pages", async () => {
+  test("the decode animation runs the paged GPU kernel token by token, with shared prompt pages", async () => {
     const app = await AppPage.open(session, "?view=kv&model=llama-3-8b&dtype=fp16");
     await app.waitForEngine();
     assert.match(await app.adapterLine(), /^WebGPU: /);
@@ -307,22 +307,50 @@ describe("KV view", () => {
     await app.page.getByTestId("decode-start").click();
     await app.page.waitForSelector('[data-testid="decode-status"][data-state="done"]', { timeout: 240_000 });
     const status = await app.page.getByTestId("decode-status").evaluate((e) => ({ ...e.dataset }));
-    // Each request runs 256 tokens; B shares A's 40-token prompt as 2 full pages of 16 = 32 tokens.
+    // Each request runs 256 tokens; B reads A's whole 40-token prompt from A's pages.
     assert.equal(status.aTokens, "256");
     assert.equal(status.bTokens, "256");
-    assert.equal(status.sharedTokens, "32");
+    assert.equal(status.sharedTokens, "40");
     // The model's cache for A at 256 tokens: 256 * 131,072 B = 33,554,432 B.
     assert.equal(await app.page.getByTestId("decode-bytes").getAttribute("data-value"), String(256 * 131072));
-    // Stored once: 32 shared tokens * 131,072 B = 4,194,304 B.
+    // While both ran, the 2 full prompt pages were stored once: 32 tokens * 131,072 B = 4,194,304 B.
     assert.equal(await app.page.getByTestId("decode-saved-bytes").getAttribute("data-value"), String(32 * 131072));
     const diff = Number(await app.page.getByTestId("decode-check").getAttribute("data-max-diff"));
     assert.ok(Number.isFinite(diff) && diff < 1e-3, `GPU vs CPU reference differs by ${diff}`);
-    // Global layers: 256 tokens = 16 pages per request, minus the 2 shared -> 30 live pages, nothing recycled.
+    // Both requests ended and freed their pages; B's last 48 tokens took 3 of the pages A freed.
     const grid = app.page.getByTestId("page-grid");
-    assert.equal(await grid.getAttribute("data-live-pages"), "30");
-    assert.equal(await grid.getAttribute("data-shared-pages"), "2");
-    assert.equal(await grid.getAttribute("data-recycled"), "0");
+    assert.equal(await grid.getAttribute("data-live-pages"), "0");
+    assert.equal(await grid.getAttribute("data-recycled"), "3");
+    const pool = await app.page.getByTestId("page-pool").evaluate((e) => ({ ...e.dataset }));
+    assert.deepEqual([pool.usedBytes, pool.pages, pool.sharedPages, pool.copiedPages, pool.capacityPages], ["0", "0", "0", "1", "32"]);
     assert.equal(await app.page.locator('[data-testid="kv-chart"] circle.marker').count(), 1);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("the page pool shows the bytes its pages really hold, stopped mid-run", async () => {
+    const app = await AppPage.open(session, "?view=kv&model=llama-3-8b&dtype=fp16");
+    await app.waitForEngine();
+    await app.page.getByTestId("decode-pace").selectOption("fast");
+    await app.page.getByTestId("decode-start").click();
+    // B has arrived and written tokens of its own (so it has copied the partly filled prompt page).
+    await app.page.waitForFunction(() => Number(document.querySelector('[data-testid="decode-status"]')?.dataset.bTokens) >= 60,
+      null, { timeout: 240_000 });
+    await app.page.getByTestId("decode-stop").click();
+    await app.page.waitForSelector('[data-testid="decode-status"][data-state="stopped"]');
+    const status = await app.page.getByTestId("decode-status").evaluate((e) => ({ ...e.dataset }));
+    const pool = await app.page.getByTestId("page-pool").evaluate((e) => ({ ...e.dataset }));
+    const [a, b] = [Number(status.aTokens), Number(status.bTokens)];
+    const pages = (t) => Math.ceil(t / 16);
+    // Each request's pages, less the 2 full prompt pages both read (until A ends at 256 and frees its own).
+    const shared = a < 256 ? 2 : 0;
+    const live = a < 256 ? pages(a) + pages(b) - shared : pages(b);
+    // One page: 8 KV heads x 16 tokens x 128 dims x 4 B x 2 (K, V) = 131,072 B.
+    assert.equal(pool.pages, String(live), `a ${a}, b ${b}`);
+    assert.equal(pool.sharedPages, String(shared));
+    assert.equal(pool.usedBytes, String(live * 131072));
+    assert.equal(pool.copiedPages, "1");
+    assert.match(await app.page.getByTestId("page-pool").innerText(), new RegExp(`^Pool in use: ${live} of 32 pages`));
     app.assertNoConsoleErrors();
     await app.close();
   });
@@ -338,8 +366,9 @@ describe("KV view", () => {
     await app.page.waitForSelector('[data-testid="decode-status"][data-state="done"]', { timeout: 240_000 });
     const sliding = app.page.locator('[data-testid="page-grid"][data-kind="sliding"]');
     const global = app.page.locator('[data-testid="page-grid"][data-kind="global"]');
-    // A 64-token window keeps at most 64 / 16 + 1 = 5 pages per request; the rest were recycled.
-    assert.ok(Number(await sliding.getAttribute("data-live-pages")) <= 10);
+    // A 64-token window keeps at most 64 / 16 + 1 = 5 pages per request, and pages leaving it were
+    // recycled; both requests ended, so every page is back in the pool.
+    assert.equal(await sliding.getAttribute("data-live-pages"), "0");
     assert.ok(Number(await sliding.getAttribute("data-recycled")) > 0, "sliding pages are recycled");
     assert.equal(await global.getAttribute("data-recycled"), "0");
     // A's cache at 256 tokens: 2 sliding layers * 512 B * 64 + 2 global layers * 512 B * 256 = 327,680 B.

@@ -4,12 +4,13 @@
 //! copy, the page table); the engine's one entry point writes and attends.
 
 use crate::cpu::reference::Forward;
-use crate::engine::{DecodePool, Engine, PoolStep, pool_bytes};
+use crate::engine::Engine;
 use crate::model::Mask;
 use crate::model::Model;
 use crate::model::decode_demo::{DemoLayer, Tensor, demo_layers, token_values, value_stream};
 use crate::model::limits::KERNEL_MAX_HEAD_DIM;
 use crate::model::paging::{PagedCache, pages_for};
+use crate::paged_decode::{DecodePool, PoolStep, pool_bytes};
 
 /// Request A (index 0) appends from the start; request B (index 1) arrives later sharing its prompt.
 pub const REQUESTS: usize = 2;

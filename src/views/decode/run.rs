@@ -8,7 +8,7 @@ use super::check::{is_checked, reference_diff};
 use super::lanes::{Lane, buffers_bytes, open_lanes};
 use super::snapshot::{PagesView, PoolView, RunState, Snapshot};
 use crate::engine::Engine;
-use crate::model::decode_demo::{Action, PROMPT_TOKENS, next_action, run_tokens};
+use crate::model::decode_demo::{Action, next_action, run_tokens, shareable_on_arrival};
 use crate::model::kv_cache::kv_bytes_per_token_per_layer;
 use crate::model::limits::{self, JOB_MAX_BYTES};
 use crate::model::{DType, Model, kv_total_bytes};
@@ -125,13 +125,7 @@ impl DecodeRun {
     /// Request B arrives: its page tables point at A's pages holding the prompt, the partly filled
     /// last one included (copied when B first writes into it). No row is copied or computed for them.
     fn fork_b(&mut self) -> Result<(), String> {
-        // Every layer kind shares the same prefix: the shortest any of them still holds.
-        let shareable = self
-            .lanes
-            .iter()
-            .map(|l| l.paged.clone().fork_shared(REQUEST_A as usize, PROMPT_TOKENS).1)
-            .min()
-            .unwrap_or(0);
+        let shareable = shareable_on_arrival(self.lanes.iter().map(|l| &l.paged), REQUEST_A as usize);
         for lane in &mut self.lanes {
             lane.paged.fork_shared(REQUEST_A as usize, shareable);
         }
@@ -267,7 +261,7 @@ mod tests {
 
     #[test]
     fn what_b_shares_when_it_arrives_is_what_the_lessons_compute() {
-        use crate::model::decode_demo::shared_prompt_tokens;
+        use crate::model::decode_demo::{prompt_sharing, shared_prompt_tokens};
         use crate::model::kv_bytes_per_token;
         let engine = Engine::Cpu { reason: "native test".into() };
         for id in ["llama-3-8b", "gemma-3-27b"] {
@@ -287,6 +281,11 @@ mod tests {
             }
             let shared = shared_prompt_tokens(model);
             assert_eq!(run.refreshed().saved_bytes, u128::from(shared) * bytes_per_token, "{id}");
+            let sharing = prompt_sharing(model);
+            // One page copied per lane: the partly filled prompt page, by B.
+            let snap = run.snapshot();
+            assert_eq!((sharing.on_arrival, sharing.kept_shared), (40, shared), "{id}");
+            assert_eq!(snap.pool.copied_pages, snap.layers.len() as u64, "{id}");
         }
     }
 

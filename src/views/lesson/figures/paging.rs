@@ -1,10 +1,11 @@
 //! Figures of a paged KV cache for the KV view's model, context and dtype: pages of
 //! [`PAGE_TOKENS`] tokens, what the last partly filled page and a contiguous reservation leave unused,
-//! and what the decode demo's shared prompt saves (the arithmetic of `model::paging` and the demo).
+//! and what the decode demo's shared prompt saves: computed with the books (`model::paging`) that
+//! place every token in the demo's real pool on the GPU.
 
 use super::sources::model_window;
 use super::written::{Figure, Unit, whole};
-use crate::model::decode_demo::{PROMPT_TOKENS, shared_prompt_tokens};
+use crate::model::decode_demo::{PROMPT_TOKENS, prompt_sharing};
 use crate::model::paging::{PAGE_TOKENS, most_live_pages, pages_for};
 use crate::model::{LayerKind, Model, kv_bytes_per_token, kv_total_bytes};
 use crate::views::registry::Settings;
@@ -27,9 +28,10 @@ pub(super) fn figure(name: &str, state: &Settings, model: &Model) -> Option<Figu
             (Unit::Bytes, reserved - kv_total_bytes(model, ctx, dtype).ok()?)
         }
         "prompt_tokens" => (Unit::Tokens, PROMPT_TOKENS.into()),
-        "prefix_shared_tokens" => (Unit::Tokens, shared_prompt_tokens(model).into()),
-        "prefix_recomputed_tokens" => (Unit::Tokens, (PROMPT_TOKENS - shared_prompt_tokens(model)).into()),
-        "prefix_saved_bytes" => (Unit::Bytes, per_token()?.checked_mul(shared_prompt_tokens(model).into())?),
+        "prefix_shared_tokens" => (Unit::Tokens, prompt_sharing(model).on_arrival.into()),
+        "prefix_copied_tokens" => (Unit::Tokens, prompt_sharing(model).copied.into()),
+        "prefix_kept_tokens" => (Unit::Tokens, prompt_sharing(model).kept_shared.into()),
+        "prefix_saved_bytes" => (Unit::Bytes, per_token()?.checked_mul(prompt_sharing(model).kept_shared.into())?),
         "window_max_pages" => {
             let window_tokens = model_window(model)?;
             (Unit::Count, most_live_pages(LayerKind::Sliding { window_tokens })?.into())
@@ -59,10 +61,12 @@ mod tests {
             ("model_max_tokens", "8192"),
             ("contiguous_bytes", "1073741824"),
             ("contiguous_waste_bytes", "942669824"),
-            // The demo's 40-token prompt: 2 full pages shared (32 tokens, 4,194,304 B), 8 recomputed.
+            // The demo's 40-token prompt: B reads all 40 from A's 3 pages, copies the 8 of the partly
+            // filled one when it first writes, and the 2 full pages stay shared (32 tokens, 4,194,304 B).
             ("prompt_tokens", "40"),
-            ("prefix_shared_tokens", "32"),
-            ("prefix_recomputed_tokens", "8"),
+            ("prefix_shared_tokens", "40"),
+            ("prefix_copied_tokens", "8"),
+            ("prefix_kept_tokens", "32"),
             ("prefix_saved_bytes", "4194304"),
         ] {
             assert_eq!(exact(name, q), value, "{name}");

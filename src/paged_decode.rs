@@ -1,13 +1,13 @@
-//! The paged K/V pool where the engine keeps it: [`KvPool`] on the GPU, or its twin [`CpuKvPool`]
+//! The paged K/V pool where the engine keeps it (beside `engine.rs`, whose jobs it adds to): [`KvPool`] on the GPU, or its twin [`CpuKvPool`]
 //! on the CPU tier, and the one entry point a decode step goes through: write the token's K and V
 //! rows where the pool's books say (copying a shared page first), then attend through the request's
 //! page table. Which page is which is planned by the caller with `model::paging::PagedCache`.
 
-use super::{Engine, GPU_CACHE_ON_CPU, Job, check_cpu_size};
 use crate::attention::AttentionShape;
 use crate::cpu::kv_pool::{CpuKvPool, floats_per_page};
 use crate::cpu::paged_attention::{PagedProblem, paged_attention};
 use crate::cpu::reference::Forward;
+use crate::engine::{Engine, GPU_CACHE_ON_CPU, Job, check_cpu_size};
 use crate::gpu::kernels::PagedStep;
 use crate::gpu::{GpuContext, Kernels, KvPool};
 use crate::model::Mask;
