@@ -10,7 +10,7 @@ use leptos::task::spawn_local;
 
 use super::engine_signal::EngineSignal;
 use crate::attention::layer_inputs::LayerInputs;
-use crate::attention::reference::{self, Forward};
+use crate::cpu::reference::{self, Forward};
 use crate::attention::tokens::display_token;
 use crate::engine::TracedForward;
 use crate::model::Mask;
