@@ -370,7 +370,8 @@ describe("KV view", () => {
     // recycled; both requests ended, so every page is back in the pool.
     assert.equal(await sliding.getAttribute("data-live-pages"), "0");
     assert.ok(Number(await sliding.getAttribute("data-recycled")) > 0, "sliding pages are recycled");
-    assert.equal(await global.getAttribute("data-recycled"), "0");
+    // Global pages are freed only when A ends (at 256, B at 208): B's last 48 tokens take 3 of them.
+    assert.equal(await global.getAttribute("data-recycled"), "3");
     // A's cache at 256 tokens: 2 sliding layers * 512 B * 64 + 2 global layers * 512 B * 256 = 327,680 B.
     assert.equal(await app.page.getByTestId("decode-bytes").getAttribute("data-value"), String(2 * 512 * 64 + 2 * 512 * 256));
     const diff = Number(await app.page.getByTestId("decode-check").getAttribute("data-max-diff"));
