@@ -38,7 +38,7 @@ impl DecodeRun {
         }
         if let Err(over) = limits::check_job_bytes(buffers_bytes(model, capacity_tokens), JOB_MAX_BYTES) {
             snap.state = RunState::Failed;
-            snap.message = format!("Not started: the K/V buffers of this run {over}.");
+            snap.message = format!("Not started: The K/V buffers of this run {over}.");
             return DecodeRun { model: model.clone(), dtype, lanes: Vec::new(), snap };
         }
         let lanes = open_lanes(engine, model, capacity_tokens).unwrap_or_else(|e| {
@@ -253,7 +253,7 @@ mod tests {
         let run = DecodeRun::start(&engine, &wide, DType::Fp16);
         assert_eq!(run.snapshot().state, RunState::Failed);
         assert!(
-            run.snapshot().message.starts_with("Not started: the K/V buffers of this run would need 4.29 GB"),
+            run.snapshot().message.starts_with("Not started: The K/V buffers of this run would need 4.29 GB"),
             "{}",
             run.snapshot().message
         );
