@@ -10,8 +10,8 @@ use leptos::task::spawn_local;
 
 use super::engine_signal::EngineSignal;
 use crate::attention::layer_inputs::LayerInputs;
-use crate::cpu::reference::{self, Forward};
 use crate::attention::tokens::display_token;
+use crate::cpu::reference::{self, Forward};
 use crate::engine::TracedForward;
 use crate::model::Mask;
 use crate::views::heatmaps::flash_trace::{
