@@ -12,6 +12,7 @@
 
 pub mod batch;
 pub mod export;
+pub mod generate;
 pub mod gradients;
 pub mod head_map;
 pub mod loaded;

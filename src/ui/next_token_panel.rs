@@ -11,16 +11,16 @@ use leptos::task::spawn_local;
 use super::browser;
 use super::engine_signal::EngineSignal;
 use super::params::{edit, set_param};
-use super::trained_compute::{GpuDecoder, LoadedLm, Prediction};
+use super::trained_compute::{LoadedLm, Prediction};
 use super::user_checkpoint;
 use crate::attention::tokens::display_token;
 use crate::engine::Engine;
-use crate::model::kv_quant::KvScheme;
+use crate::live_attention::generate::Generator;
 use crate::state::{AppState, View};
 use crate::views::heatmaps::params::GENERATE_SCHEMES;
 use crate::views::heatmaps::trained::{
-    candidate_percent, candidates_hint, choose_next, generated_text, model_input, model_text, temperature_of,
-    text_limit_reached, with_token,
+    GenerationRun, candidate_percent, candidates_hint, choose_next, generated_text, generation_summary, model_input,
+    model_text, temperature_of, text_limit_reached, with_token,
 };
 
 /// What the panel reads: the model once loaded, and the prediction for the text on display.
@@ -151,12 +151,6 @@ struct Generation {
     temperature: f64,
 }
 
-/// Where the next token's logits come from: the GPU with a KV cache, or CPU passes.
-enum Source {
-    Gpu(GpuDecoder),
-    Cpu(Rc<Engine>),
-}
-
 /// Appends up to `count` tokens to the text, each chosen from the logits after the model's own
 /// sequence so far (the text's tokens, then the generated ones): on the GPU one token a pass against
 /// a KV cache prefilled with the text, without WebGPU a whole CPU pass a token. The text (and the
@@ -172,7 +166,7 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
     let prompt_len = seq.len();
     let started = browser::now_ms();
     let scheme = expected.explorer.generate_scheme();
-    let (mut source, mut logits) = match start(lm, engine, &seq, scheme).await {
+    let (mut generator, mut logits) = match Generator::start(lm, engine, &seq, scheme).await {
         Ok(started) => started,
         Err(why) => return format!("Generation failed: {why}"),
     };
@@ -192,59 +186,16 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
             Err(said) => return said,
         };
         if i + 1 < settings.count {
-            logits = match next_logits(lm, &mut source, &seq, scheme).await {
+            logits = match generator.next(lm, &seq, scheme).await {
                 Ok(logits) => logits,
                 Err(why) => return format!("Generation failed: {why}"),
             };
         }
     }
-    let where_ = match source {
-        Source::Gpu(_) => "with the KV cache on the GPU",
-        Source::Cpu(_) => "on the CPU (no WebGPU here: a whole forward pass a token, no KV cache)",
-    };
-    let where_ = match scheme {
-        KvScheme::Fp32 => where_.to_string(),
-        _ => format!("{where_}, K and V stored as {} (each token rounded once, as it joins)", scheme.name()),
-    };
-    let plural = if settings.count == 1 { "" } else { "s" };
-    let mut said = format!(
-        "Generated {} token{plural} {where_}: the {prompt_len}-token prompt took {first_ms:.0} ms",
-        settings.count
-    );
-    if settings.count > 1 {
-        let each = (browser::now_ms() - decode_started) / f64::from(settings.count - 1);
-        said += &format!(", then {each:.1} ms a token (wall time, beside the heads' redrawing)");
-    }
-    said + "."
-}
-
-/// The first logits after `ids`, and where the following ones come from, K and V stored as `scheme`.
-async fn start(lm: &LoadedLm, engine: Rc<Engine>, ids: &[u32], scheme: KvScheme) -> Result<(Source, Vec<f32>), String> {
-    if let Some(decoder) = lm.gpu_decoder(engine.clone(), ids, scheme).await {
-        let (decoder, logits) = decoder?;
-        return Ok((Source::Gpu(decoder), logits));
-    }
-    let logits = cpu_logits(lm, &engine, ids, scheme).await?;
-    Ok((Source::Cpu(engine), logits))
-}
-
-/// The logits after `seq`, whose last token is new.
-async fn next_logits(lm: &LoadedLm, source: &mut Source, seq: &[u32], scheme: KvScheme) -> Result<Vec<f32>, String> {
-    match source {
-        Source::Gpu(decoder) => decoder.next(*seq.last().ok_or("no tokens")?).await,
-        Source::Cpu(engine) => cpu_logits(lm, engine, seq, scheme).await,
-    }
-}
-
-/// The CPU pass's logits after `ids`: every token's K and V rounded to `scheme` (what rounding each
-/// as it joins a cache gives, for the schemes Generate offers).
-async fn cpu_logits(lm: &LoadedLm, engine: &Rc<Engine>, ids: &[u32], scheme: KvScheme) -> Result<Vec<f32>, String> {
-    if scheme == KvScheme::Fp32 {
-        return Ok(lm.pass(engine, ids, &|| true).await?.0.last_logits.clone());
-    }
-    let out = lm.pass_with_kv_scheme(engine, ids, scheme, &|| true).await?;
-    let vocab = out.logits.len() / ids.len().max(1);
-    Ok(out.logits[out.logits.len() - vocab..].to_vec())
+    let each_ms = (settings.count > 1).then(|| (browser::now_ms() - decode_started) / f64::from(settings.count - 1));
+    let run =
+        GenerationRun { count: settings.count, on_gpu: generator.on_gpu(), scheme, prompt_len, first_ms, each_ms };
+    generation_summary(&run)
 }
 
 /// Writes `text` as the text (and so into the link) if the page is as generation left it (the same

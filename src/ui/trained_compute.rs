@@ -10,7 +10,7 @@ use wasm_bindgen::JsCast as _;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::event_loop::resumed;
-pub use crate::live_attention::{GpuDecoder, LoadedLm};
+pub use crate::live_attention::LoadedLm;
 use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
 use crate::model::presets::{TRAINED_DIR, TRAINED_FILES};

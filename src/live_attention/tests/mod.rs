@@ -370,3 +370,31 @@ fn the_gradient_check_takes_the_prefix_the_pages_thread_computes_quickly() {
     // Absurd widths still check one query.
     assert_eq!(checked_tokens(256, 256, 1_000_000, 64, false).0, 1);
 }
+
+#[test]
+fn generation_without_a_gpu_runs_whole_cpu_passes_with_the_scheme_applied() {
+    use crate::live_attention::generate::Generator;
+    let (lm, _) = trained_model();
+    let ids = [3, 1, 4, 1, 5, 9, 2, 6];
+    let vocab = lm.model.vocab_size as usize;
+    let (mut generator, first) = pollster::block_on(Generator::start(&lm, cpu(), &ids[..7], KvScheme::Fp32)).unwrap();
+    assert!(!generator.on_gpu());
+    let whole = pass_with(&lm, &ids, KvScheme::Fp32, &|| true).unwrap();
+    assert_close(&first, &whole.logits[6 * vocab..7 * vocab]);
+    // The next token's logits are the last row of a pass over the whole sequence.
+    let next = pollster::block_on(generator.next(&lm, &ids, KvScheme::Fp32)).unwrap();
+    assert_close(&next, &whole.logits[7 * vocab..]);
+    // With a scheme, each token's K and V are rounded: the rounded pass's last row.
+    let int4 = KvScheme::IntGroup { bits: 4, group: 32 };
+    let rounded = pass_with(&lm, &ids, int4, &|| true).unwrap();
+    let next = pollster::block_on(generator.next(&lm, &ids, int4)).unwrap();
+    assert_close(&next, &rounded.logits[7 * vocab..]);
+    assert!(next.iter().zip(&whole.logits[7 * vocab..]).any(|(a, b)| (a - b).abs() > 1e-4));
+}
+
+/// Logits of the same sequence computed by passes of different lengths: equal up to float rounding.
+fn assert_close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len());
+    let worst = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-4, "largest difference {worst}");
+}

@@ -14,6 +14,7 @@ pub use crate::live_attention::loaded_job::head_maps;
 use crate::lm::bpe::Tokenizer;
 use crate::lm::next_token::{choose, top_candidates};
 use crate::model::Mask;
+use crate::model::kv_quant::KvScheme;
 use crate::model::units::format_thousands;
 use crate::views::attention_input::AttentionInput;
 
@@ -198,6 +199,41 @@ pub fn temperature_of(typed: &str) -> f64 {
     if t.is_finite() { t.clamp(0.0, 2.0) } else { 0.0 }
 }
 
+/// One click of Generate, as it ran: for the sentence the panel says after it.
+pub struct GenerationRun {
+    pub count: u32,
+    /// Whether the logits came from the GPU's cached decoding (else whole CPU passes).
+    pub on_gpu: bool,
+    pub scheme: KvScheme,
+    pub prompt_len: usize,
+    /// Wall time to the first generated token's logits (the prompt's pass).
+    pub first_ms: f64,
+    /// Wall time of each following token, when there were any.
+    pub each_ms: Option<f64>,
+}
+
+/// What Generate did, where and how fast.
+pub fn generation_summary(run: &GenerationRun) -> String {
+    let place = if run.on_gpu {
+        "with the KV cache on the GPU"
+    } else {
+        "on the CPU (no WebGPU here: a whole forward pass a token, no KV cache)"
+    };
+    let place = match run.scheme {
+        KvScheme::Fp32 => place.to_string(),
+        scheme => format!("{place}, K and V stored as {} (each token rounded once, as it joins)", scheme.name()),
+    };
+    let plural = if run.count == 1 { "" } else { "s" };
+    let mut said = format!(
+        "Generated {} token{plural} {place}: the {}-token prompt took {:.0} ms",
+        run.count, run.prompt_len, run.first_ms
+    );
+    if let Some(each) = run.each_ms {
+        said += &format!(", then {each:.1} ms a token (wall time, beside the heads' redrawing)");
+    }
+    said + "."
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,5 +399,34 @@ mod tests {
         assert_eq!(temperature_of("warm"), 0.0);
         assert_eq!(temperature_of("NaN"), 0.0);
         assert_eq!(temperature_of("inf"), 0.0);
+    }
+
+    #[test]
+    fn generation_summary_says_where_it_ran_and_how_fast() {
+        let run = GenerationRun {
+            count: 4,
+            on_gpu: true,
+            scheme: KvScheme::Fp32,
+            prompt_len: 12,
+            first_ms: 41.6,
+            each_ms: Some(7.31),
+        };
+        assert_eq!(
+            generation_summary(&run),
+            "Generated 4 tokens with the KV cache on the GPU: the 12-token prompt took 42 ms, then 7.3 ms a token \
+             (wall time, beside the heads' redrawing)."
+        );
+        let one = GenerationRun {
+            count: 1,
+            on_gpu: false,
+            scheme: KvScheme::IntGroup { bits: 4, group: 32 },
+            each_ms: None,
+            ..run
+        };
+        assert_eq!(
+            generation_summary(&one),
+            "Generated 1 token on the CPU (no WebGPU here: a whole forward pass a token, no KV cache), K and V \
+             stored as int4-g32 (each token rounded once, as it joins): the 12-token prompt took 42 ms."
+        );
     }
 }
