@@ -1,11 +1,12 @@
 //! Owner of `shaders/flash_attention.wgsl`: the tiled online-softmax forward (O and log-sum-exp).
 
 use crate::gpu::attention_io::AttentionParams;
-use crate::gpu::flash_attention_subgroup::{FlashSubgroup, Named};
+use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
 use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE, queries_in_registers};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
+use crate::gpu::subgroup_form::{Named, SubgroupForm};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 
@@ -26,7 +27,7 @@ pub struct FlashAttention {
     /// Tiles forced by the benchmark's `--tiles` (tuning), instead of [`FlashTiles::choose`].
     forced: std::cell::Cell<Option<FlashTiles>>,
     /// The subgroup-sharing kernel, used instead on CPU adapters that have subgroups, when unrolled.
-    subgroup: Option<FlashSubgroup>,
+    subgroup: Option<SubgroupForm<FlashSubgroup>>,
 }
 
 impl Kernel for FlashAttention {
@@ -46,7 +47,7 @@ impl FlashAttention {
     pub fn new(ctx: &GpuContext) -> Self {
         let launcher = Launcher::new(ctx);
         launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
-        let subgroup = if ctx.adapter.is_cpu { FlashSubgroup::new(ctx) } else { None };
+        let subgroup = if ctx.adapter.is_cpu { SubgroupForm::new(ctx) } else { None };
         Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, forced: Default::default(), subgroup }
     }
 

@@ -5,19 +5,11 @@
 
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_io::FLASH_BINDINGS;
-use crate::gpu::flash_tiles::{cpu_rows_per_invocation, subgroup_constants};
-use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::kernel::{CpuTwin, Kernel};
 use crate::gpu::launch::Binding;
-use crate::gpu::{GpuContext, shader_text};
 
-/// A compile-time constant or an override: its name in the shader and its value.
-pub type Named = (&'static str, u32);
-
-/// The pipelines, one per (head width, subgroup size).
-pub struct FlashSubgroup {
-    launcher: Launcher<Self>,
-    subgroup_size: u32,
-}
+/// The kernel; its pipelines and tiles are a [`crate::gpu::subgroup_form::SubgroupForm`].
+pub struct FlashSubgroup;
 
 impl Kernel for FlashSubgroup {
     const NAME: &'static str = "flash_attention_subgroup";
@@ -29,33 +21,5 @@ impl Kernel for FlashSubgroup {
     /// One workgroup (one subgroup) per tile of a KV head's (query, head) rows.
     fn workgroups(p: &AttentionParams) -> Option<u64> {
         Some(u64::from(p.tiles_per_kv_head) * u64::from(p.h_kv))
-    }
-}
-
-impl FlashSubgroup {
-    /// `None` unless the device has subgroups of one fixed size (the shader's `BC`, keys per step).
-    pub fn new(ctx: &GpuContext) -> Option<Self> {
-        let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
-        let launcher = Launcher::from_source(ctx, &shader_text::for_subgroups(Self::SOURCE));
-        // Its point is registers shared across lanes, which only unrolled code keeps in registers.
-        launcher.pipelines().set_unrolled(true);
-        Some(Self { launcher, subgroup_size })
-    }
-
-    /// The tile one workgroup works on: (rows, keys): one subgroup of invocations with several rows
-    /// each, and one key per lane at every step.
-    pub fn tile(&self, d_pad: u32) -> (u32, u32) {
-        (self.subgroup_size * cpu_rows_per_invocation(d_pad), self.subgroup_size)
-    }
-
-    /// The specialisation for heads `d_pad` wide: its constants, and one subgroup per workgroup (the
-    /// smallest row tile, so the key range around a causal diagonal or a sliding window stays tight).
-    pub fn specialisation(&self, d_pad: u32) -> (Vec<Named>, [Named; 1]) {
-        (subgroup_constants(d_pad, self.subgroup_size).to_vec(), [("BR", self.subgroup_size)])
-    }
-
-    /// Its owner (`flash_attention`, which checks the launch) dispatches through this.
-    pub fn launcher(&self) -> &Launcher<Self> {
-        &self.launcher
     }
 }

@@ -45,6 +45,7 @@ pub mod rope;
 pub mod row_softmax;
 pub mod row_softmax_subgroup;
 pub mod shader_text;
+pub mod subgroup_form;
 pub mod swiglu;
 #[cfg(target_arch = "wasm32")]
 pub mod web_subgroups;

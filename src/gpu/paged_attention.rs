@@ -9,6 +9,7 @@ use crate::gpu::flash_tiles::{FlashTiles, queries_in_registers};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::paged_attention_subgroup::{PAGED_BINDINGS, PagedSubgroup};
+use crate::gpu::subgroup_form::SubgroupForm;
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
 use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
@@ -23,7 +24,7 @@ pub struct PagedAttention {
     is_cpu: bool,
     /// The subgroup form, used instead on CPU adapters that have subgroups, when unrolled (where the
     /// forward kernel's owner picks its own subgroup form).
-    subgroup: Option<PagedSubgroup>,
+    subgroup: Option<SubgroupForm<PagedSubgroup>>,
 }
 
 impl Kernel for PagedAttention {
@@ -81,7 +82,7 @@ impl PagedAttention {
     pub fn new(ctx: &GpuContext) -> Self {
         let launcher = Launcher::new(ctx);
         launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
-        let subgroup = if ctx.adapter.is_cpu { PagedSubgroup::new(ctx) } else { None };
+        let subgroup = if ctx.adapter.is_cpu { SubgroupForm::new(ctx) } else { None };
         Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, subgroup }
     }
 

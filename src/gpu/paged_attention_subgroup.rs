@@ -6,10 +6,8 @@
 
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_io::FLASH_BINDINGS;
-use crate::gpu::flash_tiles::{cpu_rows_per_invocation, subgroup_constants};
-use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::kernel::{CpuTwin, Kernel};
 use crate::gpu::launch::Binding;
-use crate::gpu::{GpuContext, shader_text};
 
 /// The forward kernel's bindings, then the page table (the paged kernel's, in the same order).
 pub const PAGED_BINDINGS: [Binding; 7] = [
@@ -22,11 +20,8 @@ pub const PAGED_BINDINGS: [Binding; 7] = [
     Binding::ReadOnly,
 ];
 
-/// The pipelines, one per (head width, subgroup size).
-pub struct PagedSubgroup {
-    launcher: Launcher<Self>,
-    subgroup_size: u32,
-}
+/// The kernel; its pipelines and tiles are a [`crate::gpu::subgroup_form::SubgroupForm`].
+pub struct PagedSubgroup;
 
 impl Kernel for PagedSubgroup {
     const NAME: &'static str = "paged_attention_subgroup";
@@ -38,32 +33,5 @@ impl Kernel for PagedSubgroup {
     /// One workgroup (one subgroup) per tile of a KV head's (query, head) rows.
     fn workgroups(p: &AttentionParams) -> Option<u64> {
         Some(u64::from(p.tiles_per_kv_head) * u64::from(p.h_kv))
-    }
-}
-
-impl PagedSubgroup {
-    /// `None` unless the device has subgroups of one fixed size (the shader's `BC`, keys per step).
-    pub fn new(ctx: &GpuContext) -> Option<Self> {
-        let subgroup_size = ctx.subgroup_size.filter(|&s| (4..=64).contains(&s))?;
-        let launcher = Launcher::from_source(ctx, &shader_text::for_subgroups(Self::SOURCE));
-        // Its point is registers shared across lanes, which only unrolled code keeps in registers.
-        launcher.pipelines().set_unrolled(true);
-        Some(Self { launcher, subgroup_size })
-    }
-
-    /// The tile one workgroup works on: (rows, keys).
-    pub fn tile(&self, d_pad: u32) -> (u32, u32) {
-        (self.subgroup_size * cpu_rows_per_invocation(d_pad), self.subgroup_size)
-    }
-
-    /// The pipeline for heads `d_pad` wide: one subgroup per workgroup.
-    pub fn pipeline(&self, device: &wgpu::Device, d_pad: u32) -> wgpu::ComputePipeline {
-        let constants = subgroup_constants(d_pad, self.subgroup_size);
-        self.launcher.pipelines().get_specialised(device, &constants, &[("BR", self.subgroup_size)])
-    }
-
-    /// Its owner (`paged_attention`, which checks the launch) dispatches through this.
-    pub fn launcher(&self) -> &Launcher<Self> {
-        &self.launcher
     }
 }

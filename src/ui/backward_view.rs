@@ -8,7 +8,7 @@ use leptos::task::spawn_local;
 
 use super::engine_signal::EngineSignal;
 use super::model_picker::ModelSelect;
-use super::params::{edit, set_param};
+use super::params::set_field;
 use super::text_field::TextField;
 use super::user_checkpoint::shows_real_weights;
 use crate::live_attention::{GradCheck, gradient_check};
@@ -93,10 +93,8 @@ fn GradCheckTable(c: GradCheck) -> impl IntoView {
 fn JacobianControls(state: RwSignal<AppState>, model: Memo<Model>, shown_head: Signal<u32>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
     let write = move |key: &'static str, ev: leptos::ev::Event| {
-        let value = event_target_value(&ev);
         // An emptied field clears its key: the row goes back to the last token.
-        let said = if value.trim().is_empty() { edit(state, &[(key, None)]) } else { set_param(state, key, &value) };
-        refused.set(said.err());
+        refused.set(set_field(state, key, &event_target_value(&ev)).err());
     };
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="jacobian-controls">

@@ -10,7 +10,7 @@ use leptos::task::spawn_local;
 use super::engine_signal::EngineSignal;
 use super::heatmap::{Heatmap, Shared};
 use super::model_picker::ModelSelect;
-use super::params::{edit, set_param};
+use super::params::set_field;
 use crate::state::AppState;
 use crate::views::mla::compute::{MlaRun, run};
 use crate::views::mla::maps::{head_map, planned_inputs};
@@ -125,9 +125,7 @@ fn MlaCosts(state: RwSignal<AppState>) -> impl IntoView {
 fn MlaControls(state: RwSignal<AppState>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
     let write = move |key: &'static str, ev: leptos::ev::Event| {
-        let value = event_target_value(&ev);
-        let said = if value.trim().is_empty() { edit(state, &[(key, None)]) } else { set_param(state, key, &value) };
-        refused.set(said.err());
+        refused.set(set_field(state, key, &event_target_value(&ev)).err());
     };
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="mla-controls">
