@@ -31,6 +31,7 @@ mod native {
     use attention_lab::gpu::{GpuContext, Kernels, LmWeights};
     use attention_lab::lm::checkpoint::Checkpoint;
     use attention_lab::model::Mask;
+    use attention_lab::views::bench::paged::paged_summary;
 
     fn now_ms() -> f64 {
         static START: OnceLock<Instant> = OnceLock::new();
@@ -190,8 +191,8 @@ mod native {
         for r in &rows {
             println!("{}", op_row(r));
         }
-        if let (Some(flat), Some(paged)) = (rows.first(), rows.last()) {
-            println!("paged / contiguous (app's): {:.2}x", paged.ms_median / flat.ms_median);
+        if let Some(said) = paged_summary(&rows) {
+            println!("{said}");
         }
         Ok(())
     }

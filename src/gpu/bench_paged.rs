@@ -21,6 +21,10 @@ pub const PAGED_TOKENS: u32 = 4096;
 /// Llama 3 8B's attention layer: query heads, KV heads, head width.
 pub const PAGED_HEADS: (u32, u32, u32) = (32, 8, 128);
 
+/// The row timing the app's own decode launch (contiguous cache), and the paged row, by name.
+pub const CONTIGUOUS_APP: &str = "decode contiguous (app's)";
+pub const PAGED_SCATTERED: &str = "decode paged (scattered)";
+
 /// A page table over `pages` pages in a seeded shuffled order (a pool after many requests came and
 /// went), a permutation of `0..pages`.
 pub fn scattered_table(pages: u32, seed: u64) -> Vec<u32> {
@@ -62,7 +66,7 @@ pub async fn run_paged_decode(
     let flops = 4 * u64::from(d) * u64::from(h_q) * u64::from(n);
     let mut rows = Vec::new();
     let contiguous = kernels.flash.prepare(ctx, &buffers, flat)?;
-    rows.push(timed(ctx, "decode contiguous (app's)", &what, &contiguous, flops, fma_gflops, reps, now_ms).await?);
+    rows.push(timed(ctx, CONTIGUOUS_APP, &what, &contiguous, flops, fma_gflops, reps, now_ms).await?);
     // The generic tiled loop, as the paged kernel runs it (forcing the adapter's own tiles skips the
     // subgroup form on CPU adapters).
     kernels.flash.force_tiles(Some(FlashTiles::choose(&ctx.limits, ctx.adapter.is_cpu, d)));
@@ -70,7 +74,7 @@ pub async fn run_paged_decode(
     kernels.flash.force_tiles(None);
     rows.push(timed(ctx, "decode contiguous (tiled)", &what, &same_loop?, flops, fma_gflops, reps, now_ms).await?);
     let scattered = kernels.paged.prepare(ctx, &buffers, &table, paged)?;
-    rows.push(timed(ctx, "decode paged (scattered)", &what, &scattered, flops, fma_gflops, reps, now_ms).await?);
+    rows.push(timed(ctx, PAGED_SCATTERED, &what, &scattered, flops, fma_gflops, reps, now_ms).await?);
     Ok(rows)
 }
 

@@ -7,10 +7,11 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+use super::bench_ops::{OpTable, fma_peak};
 use super::browser;
 use super::trained_compute;
 use crate::engine::Engine;
-use crate::gpu::bench::{self, Repetitions};
+use crate::gpu::bench::Repetitions;
 use crate::gpu::bench_lm::{self, MATMUL_SHAPES, OpResult};
 use crate::model::presets::TRAINED_FILES;
 use crate::model::units::format_thousands;
@@ -54,22 +55,7 @@ pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> im
                 </button>
                 <span class="status" data-testid="bench-lm-progress">{move || status.get()}</span>
             </div>
-            <table class="bench-table">
-                <thead><tr><th>"op"</th><th>"shape"</th><th>"launches"</th><th>"median ms"</th><th>"min ms"</th><th>"GFLOP/s"</th><th>"of FMA peak"</th></tr></thead>
-                <tbody>
-                    {move || rows.get().into_iter().map(|r| view! {
-                        <tr data-testid="bench-lm-row" data-op=r.name.clone() data-shape=r.shape.clone() data-launches=r.launches data-ms=r.ms_median data-gflops=r.gflops>
-                            <td>{r.name.clone()}</td>
-                            <td>{r.shape.clone()}</td>
-                            <td>{r.launches}</td>
-                            <td>{format!("{:.2}", r.ms_median)}</td>
-                            <td>{format!("{:.2}", r.ms_min)}</td>
-                            <td>{format!("{:.2}", r.gflops)}</td>
-                            <td>{format!("{:.1} %", 100.0 * r.fraction_of_peak())}</td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
+            <OpTable rows row_testid="bench-lm-row"/>
         </section>
     }
 }
@@ -83,15 +69,7 @@ async fn time_model(
     status: RwSignal<String>,
 ) -> Result<(), String> {
     let Some((ctx, kernels)) = engine.gpu() else { return Err("no WebGPU".into()) };
-    let peak = match fma_gflops.try_get_untracked().flatten() {
-        Some(peak) => peak,
-        None => {
-            status.try_set("Measuring the FMA peak…".into());
-            let peak = bench::measure_fma_gflops(ctx, kernels, browser::now_ms).await.map_err(|e| e.to_string())?;
-            fma_gflops.try_set(Some(peak));
-            peak
-        }
-    };
+    let peak = fma_peak(ctx, kernels, fma_gflops, status).await?;
     for (i, shape) in MATMUL_SHAPES.into_iter().enumerate() {
         status.try_set(format!("Matrix multiply {} of {}…", i + 1, MATMUL_SHAPES.len()));
         let row =

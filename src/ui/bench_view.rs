@@ -11,6 +11,7 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::bench_lm_panel::BenchLmPanel;
+use super::bench_paged_panel::BenchPagedPanel;
 use super::browser;
 use super::engine_signal::EngineSignal;
 use super::params::{edit, set_param};
@@ -77,6 +78,7 @@ pub fn BenchView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoVi
             })}
             <BenchTable rows=rows/>
             {move || engine.get().filter(|e| e.is_gpu()).map(|e| view! { <BenchLmPanel engine=e fma_gflops=fma_gflops/> })}
+            {move || engine.get().filter(|e| e.is_gpu()).map(|e| view! { <BenchPagedPanel engine=e fma_gflops=fma_gflops/> })}
         </section>
     }
 }

@@ -9,6 +9,8 @@
 mod app;
 mod backward_view;
 mod bench_lm_panel;
+mod bench_ops;
+mod bench_paged_panel;
 mod bench_view;
 mod browser;
 mod chart;

@@ -82,6 +82,28 @@ describe("bench view", () => {
     await app.close();
   });
 
+  test("the paged decode's rows: contiguous against a page table over a scattered pool, and their ratio", async () => {
+    const app = await AppPage.open(session, "?view=bench");
+    await app.page.getByTestId("bench-paged-run").click();
+    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-paged-row"]').length === 3, null, { timeout: 240_000 });
+    const rows = await app.page.$$eval('[data-testid="bench-paged-row"]', (els) => els.map((el) => ({
+      op: el.dataset.op, shape: el.dataset.shape, ms: Number(el.dataset.ms), gflops: Number(el.dataset.gflops),
+    })));
+    console.log(rows.map((r) => `${r.op} | ${r.shape} | ${r.ms.toFixed(2)} ms | ${r.gflops.toFixed(2)} GFLOP/s`).join("\n"));
+    assert.deepEqual(rows.map((r) => r.op), ["decode contiguous (app's)", "decode contiguous (tiled)", "decode paged (scattered)"]);
+    for (const r of rows) {
+      assert.equal(r.shape, "1 query x 4096 cached, 32/8 heads, d 128");
+      assert.ok(r.ms > 0 && Number.isFinite(r.gflops) && r.gflops > 0, JSON.stringify(r));
+    }
+    // The sentence states the median ratio the rows give, to two decimals.
+    const said = await app.page.getByTestId("bench-paged-progress").innerText();
+    const ratio = Number(said.match(/took ([\d.]+)x the time of the app's contiguous decode/)[1]);
+    assert.ok(ratio > 0 && Number.isFinite(ratio), said);
+    assert.ok(Math.abs(ratio - rows[2].ms / rows[0].ms) <= 0.006, `${said} vs ${rows[2].ms} / ${rows[0].ms}`);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("without WebGPU the benchmark says it cannot run", async () => {
     const app = await AppPage.open(session, "?view=bench&backend=cpu&n=256");
     const message = await app.page.getByTestId("bench-unavailable").innerText();

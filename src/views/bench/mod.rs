@@ -5,6 +5,7 @@
 //! other line the view shows.
 
 pub mod controls;
+pub mod paged;
 pub mod rows;
 pub mod status;
 
