@@ -129,6 +129,51 @@ fn check_forward_cases(ctx: &GpuContext, kernels: &Kernels, tiles: &str, pick: i
     }
 }
 
+/// The matrix-unit forward (`flash_attention_coop.wgsl`, f16 inputs) on every forward case, where the
+/// device was opened with matrix units: against the f64 reference within the f16 tolerance its twin
+/// states (`cpu::flash_attention_coop`), for the cases with inputs of the benchmark's size (|x| <= 1;
+/// logits of 1e4 from inputs of 30 are past what f16 inputs keep). Everywhere else (lavapipe) asking
+/// for f16 inputs changes nothing: the forward keeps its f32 forms and the reference's usual tolerance,
+/// and the plan says why.
+#[test]
+fn the_coop_forward_meets_the_f16_tolerance_where_matrix_units_exist() {
+    use attention_lab::cpu::flash_attention_coop::{F16_LSE_ABS, F16_O_ABS, F16_O_REL};
+    use attention_lab::gpu::launch::padded_dim;
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    kernels.flash.set_f16_inputs(true);
+    println!("matrix units: {:?}", ctx.matrix_units);
+    for (n, c) in forward_cases().into_iter().enumerate().filter(|(_, c)| c.amp == 1.0) {
+        let (q, k, v) = inputs(&c.shape, c.amp, 300 + n as u64);
+        let scale = 1.0 / (c.shape.d as f32).sqrt();
+        let p = AttentionProblem::new(&q, &k, &v, c.shape, c.mask, scale);
+        let want = reference::flash_attention(&p);
+        let got = pollster::block_on(kernels.forward(&ctx, &p)).expect("forward runs");
+        let padded = AttentionShape { d: padded_dim(c.shape.d), ..c.shape };
+        let plan = kernels.flash.coop_plan(FlashLaunch { shape: padded, kv_stride: c.shape.n_kv, mask: c.mask, scale });
+        let what = format!("{:?} {:?}", c.shape, c.mask);
+        assert!(got.o.iter().chain(&got.lse).all(|x| x.is_finite()), "{what}: non-finite output");
+        match plan {
+            Ok(_) => {
+                let d = c.shape.d as usize;
+                for (row, (g, w)) in got.o.chunks(d).zip(want.o.chunks(d)).enumerate() {
+                    let diff: f32 = g.iter().zip(w).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt();
+                    let norm: f32 = w.iter().map(|b| b * b).sum::<f32>().sqrt();
+                    assert!(diff <= F16_O_REL * norm, "{what}: row {row} off by {diff} of {norm}");
+                }
+                assert_close(&format!("O of {what}"), &got.o, &want.o, F16_O_ABS, 0.0);
+                assert_close(&format!("lse of {what}"), &got.lse, &want.lse, F16_LSE_ABS, 0.0);
+            }
+            Err(why) => {
+                assert!(ctx.matrix_units.is_err() || why.contains("workgroup memory"), "{what}: {why}");
+                assert_close(&format!("O of {what}"), &got.o, &want.o, 1e-4, 1e-3);
+                assert_close(&format!("lse of {what}"), &got.lse, &want.lse, 1e-4, 1e-3);
+            }
+        }
+    }
+    close(ctx);
+}
+
 /// Rows that see no key: sliding window 1 with more query rows than keys puts rows past the last key
 /// (only reachable through the low-level launch; the high-level call refuses n_q > n_kv).
 #[test]

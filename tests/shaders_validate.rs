@@ -23,10 +23,18 @@ fn shader_files() -> Vec<std::path::PathBuf> {
     files
 }
 
-/// Shaders named `*_subgroup.wgsl` need subgroup operations (their owners build them only where the
-/// device has them); every other shader needs nothing beyond the baseline.
+/// Shaders named `*_subgroup.wgsl` need subgroup operations, and `*_coop.wgsl` cooperative matrices
+/// with f16 (their owners build them only where the device has them: `gpu::matrix_units` for the
+/// latter, a native-only feature of wgpu 30, so no browser ever compiles them); every other shader needs
+/// nothing beyond the baseline.
 fn capabilities(name: &str) -> Capabilities {
-    if name.ends_with("_subgroup.wgsl") { Capabilities::SUBGROUP } else { Capabilities::empty() }
+    if name.ends_with("_subgroup.wgsl") {
+        Capabilities::SUBGROUP
+    } else if name.ends_with("_coop.wgsl") {
+        Capabilities::COOPERATIVE_MATRIX | Capabilities::SHADER_FLOAT16
+    } else {
+        Capabilities::empty()
+    }
 }
 
 fn validate(module: &naga::Module, capabilities: Capabilities) -> naga::valid::ModuleInfo {
@@ -87,6 +95,36 @@ fn every_shader_validates_within_web_limits() {
                 ep.name
             );
             assert!(invocations <= MAX_INVOCATIONS, "{name}::{}: {invocations} invocations", ep.name);
+        }
+    }
+}
+
+/// The matrix-unit forward declares the workgroup memory `CoopTiles::workgroup_bytes` counts (the
+/// figure its owner checks against the device's limit), built as its owner builds it at every head
+/// width and both matrix sides.
+#[test]
+fn the_coop_kernels_workgroup_memory_is_what_its_tiles_count() {
+    use attention_lab::gpu::flash_attention_coop::{FlashAttentionCoop, constants, with_side};
+    use attention_lab::gpu::kernel::Kernel;
+    use attention_lab::gpu::matrix_units::MatrixUnits;
+    use attention_lab::gpu::shader_text::{unroll_loops, with_constants, with_includes};
+    for side in [16, 8] {
+        let source = with_includes(&with_side(FlashAttentionCoop::SOURCE, side));
+        for d in [32u32, 64, 128, 192, 256] {
+            let tiles = MatrixUnits { side, subgroup_size: 32 }.tiles(d, 32768).expect("fits 32 KiB");
+            let constants = constants(&tiles, d);
+            let text = unroll_loops(&with_constants(&source, &constants), &constants);
+            let module = naga::front::wgsl::parse_str(&text).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&text)));
+            validate(&module, capabilities("flash_attention_coop.wgsl"));
+            let mut layouter = naga::proc::Layouter::default();
+            layouter.update(module.to_ctx()).expect("layout");
+            let bytes: u32 = module
+                .global_variables
+                .iter()
+                .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+                .map(|(_, v)| layouter[v.ty].size)
+                .sum();
+            assert_eq!(bytes, tiles.workgroup_bytes(), "side {side}, d {d}: {tiles:?}");
         }
     }
 }

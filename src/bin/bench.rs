@@ -1,8 +1,11 @@
 //! Native kernel benchmark: `cargo run --release --bin bench -- [--n N] [--d D] [--mask full|causal|sliding|chunked]
-//! [--window W] [--kernel tiled|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
+//! [--window W] [--kernel tiled|coop|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
 //! or `... -- --lm [--matmul-form tiled|direct|subgroup] [--matmul-block ROWSxCOLSxLANES] [--tokens T]` for the
 //! language model's rows: `matmul` at the shipped model's shapes (256 rows) and its whole forward pass
 //! (256 tokens by default, every layer's probabilities).
+//!
+//! Each tiled row is followed by a `coop` row: the same case on the GPU's matrix units
+//! (`flash_attention_coop.wgsl`, f16 inputs), or why this adapter has none.
 //!
 //! Prints a table (or one JSON object per line with `--json`). The case list, timing and statistics live
 //! in `attention_lab::gpu::bench` (and `bench_lm`), shared with the browser's bench page.
@@ -94,6 +97,8 @@ mod native {
                 "--window" => args.filter.window = Some(number()?.into()),
                 "--reps" => args.reps.max = number()?.max(1),
                 "--mask" => args.filter.mask = Some(Mask::named(&value, 1, 1)?),
+                // The matrix-unit kernel is native only, so the page's parser (`BenchKernel::from_str`) does not take it.
+                "--kernel" if value == "coop" => args.filter.kernel = Some(bench::BenchKernel::Coop),
                 "--kernel" => args.filter.kernel = Some(value.parse()?),
                 "--tiles" => {
                     // A trailing "s" stages K/V in workgroup memory: 128x16s.
@@ -258,6 +263,14 @@ mod native {
                 println!(
                     "WGSL FMA peak (fma_peak.wgsl): {fma:.1} GFLOP/s; flops = 4 d x attended pairs (rows: 2 d); MiB = 2^20 bytes"
                 );
+                match &ctx.matrix_units {
+                    Ok(units) => println!(
+                        "coop: the tiled forward on the matrix units ({0}x{0}x{0} f16->f32, {1}-wide subgroups), \
+                         f16 inputs; its % is of the FMA peak, which matrix units may pass",
+                        units.side, units.subgroup_size
+                    ),
+                    Err(why) => println!("coop: no matrix units on this adapter ({why})"),
+                }
                 if args.filter.kernel == Some(bench::BenchKernel::Backward) {
                     println!("{}", bench::BACKWARD_FLOPS);
                 }
@@ -266,7 +279,7 @@ mod native {
                     "kernel", "n", "hq/hkv", "d", "mask", "ms median", "ms min", "GFLOP/s", "of peak", "memory MiB"
                 );
             }
-            let selected = bench::cases(&args.filter)
+            let selected = bench::with_coop_rows(bench::cases(&args.filter))
                 .into_iter()
                 .filter(|c| args.heads.is_none_or(|h| h == (c.shape.h_q, c.shape.h_kv)));
             for case in selected {

@@ -10,6 +10,7 @@
 //! | kernel (`shaders/*.wgsl`)                                          | CPU twin            |
 //! |-------------------------------------------------------------------|---------------------|
 //! | `flash_attention`, `flash_attention_subgroup`, `naive_attention`  | [`flash_attention`] |
+//! | `flash_attention_coop` (matrix units: f16 inputs, f32 sums)        | [`flash_attention_coop`] |
 //! | `row_softmax`, `row_softmax_subgroup`, `attention_probs` (region) | [`row_softmax`]     |
 //! | `pool_rows`, `attention_probs` (pooled)                           | [`pool_rows`]       |
 //! | `flash_backward` (`main`: D, dQ; `key_grads`: dK, dV)             | [`flash_backward`]  |
@@ -39,6 +40,7 @@
 
 pub mod embed_gather;
 pub mod flash_attention;
+pub mod flash_attention_coop;
 pub mod flash_backward;
 pub mod flash_trace;
 pub mod kept_attention;

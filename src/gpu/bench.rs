@@ -29,6 +29,10 @@ pub enum BenchKernel {
     /// `flash_backward.wgsl`: dQ, dK, dV from dO (both launches; the forward it reads runs untimed
     /// first). Only when named: the default list (and the bench page's) stays forward-only.
     Backward,
+    /// `flash_attention_coop.wgsl`: the tiled forward on the GPU's matrix units (f16 inputs, f32
+    /// sums), where the device has them. Native only: the `bench` binary adds it after each tiled case
+    /// ([`with_coop_rows`]) or runs it alone (`--kernel coop`); browsers have no matrix units for wgpu.
+    Coop,
 }
 
 impl BenchKernel {
@@ -44,6 +48,7 @@ impl BenchKernel {
             BenchKernel::Naive => "naive",
             BenchKernel::Rows => "rows",
             BenchKernel::Backward => "backward",
+            BenchKernel::Coop => "coop",
         }
     }
 }
@@ -73,7 +78,7 @@ impl BenchCase {
         let per_pair = match self.kernel {
             BenchKernel::Rows => 2,
             BenchKernel::Backward => 10,
-            BenchKernel::Tiled | BenchKernel::Naive => 4,
+            BenchKernel::Tiled | BenchKernel::Naive | BenchKernel::Coop => 4,
         };
         per_pair * u64::from(self.shape.d) * self.shape.attended_pairs(self.mask)
     }
@@ -129,6 +134,14 @@ pub fn cases(filter: &BenchFilter) -> Vec<BenchCase> {
         }
     }
     out
+}
+
+/// The native benchmark's list: `cases` with each tiled case followed by the same case on the matrix
+/// units, so the two forms print side by side (a row says why where the adapter has none).
+pub fn with_coop_rows(cases: Vec<BenchCase>) -> Vec<BenchCase> {
+    let coop =
+        |c: &BenchCase| (c.kernel == BenchKernel::Tiled).then_some(BenchCase { kernel: BenchKernel::Coop, ..*c });
+    cases.iter().flat_map(|c| std::iter::once(*c).chain(coop(c))).collect()
 }
 
 /// Median and minimum of the repetitions, in milliseconds.
@@ -234,7 +247,7 @@ pub fn peak_bytes(case: &BenchCase) -> u64 {
     let scores = match case.kernel {
         BenchKernel::Naive => naive_attention::scores_bytes(&s),
         BenchKernel::Rows => RowOutput::Probabilities.len(&s) * 4,
-        BenchKernel::Tiled => 0,
+        BenchKernel::Tiled | BenchKernel::Coop => 0,
         // dO and dQ; dK and dV; D.
         BenchKernel::Backward => q_o + k_v + lse,
     };
@@ -301,6 +314,14 @@ pub async fn run_case(
     }
     let d_pad = launch::padded_dim(s.d);
     let padded = AttentionShape { d: d_pad, ..s };
+    let scale = 1.0 / (s.d as f32).sqrt();
+    let flash_launch = FlashLaunch { shape: padded, kv_stride: s.n_kv, mask: case.mask, scale };
+    if case.kernel == BenchKernel::Coop
+        && let Err(why) = kernels.flash.coop_plan(flash_launch)
+    {
+        result.note = Some(format!("not supported on this adapter ({why})"));
+        return Ok(result);
+    }
     let mut rng = SplitMix64::new(0x5eed);
     let mut random = |values: &mut [f32]| values.iter_mut().for_each(|x| *x = rng.next_signed_unit());
     let q = ctx.storage_seeded("q", padded.q_len(), &mut random).await?;
@@ -308,19 +329,17 @@ pub async fn run_case(
     let v = ctx.storage_seeded("v", padded.kv_len(), &mut random).await?;
     let o = ctx.storage_output("o", (padded.q_len() * 4) as u64)?;
     let lse = ctx.storage_output("lse", u64::from(s.h_q * s.n_q) * 4)?;
-    let scale = 1.0 / (s.d as f32).sqrt();
     let dispatches: Vec<Dispatch> = match case.kernel {
-        BenchKernel::Tiled => {
+        BenchKernel::Tiled | BenchKernel::Coop => {
             let buffers = FlashBuffers { q: &q, k: &k, v: &v, o: &o, lse: &lse };
-            // The fastest form for this adapter, whatever the page uses (compile time is not timed).
-            let unrolled_before = kernels.flash.is_unrolled();
+            // The fastest form for this adapter, whatever the page uses (compile time is not timed);
+            // the coop row's on the matrix units, with f16 inputs (checked above that it has them).
+            let (unrolled_before, f16_before) = (kernels.flash.is_unrolled(), kernels.flash.f16_inputs());
             kernels.flash.set_unrolled(true);
-            let prepared = kernels.flash.prepare(
-                ctx,
-                &buffers,
-                FlashLaunch { shape: padded, kv_stride: s.n_kv, mask: case.mask, scale },
-            );
+            kernels.flash.set_f16_inputs(case.kernel == BenchKernel::Coop);
+            let prepared = kernels.flash.prepare(ctx, &buffers, flash_launch);
             kernels.flash.set_unrolled(unrolled_before);
+            kernels.flash.set_f16_inputs(f16_before);
             vec![prepared?]
         }
         BenchKernel::Naive => {
@@ -343,8 +362,7 @@ pub async fn run_case(
         }
         BenchKernel::Backward => {
             let flash = FlashBuffers { q: &q, k: &k, v: &v, o: &o, lse: &lse };
-            let launch = FlashLaunch { shape: padded, kv_stride: s.n_kv, mask: case.mask, scale };
-            prepare_backward(ctx, kernels, &flash, launch, &mut random).await?
+            prepare_backward(ctx, kernels, &flash, flash_launch, &mut random).await?
         }
     };
     let refs: Vec<&Dispatch> = dispatches.iter().collect();
@@ -493,6 +511,25 @@ mod tests {
         assert_eq!(too_long_for_adapter(&case, 10.0, None), None);
         let windowed = BenchCase { mask: Mask::Sliding { window_tokens: 1 }, ..case };
         assert_eq!(too_long_for_adapter(&windowed, 10.0, Some(10_000.0)), None);
+    }
+
+    #[test]
+    fn the_native_list_puts_a_coop_row_after_each_tiled_one() {
+        let filter = BenchFilter { n: Some(1024), d: Some(64), mask: Some(Mask::Causal), ..Default::default() };
+        let kernels: Vec<&str> = with_coop_rows(cases(&filter)).iter().map(|c| c.kernel.name()).collect();
+        // Two head layouts, each tiled, coop, naive, rows.
+        assert_eq!(kernels, ["tiled", "coop", "naive", "rows", "tiled", "coop", "naive", "rows"]);
+        let coop = with_coop_rows(cases(&filter))[1];
+        assert_eq!(
+            (coop.flops(), peak_bytes(&coop)),
+            (
+                BenchCase { kernel: BenchKernel::Tiled, ..coop }.flops(),
+                peak_bytes(&BenchCase { kernel: BenchKernel::Tiled, ..coop })
+            )
+        );
+        // The page's lists never hold it, and links cannot name it.
+        assert!(cases(&BenchFilter::default()).iter().all(|c| c.kernel != BenchKernel::Coop));
+        assert!("coop".parse::<BenchKernel>().is_err());
     }
 
     #[test]

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use wgpu::util::DeviceExt as _;
 
+use crate::gpu::matrix_units::{self, CoopConfig, CoopOffer, CoopScalar, MatrixUnits};
+
 /// Why a GPU operation could not be done, in words a user can act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GpuError {
@@ -84,6 +86,9 @@ pub struct GpuContext {
     /// The subgroup size when the device has subgroup operations and a single fixed size (CPU adapters:
     /// 8 on lavapipe, 4 on SwiftShader); kernels that share loads between lanes need both.
     pub subgroup_size: Option<u32>,
+    /// The matrix units (cooperative matrices, f16 inputs) this device was opened with, or why there are
+    /// none: only with them is the forward's `flash_attention_coop` form built.
+    pub matrix_units: Result<MatrixUnits, String>,
     /// The first error the device reported outside any error scope, or its loss. Once set, every
     /// readback fails with it: results computed by an invalid pipeline must never be shown as real.
     fault: Arc<Mutex<Option<String>>>,
@@ -163,6 +168,75 @@ impl Drop for Scratch<'_> {
     }
 }
 
+/// Opens the device with `features`, and with cooperative matrices and f16 in shaders too where
+/// [`matrix_units::choose`] finds a configuration the forward kernel can use (natively, on GPUs with
+/// matrix units). A device that refuses them is opened without, and the reason kept.
+async fn open_device(
+    adapter: &wgpu::Adapter,
+    features: wgpu::Features,
+    limits: &wgpu::Limits,
+) -> Result<(wgpu::Device, wgpu::Queue, Result<MatrixUnits, String>), GpuError> {
+    let request = |features, experimental_features| {
+        adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("attention-lab"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features,
+            ..Default::default()
+        })
+    };
+    let refused = match matrix_units::choose(&coop_offer(adapter)) {
+        Ok(units) => {
+            let with_units = features | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+            match request(with_units, experimental_features()).await {
+                Ok((device, queue)) => return Ok((device, queue, Ok(units))),
+                Err(e) => format!("the device refused cooperative matrices: {e}"),
+            }
+        }
+        Err(why) => why,
+    };
+    let (device, queue) = request(features, wgpu::ExperimentalFeatures::disabled())
+        .await
+        .map_err(|e| GpuError::DeviceRequest(e.to_string()))?;
+    Ok((device, queue, Err(refused)))
+}
+
+/// wgpu's consent to its experimental features, cooperative matrices among them: it asks for it
+/// through an `unsafe` constructor, its way of saying the API may change and may still have bugs.
+/// Only a device whose adapter offers a configuration the kernel uses is opened with it.
+#[expect(unsafe_code, reason = "wgpu 30 grants EXPERIMENTAL_COOPERATIVE_MATRIX only through this unsafe token")]
+fn experimental_features() -> wgpu::ExperimentalFeatures {
+    // SAFETY: the token only allows requesting experimental features; the one requested with it is
+    // used by one kernel, checked against its CPU twin (tests/gpu_kernels.rs) where it runs.
+    unsafe { wgpu::ExperimentalFeatures::enabled() }
+}
+
+/// What the adapter offers of cooperative matrices, for [`matrix_units::choose`].
+fn coop_offer(adapter: &wgpu::Adapter) -> CoopOffer {
+    let info = adapter.get_info();
+    let features = adapter.features();
+    let scalar = |t| match t {
+        wgpu::CooperativeScalarType::F16 => CoopScalar::F16,
+        wgpu::CooperativeScalarType::F32 => CoopScalar::F32,
+        wgpu::CooperativeScalarType::I32 => CoopScalar::I32,
+        wgpu::CooperativeScalarType::U32 => CoopScalar::U32,
+    };
+    let properties = adapter.cooperative_matrix_properties();
+    let configs = properties.iter().map(|c| CoopConfig {
+        m: c.m_size,
+        n: c.n_size,
+        k: c.k_size,
+        ab: scalar(c.ab_type),
+        cr: scalar(c.cr_type),
+    });
+    CoopOffer {
+        cooperative_matrix: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+        shader_f16: features.contains(wgpu::Features::SHADER_F16),
+        subgroup_sizes: (info.subgroup_min_size, info.subgroup_max_size),
+        configs: configs.collect(),
+    }
+}
+
 impl GpuContext {
     /// Finds an adapter and opens a device on it. Natively the environment may pick the adapter
     /// (`WGPU_ADAPTER_NAME`, `WGPU_BACKEND`); in the browser this is WebGPU or nothing.
@@ -199,15 +273,7 @@ impl GpuContext {
         let mut required_features = wgpu::Features::empty();
         required_features.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
         required_features.set(wgpu::Features::SUBGROUP, subgroups);
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("attention-lab"),
-                required_features,
-                required_limits: limits.clone(),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| GpuError::DeviceRequest(e.to_string()))?;
+        let (device, queue, matrix_units) = open_device(&adapter, required_features, &limits).await?;
         let adapter = AdapterSummary {
             name: info.name.clone(),
             backend: info.backend.to_string(),
@@ -234,6 +300,7 @@ impl GpuContext {
             adapter,
             timestamps,
             subgroup_size,
+            matrix_units,
             fault,
             out_of_memory,
             readbacks_in_flight: AtomicU32::new(0),

@@ -1,6 +1,7 @@
 //! Owner of `shaders/flash_attention.wgsl`: the tiled online-softmax forward (O and log-sum-exp).
 
 use crate::gpu::attention_io::AttentionParams;
+use crate::gpu::flash_attention_coop::{self, FlashAttentionCoop};
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
 use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE, queries_in_registers};
@@ -28,6 +29,10 @@ pub struct FlashAttention {
     forced: std::cell::Cell<Option<FlashTiles>>,
     /// The subgroup-sharing kernel, used instead on CPU adapters that have subgroups, when unrolled.
     subgroup: Option<SubgroupForm<FlashSubgroup>>,
+    /// The matrix-unit kernel (f16 inputs) where the device has matrix units, or why there is none.
+    coop: Result<FlashAttentionCoop, String>,
+    /// Whether launches may round their inputs to f16 to run on the matrix units ([`Self::set_f16_inputs`]).
+    f16_inputs: std::cell::Cell<bool>,
 }
 
 impl Kernel for FlashAttention {
@@ -48,7 +53,41 @@ impl FlashAttention {
         let launcher = Launcher::new(ctx);
         launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
         let subgroup = if ctx.adapter.is_cpu { SubgroupForm::new(ctx) } else { None };
-        Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, forced: Default::default(), subgroup }
+        Self {
+            launcher,
+            limits: ctx.limits.clone(),
+            is_cpu: ctx.adapter.is_cpu,
+            forced: Default::default(),
+            subgroup,
+            coop: FlashAttentionCoop::new(ctx),
+            f16_inputs: Default::default(),
+        }
+    }
+
+    /// Whether launches prepared from now on may run on the matrix units ([`Self::coop_plan`]), with
+    /// Q, K, V and the weights rounded to f16 (`src/cpu/flash_attention_coop.rs` states the tolerance).
+    /// Off unless asked for: every other caller gets the f32 forms, and devices without matrix units
+    /// (lavapipe, SwiftShader, every browser) never change.
+    pub fn set_f16_inputs(&self, allowed: bool) {
+        self.f16_inputs.set(allowed);
+    }
+
+    pub fn f16_inputs(&self) -> bool {
+        self.f16_inputs.get()
+    }
+
+    /// How one launch runs on the matrix units, or why it cannot on this device (no matrix units, or
+    /// heads too wide for their tiles' workgroup memory).
+    pub fn coop_plan(&self, launch: FlashLaunch) -> Result<FlashPlan, String> {
+        check(&launch).map_err(|e| e.to_string())?;
+        let coop = self.coop.as_ref().map_err(String::clone)?;
+        let FlashLaunch { shape, kv_stride, mask, scale } = launch;
+        let tiles = coop.tiles(shape.d)?;
+        let rows_total = shape.n_q * shape.group_size();
+        let params = AttentionParams::new(shape, kv_stride, mask, scale, rows_total.div_ceil(tiles.rows));
+        let constants = flash_attention_coop::constants(&tiles, shape.d);
+        let overrides = [("SG", coop.subgroup_size())];
+        Ok(FlashPlan { form: FlashForm::Coop, params, constants, overrides, tile: (tiles.rows, tiles.keys) })
     }
 
     /// Whether pipelines built from now on unroll their loops (the benchmark asks for them; see
@@ -90,13 +129,9 @@ impl FlashAttention {
     /// How one launch runs: which form of the kernel, its params and its pipeline's specialisation.
     /// Checks the launch first. The traced build ([`crate::gpu::flash_trace`]) follows the same plan.
     pub fn plan(&self, launch: FlashLaunch) -> Result<FlashPlan, GpuError> {
+        check(&launch)?;
         let FlashLaunch { shape, kv_stride, mask, scale } = launch;
         let d_pad = shape.d;
-        if !d_pad.is_multiple_of(4) || !kernels_take_head_dim(d_pad) || kv_stride < shape.n_kv {
-            return Err(GpuError::LimitExceeded(format!(
-                "flash attention needs d a multiple of 4 up to {KERNEL_MAX_HEAD_DIM} (got {d_pad}) and kv_stride >= n_kv"
-            )));
-        }
         let rows_total = shape.n_q * shape.group_size();
         // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
@@ -128,6 +163,13 @@ impl FlashAttention {
         buffers: &FlashBuffers<'_>,
         launch: FlashLaunch,
     ) -> Result<Dispatch, GpuError> {
+        if self.f16_inputs.get()
+            && let (Ok(plan), Ok(coop)) = (self.coop_plan(launch), &self.coop)
+        {
+            let launcher = coop.launcher();
+            let pipeline = launcher.pipelines().get_specialised(&ctx.device, &plan.constants, &plan.overrides);
+            return launcher.dispatch(ctx, pipeline, &plan.params, &buffers.bound());
+        }
         let plan = self.plan(launch)?;
         if let (FlashForm::Subgroup, Some(subgroup)) = (plan.form, &self.subgroup) {
             let launcher = subgroup.launcher();
@@ -139,14 +181,28 @@ impl FlashAttention {
     }
 }
 
+/// Why a launch cannot run on any form: the head width (a multiple of 4 within the kernels' limit)
+/// and the K/V stride.
+fn check(launch: &FlashLaunch) -> Result<(), GpuError> {
+    let d_pad = launch.shape.d;
+    if !d_pad.is_multiple_of(4) || !kernels_take_head_dim(d_pad) || launch.kv_stride < launch.shape.n_kv {
+        return Err(GpuError::LimitExceeded(format!(
+            "flash attention needs d a multiple of 4 up to {KERNEL_MAX_HEAD_DIM} (got {d_pad}) and kv_stride >= n_kv"
+        )));
+    }
+    Ok(())
+}
+
 /// The forms of the forward kernel: `flash_attention.wgsl` with its loops as written or written out
-/// in full ([`crate::gpu::shader_text::unroll_loops`]), or `flash_attention_subgroup.wgsl` (CPU
-/// adapters with subgroups, unrolled).
+/// in full ([`crate::gpu::shader_text::unroll_loops`]), `flash_attention_subgroup.wgsl` (CPU
+/// adapters with subgroups, unrolled), or `flash_attention_coop.wgsl` (matrix units, f16 inputs, only
+/// when asked for: [`FlashAttention::set_f16_inputs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlashForm {
     Loop,
     Unrolled,
     Subgroup,
+    Coop,
 }
 
 impl FlashForm {
@@ -156,6 +212,7 @@ impl FlashForm {
             FlashForm::Loop => "loop",
             FlashForm::Unrolled => "unrolled",
             FlashForm::Subgroup => "subgroup",
+            FlashForm::Coop => "coop",
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedGather;
 use crate::gpu::flash_attention::{FlashAttention, FlashForm};
+use crate::gpu::flash_attention_coop::FlashAttentionCoop;
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
 use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
@@ -136,6 +137,7 @@ kernel_set! {
     }
     forms {
         FlashSubgroup,
+        FlashAttentionCoop,
         PagedSubgroup,
         FlashBackwardKeys,
         FlashBackwardSubgroup,
