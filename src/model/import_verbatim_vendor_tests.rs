@@ -32,6 +32,12 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
     ("phi-4.json", 40, 204_800, 0),
 ];
 
+/// Routed, active and shared experts and their width.
+fn experts(m: &super::config::Model) -> (u32, u32, u32, u64) {
+    let moe = m.moe.unwrap_or_else(|| panic!("no experts"));
+    (moe.n_routed_experts, moe.n_active_experts, moe.n_shared_experts, moe.expert_ffn_size)
+}
+
 #[test]
 fn third_batch_by_hand() {
     assert_by_hand(BY_HAND);
@@ -69,11 +75,7 @@ fn smollm3_ties_its_embeddings_and_warns_of_its_nope_layers() {
 fn hunyuan_a13b_counts_its_experts_as_its_code_builds_them() {
     let imp = import("hunyuan-a13b.json");
     let m = &imp.model;
-    let moe = m.moe.unwrap_or_else(|| panic!("no experts"));
-    assert_eq!(
-        (moe.n_routed_experts, moe.n_active_experts, moe.n_shared_experts, moe.expert_ffn_size),
-        (64, 8, 1, 3072)
-    );
+    assert_eq!(experts(m), (64, 8, 1, 3072));
     assert!(m.qk_norm && m.tie_embeddings);
     // Per layer: attention 2 × 4,096² + 2 × 4,096 × 1,024 = 41,943,040, QK-norm 256, norms 8,192;
     // experts 64 × 3 × 4,096 × 3,072 = 2,415,919,104, shared MLP 37,748,736, router 4,096 × 64 = 262,144:
@@ -109,12 +111,8 @@ fn minimax_m1s_lightning_layers_are_refused_with_the_reason() {
 fn gemma_4_26b_runs_its_dense_mlp_beside_eight_experts() {
     let imp = import("gemma-4-26b-a4b.json");
     let m = &imp.model;
-    let moe = m.moe.unwrap_or_else(|| panic!("no experts"));
     // top_k_experts 8; the dense MLP (2,112 = 3 × 704) beside the 128 experts in every layer.
-    assert_eq!(
-        (moe.n_routed_experts, moe.n_active_experts, moe.n_shared_experts, moe.expert_ffn_size),
-        (128, 8, 3, 704)
-    );
+    assert_eq!(experts(m), (128, 8, 3, 704));
     // One expert: 3 × 2,816 × 704 = 5,947,392; router 2,816 × 128 = 360,448. A layer: router + (128 + 3)
     // experts = 779,468,800; a token uses router + (8 + 3) experts = 65,781,760.
     assert_eq!((ffn_params(m, 0), ffn_active_params(m, 0)), (779_468_800, 65_781_760));
