@@ -54,9 +54,15 @@ pub struct Mla {
     pub q_lora_rank: Option<u32>,
     pub qk_nope_head_dim: u32,
     pub v_head_dim: u32,
-    /// DeepSeek V3.2's lightning indexer: one key of this width per token per layer, cached beside
-    /// the latent (`index_head_dim`); `None` without an indexer.
+    /// DeepSeek V3.2's lightning indexer: one key of this width per token, cached beside the latent
+    /// in the layers that run the indexer (`index_head_dim`); `None` without an indexer.
     pub index_head_dim: Option<u32>,
+    /// Which layers run the indexer and keep its key, by transformers' `GlmMoeDsaConfig` rule: layer
+    /// `i` does when `max(i + 1 - index_skip_topk_offset, 0)` is a multiple of `index_topk_freq`, and
+    /// layer 0 always (GLM-5.2: 4 and 3, 21 of 78 layers); the others reuse the last such layer's
+    /// top-k. 1 (with offset 0): every layer, as DeepSeek V3.2.
+    pub index_topk_freq: u32,
+    pub index_skip_topk_offset: u32,
 }
 
 impl Mla {
@@ -68,7 +74,29 @@ impl Mla {
         qk_nope_head_dim: 128,
         v_head_dim: 128,
         index_head_dim: None,
+        index_topk_freq: 1,
+        index_skip_topk_offset: 0,
     };
+
+    /// Whether layer `layer` (0-based) caches an indexer key (never without an indexer). Layer 0 always
+    /// does: with no earlier top-k to reuse, transformers runs its indexer even where the rule says shared.
+    pub const fn keeps_indexer_key(&self, layer: u32) -> bool {
+        self.index_head_dim.is_some()
+            && (layer == 0
+                || layer
+                    .saturating_add(1)
+                    .saturating_sub(self.index_skip_topk_offset)
+                    .is_multiple_of(self.indexer_step()))
+    }
+
+    /// Whether the indexer runs in only some layers (its key is then not in every layer's cache).
+    pub const fn indexer_in_some_layers(&self) -> bool {
+        self.index_head_dim.is_some() && self.indexer_step() > 1
+    }
+
+    const fn indexer_step(&self) -> u32 {
+        if self.index_topk_freq == 0 { 1 } else { self.index_topk_freq }
+    }
 }
 
 /// The feed-forward block. Gated variants have three matrices (gate, up, down), the plain MLP two.
@@ -468,6 +496,8 @@ impl Model {
             if let Some(i) = m.index_head_dim {
                 check("index_head_dim", i.into(), 1, MAX_CONFIG_HEAD_DIM.into())?;
             }
+            check("index_topk_freq", m.index_topk_freq.into(), 1, MAX_LAYERS.into())?;
+            check("index_skip_topk_offset", m.index_skip_topk_offset.into(), 0, MAX_LAYERS.into())?;
             if m.qk_rope_head_dim + m.qk_nope_head_dim == 0 {
                 return Err(ConfigError::Invalid("MLA query/key head dimension is 0".into()));
             }

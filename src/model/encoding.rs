@@ -10,7 +10,7 @@
 //! | `kv8` `hd128` `keqv` | KV heads, head dim, K=V | `h`, `d / h`, off |
 //! | `gkv1` `ghd512` `gkeqv` | global layers' geometry (any of them sets it) | as above |
 //! | `mla512-64-1536-128-128` | kv rank, rope dim, q rank (0: none), nope dim, v dim | none |
-//! | `idx128` | with `mla`: the lightning indexer's key width (DeepSeek V3.2), cached beside the latent | none |
+//! | `idx128` `idx128-4-3` | with `mla`: the lightning indexer's key width (DeepSeek V3.2), cached beside the latent; with a step and offset, only in the layers that run the indexer (GLM-5.2: layer `i` when `max(i + 1 - 3, 0)` is a multiple of 4) | none |
 //! | `pat5w1024-1g` | repeating unit of runs: `g` global, `w<W>` sliding, `c<C>` chunked; without attention: `s` state-space, `l` linear attention, `v` short convolution, `f` feed-forward only | all global |
 //! | `ssm20480-81920-2-2-1000` `lin...` `cnv...` | a recurrent mixer's state: conv elements, state elements, their bytes per element, mixer parameters per layer | none |
 //! | `bas` `bal` `bav` | every attention layer also runs that recurrent mixer (Falcon-H1, Zamba's hybrid layers) | none |
@@ -174,7 +174,12 @@ pub fn encode_model(model: &Model) -> String {
             m.v_head_dim
         ));
         if let Some(i) = m.index_head_dim {
-            t.push(format!("idx{i}"));
+            // Only an indexer that skips layers (GLM-5.2) adds its step and offset.
+            if m.indexer_in_some_layers() {
+                t.push(format!("idx{i}-{}-{}", m.index_topk_freq, m.index_skip_topk_offset));
+            } else {
+                t.push(format!("idx{i}"));
+            }
         }
     }
     if model.schedule.layers().iter().any(|k| !k.is_global()) {
@@ -281,6 +286,19 @@ fn numbers<const N: usize>(token: &str, s: &str) -> Result<[u64; N], EncodingErr
     Ok(out)
 }
 
+/// `idx<width>` (an indexer key in every layer) or `idx<width>-<step>-<offset>` (in the layers
+/// transformers' `GlmMoeDsaConfig` rule picks); a step of 1 is written the short way only.
+fn parse_indexer(token: &str, value: &str) -> Result<[u32; 3], EncodingError> {
+    if !value.contains('-') {
+        return Ok([small(token, number(token, value)?)?, 1, 0]);
+    }
+    let [dim, freq, offset] = numbers::<3>(token, value)?;
+    if freq < 2 {
+        return Err(EncodingError::BadValue(token.into()));
+    }
+    Ok([small(token, dim)?, small(token, freq)?, small(token, offset)?])
+}
+
 fn small(token: &str, v: u64) -> Result<u32, EncodingError> {
     u32::try_from(v).map_err(|_| EncodingError::BadValue(token.into()))
 }
@@ -368,7 +386,7 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
     let mut ffn_size = None::<u64>;
     let mut pattern: Option<Vec<(u32, LayerKind)>> = None;
     let mut positional = None;
-    let mut index_dim = None::<u32>;
+    let mut index_dim = None::<[u32; 3]>;
     for token in text.split('.') {
         let name_len = token.bytes().take_while(u8::is_ascii_alphabetic).count();
         let (name, value) = token.split_at(name_len);
@@ -394,10 +412,10 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
                     q_lora_rank: if q == 0 { None } else { Some(small(token, q)?) },
                     qk_nope_head_dim: small(token, nope)?,
                     v_head_dim: small(token, v)?,
-                    index_head_dim: None,
+                    ..Mla::DEEPSEEK
                 });
             }
-            "idx" => index_dim = Some(number(token, value)?),
+            "idx" => index_dim = Some(parse_indexer(token, value)?),
             "pat" => pattern = Some(parse_runs(token, value)?),
             "bas" | "bal" | "bav" if value.is_empty() => {
                 m.states.beside_attention = Some(parse_mixer(token, &name[2..])?)
@@ -506,9 +524,10 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
     if let Some(p) = positional {
         m.positional = p;
     }
-    if let Some(i) = index_dim {
+    if let Some([dim, freq, offset]) = index_dim {
         let mla = m.mla.as_mut().ok_or_else(|| EncodingError::Invalid("idx (an indexer key) needs mla".into()))?;
-        mla.index_head_dim = Some(i);
+        mla.index_head_dim = Some(dim);
+        (mla.index_topk_freq, mla.index_skip_topk_offset) = (freq, offset);
     }
     m.id = "custom".into();
     m.name = "Custom model".into();
@@ -570,6 +589,21 @@ mod tests {
         assert!(encode_model(&m).starts_with(code), "{}", encode_model(&m));
         assert!(decode_model("L2.d64.h4.idx128").is_err());
         assert!(decode_model("L2.d64.h4.mla8-4-0-8-8.idx0").is_err());
+    }
+
+    #[test]
+    fn an_indexer_in_some_layers_round_trips_with_its_step_and_offset() {
+        let code = "L78.d6144.h64.kv64.hd256.mla512-64-2048-192-256.idx128-4-3";
+        let m = decode_model(code).unwrap_or_else(|e| panic!("{e}"));
+        let mla = m.mla.unwrap_or_else(|| panic!("no mla"));
+        assert_eq!((mla.index_head_dim, mla.index_topk_freq, mla.index_skip_topk_offset), (Some(128), 4, 3));
+        // Layers 0, 1, 2, then every 4th from 6: 21 of 78 keep the key.
+        assert_eq!((0..78).filter(|&l| mla.keeps_indexer_key(l)).count(), 21);
+        assert!(encode_model(&m).starts_with(code), "{}", encode_model(&m));
+        // A step of 1 has one spelling only; a step of 0 is no step.
+        for bad in ["idx128-1-0", "idx128-0-3", "idx128-4", "idx128-4-3-1", "idx-4-3"] {
+            assert!(decode_model(&format!("L78.d6144.h64.mla512-64-2048-192-256.{bad}")).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -241,7 +241,7 @@ fn phi_1_and_2_are_partial_rotary_mha() {
 }
 
 #[test]
-fn phi_3_slides_and_phi_4_does_not() {
+fn phi_3_slides_and_phi_4s_window_is_its_context() {
     let m = import("phi-3-mini-4k-instruct.json").model;
     assert_eq!(m.schedule.kind(0), Some(LayerKind::Sliding { window_tokens: 2047 }));
     // 32 layers * 32 KV heads * 2 * 96 * 2 bytes = 393,216 per token
@@ -250,9 +250,10 @@ fn phi_3_slides_and_phi_4_does_not() {
     assert_eq!(kv_total_bytes(&m, 4096, Fp16), Ok(804_913_152));
     assert_eq!(m.ffn_kind, FfnKind::SwiGlu);
 
-    // Phi-4 writes sliding_window: null: every layer global.
+    // Phi-4 writes a sliding_window as long as its context (16,384): every layer slides, and at
+    // its context holds every token (see import_verbatim_vendor_tests).
     let m = import("phi-4.json").model;
-    assert!(m.schedule.layers().iter().all(|k| k.is_global()));
+    assert!(m.schedule.layers().iter().all(|k| *k == LayerKind::Sliding { window_tokens: 16_384 }));
     // 40 layers * 10 KV heads * 2 * 128 * 2 bytes = 204,800 per token; * 16,384 = 3,355,443,200
     assert_eq!(kv_bytes_per_token(&m, Fp16), Ok(204_800));
     assert_eq!(kv_total_bytes(&m, 16_384, Fp16), Ok(3_355_443_200));

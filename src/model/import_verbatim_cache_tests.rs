@@ -71,10 +71,12 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
     ("kimi-k2.7-code-nvfp4.json", 61, 70_272, 0),
     // MLA and the lightning indexer's key (model dtype, as transformers keeps it): 61 × (512 + 64 + 128) × 2.
     ("deepseek-v3.2.json", 61, 85_888, 0),
-    // 78 × (512 + 64 + 128) × 2. GLM-5.3 keeps the indexer key only in its 21 `full` layers
-    // (78 × 1,152 + 21 × 256 = 95,232 B): warned, as for GLM-5.2.
+    // 78 × (512 + 64 + 128) × 2: no indexer_types or index_topk_freq, so transformers' defaults
+    // (freq 1) put the indexer in every layer.
     ("glm-5.json", 78, 109_824, 0),
-    ("glm-5.3.json", 78, 109_824, 0),
+    // GLM-5.3 keeps the indexer key only in the 21 layers its indexer_types marks full, as GLM-5.2:
+    // 78 × 1,152 + 21 × 256 = 95,232 B.
+    ("glm-5.3.json", 78, 95_232, 0),
     // 12 full layers (every 4th) × 2 KV heads × 256 × 2 × 2 = 24,576. State, 36 Gated DeltaNet layers:
     // conv (2 × 16 × 128 + 32 × 128 = 8,192 channels) × 4 × 2 B = 65,536; recurrent 32 × 128 × 128 ×
     // 4 B = 2,097,152; 36 × 2,162,688 = 77,856,768.

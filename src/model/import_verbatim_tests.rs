@@ -80,10 +80,10 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
     ("qwen3-coder-480b-a35b-instruct.json", 62, 253_952, 0),
     // MLA: 61 × (512 + 64) × 2 B
     ("deepseek-v3.1-nvfp4.json", 61, 70_272, 0),
-    // MLA and an indexer key in every layer: 78 × (512 + 64 + 128) × 2 B. GLM-5.2 keeps the key only in
-    // its 21 `full` indexer layers (78 × 576 × 2 + 21 × 128 × 2 = 95,232 B): the report warns that the
-    // figure counts 57 × 256 = 14,592 B too many.
-    ("glm-5.2.json", 78, 109_824, 0),
+    // MLA in every layer, the indexer key only in the 21 layers its `indexer_types` marks `full`
+    // (0, 1, 2, then every 4th from 6; the 57 `shared` ones reuse a top-k and run no indexer):
+    // 78 × (512 + 64) × 2 + 21 × 128 × 2 = 89,856 + 5,376 = 95,232 B.
+    ("glm-5.2.json", 78, 95_232, 0),
     // 56 layers × 8 KV heads × (6,144 / 48 = 128) × 2 × 2 B
     ("mixtral-8x22b-v0.1.json", 56, 229_376, 0),
     // text_config: 48 layers × 4 KV heads × 128 × 2 × 2 B
@@ -194,10 +194,24 @@ fn real_files_the_arithmetic_cannot_describe_are_refused_with_the_reason() {
 }
 
 #[test]
-fn glm_5_2s_shared_indexer_is_warned_of() {
+fn glm_5_2_keeps_an_indexer_key_in_its_21_full_layers_only() {
     let imp = import("glm-5.2.json");
-    assert!(said(&imp, "indexer_types = [\"full\",\"full\",\"full\",\"shared\""), "{:?}", imp.report.warnings);
-    assert!(said(&imp, "index_topk_freq = 4: the indexer runs only every few layers"));
+    let mla = imp.model.mla.unwrap_or_else(|| panic!("no mla"));
+    // transformers' rule, read from indexer_types: layer i is full when max(i + 1 - 3, 0) % 4 == 0.
+    assert_eq!((mla.index_topk_freq, mla.index_skip_topk_offset), (4, 3));
+    let full: Vec<u32> = (0..78).filter(|&l| mla.keeps_indexer_key(l)).collect();
+    assert_eq!((full.len(), &full[..5], full.last()), (21, &[0, 1, 2, 6, 10][..], Some(&74)));
+    assert!(said(&imp, "indexer_types: 21 of 78 layers are full and cache the indexer's key"), "{:?}", imp.report);
+    assert!(!imp.report.warnings.iter().any(|w| w.contains("indexer_types") || w.contains("index_topk_freq")));
+    // At its 1,048,576 tokens: 95,232 × 1,048,576 = 99,857,989,632 B.
+    assert_eq!(kv_total_bytes(&imp.model, 1_048_576, Bf16), Ok(99_857_989_632));
+    // DeepSeek's fp8 key form: 78 × 1,152 + 21 × (128 + 4) = 89,856 + 2,772 = 92,628 B.
+    assert_eq!(kv_bytes_per_token_fp8_indexer(&imp.model, Bf16), Ok(Some(92_628)));
+    assert!(said(&imp, "in the 21 of 78 layers that run the indexer"), "{:?}", imp.report.readings);
+    // The model's code keeps the step and offset: a link opens the same figure.
+    let back =
+        super::encoding::decode_model(&super::encoding::encode_model(&imp.model)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kv_bytes_per_token(&back, Bf16), Ok(95_232));
 }
 
 #[test]

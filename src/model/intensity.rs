@@ -20,7 +20,7 @@
 use super::config::Model;
 use super::dtype::{DType, bits_to_bytes_ceil};
 use super::flops::{LayerFlops, model_decode_flops, model_prefill_flops};
-use super::kv_cache::{SizeOverflow, kv_elements_per_token_per_layer, kv_total_bytes, state_bytes};
+use super::kv_cache::{SizeOverflow, kv_elements_per_token_in_layer, kv_total_bytes, state_bytes};
 use super::params::{attn_params, ffn_active_params, ffn_params, mixer_params};
 
 /// The FLOPs and bytes of one pass.
@@ -85,8 +85,8 @@ fn weight_bytes(model: &Model, dtype: DType, ffn: fn(&Model, u32) -> u128) -> Re
 /// the keys its query sees, summed in bits and rounded up once.
 pub fn kv_read_bytes(model: &Model, context_tokens: u64, dtype: DType) -> Result<u128, SizeOverflow> {
     let mut elements: u128 = 0;
-    for &kind in model.schedule.layers() {
-        let layer = kv_elements_per_token_per_layer(model, kind).checked_mul(kind.live_tokens(context_tokens).into());
+    for (l, &kind) in model.schedule.layers().iter().enumerate() {
+        let layer = kv_elements_per_token_in_layer(model, l, kind).checked_mul(kind.live_tokens(context_tokens).into());
         elements = layer.and_then(|e| elements.checked_add(e)).ok_or(SizeOverflow)?;
     }
     bits(elements, dtype)

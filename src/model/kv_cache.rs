@@ -5,7 +5,9 @@
 //! - standard attention: `n_kv_heads * head_dim * 2` elements (K and V), or `* 1` with K=V;
 //! - MLA: `kv_lora_rank + qk_rope_head_dim` elements (one latent plus the shared RoPE key), plus
 //!   `index_head_dim` with DeepSeek V3.2's lightning indexer (its key, cached at the same dtype as the
-//!   latent, as transformers' cache holds it; [`fp8_indexer_key_bytes`] gives DeepSeek's own fp8 form);
+//!   latent, as transformers' cache holds it; [`fp8_indexer_key_bytes`] gives DeepSeek's own fp8 form)
+//!   in each layer that runs the indexer (every layer in V3.2; in GLM-5.2 the layers its
+//!   `indexer_types` marks `full`, see [`crate::model::config::Mla::keeps_indexer_key`]);
 //! - a layer that reuses another layer's cache (cross-layer sharing): nothing;
 //! - a layer without softmax attention (state-space, linear attention, convolution, feed-forward
 //!   only): nothing per token. Its recurrent state has a fixed size per sequence ([`state_bytes`]),
@@ -43,13 +45,15 @@ fn add(a: u128, b: u128) -> Result<u128, SizeOverflow> {
     a.checked_add(b).ok_or(SizeOverflow)
 }
 
-/// Cached elements per token for one layer of `kind` that stores its own cache (0 without attention).
+/// Cached elements per token that every layer of `kind` storing its own cache holds (0 without
+/// attention): with an indexer that runs in only some layers, its key is left out here and counted
+/// per layer by [`kv_elements_per_token_in_layer`].
 pub fn kv_elements_per_token_per_layer(model: &Model, kind: LayerKind) -> u128 {
     if !kind.is_attention() {
         return 0;
     }
     if let Some(mla) = model.mla {
-        let indexer = mla.index_head_dim.map_or(0, u128::from);
+        let indexer = if mla.indexer_in_some_layers() { 0 } else { mla.index_head_dim.map_or(0, u128::from) };
         return u128::from(mla.kv_lora_rank) + u128::from(mla.qk_rope_head_dim) + indexer;
     }
     let g = model.geometry(kind);
@@ -57,10 +61,36 @@ pub fn kv_elements_per_token_per_layer(model: &Model, kind: LayerKind) -> u128 {
     u128::from(g.n_kv_heads) * u128::from(g.head_dim) * tensors
 }
 
+/// The indexer key's width when only some layers keep it (GLM-5.2), else `None` (it is then in
+/// [`kv_elements_per_token_per_layer`], or there is none).
+pub fn partial_indexer_elements(model: &Model) -> Option<u128> {
+    model.mla.filter(|m| m.indexer_in_some_layers()).and_then(|m| m.index_head_dim).map(u128::from)
+}
+
+/// Cached elements per token of layer `layer` (of `kind`), if it stores its own cache: the elements
+/// every layer of its kind holds, and the indexer key where only some layers keep one and this does.
+pub fn kv_elements_per_token_in_layer(model: &Model, layer: usize, kind: LayerKind) -> u128 {
+    let common = kv_elements_per_token_per_layer(model, kind);
+    let keeps = |m: &crate::model::config::Mla| m.keeps_indexer_key(u32::try_from(layer).unwrap_or(u32::MAX));
+    match (partial_indexer_elements(model), model.mla) {
+        (Some(key), Some(m)) if kind.is_attention() && keeps(&m) => common + key,
+        _ => common,
+    }
+}
+
 /// Bytes one token adds to one layer of `kind` (rounded up to a whole byte for sub-byte types
 /// with an odd element count; every real model has an even count, so this is exact for them).
 pub fn kv_bytes_per_token_per_layer(model: &Model, kind: LayerKind, dtype: DType) -> u128 {
     bits_to_bytes_ceil(kv_elements_per_token_per_layer(model, kind).saturating_mul(dtype.bits().into()))
+}
+
+/// Bytes one token adds to all the layers of `kind` that store their own cache, the indexer keys of
+/// those that keep one included (summed in bits, rounded up once).
+pub fn kv_bytes_per_token_of_kind(model: &Model, kind: LayerKind, dtype: DType) -> u128 {
+    let storing = model.kv_storing_layers();
+    let layers = model.schedule.layers().iter().zip(&storing).enumerate().filter(|(_, (k, s))| **k == kind && **s);
+    let elements: u128 = layers.map(|(l, _)| kv_elements_per_token_in_layer(model, l, kind)).sum();
+    bits_to_bytes_ceil(elements.saturating_mul(dtype.bits().into()))
 }
 
 /// Bytes one token adds to the whole cache while every layer is still growing (context below the
@@ -92,8 +122,8 @@ pub fn kv_live_bytes(model: &Model, n_tokens: u64, dtype: DType) -> Result<u128,
 fn cache_bytes(model: &Model, dtype: DType, tokens: impl Fn(LayerKind) -> u64) -> Result<u128, SizeOverflow> {
     let mut bits: u128 = 0;
     let storing = model.kv_storing_layers();
-    for (&kind, _) in model.schedule.layers().iter().zip(&storing).filter(|(_, s)| **s) {
-        let per_token = mul(kv_elements_per_token_per_layer(model, kind), dtype.bits().into())?;
+    for (layer, (&kind, _)) in model.schedule.layers().iter().zip(&storing).enumerate().filter(|(_, (_, s))| **s) {
+        let per_token = mul(kv_elements_per_token_in_layer(model, layer, kind), dtype.bits().into())?;
         bits = add(bits, mul(per_token, tokens(kind).into())?)?;
     }
     Ok(bits_to_bytes_ceil(bits))
@@ -116,10 +146,13 @@ pub fn kv_bytes_per_token_fp8_indexer(model: &Model, dtype: DType) -> Result<Opt
     let Some(mla) = model.mla else { return Ok(None) };
     let Some(dim) = mla.index_head_dim else { return Ok(None) };
     let storing = model.kv_storing_layers();
-    let layers = model.schedule.layers().iter().zip(&storing).filter(|(k, s)| **s && k.is_attention()).count();
+    let attending =
+        || model.schedule.layers().iter().zip(&storing).enumerate().filter(|(_, (k, s))| **s && k.is_attention());
+    let layers = attending().count() as u128;
+    let keys = attending().filter(|(l, _)| mla.keeps_indexer_key(u32::try_from(*l).unwrap_or(u32::MAX))).count();
     let latent_bits = mul(u128::from(mla.kv_lora_rank) + u128::from(mla.qk_rope_head_dim), dtype.bits().into())?;
-    let per_layer_bits = add(latent_bits, mul(fp8_indexer_key_bytes(dim), 8)?)?;
-    Ok(Some(bits_to_bytes_ceil(mul(per_layer_bits, layers as u128)?)))
+    let key_bits = mul(mul(fp8_indexer_key_bytes(dim), 8)?, keys as u128)?;
+    Ok(Some(bits_to_bytes_ceil(add(mul(latent_bits, layers)?, key_bits)?)))
 }
 
 /// The recurrent state of one layer of `kind`, in bytes per sequence (0 for attention and
@@ -147,6 +180,10 @@ pub struct KvRow {
     /// Of those, layers that store their own cache (the rest reuse another's).
     pub storing_layers: u32,
     pub elements_per_token_per_layer: u128,
+    /// Of the storing layers, those that also keep an indexer key of `indexer_elements` (GLM-5.2's
+    /// `full` indexer layers); 0 when every layer's key is in `elements_per_token_per_layer`.
+    pub indexer_layers: u32,
+    pub indexer_elements: u128,
     /// Tokens each storing layer holds at the context.
     pub cached_tokens: u64,
     /// Bytes for all storing layers of this kind.
@@ -172,16 +209,23 @@ pub fn kv_breakdown(model: &Model, n_tokens: u64, dtype: DType) -> Result<KvBrea
     let mut rows: Vec<KvRow> = Vec::new();
     let stores = model.kv_storing_layers();
     for c in model.schedule.counts() {
-        let storing = model.schedule.layers().iter().zip(&stores).filter(|&(&k, &s)| k == c.kind && s).count();
-        let storing_layers = u32::try_from(storing).unwrap_or(u32::MAX);
+        let of_kind =
+            || model.schedule.layers().iter().zip(&stores).enumerate().filter(|(_, (k, s))| **k == c.kind && **s);
+        let storing_layers = u32::try_from(of_kind().count()).unwrap_or(u32::MAX);
         let elements = kv_elements_per_token_per_layer(model, c.kind);
+        let indexer_elements = partial_indexer_elements(model).filter(|_| c.kind.is_attention()).unwrap_or(0);
+        let with_key = of_kind().filter(|(l, _)| kv_elements_per_token_in_layer(model, *l, c.kind) > elements).count();
+        let indexer_layers = u32::try_from(with_key).unwrap_or(u32::MAX);
         let cached_tokens = c.kind.cached_tokens(n_tokens);
-        let bits = mul(mul(mul(elements, dtype.bits().into())?, cached_tokens.into())?, storing_layers.into())?;
+        let per_token = add(mul(elements, storing_layers.into())?, mul(indexer_elements, indexer_layers.into())?)?;
+        let bits = mul(mul(per_token, dtype.bits().into())?, cached_tokens.into())?;
         rows.push(KvRow {
             kind: c.kind,
             layers: c.layers,
             storing_layers,
             elements_per_token_per_layer: elements,
+            indexer_layers,
+            indexer_elements,
             cached_tokens,
             bytes: bits_to_bytes_ceil(bits),
             state_bytes: mul(state_bytes_per_layer(model, c.kind), c.layers.into())?,
@@ -477,6 +521,7 @@ mod tests {
             qk_nope_head_dim: 1,
             v_head_dim: 1,
             index_head_dim: Some(u32::MAX),
+            ..Mla::DEEPSEEK
         });
         m.schedule = Schedule::uniform(1 << 20, LayerKind::Global);
         let r = kv_total_bytes(&m, u64::MAX, DType::Fp32);

@@ -57,6 +57,8 @@ mod import_verbatim_cache_tests;
 #[cfg(test)]
 mod import_verbatim_tests;
 #[cfg(test)]
+mod import_verbatim_vendor_tests;
+#[cfg(test)]
 mod paging_pool_tests;
 
 pub use config::{

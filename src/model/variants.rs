@@ -120,7 +120,7 @@ pub fn apply_variant(base: &Model, variant: Variant) -> Result<Model, VariantErr
                 q_lora_rank: base.mla.and_then(|b| b.q_lora_rank),
                 qk_nope_head_dim: m.attn.head_dim,
                 v_head_dim: m.attn.head_dim,
-                index_head_dim: None,
+                ..Mla::DEEPSEEK
             });
         }
         Variant::Sliding { window_tokens } => {

@@ -106,6 +106,10 @@ fn attention_facts(model: &Model, out: &mut Vec<(&'static str, String)>) {
         if let Some(i) = m.index_head_dim {
             out.push(("index_head_dim", i.to_string()));
         }
+        if m.indexer_in_some_layers() {
+            let keeping = (0..model.n_layers()).filter(|&l| m.keeps_indexer_key(l)).count();
+            out.push(("indexer layers (keep its key)", format!("{keeping} of {}", model.n_layers())));
+        }
     } else {
         out.push(("num_key_value_heads", model.attn.n_kv_heads.to_string()));
         out.push(("head_dim", model.attn.head_dim.to_string()));

@@ -5,7 +5,7 @@
 //! Every function returns plain text (the UI inserts it as a text node).
 
 use crate::model::config::Model;
-use crate::model::dtype::DType;
+use crate::model::dtype::{DType, bits_to_bytes_ceil};
 use crate::model::kv_cache::{KvRow, kv_breakdown, kv_bytes_per_token, kv_bytes_per_token_per_layer, state_bytes};
 use crate::model::params::AttnParams;
 use crate::model::schedule::LayerKind;
@@ -19,10 +19,12 @@ pub fn dtype_factor(dtype: DType) -> String {
 
 /// What one layer of `kind` caches per token, as factors: `8 KV heads × 128 dims × 2 (K and V)`,
 /// `1 KV head × 512 dims × 1 (K = V)`, `(512 latent + 64 RoPE key)`, or with DeepSeek V3.2's
-/// lightning indexer `(512 latent + 64 RoPE key + 128 indexer key)`.
+/// lightning indexer `(512 latent + 64 RoPE key + 128 indexer key)` (an indexer that runs in only
+/// some layers is a term of its own, [`indexer_term`]).
 pub fn elements_factors(model: &Model, kind: LayerKind) -> String {
     if let Some(m) = model.mla {
-        let indexer = m.index_head_dim.map(|i| format!(" + {i} indexer key")).unwrap_or_default();
+        let every_layer = m.index_head_dim.filter(|_| !m.indexer_in_some_layers());
+        let indexer = every_layer.map(|i| format!(" + {i} indexer key")).unwrap_or_default();
         return format!("({} latent + {} RoPE key{indexer})", m.kv_lora_rank, m.qk_rope_head_dim);
     }
     let g = model.geometry(kind);
@@ -50,7 +52,10 @@ pub fn per_token_formula(model: &Model, dtype: DType) -> String {
         .rows
         .iter()
         .filter(|r| r.storing_layers > 0)
-        .map(|r| format!("{} × {} × {}", layers_phrase(r), elements_factors(model, r.kind), dtype_factor(dtype)))
+        .map(|r| {
+            let term = format!("{} × {} × {}", layers_phrase(r), elements_factors(model, r.kind), dtype_factor(dtype));
+            term + &indexer_term(r, dtype)
+        })
         .collect();
     let total = kv_bytes_per_token(model, dtype).map(format_thousands).unwrap_or_else(|_| "?".into());
     if terms.is_empty() {
@@ -59,16 +64,36 @@ pub fn per_token_formula(model: &Model, dtype: DType) -> String {
     format!("{} = {total} B per token", terms.join(" + "))
 }
 
-/// One breakdown row's bytes: `52 layers × 4,096 B per token × 1,024 tokens = 218,103,808 B`.
+/// The indexer keys of the layers that run the indexer when not every layer does (GLM-5.2):
+/// ` + 21 of them × 128 indexer key × 2 B`; empty otherwise.
+fn indexer_term(row: &KvRow, dtype: DType) -> String {
+    if row.indexer_layers == 0 {
+        return String::new();
+    }
+    let key = format_thousands(row.indexer_elements);
+    format!(" + {} of them × {key} indexer key × {}", row.indexer_layers, dtype_factor(dtype))
+}
+
+/// One breakdown row's bytes: `52 layers × 4,096 B per token × 1,024 tokens = 218,103,808 B`, or
+/// with an indexer in some layers `(78 × 1,152 B + 21 × 256 B) per token × 1 tokens = 95,232 B`.
 pub fn row_formula(model: &Model, row: &KvRow, dtype: DType) -> String {
-    let per_layer = kv_bytes_per_token_per_layer(model, row.kind, dtype);
     format!(
-        "{} × {} B per token × {} tokens = {} B",
-        row.storing_layers,
-        format_thousands(per_layer),
+        "{} per token × {} tokens = {} B",
+        row_bytes_per_token(model, row, dtype),
         format_thousands(row.cached_tokens.into()),
         format_thousands(row.bytes)
     )
+}
+
+/// A row's bytes per token as factors: `52 × 8,192 B`, or `(78 × 1,152 B + 21 × 256 B)` with the
+/// indexer keys of the layers that run an indexer only some layers have.
+fn row_bytes_per_token(model: &Model, row: &KvRow, dtype: DType) -> String {
+    let per_layer = format_thousands(kv_bytes_per_token_per_layer(model, row.kind, dtype));
+    if row.indexer_layers == 0 {
+        return format!("{} × {per_layer} B", row.storing_layers);
+    }
+    let key = bits_to_bytes_ceil(row.indexer_elements.saturating_mul(dtype.bits().into()));
+    format!("({} × {per_layer} B + {} × {} B)", row.storing_layers, row.indexer_layers, format_thousands(key))
 }
 
 /// What one layer of `kind` keeps per sequence, as factors: `(32,768 conv elements × 2 B + 262,144
@@ -139,12 +164,7 @@ pub fn total_formula(model: &Model, n_tokens: u64, dtype: DType) -> String {
         .iter()
         .filter(|r| r.storing_layers > 0)
         .map(|r| {
-            format!(
-                "{} × {} B × {} tokens",
-                r.storing_layers,
-                format_thousands(kv_bytes_per_token_per_layer(model, r.kind, dtype)),
-                format_thousands(r.cached_tokens.into())
-            )
+            format!("{} × {} tokens", row_bytes_per_token(model, r, dtype), format_thousands(r.cached_tokens.into()))
         })
         .collect();
     format!("{} = {} B", if terms.is_empty() { "0".into() } else { terms.join(" + ") }, format_thousands(b.total_bytes))
@@ -258,6 +278,26 @@ mod tests {
         assert!(per_token_formula(&e4b, DType::Fp16).contains(" of "), "{}", per_token_formula(&e4b, DType::Fp16));
         let p = attn_params(&d, LayerKind::Global);
         assert!(attn_params_formula(&d, LayerKind::Global, &p).ends_with(&format_thousands(p.total())));
+    }
+
+    #[test]
+    fn an_indexer_in_some_layers_is_a_term_of_its_own() {
+        // GLM-5.2's shape: 78 layers of (512 + 64) × 2 B = 89,856 B, and 21 indexer keys of 128 × 2 B
+        // = 5,376 B (layers 0, 1, 2, then every 4th from 6): 95,232 B per token.
+        let m = crate::model::decode_model("L78.d6144.h64.kv64.hd256.mla512-64-2048-192-256.idx128-4-3.fs12288")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            per_token_formula(&m, DType::Bf16),
+            "78 global layers × (512 latent + 64 RoPE key) × 2 B + 21 of them × 128 indexer key × 2 B = 95,232 B per token"
+        );
+        let b = kv_breakdown(&m, 1000, DType::Bf16).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((b.rows[0].indexer_layers, b.rows[0].indexer_elements), (21, 128));
+        // 1,000 tokens: 95,232,000 B.
+        assert_eq!(
+            row_formula(&m, &b.rows[0], DType::Bf16),
+            "(78 × 1,152 B + 21 × 256 B) per token × 1,000 tokens = 95,232,000 B"
+        );
+        assert_eq!(total_formula(&m, 1000, DType::Bf16), "(78 × 1,152 B + 21 × 256 B) × 1,000 tokens = 95,232,000 B");
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! dimension, MLA (DeepSeek) and the global layers' own geometry (Gemma 4).
 
 use super::family::Family;
-use super::kv_heads;
 use super::reader::{Reader, positive, positive_u32, to_u32};
 use super::report::{ImportError, invalid};
+use super::{indexer_layers, kv_heads};
 use crate::model::config::{AttnGeometry, Mla, bounds};
 
 pub(super) struct Attention {
@@ -29,7 +29,7 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Attention, Imp
     let heads = positive_u32("num_attention_heads", heads, bounds::MAX_HEADS)?;
     let kv = kv_heads::read(r, family, heads)?;
     // MLA before head_dim: it supplies the V head size.
-    let mla = read_mla(r)?;
+    let mla = read_mla(r, layers)?;
     if mla.is_none() && !heads.is_multiple_of(kv) {
         return Err(invalid(
             "num_key_value_heads",
@@ -43,7 +43,7 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Attention, Imp
 }
 
 /// Multi-head latent attention, present when `kv_lora_rank` is.
-fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
+fn read_mla(r: &mut Reader<'_>, layers: u32) -> Result<Option<Mla>, ImportError> {
     let Some(rank) = r.count(&["kv_lora_rank"])? else {
         return Ok(None);
     };
@@ -62,7 +62,20 @@ fn read_mla(r: &mut Reader<'_>) -> Result<Option<Mla>, ImportError> {
             None
         }
     };
-    Ok(Some(Mla { kv_lora_rank, qk_rope_head_dim, q_lora_rank, qk_nope_head_dim, v_head_dim, index_head_dim }))
+    let step = match index_head_dim {
+        Some(dim) => indexer_layers::read(r, layers, dim)?,
+        None => indexer_layers::Step { freq: 1, offset: 0 },
+    };
+    Ok(Some(Mla {
+        kv_lora_rank,
+        qk_rope_head_dim,
+        q_lora_rank,
+        qk_nope_head_dim,
+        v_head_dim,
+        index_head_dim,
+        index_topk_freq: step.freq,
+        index_skip_topk_offset: step.offset,
+    }))
 }
 
 /// DeepSeek V3.2's lightning indexer: the width of the key it caches per token per layer beside the

@@ -39,9 +39,9 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Block, ImportE
         None => family.norm(),
     };
     let norms_per_layer = if family.is_falcon() { falcon_norms(r, family)? } else { family.norms_per_layer() };
-    // Llama 4 also writes `use_qk_norm`, but its norm has no weights; Cohere's has.
+    // Llama 4 also writes `use_qk_norm`, but its norm has no weights; Cohere's and Hunyuan's have.
     let qk_norm = family.qk_norm()
-        || (family.is_cohere() && r.boolean("use_qk_norm") == Some(true))
+        || ((family.is_cohere() || family.is_hunyuan()) && r.boolean("use_qk_norm") == Some(true))
         || r.boolean("qk_layernorm") == Some(true)
         || r.nested_boolean("attn_config", "qk_ln") == Some(true);
     let uncounted = if family.is_bloom() {

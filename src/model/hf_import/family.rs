@@ -77,6 +77,11 @@ impl Family {
         self.is("chatglm")
     }
 
+    /// Tencent's Hunyuan MoE files written for the vendor's code (Hunyuan-A13B).
+    pub fn is_hunyuan(&self) -> bool {
+        self.lower == "hunyuan"
+    }
+
     pub fn is_cohere(&self) -> bool {
         self.is("cohere")
     }
@@ -120,7 +125,8 @@ impl Family {
     }
 
     /// Whether embeddings are tied when `tie_word_embeddings` is absent (the family's config class
-    /// default: `Starcoder2Config` ties, as `PretrainedConfig` did before it named the field).
+    /// default: `Starcoder2Config` and `SmolLM3Config` tie, as `PretrainedConfig` did before it named
+    /// the field).
     pub fn ties_by_default(&self) -> bool {
         // Falcon-H1 and the state-space families state theirs in their config classes.
         let state_space_tied = ["mamba", "zamba", "zamba2", "lfm2", "recurrent_gemma"].contains(&self.lower.as_str());
@@ -130,6 +136,7 @@ impl Family {
         self.gpt2
             || self.is_gemma()
             || self.is_cohere()
+            || self.is("smollm3")
             || self.is_falcon()
             || self.is_mpt()
             || self.is_bloom()

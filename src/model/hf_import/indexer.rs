@@ -21,12 +21,21 @@ pub(super) fn report(r: &mut Reader<'_>, model: &Model) {
     else {
         return;
     };
+    let (where_, per_layer) = if mla.indexer_in_some_layers() {
+        let keeping = (0..model.n_layers()).filter(|&l| mla.keeps_indexer_key(l)).count();
+        let n = model.n_layers();
+        (
+            format!("in the {keeping} of {n} layers that run the indexer"),
+            format!("{} values a layer, {dim} more in those {keeping}", t(latent)),
+        )
+    } else {
+        ("in every attention layer".to_string(), format!("{} values a layer", t(latent + u128::from(dim))))
+    };
     r.read_as(format!(
-        "index_head_dim = {dim}: the lightning indexer caches a {dim}-value key per token in every attention layer \
-         beside the {latent}-value MLA latent, counted at the cache dtype like the latent (as transformers caches \
-         it): {} values a layer, {} B per token at 16 bits. DeepSeek's inference code keeps this key in fp8 with a \
-         float32 scale per 128 values ({} B a layer): {} B per token with a 16-bit latent",
-        t(latent + u128::from(dim)),
+        "index_head_dim = {dim}: the lightning indexer caches a {dim}-value key per token {where_} beside the \
+         {latent}-value MLA latent, counted at the cache dtype like the latent (as transformers caches it): \
+         {per_layer}, {} B per token at 16 bits. DeepSeek's inference code keeps this key in fp8 with a float32 \
+         scale per 128 values ({} B a layer): {} B per token with a 16-bit latent",
         t(at_16),
         t(fp8_indexer_key_bytes(dim)),
         t(fp8)

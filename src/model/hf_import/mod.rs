@@ -27,8 +27,10 @@ mod embeddings;
 mod family;
 mod ffn;
 mod gated_deltanet;
+mod hunyuan;
 mod hybrid;
 mod indexer;
+mod indexer_layers;
 mod json_text;
 mod kv_heads;
 mod mamba;
@@ -93,6 +95,9 @@ pub fn import_hf_value(value: &Value) -> Result<Imported, ImportError> {
         return Ok(Imported { model, report: r.report });
     }
     let mut attention = attention::read(&mut r, &family)?;
+    if family.is_hunyuan() {
+        hunyuan::read_attention(&mut r)?;
+    }
     let mut layout = schedule::read(&mut r, &family, attention.layers)?;
     let ffn = ffn::read(&mut r, &family, attention.d_model)?;
     let moe = moe::read(&mut r, &family)?;

@@ -7,18 +7,33 @@ use super::reader::{Reader, positive_u32, show, to_u32};
 use super::report::ImportError;
 use crate::model::config::{Moe, bounds};
 
-/// The MoE FFN, or `None` when the config names no (or zero) routed experts.
+/// The MoE FFN, or `None` when the config names no (or zero) routed experts, or switches them off
+/// (Gemma 4's `enable_moe_block`).
 pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Option<Moe>, ImportError> {
+    if family.is_hunyuan() {
+        return super::hunyuan::read_moe(r);
+    }
     let experts = r.count(&["n_routed_experts", "num_local_experts", "num_experts"])?;
+    let switched_on = r.boolean("enable_moe_block");
     let Some(experts) = experts.filter(|&e| e > 0) else {
         return Ok(None);
     };
+    if switched_on == Some(false) {
+        r.read_as(format!("enable_moe_block is false: no experts (the {experts} of num_experts are not built)"));
+        return Ok(None);
+    }
     let n_routed_experts = positive_u32("experts", experts, bounds::MAX_EXPERTS)?;
-    let n_active_experts = to_u32("num_experts_per_tok", r.count(&["num_experts_per_tok"])?.unwrap_or(1))?;
+    // Gemma 4 names its top-k `top_k_experts`.
+    let active = r.count(&["num_experts_per_tok", "top_k_experts"])?;
+    let n_active_experts = to_u32("num_experts_per_tok", active.unwrap_or(1))?;
+    if active.is_none() {
+        r.assume("num_experts_per_tok: absent, so each token uses 1 expert");
+    }
     let n_shared_experts = match r.count(&["n_shared_experts"])? {
         Some(s) => to_u32("n_shared_experts", s)?,
         // Llama 4 has one shared expert and no field for it.
         None if family.is_llama4() => 1,
+        None if switched_on == Some(true) => dense_beside_experts(r)?,
         None => 0,
     };
     // Llama 4's intermediate_size is the expert width (intermediate_size_mlp the dense one).
@@ -43,6 +58,29 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Option<Moe>, I
         first_dense_layers,
         layer_step,
     }))
+}
+
+/// Gemma 4's MoE layers run the dense MLP (`intermediate_size`) beside the experts, for every token
+/// (transformers' `Gemma4TextDecoderLayer` keeps `mlp` and adds `experts` after it). A dense MLP a
+/// whole number of experts wide has exactly their parameters (each matrix is `d × width`), so it is
+/// counted as that many always-on experts; any other width is refused.
+fn dense_beside_experts(r: &mut Reader<'_>) -> Result<u32, ImportError> {
+    let (Some(dense), Some(expert)) = (r.count(&["intermediate_size"])?, r.count(&["moe_intermediate_size"])?) else {
+        return Ok(0);
+    };
+    if expert == 0 || !dense.is_multiple_of(expert) {
+        return Err(ImportError::Unsupported(format!(
+            "enable_moe_block: the dense MLP ({dense} wide) runs beside experts {expert} wide, and is not a whole \
+             number of them; the arithmetic has no term for a dense MLP beside experts. Not imported."
+        )));
+    }
+    let shared = to_u32("intermediate_size", dense / expert)?;
+    r.read_as(format!(
+        "enable_moe_block: the dense MLP (intermediate_size {dense}) runs beside the experts in every layer, for every \
+         token: counted as {shared} always-on experts of {expert} (the same parameters). The router's scales and the \
+         block's three extra norms (d + experts + 3 d a layer) are not counted"
+    ));
+    Ok(shared)
 }
 
 /// A per-layer `moe_layer_freq` list (MiniMax M3, MiMo-V2): `k` dense layers (0) then experts (1) in

@@ -107,6 +107,9 @@ fn llama4_pattern(r: &mut Reader<'_>, w: &Windows, chunked: LayerKind) -> Result
         if kinds.len() != w.layers as usize {
             r.warn(format!("{path} has {} entries for {} layers", kinds.len(), w.layers));
         }
+        if r.find(&["no_rope_layer_interval"]).is_some() {
+            r.read_as("no_rope_layer_interval not used: no_rope_layers lists every layer");
+        }
         return Ok(cycled(&kinds, w.layers));
     }
     let interval = match r.count(&["no_rope_layer_interval"])? {

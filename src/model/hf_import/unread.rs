@@ -96,14 +96,26 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
     (
         "indexer_types",
         Unimplemented::Warn,
-        "GLM-5.2 shares one lightning indexer's top-k across several layers: the layers marked shared keep no indexer \
-      key of their own, but the cache figures count one in every layer",
+        "which layers run a lightning indexer, for a model without one the import reads (index_head_dim beside an \
+      MLA kv_lora_rank): no indexer key is in the cache figures",
     ),
     (
         "index_topk_freq",
         Unimplemented::Warn,
-        "the indexer runs only every few layers and the others reuse its top-k: the cache figures count an indexer \
-      key in every layer",
+        "how often a lightning indexer runs, for a model without one the import reads (index_head_dim beside an MLA \
+      kv_lora_rank): no indexer key is in the cache figures",
+    ),
+    (
+        "index_skip_topk_offset",
+        Unimplemented::Warn,
+        "where a lightning indexer's schedule starts, for a model without one the import reads (index_head_dim beside \
+      an MLA kv_lora_rank): no indexer key is in the cache figures",
+    ),
+    (
+        "index_topk_pattern",
+        Unimplemented::Warn,
+        "which layers run a lightning indexer (F/S), for a model without one the import reads (index_head_dim beside \
+      an MLA kv_lora_rank): no indexer key is in the cache figures",
     ),
     (
         "sparse_attention_config",
@@ -134,6 +146,18 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
         Unimplemented::Warn,
         "sparse attention: each query reads only the top-k keys the indexer picks; the heatmaps and FLOPs assume it reads \
       every key its mask allows",
+    ),
+    (
+        "no_rope_layers",
+        Unimplemented::Warn,
+        "the layers marked 0 use no positions at all (NoPE, SmolLM3's every 4th layer): the RoPE panel and heatmaps \
+      turn every layer's queries and keys (the cache and sizes are unaffected)",
+    ),
+    (
+        "no_rope_layer_interval",
+        Unimplemented::Warn,
+        "every n-th layer uses no positions at all (NoPE): the RoPE panel and heatmaps turn every layer's queries and \
+      keys (the cache and sizes are unaffected)",
     ),
     (
         "attn_logit_softcapping",
@@ -254,6 +278,9 @@ fn is_not_relevant(key: &str) -> bool {
         || ["_token_id", "_token_ids", "_token_index"].iter().any(|s| last.ends_with(s))
         || last.contains("dropout")
         || last.ends_with("_pdrop")
+        // A vision tower's settings in a text model's file (Hunyuan-A13B's `vit_*`, `anyres_*`).
+        || last.starts_with("vit_")
+        || last.starts_with("anyres_")
 }
 
 /// A list as long as the layers, a `*_pattern`, or a `*_layers` list.

@@ -9,7 +9,7 @@ use super::lanes::{Lane, buffers_bytes, open_lanes};
 use super::snapshot::{PagesView, PoolView, RunState, Snapshot};
 use crate::engine::Engine;
 use crate::model::decode_demo::{Action, next_action, run_tokens, shareable_on_arrival};
-use crate::model::kv_cache::kv_bytes_per_token_per_layer;
+use crate::model::kv_cache::kv_bytes_per_token_of_kind;
 use crate::model::limits::{self, JOB_MAX_BYTES};
 use crate::model::{DType, Model, kv_total_bytes};
 
@@ -151,11 +151,7 @@ impl DecodeRun {
         let (model, dtype) = (&self.model, self.dtype);
         self.lanes
             .iter()
-            .map(|l| {
-                u128::from(l.paged.deduplicated_tokens())
-                    * kv_bytes_per_token_per_layer(model, l.layer.kind, dtype)
-                    * u128::from(l.storing_layers)
-            })
+            .map(|l| u128::from(l.paged.deduplicated_tokens()) * kv_bytes_per_token_of_kind(model, l.layer.kind, dtype))
             .sum()
     }
 }
