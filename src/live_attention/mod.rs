@@ -8,7 +8,8 @@
 //! Platform-free: the browser's part is the clock and the yields of [`crate::event_loop`], so the
 //! native tests run every job on the CPU tier. It sits above `engine`, `attention` and `lm`, below
 //! `views` (which plan what to ask for) and `ui` (which binds a sink to signals). A head's export
-//! ([`map_for_export`]) is recomputed here too.
+//! ([`map_for_export`]) is recomputed here too, and so are a loaded model's gradients on a text and a
+//! step of gradient descent on one layer ([`text_gradients`]).
 
 pub mod batch;
 pub mod export;
@@ -22,6 +23,7 @@ pub mod plan;
 pub mod request;
 mod sink;
 mod synthetic;
+pub mod text_gradients;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
 
@@ -36,6 +38,7 @@ pub use outputs::head_outputs;
 pub use plan::{JobClock, Progress};
 pub use request::Request;
 pub use sink::LiveSink;
+pub use text_gradients::{GradAsk, TextGradients, text_gradients};
 
 use crate::engine::Engine;
 

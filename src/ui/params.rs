@@ -18,6 +18,13 @@ pub fn edit(state: RwSignal<AppState>, changes: &[(&str, Option<&str>)]) -> Resu
     change(state, |s| s.edit(changes))
 }
 
+/// A typed field's value through [`set_param`], an emptied field clearing its key (back to what a
+/// link without it reads); a refusal goes to `refused`, where the form says it.
+pub fn write_typed(state: RwSignal<AppState>, refused: RwSignal<Option<String>>, key: &str, value: &str) {
+    let said = if value.trim().is_empty() { edit(state, &[(key, None)]) } else { set_param(state, key, value) };
+    refused.set(said.err());
+}
+
 /// Applies `apply` to a copy of the state and writes the copy back only when it succeeds (a signal
 /// already disposed, as when the view closed meanwhile, changes nothing).
 fn change(state: RwSignal<AppState>, apply: impl FnOnce(&mut AppState) -> Result<(), String>) -> Result<(), String> {

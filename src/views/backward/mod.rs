@@ -4,15 +4,19 @@
 //! moves a row between sharp (a vanishing Jacobian) and flat.
 //!
 //! Link keys: `row` (the query token, from 0; the last by default) and `jscale` (what the scores
-//! `q·k` are multiplied by: `inv-sqrt-d`, as attention does, `one` or `inv-d`). Everything else is
-//! the explorer's: model, layer, text (or `n`), tokens, mask, seed, designed heads, shown heads and
-//! the enlarged one (`focus`), the head this view works out.
+//! `q·k` are multiplied by: `inv-sqrt-d`, as attention does, `one` or `inv-d`); for real weights,
+//! [`model_grad`]'s `target` (`text`, or a token position whose next token's loss is taken) and `eta`
+//! (the step size on the layer's W_Q, W_K, W_V). Everything else is the explorer's: model, layer, text
+//! (or `n`), tokens, mask, seed, designed heads, shown heads and the enlarged one (`focus`), the head
+//! this view works out.
 
 pub mod grad_check;
 pub mod jacobian;
+pub mod model_grad;
 pub mod panel;
 
 use crate::views::link::{Accepted, LinkParams, parse_bounded};
+use model_grad::{StepSize, TargetChoice};
 use crate::views::view_class::ViewClass;
 
 /// The backward view in the view registry.
@@ -87,15 +91,21 @@ pub struct BackwardParams {
     pub row: Option<u32>,
     /// URL `jscale`.
     pub jscale: ScoreScale,
+    /// URL `target`: whose loss the model's gradients are of.
+    pub target: TargetChoice,
+    /// URL `eta`: the step size on the layer's W_Q, W_K, W_V.
+    pub eta: StepSize,
 }
 
 impl LinkParams for BackwardParams {
-    const KEYS: &'static [&'static str] = &["row", "jscale"];
+    const KEYS: &'static [&'static str] = &["row", "jscale", "target", "eta"];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
             "row" => self.row = Some(parse_bounded(value, 0, MAX_ROW)?),
             "jscale" => self.jscale = value.parse()?,
+            "target" => self.target = value.parse()?,
+            "eta" => self.eta = value.parse()?,
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -109,6 +119,12 @@ impl LinkParams for BackwardParams {
         if self.jscale != ScoreScale::default() {
             out.push(("jscale", self.jscale.id().into()));
         }
+        if self.target != TargetChoice::default() {
+            out.push(("target", self.target.to_string()));
+        }
+        if self.eta != StepSize::default() {
+            out.push(("eta", self.eta.to_string()));
+        }
         out
     }
 }
@@ -120,11 +136,18 @@ mod tests {
 
     #[test]
     fn every_parameter_round_trips_and_bad_values_are_refused() {
-        let params = BackwardParams { row: Some(7), jscale: ScoreScale::InvD };
+        let params = BackwardParams {
+            row: Some(7),
+            jscale: ScoreScale::InvD,
+            target: TargetChoice::After(3),
+            eta: "0.05".parse().unwrap(),
+        };
         assert_eq!(round_trip(&params), params);
+        assert_eq!(params.pairs()[2..], [("target", "3".to_string()), ("eta", "0.05".to_string())]);
         assert!(BackwardParams::default().pairs().is_empty());
         let mut p = BackwardParams::default();
-        for (key, bad) in [("row", "-1"), ("row", "65536"), ("row", "x"), ("jscale", "sqrt")] {
+        let bad_values = [("row", "-1"), ("row", "65536"), ("row", "x"), ("jscale", "sqrt")];
+        for (key, bad) in bad_values.into_iter().chain([("target", "last"), ("eta", "-1"), ("eta", "1e9")]) {
             assert!(p.set(key, bad).is_err(), "{key}={bad}");
         }
         assert_eq!(p, BackwardParams::default());
