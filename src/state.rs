@@ -279,8 +279,7 @@ mod tests {
     use crate::model::plot::Axis;
     use crate::model::{DType, Variant};
     use crate::views::attention_input::AttentionInput;
-    use crate::views::backward::model_grad::TargetChoice;
-    use crate::views::backward::{BackwardParams, ScoreScale};
+    use crate::views::backward::{BackwardParams, ScoreScale, TargetChoice};
     use crate::views::bench::BenchParams;
     use crate::views::compare::CompareParams;
     use crate::views::heatmaps::params::{ExplorerParams, HeadSelection, MAX_TEXT_CHARS, MixRow};

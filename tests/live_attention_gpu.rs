@@ -175,7 +175,9 @@ fn the_model_s_gradients_and_step_agree_between_the_gpu_and_the_cpu_tier() {
     let Some((gpu, cpu)) = both_tiers() else { return };
     let lm = trained_model();
     let ids = lm.tokenizer.encode(OWNERSHIP_RULES);
-    for (layer, target, eta) in [(2, LossTarget::Text, 0.1), (0, LossTarget::Token { position: 40, token: ids[41] }, 0.02)] {
+    for (layer, target, eta) in
+        [(2, LossTarget::Text, 0.1), (0, LossTarget::Token { position: 40, token: ids[41] }, 0.02)]
+    {
         let ask = GradAsk { layer, head: 5, target, eta };
         let on = |engine: &Rc<Engine>| pollster::block_on(text_gradients(engine, &lm, &ids, ask, &|| true)).unwrap();
         let (g, c) = (on(&gpu), on(&cpu));

@@ -23,9 +23,9 @@ pub mod plan;
 pub mod request;
 mod sink;
 mod synthetic;
-pub mod text_gradients;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
+pub mod text_gradients;
 
 use std::rc::Rc;
 

@@ -96,7 +96,8 @@ pub async fn text_gradients(
     let keys = first_key as usize..end as usize;
     let row_of = |probs: &[Vec<f32>]| -> Result<Vec<f32>, String> {
         let at = (ask.head * t + row) * t;
-        let values = probs.get(ask.layer).and_then(|p| p.get(at..at + t)).ok_or("the pass returned no probabilities")?;
+        let values =
+            probs.get(ask.layer).and_then(|p| p.get(at..at + t)).ok_or("the pass returned no probabilities")?;
         Ok(values[keys.clone()].to_vec())
     };
     let mut out = TextGradients {

@@ -95,7 +95,8 @@ fn GradCheckTable(c: GradCheck) -> impl IntoView {
 #[component]
 fn JacobianControls(state: RwSignal<AppState>, model: Memo<Model>, shown_head: Signal<u32>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
-    let write = move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
+    let write =
+        move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="jacobian-controls">
             <label>"Model" <ModelSelect state/></label>

@@ -124,7 +124,8 @@ fn MlaCosts(state: RwSignal<AppState>) -> impl IntoView {
 #[component]
 fn MlaControls(state: RwSignal<AppState>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
-    let write = move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
+    let write =
+        move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="mla-controls">
             <label>"Model" <ModelSelect state/></label>

@@ -99,7 +99,8 @@ async fn compute(
 #[component]
 fn GradControls(state: RwSignal<AppState>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
-    let write = move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
+    let write =
+        move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="grad-model-controls">
             <label>"Loss of (text, or a token position)"
