@@ -279,7 +279,7 @@ mod tests {
     use crate::model::plot::Axis;
     use crate::model::{DType, Variant};
     use crate::views::attention_input::AttentionInput;
-    use crate::views::backward::{BackwardParams, ScoreScale};
+    use crate::views::backward::{BackwardParams, ScoreScale, TargetChoice};
     use crate::views::bench::BenchParams;
     use crate::views::compare::CompareParams;
     use crate::views::heatmaps::params::{ExplorerParams, HeadSelection, MAX_TEXT_CHARS, MixRow};
@@ -347,7 +347,12 @@ mod tests {
             },
             bench: BenchParams { head_dim: Some(128), kernel: None },
             lesson: LessonParams::at("kv-cache", 2),
-            backward: BackwardParams { row: Some(3), jscale: ScoreScale::One },
+            backward: BackwardParams {
+                row: Some(3),
+                jscale: ScoreScale::One,
+                target: TargetChoice::After(2),
+                eta: "0.05".parse().unwrap(),
+            },
             memory: MemoryParams { tech: Some(Tech::Evict), group: 64, recent: 0, scheme: 8, keep: 16, policy: 3 },
             mla: MlaParams { tokens: 200, qheads: 3, mhead: 2, rot: Rotation::Whole },
         };

@@ -23,6 +23,13 @@ const LINKS: &[(&str, &str, usize)] = &[
     ("?view=bench&backend=cpu&n=256", "view=bench&backend=cpu&n=256", 0),
     ("?view=backward&jscale=one&row=3&focus=2", "view=backward&focus=2&row=3&jscale=one", 0),
     (
+        "?view=backward&eta=0.5&target=4&model=attention-lab-tiny&layer=1",
+        "view=backward&model=attention-lab-tiny&layer=1&target=4&eta=0.5",
+        0,
+    ),
+    ("?view=backward&target=text&eta=0.1", "view=backward", 0),
+    ("?view=backward&target=-1&eta=nan", "view=backward", 2),
+    (
         "?view=memory&scheme=kivi-int2&recent=8&group=16&tech=quant",
         "view=memory&tech=quant&group=16&recent=8&scheme=kivi-int2",
         0,

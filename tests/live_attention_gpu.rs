@@ -106,20 +106,25 @@ fn trained_model() -> LoadedLm {
     LoadedLm::from_checkpoint(checkpoint, Tokenizer::from_json(&text("tokenizer.json")).unwrap())
 }
 
+/// The GPU tier (lavapipe natively) and the CPU tier; none where this machine has no adapter (CI
+/// must have one).
+fn both_tiers() -> Option<(Rc<Engine>, Rc<Engine>)> {
+    let Some(ctx) = pollster::block_on(GpuContext::new()).ok() else {
+        assert!(std::env::var("CI").is_err(), "CI must have a GPU adapter (lavapipe)");
+        eprintln!("SKIP: no adapter");
+        return None;
+    };
+    println!("adapter: {:?}", ctx.adapter);
+    let kernels = Kernels::new(&ctx);
+    Some((Rc::new(Engine::WebGpu { ctx, kernels }), Rc::new(Engine::Cpu { reason: "the twin".into() })))
+}
+
 /// The memory view's eviction rows on the GPU (`kept_attention` reading each query's kept entries)
 /// and on the CPU tier, over the text the README's table is measured on: the same kept sets, and KL
 /// from keeping everything within 1e-5 of each other (each against its own keep-everything pass).
 #[test]
 fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
-    let Some(ctx) = pollster::block_on(GpuContext::new()).ok() else {
-        assert!(std::env::var("CI").is_err(), "CI must have a GPU adapter (lavapipe)");
-        eprintln!("SKIP: no adapter");
-        return;
-    };
-    println!("adapter: {:?}", ctx.adapter);
-    let kernels = Kernels::new(&ctx);
-    let gpu = Rc::new(Engine::WebGpu { ctx, kernels });
-    let cpu = Rc::new(Engine::Cpu { reason: "the twin".into() });
+    let Some((gpu, cpu)) = both_tiers() else { return };
     let lm = trained_model();
     let ids = lm.tokenizer.encode(OWNERSHIP_RULES);
     let run = |engine: &Rc<Engine>, policy, keep| {
@@ -157,5 +162,46 @@ fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
                 assert_eq!((qg.kl, qc.kl), (0.0, 0.0));
             }
         }
+    }
+}
+
+/// Gradients on the trained model (the backward view's "Gradients on the model") with the passes on
+/// the GPU and on the CPU tier: the GPU's layers below the chosen one feed the CPU's backward, so the
+/// figures agree to f32's rounding, not bit for bit; the step lowers the text's loss on both.
+#[test]
+fn the_model_s_gradients_and_step_agree_between_the_gpu_and_the_cpu_tier() {
+    use attention_lab::live_attention::{GradAsk, text_gradients};
+    use attention_lab::lm::backward::LossTarget;
+    let Some((gpu, cpu)) = both_tiers() else { return };
+    let lm = trained_model();
+    let ids = lm.tokenizer.encode(OWNERSHIP_RULES);
+    for (layer, target, eta) in
+        [(2, LossTarget::Text, 0.1), (0, LossTarget::Token { position: 40, token: ids[41] }, 0.02)]
+    {
+        let ask = GradAsk { layer, head: 5, target, eta };
+        let on = |engine: &Rc<Engine>| pollster::block_on(text_gradients(engine, &lm, &ids, ask, &|| true)).unwrap();
+        let (g, c) = (on(&gpu), on(&cpu));
+        assert!(g.on_gpu && !c.on_gpu);
+        let (ga, ca) = (g.after.as_ref().unwrap(), c.after.as_ref().unwrap());
+        println!(
+            "layer {layer} {target:?} eta {eta}: loss GPU {} -> {}, CPU {} -> {}; |dW| GPU {} CPU {}",
+            g.before.loss, ga.loss, c.before.loss, ca.loss, g.grad_norm, c.grad_norm
+        );
+        assert!((g.before.loss - c.before.loss).abs() < 1e-5 && (ga.loss - ca.loss).abs() < 1e-4);
+        assert!(ga.loss < g.before.loss, "the step goes downhill on the GPU");
+        assert!((g.grad_norm - c.grad_norm).abs() < 1e-4 * c.grad_norm);
+        let top = c.key_norms.iter().flatten().map(|n| n.key.hypot(n.value)).fold(0.0, f64::max);
+        let worst = g
+            .key_norms
+            .iter()
+            .flatten()
+            .zip(c.key_norms.iter().flatten())
+            .map(|(a, b)| (a.key - b.key).abs().max((a.value - b.value).abs()))
+            .fold(0.0, f64::max);
+        assert!(worst < 1e-4 * top, "key norms differ by {worst:e} (largest {top:e})");
+        let rows = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert_eq!((g.row, g.first_key, g.row_before.len()), (c.row, c.first_key, c.row_before.len()));
+        assert!(rows(&g.row_before, &c.row_before) < 1e-5);
+        assert!(rows(g.row_after.as_ref().unwrap(), c.row_after.as_ref().unwrap()) < 1e-4);
     }
 }

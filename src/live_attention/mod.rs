@@ -8,7 +8,8 @@
 //! Platform-free: the browser's part is the clock and the yields of [`crate::event_loop`], so the
 //! native tests run every job on the CPU tier. It sits above `engine`, `attention` and `lm`, below
 //! `views` (which plan what to ask for) and `ui` (which binds a sink to signals). A head's export
-//! ([`map_for_export`]) is recomputed here too.
+//! ([`map_for_export`]) is recomputed here too, and so are a loaded model's gradients on a text and a
+//! step of gradient descent on one layer ([`text_gradients`]).
 
 pub mod batch;
 pub mod export;
@@ -25,6 +26,7 @@ mod sink;
 mod synthetic;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
+pub mod text_gradients;
 
 use std::rc::Rc;
 
@@ -37,6 +39,7 @@ pub use outputs::head_outputs;
 pub use plan::{JobClock, Progress};
 pub use request::Request;
 pub use sink::LiveSink;
+pub use text_gradients::{GradAsk, TextGradients, text_gradients};
 
 use crate::engine::Engine;
 

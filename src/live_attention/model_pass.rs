@@ -112,13 +112,19 @@ async fn run_on_cpu(
     mut pass: CpuPass<'_>,
     keep_going: &dyn Fn() -> bool,
 ) -> Result<(ComparedPass, Option<EvictionRecord>), String> {
+    run_steps(&mut pass, keep_going).await?;
+    let record = pass.take_eviction();
+    let ModelPass { logits, probs, attended, .. } = pass.finish();
+    Ok((ComparedPass { logits, probs, attended, on_gpu: false }, record))
+}
+
+/// Every step of `pass`, the browser let in between; an error once `keep_going` says no.
+pub(super) async fn run_steps(pass: &mut CpuPass<'_>, keep_going: &dyn Fn() -> bool) -> Result<(), String> {
     while pass.step() {
         breathe().await;
         if !keep_going() {
             return Err("stopped for a newer request".into());
         }
     }
-    let record = pass.take_eviction();
-    let ModelPass { logits, probs, attended, .. } = pass.finish();
-    Ok((ComparedPass { logits, probs, attended, on_gpu: false }, record))
+    Ok(())
 }

@@ -164,8 +164,8 @@ fn tapes_from(
 }
 
 /// Refuses a layer, a target or an input the pass does not take, and a tape past [`MAX_CPU_BYTES`],
-/// before anything is allocated.
-fn check(ck: &Checkpoint, ids: &[u32], target: LossTarget, layer: usize) -> Result<(), LmError> {
+/// before anything is allocated (a page checks before it runs the forward pass the job starts from).
+pub fn check(ck: &Checkpoint, ids: &[u32], target: LossTarget, layer: usize) -> Result<(), LmError> {
     let (t, layers, vocab) = (ids.len(), ck.layers.len(), ck.vocab());
     let most = max_tokens(ck);
     if t == 0 || t > most {

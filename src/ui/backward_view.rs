@@ -1,14 +1,16 @@
 //! The backward view: the softmax's Jacobian for one query row of the explorer's head, drawn as a
-//! small signed heatmap, with the same row at every score scale; and the head's gradients through
-//! attention's backward, checked against the twin (the live-attention service runs them). What it
-//! shows is worked out in [`crate::views::backward`]; this file only lays it out.
+//! small signed heatmap, with the same row at every score scale; the head's gradients through
+//! attention's backward, checked against the twin (the live-attention service runs them); and, for
+//! real weights, gradients on the model (`model_gradients.rs`). What it shows is worked out in
+//! [`crate::views::backward`]; this file only lays it out.
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::engine_signal::EngineSignal;
+use super::model_gradients::ModelGradientsPanel;
 use super::model_picker::ModelSelect;
-use super::params::set_field;
+use super::params::write_typed;
 use super::text_field::TextField;
 use super::user_checkpoint::shows_real_weights;
 use crate::live_attention::{GradCheck, gradient_check};
@@ -33,6 +35,7 @@ pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
                 Err(why) => view! { <p class="status error" data-testid="jacobian-error">{why}</p> }.into_any(),
             }}
             <GradCheckPanel state model engine/>
+            <ModelGradientsPanel state engine/>
         </section>
     }
 }
@@ -92,10 +95,8 @@ fn GradCheckTable(c: GradCheck) -> impl IntoView {
 #[component]
 fn JacobianControls(state: RwSignal<AppState>, model: Memo<Model>, shown_head: Signal<u32>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
-    let write = move |key: &'static str, ev: leptos::ev::Event| {
-        // An emptied field clears its key: the row goes back to the last token.
-        refused.set(set_field(state, key, &event_target_value(&ev)).err());
-    };
+    let write =
+        move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="jacobian-controls">
             <label>"Model" <ModelSelect state/></label>

@@ -10,7 +10,7 @@ use leptos::task::spawn_local;
 use super::engine_signal::EngineSignal;
 use super::heatmap::{Heatmap, Shared};
 use super::model_picker::ModelSelect;
-use super::params::set_field;
+use super::params::write_typed;
 use crate::state::AppState;
 use crate::views::mla::compute::{MlaRun, run};
 use crate::views::mla::maps::{head_map, planned_inputs};
@@ -124,9 +124,8 @@ fn MlaCosts(state: RwSignal<AppState>) -> impl IntoView {
 #[component]
 fn MlaControls(state: RwSignal<AppState>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
-    let write = move |key: &'static str, ev: leptos::ev::Event| {
-        refused.set(set_field(state, key, &event_target_value(&ev)).err());
-    };
+    let write =
+        move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
     view! {
         <form class="controls" on:submit=|ev| ev.prevent_default() data-testid="mla-controls">
             <label>"Model" <ModelSelect state/></label>

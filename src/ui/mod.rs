@@ -34,6 +34,7 @@ mod memory_common;
 mod memory_evict_view;
 mod memory_view;
 mod mla_view;
+mod model_gradients;
 mod model_picker;
 mod next_token_panel;
 mod params;

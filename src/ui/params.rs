@@ -12,16 +12,17 @@ pub fn set_param(state: RwSignal<AppState>, key: &str, value: &str) -> Result<()
     change(state, |s| s.set_from_control(key, value))
 }
 
-/// A form field's value for `key`: an emptied field clears the key back to its default, anything
-/// else goes through the link's parser.
-pub fn set_field(state: RwSignal<AppState>, key: &str, value: &str) -> Result<(), String> {
-    if value.trim().is_empty() { edit(state, &[(key, None)]) } else { set_param(state, key, value) }
-}
-
 /// Several keys at once, all or nothing ([`AppState::edit`]): `Some` values read as given (a typed
 /// text keeps its spaces), `None` clears the key to its default.
 pub fn edit(state: RwSignal<AppState>, changes: &[(&str, Option<&str>)]) -> Result<(), String> {
     change(state, |s| s.edit(changes))
+}
+
+/// A typed field's value through [`set_param`], an emptied field clearing its key (back to what a
+/// link without it reads); a refusal goes to `refused`, where the form says it.
+pub fn write_typed(state: RwSignal<AppState>, refused: RwSignal<Option<String>>, key: &str, value: &str) {
+    let said = if value.trim().is_empty() { edit(state, &[(key, None)]) } else { set_param(state, key, value) };
+    refused.set(said.err());
 }
 
 /// Applies `apply` to a copy of the state and writes the copy back only when it succeeds (a signal

@@ -3,6 +3,7 @@
 
 mod batches;
 mod plans;
+mod text_grads;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;

@@ -147,8 +147,9 @@ pub fn weights_note(real_weights: bool) -> String {
                      characters as the explorer's Tokens control says, and every number in f64 from the f32 projections.";
     if real_weights {
         format!(
-            "{synthetic} The heatmaps view shows this model's real weights and its own tokens; this view does \
-             not run them, so its rows are not the heatmaps' rows."
+            "{synthetic} The heatmaps view shows this model's real weights and its own tokens; the Jacobian and \
+             the check do not run them, so their rows are not the heatmaps' rows. The panel “Gradients on the \
+             model” below runs the trained model's."
         )
     } else {
         synthetic.into()
@@ -191,7 +192,7 @@ mod tests {
         assert_eq!(drawn.len(), n * n);
         assert_eq!((drawn[n + 2].i, drawn[n + 2].j, drawn[n + 2].key_i, drawn[n + 2].key_j), (1, 2, 1, 2));
         assert!(
-            weights_note(true).ends_with("its rows are not the heatmaps' rows.")
+            weights_note(true).ends_with("The panel “Gradients on the model” below runs the trained model's.")
                 && !weights_note(false).contains("heatmaps'")
         );
         assert!(heading(&r).starts_with(&format!("∂p/∂s for query row {} (“.”) of head 0 (a designed head", n - 1)));

@@ -11,7 +11,7 @@ use crate::views::registry::View;
 pub const CHART_LINES: [&str; 4] = ["total", "budget", "ctx", "fit"];
 
 /// Panels (by `data-testid`) that a step can point at, and the view that shows each.
-pub const ELEMENTS: [(&str, View); 22] = [
+pub const ELEMENTS: [(&str, View); 23] = [
     ("step-through", View::Heatmaps),
     ("step-online", View::Heatmaps),
     ("flash-trace", View::Heatmaps),
@@ -34,6 +34,7 @@ pub const ELEMENTS: [(&str, View); 22] = [
     ("page-grid", View::Kv),
     ("bench-row", View::Bench),
     ("softmax-jacobian", View::Backward),
+    ("grad-model-panel", View::Backward),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

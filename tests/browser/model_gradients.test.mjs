@@ -1,0 +1,98 @@
+// The backward view's "Gradients on the model" as a person drives it: open a link on the trained
+// model, read the loss before and after a step on layer 1's W_Q, W_K, W_V and each head's gradient
+// norms per key position, check the step went downhill, reopen the link and get the same figures; the
+// same on the CPU tier; change the target through its field; and synthetic weights or a target past
+// the text say what happened.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { startSession } from "./harness.mjs";
+import { AppPage } from "./app_page.mjs";
+
+let session;
+before(async () => { session = await startSession(); });
+after(async () => { await session?.close(); });
+
+const TEXT = "The cat sat on the mat because the cat was tired.";
+const LINK = `?view=backward&model=attention-lab-tiny&text=${encodeURIComponent(TEXT)}&layer=1&focus=2&target=text&eta=0.1`;
+
+/** The panel's figures once its job has finished. */
+async function figures(app) {
+  const el = app.page.getByTestId("grad-model");
+  await el.waitFor({ timeout: 120_000 });
+  const data = await el.evaluate((e) => ({ ...e.dataset }));
+  const heads = await app.page.getByTestId("grad-key-bars").evaluateAll((els) =>
+    els.map((e) => ({ head: Number(e.dataset.head), norms: JSON.parse(e.dataset.norms) })));
+  const targets = await app.page.getByTestId("grad-target-prob").evaluateAll((els) =>
+    els.map((e) => ({ position: Number(e.dataset.position), before: Number(e.dataset.before), after: Number(e.dataset.after) })));
+  return { data, heads, targets };
+}
+
+describe("gradients on the model", () => {
+  test("a step on layer 1 lowers the text's loss, and the link reopens the same figures", async () => {
+    const app = await AppPage.open(session, LINK);
+    const f = await figures(app);
+    const tokens = Number(f.data.tokens);
+    const [before, after] = [Number(f.data.lossBefore), Number(f.data.lossAfter)];
+    assert.ok(after < before, `loss ${before} -> ${after}`);
+    // The backward's f64 loss is the pass's loss to f32's rounding.
+    assert.ok(Math.abs(Number(f.data.backwardLoss) - before) < 1e-4, `${f.data.backwardLoss} vs ${before}`);
+    // The harness's Chromium has WebGPU (SwiftShader): the passes ran on it.
+    assert.equal(f.data.tier, "gpu");
+    assert.match(await app.page.getByTestId("grad-model-tier").innerText(), /The backward pass ran on the CPU in f64/);
+    // The trained model's 8 heads, a norm per key position each, not all zero.
+    assert.deepEqual(f.heads.map((h) => h.head), [0, 1, 2, 3, 4, 5, 6, 7]);
+    for (const h of f.heads) assert.equal(h.norms.length, tokens);
+    assert.ok(f.heads.some((h) => h.norms.some((n) => n > 0)));
+    // The text's loss counts every next token: tokens - 1 rows, and their mean -log p is the loss.
+    assert.equal(f.targets.length, tokens - 1);
+    const meanNll = (key) => -f.targets.reduce((s, r) => s + Math.log(r[key]), 0) / f.targets.length;
+    assert.ok(Math.abs(meanNll("before") - before) < 1e-9 && Math.abs(meanNll("after") - after) < 1e-9);
+    // Head 2's attention row over the keys it sees, a softmax before and after.
+    const row = await app.page.getByTestId("grad-attention").evaluate((t) => ({
+      head: t.dataset.head,
+      sums: ["before", "after"].map((k) => [...t.querySelectorAll("tbody tr")].reduce((s, r) => s + Number(r.dataset[k]), 0)),
+    }));
+    assert.ok(await app.page.getByTestId("grad-attention-key").count() > 1);
+    assert.equal(row.head, "2");
+    for (const s of row.sums) assert.ok(Math.abs(s - 1) < 1e-5, `row sums ${row.sums}`);
+    const again = await AppPage.open(session, await app.query());
+    assert.deepEqual(await figures(again), f);
+    again.assertNoConsoleErrors();
+    await again.close();
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("the CPU tier gives the same loss, and the target is a field in the link", async () => {
+    const app = await AppPage.open(session, LINK + "&backend=cpu");
+    const f = await figures(app);
+    assert.equal(f.data.tier, "cpu");
+    const gpu = await AppPage.open(session, LINK);
+    const g = await figures(gpu);
+    await gpu.close();
+    assert.ok(Math.abs(Number(f.data.lossBefore) - Number(g.data.lossBefore)) < 1e-4);
+    assert.ok(Math.abs(Number(f.data.lossAfter) - Number(g.data.lossAfter)) < 1e-3);
+    // One next token: the one after position 3.
+    await app.page.getByTestId("grad-target").fill("3");
+    await app.page.getByTestId("grad-target").press("Enter");
+    await app.waitForParam("target", "3");
+    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="grad-target-prob"]').length === 1,
+      null, { timeout: 120_000 });
+    const one = await figures(app);
+    assert.deepEqual(one.targets.map((t) => t.position), [3]);
+    assert.ok(Math.abs(-Math.log(one.targets[0].before) - Number(one.data.lossBefore)) < 1e-9);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("synthetic weights and a target past the text say what happened", async () => {
+    const app = await AppPage.open(session, "?view=backward");
+    assert.match(await app.page.getByTestId("grad-model-note").innerText(), /need real weights.*Choose Attention Lab tiny/s);
+    await app.close();
+    const past = await AppPage.open(session, LINK.replace("target=text", "target=500").replace("eta=0.1", "eta=1e9"));
+    assert.match(await past.page.getByTestId("grad-model-error").innerText({ timeout: 120_000 }), /Position 500 has no next token/);
+    assert.match(await past.page.getByTestId("url-notices").innerText(), /Ignored eta/);
+    past.assertNoConsoleErrors();
+    await past.close();
+  });
+});
