@@ -14,6 +14,7 @@ pub use crate::live_attention::loaded_job::head_maps;
 use crate::lm::bpe::Tokenizer;
 use crate::lm::next_token::{choose, top_candidates};
 use crate::model::Mask;
+use crate::model::kv_quant::KvScheme;
 use crate::model::units::format_thousands;
 use crate::views::attention_input::AttentionInput;
 
@@ -198,10 +199,43 @@ pub fn temperature_of(typed: &str) -> f64 {
     if t.is_finite() { t.clamp(0.0, 2.0) } else { 0.0 }
 }
 
+/// What Generate says of its KV cache after "Generated N tokens ...": nothing for the f32 cache; for
+/// a quantised one on the GPU, packed in the scheme's bits (`packed_bytes_per_token`, every layer's K
+/// and V, as the cache's buffers hold them) and dequantised by the attention kernel as it reads;
+/// without one (the CPU's passes), each token rounded to the scheme's values and kept in f32.
+pub fn generate_cache_phrase(scheme: KvScheme, packed_bytes_per_token: Option<u64>) -> String {
+    match (scheme, packed_bytes_per_token) {
+        (KvScheme::Fp32, _) => String::new(),
+        (_, Some(bytes)) => format!(
+            ", K and V stored as {} ({} bytes a token), read by the kernel",
+            scheme.name(),
+            format_thousands(u128::from(bytes))
+        ),
+        (_, None) => format!(", K and V rounded to {} (each token once, as it joins; held in f32)", scheme.name()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::views::link::LinkParams;
+
+    #[test]
+    fn generate_names_how_its_cache_stores_the_tokens() {
+        assert_eq!(generate_cache_phrase(KvScheme::Fp32, None), "");
+        // The trained model's int4-g32 cache: 4 layers x 2 KV heads x (K, V) x 20 B = 320 B a token
+        // (model::kv_packed's hand count).
+        let int4 = KvScheme::IntGroup { bits: 4, group: 32 };
+        assert_eq!(
+            generate_cache_phrase(int4, Some(320)),
+            ", K and V stored as int4-g32 (320 bytes a token), read by the kernel"
+        );
+        assert_eq!(
+            generate_cache_phrase(KvScheme::Int8, None),
+            ", K and V rounded to int8 (each token once, as it joins; held in f32)"
+        );
+        assert!(generate_cache_phrase(KvScheme::Fp16, Some(65_536)).contains("(65,536 bytes a token)"));
+    }
 
     #[test]
     fn an_appended_token_past_the_text_limit_is_refused_by_name() {
