@@ -65,15 +65,22 @@ fn maps(engine: &Rc<Engine>, req: &Request) -> (Progress, Vec<Arc<HeadMap>>) {
     (sink.progress.into_inner(), sink.heads.into_inner())
 }
 
-#[test]
-fn the_gpu_and_the_cpu_reference_hand_out_the_same_maps_and_outputs() {
+/// The GPU tier on this machine's adapter (lavapipe in CI), or `None` where there is none (a failure
+/// under `CI`).
+fn gpu_engine() -> Option<Rc<Engine>> {
     let Some(ctx) = pollster::block_on(GpuContext::new()).ok() else {
         assert!(std::env::var("CI").is_err(), "CI must have a GPU adapter (lavapipe)");
         eprintln!("SKIP: no adapter");
-        return;
+        return None;
     };
+    println!("adapter: {:?}", ctx.adapter);
     let kernels = Kernels::new(&ctx);
-    let gpu = Rc::new(Engine::WebGpu { ctx, kernels });
+    Some(Rc::new(Engine::WebGpu { ctx, kernels }))
+}
+
+#[test]
+fn the_gpu_and_the_cpu_reference_hand_out_the_same_maps_and_outputs() {
+    let Some(gpu) = gpu_engine() else { return };
     let cpu = Rc::new(Engine::Cpu { reason: "the yardstick".into() });
     // 12 tokens: every cell; 300: pooled by mean to 16 x 16.
     for req in [request(12, 12), request(300, 16)] {
@@ -112,14 +119,7 @@ fn trained_model() -> LoadedLm {
 /// from keeping everything within 1e-5 of each other (each against its own keep-everything pass).
 #[test]
 fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
-    let Some(ctx) = pollster::block_on(GpuContext::new()).ok() else {
-        assert!(std::env::var("CI").is_err(), "CI must have a GPU adapter (lavapipe)");
-        eprintln!("SKIP: no adapter");
-        return;
-    };
-    println!("adapter: {:?}", ctx.adapter);
-    let kernels = Kernels::new(&ctx);
-    let gpu = Rc::new(Engine::WebGpu { ctx, kernels });
+    let Some(gpu) = gpu_engine() else { return };
     let cpu = Rc::new(Engine::Cpu { reason: "the twin".into() });
     let lm = trained_model();
     let ids = lm.tokenizer.encode(OWNERSHIP_RULES);
@@ -170,13 +170,7 @@ fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
 /// an f32 cache of the same rounded values is tests/gpu_lm.rs's.
 #[test]
 fn generate_decodes_through_a_packed_cache_with_the_memory_view_s_logits() {
-    let Some(ctx) = pollster::block_on(GpuContext::new()).ok() else {
-        assert!(std::env::var("CI").is_err(), "CI must have a GPU adapter (lavapipe)");
-        eprintln!("SKIP: no adapter");
-        return;
-    };
-    let kernels = Kernels::new(&ctx);
-    let gpu = Rc::new(Engine::WebGpu { ctx, kernels });
+    let Some(gpu) = gpu_engine() else { return };
     let lm = trained_model();
     let ids = lm.tokenizer.encode(OWNERSHIP_RULES);
     let (prompt, end) = (40, 52.min(ids.len()));

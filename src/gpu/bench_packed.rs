@@ -1,15 +1,14 @@
 //! The packed quantised decode's rows of the benchmark: one decode step (one query per head) over
-//! the paged rows' 4,096 cached tokens of a Llama 3 8B layer ([`PAGED_HEADS`]), the cache packed in
+//! the paged rows' 4,096 cached tokens of a Llama 3 8B layer ([`decode_step`]), the cache packed in
 //! each scheme Generate offers (`kv_pack`) and read by `packed_attention`, which dequantises as it
 //! reads. Timed as the other rows ([`bench`]), flops counted as the attention rows count them (4 d per
 //! attended pair: the dequantising is not counted), beside the f32 cache's row of the paged rows.
 
 use crate::attention::AttentionShape;
-use crate::attention::inputs::SplitMix64;
 use crate::cpu::kv_pack::PackRows;
 use crate::gpu::bench::{self, Repetitions};
 use crate::gpu::bench_lm::OpResult;
-use crate::gpu::bench_paged::{PAGED_HEADS, PAGED_TOKENS};
+use crate::gpu::bench_paged::decode_step;
 use crate::gpu::launch::Dispatch;
 use crate::gpu::packed_attention::{PackedBuffers, PackedLaunch};
 use crate::gpu::{GpuContext, GpuError, Kernels};
@@ -33,13 +32,8 @@ pub async fn run_packed_decode(
     reps: Repetitions,
     now_ms: fn() -> f64,
 ) -> Result<Vec<OpResult>, GpuError> {
-    let (h_q, h_kv, d) = PAGED_HEADS;
-    let n = PAGED_TOKENS;
-    let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: n, d };
-    let mut rng = SplitMix64::new(0xdec0);
-    let mut random = |len: u32| -> Vec<f32> { (0..len).map(|_| rng.next_signed_unit()).collect() };
-    let q = ctx.storage_from("q", &random(h_q * d))?;
-    let (k, v) = (ctx.storage_from("k", &random(h_kv * n * d))?, ctx.storage_from("v", &random(h_kv * n * d))?);
+    let (shape, [q, k, v]) = decode_step(ctx)?;
+    let AttentionShape { h_q, h_kv, d, n_kv: n, .. } = shape;
     let o = ctx.storage_output("o", u64::from(h_q * d) * 4)?;
     let (mask, scale) = (Mask::Causal, 1.0 / (d as f32).sqrt());
     let flops = 4 * u64::from(d) * u64::from(h_q) * u64::from(n);
@@ -73,6 +67,7 @@ pub async fn run_packed_decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::bench_paged::{PAGED_HEADS, PAGED_TOKENS};
 
     #[test]
     fn the_packed_caches_of_the_rows_by_hand() {

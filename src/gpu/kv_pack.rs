@@ -8,7 +8,7 @@ use crate::cpu::kv_pack::PackRows;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
-use crate::model::kv_packed::{PackedLayout, Packing};
+use crate::model::kv_packed::PackedLayout;
 
 /// Keep in sync with `Params` in `shaders/kv_pack.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -74,18 +74,13 @@ impl KvPack {
 pub fn params(rows: PackRows, layout: PackedLayout, [floats, words]: [u64; 2]) -> Result<KvPackParams, GpuError> {
     rows.check(&layout, floats, words).map_err(GpuError::InvalidInput)?;
     let PackRows { heads, tokens, capacity, start } = rows;
-    let kind = match layout.packing {
-        Packing::F16 => 0,
-        Packing::Int8 => 1,
-        Packing::Grouped { .. } => 2,
-    };
     Ok(KvPackParams {
         heads,
         tokens,
         d: layout.d,
         capacity,
         start,
-        kind,
+        kind: layout.shader_kind(),
         bits: layout.bits(),
         scale_group: layout.group(),
         levels: layout.levels(),

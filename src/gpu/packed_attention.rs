@@ -9,7 +9,7 @@ use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
-use crate::model::kv_packed::{PackedLayout, Packing};
+use crate::model::kv_packed::PackedLayout;
 use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 
 /// Keep in sync with `Params` in `shaders/packed_attention.wgsl`.
@@ -104,11 +104,6 @@ pub fn params(launch: PackedLaunch, words: [u64; 4]) -> Result<PackedAttentionPa
         )));
     }
     let (mask_kind, mask_size) = mask.to_gpu();
-    let kind = match layout.packing {
-        Packing::F16 => 0,
-        Packing::Int8 => 1,
-        Packing::Grouped { .. } => 2,
-    };
     Ok(PackedAttentionParams {
         n_q,
         n_kv,
@@ -120,7 +115,7 @@ pub fn params(launch: PackedLaunch, words: [u64; 4]) -> Result<PackedAttentionPa
         mask_size,
         scale,
         q_offset: shape.q_offset(),
-        kind,
+        kind: layout.shader_kind(),
         bits: layout.bits(),
         scale_group: layout.group(),
         code_words: layout.code_words(),

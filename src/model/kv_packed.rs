@@ -57,6 +57,16 @@ impl PackedLayout {
         (d > 0).then_some(PackedLayout { packing, d })
     }
 
+    /// The kernels' code for the packing (`KIND_*` in `shaders/kv_pack.wgsl` and
+    /// `shaders/packed_attention.wgsl`): 0 fp16, 1 int8, 2 grouped.
+    pub fn shader_kind(&self) -> u32 {
+        match self.packing {
+            Packing::F16 => 0,
+            Packing::Int8 => 1,
+            Packing::Grouped { .. } => 2,
+        }
+    }
+
     /// Bits of one code.
     pub fn bits(&self) -> u32 {
         match self.packing {
