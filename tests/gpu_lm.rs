@@ -5,6 +5,11 @@
 //! - each kernel on random inputs: within `1e-5 + 1e-5 |want|` (matmul over up to 512 inputs:
 //!   measured at most 3.4e-6 absolute; the others are elementwise, a copy, or one row's sum);
 //! - `kept_attention` (each query over the keys its evicting cache kept) within `1e-5 + 1e-5 |want|`;
+//! - `packed_attention` (attention over a packed quantised cache) within `1e-5 + 1e-5 |want|`;
+//!   `kv_pack` (tokens packed into it): the values its words decode to within `1e-6 |want|`;
+//! - decoding against a packed cache, 80 tokens: logits within 1e-4 of decoding against an f32 cache
+//!   holding the same rounded values (the same numbers, summed in another order), and the
+//!   tolerances of the pass over a quantised cache below against the CPU pass;
 //! - `kv_quant` (K or V rounded to a quantised cache's values) within `1e-6 |want|`: measured bit
 //!   for bit, every scheme, both layouts;
 //! - the whole pass over a quantised cache, 100 tokens: logits within 1e-2 of the CPU pass over the
@@ -26,15 +31,19 @@
 //!
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
+use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::rope::RopeTable;
 use attention_lab::cpu::kept_attention::{KeptShape, kept_attention};
+use attention_lab::cpu::kv_pack::{PackRows, kv_pack, unpack_vector};
 use attention_lab::cpu::kv_quant::kv_quant;
+use attention_lab::cpu::packed_attention::{PackedProblem, packed_attention};
 use attention_lab::gpu::embed_gather::EmbedBuffers;
 use attention_lab::gpu::kept_attention::KeptBuffers;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::matmul::{DirectBlock, MatmulBuffers, MatmulForm, MatmulLaunch};
+use attention_lab::gpu::packed_attention::{PackedBuffers, PackedLaunch};
 use attention_lab::gpu::rms_norm::{NormBuffers, NormConstants};
 use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
 use attention_lab::gpu::widen::Half;
@@ -45,8 +54,10 @@ use attention_lab::lm::forward::{self, Gate};
 use attention_lab::lm::grad_step::{read_targets, stepped};
 use attention_lab::lm::safetensors::{TensorDType, to_f32};
 use attention_lab::lm::weight_plan::WeightFormat;
+use attention_lab::model::Mask;
 use attention_lab::model::config::Positional;
 use attention_lab::model::kv_evict::{EvictPolicy, kept_list};
+use attention_lab::model::kv_packed::PackedLayout;
 use attention_lab::model::kv_quant::{Fp8, KvLayout, KvScheme, KvTensor, ScaleScope};
 
 mod common;
@@ -619,29 +630,159 @@ fn decoding_against_a_quantised_cache_gives_the_cpu_pass_over_the_same_scheme() 
     let weights = LmWeights::upload(&ctx, &ck).expect("upload");
     let ids = token_ids(80, weights.geometry.vocab, 13);
     let full = forward::forward(&ck, &ids).expect("CPU forward");
-    for scheme in [KvScheme::Int8, KvScheme::IntGroup { bits: 4, group: 32 }, KvScheme::IntGroup { bits: 2, group: 16 }]
-    {
+    let g = weights.geometry;
+    let schemes = [
+        KvScheme::Fp16,
+        KvScheme::Int8,
+        KvScheme::IntGroup { bits: 4, group: 32 },
+        KvScheme::IntGroup { bits: 2, group: 32 },
+        KvScheme::IntGroup { bits: 2, group: 16 },
+    ];
+    for scheme in schemes {
         // The CPU twin rounds every token's K and V of the whole text at once: each token's groups lie
         // within it, so that is what rounding each token as it joins the cache gives.
         let want = cpu_pass(&ck, &ids, scheme);
-        let cache = lm_forward::LmCache::new(&ctx, &weights, 128).expect("cache");
-        let mut cache = cache.with_scheme(scheme).expect("a per-token scheme");
-        let mut step =
-            |tokens: &[u32]| pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, tokens));
-        let (mut diff, mut moved) = (max_abs_diff(&step(&ids[..60]).unwrap(), want.logits_at(59)), 0.0f32);
-        for i in 60..80 {
-            let got = step(&ids[i..=i]).expect("decode step");
-            worst(&format!("{} logits after token {i}", scheme.name()), &got, want.logits_at(i), QUANT_LOGIT_ABS, 0.0);
-            diff = diff.max(max_abs_diff(&got, want.logits_at(i)));
-            moved = moved.max(max_abs_diff(want.logits_at(i), full.logits_at(i)));
+        // The cache Generate uses, packed in the scheme's bits, and the f32 cache of rounded values.
+        let mut packed = lm_forward::LmCache::stored_as(&ctx, &weights, 128, scheme).expect("a packed cache");
+        let mut rounded = lm_forward::LmCache::rounded_f32(&ctx, &weights, 128, scheme).expect("a rounded cache");
+        assert!(packed.is_packed() && !rounded.is_packed());
+        // Its buffers hold the memory view's bytes per token (int4-g32: 320 B, model::kv_packed).
+        assert_eq!(packed.bytes_per_token(), scheme.bytes_per_token(g.layers, g.h_kv, g.head_dim), "{}", scheme.name());
+        let step = |cache: &mut lm_forward::LmCache, tokens: &[u32]| {
+            pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, cache, tokens)).expect("decode step")
+        };
+        let (mut diff, mut moved, mut storage) = (0.0f32, 0.0f32, 0.0f32);
+        for (from, to) in std::iter::once((0, 60)).chain((60..80).map(|i| (i, i + 1))) {
+            let (got, yardstick) = (step(&mut packed, &ids[from..to]), step(&mut rounded, &ids[from..to]));
+            let what = format!("{} logits after token {}", scheme.name(), to - 1);
+            // The same numbers, dequantised as read or rounded and held in f32: float error only.
+            worst(&format!("{what}, packed against rounded"), &got, &yardstick, LOGIT_ABS, 0.0);
+            worst(&what, &got, want.logits_at(to - 1), QUANT_LOGIT_ABS, 0.0);
+            storage = storage.max(max_abs_diff(&got, &yardstick));
+            diff = diff.max(max_abs_diff(&got, want.logits_at(to - 1)));
+            moved = moved.max(max_abs_diff(want.logits_at(to - 1), full.logits_at(to - 1)));
         }
-        println!("decode over {}: GPU - CPU max |diff| {diff:e}; the scheme moved logits by {moved:e}", scheme.name());
+        println!(
+            "decode over a packed {} cache ({} B a token): packed - rounded f32 max |diff| {storage:e}; GPU - CPU \
+             {diff:e}; the scheme moved logits by {moved:e}",
+            scheme.name(),
+            packed.bytes_per_token()
+        );
         assert!(diff <= moved / 3.0, "{}: GPU and CPU differ by what the scheme moves", scheme.name());
     }
+    // The f32 cache is not packed: 4 layers x 2 heads x (K, V) x 32 x 4 B = 2048 B a token.
+    let plain = lm_forward::LmCache::stored_as(&ctx, &weights, 16, KvScheme::Fp32).expect("cache");
+    assert_eq!((plain.is_packed(), plain.bytes_per_token()), (false, 2048));
     // Scales shared across tokens would change as the cache grows: refused by name.
-    let cache = lm_forward::LmCache::new(&ctx, &weights, 16).expect("cache");
     let kivi = KvScheme::Kivi { bits: 2, group: 32, recent: 16 };
-    assert!(cache.with_scheme(kivi).err().unwrap().to_string().contains("shares scales across tokens"));
+    for made in [lm_forward::LmCache::stored_as, lm_forward::LmCache::rounded_f32] {
+        let err = made(&ctx, &weights, 16, kivi).err().expect("refused").to_string();
+        assert!(err.contains("shares scales across tokens"), "{err}");
+    }
+    close(ctx);
+}
+
+#[test]
+fn kv_pack_packs_tokens_as_its_twin_does() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(29);
+    // 3 heads x 37 tokens into rows 5..42 of 50; d = 40 is off the word grid for int2 and leaves a
+    // partial group of 12.
+    let (heads, tokens, capacity, start) = (3u32, 37u32, 50u32, 5u32);
+    let cases = [
+        (KvScheme::Fp16, 32),
+        (KvScheme::Int8, 32),
+        (KvScheme::IntGroup { bits: 4, group: 32 }, 32),
+        (KvScheme::IntGroup { bits: 2, group: 32 }, 32),
+        (KvScheme::IntGroup { bits: 2, group: 16 }, 40),
+        (KvScheme::IntGroup { bits: 4, group: 12 }, 40),
+    ];
+    for (scheme, d) in cases {
+        let layout = PackedLayout::of(scheme, d).unwrap();
+        let x = spread((heads * tokens * d) as usize, &mut rng);
+        let rows = PackRows { heads, tokens, capacity, start };
+        let mut want = vec![0u32; (heads * capacity * layout.words()) as usize];
+        kv_pack(&x, &mut want, rows, layout).unwrap();
+        let (xb, packed) =
+            (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("packed", &vec![0u32; want.len()]).unwrap());
+        let dispatch = kernels.kv_pack.prepare(&ctx, &xb, &packed, rows, layout).unwrap();
+        Dispatch::submit_all(&ctx, &[&dispatch]);
+        let got: Vec<u32> = pollster::block_on(ctx.read_back(&packed)).unwrap()[..want.len()].to_vec();
+        let words = layout.words() as usize;
+        let decode = |w: &[u32]| w.chunks(words).flat_map(|v| unpack_vector(v, &layout)).collect::<Vec<f32>>();
+        let differing = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+        println!("kv_pack {} d = {d}: {differing} of {} words differ from the twin's", scheme.name(), want.len());
+        // Measured on lavapipe: every word bit for bit. The values they decode to within 1e-6 |want|
+        // (a fused multiply-add in a scale); a code rounded the other way moves a value a whole step.
+        worst(&format!("kv_pack {} d = {d}", scheme.name()), &decode(&got), &decode(&want), 1e-30, 1e-6);
+    }
+    close(ctx);
+}
+
+#[test]
+fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(31);
+    // A decode step (one query) over 70 keys (two tiles of 64), a prefill's 9 queries under a window,
+    // chunks with GQA, an off-grid width with a partial group, a head of 256 (4 channels an
+    // invocation); caches with spare rows.
+    let cases = [
+        (
+            AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 70, d: 32 },
+            Mask::Causal,
+            KvScheme::IntGroup { bits: 4, group: 32 },
+        ),
+        (
+            AttentionShape { h_q: 2, h_kv: 1, n_q: 9, n_kv: 45, d: 32 },
+            Mask::Sliding { window_tokens: 7 },
+            KvScheme::Int8,
+        ),
+        (
+            AttentionShape { h_q: 4, h_kv: 2, n_q: 33, n_kv: 33, d: 64 },
+            Mask::Chunked { chunk_tokens: 8 },
+            KvScheme::Fp16,
+        ),
+        (
+            AttentionShape { h_q: 2, h_kv: 2, n_q: 3, n_kv: 130, d: 40 },
+            Mask::Causal,
+            KvScheme::IntGroup { bits: 2, group: 16 },
+        ),
+        (
+            AttentionShape { h_q: 2, h_kv: 1, n_q: 1, n_kv: 20, d: 256 },
+            Mask::Full,
+            KvScheme::IntGroup { bits: 2, group: 32 },
+        ),
+    ];
+    for (shape, mask, scheme) in cases {
+        let kv_stride = shape.n_kv + 6;
+        let layout = PackedLayout::of(scheme, shape.d).unwrap();
+        let rows = PackRows { heads: shape.h_kv, tokens: shape.n_kv, capacity: kv_stride, start: 0 };
+        let cache_words = (shape.h_kv * kv_stride * layout.words()) as usize;
+        let pack = |amplitude, rng: &mut SplitMix64| {
+            let mut words = vec![0u32; cache_words];
+            kv_pack(&random(shape.kv_len(), amplitude, rng), &mut words, rows, layout).unwrap();
+            words
+        };
+        let (k, v) = (pack(2.0, &mut rng), pack(1.0, &mut rng));
+        let q = random(shape.q_len(), 2.0, &mut rng);
+        let scale = 1.0 / (shape.d as f32).sqrt();
+        let problem = PackedProblem { q: &q, k: &k, v: &v, shape, kv_stride, layout, mask, scale };
+        let want = packed_attention(&problem).unwrap();
+        let (qb, kb, vb) = (
+            ctx.storage_from("q", &q).unwrap(),
+            ctx.storage_from("k", &k).unwrap(),
+            ctx.storage_from("v", &v).unwrap(),
+        );
+        let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
+        let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
+        let dispatch = kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).unwrap();
+        let got = run(&ctx, &dispatch, &o, want.len());
+        let what = format!("packed_attention {} {mask:?} d = {}", scheme.name(), shape.d);
+        worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
+        println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));
+    }
     close(ctx);
 }
 

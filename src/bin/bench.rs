@@ -28,6 +28,7 @@ mod native {
 
     use attention_lab::gpu::bench::{self, BenchFilter, BenchResult, Repetitions};
     use attention_lab::gpu::bench_lm::{self, OpResult};
+    use attention_lab::gpu::bench_packed;
     use attention_lab::gpu::bench_paged;
     use attention_lab::gpu::flash_tiles::FlashTiles;
     use attention_lab::gpu::matmul::{DirectBlock, MatmulForm};
@@ -51,7 +52,7 @@ mod native {
         heads: Option<(u32, u32)>,
         /// `--lm`: the language model's rows instead of attention's.
         lm: Option<LmArgs>,
-        /// `--paged`: only the paged decode's rows (they also end a run without filters).
+        /// `--paged`: only the decode rows, paged and packed (they also end a run without filters).
         paged: bool,
     }
 
@@ -185,7 +186,8 @@ mod native {
         )
     }
 
-    /// The paged decode's rows: contiguous against paged at 4,096 cached tokens of a Llama 3 8B layer.
+    /// The decode rows at 4,096 cached tokens of a Llama 3 8B layer: contiguous against paged, then the
+    /// packed quantised caches against the contiguous f32 one.
     async fn run_paged(ctx: &GpuContext, kernels: &Kernels, fma: f64, reps: Repetitions) -> Result<(), String> {
         println!("paged decode: one query per head over the cache; flops = 4 d x attended pairs");
         println!(
@@ -198,6 +200,14 @@ mod native {
         }
         if let Some(said) = paged_summary(&rows) {
             println!("{said}");
+        }
+        println!("packed quantised caches (Generate's gencache), dequantised as packed_attention reads them:");
+        let packed =
+            bench_packed::run_packed_decode(ctx, kernels, fma, reps, now_ms).await.map_err(|e| e.to_string())?;
+        for r in &packed {
+            let against =
+                rows.first().map_or(String::new(), |f| format!("  {:.2}x the f32 cache", r.ms_median / f.ms_median));
+            println!("{}{against}", op_row(r));
         }
         Ok(())
     }

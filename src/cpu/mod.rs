@@ -32,6 +32,8 @@
 //! | `widen` (f16 / bf16 weights to f32 while a checkpoint streams in)    | [`widen`]                |
 //! | `kv_quant` (K and V rounded in place to a quantised cache's values)  | [`kv_quant`]             |
 //! | `kept_attention` (each query over its evicting cache's kept keys)    | [`kept_attention`]       |
+//! | `kv_pack` (K and V quantised into a packed cache, the scheme's bits) | [`kv_pack`]              |
+//! | `packed_attention` (attention dequantising the packed cache it reads) | [`packed_attention`]     |
 //!
 //! Besides the kernels, [`kv_cache`] is the twin of `gpu/kv_cache.rs` (the decode cache in plain memory),
 //! [`kv_pool`] that of `gpu/kv_pool.rs` (the paged pool, laid out as `paged_attention` reads it),
@@ -45,9 +47,11 @@ pub mod flash_backward;
 pub mod flash_trace;
 pub mod kept_attention;
 pub mod kv_cache;
+pub mod kv_pack;
 pub mod kv_pool;
 pub mod kv_quant;
 pub mod matmul;
+pub mod packed_attention;
 pub mod paged_attention;
 pub mod pool_rows;
 pub mod qk_norm;

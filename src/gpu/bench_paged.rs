@@ -45,15 +45,10 @@ pub async fn run_paged_decode(
     reps: Repetitions,
     now_ms: fn() -> f64,
 ) -> Result<Vec<OpResult>, GpuError> {
-    let (h_q, h_kv, d) = PAGED_HEADS;
-    let n = PAGED_TOKENS;
-    let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: n, d };
-    let mut rng = SplitMix64::new(0xdec0);
-    let mut random = |len: u32| -> Vec<f32> { (0..len).map(|_| rng.next_signed_unit()).collect() };
-    let q = ctx.storage_from("q", &random(h_q * d))?;
-    // The same bytes serve as a [h_kv, n, d] cache and as a pool of n / 16 pages [page, h_kv, 16, d].
-    let k = ctx.storage_from("k", &random(h_kv * n * d))?;
-    let v = ctx.storage_from("v", &random(h_kv * n * d))?;
+    let (shape, [q, k, v]) = decode_step(ctx)?;
+    let AttentionShape { h_q, h_kv, d, n_kv: n, .. } = shape;
+    // The same bytes of K and V serve as a [h_kv, n, d] cache and as a pool of n / 16 pages
+    // [page, h_kv, 16, d].
     let o = ctx.storage_output("o", u64::from(h_q * d) * 4)?;
     let lse = ctx.storage_output("lse", u64::from(h_q) * 4)?;
     let buffers = FlashBuffers { q: &q, k: &k, v: &v, o: &o, lse: &lse };
@@ -76,6 +71,19 @@ pub async fn run_paged_decode(
     let scattered = kernels.paged.prepare(ctx, &buffers, &table, paged)?;
     rows.push(timed(ctx, PAGED_SCATTERED, &what, &scattered, flops, fma_gflops, reps, now_ms).await?);
     Ok(rows)
+}
+
+/// The decode rows' one step (one query per head over [`PAGED_TOKENS`] cached tokens of a
+/// [`PAGED_HEADS`] layer): its shape, and seeded Q (`[h_q, d]`), K and V (`[h_kv, n, d]`) on the GPU.
+pub fn decode_step(ctx: &GpuContext) -> Result<(AttentionShape, [wgpu::Buffer; 3]), GpuError> {
+    let (h_q, h_kv, d) = PAGED_HEADS;
+    let n = PAGED_TOKENS;
+    let mut rng = SplitMix64::new(0xdec0);
+    let mut random = |len: u32| -> Vec<f32> { (0..len).map(|_| rng.next_signed_unit()).collect() };
+    let q = ctx.storage_from("q", &random(h_q * d))?;
+    let k = ctx.storage_from("k", &random(h_kv * n * d))?;
+    let v = ctx.storage_from("v", &random(h_kv * n * d))?;
+    Ok((AttentionShape { h_q, h_kv, n_q: 1, n_kv: n, d }, [q, k, v]))
 }
 
 #[expect(clippy::too_many_arguments, reason = "one row's name, launch and timing settings")]

@@ -21,12 +21,14 @@ use crate::gpu::fma_peak::FmaPeak;
 use crate::gpu::kept_attention::KeptAttention;
 use crate::gpu::kernel::KernelInfo;
 use crate::gpu::kv_cache::KvCache;
+use crate::gpu::kv_pack::KvPack;
 use crate::gpu::kv_pool::KvPool;
 use crate::gpu::kv_quant::KvQuant;
 use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::matmul::Matmul;
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
+use crate::gpu::packed_attention::PackedAttention;
 use crate::gpu::paged_attention::{PagedAttention, PagedLaunch};
 use crate::gpu::paged_attention_subgroup::PagedSubgroup;
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
@@ -129,6 +131,10 @@ kernel_set! {
         widen: Widen,
         /// K and V rounded to a quantised cache's values (the memory view's schemes).
         kv_quant: KvQuant,
+        /// K and V quantised into a packed cache (Generate's quantised decode cache).
+        kv_pack: KvPack,
+        /// Attention over a packed cache, dequantising as it reads.
+        packed: PackedAttention,
     }
     lazy {
         /// The backward pass (dQ, dK, dV from dO): a page that never asks for gradients compiles none

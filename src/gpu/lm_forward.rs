@@ -8,7 +8,9 @@
 //!             (qk_norm)                          each Q and K head RMS-normed in place (Qwen3, Gemma 3)
 //!             rope split_heads                   Q, K rotated; Q [h_q, T, d], K, V [h_kv, T, d]
 //!             (kv_quant)                         K, V rounded to a quantised cache's values, when asked
-//!             flash_attention                    O, lse under the layer's mask, GQA
+//!             (kv_pack)                          decoding into a packed quantised cache: K, V packed into it
+//!             flash_attention                    O, lse under the layer's mask, GQA (packed_attention
+//!                                                over a packed cache, dequantising as it reads)
 //!             (row_softmax)                      every head's probabilities, when asked
 //!             rope merge_heads -> matmul (+=)    x += O Woᵀ
 //!             rms_norm -> matmul (gate|up fused) h = norm(x); gu = h [Wg|Wu]ᵀ
@@ -23,6 +25,7 @@
 
 use crate::attention::AttentionShape;
 use crate::attention::rope::RopeTable;
+use crate::cpu::kv_pack::PackRows;
 use crate::gpu::context::Scratch;
 use crate::gpu::embed_gather::EmbedBuffers;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
@@ -30,12 +33,14 @@ use crate::gpu::launch::Dispatch;
 use crate::gpu::lm_weights::{LayerBuffers, Matrix, check_sizes};
 pub use crate::gpu::lm_weights::{LmGeometry, LmWeights};
 use crate::gpu::matmul::{MatmulBuffers, MatmulLaunch};
+use crate::gpu::packed_attention::{PackedBuffers, PackedLaunch};
 use crate::gpu::rms_norm::{NormBuffers, NormConstants};
 use crate::gpu::rope::{self, Heads, SplitBuffers};
 use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::config::Positional;
 use crate::model::kv_evict::EvictPolicy;
+use crate::model::kv_packed::PackedLayout;
 use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
 
 #[path = "lm_evict.rs"]
@@ -103,42 +108,70 @@ pub struct PreparedLm<'a> {
     eviction: Option<evict::Evicting<'a>>,
 }
 
-/// A KV cache on the GPU for decoding: every layer's K and V, `[h_kv, capacity, d]` each, of which
-/// the first `len` rows are filled. Generation prefills it with the prompt, then adds one token a pass.
-/// A quantised cache holds each token's rows rounded to its scheme's values as they arrive
-/// (`kv_quant` on the new rows before they join), so attention reads what a kernel dequantising
-/// on read would; the buffers stay f32.
+/// A KV cache on the GPU for decoding: every layer's K and V, of which the first `len` rows of each
+/// KV head are filled. Generation prefills it with the prompt, then adds one token a pass.
+/// The f32 cache holds `[h_kv, capacity, d]` floats a layer. A quantised one is packed: each token's
+/// vectors are quantised as they join (`kv_pack`) into `[h_kv, capacity, words]` u32 words of the
+/// scheme's codes and scales ([`PackedLayout`]), and `packed_attention` dequantises them as it
+/// reads, so the cache holds, and a step reads, the scheme's bytes.
 pub struct LmCache {
     k: Vec<wgpu::Buffer>,
     v: Vec<wgpu::Buffer>,
     capacity: u32,
     len: u32,
     scheme: KvScheme,
+    /// How a token's vector is packed (`None`: the f32 cache).
+    packed: Option<PackedLayout>,
 }
 
 impl LmCache {
-    /// An empty cache for `capacity` tokens, its size checked against the job limit first.
+    /// An empty f32 cache for `capacity` tokens, its size checked against the job limit first.
     pub fn new(ctx: &GpuContext, weights: &LmWeights, capacity: u32) -> Result<Self, GpuError> {
-        let g = weights.geometry;
-        let floats = u64::from(g.h_kv) * u64::from(capacity) * u64::from(g.head_dim);
-        let buffers: Vec<(&str, u64)> = (0..2 * g.layers).map(|_| ("KV cache", floats)).collect();
-        check_sizes(ctx, &format!("A KV cache of {capacity} tokens"), &buffers)?;
-        let make = || (0..g.layers).map(|_| ctx.storage_output("KV cache", floats * 4)).collect::<Result<Vec<_>, _>>();
-        Ok(Self { k: make()?, v: make()?, capacity, len: 0, scheme: KvScheme::Fp32 })
+        Self::stored_as(ctx, weights, capacity, KvScheme::Fp32)
     }
 
-    /// The same cache stored as `scheme`: one whose groups lie within a token (fp16, int8, int4 and
-    /// int2 in groups along the head), so each token is rounded once, when it joins. Schemes whose
-    /// scales span tokens (fp8's per-tensor or per-head scale, KIVI's groups of tokens) are refused:
-    /// their values would change as the cache grows.
-    pub fn with_scheme(self, scheme: KvScheme) -> Result<Self, GpuError> {
-        if !scheme.rounds_each_token_alone() {
-            return Err(GpuError::InvalidInput(format!(
-                "a decode cache rounds each token as it joins: {} shares scales across tokens",
-                scheme.name()
-            )));
+    /// An empty cache for `capacity` tokens stored as `scheme`: f32 rows for `Fp32`, packed words
+    /// for a scheme whose groups lie within a token (fp16, int8, int4 and int2 in groups along the
+    /// head), so each token is quantised once, when it joins. Schemes whose scales span tokens (fp8's
+    /// per-tensor or per-head scale, KIVI's groups of tokens) are refused: their values would change
+    /// as the cache grows.
+    pub fn stored_as(ctx: &GpuContext, weights: &LmWeights, capacity: u32, scheme: KvScheme) -> Result<Self, GpuError> {
+        let packed = PackedLayout::of(scheme, weights.geometry.head_dim);
+        if packed.is_none() && scheme != KvScheme::Fp32 {
+            return Err(refused(scheme));
         }
-        Ok(Self { scheme, ..self })
+        Self::allocate(ctx, weights, capacity, scheme, packed)
+    }
+
+    /// An f32 cache holding each token rounded to `scheme`'s values as it joins (`kv_quant` on the
+    /// new rows): the numbers a packed cache of the scheme decodes to, at f32's bytes. The yardstick
+    /// the packed cache is checked against (`tests/gpu_lm.rs`).
+    pub fn rounded_f32(
+        ctx: &GpuContext,
+        weights: &LmWeights,
+        capacity: u32,
+        scheme: KvScheme,
+    ) -> Result<Self, GpuError> {
+        if !scheme.rounds_each_token_alone() {
+            return Err(refused(scheme));
+        }
+        Self::allocate(ctx, weights, capacity, scheme, None)
+    }
+
+    fn allocate(
+        ctx: &GpuContext,
+        weights: &LmWeights,
+        capacity: u32,
+        scheme: KvScheme,
+        packed: Option<PackedLayout>,
+    ) -> Result<Self, GpuError> {
+        let g = weights.geometry;
+        let per_row = packed.map_or(g.head_dim, |layout| layout.words());
+        let words = u64::from(g.h_kv) * u64::from(capacity) * u64::from(per_row);
+        let buffers: Vec<(&str, u64)> = (0..2 * g.layers).map(|_| ("KV cache", words)).collect();
+        check_sizes(ctx, &format!("A KV cache of {capacity} tokens"), &buffers)?;
+        let make = || (0..g.layers).map(|_| ctx.storage_output("KV cache", words * 4)).collect::<Result<Vec<_>, _>>();
+        Ok(Self { k: make()?, v: make()?, capacity, len: 0, scheme, packed })
     }
 
     /// Tokens cached so far.
@@ -149,6 +182,30 @@ impl LmCache {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// How the cache stores K and V.
+    pub fn scheme(&self) -> KvScheme {
+        self.scheme
+    }
+
+    /// Whether the cache holds the scheme's own bits (codes and scales, dequantised by the
+    /// attention kernel as it reads), rather than f32 rows.
+    pub fn is_packed(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    /// Bytes one token takes in the cache, every layer's K and V: its buffers' bytes over their
+    /// tokens (what was allocated, not a formula).
+    pub fn bytes_per_token(&self) -> u64 {
+        let bytes: u64 = self.k.iter().chain(&self.v).map(wgpu::Buffer::size).sum();
+        bytes / u64::from(self.capacity.max(1))
+    }
+}
+
+/// Why a decode cache cannot be stored as `scheme`.
+fn refused(scheme: KvScheme) -> GpuError {
+    let why = if scheme.rounds_each_token_alone() { "has no packed form" } else { "shares scales across tokens" };
+    GpuError::InvalidInput(format!("a decode cache quantises each token as it joins: {} {why}", scheme.name()))
 }
 
 /// What one cached pass needs of the cache: its buffers, and the row its new tokens start at.
@@ -157,7 +214,9 @@ struct CacheView {
     v: Vec<wgpu::Buffer>,
     capacity: u32,
     start: u32,
-    scheme: KvScheme,
+    /// The rounding an f32 cache's new rows get (`Fp32`: none; a packed cache quantises as it stores).
+    rounding: KvScheme,
+    packed: Option<PackedLayout>,
 }
 
 impl PreparedLm<'_> {
@@ -270,9 +329,13 @@ pub async fn run(
     run_with_kv_scheme(ctx, kernels, weights, ids, request, KvScheme::Fp32).await
 }
 
-/// [`run`] over a KV cache stored as `scheme`: every layer's K (rotated) and V are rounded in place
-/// to the scheme's values before attention reads them, as a kernel dequantising on read sees them
-/// (`KvScheme::Fp32` leaves them as they are). KIVI's groups count from the first token.
+/// [`run`] over a KV cache stored as `scheme`. A scheme whose scales lie within a token (fp16, int8,
+/// int4 and int2 in groups along the head) is packed: every layer's K (rotated) and V are quantised
+/// into a packed cache of the text ([`PackedLayout`], `kv_pack`) that `packed_attention` reads,
+/// dequantising as it reads; K and V are also rounded in place to the same values for the
+/// probability rows (`row_softmax` reads f32). Schemes whose scales span tokens (fp8, KIVI) are
+/// rounded in place before attention reads them as f32, the values a kernel dequantising on read
+/// would see. `KvScheme::Fp32` leaves them as they are. KIVI's groups count from the first token.
 pub async fn run_with_kv_scheme(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -307,7 +370,8 @@ pub async fn decode(
         )));
     };
     let (k, v) = (cache.k.clone(), cache.v.clone());
-    let view = CacheView { k, v, capacity: cache.capacity, start: cache.len, scheme: cache.scheme };
+    let rounding = if cache.packed.is_some() { KvScheme::Fp32 } else { cache.scheme };
+    let view = CacheView { k, v, capacity: cache.capacity, start: cache.len, rounding, packed: cache.packed };
     let request = LmRequest { last_logits: Some(1), ..Default::default() };
     let prepared = prepare_pass(ctx, kernels, weights, ids, request, Passing::Cached(view)).await?;
     prepared.submit(ctx);
@@ -365,6 +429,14 @@ async fn prepare_pass<'a>(
     if let Passing::Evicted(policy, keep) = passing {
         sizes.push(("kept list", evict::list_words(policy, keep, tokens)));
     }
+    let packed_pass = match passing {
+        Passing::Scheme(scheme) => PackedLayout::of(scheme, g.head_dim),
+        _ => None,
+    };
+    if let Some(layout) = packed_pass {
+        let words = u64::from(g.h_kv) * t * u64::from(layout.words());
+        sizes.extend([("packed K", words), ("packed V", words)]);
+    }
     check_sizes(ctx, &format!("A forward pass over {tokens} tokens"), &sizes)?;
 
     let ids_buffer = ctx.scratch_from("ids", ids).await?;
@@ -388,10 +460,10 @@ async fn prepare_pass<'a>(
     };
     let logits = ctx.scratch_output("logits", u64::from(logit_rows) * u64::from(g.vocab) * 4)?;
     let (cache, kv_scheme, eviction) = match passing {
-        Passing::Scheme(scheme) => (None, scheme, None),
+        Passing::Scheme(scheme) => (packed_pass.map(|l| packed_view(ctx, g, tokens, l)).transpose()?, scheme, None),
         Passing::Cached(view) => {
-            let scheme = view.scheme;
-            (Some(view), scheme, None)
+            let rounding = view.rounding;
+            (Some(view), rounding, None)
         }
         Passing::Evicted(policy, keep) => {
             (None, KvScheme::Fp32, Some(evict::Evicting::new(ctx, policy, keep, tokens, request)?))
@@ -414,6 +486,22 @@ async fn prepare_pass<'a>(
     let steps = Recorder { ctx, kernels, weights, pass: &prepared, ids: &ids_buffer }.steps()?;
     prepared.steps = steps;
     Ok(prepared)
+}
+
+/// A packed cache for a whole pass over `tokens` tokens, one K and one V buffer that every layer
+/// fills in turn (each layer's attention reads it before the next layer packs into it).
+fn packed_view(ctx: &GpuContext, g: LmGeometry, tokens: u32, layout: PackedLayout) -> Result<CacheView, GpuError> {
+    let bytes = u64::from(g.h_kv) * u64::from(tokens) * u64::from(layout.words()) * 4;
+    let (k, v) = (ctx.storage_output("packed K", bytes)?, ctx.storage_output("packed V", bytes)?);
+    let layers = g.layers as usize;
+    Ok(CacheView {
+        k: vec![k; layers],
+        v: vec![v; layers],
+        capacity: tokens,
+        start: 0,
+        rounding: KvScheme::Fp32,
+        packed: Some(layout),
+    })
 }
 
 /// The number of tokens, after checking each id against the vocabulary.
@@ -459,8 +547,14 @@ impl Recorder<'_, '_> {
             }
             let (_, angles, table) = tables.iter().find(|(p, ..)| *p == layer.positional).expect("just added");
             steps.extend(self.layer_input(layer, angles, table)?.into_iter().map(Step::Dispatch));
+            // A packed cache takes the values as computed (it quantises them itself); K and V are
+            // rounded in place after that (a pass's probability rows read K as f32), and before an
+            // f32 cache copies them.
+            if let Some(cache @ CacheView { packed: Some(layout), .. }) = &pass.cache {
+                steps.extend(self.packed_kv(l, cache, *layout)?.into_iter().map(Step::Dispatch));
+            }
             steps.extend(self.quantised_kv()?.into_iter().map(Step::Dispatch));
-            if pass.cache.is_some() {
+            if let Some(CacheView { packed: None, .. }) = &pass.cache {
                 steps.push(Step::CacheKv(l));
             }
             if pass.eviction.is_some() {
@@ -525,6 +619,14 @@ impl Recorder<'_, '_> {
         Ok(out)
     }
 
+    /// Layer `l`'s new K and V (`[h_kv, T, d]`) quantised into rows `start..` of the packed `cache`.
+    fn packed_kv(&self, l: usize, cache: &CacheView, layout: PackedLayout) -> Result<Vec<Dispatch>, GpuError> {
+        let (heads, tokens) = (self.weights.geometry.h_kv, self.pass.tokens);
+        let rows = PackRows { heads, tokens, capacity: cache.capacity, start: cache.start };
+        let pack = |x, packed| self.kernels.kv_pack.prepare(self.ctx, self.pass.buffer(x), packed, rows, layout);
+        Ok(vec![pack("k", &cache.k[l])?, pack("v", &cache.v[l])?])
+    }
+
     /// The rest of one layer: attention (over the cache's rows when decoding), the output
     /// projection and the MLP.
     fn layer(&self, layer: &LayerBuffers, l: usize) -> Result<Vec<Dispatch>, GpuError> {
@@ -542,6 +644,10 @@ impl Recorder<'_, '_> {
         let mut out = Vec::new();
         if let (Some(evicting), Some(probs)) = (&pass.eviction, pass.probs.get(l)) {
             out.push(evicting.attention(ctx, k, [b("q"), b("k"), b("v"), b("o"), probs], shape, scale)?);
+        } else if let Some(CacheView { packed: Some(layout), capacity, .. }) = &pass.cache {
+            let packed = PackedBuffers { q: b("q"), k: keys, v: values, o: b("o") };
+            let launch = PackedLaunch { shape, kv_stride: *capacity, layout: *layout, mask: layer.mask, scale };
+            out.push(k.packed.prepare(ctx, &packed, launch)?);
         } else {
             let flash = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
             out.push(k.flash.prepare(ctx, &flash, FlashLaunch { shape, kv_stride, mask: layer.mask, scale })?);

@@ -16,10 +16,11 @@ use crate::lm::weight_plan::WeightFormat;
 /// The files under `shaders/include/`, by name. Most hold declarations; those named for a part of a
 /// kernel (`softmax_rows_start.wgsl`, say) hold statements, pasted inside the `main` of each kernel
 /// that shares them, so the compiled code is exactly what each kernel had when it wrote them out.
-const INCLUDES: [(&str, &str); 29] = [
+const INCLUDES: [(&str, &str); 30] = [
     ("attention_io.wgsl", include_str!("../../shaders/include/attention_io.wgsl")),
     ("attention_masks.wgsl", include_str!("../../shaders/include/attention_masks.wgsl")),
     ("blocks.wgsl", include_str!("../../shaders/include/blocks.wgsl")),
+    ("f16_bits.wgsl", include_str!("../../shaders/include/f16_bits.wgsl")),
     ("flash_backward_io.wgsl", include_str!("../../shaders/include/flash_backward_io.wgsl")),
     ("flash_backward_keys_end.wgsl", include_str!("../../shaders/include/flash_backward_keys_end.wgsl")),
     ("flash_backward_keys_start.wgsl", include_str!("../../shaders/include/flash_backward_keys_start.wgsl")),

@@ -44,6 +44,15 @@ impl Generator {
     pub fn on_gpu(&self) -> bool {
         matches!(self, Generator::Gpu(_))
     }
+
+    /// Bytes a token takes in the GPU's cache where it is packed in the scheme's bits; `None` for the
+    /// f32 cache and for CPU passes (which round each token and keep f32).
+    pub fn packed_bytes_per_token(&self) -> Option<u64> {
+        match self {
+            Generator::Gpu(decoder) => decoder.packed_bytes_per_token(),
+            Generator::Cpu(_) => None,
+        }
+    }
 }
 
 /// The CPU pass's logits after `ids`: every token's K and V rounded to `scheme` (what rounding each

@@ -134,9 +134,10 @@ impl LoadedLm {
         })
     }
 
-    /// Generation on the GPU: a KV cache for the model's length stored as `scheme` (one that rounds
-    /// each token alone, as it joins), prefilled with `ids`, and the logits after them. `None` without
-    /// WebGPU.
+    /// Generation on the GPU: a KV cache for the model's length stored as `scheme` (f32, or packed in
+    /// the scheme's own bits for one that quantises each token alone, as it joins, and read by the
+    /// attention kernel, which dequantises as it reads), prefilled with `ids`, and the logits after
+    /// them. `None` without WebGPU.
     pub async fn gpu_decoder(
         &self,
         engine: Rc<Engine>,
@@ -146,7 +147,7 @@ impl LoadedLm {
         let (ctx, kernels) = engine.gpu()?;
         let start = async {
             let weights = self.gpu_weights(&engine)?;
-            let cache = LmCache::new(ctx, &weights, self.max_tokens as u32).and_then(|c| c.with_scheme(scheme));
+            let cache = LmCache::stored_as(ctx, &weights, self.max_tokens as u32, scheme);
             let mut cache = cache.map_err(|e| e.to_string())?;
             let logits =
                 lm_forward::decode(ctx, kernels, &weights, &mut cache, ids).await.map_err(|e| e.to_string())?;
@@ -221,6 +222,12 @@ pub struct GpuDecoder {
 }
 
 impl GpuDecoder {
+    /// Bytes a token takes in the cache, every layer's K and V, where it is packed in its scheme's
+    /// bits (its buffers' size over their tokens); `None` for the f32 cache.
+    pub fn packed_bytes_per_token(&self) -> Option<u64> {
+        self.cache.is_packed().then(|| self.cache.bytes_per_token())
+    }
+
     /// Adds token `id` to the cache and returns the logits after it.
     pub async fn next(&mut self, id: u32) -> Result<Vec<f32>, String> {
         let Some((ctx, kernels)) = self.engine.gpu() else { return Err("the GPU is gone".into()) };

@@ -6,7 +6,8 @@
 //!   (which keys a query sees; attended pairs), used by the arithmetic, the CPU reference and the kernels.
 //! - [`kv_cache`]: KV bytes per token, totals at a context, breakdowns, memory budgets;
 //!   [`kv_quant`]: quantised caches as runtimes store them (fp8, int8, grouped int4 / int2, KIVI):
-//!   their exact bytes per token with their scales, and the groups that share a scale.
+//!   their exact bytes per token with their scales, and the groups that share a scale;
+//!   [`kv_packed`]: the words a packed cache of such a scheme stores a token in (codes, then scales).
 //! - [`params`]: attention parameters per layer and approximate model totals.
 //! - [`flops`]: prefill and decode FLOPs and the attention-vs-projection crossover; [`intensity`]:
 //!   the bytes a prefill or a decode step moves, and FLOPs per byte.
@@ -30,6 +31,7 @@ pub mod hf_import;
 pub mod intensity;
 pub mod kv_cache;
 pub mod kv_evict;
+pub mod kv_packed;
 pub mod kv_quant;
 pub mod limits;
 pub mod mask;

@@ -176,7 +176,7 @@ describe("the trained model", () => {
     await gpu.page.getByTestId("generate").click();
     await gpu.page.getByTestId("generate-note").waitFor({ timeout: 120_000 });
     assert.match(await gpu.page.getByTestId("generate-note").innerText(),
-      /^Generated 4 tokens with the KV cache on the GPU, K and V stored as int4-g32 \(each token rounded once, as it joins\)/);
+      /^Generated 4 tokens with the KV cache on the GPU, K and V stored as int4-g32 \(320 bytes a token\), read by the kernel/);
     const grown = (await readModel(gpu)).text;
     // The CPU rounds every token the same way: greedy decoding appends the same text (the two tiers'
     // logits agree to 1e-2, measured natively; a near tie could differ, not on this text).
@@ -186,7 +186,7 @@ describe("the trained model", () => {
     await cpu.page.getByTestId("generate-count").selectOption("4");
     await cpu.page.getByTestId("generate").click();
     await cpu.page.getByTestId("generate-note").waitFor({ timeout: 120_000 });
-    assert.match(await cpu.page.getByTestId("generate-note").innerText(), /^Generated 4 tokens on the CPU.*stored as int4-g32/);
+    assert.match(await cpu.page.getByTestId("generate-note").innerText(), /^Generated 4 tokens on the CPU.*rounded to int4-g32 \(each token once, as it joins; held in f32\)/);
     assert.equal((await readModel(cpu)).text, grown);
     gpu.assertNoConsoleErrors();
     cpu.assertNoConsoleErrors();

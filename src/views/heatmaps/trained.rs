@@ -205,6 +205,8 @@ pub struct GenerationRun {
     /// Whether the logits came from the GPU's cached decoding (else whole CPU passes).
     pub on_gpu: bool,
     pub scheme: KvScheme,
+    /// Bytes a token takes in a cache packed in the scheme's bits (the GPU's), `None` for f32 or CPU passes.
+    pub packed_bytes_per_token: Option<u64>,
     pub prompt_len: usize,
     /// Wall time to the first generated token's logits (the prompt's pass).
     pub first_ms: f64,
@@ -219,10 +221,7 @@ pub fn generation_summary(run: &GenerationRun) -> String {
     } else {
         "on the CPU (no WebGPU here: a whole forward pass a token, no KV cache)"
     };
-    let place = match run.scheme {
-        KvScheme::Fp32 => place.to_string(),
-        scheme => format!("{place}, K and V stored as {} (each token rounded once, as it joins)", scheme.name()),
-    };
+    let place = format!("{place}{}", generate_cache_phrase(run.scheme, run.packed_bytes_per_token));
     let plural = if run.count == 1 { "" } else { "s" };
     let mut said = format!(
         "Generated {} token{plural} {place}: the {}-token prompt took {:.0} ms",
@@ -234,10 +233,43 @@ pub fn generation_summary(run: &GenerationRun) -> String {
     said + "."
 }
 
+/// What Generate says of its KV cache after "Generated N tokens ...": nothing for the f32 cache; for
+/// a quantised one on the GPU, packed in the scheme's bits (`packed_bytes_per_token`, every layer's K
+/// and V, as the cache's buffers hold them) and dequantised by the attention kernel as it reads;
+/// without one (the CPU's passes), each token rounded to the scheme's values and kept in f32.
+pub fn generate_cache_phrase(scheme: KvScheme, packed_bytes_per_token: Option<u64>) -> String {
+    match (scheme, packed_bytes_per_token) {
+        (KvScheme::Fp32, _) => String::new(),
+        (_, Some(bytes)) => format!(
+            ", K and V stored as {} ({} bytes a token), read by the kernel",
+            scheme.name(),
+            format_thousands(u128::from(bytes))
+        ),
+        (_, None) => format!(", K and V rounded to {} (each token once, as it joins; held in f32)", scheme.name()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::views::link::LinkParams;
+
+    #[test]
+    fn generate_names_how_its_cache_stores_the_tokens() {
+        assert_eq!(generate_cache_phrase(KvScheme::Fp32, None), "");
+        // The trained model's int4-g32 cache: 4 layers x 2 KV heads x (K, V) x 20 B = 320 B a token
+        // (model::kv_packed's hand count).
+        let int4 = KvScheme::IntGroup { bits: 4, group: 32 };
+        assert_eq!(
+            generate_cache_phrase(int4, Some(320)),
+            ", K and V stored as int4-g32 (320 bytes a token), read by the kernel"
+        );
+        assert_eq!(
+            generate_cache_phrase(KvScheme::Int8, None),
+            ", K and V rounded to int8 (each token once, as it joins; held in f32)"
+        );
+        assert!(generate_cache_phrase(KvScheme::Fp16, Some(65_536)).contains("(65,536 bytes a token)"));
+    }
 
     #[test]
     fn an_appended_token_past_the_text_limit_is_refused_by_name() {
@@ -407,6 +439,7 @@ mod tests {
             count: 4,
             on_gpu: true,
             scheme: KvScheme::Fp32,
+            packed_bytes_per_token: None,
             prompt_len: 12,
             first_ms: 41.6,
             each_ms: Some(7.31),
@@ -426,7 +459,13 @@ mod tests {
         assert_eq!(
             generation_summary(&one),
             "Generated 1 token on the CPU (no WebGPU here: a whole forward pass a token, no KV cache), K and V \
-             stored as int4-g32 (each token rounded once, as it joins): the 12-token prompt took 42 ms."
+             rounded to int4-g32 (each token once, as it joins; held in f32): the 12-token prompt took 42 ms."
+        );
+        let packed = GenerationRun { on_gpu: true, packed_bytes_per_token: Some(320), ..one };
+        assert_eq!(
+            generation_summary(&packed),
+            "Generated 1 token with the KV cache on the GPU, K and V stored as int4-g32 (320 bytes a token), read by \
+             the kernel: the 12-token prompt took 42 ms."
         );
     }
 }

@@ -132,17 +132,26 @@ pub fn head_output_errors(full: &[f32], got: &[f32], tokens: usize, heads: usize
     (0..heads).map(|h| relative_error(&head_of(full, h), &head_of(got, h))).collect()
 }
 
-/// What the page says above the table: the model, the text's length, where the passes ran, that the
-/// model is small.
+/// What the page says above the table: the model, the text's length, where the passes ran and how
+/// the cache is held there (on the GPU the schemes whose scales lie within a token are packed in
+/// their own bits, `gpu::lm_forward::run_with_kv_scheme`), that the model is small.
 pub fn heading(m: &Model, tokens: usize, on_gpu: bool) -> String {
     let (layers, h_kv, d) = cache_geometry(m);
-    let (tier, buffer) = if on_gpu { ("on the GPU", "GPU buffer") } else { ("on the CPU (no WebGPU here)", "cache") };
+    let (tier, held) = if on_gpu {
+        (
+            "on the GPU",
+            "fp16, int8, int4 and int2 are held packed in their own bits, the bytes per token shown, and the \
+             attention kernel dequantises them as it reads; fp8 and KIVI, whose scales span tokens, are rounded in \
+             an f32 buffer, their bytes per token computed for the scheme.",
+        )
+    } else {
+        ("on the CPU (no WebGPU here)", "Bytes per token are computed for the scheme; the cache stays f32.")
+    };
     format!(
         "{}, the small model this project trained ({layers} layers, {h_kv} KV heads of width {d}), over your text's \
          {tokens} tokens: each scheme's K and V are rounded {tier} to the values the scheme stores, in every \
-         layer, and the model's own pass reads them. Bytes per token are computed for the scheme; the {buffer} \
-         stays f32. A model this small is not a large one: its figures show the costs' order, not a production \
-         model's.",
+         layer, and the model's own pass reads them. {held} A model this small is not a large one: its figures \
+         show the costs' order, not a production model's.",
         m.name
     )
 }
@@ -237,7 +246,8 @@ mod tests {
         let m = preset("attention-lab-tiny").unwrap();
         let gpu = heading(m, 33, true);
         assert!(gpu.contains("(4 layers, 2 KV heads of width 32), over your text's 33 tokens"));
-        assert!(gpu.contains("rounded on the GPU") && gpu.contains("the GPU buffer stays f32"));
+        assert!(gpu.contains("rounded on the GPU") && gpu.contains("int2 are held packed in their own bits"));
+        assert!(gpu.contains("fp8 and KIVI, whose scales span tokens, are rounded in an f32 buffer"));
         let cpu = heading(m, 33, false);
         assert!(cpu.contains("rounded on the CPU (no WebGPU here)") && cpu.contains("the cache stays f32"));
     }

@@ -1,0 +1,228 @@
+//! Twin of `shaders/kv_pack.wgsl`: tokens' K (or V) vectors quantised into a packed cache, laid out
+//! as [`PackedLayout`] says (codes in `u32` words, then the groups' scales), one vector at a time.
+//! The values a packed vector decodes to are those `cpu::kv_quant` rounds the same vector to: the
+//! same f32 arithmetic, the codes kept instead of multiplied back.
+
+use crate::cpu::kv_quant::round_float;
+use crate::model::kv_packed::{PackedLayout, Packing};
+
+/// Where one launch's vectors come from and go: `x` holds `[heads, tokens, d]`; token `t` of head
+/// `h` goes to row `start + t` of the head's `capacity` rows of the cache (`[heads, capacity, words]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackRows {
+    pub heads: u32,
+    pub tokens: u32,
+    pub capacity: u32,
+    pub start: u32,
+}
+
+impl PackRows {
+    /// Why `x` of `x_len` floats and a cache of `cache_words` words cannot take this launch, if not.
+    pub fn check(&self, layout: &PackedLayout, x_len: u64, cache_words: u64) -> Result<(), String> {
+        let PackRows { heads, tokens, capacity, start } = *self;
+        let vectors = u64::from(heads) * u64::from(tokens);
+        let cache = u64::from(heads) * u64::from(capacity) * u64::from(layout.words());
+        let fits = u64::from(start) + u64::from(tokens) <= u64::from(capacity);
+        if !fits || vectors * u64::from(layout.d) > x_len || cache > cache_words || vectors > u64::from(u32::MAX) {
+            return Err(format!(
+                "kv_pack: {heads} heads x {tokens} tokens of {} values at row {start} of {capacity} do not fit \
+                 {x_len} floats and a cache of {cache_words} words",
+                layout.d
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Every vector of `x` packed into its rows of `packed`.
+pub fn kv_pack(x: &[f32], packed: &mut [u32], rows: PackRows, layout: PackedLayout) -> Result<(), String> {
+    rows.check(&layout, x.len() as u64, packed.len() as u64)?;
+    let (d, words) = (layout.d as usize, layout.words() as usize);
+    for h in 0..rows.heads as usize {
+        for t in 0..rows.tokens as usize {
+            let src = (h * rows.tokens as usize + t) * d;
+            let dst = (h * rows.capacity as usize + rows.start as usize + t) * words;
+            packed[dst..dst + words].copy_from_slice(&pack_vector(&x[src..src + d], &layout));
+        }
+    }
+    Ok(())
+}
+
+/// One vector's words: its scales first (each group's codes are taken against the scale as stored),
+/// then its codes.
+pub fn pack_vector(values: &[f32], layout: &PackedLayout) -> Vec<u32> {
+    let mut words = vec![0u32; layout.words() as usize];
+    let code_words = layout.code_words() as usize;
+    for (g, group) in values.chunks(layout.group().max(1) as usize).enumerate().take(layout.scale_words() as usize) {
+        words[code_words + g] = scale_word(group, layout);
+    }
+    for (c, &v) in values.iter().enumerate() {
+        let (word, shift) = layout.code_at(c as u32);
+        let scale = layout.scale_at(c as u32).map_or(0, |s| words[s as usize]);
+        words[word as usize] |= code(v, scale, layout) << shift;
+    }
+    words
+}
+
+/// A group's scale word: int8's f32 scale (largest magnitude / 127); a grouped scheme's f16 scale
+/// ((max - min) / levels) in the low half and f16 min in the high half.
+fn scale_word(group: &[f32], layout: &PackedLayout) -> u32 {
+    let l = layout.levels() as f32;
+    match layout.packing {
+        Packing::F16 => 0,
+        Packing::Int8 => (group.iter().fold(0.0f32, |m, v| m.max(v.abs())) / l).to_bits(),
+        Packing::Grouped { .. } => {
+            let lo = group.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = group.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            f16_bits(round_f16((hi - lo) / l)) | (f16_bits(round_f16(lo)) << 16)
+        }
+    }
+}
+
+/// `v`'s code, against its group's scale word, in the code's own bits.
+fn code(v: f32, scale_word: u32, layout: &PackedLayout) -> u32 {
+    let l = layout.levels() as f32;
+    match layout.packing {
+        Packing::F16 => f16_bits(round_f16(v)),
+        Packing::Int8 => {
+            let scale = f32::from_bits(scale_word);
+            let q = if scale > 0.0 { (v / scale).round_ties_even().clamp(-l, l) } else { 0.0 };
+            (q as i32 as u32) & 0xff
+        }
+        Packing::Grouped { .. } => {
+            let (scale, min) = (f16_value(scale_word & 0xffff), f16_value(scale_word >> 16));
+            if scale > 0.0 { ((v - min) / scale).round_ties_even().clamp(0.0, l) as u32 } else { 0 }
+        }
+    }
+}
+
+/// A packed vector's values, as the attention kernel dequantises them.
+pub fn unpack_vector(words: &[u32], layout: &PackedLayout) -> Vec<f32> {
+    (0..layout.d)
+        .map(|c| {
+            let (word, shift) = layout.code_at(c);
+            let scale = layout.scale_at(c).map_or(0, |s| words[s as usize]);
+            dequantise(words[word as usize] >> shift, scale, layout)
+        })
+        .collect()
+}
+
+/// One value from its code (in the low bits of `code`, higher bits ignored) and its scale word.
+pub fn dequantise(code: u32, scale_word: u32, layout: &PackedLayout) -> f32 {
+    match layout.packing {
+        Packing::F16 => f16_value(code & 0xffff),
+        Packing::Int8 => f32::from((code & 0xff) as u8 as i8) * f32::from_bits(scale_word),
+        Packing::Grouped { bits, .. } => {
+            let q = code & ((1 << bits) - 1);
+            q as f32 * f16_value(scale_word & 0xffff) + f16_value(scale_word >> 16)
+        }
+    }
+}
+
+fn round_f16(v: f32) -> f32 {
+    round_float(v, 10, -14, 65504.0)
+}
+
+/// The f16 bits of `r`, a value f16 holds exactly (finite, at most 65504 in magnitude), by integer
+/// arithmetic as the shader does it (no conversion instruction whose rounding or subnormals vary).
+pub fn f16_bits(r: f32) -> u32 {
+    let a = r.abs();
+    let sign = if r < 0.0 { 0x8000 } else { 0 };
+    if a < 2f32.powi(-14) {
+        // A subnormal f16: a whole number of 2^-24.
+        return sign | (a * 2f32.powi(24)) as u32;
+    }
+    let bits = a.to_bits();
+    sign | (((bits >> 23) - 112) << 10) | ((bits >> 13) & 0x3ff)
+}
+
+/// The value of f16 bits `h` (the low 16 bits).
+pub fn f16_value(h: u32) -> f32 {
+    let (e, m) = ((h >> 10) & 0x1f, h & 0x3ff);
+    let a = if e == 0 { m as f32 * 2f32.powi(-24) } else { f32::from_bits(((e + 112) << 23) | (m << 13)) };
+    if h & 0x8000 != 0 { -a } else { a }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::kv_quant::round_group;
+    use crate::model::kv_quant::{KvScheme, KvTensor};
+
+    fn layout(scheme: KvScheme, d: u32) -> PackedLayout {
+        PackedLayout::of(scheme, d).unwrap()
+    }
+
+    #[test]
+    fn f16_bits_match_the_half_crate_both_ways() {
+        for &v in &[1.0f32, -1.000_976_6, 0.1, 65504.0, -65504.0, 6.103_515_6e-5, 5.960_464_5e-8, 3.0e-6, 0.0] {
+            let r = round_f16(v);
+            let want = half::f16::from_f32(r).to_bits();
+            assert_eq!(f16_bits(r), u32::from(want), "{v}");
+            assert_eq!(f16_value(u32::from(want)), r, "{v}");
+        }
+    }
+
+    #[test]
+    fn int4_g4_by_hand() {
+        // One group of 4: min 0, max 3 -> scale 3 / 15 = 0.2 (f16 0.19995117), min 0. 1.0 / 0.19995117
+        // = 5.0012 -> code 5; 3.0 -> 15.003 -> 15; 0.5 -> 2.5006 -> 3.
+        let l = layout(KvScheme::IntGroup { bits: 4, group: 4 }, 4);
+        let words = pack_vector(&[0.0, 1.0, 3.0, 0.5], &l);
+        let scale = half::f16::from_f32(0.2);
+        assert_eq!(words, [0x3f50, u32::from(scale.to_bits())]);
+        let step = scale.to_f32();
+        assert_eq!(unpack_vector(&words, &l), [0.0, 5.0 * step, 15.0 * step, 3.0 * step]);
+    }
+
+    #[test]
+    fn int8_by_hand() {
+        // Largest 63.5: scale 0.5. Codes 127, 3 (1.3 / 0.5 = 2.6), -2 (-1.0 / 0.5), 0: bytes 7f 03 fe 00.
+        let l = layout(KvScheme::Int8, 4);
+        let words = pack_vector(&[63.5, 1.3, -1.0, 0.0], &l);
+        assert_eq!(words, [0x00fe_037f, 0.5f32.to_bits()]);
+        assert_eq!(unpack_vector(&words, &l), [63.5, 1.5, -1.0, 0.0]);
+    }
+
+    #[test]
+    fn packed_vectors_decode_to_what_kv_quant_rounds_them_to() {
+        // Values over many binades, a constant group and zeros: every scheme Generate offers, and
+        // groups that do not divide the head.
+        let d = 40u32;
+        let values: Vec<f32> = (0..d)
+            .map(|i| if i >= 32 { 0.25 } else { ((i * 37 % 23) as f32 - 11.0) * 2f32.powi(i as i32 % 9 - 6) })
+            .collect();
+        for scheme in [
+            KvScheme::Fp16,
+            KvScheme::Int8,
+            KvScheme::IntGroup { bits: 4, group: 32 },
+            KvScheme::IntGroup { bits: 2, group: 16 },
+            KvScheme::IntGroup { bits: 4, group: 12 },
+        ] {
+            let pass = scheme.pass(KvTensor::K, 1).unwrap();
+            let want: Vec<f32> =
+                values.chunks(pass.boxed[2].min(d) as usize).flat_map(|g| round_group(g, pass.rounding)).collect();
+            let l = layout(scheme, d);
+            let words = pack_vector(&values, &l);
+            assert_eq!(words.len() as u32, l.words());
+            assert_eq!(unpack_vector(&words, &l), want, "{}", scheme.name());
+        }
+    }
+
+    #[test]
+    fn tokens_go_to_their_rows_and_bad_sizes_are_refused() {
+        // 2 heads x 2 tokens of 4 values (fp16: 2 words a vector), into rows 1 and 2 of 3.
+        let l = layout(KvScheme::Fp16, 4);
+        let x: Vec<f32> = (0..16).map(|i| i as f32).collect();
+        let rows = PackRows { heads: 2, tokens: 2, capacity: 3, start: 1 };
+        let mut packed = vec![7u32; 12];
+        kv_pack(&x, &mut packed, rows, l).unwrap();
+        // Head 0 row 0 is untouched; row 1 holds token 0 [0, 1, 2, 3]; head 1 row 2 holds [12..16).
+        assert_eq!(&packed[..2], [7, 7]);
+        assert_eq!(unpack_vector(&packed[2..4], &l), [0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(unpack_vector(&packed[10..12], &l), [12.0, 13.0, 14.0, 15.0]);
+        assert!(kv_pack(&x, &mut packed, PackRows { start: 2, ..rows }, l).unwrap_err().contains("do not fit"));
+        assert!(kv_pack(&x[..15], &mut packed, rows, l).is_err());
+        assert!(kv_pack(&x, &mut packed[..11], rows, l).is_err());
+    }
+}

@@ -1,0 +1,84 @@
+//! The packed quantised decode's rows of the benchmark: one decode step (one query per head) over
+//! the paged rows' 4,096 cached tokens of a Llama 3 8B layer ([`decode_step`]), the cache packed in
+//! each scheme Generate offers (`kv_pack`) and read by `packed_attention`, which dequantises as it
+//! reads. Timed as the other rows ([`bench`]), flops counted as the attention rows count them (4 d per
+//! attended pair: the dequantising is not counted), beside the f32 cache's row of the paged rows.
+
+use crate::attention::AttentionShape;
+use crate::cpu::kv_pack::PackRows;
+use crate::gpu::bench::{self, Repetitions};
+use crate::gpu::bench_lm::OpResult;
+use crate::gpu::bench_paged::decode_step;
+use crate::gpu::launch::Dispatch;
+use crate::gpu::packed_attention::{PackedBuffers, PackedLaunch};
+use crate::gpu::{GpuContext, GpuError, Kernels};
+use crate::model::Mask;
+use crate::model::kv_packed::PackedLayout;
+use crate::model::kv_quant::KvScheme;
+
+/// The schemes timed: Generate's quantised caches.
+pub const PACKED_SCHEMES: [KvScheme; 4] = [
+    KvScheme::Fp16,
+    KvScheme::Int8,
+    KvScheme::IntGroup { bits: 4, group: 32 },
+    KvScheme::IntGroup { bits: 2, group: 32 },
+];
+
+/// One row per scheme: the step's attention over the packed cache (packing it is not timed).
+pub async fn run_packed_decode(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    fma_gflops: f64,
+    reps: Repetitions,
+    now_ms: fn() -> f64,
+) -> Result<Vec<OpResult>, GpuError> {
+    let (shape, [q, k, v]) = decode_step(ctx)?;
+    let AttentionShape { h_q, h_kv, d, n_kv: n, .. } = shape;
+    let o = ctx.storage_output("o", u64::from(h_q * d) * 4)?;
+    let (mask, scale) = (Mask::Causal, 1.0 / (d as f32).sqrt());
+    let flops = 4 * u64::from(d) * u64::from(h_q) * u64::from(n);
+    let rows = PackRows { heads: h_kv, tokens: n, capacity: n, start: 0 };
+    let mut out = Vec::new();
+    for scheme in PACKED_SCHEMES {
+        let layout = PackedLayout::of(scheme, d).ok_or_else(|| GpuError::InvalidInput(scheme.name()))?;
+        let bytes = u64::from(h_kv) * u64::from(n) * u64::from(layout.words()) * 4;
+        let (pk, pv) = (ctx.storage_output("packed K", bytes)?, ctx.storage_output("packed V", bytes)?);
+        let pack_k = kernels.kv_pack.prepare(ctx, &k, &pk, rows, layout)?;
+        let pack_v = kernels.kv_pack.prepare(ctx, &v, &pv, rows, layout)?;
+        Dispatch::submit_all(ctx, &[&pack_k, &pack_v]);
+        let launch = PackedLaunch { shape, kv_stride: n, layout, mask, scale };
+        let step = kernels.packed.prepare(ctx, &PackedBuffers { q: &q, k: &pk, v: &pv, o: &o }, launch)?;
+        let samples = bench::timed_samples(ctx, &[&step], reps, now_ms).await?;
+        let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
+        let kib = 2 * bytes / 1024;
+        out.push(OpResult {
+            name: format!("decode packed {}", scheme.name()),
+            shape: format!("1 query x {n} cached, {h_q}/{h_kv}, {kib} KiB K+V"),
+            launches: 1,
+            ms_median: st.median_ms,
+            ms_min: st.min_ms,
+            gflops: bench::gflops(flops, st.median_ms),
+            fma_gflops,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::bench_paged::{PAGED_HEADS, PAGED_TOKENS};
+
+    #[test]
+    fn the_packed_caches_of_the_rows_by_hand() {
+        // 8 KV heads x 4,096 tokens x (K, V) of d = 128: f32 is 32 MiB; int4-g32 is 128 x 4 bits + 4
+        // groups x 32 bits = 20 words = 80 B a vector against 512 B: 5 MiB.
+        let (_, h_kv, d) = PAGED_HEADS;
+        let cache =
+            |s| u64::from(h_kv) * u64::from(PAGED_TOKENS) * PackedLayout::of(s, d).unwrap().bytes_per_token_per_head();
+        let f32_bytes = u64::from(h_kv) * u64::from(PAGED_TOKENS) * 2 * u64::from(d) * 4;
+        assert_eq!(f32_bytes, 32 << 20);
+        assert_eq!(cache(KvScheme::IntGroup { bits: 4, group: 32 }), 5 << 20);
+        assert_eq!(cache(KvScheme::Fp16), 16 << 20);
+    }
+}

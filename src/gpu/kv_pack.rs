@@ -1,0 +1,114 @@
+//! Owner of `shaders/kv_pack.wgsl`: tokens' K (or V) vectors quantised into a packed KV cache
+//! ([`PackedLayout`]: codes in `u32` words, then scales), where they stay in the scheme's own bits
+//! until `packed_attention` reads and dequantises them.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::cpu::kv_pack::PackRows;
+use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
+use crate::gpu::launch::{Binding, Dispatch};
+use crate::gpu::{GpuContext, GpuError};
+use crate::model::kv_packed::PackedLayout;
+
+/// Keep in sync with `Params` in `shaders/kv_pack.wgsl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct KvPackParams {
+    pub heads: u32,
+    pub tokens: u32,
+    pub d: u32,
+    pub capacity: u32,
+    pub start: u32,
+    /// 0: fp16; 1: int8 with an f32 scale; 2: grouped, f16 scale and min.
+    pub kind: u32,
+    pub bits: u32,
+    pub scale_group: u32,
+    pub levels: u32,
+    pub code_words: u32,
+    pub scale_words: u32,
+    pub words: u32,
+}
+
+/// Invocations (vectors) per workgroup (the shader's `WG`).
+const WORKGROUP: u32 = 64;
+
+pub struct KvPack {
+    launcher: Launcher<Self>,
+}
+
+impl Kernel for KvPack {
+    const NAME: &'static str = "kv_pack";
+    const SOURCE: &'static str = include_str!("../../shaders/kv_pack.wgsl");
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadOnly, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin = CpuTwin::Named;
+    type Params = KvPackParams;
+
+    /// One invocation per vector.
+    fn workgroups(p: &KvPackParams) -> Option<u64> {
+        Some((u64::from(p.heads) * u64::from(p.tokens)).div_ceil(u64::from(WORKGROUP)))
+    }
+}
+
+impl KvPack {
+    pub fn new(ctx: &GpuContext) -> Self {
+        Self { launcher: Launcher::new(ctx) }
+    }
+
+    /// Prepares the packing of `x` (`[heads, tokens, d]` f32) into `packed` (`[heads, capacity, words]`
+    /// u32) at `rows`, after checking that both hold what the launch covers.
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        x: &wgpu::Buffer,
+        packed: &wgpu::Buffer,
+        rows: PackRows,
+        layout: PackedLayout,
+    ) -> Result<Dispatch, GpuError> {
+        let params = params(rows, layout, [x.size() / 4, packed.size() / 4])?;
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        self.launcher.dispatch(ctx, pipeline, &params, &[x, packed])
+    }
+}
+
+/// The launch's params, after checking `rows` against `x`'s floats and the cache's words.
+pub fn params(rows: PackRows, layout: PackedLayout, [floats, words]: [u64; 2]) -> Result<KvPackParams, GpuError> {
+    rows.check(&layout, floats, words).map_err(GpuError::InvalidInput)?;
+    let PackRows { heads, tokens, capacity, start } = rows;
+    Ok(KvPackParams {
+        heads,
+        tokens,
+        d: layout.d,
+        capacity,
+        start,
+        kind: layout.shader_kind(),
+        bits: layout.bits(),
+        scale_group: layout.group(),
+        levels: layout.levels(),
+        code_words: layout.code_words(),
+        scale_words: layout.scale_words(),
+        words: layout.words(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kv_quant::KvScheme;
+
+    #[test]
+    fn params_are_48_bytes() {
+        assert_eq!(size_of::<KvPackParams>(), 48);
+    }
+
+    #[test]
+    fn params_of_int4_g32_and_a_cache_one_word_short() {
+        // 2 heads x 3 tokens of 32 values at rows 5..8 of 8: int4-g32 is 4 code words + 1 scale word.
+        let layout = PackedLayout::of(KvScheme::IntGroup { bits: 4, group: 32 }, 32).unwrap();
+        let rows = PackRows { heads: 2, tokens: 3, capacity: 8, start: 5 };
+        let p = params(rows, layout, [192, 80]).unwrap();
+        assert_eq!((p.kind, p.bits, p.scale_group, p.levels, p.code_words, p.words), (2, 4, 32, 15, 4, 5));
+        // The cache is 2 x 8 x 5 = 80 words: 79 is one short; 3 tokens from row 6 pass its 8 rows.
+        assert!(params(rows, layout, [192, 79]).is_err());
+        assert!(params(PackRows { start: 6, ..rows }, layout, [192, 80]).is_err());
+    }
+}

@@ -1,0 +1,212 @@
+//! A quantised KV cache as it is really stored: each token's K (or V) vector of one KV head packed
+//! into `u32` words, its codes first, then the scales its groups need, so a decode cache of the
+//! scheme holds exactly the bytes [`KvScheme::bytes_per_token`] counts (the memory view's figure).
+//! `shaders/kv_pack.wgsl` writes this layout and `shaders/packed_attention.wgsl` reads it,
+//! dequantising as it goes; their twins (`cpu::kv_pack`, `cpu::packed_attention`) follow it too.
+//!
+//! One vector of `d` values, in words:
+//!
+//! ```text
+//! fp16          d/2 words: value c in bits 16 (c % 2) .. of word c / 2 (f16 bits)
+//! int8          d/4 words of codes (-127..=127, two's complement bytes, lowest byte first),
+//!               then 1 word: the f32 scale (largest magnitude / 127)
+//! int4 / int2   d*bits/32 words of codes (0..=2^bits - 1, lowest bits first), then one word per
+//!   in groups   group of G channels: its f16 scale in the low half and its f16 min in the high half
+//!   of G        (llama.cpp's q4_1: value = code * scale + min)
+//! ```
+//!
+//! Codes never straddle a word (bits divide 32). Where `d * bits` is not a multiple of 32 the last
+//! code word is padded, and [`PackedLayout::bytes_per_token_per_head`] counts the padding: it equals
+//! the scheme's figure whenever `d * bits` is a multiple of 32 (every head width of 16 or more that is a
+//! multiple of 16: all the presets, the trained model's 32).
+
+use super::kv_quant::KvScheme;
+
+/// How one vector's values are coded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Packing {
+    /// f16, two a word, no scale.
+    F16,
+    /// Symmetric int8 with one f32 scale a vector.
+    Int8,
+    /// Asymmetric `bits`-bit codes (4 or 2) with an f16 scale and min per group of `group` channels.
+    Grouped { bits: u32, group: u32 },
+}
+
+/// Where one token's vector of one KV head keeps its codes and scales, for head width `d`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PackedLayout {
+    pub packing: Packing,
+    pub d: u32,
+}
+
+impl PackedLayout {
+    /// The packed form of `scheme` at head width `d`: fp16, int8 and the grouped int4 / int2 (whose
+    /// scales lie within a token, so a token is packed once, as it joins); `None` for the f32 cache
+    /// and the schemes whose scales span tokens (fp8's per-tensor or per-head scale, KIVI), and for
+    /// `d = 0`.
+    pub fn of(scheme: KvScheme, d: u32) -> Option<PackedLayout> {
+        let packing = match scheme {
+            KvScheme::Fp16 => Packing::F16,
+            KvScheme::Int8 => Packing::Int8,
+            KvScheme::IntGroup { bits: bits @ (2 | 4), group } => {
+                Packing::Grouped { bits: u32::from(bits), group: group.clamp(1, d.max(1)) }
+            }
+            _ => return None,
+        };
+        (d > 0).then_some(PackedLayout { packing, d })
+    }
+
+    /// The kernels' code for the packing (`KIND_*` in `shaders/kv_pack.wgsl` and
+    /// `shaders/packed_attention.wgsl`): 0 fp16, 1 int8, 2 grouped.
+    pub fn shader_kind(&self) -> u32 {
+        match self.packing {
+            Packing::F16 => 0,
+            Packing::Int8 => 1,
+            Packing::Grouped { .. } => 2,
+        }
+    }
+
+    /// Bits of one code.
+    pub fn bits(&self) -> u32 {
+        match self.packing {
+            Packing::F16 => 16,
+            Packing::Int8 => 8,
+            Packing::Grouped { bits, .. } => bits,
+        }
+    }
+
+    /// Channels that share one scale word (the whole vector for int8; fp16 has none).
+    pub fn group(&self) -> u32 {
+        match self.packing {
+            Packing::F16 | Packing::Int8 => self.d,
+            Packing::Grouped { group, .. } => group,
+        }
+    }
+
+    /// The largest code: 127 (int8, symmetric), 2^bits - 1 (grouped); 0 for fp16, which has none.
+    pub fn levels(&self) -> u32 {
+        match self.packing {
+            Packing::F16 => 0,
+            Packing::Int8 => 127,
+            Packing::Grouped { bits, .. } => (1 << bits) - 1,
+        }
+    }
+
+    /// Words of codes.
+    pub fn code_words(&self) -> u32 {
+        (self.d * self.bits()).div_ceil(32)
+    }
+
+    /// Words of scales after the codes.
+    pub fn scale_words(&self) -> u32 {
+        match self.packing {
+            Packing::F16 => 0,
+            Packing::Int8 => 1,
+            Packing::Grouped { group, .. } => self.d.div_ceil(group),
+        }
+    }
+
+    /// Words of one vector: codes and scales.
+    pub fn words(&self) -> u32 {
+        self.code_words() + self.scale_words()
+    }
+
+    /// Bytes one token takes in one KV head: its K and its V vector.
+    pub fn bytes_per_token_per_head(&self) -> u64 {
+        2 * u64::from(self.words()) * 4
+    }
+
+    /// The word holding channel `c`'s code, and the bit its code starts at.
+    pub fn code_at(&self, c: u32) -> (u32, u32) {
+        let bit = c * self.bits();
+        (bit / 32, bit % 32)
+    }
+
+    /// The word holding channel `c`'s scale (`None` for fp16), counted from the vector's first word.
+    pub fn scale_at(&self, c: u32) -> Option<u32> {
+        (self.packing != Packing::F16).then(|| self.code_words() + c / self.group())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trained_model_s_vectors_by_hand() {
+        // d = 32. fp16: 32 x 16 bits = 16 words. int8: 8 words of codes + 1 scale = 9 words = 36 B.
+        // int4-g32: 32 x 4 bits = 4 words + 1 group's scale/min word = 5 words = 20 B. int2-g32: 2 + 1.
+        let words = |s| PackedLayout::of(s, 32).map(|l| l.words());
+        assert_eq!(words(KvScheme::Fp16), Some(16));
+        assert_eq!(words(KvScheme::Int8), Some(9));
+        assert_eq!(words(KvScheme::IntGroup { bits: 4, group: 32 }), Some(5));
+        assert_eq!(words(KvScheme::IntGroup { bits: 2, group: 32 }), Some(3));
+        // int4-g8: 4 words of codes + 4 groups = 8 words.
+        assert_eq!(words(KvScheme::IntGroup { bits: 4, group: 8 }), Some(8));
+        // K and V of one head: int4-g32 is 2 x 20 = 40 B a token; the model's 4 layers x 2 KV heads
+        // make it 8 x 40 = 320 B, the memory view's figure (kv_quant's hand test).
+        let int4 = PackedLayout::of(KvScheme::IntGroup { bits: 4, group: 32 }, 32).unwrap();
+        assert_eq!(int4.bytes_per_token_per_head(), 40);
+        assert_eq!(8 * int4.bytes_per_token_per_head(), 320);
+    }
+
+    #[test]
+    fn the_packed_bytes_are_the_scheme_s_bytes_per_token() {
+        // Every scheme Generate offers, every group size, at widths whose codes fill whole words.
+        for d in [16, 32, 64, 128, 256] {
+            for group in crate::model::kv_quant::GROUPS {
+                for scheme in [
+                    KvScheme::Fp16,
+                    KvScheme::Int8,
+                    KvScheme::IntGroup { bits: 4, group },
+                    KvScheme::IntGroup { bits: 2, group },
+                ] {
+                    let layout = PackedLayout::of(scheme, d).unwrap();
+                    let (layers, h_kv) = (4, 2);
+                    let packed = u64::from(layers * h_kv) * layout.bytes_per_token_per_head();
+                    assert_eq!(packed, scheme.bytes_per_token(layers, h_kv, d), "{} at d = {d}", scheme.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_width_off_the_word_grid_pads_its_last_code_word() {
+        // d = 24, int2-g32: 48 bits of codes take 2 words (16 bits padding) + 1 scale word = 12 B a
+        // vector, 24 B a token; the scheme counts 2 x (48 + 32) bits = 20 B.
+        let layout = PackedLayout::of(KvScheme::IntGroup { bits: 2, group: 32 }, 24).unwrap();
+        assert_eq!((layout.code_words(), layout.scale_words(), layout.group()), (2, 1, 24));
+        assert_eq!(layout.bytes_per_token_per_head(), 24);
+        assert_eq!(KvScheme::IntGroup { bits: 2, group: 32 }.bytes_per_token(1, 1, 24), 20);
+    }
+
+    #[test]
+    fn codes_and_scales_are_where_the_shaders_look() {
+        // int4-g16, d = 32: channel 9 is the second code of word 1 (bits 4..8); its scale word is
+        // 4 (codes) + 9 / 16 = 4; channel 31 is bits 28..32 of word 3, scale word 5.
+        let layout = PackedLayout::of(KvScheme::IntGroup { bits: 4, group: 16 }, 32).unwrap();
+        assert_eq!((layout.code_at(9), layout.scale_at(9)), ((1, 4), Some(4)));
+        assert_eq!((layout.code_at(31), layout.scale_at(31)), ((3, 28), Some(5)));
+        // fp16: channel 3 is the high half of word 1, no scale; int8: channel 5 is byte 1 of word 1,
+        // its scale the word after the 8 code words.
+        let f16 = PackedLayout::of(KvScheme::Fp16, 32).unwrap();
+        assert_eq!((f16.code_at(3), f16.scale_at(3)), ((1, 16), None));
+        let int8 = PackedLayout::of(KvScheme::Int8, 32).unwrap();
+        assert_eq!((int8.code_at(5), int8.scale_at(5), int8.levels()), ((1, 8), Some(8), 127));
+    }
+
+    #[test]
+    fn schemes_whose_scales_span_tokens_have_no_packed_form() {
+        let schemes = KvScheme::compared(32, 16);
+        let packed: Vec<String> =
+            schemes.iter().filter(|s| PackedLayout::of(**s, 32).is_some()).map(|s| s.name()).collect();
+        assert_eq!(packed, ["fp16", "int8", "int4-g32", "int2-g32"]);
+        for s in schemes {
+            assert_eq!(PackedLayout::of(s, 32).is_some(), s.rounds_each_token_alone() && s != KvScheme::Fp32);
+        }
+        assert_eq!(PackedLayout::of(KvScheme::Fp16, 0), None);
+        // A group wider than the head is one group a vector.
+        assert_eq!(PackedLayout::of(KvScheme::IntGroup { bits: 2, group: 128 }, 32).unwrap().group(), 32);
+    }
+}
