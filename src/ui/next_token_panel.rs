@@ -193,8 +193,15 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
         }
     }
     let each_ms = (settings.count > 1).then(|| (browser::now_ms() - decode_started) / f64::from(settings.count - 1));
-    let run =
-        GenerationRun { count: settings.count, on_gpu: generator.on_gpu(), scheme, packed_bytes_per_token: generator.packed_bytes_per_token(), prompt_len, first_ms, each_ms };
+    let run = GenerationRun {
+        count: settings.count,
+        on_gpu: generator.on_gpu(),
+        scheme,
+        packed_bytes_per_token: generator.packed_bytes_per_token(),
+        prompt_len,
+        first_ms,
+        each_ms,
+    };
     generation_summary(&run)
 }
 
