@@ -338,6 +338,8 @@ fn schedule_flags(f: &mut Flags, steps: usize, context: usize, model: ModelConfi
         copy_curriculum_steps: 0,
         copy_windows: 0.0,
         copy_segments: Segments::default(),
+        copy_context: None,
+        copy_until_induction: None,
         max_secs: Some(f.get("max-secs", 0.0f64)?).filter(|&s| s > 0.0),
         model: ModelConfig { max_position_embeddings: context, ..model },
     })
@@ -356,11 +358,16 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     cfg.copy_curriculum_steps = f.get("copy-curriculum", 0)?;
     cfg.copy_windows = f.get("copy-windows", 0.0)?;
     cfg.copy_segments = Segments { min_len: f.get("copy-min-len", 32)?, max_len: f.get("copy-max-len", 63)? };
+    cfg.copy_context = Some(f.get("copy-context", 0)?).filter(|&c| c > 0);
+    cfg.copy_until_induction = Some(f.get("copy-until-induction", 0.0)?).filter(|&x| x > 0.0);
     let profile_steps: usize = f.get("profile", 0)?;
     f.done()?;
     let seg = cfg.copy_segments;
     if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) || seg.min_len == 0 || seg.min_len > seg.max_len {
         return Err("--heads must be a multiple of --kv-heads, and 0 < --copy-min-len <= --copy-max-len".into());
+    }
+    if cfg.copy_context.is_some_and(|c| c < 2 || c > cfg.context_tokens) {
+        return Err("--copy-context must be 2 to --context tokens".into());
     }
     let tok_path = Path::new(DATA).join("tokenizer.json");
     let tok = bpe::load(&tok_path)?;

@@ -50,6 +50,16 @@ pub struct TrainConfig {
     /// Lengths of the copy windows' segments.
     #[serde(default)]
     pub copy_segments: Segments,
+    /// Tokens in each window of the curriculum (`None`: the full context). Shorter windows leave a
+    /// query fewer keys to spread its attention over at the start, which is what the plateau before
+    /// an induction head is thought to scale with (quadratically in the context, in 2-layer theory).
+    #[serde(default)]
+    pub copy_context: Option<usize>,
+    /// Ends the curriculum early, at the first evaluation (every `eval_every` steps) at which some
+    /// head's induction score on the control's repeated sequences reaches this: text then follows
+    /// a circuit that exists, instead of a guessed number of steps.
+    #[serde(default)]
+    pub copy_until_induction: Option<f64>,
     /// Stop early (and still export) after this many seconds: a guard for pilot runs.
     pub max_secs: Option<f64>,
     pub model: ModelConfig,
@@ -76,6 +86,8 @@ pub struct Summary {
     pub tokens_per_sec: f64,
     pub final_train_loss: f64,
     pub final_heldout_loss: Option<f64>,
+    /// Steps of the copy curriculum done (fewer than asked when `copy_until_induction` ended it).
+    pub curriculum_steps: usize,
 }
 
 pub struct Trainer {
@@ -85,6 +97,8 @@ pub struct Trainer {
     no_decay: AdamW,
     rng: Rng,
     device: Device,
+    /// Steps of copy windows only: `copy_curriculum_steps`, or fewer once `copy_until_induction` is met.
+    curriculum_steps: usize,
 }
 
 impl Trainer {
@@ -96,18 +110,21 @@ impl Trainer {
         let no_decay = AdamW::new(vectors, params(0.0))?;
         // The batch stream has its own seed, derived from the run's, so initialisation and data order are independent.
         let rng = Rng::new(cfg.seed ^ 0x5EED_BA7C_0000_0001);
-        Ok(Self { cfg, weights, decay, no_decay, rng, device })
+        let curriculum_steps = cfg.copy_curriculum_steps;
+        Ok(Self { cfg, weights, decay, no_decay, rng, device, curriculum_steps })
     }
 
     /// The batch of `step`: random windows of `tokens` (or copy windows, see `copy_curriculum_steps`
-    /// and `copy_windows`), inputs and next-token targets, (batch, context) each.
+    /// and `copy_windows`), inputs and next-token targets, (batch, context) each; the curriculum's
+    /// windows have `copy_context` tokens when that is set.
     pub fn sample(&mut self, step: usize, tokens: &[u32]) -> Result<(Tensor, Tensor)> {
-        let t = self.cfg.context_tokens;
+        let curriculum = step < self.curriculum_steps;
+        let t =
+            if curriculum { self.cfg.copy_context.unwrap_or(self.cfg.context_tokens) } else { self.cfg.context_tokens };
         let (mut x, mut y) = (Vec::with_capacity(self.cfg.batch * t), Vec::with_capacity(self.cfg.batch * t));
         for _ in 0..self.cfg.batch {
             // Drawn only when asked for, so runs without copy windows replay earlier runs exactly.
-            let copy = step < self.cfg.copy_curriculum_steps
-                || (self.cfg.copy_windows > 0.0 && self.rng.uniform() < self.cfg.copy_windows);
+            let copy = curriculum || (self.cfg.copy_windows > 0.0 && self.rng.uniform() < self.cfg.copy_windows);
             if copy {
                 let w = repeated_window(t, self.cfg.copy_segments, self.cfg.model.vocab_size, &mut self.rng);
                 x.extend_from_slice(&w[..t]);
@@ -164,7 +181,6 @@ impl Trainer {
             copy_csv = Some(f);
         }
         let start = Instant::now();
-        let tokens_per_step = self.cfg.batch * self.cfg.context_tokens;
         let (mut window_loss, mut window_steps) = (0.0, 0usize);
         let mut summary = Summary {
             steps_done: 0,
@@ -173,9 +189,11 @@ impl Trainer {
             tokens_per_sec: 0.0,
             final_train_loss: f64::NAN,
             final_heldout_loss: None,
+            curriculum_steps: 0,
         };
         for step in 0..self.cfg.steps {
             let (x, y) = self.sample(step, train).map_err(io)?;
+            summary.tokens_seen += x.elem_count();
             let loss = self.step(step, &x, &y).map_err(io)?;
             window_loss += loss;
             window_steps += 1;
@@ -185,7 +203,7 @@ impl Trainer {
             if (step + 1).is_multiple_of(self.cfg.eval_every) || last {
                 let heldout = self.evaluate(heldout).map_err(io)?;
                 let train_loss = window_loss / window_steps as f64;
-                let tokens = (step + 1) * tokens_per_step;
+                let tokens = summary.tokens_seen;
                 writeln!(
                     csv,
                     "{},{},{:.6e},{:.4},{:.4},{:.1}",
@@ -208,6 +226,11 @@ impl Trainer {
                     writeln!(f, "{},{}", step + 1, probe.csv_columns())?;
                     f.flush()?;
                     println!("             {}", probe.describe());
+                    let met = self.cfg.copy_until_induction.is_some_and(|x| probe.best_induction().0 >= x);
+                    if met && step + 1 < self.curriculum_steps {
+                        println!("             induction reached: text from step {} on", step + 2);
+                        self.curriculum_steps = step + 1;
+                    }
                 }
                 summary.final_train_loss = train_loss;
                 summary.final_heldout_loss = Some(heldout);
@@ -218,7 +241,7 @@ impl Trainer {
                 break;
             }
         }
-        summary.tokens_seen = summary.steps_done * tokens_per_step;
+        summary.curriculum_steps = self.curriculum_steps.min(summary.steps_done);
         summary.wall_secs = start.elapsed().as_secs_f64();
         summary.tokens_per_sec = summary.tokens_seen as f64 / summary.wall_secs;
         Ok(summary)
@@ -335,6 +358,8 @@ mod tests {
             copy_curriculum_steps: 0,
             copy_windows: 0.0,
             copy_segments: Segments::default(),
+            copy_context: None,
+            copy_until_induction: None,
             max_secs: None,
             model: ModelConfig {
                 vocab_size: 32,
@@ -432,6 +457,49 @@ mod tests {
         }
         let mixed = copy_rows(&mut trainer, 3);
         assert!((16..=48).contains(&mixed), "about half of 64 after the curriculum: {mixed}");
+    }
+
+    #[test]
+    fn curriculum_windows_have_the_copy_context_and_later_windows_the_full_one() {
+        let mut cfg = config();
+        (cfg.copy_curriculum_steps, cfg.copy_context, cfg.copy_windows) = (2, Some(9), 0.5);
+        cfg.copy_segments = Segments { min_len: 2, max_len: 4 };
+        let mut trainer = Trainer::new(cfg, Device::Cpu).unwrap();
+        let tokens: Vec<u32> = (0..500u32).map(|i| 1 + i % 31).collect();
+        for step in 0..2 {
+            let (x, y) = trainer.sample(step, &tokens).unwrap();
+            assert_eq!((x.dims(), y.dims()), (&[4usize, 9][..], &[4usize, 9][..]), "step {step}");
+            let x = x.to_vec2::<u32>().unwrap();
+            assert!(x.iter().all(|r| r[0] == 0 && (2..=4).any(|n| r[1..1 + n] == r[1 + n..1 + 2 * n])), "{x:?}");
+        }
+        assert_eq!(trainer.sample(2, &tokens).unwrap().0.dims(), [4, 16], "after the curriculum");
+    }
+
+    /// A run of 6 steps evaluated every 2, with a curriculum of 9-token windows asked for all 6.
+    fn curriculum_run(until: Option<f64>) -> Summary {
+        let mut cfg = config();
+        cfg.model.vocab_size = 64;
+        (cfg.steps, cfg.eval_every, cfg.copy_curriculum_steps, cfg.copy_context) = (6, 2, 6, Some(9));
+        (cfg.copy_segments, cfg.copy_until_induction) = (Segments { min_len: 2, max_len: 4 }, until);
+        let dir = std::env::temp_dir().join(format!("attention-lab-train-until-{}-{until:?}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tokens: Vec<u32> = (0..500u32).map(|i| 1 + i % 63).collect();
+        let summary = Trainer::new(cfg, Device::Cpu).unwrap().run(&tokens, &tokens, &dir).unwrap();
+        let copy_rows = std::fs::read_to_string(dir.join("copy.csv")).unwrap().lines().count();
+        assert_eq!(copy_rows, 1 + 3, "a header and a probe at steps 2, 4 and 6");
+        std::fs::remove_dir_all(&dir).unwrap();
+        summary
+    }
+
+    #[test]
+    fn the_curriculum_ends_at_the_first_evaluation_that_reaches_the_induction_score_asked_for() {
+        // Every score reaches 0: text from step 3 on. 4 windows a step: 2 steps of 9 tokens, 4 of 16.
+        let met = curriculum_run(Some(0.0));
+        assert_eq!((met.curriculum_steps, met.tokens_seen), (2, 4 * (2 * 9 + 4 * 16)));
+        // No attention probability exceeds 1: the whole run is curriculum.
+        for unmet in [curriculum_run(Some(1.1)), curriculum_run(None)] {
+            assert_eq!((unmet.curriculum_steps, unmet.tokens_seen), (6, 4 * 6 * 9));
+        }
     }
 
     #[test]
