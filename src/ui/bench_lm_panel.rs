@@ -5,9 +5,8 @@
 use std::rc::Rc;
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
-use super::bench_ops::{OpTable, fma_peak};
+use super::bench_ops::{OpPanel, fma_peak};
 use super::browser;
 use super::trained_compute;
 use crate::engine::Engine;
@@ -23,51 +22,30 @@ const FORWARD_TOKENS: u32 = 256;
 
 #[component]
 pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> impl IntoView {
-    let rows = RwSignal::new(Vec::<OpResult>::new());
-    let status = RwSignal::new(String::new());
-    let running = RwSignal::new(false);
-    let run = move |_| {
-        if running.get_untracked() {
-            return;
-        }
-        running.set(true);
-        rows.set(Vec::new());
+    let explain = format!(
+        "The matrix multiply at each projection shape of Attention Lab tiny ({} rows), and its whole forward pass \
+        over {FORWARD_TOKENS} tokens with every head's probabilities, each after a warm-up that compiles its pipelines. \
+        Times are per launch: a shape under {} MFLOP is launched several times in each timed submission, as the forward pass \
+        records all its launches in one. Fetches the model's files ({} bytes) the first time.",
+        bench_lm::MATMUL_ROWS,
+        bench_lm::MIN_SUBMISSION_FLOPS / 1_000_000,
+        format_thousands(TRAINED_FILES.iter().map(|(_, b)| u128::from(*b)).sum())
+    );
+    let time = move |rows, status| {
         let engine = engine.clone();
-        spawn_local(async move {
-            if let Err(e) = time_model(&engine, fma_gflops, rows, status).await {
-                status.try_set(format!("Stopped: {e}"));
-            }
-            running.try_set(false);
-        });
+        async move { time_model(&engine, fma_gflops, rows, status).await }
     };
-    view! {
-        <section class="panel bench-lm" data-testid="bench-lm">
-            <h3>"The trained model's kernels"</h3>
-            <p class="explain">
-                {format!("The matrix multiply at each projection shape of Attention Lab tiny ({} rows), and its whole forward pass \
-                over {FORWARD_TOKENS} tokens with every head's probabilities, each after a warm-up that compiles its pipelines. \
-                Times are per launch: a shape under {} MFLOP is launched several times in each timed submission, as the forward pass \
-                records all its launches in one. Fetches the model's files ({} bytes) the first time.", bench_lm::MATMUL_ROWS, bench_lm::MIN_SUBMISSION_FLOPS / 1_000_000, format_thousands(TRAINED_FILES.iter().map(|(_, b)| u128::from(*b)).sum()))}
-            </p>
-            <div class="bench-actions">
-                <button type="button" class="copy" data-testid="bench-lm-run" disabled=move || running.get() on:click=run>
-                    "Time the trained model"
-                </button>
-                <span class="status" data-testid="bench-lm-progress">{move || status.get()}</span>
-            </div>
-            <OpTable rows row_testid="bench-lm-row"/>
-        </section>
-    }
+    view! { <OpPanel id="bench-lm" title="The trained model's kernels" explain button="Time the trained model" time/> }
 }
 
 /// Measures the peak (once per page), then each matmul shape and the forward pass, adding each row
-/// as it finishes.
+/// as it finishes; what to say after them.
 async fn time_model(
     engine: &Rc<Engine>,
     fma_gflops: RwSignal<Option<f64>>,
     rows: RwSignal<Vec<OpResult>>,
     status: RwSignal<String>,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let Some((ctx, kernels)) = engine.gpu() else { return Err("no WebGPU".into()) };
     let peak = fma_peak(ctx, kernels, fma_gflops, status).await?;
     for (i, shape) in MATMUL_SHAPES.into_iter().enumerate() {
@@ -84,6 +62,5 @@ async fn time_model(
         .await
         .map_err(|e| e.to_string())?;
     rows.try_update(|r| r.push(row));
-    status.try_set(format!("Done: {} rows.", MATMUL_SHAPES.len() + 1));
-    Ok(())
+    Ok(format!("Done: {} rows.", MATMUL_SHAPES.len() + 1))
 }

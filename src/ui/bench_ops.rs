@@ -1,7 +1,11 @@
 //! What the benchmark view's panels of named operations share (the trained model's kernels, the paged
-//! decode): the adapter's FMA peak, measured once per page, and the table of timed operations.
+//! decode): the adapter's FMA peak, measured once per page, the panel with its start button and
+//! progress, and the table of timed operations.
+
+use std::future::Future;
 
 use leptos::prelude::*;
+use leptos::task::spawn_local;
 
 use super::browser;
 use crate::gpu::bench;
@@ -24,15 +28,60 @@ pub async fn fma_peak(
     Ok(peak)
 }
 
+/// A panel of timed operations: a title, what it times, a start button, its progress and the table.
+/// `id` names the panel's class and test ids: `{id}`, `{id}-run`, `{id}-progress` and `{id}-row`.
+/// `time` fills the rows as they finish and returns what to say when it is done.
+#[component]
+pub fn OpPanel<F, Fut>(
+    id: &'static str,
+    title: &'static str,
+    explain: String,
+    button: &'static str,
+    time: F,
+) -> impl IntoView
+where
+    F: Fn(RwSignal<Vec<OpResult>>, RwSignal<String>) -> Fut + 'static,
+    Fut: Future<Output = Result<String, String>> + 'static,
+{
+    let rows = RwSignal::new(Vec::<OpResult>::new());
+    let status = RwSignal::new(String::new());
+    let running = RwSignal::new(false);
+    let run = move |_| {
+        if running.get_untracked() {
+            return;
+        }
+        running.set(true);
+        rows.set(Vec::new());
+        let job = time(rows, status);
+        spawn_local(async move {
+            status.try_set(job.await.unwrap_or_else(|e| format!("Stopped: {e}")));
+            running.try_set(false);
+        });
+    };
+    view! {
+        <section class=format!("panel {id}") data-testid=id>
+            <h3>{title}</h3>
+            <p class="explain">{explain}</p>
+            <div class="bench-actions">
+                <button type="button" class="copy" data-testid=format!("{id}-run") disabled=move || running.get() on:click=run>
+                    {button}
+                </button>
+                <span class="status" data-testid=format!("{id}-progress")>{move || status.get()}</span>
+            </div>
+            <OpTable rows row_testid=format!("{id}-row")/>
+        </section>
+    }
+}
+
 /// One row per timed operation, each with `data-` values a script reads (`row_testid` names them).
 #[component]
-pub fn OpTable(rows: RwSignal<Vec<OpResult>>, row_testid: &'static str) -> impl IntoView {
+pub fn OpTable(rows: RwSignal<Vec<OpResult>>, row_testid: String) -> impl IntoView {
     view! {
         <table class="bench-table">
             <thead><tr><th>"op"</th><th>"shape"</th><th>"launches"</th><th>"median ms"</th><th>"min ms"</th><th>"GFLOP/s"</th><th>"of FMA peak"</th></tr></thead>
             <tbody>
                 {move || rows.get().into_iter().map(|r| view! {
-                    <tr data-testid=row_testid data-op=r.name.clone() data-shape=r.shape.clone() data-launches=r.launches data-ms=r.ms_median data-gflops=r.gflops>
+                    <tr data-testid=row_testid.clone() data-op=r.name.clone() data-shape=r.shape.clone() data-launches=r.launches data-ms=r.ms_median data-gflops=r.gflops>
                         <td>{r.name.clone()}</td>
                         <td>{r.shape.clone()}</td>
                         <td>{r.launches}</td>

@@ -6,9 +6,8 @@
 use std::rc::Rc;
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
-use super::bench_ops::{OpTable, fma_peak};
+use super::bench_ops::{OpPanel, fma_peak};
 use super::browser;
 use crate::engine::Engine;
 use crate::gpu::bench::Repetitions;
@@ -22,41 +21,18 @@ const REPS: Repetitions = Repetitions { max: 5, budget_ms: 2000.0, max_run_ms: N
 
 #[component]
 pub fn BenchPagedPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> impl IntoView {
-    let rows = RwSignal::new(Vec::<OpResult>::new());
-    let status = RwSignal::new(String::new());
-    let running = RwSignal::new(false);
-    let run = move |_| {
-        if running.get_untracked() {
-            return;
-        }
-        running.set(true);
-        rows.set(Vec::new());
-        let engine = engine.clone();
-        spawn_local(async move {
-            let said = time_paged(&engine, fma_gflops, rows, status).await.unwrap_or_else(|e| format!("Stopped: {e}"));
-            status.try_set(said);
-            running.try_set(false);
-        });
-    };
     let (h_q, h_kv, d) = PAGED_HEADS;
-    view! {
-        <section class="panel bench-paged" data-testid="bench-paged">
-            <h3>"Paged KV: one decode step"</h3>
-            <p class="explain">
-                {format!("One query per head over {PAGED_TOKENS} cached tokens of a Llama 3 8B layer ({h_q} query heads, \
-                {h_kv} KV heads, d = {d}; seeded synthetic values): K and V read from one contiguous cache, by the launch the \
-                app's decode makes and by the tiled loop the paged kernel shares, then through a page table of \
-                {PAGE_TOKENS}-token pages scattered over the pool, as the KV view's decode demo reads them.")}
-            </p>
-            <div class="bench-actions">
-                <button type="button" class="copy" data-testid="bench-paged-run" disabled=move || running.get() on:click=run>
-                    "Time paged decode"
-                </button>
-                <span class="status" data-testid="bench-paged-progress">{move || status.get()}</span>
-            </div>
-            <OpTable rows row_testid="bench-paged-row"/>
-        </section>
-    }
+    let explain = format!(
+        "One query per head over {PAGED_TOKENS} cached tokens of a Llama 3 8B layer ({h_q} query heads, \
+        {h_kv} KV heads, d = {d}; seeded synthetic values): K and V read from one contiguous cache, by the launch the \
+        app's decode makes and by the tiled loop the paged kernel shares, then through a page table of \
+        {PAGE_TOKENS}-token pages scattered over the pool, as the KV view's decode demo reads them."
+    );
+    let time = move |rows, status| {
+        let engine = engine.clone();
+        async move { time_paged(&engine, fma_gflops, rows, status).await }
+    };
+    view! { <OpPanel id="bench-paged" title="Paged KV: one decode step" explain button="Time paged decode" time/> }
 }
 
 /// Measures the peak (once per page), then the three rows; what to say after them.
