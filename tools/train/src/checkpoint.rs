@@ -44,6 +44,7 @@ pub fn model_config(v: &Value) -> Result<ModelConfig, Error> {
         rope_theta: x("rope_theta")?,
         rms_norm_eps: x("rms_norm_eps")?,
         max_position_embeddings: n("max_position_embeddings")?,
+        mla: None,
     };
     if crate::export::layer_types(&cfg) != types {
         return Err("config.json: layer_types is not a repeating sliding...full pattern".into());

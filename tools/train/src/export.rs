@@ -44,6 +44,12 @@ pub fn hf_config(cfg: &ModelConfig, end_of_text: u32) -> Value {
 
 /// Writes `model.safetensors` (float16) and `config.json` into `dir`.
 pub fn save(dir: &Path, cfg: &ModelConfig, weights: &Weights, end_of_text: u32) -> Result<()> {
+    if cfg.mla.is_some() {
+        // The checkpoint is Qwen2's layout, which has no latent attention.
+        return Err(candle_core::Error::Msg(
+            "an MLA model has no Qwen2 checkpoint; only GQA layouts are exported".into(),
+        ));
+    }
     let mut tensors = HashMap::new();
     for (name, var) in &weights.vars {
         tensors.insert(name.clone(), var.as_tensor().to_dtype(DType::F16)?);
@@ -75,6 +81,7 @@ mod tests {
             rope_theta: 10000.0,
             rms_norm_eps: 1e-6,
             max_position_embeddings: 32,
+            mla: None,
         };
         let weights = Weights::init(&cfg, 3, &Device::Cpu).unwrap();
         let dir = std::env::temp_dir().join(format!("attention-lab-train-export-{}", std::process::id()));

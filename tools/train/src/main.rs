@@ -60,6 +60,7 @@ fn main() {
         Some("tokenizer") => Flags::parse(&args[1..]).and_then(|f| tokenizer_cmd(&f)),
         Some("train") => Flags::parse(&args[1..]).and_then(|f| train_cmd(&f)),
         Some("control") => Flags::parse(&args[1..]).and_then(|f| control_cmd(&f)),
+        Some("variants") => Flags::parse(&args[1..]).and_then(|f| variants_cmd(&f)),
         Some("reference") => Flags::parse(&args[1..]).and_then(|f| reference_cmd(&f)),
         Some("evaluate") => Flags::parse(&args[1..]).and_then(|f| evaluate_cmd(&f)),
         Some("fixtures") => Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| fixtures_cmd()),
@@ -68,7 +69,7 @@ fn main() {
             Flags::parse(&args[1..]).and_then(|f| f.done()).and_then(|()| real_tokenizer_reference_cmd())
         }
         _ => Err(
-            "usage: attention-lab-train <corpus|tokenizer|train|control|reference|evaluate|tokenizer-reference|real-tokenizer-reference|fixtures> [--flag value ...] \
+            "usage: attention-lab-train <corpus|tokenizer|train|control|variants|reference|evaluate|tokenizer-reference|real-tokenizer-reference|fixtures> [--flag value ...] \
              (see README.md)"
                 .into(),
         ),
@@ -299,6 +300,7 @@ const DEFAULT_LAYOUT: ModelConfig = ModelConfig {
     rope_theta: 10000.0,
     rms_norm_eps: 1e-6,
     max_position_embeddings: 0,
+    mla: None,
 };
 
 /// --hidden, --layers, --heads, --kv-heads, --head-dim, --ff, --window, --global-every, --rope-theta.
@@ -417,6 +419,37 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     });
     std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;
     println!("{summary:?}");
+    Ok(())
+}
+
+/// variants [--flags]: MHA, GQA, MQA and MLA over `--seeds` seeds (1..=N) with one recipe
+/// (`variants.rs`); the model flags' defaults are the shipped layout's; --rank and --rope-dim shape MLA.
+fn variants_cmd(flags: &Flags) -> Result<(), Error> {
+    use attention_lab_train::{mla::Mla, variants};
+    let mut f = Flags(flags.0.clone());
+    let out: PathBuf = f.get("out", PathBuf::from("runs/variants"))?;
+    let shipped = ModelConfig { hidden_size: 192, intermediate_size: 512, ..DEFAULT_LAYOUT };
+    let mut model = model_flags(&mut f, shipped)?;
+    let mla = Mla { kv_rank: f.get("rank", 112)?, rope_dim: f.get("rope-dim", 16)? };
+    let seeds: u64 = f.get("seeds", 2)?;
+    let context = f.get("context", 128)?;
+    let tok_path = Path::new(DATA).join("tokenizer.json");
+    let tok = bpe::load(&tok_path)?;
+    model.vocab_size = tok.get_vocab_size(true);
+    let mut recipe = schedule_flags(&mut f, 600, context, model)?;
+    recipe.eval_windows = f.get("eval-windows", 64)?;
+    f.done()?;
+    if !recipe.model.query_heads.is_multiple_of(recipe.model.kv_heads) || mla.rope_dim % 2 == 1 || seeds == 0 {
+        return Err("--heads must be a multiple of --kv-heads, --rope-dim even, --seeds at least 1".into());
+    }
+    let corpus = Path::new(DATA).join("corpus");
+    let train = token_stream(&tok, &documents(&corpus.join("train.txt"))?)?;
+    let heldout = token_stream(&tok, &documents(&corpus.join("heldout.txt"))?)?;
+    std::fs::create_dir_all(&out)?;
+    let all = variants::variants(&recipe.model, mla);
+    let seeds: Vec<u64> = (1..=seeds).collect();
+    let rows = variants::train_all(&all, &seeds, &recipe, (&train, &heldout), &out)?;
+    print!("{}", variants::markdown(&rows));
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use candle_core::{D, Device, Result, Tensor, Var};
 use serde::{Deserialize, Serialize};
 
+use crate::mla::Mla;
 use crate::rng::Rng;
 use crate::softmax::MaskedSoftmax;
 
@@ -35,6 +36,10 @@ pub struct ModelConfig {
     pub rope_theta: f64,
     pub rms_norm_eps: f64,
     pub max_position_embeddings: usize,
+    /// Multi-head latent attention in place of grouped-query attention (`kv_heads` is then unused):
+    /// only the attention variants (`variants.rs`) train it; checkpoints are GQA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<Mla>,
 }
 
 impl ModelConfig {
@@ -45,7 +50,10 @@ impl ModelConfig {
     /// Parameters, embeddings counted once (they are tied to the output head).
     pub fn parameters(&self) -> usize {
         let (d, q, kv) = (self.hidden_size, self.query_heads * self.head_dim, self.kv_heads * self.head_dim);
-        let attention = d * q + q + 2 * (d * kv + kv) + q * d;
+        let attention = match self.mla {
+            Some(mla) => mla.layer_parameters(self),
+            None => d * q + q + 2 * (d * kv + kv) + q * d,
+        };
         // The MLP and the norm before it, when there is an MLP.
         let mlp = if self.has_mlp() { 3 * d * self.intermediate_size + d } else { 0 };
         self.vocab_size * d + self.layers * (attention + mlp + d) + d
@@ -53,6 +61,16 @@ impl ModelConfig {
 
     pub fn has_mlp(&self) -> bool {
         self.intermediate_size > 0
+    }
+
+    /// Values one token caches in one layer: K and V per KV head, or MLA's latent and RoPE key.
+    pub fn cached_values_per_layer(&self) -> usize {
+        self.mla.map_or(2 * self.kv_heads * self.head_dim, |m| m.cached_values())
+    }
+
+    /// Width RoPE rotates: the whole head, or MLA's decoupled RoPE part.
+    fn rope_width(&self) -> usize {
+        self.mla.map_or(self.head_dim, |m| m.rope_dim)
     }
 }
 
@@ -83,13 +101,17 @@ impl Weights {
         for l in 0..cfg.layers {
             let p = format!("model.layers.{l}");
             add(format!("{p}.input_layernorm.weight"), &[d], Init::Const(1.0))?;
-            add(format!("{p}.self_attn.q_proj.weight"), &[q, d], Init::Normal(0.02))?;
-            add(format!("{p}.self_attn.q_proj.bias"), &[q], Init::Const(0.0))?;
-            add(format!("{p}.self_attn.k_proj.weight"), &[kv, d], Init::Normal(0.02))?;
-            add(format!("{p}.self_attn.k_proj.bias"), &[kv], Init::Const(0.0))?;
-            add(format!("{p}.self_attn.v_proj.weight"), &[kv, d], Init::Normal(0.02))?;
-            add(format!("{p}.self_attn.v_proj.bias"), &[kv], Init::Const(0.0))?;
-            add(format!("{p}.self_attn.o_proj.weight"), &[d, q], Init::Normal(residual_std))?;
+            if let Some(mla) = cfg.mla {
+                mla.init_layer(cfg, &p, residual_std, &mut add)?;
+            } else {
+                add(format!("{p}.self_attn.q_proj.weight"), &[q, d], Init::Normal(0.02))?;
+                add(format!("{p}.self_attn.q_proj.bias"), &[q], Init::Const(0.0))?;
+                add(format!("{p}.self_attn.k_proj.weight"), &[kv, d], Init::Normal(0.02))?;
+                add(format!("{p}.self_attn.k_proj.bias"), &[kv], Init::Const(0.0))?;
+                add(format!("{p}.self_attn.v_proj.weight"), &[kv, d], Init::Normal(0.02))?;
+                add(format!("{p}.self_attn.v_proj.bias"), &[kv], Init::Const(0.0))?;
+                add(format!("{p}.self_attn.o_proj.weight"), &[d, q], Init::Normal(residual_std))?;
+            }
             if !cfg.has_mlp() {
                 continue;
             }
@@ -107,7 +129,7 @@ impl Weights {
     }
 }
 
-enum Init {
+pub(crate) enum Init {
     Normal(f64),
     Const(f32),
 }
@@ -129,34 +151,18 @@ pub fn forward(cfg: &ModelConfig, w: &Weights, ids: &Tensor, keep_probs: bool) -
     let device = ids.device();
     let embed = w.get("model.embed_tokens.weight")?;
     let mut x = embed.index_select(&ids.flatten_all()?, 0)?;
-    let (cos, sin) = rope_tables(cfg, t, device)?;
+    let (cos, sin) = rope_tables(cfg.rope_theta, cfg.rope_width(), t, device)?;
     let eps = cfg.rms_norm_eps as f32;
     let mut probs = Vec::new();
     for l in 0..cfg.layers {
         let p = format!("model.layers.{l}");
         let h = candle_nn::ops::rms_norm_slow(&x, w.get(&format!("{p}.input_layernorm.weight"))?, eps)?;
-        let heads = |name: &str, n: usize| -> Result<Tensor> {
-            linear(w, &h, &format!("{p}.self_attn.{name}"), true)?
-                .reshape((b, t, n, cfg.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()
+        let (q, k, v) = match cfg.mla {
+            Some(mla) => mla.qkv(cfg, w, &p, &h, (b, t), (&cos, &sin))?,
+            None => gqa_qkv(cfg, w, &p, &h, (b, t), (&cos, &sin))?,
         };
-        let q = candle_nn::rotary_emb::rope_slow(&heads("q_proj", cfg.query_heads)?, &cos, &sin)?;
-        let k = candle_nn::rotary_emb::rope_slow(&heads("k_proj", cfg.kv_heads)?, &cos, &sin)?;
-        let v = heads("v_proj", cfg.kv_heads)?;
-        // GQA: query head h reads KV head h / (query_heads / kv_heads), as transformers' repeat_kv.
-        let group = cfg.query_heads / cfg.kv_heads;
-        let repeat = |x: Tensor| -> Result<Tensor> {
-            x.unsqueeze(2)?.broadcast_as((b, cfg.kv_heads, group, t, cfg.head_dim))?.reshape((
-                b,
-                cfg.query_heads,
-                t,
-                cfg.head_dim,
-            ))
-        };
-        let (k, v) = (repeat(k)?, repeat(v)?);
-        // The 1/sqrt(head_dim) scale is applied to q, a smaller tensor than the scores.
-        let scores = (q / (cfg.head_dim as f64).sqrt())?.matmul(&k.t()?)?;
+        // The 1/sqrt(width) scale is applied to q, a smaller tensor than the scores.
+        let scores = (&q / (q.dim(3)? as f64).sqrt())?.matmul(&k.t()?)?;
         let window = if cfg.is_global(l) { None } else { Some(cfg.sliding_window) };
         let att = scores.apply_op1(MaskedSoftmax { window })?;
         let o = att.matmul(&v)?.transpose(1, 2)?.reshape((b * t, cfg.query_heads * cfg.head_dim))?;
@@ -177,6 +183,37 @@ pub fn forward(cfg: &ModelConfig, w: &Weights, ids: &Tensor, keep_probs: bool) -
     Ok(Forward { logits, probs })
 }
 
+/// Q, K and V per query head of one grouped-query layer from its normed input `x`: query head h reads
+/// KV head h / (query_heads / kv_heads), as transformers' repeat_kv.
+fn gqa_qkv(
+    cfg: &ModelConfig,
+    w: &Weights,
+    prefix: &str,
+    x: &Tensor,
+    (b, t): (usize, usize),
+    (cos, sin): (&Tensor, &Tensor),
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let heads = |name: &str, n: usize| -> Result<Tensor> {
+        linear(w, x, &format!("{prefix}.self_attn.{name}"), true)?
+            .reshape((b, t, n, cfg.head_dim))?
+            .transpose(1, 2)?
+            .contiguous()
+    };
+    let q = candle_nn::rotary_emb::rope_slow(&heads("q_proj", cfg.query_heads)?, cos, sin)?;
+    let k = candle_nn::rotary_emb::rope_slow(&heads("k_proj", cfg.kv_heads)?, cos, sin)?;
+    let v = heads("v_proj", cfg.kv_heads)?;
+    let group = cfg.query_heads / cfg.kv_heads;
+    let repeat = |x: Tensor| -> Result<Tensor> {
+        x.unsqueeze(2)?.broadcast_as((b, cfg.kv_heads, group, t, cfg.head_dim))?.reshape((
+            b,
+            cfg.query_heads,
+            t,
+            cfg.head_dim,
+        ))
+    };
+    Ok((q, repeat(k)?, repeat(v)?))
+}
+
 /// `x W^T (+ b)` for 2-D `x`, with the weight `{name}.weight` stored (out, in) as in PyTorch.
 fn linear(w: &Weights, x: &Tensor, name: &str, bias: bool) -> Result<Tensor> {
     let y = x.matmul(&w.get(&format!("{name}.weight"))?.t()?)?;
@@ -195,14 +232,14 @@ pub fn loss(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
     picked.mean_all()?.neg()
 }
 
-/// cos and sin of RoPE, (tokens, head_dim / 2): pair i rotates at theta^(-2i / head_dim).
-fn rope_tables(cfg: &ModelConfig, t: usize, device: &Device) -> Result<(Tensor, Tensor)> {
-    let half = cfg.head_dim / 2;
+/// cos and sin of RoPE, (tokens, width / 2): pair i rotates at theta^(-2i / width).
+fn rope_tables(theta: f64, width: usize, t: usize, device: &Device) -> Result<(Tensor, Tensor)> {
+    let half = width / 2;
     let mut cos = Vec::with_capacity(t * half);
     let mut sin = Vec::with_capacity(t * half);
     for pos in 0..t {
         for i in 0..half {
-            let angle = pos as f64 * cfg.rope_theta.powf(-2.0 * i as f64 / cfg.head_dim as f64);
+            let angle = pos as f64 * theta.powf(-2.0 * i as f64 / width as f64);
             cos.push(angle.cos() as f32);
             sin.push(angle.sin() as f32);
         }
@@ -228,6 +265,7 @@ pub(crate) mod tests {
             rope_theta: 10000.0,
             rms_norm_eps: 1e-6,
             max_position_embeddings: 64,
+            mla: None,
         }
     }
 

@@ -64,7 +64,7 @@ pub fn measure(cfg: &ModelConfig, w: &Weights, train: &[u32], heldout: &[u32], e
     })
 }
 
-fn heldout_loss(cfg: &ModelConfig, w: &Weights, tokens: &[u32]) -> Result<f64, Error> {
+pub fn heldout_loss(cfg: &ModelConfig, w: &Weights, tokens: &[u32]) -> Result<f64, Error> {
     let t = cfg.max_position_embeddings;
     let offsets: Vec<usize> = (0..(tokens.len() - 1) / t).map(|i| i * t).collect();
     Ok(crate::train::mean_loss(cfg, w, tokens, &offsets, t, 16)?)

@@ -374,6 +374,7 @@ mod tests {
                 rope_theta: 10000.0,
                 rms_norm_eps: 1e-6,
                 max_position_embeddings: 64,
+                mla: None,
             },
         }
     }
