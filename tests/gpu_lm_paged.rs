@@ -8,31 +8,20 @@
 //!
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
-use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::gpu::Kernels;
 use attention_lab::gpu::lm_forward::{self, LmCache, LmPagedCache, LmWeights};
-use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward;
 use attention_lab::model::paging::PoolUse;
 
 #[expect(dead_code, reason = "the shared helpers' random inputs are not needed here")]
 mod common;
 use common::gpu::{close, device};
+#[path = "common/shipped.rs"]
+mod shipped;
+use shipped::{shipped, token_ids};
 
 const LOGIT_ABS: f32 = 1e-4;
 const SAME_ROWS_ABS: f32 = 1e-5;
-
-fn shipped() -> Checkpoint {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/attention-lab-tiny");
-    let config = std::fs::read_to_string(format!("{dir}/config.json")).expect("the shipped config");
-    let weights = std::fs::read(format!("{dir}/model.safetensors")).expect("the shipped weights");
-    Checkpoint::load(&config, &weights).expect("the shipped checkpoint loads")
-}
-
-fn token_ids(tokens: usize, vocab: u32, seed: u64) -> Vec<u32> {
-    let mut rng = SplitMix64::new(seed);
-    (0..tokens).map(|_| (rng.next_u64() % u64::from(vocab)) as u32).collect()
-}
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
@@ -43,7 +32,7 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 /// The shipped model (4 layers: three sliding with a window of 64, one global; 2 KV heads of 32) in a
 /// pool for 128 tokens: the global layer's 8 pages, each sliding layer's window of 4 pages and the
 /// one it takes before dropping the oldest: 3 x 5 + 8 = 23 pages of 2 x 16 x 32 x 4 B x (K, V) =
-/// 8,192 B, 188,416 B (the contiguous cache: 4 layers x 128 tokens x 2,048 B / 4 = 262,144 B).
+/// 8,192 B, 188,416 B (the contiguous cache: 128 tokens x 2,048 B a token, every layer: 262,144 B).
 #[test]
 fn paged_decoding_gives_the_contiguous_cache_s_logits_and_frees_its_pages_on_restart() {
     let Some(ctx) = device() else { return };
