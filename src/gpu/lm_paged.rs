@@ -160,12 +160,13 @@ fn fresh_books(kind: LayerKind, pages: usize) -> PagedCache {
     books
 }
 
-/// The kind of cache a layer with `mask` keeps (a decoder's layers are causal).
+/// The kind of cache a layer with `mask` keeps (a decoder's layers are causal; a window or chunk of
+/// 0 acts as 1 in the kernels, so the books keep that one token).
 fn layer_kind(mask: Mask) -> LayerKind {
     match mask {
         Mask::Full | Mask::Causal => LayerKind::Global,
-        Mask::Sliding { window_tokens } => LayerKind::Sliding { window_tokens },
-        Mask::Chunked { chunk_tokens } => LayerKind::Chunked { chunk_tokens },
+        Mask::Sliding { window_tokens } => LayerKind::Sliding { window_tokens: window_tokens.max(1) },
+        Mask::Chunked { chunk_tokens } => LayerKind::Chunked { chunk_tokens: chunk_tokens.max(1) },
     }
 }
 
@@ -335,5 +336,6 @@ mod tests {
         write_rows(&mut global, 60, 20).unwrap();
         assert_eq!(check_reads(&global.books, 60, 20), Ok(()));
         assert_eq!(layer_kind(Mask::Sliding { window_tokens: 64 }), kind);
+        assert_eq!(layer_kind(Mask::Sliding { window_tokens: 0 }), LayerKind::Sliding { window_tokens: 1 });
     }
 }
