@@ -62,6 +62,9 @@ use attention_lab::model::kv_quant::{Fp8, KvLayout, KvScheme, KvTensor, ScaleSco
 
 mod common;
 use common::gpu::{close, device, random};
+#[path = "common/shipped.rs"]
+mod shipped;
+use shipped::{shipped, token_ids};
 
 /// The largest `|got - want| / (abs + rel |want|)`: at most 1 passes. Also checks lengths and finiteness.
 fn worst(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) -> f32 {
@@ -385,19 +388,6 @@ fn heads_first(x: &[f32], tokens: usize, heads: usize, d: usize) -> Vec<f32> {
 /// `[heads, tokens, d]` to `[tokens, heads * d]`.
 fn tokens_first(x: &[f32], tokens: usize, heads: usize, d: usize) -> Vec<f32> {
     (0..tokens).flat_map(|t| (0..heads).flat_map(move |h| x[(h * tokens + t) * d..][..d].to_vec())).collect()
-}
-
-fn shipped() -> Checkpoint {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/attention-lab-tiny");
-    let config = std::fs::read_to_string(format!("{dir}/config.json")).expect("the shipped config");
-    let weights = std::fs::read(format!("{dir}/model.safetensors")).expect("the shipped weights");
-    Checkpoint::load(&config, &weights).expect("the shipped checkpoint loads")
-}
-
-/// Token ids spread over the vocabulary, the same for every run.
-fn token_ids(tokens: usize, vocab: u32, seed: u64) -> Vec<u32> {
-    let mut rng = SplitMix64::new(seed);
-    (0..tokens).map(|_| (rng.next_signed_unit().abs() * vocab as f32) as u32 % vocab).collect()
 }
 
 const HIDDEN_ABS: f32 = 2e-4;

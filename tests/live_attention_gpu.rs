@@ -18,6 +18,7 @@ use attention_lab::lm::kv_quality::quality;
 use attention_lab::model::Mask;
 use attention_lab::model::kv_evict::{EvictPolicy, POLICIES};
 use attention_lab::model::kv_quant::KvScheme;
+use attention_lab::model::paging::pages_for;
 use attention_lab::model::presets::preset;
 use attention_lab::views::heatmaps::params::GENERATE_SCHEMES;
 
@@ -212,8 +213,10 @@ fn the_model_s_gradients_and_step_agree_between_the_gpu_and_the_cpu_tier() {
 /// the memory view counts, and its logits after every token are those of the memory view's GPU pass
 /// over the same text with the same scheme within 1e-4 (measured bit for bit: both pack the text
 /// and read it with `packed_attention`, row by row alike), far below what any scheme moves them
-/// (fp16 the least, 3.8e-3: tests/gpu_lm.rs); the f32 cache is not packed. The packed cache against
-/// an f32 cache of the same rounded values is tests/gpu_lm.rs's.
+/// (fp16 the least, 3.8e-3: tests/gpu_lm.rs); the f32 cache is not packed but in pages of one pool,
+/// read through page tables (its logits those of the whole GPU pass within 1e-4), and says how many
+/// pages it uses. The packed cache against an f32 cache of the same rounded values is
+/// tests/gpu_lm.rs's; the paged cache against the contiguous one, tests/gpu_lm_paged.rs's.
 #[test]
 fn generate_decodes_through_a_packed_cache_with_the_memory_view_s_logits() {
     let Some(gpu) = gpu_engine() else { return };
@@ -225,8 +228,13 @@ fn generate_decodes_through_a_packed_cache_with_the_memory_view_s_logits() {
         let (mut decoder, mut logits) = started.expect("a GPU engine").expect("the decoder starts");
         let bytes = decoder.packed_bytes_per_token();
         if scheme == KvScheme::Fp32 {
+            // The f32 cache is in pages of one pool: 3 sliding layers x 5 pages + the global layer's
+            // 8 for the model's 128 tokens, pages of 2 x 16 x 32 x 4 B x (K, V) = 8,192 B.
             assert_eq!(bytes, None);
+            let pool = decoder.pool_use().expect("the f32 cache's pool");
+            assert_eq!((pool.pages, pool.page_bytes, pool.live_pages), (23, 8192, 4 * pages_for(prompt as u64)));
         } else {
+            assert_eq!(decoder.pool_use(), None, "a packed cache is contiguous");
             // The trained model: 4 layers, 2 KV heads of 32 (int4-g32: 320 B; fp32 would be 2048).
             assert_eq!(bytes, Some(scheme.bytes_per_token(4, 2, 32)), "{}", scheme.name());
         }
@@ -238,6 +246,10 @@ fn generate_decodes_through_a_packed_cache_with_the_memory_view_s_logits() {
             if n < end {
                 logits = pollster::block_on(decoder.next(ids[n])).expect("a decode step");
             }
+        }
+        if let Some(pool) = decoder.pool_use() {
+            // Tokens 0..end of every layer on pages_for(end) pages (end <= 64: no window has dropped one).
+            assert_eq!((pool.tokens, pool.live_pages), (end as u64, 4 * pages_for(end as u64)));
         }
         println!(
             "Generate over {} ({bytes:?} B a token): logits max |diff| from the rounded pass {worst:e}",

@@ -2,6 +2,7 @@
 //! pass, timed as the attention cases are ([`bench`]: GPU timestamps where granted, median of
 //! repetitions) and given as a fraction of the measured FMA peak.
 
+use crate::attention::AttentionShape;
 use crate::attention::inputs::SplitMix64;
 use crate::gpu::bench::{self, Repetitions};
 use crate::gpu::launch::Dispatch;
@@ -124,6 +125,62 @@ pub async fn run_lm_forward(
         gflops: bench::gflops(flops, ms_median),
         fma_gflops,
     })
+}
+
+/// The decode rows' names: Generate's f32 cache read contiguously, and in pages through tables.
+pub const LM_DECODE_ROWS: [&str; 2] = ["lm decode contiguous", "lm decode paged"];
+
+/// Times one decode step of the model (the pass that adds one token after `cached` ones) against
+/// the contiguous f32 cache and against the same rows in pages of one pool (Generate's), alternating
+/// the two (A B A B ...) so both run under the same load. The copies of the new K and V rows are
+/// not timed (neither form's). Flops: the matmuls of one token, 4 d per attended (query, key) pair.
+pub async fn run_lm_decode(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    cached: u32,
+    fma_gflops: f64,
+    reps: Repetitions,
+    now_ms: fn() -> f64,
+) -> Result<[OpResult; 2], GpuError> {
+    let g = weights.geometry;
+    let mut rng = SplitMix64::new(0xdec0);
+    let ids: Vec<u32> = (0..=cached).map(|_| (rng.next_u64() % u64::from(g.vocab)) as u32).collect();
+    let (prompt, next) = ids.split_at(cached as usize);
+    let mut contiguous = lm_forward::LmCache::new(ctx, weights, cached + 1)?;
+    let mut paged = lm_forward::LmPagedCache::new(ctx, weights, cached + 1)?;
+    lm_forward::decode(ctx, kernels, weights, &mut contiguous, prompt).await?;
+    lm_forward::decode_paged(ctx, kernels, weights, &mut paged, prompt).await?;
+    let flat = lm_forward::prepare_decode(ctx, kernels, weights, &contiguous, next).await?;
+    let pages = lm_forward::prepare_decode_paged(ctx, kernels, weights, &paged, next).await?;
+    let forms = [flat.dispatches(), pages.dispatches()];
+    let mut samples = [Vec::new(), Vec::new()];
+    for round in 0..2 + reps.max.max(2) {
+        for (dispatches, times) in forms.iter().zip(&mut samples) {
+            let ms = bench::time_once(ctx, dispatches, now_ms).await?;
+            if round >= 2 {
+                times.push(ms);
+            }
+        }
+    }
+    let flops = decode_flops(weights, cached + 1);
+    let shape = format!("1 token after {cached} cached, {} layers", g.layers);
+    let row = |name: &str, times: &[f64]| -> Result<OpResult, GpuError> {
+        let st = bench::stats(times).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
+        let (ms_median, ms_min) = (st.median_ms, st.min_ms);
+        let gflops = bench::gflops(flops, ms_median);
+        Ok(OpResult { name: name.into(), shape: shape.clone(), launches: 1, ms_median, ms_min, gflops, fma_gflops })
+    };
+    Ok([row(LM_DECODE_ROWS[0], &samples[0])?, row(LM_DECODE_ROWS[1], &samples[1])?])
+}
+
+/// Flops of one decoded token over `n_kv` keys (itself included): every matmul of one row, and 4 d
+/// per (query head, key) pair each layer's mask lets it attend.
+fn decode_flops(weights: &LmWeights, n_kv: u32) -> u64 {
+    let g = weights.geometry;
+    let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: 1, n_kv, d: g.head_dim };
+    let pairs: u64 = weights.masks().into_iter().map(|m| shape.attended_pairs(m)).sum();
+    g.flops(&[], 1, 1, false) + 4 * u64::from(g.head_dim) * pairs
 }
 
 /// (median, min) milliseconds of one submission of `dispatches`, after a warm-up.

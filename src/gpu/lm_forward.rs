@@ -10,7 +10,9 @@
 //!             (kv_quant)                         K, V rounded to a quantised cache's values, when asked
 //!             (kv_pack)                          decoding into a packed quantised cache: K, V packed into it
 //!             flash_attention                    O, lse under the layer's mask, GQA (packed_attention
-//!                                                over a packed cache, dequantising as it reads)
+//!                                                over a packed cache, dequantising as it reads;
+//!                                                paged_attention over an f32 cache in pages of one
+//!                                                pool, through the layer's page table: lm_paged.rs)
 //!             (row_softmax)                      every head's probabilities, when asked
 //!             rope merge_heads -> matmul (+=)    x += O Woᵀ
 //!             rms_norm -> matmul (gate|up fused) h = norm(x); gu = h [Wg|Wu]ᵀ
@@ -46,6 +48,9 @@ use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
 #[path = "lm_evict.rs"]
 mod evict;
 pub use evict::run_with_eviction;
+#[path = "lm_paged.rs"]
+mod paged;
+pub use paged::{LmPagedCache, decode_paged, prepare_decode_paged};
 
 /// What a pass returns besides the last position's logits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -217,6 +222,15 @@ struct CacheView {
     /// The rounding an f32 cache's new rows get (`Fp32`: none; a packed cache quantises as it stores).
     rounding: KvScheme,
     packed: Option<PackedLayout>,
+    /// An f32 cache in pages of one pool, read through each layer's page table (`lm_paged.rs`).
+    paged: Option<paged::PagedView>,
+}
+
+impl CacheView {
+    /// Whether this pass's attention reads the cache (a paged prefill reads its own K and V).
+    fn attended(&self) -> bool {
+        !self.paged.as_ref().is_some_and(|p| p.own_rows)
+    }
 }
 
 impl PreparedLm<'_> {
@@ -275,6 +289,11 @@ impl PreparedLm<'_> {
     /// Each KV head's new rows (`[h_kv, tokens, d]` in `k` and `v`) to rows `start..` of the cache's
     /// `[h_kv, capacity, d]`.
     fn copy_into_cache(&self, encoder: &mut wgpu::CommandEncoder, cache: &CacheView, layer: usize) {
+        if let Some(paged) = &cache.paged {
+            let (new, pool) = ([self.buffer("k"), self.buffer("v")], [&cache.k[layer], &cache.v[layer]]);
+            let g = self.geometry;
+            return paged.copy_rows(encoder, new, pool, (g.h_kv, self.tokens, g.head_dim), layer);
+        }
         let row_bytes = u64::from(self.geometry.head_dim) * 4;
         let new_bytes = u64::from(self.tokens) * row_bytes;
         for g in 0..u64::from(self.geometry.h_kv) {
@@ -359,25 +378,38 @@ pub async fn decode(
     cache: &mut LmCache,
     ids: &[u32],
 ) -> Result<Vec<f32>, GpuError> {
-    let fits =
-        u32::try_from(ids.len()).ok().and_then(|t| cache.len.checked_add(t)).filter(|&end| end <= cache.capacity);
-    let Some(end) = fits else {
-        return Err(GpuError::LimitExceeded(format!(
-            "{} more tokens after {} do not fit a KV cache of {}",
-            ids.len(),
-            cache.len,
-            cache.capacity
-        )));
-    };
-    let (k, v) = (cache.k.clone(), cache.v.clone());
-    let rounding = if cache.packed.is_some() { KvScheme::Fp32 } else { cache.scheme };
-    let view = CacheView { k, v, capacity: cache.capacity, start: cache.len, rounding, packed: cache.packed };
-    let request = LmRequest { last_logits: Some(1), ..Default::default() };
-    let prepared = prepare_pass(ctx, kernels, weights, ids, request, Passing::Cached(view)).await?;
+    let end = room_for(cache.len, cache.capacity, ids.len())?;
+    let prepared = prepare_decode(ctx, kernels, weights, cache, ids).await?;
     prepared.submit(ctx);
     let out = prepared.read(ctx).await?;
     cache.len = end;
     Ok(out.logits)
+}
+
+/// Prepares the pass [`decode`] runs for `ids` against `cache`, adding nothing to it (the benchmark
+/// times it).
+pub async fn prepare_decode<'a>(
+    ctx: &'a GpuContext,
+    kernels: &Kernels,
+    weights: &LmWeights,
+    cache: &LmCache,
+    ids: &[u32],
+) -> Result<PreparedLm<'a>, GpuError> {
+    room_for(cache.len, cache.capacity, ids.len())?;
+    let (k, v) = (cache.k.clone(), cache.v.clone());
+    let rounding = if cache.packed.is_some() { KvScheme::Fp32 } else { cache.scheme };
+    let view =
+        CacheView { k, v, capacity: cache.capacity, start: cache.len, rounding, packed: cache.packed, paged: None };
+    let request = LmRequest { last_logits: Some(1), ..Default::default() };
+    prepare_pass(ctx, kernels, weights, ids, request, Passing::Cached(view)).await
+}
+
+/// The length of a cache of `len` tokens (of `capacity`) after `tokens` more, or why they do not fit.
+fn room_for(len: u32, capacity: u32, tokens: usize) -> Result<u32, GpuError> {
+    let fits = u32::try_from(tokens).ok().and_then(|t| len.checked_add(t)).filter(|&end| end <= capacity);
+    fits.ok_or_else(|| {
+        GpuError::LimitExceeded(format!("{tokens} more tokens after {len} do not fit a KV cache of {capacity}"))
+    })
 }
 
 /// Checks the request, makes the pass's buffers and prepares every launch.
@@ -501,6 +533,7 @@ fn packed_view(ctx: &GpuContext, g: LmGeometry, tokens: u32, layout: PackedLayou
         start: 0,
         rounding: KvScheme::Fp32,
         packed: Some(layout),
+        paged: None,
     })
 }
 
@@ -635,8 +668,8 @@ impl Recorder<'_, '_> {
         let t = pass.tokens;
         let heads = Heads { tokens: t, h_q: g.h_q, h_kv: g.h_kv, d: g.head_dim };
         let (keys, values, n_kv, kv_stride) = match &pass.cache {
-            Some(c) => (&c.k[l], &c.v[l], c.start + t, c.capacity),
-            None => (b("k"), b("v"), t, t),
+            Some(c) if c.attended() => (&c.k[l], &c.v[l], c.start + t, c.capacity),
+            _ => (b("k"), b("v"), t, t),
         };
         let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: t, n_kv, d: g.head_dim };
         let scale = self.weights.style.attn_scale;
@@ -648,6 +681,9 @@ impl Recorder<'_, '_> {
             let packed = PackedBuffers { q: b("q"), k: keys, v: values, o: b("o") };
             let launch = PackedLaunch { shape, kv_stride: *capacity, layout: *layout, mask: layer.mask, scale };
             out.push(k.packed.prepare(ctx, &packed, launch)?);
+        } else if let Some(CacheView { paged: Some(paged), .. }) = pass.cache.as_ref().filter(|c| c.attended()) {
+            let buffers = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
+            out.push(paged.attention(ctx, k, &buffers, (l, shape, layer.mask, scale))?);
         } else {
             let flash = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
             out.push(k.flash.prepare(ctx, &flash, FlashLaunch { shape, kv_stride, mask: layer.mask, scale })?);

@@ -1,5 +1,6 @@
 //! Generation's source of logits, chosen here once rather than in the panel that shows it: on the
-//! GPU one token a pass against a KV cache prefilled with the prompt ([`GpuDecoder`]), or, without
+//! GPU one token a pass against a KV cache prefilled with the prompt ([`GpuDecoder`]: f32 in pages
+//! of one pool, or packed in a quantised scheme's bits), or, without
 //! WebGPU, a whole CPU pass over the sequence for each token (no cache to keep, so the K/V scheme is
 //! applied by rounding every token's K and V in that pass).
 
@@ -7,6 +8,7 @@ use std::rc::Rc;
 
 use crate::engine::Engine;
 use crate::model::kv_quant::KvScheme;
+use crate::model::paging::PoolUse;
 
 use super::{GpuDecoder, LoadedLm};
 
@@ -43,6 +45,14 @@ impl Generator {
     /// Whether the logits come from the GPU's cached decoding.
     pub fn on_gpu(&self) -> bool {
         matches!(self, Generator::Gpu(_))
+    }
+
+    /// The GPU's f32 cache's pool of pages as it is now (`None` for a packed cache and CPU passes).
+    pub fn pool_use(&self) -> Option<PoolUse> {
+        match self {
+            Generator::Gpu(decoder) => decoder.pool_use(),
+            Generator::Cpu(_) => None,
+        }
     }
 
     /// Bytes a token takes in the GPU's cache where it is packed in the scheme's bits; `None` for the

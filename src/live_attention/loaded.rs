@@ -11,12 +11,13 @@ use crate::engine::{Engine, Job};
 use crate::event_loop::{breathe, now_ms, resumed};
 use crate::gpu::GpuContext;
 use crate::gpu::kernels::Kernels;
-use crate::gpu::lm_forward::{self, LmCache, LmRequest, LmWeights};
+use crate::gpu::lm_forward::{self, LmCache, LmPagedCache, LmRequest, LmWeights};
 use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::{CpuPass, max_tokens, max_tokens_of};
 use crate::model::Model;
 use crate::model::kv_quant::KvScheme;
+use crate::model::paging::PoolUse;
 
 /// A model with real weights, loaded: the trained model, or a checkpoint the user dropped.
 pub struct LoadedLm {
@@ -134,10 +135,11 @@ impl LoadedLm {
         })
     }
 
-    /// Generation on the GPU: a KV cache for the model's length stored as `scheme` (f32, or packed in
-    /// the scheme's own bits for one that quantises each token alone, as it joins, and read by the
-    /// attention kernel, which dequantises as it reads), prefilled with `ids`, and the logits after
-    /// them. `None` without WebGPU.
+    /// Generation on the GPU: a KV cache for the model's length stored as `scheme` (f32 in pages of
+    /// one pool, read through each layer's page table; or packed in the scheme's own bits for one
+    /// that quantises each token alone, as it joins, and read by the attention kernel, which
+    /// dequantises as it reads), prefilled with `ids`, and the logits after them. `None` without
+    /// WebGPU.
     pub async fn gpu_decoder(
         &self,
         engine: Rc<Engine>,
@@ -147,10 +149,13 @@ impl LoadedLm {
         let (ctx, kernels) = engine.gpu()?;
         let start = async {
             let weights = self.gpu_weights(&engine)?;
-            let cache = LmCache::stored_as(ctx, &weights, self.max_tokens as u32, scheme);
-            let mut cache = cache.map_err(|e| e.to_string())?;
-            let logits =
-                lm_forward::decode(ctx, kernels, &weights, &mut cache, ids).await.map_err(|e| e.to_string())?;
+            let capacity = self.max_tokens as u32;
+            let mut cache = match scheme {
+                KvScheme::Fp32 => LmPagedCache::new(ctx, &weights, capacity).map(DecodeCache::Paged),
+                _ => LmCache::stored_as(ctx, &weights, capacity, scheme).map(DecodeCache::Contiguous),
+            }
+            .map_err(|e| e.to_string())?;
+            let logits = cache.decode((ctx, kernels), &weights, ids).await?;
             resumed();
             Ok((cache, weights, logits))
         };
@@ -218,21 +223,52 @@ impl Job for WholePass<'_> {
 pub struct GpuDecoder {
     engine: Rc<Engine>,
     weights: Rc<LmWeights>,
-    cache: LmCache,
+    cache: DecodeCache,
+}
+
+/// Generate's KV cache: f32 in pages of one pool, or a quantised scheme's packed contiguous rows.
+enum DecodeCache {
+    Paged(LmPagedCache),
+    Contiguous(LmCache),
+}
+
+impl DecodeCache {
+    async fn decode(
+        &mut self,
+        (ctx, kernels): (&GpuContext, &Kernels),
+        weights: &LmWeights,
+        ids: &[u32],
+    ) -> Result<Vec<f32>, String> {
+        let logits = match self {
+            DecodeCache::Paged(cache) => lm_forward::decode_paged(ctx, kernels, weights, cache, ids).await,
+            DecodeCache::Contiguous(cache) => lm_forward::decode(ctx, kernels, weights, cache, ids).await,
+        };
+        logits.map_err(|e| e.to_string())
+    }
 }
 
 impl GpuDecoder {
     /// Bytes a token takes in the cache, every layer's K and V, where it is packed in its scheme's
     /// bits (its buffers' size over their tokens); `None` for the f32 cache.
     pub fn packed_bytes_per_token(&self) -> Option<u64> {
-        self.cache.is_packed().then(|| self.cache.bytes_per_token())
+        match &self.cache {
+            DecodeCache::Contiguous(cache) => cache.is_packed().then(|| cache.bytes_per_token()),
+            DecodeCache::Paged(_) => None,
+        }
+    }
+
+    /// The pages of the f32 cache's pool, those in use now and their bytes; `None` for a packed cache.
+    pub fn pool_use(&self) -> Option<PoolUse> {
+        match &self.cache {
+            DecodeCache::Paged(cache) => Some(cache.usage()),
+            DecodeCache::Contiguous(_) => None,
+        }
     }
 
     /// Adds token `id` to the cache and returns the logits after it.
     pub async fn next(&mut self, id: u32) -> Result<Vec<f32>, String> {
-        let Some((ctx, kernels)) = self.engine.gpu() else { return Err("the GPU is gone".into()) };
-        let logits =
-            lm_forward::decode(ctx, kernels, &self.weights, &mut self.cache, &[id]).await.map_err(|e| e.to_string());
+        let Some(gpu) = self.engine.gpu() else { return Err("the GPU is gone".into()) };
+        let logits = self.cache.decode(gpu, &self.weights, &[id]).await;
         resumed();
         logits
     }

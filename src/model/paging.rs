@@ -34,6 +34,44 @@ pub fn most_live_pages(kind: LayerKind) -> Option<u64> {
     }
 }
 
+/// The pages a bounded pool must give one request of `kind` so that appending `tokens` tokens one at
+/// a time is never refused: the books take a page for a token before they drop the pages its window
+/// left behind, so a sliding layer holds its window's `pages_for(W)` pages and the new one at that
+/// moment (one more than [`most_live_pages`], which counts after the drop, where `W` is one past a
+/// whole number of pages). A global layer grows to `pages_for(tokens)`; a chunked one is given as
+/// many (an upper bound: no request takes more pages than it has pages of tokens).
+pub fn pages_to_hold(kind: LayerKind, tokens: u64) -> u64 {
+    match kind {
+        LayerKind::Sliding { window_tokens } => pages_for(tokens).min(pages_for(window_tokens).saturating_add(1)),
+        _ => pages_for(tokens),
+    }
+}
+
+/// What a paged cache's pool holds now: its pages, those some table refers to, and the bytes of one
+/// page (K and V of every KV head for [`PAGE_TOKENS`] tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUse {
+    pub pages: u64,
+    pub live_pages: u64,
+    pub page_bytes: u64,
+    /// Pages handed out again after a window dropped them.
+    pub recycled_pages: u64,
+    /// Tokens the cache holds (its text so far).
+    pub tokens: u64,
+}
+
+impl PoolUse {
+    /// Bytes of the whole pool, allocated when it was made.
+    pub fn bytes(&self) -> u64 {
+        self.pages.saturating_mul(self.page_bytes)
+    }
+
+    /// Bytes of the pages in use.
+    pub fn live_bytes(&self) -> u64 {
+        self.live_pages.saturating_mul(self.page_bytes)
+    }
+}
+
 /// One physical page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Page {
@@ -355,6 +393,38 @@ mod tests {
             }
             assert_eq!(Some(most), most_live_pages(kind), "window {window_tokens}");
         }
+    }
+
+    #[test]
+    fn a_pool_of_pages_to_hold_never_refuses_and_is_the_books_own_peak() {
+        // The trained model at 128 tokens: global 8 pages; window 64: 4 pages and the next one.
+        assert_eq!(pages_to_hold(LayerKind::Global, 128), 8);
+        assert_eq!(pages_to_hold(LayerKind::Sliding { window_tokens: 64 }, 128), 5);
+        assert_eq!(pages_to_hold(LayerKind::Sliding { window_tokens: 64 }, 60), 4);
+        // W = 17: tokens 15..32 on pages 0 and 1 when token 32 takes page 2, before page 0 is dropped.
+        assert_eq!(pages_to_hold(LayerKind::Sliding { window_tokens: 17 }, 100), 3);
+        assert_eq!(most_live_pages(LayerKind::Sliding { window_tokens: 17 }), Some(2));
+        for kind in (1..=70).map(|w| LayerKind::Sliding { window_tokens: w }).chain([LayerKind::Global]) {
+            for tokens in [1u64, 15, 16, 17, 40, 64, 65, 80, 81, 130] {
+                let mut c = PagedCache::with_capacity(kind, pages_to_hold(kind, tokens) as usize);
+                let a = c.add_sequence();
+                for _ in 0..tokens {
+                    assert!(c.write(a).is_ok(), "{kind:?}, {tokens} tokens");
+                }
+                assert_eq!(c.pages.len() as u64, pages_to_hold(kind, tokens), "{kind:?}, {tokens} tokens");
+            }
+        }
+        let chunked = LayerKind::Chunked { chunk_tokens: 24 };
+        let mut c = PagedCache::with_capacity(chunked, pages_to_hold(chunked, 100) as usize);
+        let a = c.add_sequence();
+        assert!((0..100).all(|_| c.write(a).is_ok()));
+    }
+
+    #[test]
+    fn pool_use_counts_whole_pages() {
+        // The trained model's page: 2 KV heads x 16 tokens x 32 dims x 4 B x (K, V) = 8,192 B.
+        let used = PoolUse { pages: 23, live_pages: 22, page_bytes: 8192, recycled_pages: 6, tokens: 100 };
+        assert_eq!((used.bytes(), used.live_bytes()), (188_416, 180_224));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The benchmark view's rows for the trained model: the matrix multiply at each of its projection
-//! shapes and its whole forward pass over 256 tokens, timed on this GPU (pipelines compiled in a
-//! warm-up first) as fractions of the adapter's FMA peak. Its files are fetched when it is started.
+//! shapes, its whole forward pass over 256 tokens, and one decode step against the contiguous f32
+//! cache and against Generate's pages, timed on this GPU (pipelines compiled in a warm-up first) as
+//! fractions of the adapter's FMA peak. Its files are fetched when it is started.
 
 use std::rc::Rc;
 
@@ -26,7 +27,9 @@ pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> im
         "The matrix multiply at each projection shape of Attention Lab tiny ({} rows), and its whole forward pass \
         over {FORWARD_TOKENS} tokens with every head's probabilities, each after a warm-up that compiles its pipelines. \
         Times are per launch: a shape under {} MFLOP is launched several times in each timed submission, as the forward pass \
-        records all its launches in one. Fetches the model's files ({} bytes) the first time.",
+        records all its launches in one. Then one decode step after the longest text the model reads, against the contiguous f32 \
+        KV cache and against Generate's cache in pages of one pool read through page tables, the two alternating (the new \
+        rows' copies not timed). Fetches the model's files ({} bytes) the first time.",
         bench_lm::MATMUL_ROWS,
         bench_lm::MIN_SUBMISSION_FLOPS / 1_000_000,
         format_thousands(TRAINED_FILES.iter().map(|(_, b)| u128::from(*b)).sum())
@@ -62,5 +65,11 @@ async fn time_model(
         .await
         .map_err(|e| e.to_string())?;
     rows.try_update(|r| r.push(row));
-    Ok(format!("Done: {} rows.", MATMUL_SHAPES.len() + 1))
+    let cached = u32::try_from(lm.max_tokens).unwrap_or(u32::MAX).saturating_sub(1).max(1);
+    status.try_set(format!("A decode step after {cached} tokens, contiguous and paged…"));
+    let decode = bench_lm::run_lm_decode(ctx, kernels, &weights, cached, peak, REPS, browser::now_ms)
+        .await
+        .map_err(|e| e.to_string())?;
+    rows.try_update(|r| r.extend(decode));
+    Ok(format!("Done: {} rows.", MATMUL_SHAPES.len() + 3))
 }

@@ -198,6 +198,7 @@ async fn generate_tokens(state: RwSignal<AppState>, lm: &LoadedLm, engine: Rc<En
         on_gpu: generator.on_gpu(),
         scheme,
         packed_bytes_per_token: generator.packed_bytes_per_token(),
+        pool: generator.pool_use(),
         prompt_len,
         first_ms,
         each_ms,

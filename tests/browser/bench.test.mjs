@@ -58,10 +58,10 @@ describe("bench view", () => {
     await app.close();
   });
 
-  test("the trained model's rows: each matmul shape and the forward pass over 256 tokens", async () => {
+  test("the trained model's rows: each matmul shape, the forward pass over 256 tokens, decode contiguous and paged", async () => {
     const app = await AppPage.open(session, "?view=bench");
     await app.page.getByTestId("bench-lm-run").click();
-    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-lm-row"]').length === 6, null, { timeout: 240_000 });
+    await app.page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-lm-row"]').length === 8, null, { timeout: 240_000 });
     const rows = await app.page.$$eval('[data-testid="bench-lm-row"]', (els) => els.map((el) => ({
       op: el.dataset.op, shape: el.dataset.shape, launches: Number(el.dataset.launches), ms: Number(el.dataset.ms),
       gflops: Number(el.dataset.gflops),
@@ -73,11 +73,15 @@ describe("bench view", () => {
     assert.deepEqual(rows.slice(0, 5).map((r) => r.shape), ["256 x 192 -> 384", "256 x 256 -> 192",
       "256 x 192 -> 1024", "256 x 512 -> 192", "256 x 192 -> 4096"]);
     // Shapes under 32 MFLOP share a submission (O: 25.2 MFLOP); the times are per launch.
-    assert.deepEqual(rows.map((r) => r.launches), [1, 2, 1, 1, 1, 1]);
+    assert.deepEqual(rows.map((r) => r.launches), [1, 2, 1, 1, 1, 1, 1, 1]);
     assert.equal(rows[5].op, "lm forward");
     assert.match(rows[5].shape, /^256 tokens, 4 layers/);
+    // One decode step after 127 tokens (the model reads 128), the f32 cache contiguous, then in pages.
+    assert.deepEqual(rows.slice(6).map((r) => [r.op, r.shape]), [["lm decode contiguous", "1 token after 127 cached, 4 layers"],
+      ["lm decode paged", "1 token after 127 cached, 4 layers"]]);
+    console.log(`decode paged / contiguous: ${(rows[7].ms / rows[6].ms).toFixed(2)}x`);
     for (const r of rows) assert.ok(r.ms > 0 && Number.isFinite(r.gflops) && r.gflops > 0, JSON.stringify(r));
-    assert.match(await app.page.getByTestId("bench-lm-progress").innerText(), /^Done: 6 rows\.$/);
+    assert.match(await app.page.getByTestId("bench-lm-progress").innerText(), /^Done: 8 rows\.$/);
     app.assertNoConsoleErrors();
     await app.close();
   });

@@ -111,8 +111,16 @@ describe("the trained model", () => {
       && !document.querySelector('[data-testid="generate"]').disabled, null, { timeout: 120_000 });
     const after = await readModel(app);
     assert.ok(after.text.startsWith("fn main() {") && after.text.length > "fn main() {".length, after.text);
-    assert.match(await app.page.getByTestId("generate-note").innerText(),
-      /^Generated 4 tokens with the KV cache on the GPU: the \d+-token prompt took \d+ ms, then [\d.]+ ms a token \(wall time, beside the heads' redrawing\)\.$/);
+    // The f32 cache in pages of one pool: 3 sliding layers x 5 pages + the global layer's 8 for 128
+    // tokens, 8,192 B a page; it holds the prompt and the first 3 generated tokens, on ceil(n / 16)
+    // pages a layer (no window of 64 has dropped one yet).
+    const note = await app.page.getByTestId("generate-note").innerText();
+    const said = note.match(/^Generated 4 tokens with the KV cache on the GPU, K and V in pages of 16 tokens, read through page tables after the prompt: (\d+) of the pool's 23 pages in use for (\d+) tokens \(([\d,]+) of 188,416 bytes\): the (\d+)-token prompt took \d+ ms, then [\d.]+ ms a token \(wall time, beside the heads' redrawing\)\.$/);
+    assert.ok(said, note);
+    const [pages, tokens, bytes, prompt] = [said[1], said[2], said[3].replaceAll(",", ""), said[4]].map(Number);
+    assert.equal(tokens, prompt + 3);
+    assert.equal(pages, 4 * Math.ceil(tokens / 16));
+    assert.equal(bytes, 8192 * pages);
     // Greedy: the first token appended is the one the panel ranked first.
     assert.ok(after.text.startsWith("fn main() {" + before.next[0].token), `${after.text} vs ${before.next[0].token}`);
     assert.ok(after.heads[0].rows > before.heads[0].rows, "the heads redrew over the longer text");

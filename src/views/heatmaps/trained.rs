@@ -15,6 +15,7 @@ use crate::lm::bpe::Tokenizer;
 use crate::lm::next_token::{choose, top_candidates};
 use crate::model::Mask;
 use crate::model::kv_quant::KvScheme;
+use crate::model::paging::{PAGE_TOKENS, PoolUse};
 use crate::model::units::format_thousands;
 use crate::views::attention_input::AttentionInput;
 
@@ -207,6 +208,8 @@ pub struct GenerationRun {
     pub scheme: KvScheme,
     /// Bytes a token takes in a cache packed in the scheme's bits (the GPU's), `None` for f32 or CPU passes.
     pub packed_bytes_per_token: Option<u64>,
+    /// The f32 cache's pool of pages on the GPU as the run left it, `None` for a packed cache or CPU passes.
+    pub pool: Option<PoolUse>,
     pub prompt_len: usize,
     /// Wall time to the first generated token's logits (the prompt's pass).
     pub first_ms: f64,
@@ -221,7 +224,11 @@ pub fn generation_summary(run: &GenerationRun) -> String {
     } else {
         "on the CPU (no WebGPU here: a whole forward pass a token, no KV cache)"
     };
-    let place = format!("{place}{}", generate_cache_phrase(run.scheme, run.packed_bytes_per_token));
+    let cache = match run.pool {
+        Some(pool) => pool_phrase(&pool),
+        None => generate_cache_phrase(run.scheme, run.packed_bytes_per_token),
+    };
+    let place = format!("{place}{cache}");
     let plural = if run.count == 1 { "" } else { "s" };
     let mut said = format!(
         "Generated {} token{plural} {place}: the {}-token prompt took {:.0} ms",
@@ -249,10 +256,65 @@ pub fn generate_cache_phrase(scheme: KvScheme, packed_bytes_per_token: Option<u6
     }
 }
 
+/// What Generate says of the f32 cache's pool of pages after "Generated N tokens ...": the pages in
+/// use for the tokens it holds, of the pool's, and their bytes (whole pages: K and V of every layer's
+/// KV heads), and the pages sliding windows dropped and took again.
+pub fn pool_phrase(pool: &PoolUse) -> String {
+    let recycled = match pool.recycled_pages {
+        0 => String::new(),
+        1 => "; 1 page a sliding window dropped was taken again".into(),
+        n => format!("; {n} pages sliding windows dropped were taken again"),
+    };
+    format!(
+        ", K and V in pages of {PAGE_TOKENS} tokens, read through page tables after the prompt: {} of the pool's {} \
+         pages in use for {} tokens ({} of {} bytes){recycled}",
+        pool.live_pages,
+        pool.pages,
+        pool.tokens,
+        format_thousands(u128::from(pool.live_bytes())),
+        format_thousands(u128::from(pool.bytes()))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::views::link::LinkParams;
+
+    #[test]
+    fn generate_says_how_many_pages_its_pool_uses() {
+        // The trained model after 100 tokens (pages of 2 KV heads x 16 tokens x 32 dims x 4 B x (K, V)
+        // = 8,192 B): the global layer holds pages_for(100) = 7, each of the three sliding layers
+        // (window 64) tokens 32..100 on 5 pages: 22 pages, 180,224 B, of 3 x 5 + 8 = 23 (188,416 B).
+        // Each sliding layer dropped pages 0 and 1 at tokens 80 and 96 and took one back at 80 and 96.
+        let pool = PoolUse { pages: 23, live_pages: 22, page_bytes: 8192, recycled_pages: 6, tokens: 100 };
+        assert_eq!(
+            pool_phrase(&pool),
+            ", K and V in pages of 16 tokens, read through page tables after the prompt: 22 of the pool's 23 pages \
+             in use for 100 tokens (180,224 of 188,416 bytes); 6 pages sliding windows dropped were taken again"
+        );
+        let short = PoolUse { pages: 23, live_pages: 4, recycled_pages: 0, tokens: 13, ..pool };
+        assert!(
+            pool_phrase(&short).ends_with("4 of the pool's 23 pages in use for 13 tokens (32,768 of 188,416 bytes)")
+        );
+        let run = GenerationRun {
+            count: 1,
+            on_gpu: true,
+            scheme: KvScheme::Fp32,
+            packed_bytes_per_token: None,
+            pool: Some(PoolUse { recycled_pages: 1, ..short }),
+            prompt_len: 12,
+            first_ms: 41.6,
+            each_ms: None,
+        };
+        assert!(
+            generation_summary(&run).starts_with("Generated 1 token with the KV cache on the GPU, K and V in pages")
+        );
+        assert!(generation_summary(&run).ends_with(
+            "bytes); 1 page a sliding window dropped was taken again: the \
+             12-token prompt took 42 ms."
+        ));
+    }
 
     #[test]
     fn generate_names_how_its_cache_stores_the_tokens() {
@@ -440,6 +502,7 @@ mod tests {
             on_gpu: true,
             scheme: KvScheme::Fp32,
             packed_bytes_per_token: None,
+            pool: None,
             prompt_len: 12,
             first_ms: 41.6,
             each_ms: Some(7.31),
