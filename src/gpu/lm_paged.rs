@@ -101,8 +101,9 @@ impl LmPagedCache {
         }
     }
 
-    /// Every page back to the pool (the text's generation has ended): each layer's books start again,
-    /// every page free; the pool stays for the next text.
+    /// Every page back to the pool: each layer's books start again, every page free, and the pool
+    /// can hold another text. (Generate makes one pool a run and drops it with its decoder; tests use
+    /// this to check that freed pages are taken again.)
     pub fn release(&mut self) {
         for layer in &mut self.layers {
             layer.books = fresh_books(layer.books.kind, layer.books.capacity_pages());

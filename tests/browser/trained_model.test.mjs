@@ -115,7 +115,7 @@ describe("the trained model", () => {
     // tokens, 8,192 B a page; it holds the prompt and the first 3 generated tokens, on ceil(n / 16)
     // pages a layer (no window of 64 has dropped one yet).
     const note = await app.page.getByTestId("generate-note").innerText();
-    const said = note.match(/^Generated 4 tokens with the KV cache on the GPU, K and V in pages of 16 tokens, read through page tables after the prompt: (\d+) of the pool's 23 pages in use for (\d+) tokens \(([\d,]+) of 188,416 bytes\): the (\d+)-token prompt took \d+ ms, then [\d.]+ ms a token \(wall time, beside the heads' redrawing\)\.$/);
+    const said = note.match(/^Generated 4 tokens with the KV cache on the GPU, K and V in pages of 16 tokens, read through page tables after the prompt: (\d+) of the pool's 23 pages in use for (\d+) cached tokens, the prompt and the generated ones but the last \(([\d,]+) of 188,416 bytes\): the (\d+)-token prompt took \d+ ms, then [\d.]+ ms a token \(wall time, beside the heads' redrawing\)\.$/);
     assert.ok(said, note);
     const [pages, tokens, bytes, prompt] = [said[1], said[2], said[3].replaceAll(",", ""), said[4]].map(Number);
     assert.equal(tokens, prompt + 3);

@@ -257,8 +257,9 @@ pub fn generate_cache_phrase(scheme: KvScheme, packed_bytes_per_token: Option<u6
 }
 
 /// What Generate says of the f32 cache's pool of pages after "Generated N tokens ...": the pages in
-/// use for the tokens it holds, of the pool's, and their bytes (whole pages: K and V of every layer's
-/// KV heads), and the pages sliding windows dropped and took again.
+/// use for the tokens it holds (the prompt and every generated token but the last, which is never fed
+/// back), of the pool's, and their bytes (whole pages: K and V of every layer's KV heads), and the
+/// pages sliding windows dropped and took again.
 pub fn pool_phrase(pool: &PoolUse) -> String {
     let recycled = match pool.recycled_pages {
         0 => String::new(),
@@ -267,7 +268,7 @@ pub fn pool_phrase(pool: &PoolUse) -> String {
     };
     format!(
         ", K and V in pages of {PAGE_TOKENS} tokens, read through page tables after the prompt: {} of the pool's {} \
-         pages in use for {} tokens ({} of {} bytes){recycled}",
+         pages in use for {} cached tokens, the prompt and the generated ones but the last ({} of {} bytes){recycled}",
         pool.live_pages,
         pool.pages,
         pool.tokens,
@@ -291,29 +292,36 @@ mod tests {
         assert_eq!(
             pool_phrase(&pool),
             ", K and V in pages of 16 tokens, read through page tables after the prompt: 22 of the pool's 23 pages \
-             in use for 100 tokens (180,224 of 188,416 bytes); 6 pages sliding windows dropped were taken again"
+             in use for 100 cached tokens, the prompt and the generated ones but the last (180,224 of 188,416 bytes); \
+             6 pages sliding windows dropped were taken again"
         );
+        // Two tokens generated after a 12-token prompt: 13 cached, one page in each of the 4 layers.
         let short = PoolUse { pages: 23, live_pages: 4, recycled_pages: 0, tokens: 13, ..pool };
-        assert!(
-            pool_phrase(&short).ends_with("4 of the pool's 23 pages in use for 13 tokens (32,768 of 188,416 bytes)")
-        );
+        assert!(pool_phrase(&short).ends_with(
+            "4 of the pool's 23 pages in use for 13 cached tokens, the prompt and the generated ones but the last \
+             (32,768 of 188,416 bytes)"
+        ));
         let run = GenerationRun {
-            count: 1,
+            count: 2,
             on_gpu: true,
             scheme: KvScheme::Fp32,
             packed_bytes_per_token: None,
-            pool: Some(PoolUse { recycled_pages: 1, ..short }),
+            pool: Some(short),
             prompt_len: 12,
             first_ms: 41.6,
-            each_ms: None,
+            each_ms: Some(9.04),
         };
         assert!(
-            generation_summary(&run).starts_with("Generated 1 token with the KV cache on the GPU, K and V in pages")
+            generation_summary(&run).starts_with("Generated 2 tokens with the KV cache on the GPU, K and V in pages")
         );
         assert!(generation_summary(&run).ends_with(
-            "bytes); 1 page a sliding window dropped was taken again: the \
-             12-token prompt took 42 ms."
+            "(32,768 of 188,416 bytes): the 12-token prompt took 42 ms, then 9.0 ms a token (wall time, beside the \
+             heads' redrawing)."
         ));
+        assert_eq!(
+            pool_phrase(&PoolUse { recycled_pages: 1, ..short }).matches("1 page a sliding window dropped").count(),
+            1
+        );
     }
 
     #[test]
@@ -499,7 +507,7 @@ mod tests {
     fn generation_summary_says_where_it_ran_and_how_fast() {
         let run = GenerationRun {
             count: 4,
-            on_gpu: true,
+            on_gpu: false,
             scheme: KvScheme::Fp32,
             packed_bytes_per_token: None,
             pool: None,
@@ -509,8 +517,8 @@ mod tests {
         };
         assert_eq!(
             generation_summary(&run),
-            "Generated 4 tokens with the KV cache on the GPU: the 12-token prompt took 42 ms, then 7.3 ms a token \
-             (wall time, beside the heads' redrawing)."
+            "Generated 4 tokens on the CPU (no WebGPU here: a whole forward pass a token, no KV cache): the 12-token \
+             prompt took 42 ms, then 7.3 ms a token (wall time, beside the heads' redrawing)."
         );
         let one = GenerationRun {
             count: 1,
