@@ -11,6 +11,7 @@
 //! this view works out.
 
 pub mod grad_check;
+pub mod host_copy;
 pub mod jacobian;
 pub mod model_grad;
 pub mod panel;
