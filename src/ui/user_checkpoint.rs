@@ -21,9 +21,11 @@ use crate::engine::Engine;
 use crate::event_loop::{breathe, resumed};
 use crate::gpu::lm_forward::LmWeights;
 use crate::gpu::lm_stream::{self, WeightSource};
+use crate::lm::LmError;
 use crate::lm::bpe::{BpeError, Tokenizer};
 use crate::lm::bpe_reader::TokenizerReader;
 use crate::lm::checkpoint::Checkpoint;
+use crate::lm::safetensors::{SafeTensors, Widening};
 use crate::model::encoding::encode_model;
 use crate::model::units::format_bytes;
 use crate::state::AppState;
@@ -187,8 +189,11 @@ async fn load(
     Ok(Dropped { serial, cfg, lm, file_bytes: total, left_out, host_copy })
 }
 
-/// A small checkpoint's weights, read whole once more and kept as f32 (the size is checked first), or
-/// why not: the gradients panel says it.
+/// Values widened to f32 between two pauses for the browser (a few ms).
+const WIDEN_STEP_ELEMENTS: usize = 1 << 18;
+
+/// A small checkpoint's weights, read whole once more and kept as f32 (the size is checked first, and
+/// the values widened a slice at a time), or why not: the gradients panel says it.
 async fn keep_in_memory(
     config: &str,
     source: &DroppedFiles,
@@ -198,9 +203,12 @@ async fn keep_in_memory(
     host_copy(&sizes)?;
     status.try_set(LoadStatus::Working("Keeping a copy of the weights in this page's memory…".into()));
     let bytes = source.read(0, 0..sizes[0]).await?;
-    breathe().await;
-    Checkpoint::load(config, &bytes)
-        .map_err(|e| not_kept(&format!("its weights could not be read for the CPU: {}", e.0)))
+    let unread = |e: LmError| not_kept(&format!("its weights could not be read for the CPU: {}", e.0));
+    let mut widening = Widening::new(SafeTensors::parse(&bytes).map_err(unread)?, WIDEN_STEP_ELEMENTS);
+    while widening.step() {
+        breathe().await;
+    }
+    Checkpoint::from_widened(config, &widening.finish()).map_err(unread)
 }
 
 /// The drop zone and file chooser, with what the page checks and how far a load got.

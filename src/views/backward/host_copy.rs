@@ -1,8 +1,9 @@
 //! Whether a dropped checkpoint's weights are also kept in the page's memory. They stream to the GPU a
 //! few MB at a time (`gpu::lm_stream`), and "Gradients on the model" runs its backward pass on the CPU
 //! from weights in memory, so the page reads a small checkpoint's weights file once more, whole, and
-//! keeps it as f32 beside the GPU's copy; a larger one (or one in several files) has no gradients here,
-//! and the panel says why.
+//! keeps it as f32 beside the GPU's copy (widened a slice at a time, `lm::safetensors::Widening`, so the
+//! page stays responsive); a larger one (or one in several files) has no gradients here, and the panel
+//! says why.
 
 use crate::model::units::format_bytes;
 
