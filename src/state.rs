@@ -330,6 +330,8 @@ mod tests {
                 mix: Some(MixRow::Last),
                 rope: true,
                 gencache: 4,
+                trace_row: Some(40),
+                trace_step: 7,
             },
             kv: KvParams {
                 ctx_tokens: 131_072,

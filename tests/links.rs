@@ -90,6 +90,8 @@ const LINKS: &[(&str, &str, usize)] = &[
     ("?d=48&n=0&ctx=0&budget=abc&variants=", "", 5),
     ("?layer=99&model=gemma-4-e4b&heads=0-3,9&focus=8", "model=gemma-4-e4b", 3),
     ("?scale=log&axis=log&backend=gpu&teach=1&steps=0", "scale=log&axis=log", 0),
+    ("?tstep=3&focus=0&steps=on&trow=63", "focus=0&steps=on&trow=63&tstep=3", 0),
+    ("?focus=0&steps=on&trow=64&tstep=-1", "focus=0&steps=on", 2),
     (
         "?view=compare&model=deepseek-v2&variants=mha,gqa8,mqa,mla,sw4096,hyb5w1024,kv1,xl2&dtype=fp8&ctx=32768",
         "view=compare&model=deepseek-v2&ctx=32768&dtype=fp8",

@@ -208,6 +208,56 @@ fn the_model_s_gradients_and_step_agree_between_the_gpu_and_the_cpu_tier() {
     }
 }
 
+/// A dropped checkpoint (the Qwen3 fixture: QK-norm, grouped queries, bf16) streamed to the GPU as the
+/// page streams a user's files, with the copy in memory the page keeps of a small one
+/// (`views::backward::host_copy`): its gradients and its step are those of the same files loaded into
+/// memory, on the same GPU; without the copy the job says why instead.
+#[test]
+fn a_streamed_checkpoint_kept_in_memory_has_the_gradients_of_the_same_files_loaded() {
+    use attention_lab::gpu::lm_forward::LmWeights;
+    use attention_lab::gpu::lm_stream;
+    use attention_lab::live_attention::text_gradients::STREAMED;
+    use attention_lab::live_attention::{GradAsk, text_gradients};
+    use attention_lab::lm::backward::LossTarget;
+    let Some(gpu) = gpu_engine() else { return };
+    let Engine::WebGpu { ctx, kernels } = gpu.as_ref() else { unreachable!("gpu_engine opens a GPU") };
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |path: &str| std::fs::read(format!("{root}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let config = String::from_utf8(read("tests/data/fixtures/qwen3/config.json")).unwrap();
+    let weights = read("tests/data/fixtures/qwen3/model.safetensors");
+    let tokenizer =
+        || Tokenizer::from_json(std::str::from_utf8(&read("www/models/attention-lab-tiny/tokenizer.json")).unwrap());
+    let files: &[&[u8]] = &[&weights];
+    let plan = pollster::block_on(lm_stream::plan(&config, files)).unwrap();
+    let streamed = || pollster::block_on(LmWeights::stream(ctx, kernels, &plan, files, &mut |_, _| {})).unwrap();
+    let host = Checkpoint::load(&config, &weights).unwrap();
+    let kept =
+        LoadedLm::streamed(plan.model().clone(), tokenizer().unwrap(), (gpu.clone(), streamed()), Some(host.clone()));
+    let gpu_only = LoadedLm::streamed(plan.model().clone(), tokenizer().unwrap(), (gpu.clone(), streamed()), None);
+    let loaded = LoadedLm::from_checkpoint(host, tokenizer().unwrap());
+    let ids = kept.tokenizer.encode("The cat sat on the mat because the cat was tired.");
+    for (layer, target) in [(1, LossTarget::Text), (0, LossTarget::Token { position: 3, token: ids[4] })] {
+        let ask = GradAsk { layer, head: 3, target, eta: 0.1 };
+        let run = |lm: &LoadedLm| pollster::block_on(text_gradients(&gpu, lm, &ids, ask, &|| true));
+        let (k, l) = (run(&kept).unwrap(), run(&loaded).unwrap());
+        let (ka, la) = (k.after.as_ref().unwrap(), l.after.as_ref().unwrap());
+        println!(
+            "layer {layer} {target:?}: loss {} -> {} (loaded: {} -> {}), backward's {}, |dW| {}",
+            k.before.loss, ka.loss, l.before.loss, la.loss, k.backward_loss, k.grad_norm
+        );
+        assert!(k.on_gpu && l.on_gpu);
+        // The streamed bf16 weights widen on the GPU to the values the loaded copy holds as f32.
+        assert!((k.before.loss - l.before.loss).abs() < 1e-5 && (ka.loss - la.loss).abs() < 1e-5);
+        assert!((k.backward_loss - k.before.loss).abs() < 1e-4, "the backward reads the GPU's weights");
+        assert!(ka.loss < k.before.loss, "the step goes downhill");
+        assert!((k.grad_norm - l.grad_norm).abs() < 1e-5 * l.grad_norm && k.grad_norm > 0.0);
+        assert_eq!(k.key_norms.len(), 4);
+    }
+    let ask = GradAsk { layer: 0, head: 0, target: LossTarget::Text, eta: 0.1 };
+    let refused = pollster::block_on(text_gradients(&gpu, &gpu_only, &ids, ask, &|| true));
+    assert_eq!(refused.err().as_deref(), Some(STREAMED));
+}
+
 /// Generate on the GPU (`LoadedLm::gpu_decoder`, what the next-token panel calls) with each cache the
 /// `gencache` link offers: a quantised one is packed in its scheme's bits, as many bytes a token as
 /// the memory view counts, and its logits after every token are those of the memory view's GPU pass

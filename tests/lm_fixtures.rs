@@ -50,6 +50,29 @@ fn every_fixture_is_tokenised_as_the_reference_says() {
     assert!(smollm.tokenizer_cases.iter().any(|c| shipped.encode(&c.text) != c.ids));
 }
 
+/// Every family's weights widened a slice at a time (how the page keeps a dropped checkpoint in
+/// memory, `safetensors::Widening`) are the weights one read of each tensor gives: the same logits.
+#[test]
+fn a_checkpoint_widened_in_steps_is_the_checkpoint_read_at_once() {
+    use attention_lab::lm::safetensors::{SafeTensors, Widening};
+    let reference = reference();
+    for (f, (name, at_once)) in FIXTURES.into_iter().zip(loaded()) {
+        // Steps of 1,000 values: hundreds of them, most ending inside a tensor.
+        let mut widening = Widening::new(SafeTensors::parse(f.weights).unwrap(), 1000);
+        let mut steps = 1;
+        while widening.step() {
+            steps += 1;
+        }
+        assert!(steps > 100, "{name}: {steps} steps");
+        let in_steps = Checkpoint::from_widened(f.config, &widening.finish()).unwrap();
+        assert_eq!(in_steps.embed, at_once.embed, "{name}");
+        assert_eq!((&in_steps.final_norm, &in_steps.lm_head), (&at_once.final_norm, &at_once.lm_head), "{name}");
+        let input = &reference.fixtures[name].inputs[0];
+        let logits = |ck: &Checkpoint| forward::forward(ck, &input.ids).unwrap().logits;
+        assert_eq!(logits(&in_steps), logits(&at_once), "{name}");
+    }
+}
+
 #[test]
 fn the_cpu_forward_pass_matches_candle_on_every_family() {
     let reference = reference();

@@ -65,13 +65,19 @@ impl LoadedLm {
         (self.max_tokens, self.model.vocab_size)
     }
 
-    /// A checkpoint whose weights were streamed to `engine`'s GPU (they live nowhere else).
-    pub fn streamed(model: Model, tokenizer: Tokenizer, engine: Rc<Engine>, weights: LmWeights) -> LoadedLm {
+    /// A checkpoint whose weights were streamed to `engine`'s GPU, with their copy in memory when the
+    /// page kept one (a small checkpoint's, for the backward pass; `views::backward::host_copy`).
+    pub fn streamed(
+        model: Model,
+        tokenizer: Tokenizer,
+        (engine, weights): (Rc<Engine>, LmWeights),
+        host: Option<Checkpoint>,
+    ) -> LoadedLm {
         LoadedLm {
             max_tokens: max_tokens_of(&model),
             model,
             tokenizer,
-            host: None,
+            host,
             gpu: RefCell::new(Some((engine, Rc::new(weights)))),
             last: RefCell::new(None),
         }

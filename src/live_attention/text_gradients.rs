@@ -1,4 +1,4 @@
-//! Gradients on a real model (the trained model, or a checkpoint held in memory): the loss of the
+//! Gradients on a real model (the trained model, or a dropped checkpoint kept in memory): the loss of the
 //! text (or of one next token), its gradient down to one layer's per-head keys and values and its
 //! W_Q, W_K, W_V, and what a step of size eta on those weights does. The forward pass runs where the
 //! engine runs (the GPU, or the CPU tier); the backward runs on the CPU in f64 from the chosen
@@ -57,10 +57,10 @@ pub struct TextGradients {
     pub row_after: Option<Vec<f32>>,
 }
 
-/// Why a dropped checkpoint has no gradients here.
-pub const STREAMED: &str = "Your checkpoint's weights were streamed to the GPU and are not kept in the page's memory, \
-                            and the backward pass runs on the CPU from weights in memory: gradients are shown for the \
-                            trained model (choose Attention Lab tiny).";
+/// Why a model whose weights live on the GPU alone has no gradients here (the page says which
+/// dropped checkpoints it keeps in memory before it gets here: `views::backward::host_copy`).
+pub const STREAMED: &str = "This checkpoint's weights were streamed to the GPU without a copy in the page's memory, \
+                            and the backward pass runs on the CPU from weights in memory.";
 
 /// The query row whose attention is shown: the target's position, or for the text's loss the last
 /// position it counts (the last token predicts nothing in the text).

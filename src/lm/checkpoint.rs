@@ -11,7 +11,7 @@
 
 use super::LmError;
 use super::model_config::{BlockStyle, ModelConfig};
-use super::safetensors::SafeTensors;
+use super::safetensors::{SafeTensors, TensorSource, Widened};
 use super::weight_plan::{LayerSlot, norm_tensors};
 use crate::attention::rope::Llama3Scaling;
 use crate::model::config::{Model, Positional};
@@ -85,17 +85,20 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Reads `config.json` and `model.safetensors` (their contents).
     pub fn load(config_json: &str, safetensors: &[u8]) -> Result<Checkpoint, LmError> {
-        let ModelConfig { model, rms_norm_eps, masks, rope_scaling, style } = ModelConfig::read(config_json)?;
-        let params = crate::model::params::model_params(&model).total();
-        if params > MAX_CPU_PARAMS {
-            return Err(LmError(format!(
-                "{params} parameters are too many to hold in this page's memory as f32 (at most {MAX_CPU_PARAMS})"
-            )));
-        }
-        let file = SafeTensors::parse(safetensors)?;
+        let config = read_config(config_json)?;
+        Self::assemble(config, &SafeTensors::parse(safetensors)?)
+    }
+
+    /// [`Checkpoint::load`] from a file's tensors already widened to f32 (a step at a time, by the page).
+    pub fn from_widened(config_json: &str, tensors: &Widened) -> Result<Checkpoint, LmError> {
+        Self::assemble(read_config(config_json)?, tensors)
+    }
+
+    fn assemble(config: ModelConfig, file: &dyn TensorSource) -> Result<Checkpoint, LmError> {
+        let ModelConfig { model, rms_norm_eps, masks, rope_scaling, style } = config;
         let g = Geometry::of(&model);
         let layers =
-            masks.into_iter().enumerate().map(|(l, mask)| layer(&file, &model, l, mask)).collect::<Result<_, _>>()?;
+            masks.into_iter().enumerate().map(|(l, mask)| layer(file, &model, l, mask)).collect::<Result<_, _>>()?;
         let embed = file.f32_tensor("model.embed_tokens.weight", &[g.vocab, g.d])?;
         let lm_head = match model.tie_embeddings {
             true => None,
@@ -120,6 +123,18 @@ impl Checkpoint {
     }
 }
 
+/// What `config.json` says, refused where the model is too large to hold as f32.
+fn read_config(config_json: &str) -> Result<ModelConfig, LmError> {
+    let config = ModelConfig::read(config_json)?;
+    let params = crate::model::params::model_params(&config.model).total();
+    if params > MAX_CPU_PARAMS {
+        return Err(LmError(format!(
+            "{params} parameters are too many to hold in this page's memory as f32 (at most {MAX_CPU_PARAMS})"
+        )));
+    }
+    Ok(config)
+}
+
 /// The sizes the weights are checked against.
 struct Geometry {
     d: usize,
@@ -142,7 +157,7 @@ impl Geometry {
     }
 }
 
-fn layer(file: &SafeTensors<'_>, m: &Model, l: usize, mask: Mask) -> Result<LayerWeights, LmError> {
+fn layer(file: &dyn TensorSource, m: &Model, l: usize, mask: Mask) -> Result<LayerWeights, LmError> {
     let g = Geometry::of(m);
     let positional = m.positional_for(m.schedule.layers()[l]);
     let name = |part: &str| format!("model.layers.{l}.{part}");

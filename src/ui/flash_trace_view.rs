@@ -1,7 +1,8 @@
 //! The online softmax from the kernel's own trace (lesson 11): the focused head's first tokens through
 //! the traced build of the tiled forward on the engine (or the CPU twin's trace without WebGPU), one
-//! query row played back a key step at a time with the tile cursor on Q, Kᵀ and O. What is shown is
-//! decided in `views/heatmaps/flash_trace.rs`.
+//! query row played back a key step at a time with the tile cursor on Q, Kᵀ and O. The played row and
+//! step are the link's (`trow`, `tstep`), read through memos so that moving them redraws the player
+//! alone. What is shown is decided in `views/heatmaps/flash_trace.rs`.
 
 use std::sync::Arc;
 
@@ -9,13 +10,15 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use super::engine_signal::EngineSignal;
+use super::params::{edit, set_param};
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
 use crate::cpu::reference::{self, Forward};
 use crate::engine::TracedForward;
 use crate::model::Mask;
+use crate::state::AppState;
 use crate::views::heatmaps::flash_trace::{
-    PlayStep, cursor, one_pass_difference, playback, source_label, trace_example,
+    PlayStep, cursor, one_pass_difference, playback, played_row, played_step, source_label, trace_example,
 };
 
 /// A number for a `data-` attribute that JavaScript's `Number()` reads back (−∞ as `-Infinity`).
@@ -34,7 +37,13 @@ fn shown(x: f64) -> String {
 
 /// The traced run of query head `head`'s first tokens under `mask`, and its player.
 #[component]
-pub fn FlashTracePanel(inputs: Arc<LayerInputs>, head: u32, mask: Mask, engine: EngineSignal) -> impl IntoView {
+pub fn FlashTracePanel(
+    state: RwSignal<AppState>,
+    inputs: Arc<LayerInputs>,
+    head: u32,
+    mask: Mask,
+    engine: EngineSignal,
+) -> impl IntoView {
     let example = Arc::new(trace_example(&inputs, head, mask));
     // The one-pass softmax (every score, one softmax, then P·V, in f64) the trace must end on.
     let one_pass = Arc::new(reference::flash_attention(&example.problem()));
@@ -62,15 +71,17 @@ pub fn FlashTracePanel(inputs: Arc<LayerInputs>, head: u32, mask: Mask, engine: 
             {move || match result.get() {
                 None => view! { <p class="status">"Tracing the tiled kernel…"</p> }.into_any(),
                 Some(Err(why)) => view! { <p class="status error" data-testid="flash-trace-error">{why}</p> }.into_any(),
-                Some(Ok((traced, adapter))) => view! { <TracePlayer traced adapter mask labels=labels.clone() one_pass=one_pass.clone()/> }.into_any(),
+                Some(Ok((traced, adapter))) => view! { <TracePlayer state traced adapter mask labels=labels.clone() one_pass=one_pass.clone()/> }.into_any(),
             }}
         </div>
     }
 }
 
-/// The row picker, the step buttons, the cursor and the steps so far.
+/// The row picker, the step buttons, the cursor and the steps so far. The row and step live in the
+/// link: each control writes its key, and the player follows the link's memos.
 #[component]
 fn TracePlayer(
+    state: RwSignal<AppState>,
     traced: Arc<TracedForward>,
     adapter: String,
     mask: Mask,
@@ -78,17 +89,14 @@ fn TracePlayer(
     one_pass: Arc<Forward>,
 ) -> impl IntoView {
     let n_q = traced.trace.shape.n_q;
-    let row = RwSignal::new(n_q.saturating_sub(1));
-    let step = RwSignal::new(0usize);
+    let asked_row = Memo::new(move |_| state.with(|s| s.explorer.trace_row));
+    let asked_step = Memo::new(move |_| state.with(|s| s.explorer.trace_step));
+    let row = Memo::new(move |_| played_row(asked_row.get(), n_q));
     let t = traced.clone();
     let steps = Memo::new(move |_| playback(&t.trace, mask, row.get()));
-    let last = move || steps.with(|s| s.len().saturating_sub(1));
+    let last = Memo::new(move |_| steps.with(|s| s.len().saturating_sub(1)));
+    let step = Memo::new(move |_| played_step(asked_step.get(), steps.with(Vec::len)));
     let form = traced.form.map(|f| f.name());
-    let options = labels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| view! { <option value=i selected=i + 1 == n_q as usize>{l.clone()}</option> })
-        .collect_view();
     let (rows, keys) = (traced.trace.rows_per_tile, traced.trace.keys_per_step);
     view! {
         <div data-testid="flash-trace-player" data-form=form.unwrap_or("twin") data-row=move || row.get()
@@ -97,22 +105,42 @@ fn TracePlayer(
                 {format!(" A workgroup takes {rows} query rows and walks their keys {keys} at a time; the table grows by one \
                   step each time you press “next step”, exactly as the kernel's loop went.")}
             </p>
-            <div class="controls">
-                <label>"Query row "
-                    <select data-testid="flash-trace-row" on:change=move |ev| {
-                        row.set(event_target_value(&ev).parse().unwrap_or(0));
-                        step.set(0);
-                    }>{options}</select>
-                </label>
-                <button type="button" class="secondary" data-testid="flash-trace-prev"
-                    on:click=move |_| step.update(|s| *s = s.saturating_sub(1))>"◀ previous step"</button>
-                <button type="button" class="secondary" data-testid="flash-trace-next"
-                    on:click=move |_| step.update(|s| *s = (*s + 1).min(last()))>"next step ▶"</button>
-                <button type="button" class="secondary" data-testid="flash-trace-end" on:click=move |_| step.set(last())>"last step"</button>
-            </div>
+            <TraceControls state labels row=row.into() step=step.into() last=last.into()/>
             <TraceCursor traced=traced.clone() mask row=row.into() step=step.into()/>
             <TraceSteps steps=steps.into() step=step.into()/>
-            <TraceResult traced one_pass row=row.into() at_end=Signal::derive(move || step.get() >= last())/>
+            <TraceResult traced one_pass row=row.into() at_end=Signal::derive(move || step.get() >= last.get())/>
+        </div>
+    }
+}
+
+/// The row picker and the step buttons: each writes the link (a new row starts at its first step).
+#[component]
+fn TraceControls(
+    state: RwSignal<AppState>,
+    labels: Vec<String>,
+    row: Signal<u32>,
+    step: Signal<usize>,
+    last: Signal<usize>,
+) -> impl IntoView {
+    let go = move |to: usize| _ = set_param(state, "tstep", &to.to_string());
+    let options = labels
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| view! { <option value=i prop:selected=move || row.get() as usize == i>{l}</option> })
+        .collect_view();
+    view! {
+        <div class="controls">
+            <label>"Query row "
+                <select data-testid="flash-trace-row" on:change=move |ev| {
+                    _ = edit(state, &[("trow", Some(event_target_value(&ev).as_str())), ("tstep", None)]);
+                }>{options}</select>
+            </label>
+            <button type="button" class="secondary" data-testid="flash-trace-prev"
+                on:click=move |_| go(step.get_untracked().saturating_sub(1))>"◀ previous step"</button>
+            <button type="button" class="secondary" data-testid="flash-trace-next"
+                on:click=move |_| go((step.get_untracked() + 1).min(last.get_untracked()))>"next step ▶"</button>
+            <button type="button" class="secondary" data-testid="flash-trace-end"
+                on:click=move |_| go(last.get_untracked())>"last step"</button>
         </div>
     }
 }

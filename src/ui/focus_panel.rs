@@ -1,5 +1,7 @@
 //! The explorer's enlarged head: the heatmap at full size, navigation and export, the tiled kernel's
-//! tile grid over it (with the work its mask skips) and the step-through.
+//! tile grid over it (with the work its mask skips) and the step-through. What it draws is read
+//! through memos, so a change of the state that leaves them alone (the trace player's row and step,
+//! which live in the link) rebuilds nothing here.
 
 use std::sync::Arc;
 
@@ -57,9 +59,11 @@ pub fn FocusPanel(
         let _ = edit(state, &[("focus", None)]);
     };
     let size = browser::screen().large_px();
-    let layout = move || request.with(|r| r.as_ref().ok().map(|r| r.layout.clone()));
-    let tiles_on = move || state.with(|s| s.explorer.tiles);
-    let steps_on = move || state.with(|s| s.explorer.steps);
+    let layout = Memo::new(move |_| request.with(|r| r.as_ref().ok().map(|r| r.layout.clone())));
+    let tiles_on = Memo::new(move |_| state.with(|s| s.explorer.tiles));
+    let steps_on = Memo::new(move |_| state.with(|s| s.explorer.steps));
+    // The same map (the same allocation) is the same picture: compared by address, not by value.
+    let map = Memo::new(move |_| map.get().map(Shared));
     view! {
         <div class="panel focus-panel" data-testid="focus-panel" data-head=head role="dialog" aria-label=format!("Query head {head}, enlarged")
             on:keydown=move |ev: web_sys::KeyboardEvent| match ev.key().as_str() {
@@ -74,18 +78,18 @@ pub fn FocusPanel(
                 <button type="button" class="secondary" data-testid="focus-export" on:click=move |_| on_export.run(())>"Export .npz"</button>
                 <button type="button" class="secondary" node_ref=close_ref data-testid="focus-close" on:click=move |_| close()>"Close (Esc)"</button>
             </div>
-            {move || match map.get().zip(layout()) {
+            {move || match map.get().zip(layout.get()) {
                 None => view! { <p class="status">{format!("Computing head {head} at full size…")}</p> }.into_any(),
-                Some((m, layout)) => {
-                    let overlay = tiles_on().then(|| view! { <TileOverlay map=m.clone() engine=engine size=size layout=layout.clone()/> }.into_any());
+                Some((Shared(m), layout)) => {
+                    let overlay = tiles_on.get().then(|| view! { <TileOverlay map=m.clone() engine=engine size=size layout=layout.clone()/> }.into_any());
                     view! {
                         <Heatmap map=Signal::stored(Some(Shared(m.clone()))) scale=scale size_px=size large=true overlay=overlay.unwrap_or_else(|| ().into_any())/>
-                        {tiles_on().then(|| view! { <TileStats map=m.clone() engine=engine layout=layout.clone()/> })}
-                        {move || steps_on().then(|| inputs.get().map(|inp| {
+                        {tiles_on.get().then(|| view! { <TileStats map=m.clone() engine=engine layout=layout.clone()/> })}
+                        {move || steps_on.get().then(|| inputs.get().map(|inp| {
                             let mask = m.mask;
                             view! {
                                 <StepThrough inputs=inp.clone() head=head mask=mask gpu=Some(m.clone())/>
-                                <FlashTracePanel inputs=inp head=head mask=mask engine=engine/>
+                                <FlashTracePanel state inputs=inp head=head mask=mask engine=engine/>
                             }
                         })).flatten()}
                     }.into_any()

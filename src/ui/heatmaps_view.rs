@@ -290,8 +290,10 @@ fn compute_on_change(ex: Explorer, owner: Option<Owner>) {
 /// The enlarged head: exact maps come from the grid; pooled ones are pooled again at its size.
 fn compute_focused_head(ex: Explorer) {
     let Explorer { state, engine, request, sinks, focus_jobs, .. } = ex;
+    // A memo: another change of the state neither clears nor recomputes the enlarged head.
+    let focus = Memo::new(move |_| state.with(|s| s.explorer.focus));
     Effect::new(move |_| {
-        let focus = state.with(|s| s.explorer.focus);
+        let focus = focus.get();
         let Some(engine) = engine.get() else { return };
         let Ok(mut req) = request.get() else { return };
         let id = focus_jobs.try_update_value(JobClock::start).unwrap_or_default();
@@ -424,14 +426,17 @@ fn WeightsNotes(ex: Explorer) -> impl IntoView {
 #[component]
 fn Results(ex: Explorer, exports: Exports) -> impl IntoView {
     let Explorer { state, engine, request, scale, sinks, slow, .. } = ex;
+    // Memos: a change of the state that leaves the focus and the mixing row alone rebuilds neither panel.
+    let focus = Memo::new(move |_| state.with(|s| s.explorer.focus));
+    let mixing = Memo::new(move |_| state.with(|s| s.explorer.mix.is_some()));
     view! {
         <Status progress=sinks.progress slow=slow/>
         {move || exports.error.get().map(|e| view! { <p class="status error" role="alert">{e}</p> })}
         {move || exports.note.get().map(|n| view! { <p class="status" role="status" data-testid="export-note">{n}</p> })}
-        {move || state.with(|s| s.explorer.focus).map(|f| view! {
+        {move || focus.get().map(|f| view! {
             <FocusPanel state=state head=f map=Signal::derive(move || ex.focused_map()) inputs=sinks.inputs engine=engine request=request scale=scale on_export=exports.head/>
         })}
-        {move || state.with(|s| s.explorer.mix.is_some()).then(|| view! {
+        {move || mixing.get().then(|| view! {
             <HeadMixPanel state=state inputs=sinks.inputs request=request/>
         })}
         <div class="grid-legend"><Legend scale=scale max=1.0 pooled=None/><span class="hint">" each head is coloured from 0 to its own largest value"</span></div>

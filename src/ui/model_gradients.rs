@@ -1,7 +1,8 @@
 //! The backward view's "Gradients on the model" panel: for real weights, the loss of the text (or of
 //! one next token) differentiated down to the layer's keys and values, and a step on its W_Q, W_K,
-//! W_V rerun through the model (the live-attention service's `text_gradients`); for synthetic
-//! weights, why there is nothing to show and how to get it. What it says and draws is worked out in
+//! W_V rerun through the model (the live-attention service's `text_gradients`), for the trained model
+//! and a dropped checkpoint the page kept in memory; for synthetic weights, or a checkpoint too large
+//! to keep, why there is nothing to show and how to get it. What it says and draws is worked out in
 //! [`crate::views::backward::model_grad`]; this file binds it.
 
 use std::rc::Rc;
@@ -11,8 +12,8 @@ use leptos::task::spawn_local;
 
 use super::engine_signal::EngineSignal;
 use super::params::write_typed;
-use super::trained_compute::{LoadedLm, load};
-use super::user_checkpoint::{self, shows_real_weights};
+use super::trained_compute::load;
+use super::user_checkpoint::{self, Dropped, shows_real_weights};
 use crate::engine::Engine;
 use crate::live_attention::{TextGradients, text_gradients};
 use crate::state::AppState;
@@ -56,7 +57,7 @@ fn ModelGradients(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
         let this = job.get_value() + 1;
         job.set_value(this);
         result.set(None);
-        let dropped = state.with_untracked(|s| user_checkpoint::shown(&s.model)).map(|d| d.lm.clone());
+        let dropped = state.with_untracked(|s| user_checkpoint::shown(&s.model));
         spawn_local(async move {
             let wanted = move || job.try_get_value() == Some(this);
             let out = compute(engine, (trained, dropped), asked, &wanted).await;
@@ -76,16 +77,17 @@ fn ModelGradients(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
     }
 }
 
-/// The trained model (fetched once) or the dropped checkpoint; its tokens of the link's text; the job.
+/// The trained model (fetched once) or the dropped checkpoint (when the page kept its weights in
+/// memory); its tokens of the link's text; the job.
 async fn compute(
     engine: Rc<Engine>,
-    (trained, dropped): (bool, Option<Rc<LoadedLm>>),
+    (trained, dropped): (bool, Option<Rc<Dropped>>),
     asked: GradSettings,
     wanted: &dyn Fn() -> bool,
 ) -> Result<Shown, String> {
     let lm = match (trained, dropped) {
         (true, _) => load().await?,
-        (false, Some(lm)) => lm,
+        (false, Some(d)) => d.host_copy.clone().map(|()| d.lm.clone())?,
         (false, None) => return Err("The dropped checkpoint is no longer loaded: drop its files again.".into()),
     };
     let (ids, pieces) = model_input(&lm.tokenizer, &asked.input, lm.reads())?;

@@ -1,7 +1,9 @@
 //! "See your own checkpoint": the user drops (or chooses) a model's config.json, tokenizer.json and
 //! safetensors files; the page checks them (`views::heatmaps::checkpoint_files`, the weight plan),
 //! streams the weights to the GPU a chunk at a time (`gpu::lm_stream`), and shows the model's real
-//! heads in the heatmaps view. Nothing is uploaded anywhere: the files are read in the page.
+//! heads in the heatmaps view. A small checkpoint's weights file is then read once more, whole, and
+//! kept in memory too, for the backward view's gradients (`views::backward::host_copy`). Nothing is
+//! uploaded anywhere: the files are read in the page.
 
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
@@ -19,11 +21,15 @@ use crate::engine::Engine;
 use crate::event_loop::{breathe, resumed};
 use crate::gpu::lm_forward::LmWeights;
 use crate::gpu::lm_stream::{self, WeightSource};
+use crate::lm::LmError;
 use crate::lm::bpe::{BpeError, Tokenizer};
 use crate::lm::bpe_reader::TokenizerReader;
+use crate::lm::checkpoint::Checkpoint;
+use crate::lm::safetensors::{SafeTensors, Widening};
 use crate::model::encoding::encode_model;
 use crate::model::units::format_bytes;
 use crate::state::AppState;
+use crate::views::backward::host_copy::{host_copy, not_kept, status_note};
 use crate::views::heatmaps::checkpoint_files::{
     check_tokenizer, classify, job_params_millions, loaded_text, pick_shards,
 };
@@ -39,6 +45,8 @@ pub struct Dropped {
     pub file_bytes: u64,
     /// Weight files dropped that the index does not name.
     pub left_out: Vec<String>,
+    /// Why its weights are not kept in memory too (then it has no gradients); `Ok` when they are.
+    pub host_copy: Result<(), String>,
 }
 
 thread_local! {
@@ -170,11 +178,37 @@ async fn load(
     };
     let streamed: LmWeights =
         LmWeights::stream(ctx, kernels, &plan, &source, &mut progress).await.map_err(|e| e.to_string())?;
+    let (host, host_copy) = match keep_in_memory(&config, &source, status).await {
+        Ok(checkpoint) => (Some(checkpoint), Ok(())),
+        Err(why) => (None, Err(why)),
+    };
     let model = plan.config.model.clone();
     let cfg = encode_model(&model);
-    let lm = Rc::new(LoadedLm::streamed(model, tokenizer, engine.clone(), streamed));
+    let lm = Rc::new(LoadedLm::streamed(model, tokenizer, (engine.clone(), streamed), host));
     let serial = LOADS.get().0;
-    Ok(Dropped { serial, cfg, lm, file_bytes: total, left_out })
+    Ok(Dropped { serial, cfg, lm, file_bytes: total, left_out, host_copy })
+}
+
+/// Values widened to f32 between two pauses for the browser (a few ms).
+const WIDEN_STEP_ELEMENTS: usize = 1 << 18;
+
+/// A small checkpoint's weights, read whole once more and kept as f32 (the size is checked first, and
+/// the values widened a slice at a time), or why not: the gradients panel says it.
+async fn keep_in_memory(
+    config: &str,
+    source: &DroppedFiles,
+    status: RwSignal<LoadStatus>,
+) -> Result<Checkpoint, String> {
+    let sizes: Vec<u64> = (0..source.shards()).map(|i| source.file_len(i)).collect();
+    host_copy(&sizes)?;
+    status.try_set(LoadStatus::Working("Keeping a copy of the weights in this page's memory…".into()));
+    let bytes = source.read(0, 0..sizes[0]).await?;
+    let unread = |e: LmError| not_kept(&format!("its weights could not be read for the CPU: {}", e.0));
+    let mut widening = Widening::new(SafeTensors::parse(&bytes).map_err(unread)?, WIDEN_STEP_ELEMENTS);
+    while widening.step() {
+        breathe().await;
+    }
+    Checkpoint::from_widened(config, &widening.finish()).map_err(unread)
 }
 
 /// The drop zone and file chooser, with what the page checks and how far a load got.
@@ -249,6 +283,7 @@ fn take_files(
         match loaded {
             Ok(dropped) => {
                 let done = loaded_text(&dropped.lm.model.name, dropped.file_bytes, &dropped.left_out);
+                let done = format!("{done} {}", status_note(&dropped.host_copy));
                 // A panel gone meanwhile (another view) does not switch the model under it.
                 if status.try_set(LoadStatus::Done(done)).is_none() {
                     let cfg = dropped.cfg.clone();

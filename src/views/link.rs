@@ -114,12 +114,20 @@ pub fn encode_component(s: &str) -> String {
     out
 }
 
+/// Most characters of a refused value a notice repeats: a link may carry a value of any length.
+pub const ECHO_CHARS: usize = 32;
+
+/// A refused value as a notice repeats it: its first [`ECHO_CHARS`] characters.
+pub fn echo(value: &str) -> String {
+    value.chars().take(ECHO_CHARS).collect()
+}
+
 /// A whole number in `min..=max`.
 pub fn parse_bounded(value: &str, min: u32, max: u32) -> Result<u32, String> {
     match value.parse::<u64>() {
         Ok(x) if (u64::from(min)..=u64::from(max)).contains(&x) => Ok(x as u32),
         Ok(x) => Err(format!("{x} is outside {min}..={max}")),
-        Err(_) => Err(format!("\"{value}\" is not a whole number")),
+        Err(_) => Err(format!("\"{}\" is not a whole number", echo(value))),
     }
 }
 
@@ -128,7 +136,7 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
         "off" | "0" | "false" => Ok(false),
-        _ => Err(format!("\"{s}\" is not on or off")),
+        _ => Err(format!("\"{}\" is not on or off", echo(s))),
     }
 }
 
@@ -192,5 +200,16 @@ mod tests {
         assert_eq!((parse_on_off("1"), parse_on_off("off")), (Ok(true), Ok(false)));
         assert!(parse_on_off("maybe").is_err());
         assert_eq!((on_off(true), on_off(false)), ("on".into(), "off".into()));
+    }
+
+    #[test]
+    fn a_refused_value_is_echoed_cut_to_32_characters() {
+        // 40 characters, the last 8 past the cut; "é" is two bytes but one character.
+        let long = format!("{}{}", "é".repeat(32), "TAILTAIL");
+        assert_eq!(echo(&long), "é".repeat(32));
+        assert_eq!(echo("short"), "short");
+        let cut = format!("\"{}\"", "é".repeat(32));
+        assert_eq!(parse_bounded(&long, 1, 9), Err(format!("{cut} is not a whole number")));
+        assert_eq!(parse_on_off(&long), Err(format!("{cut} is not on or off")));
     }
 }

@@ -20,11 +20,11 @@ use crate::model::Model;
 
 /// The order in which a link's keys are written (what links written so far look like): new keys go
 /// at the end. `view`, `backend` and `edited` belong to the app state, the others to [`Settings`].
-pub const WRITE_ORDER: [&str; 48] = [
+pub const WRITE_ORDER: [&str; 50] = [
     "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
     "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
     "steps", "mix", "lesson", "step", "edited", "rope", "row", "jscale", "tech", "group", "recent", "scheme", "keep",
-    "policy", "tokens", "qheads", "mhead", "rot", "gencache", "kernel", "target", "eta",
+    "policy", "tokens", "qheads", "mhead", "rot", "gencache", "kernel", "target", "eta", "trow", "tstep",
 ];
 
 /// `pairs` sorted into [`WRITE_ORDER`] and joined as a query string (no leading `?`).

@@ -4,7 +4,8 @@
 // which is at least l_old · alpha), the end against the one-pass softmax (m + ln l is the row's
 // log-sum-exp, acc / l its output), and row 0 by hand (it sees one key: l = 1, and every later step
 // of its workgroup leaves m and l alone with alpha = 1). On SwiftShader the GPU's traced kernel runs;
-// with backend=cpu the CPU twin's trace plays, labelled as such.
+// with backend=cpu the CPU twin's trace plays, labelled as such. The played row and step are in the link
+// (trow, tstep): a copied link reopens the trace where it was.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { startSession } from "./harness.mjs";
@@ -86,6 +87,48 @@ describe("the FlashAttention trace", () => {
     await checkRowZero(app);
     app.assertNoConsoleErrors();
     await app.close();
+  });
+
+  test("the played row and step are in the link, and a step does not trace the kernel again", async () => {
+    const app = await AppPage.open(session, STEP);
+    await app.waitForEngine();
+    const player = await app.page.waitForSelector('[data-testid="flash-trace-player"]', { timeout: 60_000 });
+    await app.page.getByTestId("flash-trace-row").selectOption("9");
+    await app.waitForParam("trow", "9");
+    // Marked: if a step rebuilt the panel (and traced again), the new player would not carry the mark.
+    await player.evaluate((el) => { el.dataset.mark = "kept"; });
+    for (const n of [1, 2]) {
+      await app.page.getByTestId("flash-trace-next").click();
+      await app.page.waitForSelector(`[data-testid="flash-trace-step"][data-step="${n}"]`);
+    }
+    await app.waitForParam("tstep", "2");
+    assert.equal(await app.page.locator('[data-testid="flash-trace-player"][data-mark="kept"][data-row="9"]').count(), 1);
+    const played = await steps(app);
+    assert.deepEqual(played.map((s) => s.step), [0, 1, 2]);
+    // The copied link reopens the trace at row 9, step 2, with the same recorded m and l.
+    const link = await app.query();
+    assert.match(link, /[?&]trow=9&tstep=2(&|$)/);
+    const again = await AppPage.open(session, link);
+    await again.waitForEngine();
+    await again.page.waitForSelector('[data-testid="flash-trace-player"][data-row="9"]', { timeout: 60_000 });
+    await again.page.waitForSelector('[data-testid="flash-trace-step"][data-step="2"]');
+    const reopened = await again.page.getByTestId("flash-trace-step").evaluateAll((rows) =>
+      rows.map((r) => ({ step: r.dataset.step, m: r.dataset.m, l: r.dataset.l })));
+    const before = await app.page.getByTestId("flash-trace-step").evaluateAll((rows) =>
+      rows.map((r) => ({ step: r.dataset.step, m: r.dataset.m, l: r.dataset.l })));
+    assert.deepEqual(reopened, before);
+    assert.equal(await again.page.getByTestId("flash-trace-row").inputValue(), "9");
+    // Past the trace: a hostile link is refused with a notice, cut, and the player opens on the last row.
+    const hostile = await AppPage.open(session, STEP + "&trow=64&tstep=" + "9".repeat(5000));
+    await hostile.waitForEngine();
+    await hostile.page.waitForSelector('[data-testid="flash-trace-player"][data-row="63"]', { timeout: 60_000 });
+    const notices = await hostile.page.getByTestId("url-notices").innerText();
+    assert.match(notices, /Ignored trow: 64 is outside 0\.\.=63/);
+    assert.ok(notices.length < 400, `notices of ${notices.length} characters`);
+    for (const page of [again, hostile, app]) {
+      page.assertNoConsoleErrors();
+      await page.close();
+    }
   });
 
   test("without WebGPU the CPU twin's trace plays, and says so", async () => {

@@ -2,11 +2,13 @@
 // model, read the loss before and after a step on layer 1's W_Q, W_K, W_V and each head's gradient
 // norms per key position, check the step went downhill, reopen the link and get the same figures; the
 // same on the CPU tier; change the target through its field; and synthetic weights or a target past
-// the text say what happened.
+// the text say what happened. A dropped checkpoint (the Qwen3 fixture the checkpoint tests use), one
+// small file, is kept in memory and differentiated; dropped in two shards it is not, and the panel says why.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { startSession } from "./harness.mjs";
 import { AppPage } from "./app_page.mjs";
+import { fixtureFiles, sharded } from "./checkpoint_files.mjs";
 
 let session;
 before(async () => { session = await startSession(); });
@@ -14,6 +16,27 @@ after(async () => { await session?.close(); });
 
 const TEXT = "The cat sat on the mat because the cat was tired.";
 const LINK = `?view=backward&model=attention-lab-tiny&text=${encodeURIComponent(TEXT)}&layer=1&focus=2&target=text&eta=0.1`;
+// The Qwen3 fixture, the checkpoint tests' first, without its weights file.
+const [QWEN3_CONFIG, QWEN3_WEIGHTS, QWEN3_TOKENIZER] = fixtureFiles("qwen3");
+const QWEN3_FILES = [QWEN3_CONFIG, QWEN3_TOKENIZER];
+
+/**
+ * Opens the explorer on `TEXT`, chooses `weights` with the Qwen3 config and tokenizer, then the backward
+ * tab, on layer 1 (a dropped checkpoint opens on layer 0).
+ */
+async function droppedInBackward(weights) {
+  const app = await AppPage.open(session, `?text=${encodeURIComponent(TEXT)}&focus=2`);
+  await app.waitForEngine();
+  await app.page.getByTestId("checkpoint-files").setInputFiles([...QWEN3_FILES, ...weights]);
+  await app.page.waitForSelector('[data-testid="checkpoint-status"]:text-matches("^Loaded")', { timeout: 120_000 });
+  const status = await app.page.getByTestId("checkpoint-status").innerText();
+  await app.page.locator('[data-testid="view-tab"][data-view="backward"]').click();
+  await app.waitForParam("view", "backward");
+  await app.page.getByTestId("layer-input").fill("1");
+  await app.page.getByTestId("layer-input").press("Enter");
+  await app.waitForParam("layer", "1");
+  return { app, status };
+}
 
 /** The panel's figures once its job has finished. */
 async function figures(app) {
@@ -81,6 +104,39 @@ describe("gradients on the model", () => {
     const one = await figures(app);
     assert.deepEqual(one.targets.map((t) => t.position), [3]);
     assert.ok(Math.abs(-Math.log(one.targets[0].before) - Number(one.data.lossBefore)) < 1e-9);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a dropped checkpoint in one small file is kept in memory and has gradients", async () => {
+    const { app, status } = await droppedInBackward([QWEN3_WEIGHTS]);
+    assert.match(status, /also kept in this page's memory, for the backward view's gradients/);
+    const f = await figures(app);
+    const [before, after] = [Number(f.data.lossBefore), Number(f.data.lossAfter)];
+    assert.equal(f.data.tier, "gpu");
+    assert.equal(f.data.layer, "1");
+    // The f64 backward reads the copy in memory; the pass read the GPU's streamed copy: the same loss.
+    assert.ok(Math.abs(Number(f.data.backwardLoss) - before) < 1e-4, `${f.data.backwardLoss} vs ${before}`);
+    // The fixture's weights are seeded, not trained (a loss of 44 nats on lavapipe); the step still goes downhill.
+    assert.ok(after < before, `loss ${before} -> ${after}`);
+    assert.ok(Number(f.data.gradNorm) > 0);
+    // Qwen3 fixture: 4 query heads, a norm per key position each.
+    assert.deepEqual(f.heads.map((h) => h.head), [0, 1, 2, 3]);
+    const tokens = Number(f.data.tokens);
+    for (const h of f.heads) assert.equal(h.norms.length, tokens);
+    assert.equal(f.targets.length, tokens - 1);
+    const meanNll = (key) => -f.targets.reduce((s, r) => s + Math.log(r[key]), 0) / f.targets.length;
+    assert.ok(Math.abs(meanNll("before") - before) < 1e-9 && Math.abs(meanNll("after") - after) < 1e-9);
+    assert.equal(await app.page.getByTestId("grad-model-error").count(), 0);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("a dropped checkpoint not kept in memory (two shards) says why it has no gradients", async () => {
+    const { app, status } = await droppedInBackward(sharded(QWEN3_WEIGHTS.buffer));
+    assert.match(status, /live on the GPU only: the backward view shows no gradients for it/);
+    const why = await app.page.getByTestId("grad-model-error").innerText({ timeout: 120_000 });
+    assert.match(why, /^No gradients for this checkpoint: .* its weights come in 2 files .* at most 67\.11 MB \(64\.00 MiB\)/s);
     app.assertNoConsoleErrors();
     await app.close();
   });

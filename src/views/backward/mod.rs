@@ -11,6 +11,7 @@
 //! this view works out.
 
 pub mod grad_check;
+pub mod host_copy;
 pub mod jacobian;
 pub mod model_grad;
 pub mod panel;
@@ -19,7 +20,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::lm::grad_step::MAX_ETA;
-use crate::views::link::{Accepted, LinkParams, parse_bounded};
+use crate::views::link::{Accepted, LinkParams, echo, parse_bounded};
 use crate::views::view_class::ViewClass;
 
 /// The backward view in the view registry.
@@ -83,7 +84,7 @@ impl FromStr for ScoreScale {
         ScoreScale::ALL
             .into_iter()
             .find(|k| k.id() == s)
-            .ok_or_else(|| format!("\"{s}\" is not a score scale (inv-sqrt-d, one or inv-d)"))
+            .ok_or_else(|| format!("\"{}\" is not a score scale (inv-sqrt-d, one or inv-d)", echo(s)))
     }
 }
 
@@ -153,8 +154,9 @@ impl FromStr for StepSize {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.parse::<f64>() {
             Ok(eta) if (0.0..=MAX_ETA).contains(&eta) => Ok(StepSize(eta)),
-            Ok(_) => Err(format!("{s} is outside 0..={MAX_ETA}")),
-            Err(_) => Err(format!("\"{s}\" is not a number")),
+            // A long value may still be a number ("0.000…1e9"): the notice repeats only its start.
+            Ok(_) => Err(format!("{} is outside 0..={MAX_ETA}", echo(s))),
+            Err(_) => Err(format!("\"{}\" is not a number", echo(s))),
         }
     }
 }
@@ -244,6 +246,31 @@ mod tests {
         }
         assert_eq!(StepSize::default().to_string(), "0.1");
         assert_eq!("0.25".parse::<StepSize>().unwrap().to_string(), "0.25");
+    }
+
+    #[test]
+    fn a_refused_value_is_repeated_cut_to_32_characters_whatever_the_key() {
+        // A link can carry a value of any length; the notice repeats its first 32 characters.
+        let tail = "TAIL".repeat(10_000);
+        let long_number = format!("1{}e9{tail}", "0".repeat(40));
+        let huge = format!("1{}", "0".repeat(40));
+        let cut = |v: &str| v.chars().take(32).collect::<String>();
+        let mut p = BackwardParams::default();
+        for (key, value) in [
+            ("eta", format!("x{tail}")),
+            ("eta", huge.clone()),
+            ("eta", long_number.clone()),
+            ("jscale", format!("x{tail}")),
+            ("target", format!("x{tail}")),
+            ("target", huge.clone()),
+            ("row", format!("x{tail}")),
+        ] {
+            let why = p.set(key, &value).err().unwrap_or_default();
+            assert!(why.contains(&cut(&value)) && !why.contains(&value[..33]), "{key}: {why}");
+            assert!(why.len() < 120, "{key}: {} bytes", why.len());
+        }
+        assert_eq!("1e9".parse::<StepSize>(), Err("1e9 is outside 0..=100".to_string()));
+        assert_eq!(p, BackwardParams::default());
     }
 
     #[test]

@@ -46,6 +46,18 @@ pub fn playback(trace: &FlashTrace, mask: Mask, row: u32) -> Vec<PlayStep> {
         .collect()
 }
 
+/// The query row played for a link's `trow` (`None`: the last) in a trace of `n_q` rows: a row past the
+/// trace (a link made on a longer text) plays its last.
+pub fn played_row(asked: Option<u32>, n_q: u32) -> u32 {
+    let last = n_q.saturating_sub(1);
+    asked.map_or(last, |r| r.min(last))
+}
+
+/// The step shown for a link's `tstep` when the row has `steps` key steps: past the last, the last.
+pub fn played_step(asked: u32, steps: usize) -> usize {
+    (asked as usize).min(steps.saturating_sub(1))
+}
+
 /// Where the tile cursor stands at step `step` of query `row`: one CSS class list per query row of
 /// Q (and of O, which is written only after the last step) and per key of Kᵀ.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,6 +169,19 @@ mod tests {
         // Row 4 (tile 1, keys 0-4 in steps 0-1, 2-3, 4).
         let c = cursor(&trace, Mask::Causal, 4, 0);
         assert_eq!(c.k, ["cell current", "cell current", "cell ahead", "cell ahead", "cell ahead"]);
+    }
+
+    #[test]
+    fn a_links_row_and_step_are_cut_to_the_trace() {
+        // 5 rows: no row named plays the last (4); a row past the trace plays the last too.
+        assert_eq!((played_row(None, 5), played_row(Some(2), 5), played_row(Some(63), 5)), (4, 2, 4));
+        assert_eq!(played_row(None, 0), 0);
+        // Row 4 of the example walks 3 key steps (0-1, 2-3, 4): steps 0 to 2.
+        let (trace, _) = example();
+        let steps = playback(&trace, Mask::Causal, 4).len();
+        assert_eq!(steps, 3);
+        assert_eq!((played_step(0, steps), played_step(2, steps), played_step(9, steps)), (0, 2, 2));
+        assert_eq!(played_step(5, 0), 0);
     }
 
     #[test]

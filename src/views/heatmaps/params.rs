@@ -6,13 +6,15 @@
 //! `teach` (`on` | `off`: designed teaching heads), `tiles` (`on`: the kernel's tile grid), `steps`
 //! (`on`: the step-through), `mix` (`last` or a query token from 0: the panel of what each head adds
 //! to that token's output through W_O), `rope` (`on`: the layer's RoPE wavelengths,
-//! [`super::rope`]).
+//! [`super::rope`]), `trow` and `tstep` (the FlashAttention trace's played query row and key step,
+//! both from 0, [`super::flash_trace`]).
 
 use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
+use crate::gpu::flash_trace::TRACE_MAX_TOKENS;
 use crate::model::kv_quant::KvScheme;
-use crate::views::link::{Accepted, LinkParams, Notice, on_off, parse_on_off};
+use crate::views::link::{Accepted, LinkParams, Notice, echo, on_off, parse_bounded, parse_on_off};
 
 /// Longest text (in characters) the heatmap view accepts; longer text is cut with a notice.
 pub const MAX_TEXT_CHARS: usize = 2000;
@@ -183,7 +185,15 @@ pub struct ExplorerParams {
     pub rope: bool,
     /// URL `gencache`: an index into [`GENERATE_SCHEMES`], how Generate's KV cache stores each token.
     pub gencache: usize,
+    /// URL `trow`: the query row the FlashAttention trace plays, from 0 (`None`: its last row).
+    pub trace_row: Option<u32>,
+    /// URL `tstep`: how many of that row's key steps after the first are played (0: the first only).
+    pub trace_step: u32,
 }
+
+/// The largest `trow` and `tstep` a link may name: a trace covers at most [`TRACE_MAX_TOKENS`] query
+/// rows, and a row has at most one key step per key (the player cuts both to the trace it has).
+pub const MAX_TRACE_INDEX: u32 = TRACE_MAX_TOKENS - 1;
 
 /// The caches Generate may decode with: the schemes that round each token alone (once, as it joins
 /// the cache), int4 and int2 in llama.cpp's groups of 32.
@@ -217,6 +227,8 @@ impl Default for ExplorerParams {
             mix: None,
             rope: false,
             gencache: 0,
+            trace_row: None,
+            trace_step: 0,
         }
     }
 }
@@ -239,8 +251,10 @@ impl ExplorerParams {
 }
 
 impl LinkParams for ExplorerParams {
-    const KEYS: &'static [&'static str] =
-        &["scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "mix", "rope", "gencache"];
+    const KEYS: &'static [&'static str] = &[
+        "scale", "tok", "src", "heads", "pool", "focus", "teach", "tiles", "steps", "mix", "rope", "gencache", "trow",
+        "tstep",
+    ];
 
     fn set(&mut self, key: &str, value: &str) -> Result<Accepted, String> {
         match key {
@@ -268,10 +282,11 @@ impl LinkParams for ExplorerParams {
             "gencache" => {
                 let names: Vec<String> = GENERATE_SCHEMES.iter().map(|s| s.name()).collect();
                 self.gencache = names.iter().position(|n| n == value).ok_or_else(|| {
-                    let shown: String = value.chars().take(32).collect();
-                    format!("\"{shown}\" is not a cache Generate decodes with ({})", names.join(", "))
+                    format!("\"{}\" is not a cache Generate decodes with ({})", echo(value), names.join(", "))
                 })?;
             }
+            "trow" => self.trace_row = Some(parse_bounded(value, 0, MAX_TRACE_INDEX)?),
+            "tstep" => self.trace_step = parse_bounded(value, 0, MAX_TRACE_INDEX)?,
             _ => return Err(format!("unknown parameter {key}")),
         }
         Ok(Accepted::Yes)
@@ -315,6 +330,12 @@ impl LinkParams for ExplorerParams {
         }
         if self.gencache != d.gencache {
             out.push(("gencache", self.generate_scheme().name()));
+        }
+        if let Some(row) = self.trace_row {
+            out.push(("trow", row.to_string()));
+        }
+        if self.trace_step != d.trace_step {
+            out.push(("tstep", self.trace_step.to_string()));
         }
         out
     }
@@ -372,6 +393,8 @@ mod tests {
             mix: Some(MixRow::Token(3)),
             rope: true,
             gencache: 3,
+            trace_row: Some(9),
+            trace_step: 2,
         };
         assert_eq!(crate::views::link::round_trip(&p), p);
         assert!(p.pairs().contains(&("gencache", "int4-g32".to_string())));
@@ -396,6 +419,25 @@ mod tests {
         );
         assert!(d.set("rope", "yes").is_err());
         assert_eq!(d, ExplorerParams::default());
+    }
+
+    #[test]
+    fn the_trace_row_and_step_are_bounded_by_the_trace() {
+        let mut p = ExplorerParams::default();
+        assert!(p.set("trow", "63").is_ok() && p.set("tstep", "63").is_ok());
+        assert_eq!((p.trace_row, p.trace_step), (Some(63), 63));
+        assert_eq!(p.pairs(), [("trow", "63".to_string()), ("tstep", "63".to_string())]);
+        let mut d = ExplorerParams::default();
+        for key in ["trow", "tstep"] {
+            for bad in ["64", "-1", "x", "", "99999999999999999999999"] {
+                assert!(d.set(key, bad).is_err(), "{key}={bad}");
+            }
+            let why = d.set(key, &"9".repeat(100_000)).err().unwrap_or_default();
+            assert!(why.starts_with("\"99999") && why.len() < 100, "{why}");
+        }
+        assert_eq!(d, ExplorerParams::default());
+        // Step 0 is the default: a link that names it writes nothing.
+        assert!(d.set("tstep", "0").is_ok() && d.pairs().is_empty());
     }
 
     #[test]
