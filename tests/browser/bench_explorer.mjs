@@ -48,6 +48,32 @@ const adapter = async () => page.getByTestId("adapter-info").innerText();
   rows.push({ case: "load → first heatmap (12 tokens, 32 heads)", ms: first, ...timings(e), longest: await maxLongTask() });
 }
 
+// Types `value` into the input with test id `testid`; the time from the input event to the first frame
+// after the explorer reports the new result ready, read in the page (a poll from outside would add its
+// own interval), and the explorer's figures then.
+async function timedInput(testid, value, timeout) {
+  const before = Number((await explorer()).job);
+  const t0 = await page.evaluate(({ testid, value, before }) => {
+    const explorer = document.querySelector('[data-testid="explorer"]');
+    window.__end = undefined;
+    const watch = new MutationObserver(() => {
+      if (Number(explorer.dataset.job) > before && explorer.dataset.status !== "computing") {
+        watch.disconnect();
+        requestAnimationFrame(() => { window.__end = performance.now(); });
+      }
+    });
+    watch.observe(explorer, { attributes: true });
+    const input = document.querySelector(`[data-testid="${testid}"]`);
+    const start = performance.now();
+    input.value = value;
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+    return start;
+  }, { testid, value, before });
+  await waitReady(before, timeout);
+  const end = await page.waitForFunction(() => window.__end, null, { timeout: 10_000 }).then((h) => h.jsonValue());
+  return { ms: end - t0, e: await explorer() };
+}
+
 // 2. Control change → updated heatmaps.
 async function controlChange(label, query, repeats, timeout) {
   await page.goto(session.baseUrl + query);
@@ -57,29 +83,8 @@ async function controlChange(label, query, repeats, timeout) {
   await maxLongTask();
   const samples = [];
   for (let r = 0; r < repeats; r++) {
-    const before = Number((await explorer()).job);
-    const t0 = await page.evaluate(({ seed, before }) => {
-      // The end is read in the page: the first frame after the explorer reports the new result
-      // ready (a poll from outside would add its own interval).
-      const explorer = document.querySelector('[data-testid="explorer"]');
-      window.__end = undefined;
-      const watch = new MutationObserver(() => {
-        if (Number(explorer.dataset.job) > before && explorer.dataset.status !== "computing") {
-          watch.disconnect();
-          requestAnimationFrame(() => { window.__end = performance.now(); });
-        }
-      });
-      watch.observe(explorer, { attributes: true });
-      const input = document.querySelector('[data-testid="seed-input"]');
-      const start = performance.now();
-      input.value = String(seed);
-      input.dispatchEvent(new Event("input", { bubbles: true }));
-      return start;
-    }, { seed: 100 + r, before });
-    await waitReady(before, timeout);
-    const end = await page.waitForFunction(() => window.__end, null, { timeout: 10_000 }).then((h) => h.jsonValue());
-    const e = await explorer();
-    samples.push({ ms: end - t0, ...timings(e), heads: Number(e.headsDone) });
+    const { ms, e } = await timedInput("seed-input", String(100 + r), timeout);
+    samples.push({ ms, ...timings(e), heads: Number(e.headsDone) });
   }
   samples.sort((a, b) => a.ms - b.ms);
   const median = samples[Math.floor(samples.length / 2)];
@@ -118,7 +123,8 @@ async function setText(text) {
 {
   const t0 = Date.now();
   await page.goto(session.baseUrl + TINY);
-  await page.waitForSelector('[data-testid="head-heatmap"]', { timeout: 120_000 });
+  // The model's own heads (they carry its measured scores), not a grid drawn before it loaded.
+  await page.waitForSelector('[data-testid="head-heatmap"].trained', { timeout: 120_000 });
   const first = Date.now() - t0;
   await waitReady(0, 120_000);
   const e = await explorer();
@@ -147,27 +153,8 @@ async function setText(text) {
   for (let r = 0; r < repeats; r++) {
     // One digit changes (0..9 is one token either way): the same length, every head recomputed.
     const text = base.replace("0..10", `0..${r % 2 ? 10 : 20}`).replace("i * 2", `i * ${3 + r}`);
-    const before = Number((await explorer()).job);
-    const t0 = await page.evaluate(({ text, before }) => {
-      const explorer = document.querySelector('[data-testid="explorer"]');
-      window.__end = undefined;
-      const watch = new MutationObserver(() => {
-        if (Number(explorer.dataset.job) > before && explorer.dataset.status !== "computing") {
-          watch.disconnect();
-          requestAnimationFrame(() => { window.__end = performance.now(); });
-        }
-      });
-      watch.observe(explorer, { attributes: true });
-      const input = document.querySelector('[data-testid="text-input"]');
-      const start = performance.now();
-      input.value = text;
-      input.dispatchEvent(new Event("input", { bubbles: true }));
-      return start;
-    }, { text, before });
-    await waitReady(before, 120_000);
-    const end = await page.waitForFunction(() => window.__end, null, { timeout: 10_000 }).then((h) => h.jsonValue());
-    const e = await explorer();
-    samples.push({ ms: end - t0, ...timings(e), tokens: await tinyRows(), heads: Number(e.headsDone) });
+    const { ms, e } = await timedInput("text-input", text, 120_000);
+    samples.push({ ms, ...timings(e), tokens: await tinyRows(), heads: Number(e.headsDone) });
   }
   samples.sort((a, b) => a.ms - b.ms);
   const median = samples[Math.floor(samples.length / 2)];
