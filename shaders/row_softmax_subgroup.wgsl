@@ -5,7 +5,9 @@
 // adapters every buffer read is a loop of scalar loads, one per lane (see
 // flash_attention_subgroup.wgsl). The loops over a step's keys, D4 and R are all written out (SG is
 // a compile-time constant too): a shuffle from a constant lane is much cheaper on SwiftShader than
-// one from a lane chosen at run time.
+// one from a lane chosen at run time, and written out, src/gpu/row_softmax_subgroup.rs has each one
+// made a broadcast from that lane (shader_text::constant_lanes: cheaper still there; WGSL takes a
+// broadcast's lane only as a constant, so the text as written keeps the shuffle).
 //
 // Browsers need `enable subgroups;` first; src/gpu/row_softmax_subgroup.rs adds it on the web.
 

@@ -160,6 +160,8 @@ pub struct PipelineCache {
     label: &'static str,
     source: String,
     unroll: std::cell::Cell<bool>,
+    /// Unrolled shuffles from a loop's lane become broadcasts ([`shader_text::constant_lanes`]).
+    constant_lanes: std::cell::Cell<bool>,
     layout: wgpu::PipelineLayout,
     entry_point: &'static str,
     modules: std::cell::RefCell<Vec<(ModuleKey, wgpu::ShaderModule)>>,
@@ -183,6 +185,7 @@ impl PipelineCache {
             label,
             source: shader_text::with_includes(source),
             unroll: Default::default(),
+            constant_lanes: Default::default(),
             layout,
             entry_point,
             modules: Default::default(),
@@ -199,6 +202,12 @@ impl PipelineCache {
 
     pub fn is_unrolled(&self) -> bool {
         self.unroll.get()
+    }
+
+    /// Whether unrolled modules built from now on broadcast from constant lanes where the text shuffles
+    /// from an unrolled loop's lane ([`shader_text::constant_lanes`]).
+    pub fn set_constant_lanes(&self, on: bool) {
+        self.constant_lanes.set(on);
     }
 
     /// Unrolling applies only to loops over compile-time constants, so a module without any is the same either way.
@@ -218,6 +227,9 @@ impl PipelineCache {
         };
         if key.1 {
             source = shader_text::unroll_loops(&source, constants);
+            if self.constant_lanes.get() {
+                source = shader_text::constant_lanes(&source);
+            }
         }
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(self.label),
