@@ -456,7 +456,7 @@ async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
     let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
     let dispatch =
         kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).expect("prepare");
-    Dispatch::submit_all(&ctx, &[&dispatch]);
+    Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
     let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");
     let err = max_abs_diff(&got[..want.len()], &want);
     assert!(err < 1e-4, "packed_attention: output differs by {err}");

@@ -21,13 +21,11 @@ fn f16_bits(r: f32) -> u32 {
     return sign | ((((b >> 23u) & 0xffu) - 112u) << 10u) | ((b >> 13u) & 0x3ffu);
 }
 
-// The value of f16 bits h (the low 16 bits; higher ones are ignored).
+// The value of f16 bits h (the low 16 bits; higher ones are ignored). Without a branch: the attention
+// kernel decodes every value with it, and CPU adapters run both sides of a branch lanes disagree on.
 fn f16_value(h: u32) -> f32 {
     let e = (h >> 10u) & 0x1fu;
     let m = h & 0x3ffu;
-    var a = f32(m) * pow2(-24);
-    if e != 0u {
-        a = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
-    }
+    let a = select(f32(m) * pow2(-24), bitcast<f32>(((e + 112u) << 23u) | (m << 13u)), e != 0u);
     return select(a, -a, (h & 0x8000u) != 0u);
 }

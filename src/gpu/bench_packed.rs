@@ -48,13 +48,13 @@ pub async fn run_packed_decode(
         Dispatch::submit_all(ctx, &[&pack_k, &pack_v]);
         let launch = PackedLaunch { shape, kv_stride: n, layout, mask, scale };
         let step = kernels.packed.prepare(ctx, &PackedBuffers { q: &q, k: &pk, v: &pv, o: &o }, launch)?;
-        let samples = bench::timed_samples(ctx, &[&step], reps, now_ms).await?;
+        let samples = bench::timed_samples(ctx, &step.iter().collect::<Vec<_>>(), reps, now_ms).await?;
         let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
         let kib = 2 * bytes / 1024;
         out.push(OpResult {
             name: format!("decode packed {}", scheme.name()),
             shape: format!("1 query x {n} cached, {h_q}/{h_kv}, {kib} KiB K+V"),
-            launches: 1,
+            launches: step.len() as u32,
             ms_median: st.median_ms,
             ms_min: st.min_ms,
             gflops: bench::gflops(flops, st.median_ms),
