@@ -42,18 +42,6 @@ const KIND_GROUPED: u32 = 2u;
 
 // #include f16_bits.wgsl
 
-// v rounded to f16's values: to nearest, ties to even, subnormals kept, saturating at 65504
-// (kv_quant.wgsl's round_float with f16's constants).
-fn round_f16(v: f32) -> f32 {
-    if v == 0.0 {
-        return v;
-    }
-    let a = abs(v);
-    let e = max(i32((bitcast<u32>(a) >> 23u) & 0xffu) - 127, -14) - 10;
-    let r = min(round(a * pow2(-e)) * pow2(e), 65504.0);
-    return select(r, -r, v < 0.0);
-}
-
 // The scale word of channels c0..c1 of the vector at x[src..].
 fn scale_word(src: u32, c0: u32, c1: u32) -> u32 {
     var lo = x[src + c0];

@@ -43,26 +43,7 @@ struct Params {
 
 // #include grid.wgsl
 
-// 2^e as f32 bits (e within the normal range): exact, unlike exp2.
-fn pow2(e: i32) -> f32 {
-    return bitcast<f32>(u32(e + 127) << 23u);
-}
-
-// v rounded to the float format: to nearest, ties to even (WGSL's round), subnormals kept (below
-// 2^min_exp the step stays 2^(min_exp - mantissa)), saturating at max_value.
-fn round_float(v: f32, mantissa: u32, min_exp: i32, max_value: f32) -> f32 {
-    if v == 0.0 {
-        return v;
-    }
-    let a = abs(v);
-    let e = max(i32((bitcast<u32>(a) >> 23u) & 0xffu) - 127, min_exp) - i32(mantissa);
-    let r = min(round(a * pow2(-e)) * pow2(e), max_value);
-    return select(r, -r, v < 0.0);
-}
-
-fn round_f16(v: f32) -> f32 {
-    return round_float(v, 10u, -14, 65504.0);
-}
+// #include f16_bits.wgsl
 
 // One value as the group's scale (and min) store it.
 fn stored(v: f32, scale: f32, lo: f32) -> f32 {

@@ -3,13 +3,16 @@
 // with an f16 scale and min per group of channels), and each value is dequantised here, in the
 // loops that read it. So the bytes a decode step reads are the scheme's bytes, not an f32 copy.
 //
-// One workgroup per (query head, query), WG = 64 invocations. The query is staged in workgroup
-// memory. The visible keys (key_lo..key_hi of the query's position under the mask) go by in tiles
-// of WG: each invocation scores one key of the tile (decoding its K vector), then every invocation
-// takes the tile's scores from workgroup memory into the same online softmax (running max m and
-// sum l) and adds p * V to the channels it owns (lid, lid + WG, ...), decoding those channels of
-// each key's V. A row that sees no key gets O = 0. f32 throughout; the CPU twin
-// (src/cpu/packed_attention.rs) decodes the same words and sums in f64.
+// Work split (flash-decoding). A workgroup owns ROWS rows of one KV head (a row is one (query, query
+// head) pair, as in flash_attention.wgsl: a GQA group's query heads share each K and V value it
+// decodes) and one of `splits` slices of their keys. It walks its slice in chunks of CHUNK keys:
+// each invocation decodes whole K vectors of the chunk (two keys, each scale once per group) and
+// scores them against the ROWS queries staged in workgroup memory; the chunk's max per row comes
+// from a reduction over the invocations, each key's weight p is computed once, and then each
+// invocation adds p * V to a few channels of one code word (one scale serves them) for every
+// KEY_SETS-th key; the key sets' sums are added once, at the end. With one slice the workgroup writes O; with several it writes its slice's O and log-sum-exp,
+// and `combine` weighs the slices into O. A row that sees no key gets O = 0. f32 throughout; the
+// CPU twin (src/cpu/packed_attention.rs) decodes the same words and sums in f64.
 
 // Keep in sync with `PackedAttentionParams` in src/gpu/packed_attention.rs.
 struct Params {
@@ -27,128 +30,331 @@ struct Params {
     scale: f32,
     // The position of query 0 (n_kv - n_q: the queries are the last positions).
     q_offset: u32,
-    // KIND_* below, and kv_pack.wgsl's layout: bits per code, channels per scale word, words of
-    // codes, words per vector.
-    kind: u32,
-    bits: u32,
-    scale_group: u32,
-    code_words: u32,
+    h_kv: u32,
+    // Tiles of ROWS rows per KV head, and slices of each tile's keys.
+    tiles: u32,
+    splits: u32,
+    // Words per packed vector: codes, then scales.
     words: u32,
-    _pad: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
-
-const KIND_F16: u32 = 0u;
-const KIND_INT8: u32 = 1u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 // [h_q, n_q, d]
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-// [h_kv, kv_stride, words]: the packed caches.
-@group(0) @binding(2) var<storage, read> k: array<u32>;
-@group(0) @binding(3) var<storage, read> v: array<u32>;
+@group(0) @binding(1) var<storage, read_write> o: array<f32>;
+// With several slices: each slice's O [splits, h_q * n_q, d], then its log-sum-exp [splits, h_q * n_q].
+@group(0) @binding(2) var<storage, read_write> partial: array<f32>;
 // [h_q, n_q, d]
-@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+@group(0) @binding(3) var<storage, read> q: array<f32>;
+// [h_kv, kv_stride, words]: the packed caches.
+@group(0) @binding(4) var<storage, read> k: array<u32>;
+@group(0) @binding(5) var<storage, read> v: array<u32>;
 
 // #include grid.wgsl
 
 // #include attention_masks.wgsl
 
-// The widest head (KERNEL_MAX_HEAD_DIM in src/model/limits.rs), and the channels each of the 64
-// invocations may own (written out: a browser's compiler may not take an override as an array size).
-const MAX_D: u32 = 1024u;
-const MAX_OWNED: u32 = 16u;
-
-var<workgroup> query: array<f32, 1024>;
-// One slot per invocation: WG is 64 (src/gpu/packed_attention.rs).
-var<workgroup> scores: array<f32, 64>;
-
 // #include f16_bits.wgsl
 
-// Channel c's value from the word holding its code and its group's scale word.
-fn dequantise(code_word: u32, scale_word: u32, c: u32) -> f32 {
-    let shift = (c * params.bits) % 32u;
-    if params.kind == KIND_F16 {
-        return f16_value(code_word >> shift);
+// Compile-time constants, rewritten per pipeline by src/gpu/packed_attention.rs (the values here
+// keep the file valid as written): the packing (KIND_* below), bits per code, channels per scale
+// word (d for int8), the head width, the rows a workgroup owns (ROWS * D <= 1024), and the output
+// channels each invocation owns while it adds p * V (a few codes of one word; CH * ROWS <= 32).
+const KIND: u32 = 2u;
+const BITS: u32 = 4u;
+const SCALE_GROUP: u32 = 32u;
+const D: u32 = 32u;
+const ROWS: u32 = 4u;
+const CH: u32 = 8u;
+
+const KIND_F16: u32 = 0u;
+const KIND_INT8: u32 = 1u;
+
+// Codes a word holds (rewritten too, so loops over it are written out), and words of codes a
+// vector starts with.
+const PER_WORD: u32 = 8u;
+const CODE_WORDS: u32 = (D * BITS + 31u) / 32u;
+// Whether every word's codes are channels of one group (the scale is then read once a word).
+const WHOLE_WORDS: bool = D % PER_WORD == 0u && SCALE_GROUP % PER_WORD == 0u;
+// Keys a chunk holds: two an invocation (WG is 64, src/gpu/packed_attention.rs).
+const CHUNK: u32 = 128u;
+// While adding p * V, invocations 0..LANES_PER_KEY * KEY_SETS share a key's channels, CH each, and
+// the chunk's keys go to KEY_SETS sets of them (the sets' sums are added at the end).
+const LANES_PER_KEY: u32 = (D + CH - 1u) / CH;
+const KEY_SETS: u32 = 64u / LANES_PER_KEY;
+
+// The rows' queries, pre-scaled [ROWS, D], at 0; the chunk's scores, then weights [ROWS, CHUNK], at
+// QUERY_FLOATS. At the end of the slice, each key set's sums [KEY_SETS, ROWS, D] (at most 64 * 32).
+const QUERY_FLOATS: u32 = 1024u;
+var<workgroup> staged: array<f32, 2048>;
+// One slot per row and invocation, for reductions: [ROWS, 64] (ROWS <= 8).
+var<workgroup> reduced: array<f32, 512>;
+
+// Word i of the K cache (tensor 0) or the V cache (tensor 1).
+fn word_of(tensor: u32, i: u32) -> u32 {
+    if tensor == 0u {
+        return k[i];
     }
-    if params.kind == KIND_INT8 {
-        return f32(extractBits(bitcast<i32>(code_word), shift, 8u)) * bitcast<f32>(scale_word);
+    return v[i];
+}
+
+// The scale and zero point of channel c of the vector at word base (fp16: 1 and 0).
+fn scale_of(tensor: u32, base: u32, c: u32) -> vec2<f32> {
+    if KIND == KIND_F16 {
+        return vec2<f32>(1.0, 0.0);
     }
-    let code = f32(extractBits(code_word, shift, params.bits));
-    return code * f16_value(scale_word & 0xffffu) + f16_value(scale_word >> 16u);
+    let w = word_of(tensor, base + CODE_WORDS + c / SCALE_GROUP);
+    if KIND == KIND_INT8 {
+        return vec2<f32>(bitcast<f32>(w), 0.0);
+    }
+    return vec2<f32>(f16_value(w & 0xffffu), f16_value(w >> 16u));
 }
 
-// Where channel c's scale word is, from its vector's first word (fp16 has none: its first word).
-fn scale_index(base: u32, c: u32) -> u32 {
-    return select(base + params.code_words + c / params.scale_group, base, params.kind == KIND_F16);
+// Code j of `word`, as a number before its scale.
+fn code_value(word: u32, j: u32) -> f32 {
+    let shift = j * BITS;
+    if KIND == KIND_F16 {
+        return f16_value(word >> shift);
+    }
+    if KIND == KIND_INT8 {
+        return f32(extractBits(bitcast<i32>(word), shift, 8u));
+    }
+    return f32(extractBits(word, shift, BITS));
 }
 
-// Channel c of the K vector at word base.
-fn key_at(base: u32, c: u32) -> f32 {
-    return dequantise(k[base + c * params.bits / 32u], k[scale_index(base, c)], c);
+// The rows' scores (pre-scaled queries) against the K vector at word base, each group's scale
+// decoded once and each code word read once.
+fn scores_of(base: u32) -> array<f32, ROWS> {
+    var dot: array<f32, ROWS>;
+    var sz = vec2<f32>(0.0);
+    for (var w = 0u; w < CODE_WORDS; w++) {
+        let word = k[base + w];
+        if WHOLE_WORDS && (w * PER_WORD) % SCALE_GROUP == 0u {
+            sz = scale_of(0u, base, w * PER_WORD);
+        }
+        for (var j = 0u; j < PER_WORD; j++) {
+            let c = w * PER_WORD + j;
+            if WHOLE_WORDS || c < D {
+                if !WHOLE_WORDS && c % SCALE_GROUP == 0u {
+                    sz = scale_of(0u, base, c);
+                }
+                let x = code_value(word, j) * sz.x + sz.y;
+                for (var r = 0u; r < ROWS; r++) {
+                    dot[r] = fma(staged[r * D + c], x, dot[r]);
+                }
+            }
+        }
+    }
+    return dot;
 }
 
-// Channel c of the V vector at word base.
-fn value_at(base: u32, c: u32) -> f32 {
-    return dequantise(v[base + c * params.bits / 32u], v[scale_index(base, c)], c);
+// The largest (op 0) or the sum (op 1) of each row's x over the workgroup: every invocation calls it alike.
+fn across_lanes(x: array<f32, ROWS>, op: u32, lid: u32) -> array<f32, ROWS> {
+    for (var r = 0u; r < ROWS; r++) {
+        reduced[r * 64u + lid] = x[r];
+    }
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if lid < s {
+            for (var r = 0u; r < ROWS; r++) {
+                let mine = reduced[r * 64u + lid];
+                let other = reduced[r * 64u + lid + s];
+                reduced[r * 64u + lid] = select(max(mine, other), mine + other, op == 1u);
+            }
+        }
+        workgroupBarrier();
+    }
+    var out: array<f32, ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        out[r] = reduced[r * 64u];
+    }
+    workgroupBarrier();
+    return out;
+}
+
+// The output row (h * n_q + i) of row `row` of KV head `kv_head` (rows past the end repeat the last).
+fn out_row_of(kv_head: u32, row: u32) -> u32 {
+    let r = min(row, params.n_q * params.group - 1u);
+    return (kv_head * params.group + r % params.group) * params.n_q + r / params.group;
 }
 
 @compute @workgroup_size(WG)
 fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
-    let row = workgroup_index(at);
-    if row >= params.h_q * params.n_q {
+    let wg = workgroup_index(at);
+    let split = wg % params.splits;
+    let row0 = wg / params.splits % params.tiles * ROWS;
+    let kv_head = wg / params.splits / params.tiles;
+    if kv_head >= params.h_kv {
         return;
     }
-    let d = min(params.d, MAX_D);
-    let pos = params.q_offset + row % params.n_q;
-    let kv_row0 = (row / params.n_q / params.group) * params.kv_stride;
-    let lo = key_lo(pos);
-    let hi = key_hi(pos);
-    for (var c = lid; c < d; c += WG) {
-        query[c] = q[row * params.d + c];
+    // Each row's visible keys, and the tile's: every row's within lo..hi.
+    var lo: array<u32, ROWS>;
+    var hi: array<u32, ROWS>;
+    var tile_lo = params.n_kv;
+    var tile_hi = 0u;
+    for (var r = 0u; r < ROWS; r++) {
+        let pos = params.q_offset + out_row_of(kv_head, row0 + r) % params.n_q;
+        lo[r] = key_lo(pos);
+        hi[r] = key_hi(pos);
+        tile_lo = min(tile_lo, lo[r]);
+        tile_hi = max(tile_hi, hi[r]);
+    }
+    tile_hi = max(tile_hi, tile_lo);
+    let span = (tile_hi - tile_lo + params.splits - 1u) / params.splits;
+    let first = min(tile_lo + split * span, tile_hi);
+    let end = min(first + span, tile_hi);
+    for (var e = lid; e < ROWS * D; e += WG) {
+        staged[e] = q[out_row_of(kv_head, row0 + e / D) * D + e % D] * params.scale;
     }
     workgroupBarrier();
 
-    var m = NO_SCORE;
-    var l = 0.0;
-    var acc: array<f32, MAX_OWNED>;
-    for (var j0 = lo; j0 < hi; j0 += WG) {
-        let n = min(WG, hi - j0);
-        var s = NO_SCORE;
-        if lid < n {
-            let base = (kv_row0 + j0 + lid) * params.words;
-            var qk = 0.0;
-            for (var c = 0u; c < d; c++) {
-                qk += query[c] * key_at(base, c);
-            }
-            s = qk * params.scale;
+    let kv_row0 = kv_head * params.kv_stride;
+    // The running max (alike in every invocation), this invocation's share of the sum, and its
+    // channels' accumulators [CH, ROWS].
+    var m: array<f32, ROWS>;
+    var l: array<f32, ROWS>;
+    var acc: array<f32, CH * ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        m[r] = NO_SCORE;
+    }
+    for (var c0 = first; c0 < end; c0 += CHUNK) {
+        let n = min(CHUNK, end - c0);
+        var lane_max: array<f32, ROWS>;
+        for (var r = 0u; r < ROWS; r++) {
+            lane_max[r] = NO_SCORE;
         }
-        scores[lid] = s;
+        for (var e = lid; e < CHUNK; e += WG) {
+            let key = c0 + e;
+            var s: array<f32, ROWS>;
+            if e < n {
+                s = scores_of((kv_row0 + key) * params.words);
+            }
+            for (var r = 0u; r < ROWS; r++) {
+                let seen = e < n && key >= lo[r] && key < hi[r];
+                staged[QUERY_FLOATS + r * CHUNK + e] = select(NO_SCORE, s[r], seen);
+                lane_max[r] = max(lane_max[r], staged[QUERY_FLOATS + r * CHUNK + e]);
+            }
+        }
+        let chunk_max = across_lanes(lane_max, 0u, lid);
+        // Rescale by alpha = exp(m_old - m_new) (0 before the first visible key: it underflows);
+        // masked keys weigh 0, never exp.
+        var alpha: array<f32, ROWS>;
+        for (var r = 0u; r < ROWS; r++) {
+            let m_new = max(m[r], chunk_max[r]);
+            alpha[r] = exp(m[r] - m_new);
+            m[r] = m_new;
+            l[r] *= alpha[r];
+        }
+        for (var e = lid; e < CHUNK; e += WG) {
+            for (var r = 0u; r < ROWS; r++) {
+                let s = staged[QUERY_FLOATS + r * CHUNK + e];
+                let p = select(0.0, exp(s - m[r]), s > NO_SCORE);
+                staged[QUERY_FLOATS + r * CHUNK + e] = p;
+                l[r] += p;
+            }
+        }
         workgroupBarrier();
 
-        var tile_max = NO_SCORE;
-        for (var e = 0u; e < n; e++) {
-            tile_max = max(tile_max, scores[e]);
-        }
-        let m_new = max(m, tile_max);
-        let correction = exp(m - m_new);
-        l *= correction;
-        for (var a = 0u; a < MAX_OWNED; a++) {
-            acc[a] *= correction;
-        }
-        for (var e = 0u; e < n; e++) {
-            let p = exp(scores[e] - m_new);
-            l += p;
-            let base = (kv_row0 + j0 + e) * params.words;
-            for (var a = 0u; a < MAX_OWNED && a * WG + lid < d; a++) {
-                acc[a] += p * value_at(base, a * WG + lid);
+        // acc = acc * alpha + P V over this invocation's key set and channels c1..c1 + CH.
+        for (var a = 0u; a < CH; a++) {
+            for (var r = 0u; r < ROWS; r++) {
+                acc[a * ROWS + r] *= alpha[r];
             }
         }
-        m = m_new;
-        // Every invocation has read the scores before the next tile writes them.
+        let c1 = lid % LANES_PER_KEY * CH;
+        for (var e = select(lid / LANES_PER_KEY, n, lid >= LANES_PER_KEY * KEY_SETS); e < n; e += KEY_SETS) {
+            let base = (kv_row0 + c0 + e) * params.words;
+            var p: array<f32, ROWS>;
+            for (var r = 0u; r < ROWS; r++) {
+                p[r] = staged[QUERY_FLOATS + r * CHUNK + e];
+            }
+            var sz = vec2<f32>(0.0);
+            var word = 0u;
+            for (var a = 0u; a < CH; a++) {
+                let c = c1 + a;
+                if c < D {
+                    if a == 0u || c % SCALE_GROUP == 0u {
+                        sz = scale_of(1u, base, c);
+                    }
+                    if a == 0u || c % PER_WORD == 0u {
+                        word = v[base + c / PER_WORD];
+                    }
+                    let x = code_value(word, c % PER_WORD) * sz.x + sz.y;
+                    for (var r = 0u; r < ROWS; r++) {
+                        acc[a * ROWS + r] = fma(p[r], x, acc[a * ROWS + r]);
+                    }
+                }
+            }
+        }
+        // Every invocation has read the weights before the next chunk writes them.
         workgroupBarrier();
     }
 
-    for (var a = 0u; a < MAX_OWNED && a * WG + lid < d; a++) {
-        o[row * params.d + a * WG + lid] = select(acc[a] / l, 0.0, l == 0.0);
+    let total = across_lanes(l, 1u, lid);
+    // The key sets' sums, added channel by channel.
+    if lid < LANES_PER_KEY * KEY_SETS {
+        for (var a = 0u; a < CH; a++) {
+            let c = lid % LANES_PER_KEY * CH + a;
+            if c < D {
+                for (var r = 0u; r < ROWS; r++) {
+                    staged[(lid / LANES_PER_KEY * ROWS + r) * D + c] = acc[a * ROWS + r];
+                }
+            }
+        }
+    }
+    workgroupBarrier();
+    let rows = params.h_q * params.n_q;
+    for (var i = lid; i < ROWS * D; i += WG) {
+        let r = i / D;
+        if row0 + r < params.n_q * params.group {
+            let out_row = out_row_of(kv_head, row0 + r);
+            var sum = 0.0;
+            for (var ks = 0u; ks < KEY_SETS; ks++) {
+                sum += staged[(ks * ROWS + r) * D + i % D];
+            }
+            // One slice writes O; several write their own O and log-sum-exp for `combine`.
+            let x = select(0.0, sum / total[r], total[r] > 0.0);
+            if params.splits == 1u {
+                o[out_row * D + i % D] = x;
+            } else {
+                partial[(split * rows + out_row) * D + i % D] = x;
+            }
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        if lid == 0u && params.splits > 1u && row0 + r < params.n_q * params.group {
+            let lse = select(NO_SCORE, m[r] + log(total[r]), total[r] > 0.0);
+            partial[params.splits * rows * D + split * rows + out_row_of(kv_head, row0 + r)] = lse;
+        }
+    }
+}
+
+// O of each output row from its slices: each slice's O weighted by exp(lse - the largest lse), over
+// the weights' sum (0 where no slice saw a key). One workgroup per output row; reads params.d, not D.
+@compute @workgroup_size(WG)
+fn combine(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let row = workgroup_index(at);
+    let rows = params.h_q * params.n_q;
+    if row >= rows {
+        return;
+    }
+    let lse_at = params.splits * rows * params.d;
+    var top = NO_SCORE;
+    for (var s = 0u; s < params.splits; s++) {
+        top = max(top, partial[lse_at + s * rows + row]);
+    }
+    var total = 0.0;
+    for (var s = 0u; s < params.splits; s++) {
+        let lse = partial[lse_at + s * rows + row];
+        total += select(0.0, exp(lse - top), lse > NO_SCORE);
+    }
+    for (var c = lid; c < params.d; c += WG) {
+        var x = 0.0;
+        for (var s = 0u; s < params.splits; s++) {
+            let lse = partial[lse_at + s * rows + row];
+            x += select(0.0, exp(lse - top), lse > NO_SCORE) * partial[(s * rows + row) * params.d + c];
+        }
+        o[row * params.d + c] = select(0.0, x / total, total > 0.0);
     }
 }

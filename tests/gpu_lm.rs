@@ -393,6 +393,13 @@ fn tokens_first(x: &[f32], tokens: usize, heads: usize, d: usize) -> Vec<f32> {
 const HIDDEN_ABS: f32 = 2e-4;
 const LOGIT_ABS: f32 = 1e-4;
 const PROB_ABS: f32 = 1e-5;
+/// Logits decoded through a packed cache against the f32 cache of the same rounded values: the same
+/// numbers summed in another order (packed_attention slices the keys and adds each slice's lanes; the
+/// f32 decode walks them in tiles). Its attention matches its twin within 2e-7 on the trained model's
+/// shapes; over 4 layers that order moved int2-g32's logits (of about 4) by 2.4e-4 on lavapipe, where
+/// fp16, int8, int4 and int2-g16 moved by 4.3e-5 at most (at int2's coarse steps, a later layer's K
+/// that differs by float error may round to the neighbouring code).
+const PACKED_LOGIT_ABS: f32 = 5e-4;
 /// Logits of the pass over a quantised cache, GPU against CPU (see the test).
 const QUANT_LOGIT_ABS: f32 = 1e-2;
 
@@ -646,7 +653,7 @@ fn decoding_against_a_quantised_cache_gives_the_cpu_pass_over_the_same_scheme() 
             let (got, yardstick) = (step(&mut packed, &ids[from..to]), step(&mut rounded, &ids[from..to]));
             let what = format!("{} logits after token {}", scheme.name(), to - 1);
             // The same numbers, dequantised as read or rounded and held in f32: float error only.
-            worst(&format!("{what}, packed against rounded"), &got, &yardstick, LOGIT_ABS, 0.0);
+            worst(&format!("{what}, packed against rounded"), &got, &yardstick, PACKED_LOGIT_ABS, 0.0);
             worst(&what, &got, want.logits_at(to - 1), QUANT_LOGIT_ABS, 0.0);
             storage = storage.max(max_abs_diff(&got, &yardstick));
             diff = diff.max(max_abs_diff(&got, want.logits_at(to - 1)));
@@ -715,9 +722,12 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let mut rng = SplitMix64::new(31);
-    // A decode step (one query) over 70 keys (two tiles of 64), a prefill's 9 queries under a window,
-    // chunks with GQA, an off-grid width with a partial group, a head of 256 (4 channels an
-    // invocation); caches with spare rows.
+    // A decode step (one query) over 70 keys, a prefill's 9 queries under a window, chunks with GQA,
+    // an off-grid width with a partial group, a head of 256 (4 channels an invocation); a decode step
+    // over 1,000 keys cut into 8 slices (`combine` weighs them), a prefill whose tiles of 8 rows span
+    // 4 queries under a window, its keys in 3 slices, the trained model's prefill (8 heads on 2,
+    // int2-g32, window 64), and chunks of 150 in 2 slices, where the tile of
+    // queries 144..152 has rows that see nothing of the first slice; caches with spare rows.
     let cases = [
         (
             AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 70, d: 32 },
@@ -744,6 +754,26 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
             Mask::Full,
             KvScheme::IntGroup { bits: 2, group: 32 },
         ),
+        (
+            AttentionShape { h_q: 8, h_kv: 2, n_q: 1, n_kv: 1000, d: 64 },
+            Mask::Causal,
+            KvScheme::IntGroup { bits: 4, group: 16 },
+        ),
+        (
+            AttentionShape { h_q: 2, h_kv: 1, n_q: 40, n_kv: 300, d: 64 },
+            Mask::Sliding { window_tokens: 100 },
+            KvScheme::Int8,
+        ),
+        (
+            AttentionShape { h_q: 8, h_kv: 2, n_q: 60, n_kv: 62, d: 32 },
+            Mask::Sliding { window_tokens: 64 },
+            KvScheme::IntGroup { bits: 2, group: 32 },
+        ),
+        (
+            AttentionShape { h_q: 1, h_kv: 1, n_q: 600, n_kv: 600, d: 128 },
+            Mask::Chunked { chunk_tokens: 150 },
+            KvScheme::Fp16,
+        ),
     ];
     for (shape, mask, scheme) in cases {
         let kv_stride = shape.n_kv + 6;
@@ -767,8 +797,11 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
         );
         let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
         let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
-        let dispatch = kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).unwrap();
-        let got = run(&ctx, &dispatch, &o, want.len());
+        let dispatches =
+            kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).unwrap();
+        let (last, slices) = dispatches.split_last().unwrap();
+        Dispatch::submit_all(&ctx, slices.iter().collect::<Vec<_>>().as_slice());
+        let got = run(&ctx, last, &o, want.len());
         let what = format!("packed_attention {} {mask:?} d = {}", scheme.name(), shape.d);
         worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
         println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));

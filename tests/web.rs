@@ -406,7 +406,7 @@ async fn the_traced_forward_matches_its_twin_on_browser_webgpu() {
 
 /// The packed quantised KV cache in Chromium (Tint compiles `kv_pack` and `packed_attention`, not
 /// naga): tokens packed as the twin packs them (fp16, int8, int4-g32), and a decode step's attention
-/// over an int4-g32 cache (GQA, 70 keys: two tiles) against its twin.
+/// over an int4-g32 cache (GQA, 300 keys: three slices, weighed together by `combine`) against its twin.
 #[wasm_bindgen_test]
 async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
     use attention_lab::cpu::kv_pack::{PackRows, kv_pack, unpack_vector};
@@ -417,8 +417,8 @@ async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
     use attention_lab::model::kv_quant::KvScheme;
     let ctx = GpuContext::new().await.expect("a WebGPU adapter");
     let kernels = Kernels::new(&ctx);
-    let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 70, d: 32 };
-    let (kv_stride, int4) = (80u32, KvScheme::IntGroup { bits: 4, group: 32 });
+    let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 300, d: 32 };
+    let (kv_stride, int4) = (310u32, KvScheme::IntGroup { bits: 4, group: 32 });
     let rows = PackRows { heads: shape.h_kv, tokens: shape.n_kv, capacity: kv_stride, start: 0 };
     for (i, scheme) in [KvScheme::Fp16, KvScheme::Int8, int4].into_iter().enumerate() {
         let layout = PackedLayout::of(scheme, shape.d).expect("a packed form");
@@ -456,7 +456,7 @@ async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
     let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
     let dispatch =
         kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).expect("prepare");
-    Dispatch::submit_all(&ctx, &[&dispatch]);
+    Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
     let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");
     let err = max_abs_diff(&got[..want.len()], &want);
     assert!(err < 1e-4, "packed_attention: output differs by {err}");

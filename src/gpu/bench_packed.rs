@@ -6,9 +6,9 @@
 
 use crate::attention::AttentionShape;
 use crate::cpu::kv_pack::PackRows;
-use crate::gpu::bench::{self, Repetitions};
+use crate::gpu::bench::Repetitions;
 use crate::gpu::bench_lm::OpResult;
-use crate::gpu::bench_paged::decode_step;
+use crate::gpu::bench_paged::{decode_step, timed};
 use crate::gpu::launch::Dispatch;
 use crate::gpu::packed_attention::{PackedBuffers, PackedLaunch};
 use crate::gpu::{GpuContext, GpuError, Kernels};
@@ -48,18 +48,10 @@ pub async fn run_packed_decode(
         Dispatch::submit_all(ctx, &[&pack_k, &pack_v]);
         let launch = PackedLaunch { shape, kv_stride: n, layout, mask, scale };
         let step = kernels.packed.prepare(ctx, &PackedBuffers { q: &q, k: &pk, v: &pv, o: &o }, launch)?;
-        let samples = bench::timed_samples(ctx, &[&step], reps, now_ms).await?;
-        let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
-        let kib = 2 * bytes / 1024;
-        out.push(OpResult {
-            name: format!("decode packed {}", scheme.name()),
-            shape: format!("1 query x {n} cached, {h_q}/{h_kv}, {kib} KiB K+V"),
-            launches: 1,
-            ms_median: st.median_ms,
-            ms_min: st.min_ms,
-            gflops: bench::gflops(flops, st.median_ms),
-            fma_gflops,
-        });
+        let name = format!("decode packed {}", scheme.name());
+        let what = format!("1 query x {n} cached, {h_q}/{h_kv}, {} KiB K+V", 2 * bytes / 1024);
+        let steps: Vec<&Dispatch> = step.iter().collect();
+        out.push(timed(ctx, &name, &what, &steps, flops, fma_gflops, reps, now_ms).await?);
     }
     Ok(out)
 }

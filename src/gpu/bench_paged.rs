@@ -61,15 +61,15 @@ pub async fn run_paged_decode(
     let flops = 4 * u64::from(d) * u64::from(h_q) * u64::from(n);
     let mut rows = Vec::new();
     let contiguous = kernels.flash.prepare(ctx, &buffers, flat)?;
-    rows.push(timed(ctx, CONTIGUOUS_APP, &what, &contiguous, flops, fma_gflops, reps, now_ms).await?);
+    rows.push(timed(ctx, CONTIGUOUS_APP, &what, &[&contiguous], flops, fma_gflops, reps, now_ms).await?);
     // The generic tiled loop, as the paged kernel runs it (forcing the adapter's own tiles skips the
     // subgroup form on CPU adapters).
     kernels.flash.force_tiles(Some(FlashTiles::choose(&ctx.limits, ctx.adapter.is_cpu, d)));
     let same_loop = kernels.flash.prepare(ctx, &buffers, flat);
     kernels.flash.force_tiles(None);
-    rows.push(timed(ctx, "decode contiguous (tiled)", &what, &same_loop?, flops, fma_gflops, reps, now_ms).await?);
+    rows.push(timed(ctx, "decode contiguous (tiled)", &what, &[&same_loop?], flops, fma_gflops, reps, now_ms).await?);
     let scattered = kernels.paged.prepare(ctx, &buffers, &table, paged)?;
-    rows.push(timed(ctx, PAGED_SCATTERED, &what, &scattered, flops, fma_gflops, reps, now_ms).await?);
+    rows.push(timed(ctx, PAGED_SCATTERED, &what, &[&scattered], flops, fma_gflops, reps, now_ms).await?);
     Ok(rows)
 }
 
@@ -86,23 +86,24 @@ pub fn decode_step(ctx: &GpuContext) -> Result<(AttentionShape, [wgpu::Buffer; 3
     Ok((AttentionShape { h_q, h_kv, n_q: 1, n_kv: n, d }, [q, k, v]))
 }
 
-#[expect(clippy::too_many_arguments, reason = "one row's name, launch and timing settings")]
-async fn timed(
+/// One decode row: `dispatches` (one step) timed in one submission, `flops` counted for it.
+#[expect(clippy::too_many_arguments, reason = "one row's name, launches and timing settings")]
+pub async fn timed(
     ctx: &GpuContext,
     name: &str,
     shape: &str,
-    dispatch: &Dispatch,
+    dispatches: &[&Dispatch],
     flops: u64,
     fma_gflops: f64,
     reps: Repetitions,
     now_ms: fn() -> f64,
 ) -> Result<OpResult, GpuError> {
-    let samples = bench::timed_samples(ctx, &[dispatch], reps, now_ms).await?;
+    let samples = bench::timed_samples(ctx, dispatches, reps, now_ms).await?;
     let st = bench::stats(&samples).ok_or_else(|| GpuError::InvalidInput("no repetitions".into()))?;
     Ok(OpResult {
         name: name.into(),
         shape: shape.into(),
-        launches: 1,
+        launches: dispatches.len() as u32,
         ms_median: st.median_ms,
         ms_min: st.min_ms,
         gflops: bench::gflops(flops, st.median_ms),

@@ -28,7 +28,7 @@ use crate::gpu::launch::{self, Dispatch};
 use crate::gpu::matmul::Matmul;
 use crate::gpu::matmul_subgroup::MatmulSubgroup;
 use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
-use crate::gpu::packed_attention::PackedAttention;
+use crate::gpu::packed_attention::{PackedAttention, PackedCombine};
 use crate::gpu::paged_attention::{PagedAttention, PagedLaunch};
 use crate::gpu::paged_attention_subgroup::PagedSubgroup;
 use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
@@ -150,6 +150,7 @@ kernel_set! {
         FlashBackwardSubgroupKeys,
         MatmulSubgroup,
         MergeHeads,
+        PackedCombine,
         RowSoftmaxSubgroup,
     }
     builds {

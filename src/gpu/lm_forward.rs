@@ -680,7 +680,7 @@ impl Recorder<'_, '_> {
         } else if let Some(CacheView { packed: Some(layout), capacity, .. }) = &pass.cache {
             let packed = PackedBuffers { q: b("q"), k: keys, v: values, o: b("o") };
             let launch = PackedLaunch { shape, kv_stride: *capacity, layout: *layout, mask: layer.mask, scale };
-            out.push(k.packed.prepare(ctx, &packed, launch)?);
+            out.extend(k.packed.prepare(ctx, &packed, launch)?);
         } else if let Some(CacheView { paged: Some(paged), .. }) = pass.cache.as_ref().filter(|c| c.attended()) {
             let buffers = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
             out.push(paged.attention(ctx, k, &buffers, (l, shape, layer.mask, scale))?);

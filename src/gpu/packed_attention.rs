@@ -1,6 +1,8 @@
 //! Owner of `shaders/packed_attention.wgsl`: attention of a decode step's queries (or a prefill's)
 //! over a packed quantised KV cache, each K and V value dequantised as the kernel reads it, so the
-//! bytes read are the scheme's ([`PackedLayout`]).
+//! bytes read are the scheme's ([`PackedLayout`]). A workgroup owns the query heads of one KV head
+//! (each value decoded serves them all) and a slice of their keys ([`PackedPlan`]); where a launch
+//! has several slices, the shader's `combine` weighs their outputs into O (flash-decoding).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -26,18 +28,30 @@ pub struct PackedAttentionParams {
     pub mask_size: u32,
     pub scale: f32,
     pub q_offset: u32,
-    /// 0: fp16; 1: int8; 2: grouped (`kv_pack`'s kinds).
-    pub kind: u32,
-    pub bits: u32,
-    pub scale_group: u32,
-    pub code_words: u32,
+    pub h_kv: u32,
+    /// Tiles of [`PackedPlan::rows`] rows per KV head, and slices of each tile's keys.
+    pub tiles: u32,
+    pub splits: u32,
     pub words: u32,
-    pub _pad: u32,
+    pub _pad: [u32; 2],
 }
 
-/// Invocations per workgroup (the shader's `WG`, the size of its score array, and with its 16 owned
-/// channels an invocation, the widest head: 64 x 16 = 1024).
+/// Loops over the rows and owned channels written out natively (CPU adapters then keep the rows'
+/// scores and accumulators in registers), kept as loops in the browser: the forward kernel's choice.
+const UNROLL_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
+
+/// Invocations per workgroup (the shader's `WG`: its reductions and `reduced` array assume 64).
 const WORKGROUP: u32 = 64;
+/// Keys a workgroup scores at a time (the shader's `CHUNK`): a slice is never cut finer.
+const CHUNK: u32 = 128;
+/// Rows a workgroup may own (the shader's `reduced` holds 8 x 64), and queries' floats it stages.
+const MAX_ROWS: u32 = 8;
+const STAGED_FLOATS: u32 = 1024;
+/// Workgroups a launch aims for, by slicing the keys (flash-decoding): enough for a GPU's cores
+/// when a decode step has only a few KV heads' rows.
+const TARGET_WORKGROUPS: u32 = 128;
+/// Most slices of one tile's keys (what `combine` reads per output).
+const MAX_SPLITS: u32 = 64;
 
 /// The buffers of one launch: Q and O `[h_q, n_q, d]` f32, K and V packed `[h_kv, kv_stride, words]`.
 pub struct PackedBuffers<'a> {
@@ -57,19 +71,85 @@ pub struct PackedLaunch {
     pub scale: f32,
 }
 
+/// How a launch is cut up: rows a workgroup owns (query heads of one KV head, then queries), tiles
+/// of them per KV head, and slices of each tile's keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackedPlan {
+    pub rows: u32,
+    pub tiles: u32,
+    pub splits: u32,
+}
+
+impl PackedPlan {
+    /// Rows as many as fit (every query head of a GQA group shares each value decoded, within the
+    /// staged queries' 1,024 floats), and slices of at least one chunk of keys each until the launch
+    /// has about [`TARGET_WORKGROUPS`].
+    pub fn of(shape: AttentionShape) -> PackedPlan {
+        let rows_total = (shape.n_q * shape.group_size()).max(1);
+        let rows = MAX_ROWS.min(STAGED_FLOATS / shape.d.max(1)).min(rows_total).max(1);
+        let tiles = rows_total.div_ceil(rows);
+        let base = tiles.saturating_mul(shape.h_kv).max(1);
+        let splits = shape.n_kv.div_ceil(CHUNK).min(TARGET_WORKGROUPS.div_ceil(base)).clamp(1, MAX_SPLITS);
+        PackedPlan { rows, tiles, splits }
+    }
+
+    /// Output channels each invocation owns while it adds p V: a few codes of one word, at most 32
+    /// accumulators with the rows (the shader's `CH`), and enough for 64 invocations to cover a key.
+    pub fn channels(&self, layout: PackedLayout) -> u32 {
+        let per_word = 32 / layout.bits();
+        layout.d.div_ceil(WORKGROUP).max(per_word.min(32 / self.rows).min(layout.d))
+    }
+
+    /// Floats of the slices' partial O and log-sum-exp (none with one slice).
+    pub fn partial_floats(&self, shape: AttentionShape) -> u64 {
+        if self.splits == 1 {
+            return 0;
+        }
+        u64::from(self.splits) * u64::from(shape.h_q) * u64::from(shape.n_q) * (u64::from(shape.d) + 1)
+    }
+}
+
 pub struct PackedAttention {
     launcher: Launcher<Self>,
+    combine: Launcher<PackedCombine>,
+    /// Bound as the partials of a launch of one slice, which writes O straight away.
+    no_partials: wgpu::Buffer,
 }
 
 impl Kernel for PackedAttention {
     const NAME: &'static str = "packed_attention";
     const SOURCE: &'static str = include_str!("../../shaders/packed_attention.wgsl");
-    const BINDINGS: &'static [Binding] =
-        &[Binding::Uniform, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadOnly, Binding::ReadWrite];
+    const BINDINGS: &'static [Binding] = &[
+        Binding::Uniform,
+        Binding::ReadWrite,
+        Binding::ReadWrite,
+        Binding::ReadOnly,
+        Binding::ReadOnly,
+        Binding::ReadOnly,
+    ];
     const CPU_TWIN: CpuTwin = CpuTwin::Named;
     type Params = PackedAttentionParams;
 
-    /// One workgroup per (query head, query).
+    /// One workgroup per (KV head, tile of rows, slice of keys).
+    fn workgroups(p: &PackedAttentionParams) -> Option<u64> {
+        Some(u64::from(p.h_kv) * u64::from(p.tiles) * u64::from(p.splits))
+    }
+}
+
+/// `packed_attention.wgsl`'s `combine`: the slices' O weighed into O; binds the first three of
+/// `main`'s bindings.
+pub struct PackedCombine;
+
+impl Kernel for PackedCombine {
+    const NAME: &'static str = "packed_attention";
+    const SOURCE: &'static str = PackedAttention::SOURCE;
+    const ENTRY_POINT: &'static str = "combine";
+    const BINDINGS: &'static [Binding] = &[Binding::Uniform, Binding::ReadWrite, Binding::ReadWrite];
+    const CPU_TWIN: CpuTwin =
+        CpuTwin::Skipped("the slices' weighted sum: tests compare the whole launch with packed_attention's twin");
+    type Params = PackedAttentionParams;
+
+    /// One workgroup per output row.
     fn workgroups(p: &PackedAttentionParams) -> Option<u64> {
         Some(u64::from(p.h_q) * u64::from(p.n_q))
     }
@@ -77,25 +157,63 @@ impl Kernel for PackedAttention {
 
 impl PackedAttention {
     pub fn new(ctx: &GpuContext) -> Self {
-        Self { launcher: Launcher::new(ctx) }
+        let no_partials = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("no partials"),
+            size: 4,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let launcher = Launcher::new(ctx);
+        launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
+        Self { launcher, combine: Launcher::new(ctx), no_partials }
     }
 
-    /// Prepares one launch, after checking the shape and that every buffer holds what it covers.
-    pub fn prepare(&self, ctx: &GpuContext, b: &PackedBuffers<'_>, launch: PackedLaunch) -> Result<Dispatch, GpuError> {
-        let params = params(launch, [b.q, b.k, b.v, b.o].map(|x| x.size() / 4))?;
-        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
-        self.launcher.dispatch(ctx, pipeline, &params, &[b.q, b.k, b.v, b.o])
+    /// Prepares one launch (its slices, then `combine` where there are several), after checking the
+    /// shape and that every buffer holds what it covers.
+    pub fn prepare(
+        &self,
+        ctx: &GpuContext,
+        b: &PackedBuffers<'_>,
+        launch: PackedLaunch,
+    ) -> Result<Vec<Dispatch>, GpuError> {
+        let plan = PackedPlan::of(launch.shape);
+        let params = params(launch, plan, [b.q, b.k, b.v, b.o].map(|x| x.size() / 4))?;
+        let layout = launch.layout;
+        let constants = [
+            ("KIND", layout.shader_kind()),
+            ("BITS", layout.bits()),
+            ("SCALE_GROUP", layout.group()),
+            ("D", layout.d),
+            ("ROWS", plan.rows),
+            ("PER_WORD", 32 / layout.bits()),
+            ("CH", plan.channels(layout)),
+        ];
+        let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &constants, &[("WG", WORKGROUP)]);
+        if plan.splits == 1 {
+            return Ok(vec![self.launcher.dispatch(
+                ctx,
+                pipeline,
+                &params,
+                &[b.o, &self.no_partials, b.q, b.k, b.v],
+            )?]);
+        }
+        let partials = ctx.storage_output("packed partials", plan.partial_floats(launch.shape) * 4)?;
+        let slices = self.launcher.dispatch(ctx, pipeline, &params, &[b.o, &partials, b.q, b.k, b.v])?;
+        let combine = self.combine.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        Ok(vec![slices, self.combine.dispatch(ctx, combine, &params, &[b.o, &partials])?])
     }
 }
 
-/// The launch's params, after checking it against the buffers' lengths in 4-byte words (q, k, v, o).
-pub fn params(launch: PackedLaunch, words: [u64; 4]) -> Result<PackedAttentionParams, GpuError> {
+/// The launch's params under `plan`, after checking it against the buffers' lengths in 4-byte words
+/// (q, k, v, o).
+pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result<PackedAttentionParams, GpuError> {
     let PackedLaunch { shape, kv_stride, layout, mask, scale } = launch;
     let AttentionShape { h_q, h_kv, n_q, n_kv, d } = shape;
     let rows = u64::from(h_q) * u64::from(n_q) * u64::from(d);
     let cache = u64::from(h_kv) * u64::from(kv_stride) * u64::from(layout.words());
     let needs = [rows, cache, cache, rows];
-    let fits = needs.iter().zip(words).all(|(&need, have)| need <= have) && rows.max(cache) <= u64::from(u32::MAX);
+    let biggest = rows.max(cache).max(plan.partial_floats(shape));
+    let fits = needs.iter().zip(words).all(|(&need, have)| need <= have) && biggest <= u64::from(u32::MAX);
     if shape.validate().is_err() || !kernels_take_head_dim(d) || layout.d != d || kv_stride < n_kv || !fits {
         return Err(GpuError::InvalidInput(format!(
             "packed_attention: {h_q} heads on {h_kv} x {n_q} queries x {n_kv} keys (stride {kv_stride}) x {d} \
@@ -115,12 +233,11 @@ pub fn params(launch: PackedLaunch, words: [u64; 4]) -> Result<PackedAttentionPa
         mask_size,
         scale,
         q_offset: shape.q_offset(),
-        kind: layout.shader_kind(),
-        bits: layout.bits(),
-        scale_group: layout.group(),
-        code_words: layout.code_words(),
+        h_kv,
+        tiles: plan.tiles,
+        splits: plan.splits,
         words: layout.words(),
-        _pad: 0,
+        _pad: [0; 2],
     })
 }
 
@@ -128,6 +245,25 @@ pub fn params(launch: PackedLaunch, words: [u64; 4]) -> Result<PackedAttentionPa
 mod tests {
     use super::*;
     use crate::model::kv_quant::KvScheme;
+
+    #[test]
+    fn plans_share_a_gqa_group_s_values_and_slice_long_caches() {
+        // Llama 3 8B's decode step at 4,096 keys: a workgroup owns the 4 query heads of a KV head; 8
+        // KV heads x 1 tile = 8 workgroups, so 16 slices of 256 keys make 128.
+        let decode = AttentionShape { h_q: 32, h_kv: 8, n_q: 1, n_kv: 4096, d: 128 };
+        let plan = PackedPlan::of(decode);
+        assert_eq!(plan, PackedPlan { rows: 4, tiles: 1, splits: 16 });
+        // Partials: 16 slices x 32 rows x (128 + 1) floats.
+        assert_eq!(plan.partial_floats(decode), 16 * 32 * 129);
+        // A prefill of the trained model (4 heads on 2, 128 tokens, d = 32): 256 rows of a KV head in
+        // tiles of 8 (8 x 32 floats staged), one slice of the 128 keys (a chunk), no partials.
+        let prefill = AttentionShape { h_q: 4, h_kv: 2, n_q: 128, n_kv: 128, d: 32 };
+        assert_eq!(PackedPlan::of(prefill), PackedPlan { rows: 8, tiles: 32, splits: 1 });
+        assert_eq!(PackedPlan::of(prefill).partial_floats(prefill), 0);
+        // A head of 1,024 stages one row; a short cache is never cut below a chunk.
+        let wide = AttentionShape { h_q: 2, h_kv: 1, n_q: 1, n_kv: 200, d: 1024 };
+        assert_eq!(PackedPlan::of(wide), PackedPlan { rows: 1, tiles: 2, splits: 2 });
+    }
 
     #[test]
     fn params_are_64_bytes() {
@@ -141,12 +277,13 @@ mod tests {
         let layout = PackedLayout::of(KvScheme::IntGroup { bits: 2, group: 32 }, 32).unwrap();
         let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 3, n_kv: 10, d: 32 };
         let launch = PackedLaunch { shape, kv_stride: 16, layout, mask: Mask::Causal, scale: 0.5 };
-        let p = params(launch, [384, 96, 96, 384]).unwrap();
-        assert_eq!((p.group, p.q_offset, p.kind, p.bits, p.code_words, p.words), (2, 7, 2, 2, 2, 3));
-        assert!(params(launch, [384, 95, 96, 384]).is_err());
-        assert!(params(launch, [384, 96, 96, 383]).is_err());
-        assert!(params(PackedLaunch { kv_stride: 9, ..launch }, [999; 4]).is_err());
+        let plan = PackedPlan::of(shape);
+        let p = params(launch, plan, [384, 96, 96, 384]).unwrap();
+        assert_eq!((p.group, p.q_offset, p.words, p.tiles, p.splits), (2, 7, 3, 1, 1));
+        assert!(params(launch, plan, [384, 95, 96, 384]).is_err());
+        assert!(params(launch, plan, [384, 96, 96, 383]).is_err());
+        assert!(params(PackedLaunch { kv_stride: 9, ..launch }, plan, [999; 4]).is_err());
         let other = PackedLayout::of(KvScheme::Fp16, 64).unwrap();
-        assert!(params(PackedLaunch { layout: other, ..launch }, [9999; 4]).is_err());
+        assert!(params(PackedLaunch { layout: other, ..launch }, plan, [9999; 4]).is_err());
     }
 }
