@@ -774,6 +774,12 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
             Mask::Chunked { chunk_tokens: 150 },
             KvScheme::Fp16,
         ),
+        // Several slices and a padded last tile: 9 rows a KV head in tiles of 8.
+        (
+            AttentionShape { h_q: 6, h_kv: 2, n_q: 3, n_kv: 500, d: 32 },
+            Mask::Causal,
+            KvScheme::IntGroup { bits: 4, group: 32 },
+        ),
     ];
     for (shape, mask, scheme) in cases {
         let kv_stride = shape.n_kv + 6;

@@ -58,7 +58,7 @@ fn a_checkpoint_widened_in_steps_is_the_checkpoint_read_at_once() {
     let reference = reference();
     for (f, (name, at_once)) in FIXTURES.into_iter().zip(loaded()) {
         // Steps of 1,000 values: hundreds of them, most ending inside a tensor.
-        let mut widening = Widening::new(SafeTensors::parse(f.weights).unwrap(), 1000);
+        let mut widening = Widening::new(SafeTensors::parse(f.weights).unwrap(), 1000).unwrap();
         let mut steps = 1;
         while widening.step() {
             steps += 1;

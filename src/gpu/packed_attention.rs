@@ -42,7 +42,8 @@ const UNROLL_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
 
 /// Invocations per workgroup (the shader's `WG`: its reductions and `reduced` array assume 64).
 const WORKGROUP: u32 = 64;
-/// Keys a workgroup scores at a time (the shader's `CHUNK`): a slice is never cut finer.
+/// Keys a workgroup scores at a time (the shader's `CHUNK`). A slice may hold fewer: keys are shared
+/// evenly among the slices (200 keys make two slices of 100).
 const CHUNK: u32 = 128;
 /// Rows a workgroup may own (the shader's `reduced` holds 8 x 64), and queries' floats it stages.
 const MAX_ROWS: u32 = 8;
@@ -255,12 +256,12 @@ mod tests {
         assert_eq!(plan, PackedPlan { rows: 4, tiles: 1, splits: 16 });
         // Partials: 16 slices x 32 rows x (128 + 1) floats.
         assert_eq!(plan.partial_floats(decode), 16 * 32 * 129);
-        // A prefill of the trained model (4 heads on 2, 128 tokens, d = 32): 256 rows of a KV head in
+        // A prefill of 4 heads on 2 (128 tokens, d = 32): 256 rows of a KV head in
         // tiles of 8 (8 x 32 floats staged), one slice of the 128 keys (a chunk), no partials.
         let prefill = AttentionShape { h_q: 4, h_kv: 2, n_q: 128, n_kv: 128, d: 32 };
         assert_eq!(PackedPlan::of(prefill), PackedPlan { rows: 8, tiles: 32, splits: 1 });
         assert_eq!(PackedPlan::of(prefill).partial_floats(prefill), 0);
-        // A head of 1,024 stages one row; a short cache is never cut below a chunk.
+        // A head of 1,024 stages one row; 200 keys are cut into two slices of 100.
         let wide = AttentionShape { h_q: 2, h_kv: 1, n_q: 1, n_kv: 200, d: 1024 };
         assert_eq!(PackedPlan::of(wide), PackedPlan { rows: 1, tiles: 2, splits: 2 });
     }

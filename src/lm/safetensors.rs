@@ -138,9 +138,19 @@ pub struct Widening<'a> {
 }
 
 impl<'a> Widening<'a> {
-    pub fn new(file: SafeTensors<'a>, step_elements: usize) -> Self {
+    /// Refuses a file whose tensors share bytes: widened, such a file could ask for far more memory
+    /// than it holds (many names over one range), where tensors that do not overlap widen to at most
+    /// 4 bytes per byte of the file.
+    pub fn new(file: SafeTensors<'a>, step_elements: usize) -> Result<Self, LmError> {
+        let claimed: u64 = file.tensors.values().map(|t| t.end - t.start).sum();
+        if claimed > file.data.len() as u64 {
+            return Err(LmError(format!(
+                "its tensors claim {claimed} bytes of a {}-byte data section: some share bytes",
+                file.data.len()
+            )));
+        }
         let names = file.tensors.keys().cloned().collect();
-        Widening { file, names, next: 0, done: BTreeMap::new(), step_elements: step_elements.max(1) }
+        Ok(Widening { file, names, next: 0, done: BTreeMap::new(), step_elements: step_elements.max(1) })
     }
 
     /// Widens up to `step_elements` more values; `false` once every tensor is done.
@@ -254,7 +264,7 @@ mod tests {
             "b":{"dtype":"BF16","shape":[1,2],"data_offsets":[6,10]},
             "e":{"dtype":"F32","shape":[0],"data_offsets":[10,10]}}"#;
         let bytes = file(header, &data);
-        let mut widening = Widening::new(SafeTensors::parse(&bytes).unwrap(), 2);
+        let mut widening = Widening::new(SafeTensors::parse(&bytes).unwrap(), 2).unwrap();
         let mut steps = 1;
         while widening.step() {
             steps += 1;
@@ -267,6 +277,16 @@ mod tests {
         assert_eq!(widened.f32_tensor("e", &[0]).unwrap(), [0.0; 0]);
         // Handed out once: a second read finds nothing.
         assert!(widened.f32_tensor("a", &[3]).unwrap_err().0.contains("no tensor a"));
+    }
+
+    #[test]
+    fn widening_refuses_tensors_that_share_bytes() {
+        // Two names over the same 4 bytes: 8 bytes claimed of 4.
+        let header = r#"{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},
+            "b":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}"#;
+        let bytes = file(header, &[0; 4]);
+        let refused = Widening::new(SafeTensors::parse(&bytes).unwrap(), 2).err().unwrap();
+        assert_eq!(refused.0, "its tensors claim 8 bytes of a 4-byte data section: some share bytes");
     }
 
     #[test]

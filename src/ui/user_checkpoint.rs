@@ -202,9 +202,13 @@ async fn keep_in_memory(
     let sizes: Vec<u64> = (0..source.shards()).map(|i| source.file_len(i)).collect();
     host_copy(&sizes)?;
     status.try_set(LoadStatus::Working("Keeping a copy of the weights in this page's memory…".into()));
-    let bytes = source.read(0, 0..sizes[0]).await?;
+    let bytes = source
+        .read(0, 0..sizes[0])
+        .await
+        .map_err(|e| not_kept(&format!("its weights file could not be read again: {e}")))?;
     let unread = |e: LmError| not_kept(&format!("its weights could not be read for the CPU: {}", e.0));
-    let mut widening = Widening::new(SafeTensors::parse(&bytes).map_err(unread)?, WIDEN_STEP_ELEMENTS);
+    let file = SafeTensors::parse(&bytes).map_err(unread)?;
+    let mut widening = Widening::new(file, WIDEN_STEP_ELEMENTS).map_err(unread)?;
     while widening.step() {
         breathe().await;
     }

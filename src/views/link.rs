@@ -40,13 +40,25 @@ pub fn notice_of(key: &str, read: Result<Accepted, String>) -> Option<Notice> {
     match read {
         Ok(Accepted::Yes) => None,
         Ok(Accepted::Adjusted(notice)) => Some(notice),
-        Err(why) => Some(Notice(format!("Ignored {key}: {why}; using the default."))),
+        Err(why) => Some(Notice(format!("Ignored {}: {}; using the default.", echo(key), cut_reason(&why)))),
+    }
+}
+
+/// Most characters of a refusal's reason a notice shows: the parsers' own reasons are shorter, so
+/// this only cuts one that repeats a long value whole.
+pub const REASON_CHARS: usize = 240;
+
+fn cut_reason(why: &str) -> String {
+    if why.chars().count() <= REASON_CHARS {
+        why.to_string()
+    } else {
+        why.chars().take(REASON_CHARS).collect::<String>() + "…"
     }
 }
 
 /// The notice for a key no parameter set owns.
 pub fn unknown_key_notice(key: &str) -> Notice {
-    Notice(format!("Ignored unknown parameter \"{key}\"."))
+    Notice(format!("Ignored unknown parameter \"{}\".", echo(key)))
 }
 
 /// Most `key=value` pairs a link is read for (the app writes at most one per key, a few dozen).
@@ -159,6 +171,20 @@ pub fn round_trip<P: LinkParams + Clone>(params: &P) -> P {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notices_never_repeat_a_long_value_or_key_whole() {
+        let long = "x".repeat(100_000);
+        let unknown = unknown_key_notice(&long).0;
+        assert_eq!(unknown, format!("Ignored unknown parameter \"{}\".", "x".repeat(ECHO_CHARS)));
+        let refused = notice_of("focus", Err(format!("\"{long}\" is not a head"))).unwrap().0;
+        assert_eq!(
+            refused.chars().count(),
+            "Ignored focus: ".len() + REASON_CHARS + "…; using the default.".chars().count()
+        );
+        let short = notice_of("seed", Err("\"q\" is not a number".into())).unwrap().0;
+        assert_eq!(short, "Ignored seed: \"q\" is not a number; using the default.");
+    }
 
     #[test]
     fn decoding_by_hand() {
