@@ -34,7 +34,9 @@ export class AppPage {
     const context = await session.browser.newContext({ viewport: { width: 1280, height: 900 } });
     await context.addInitScript(() => {
       window.__longTasks = [];
-      new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, duration: e.duration });
+      })
         .observe({ type: "longtask", buffered: true });
     });
     const app = new AppPage(await context.newPage(), session.baseUrl);
@@ -45,8 +47,17 @@ export class AppPage {
   /** Forgets the long tasks seen so far (page loading, say). */
   async forgetLongTasks() { await this.page.evaluate(() => { window.__longTasks = []; }); }
 
-  /** The longest task recorded since the last `forgetLongTasks`, in ms (0: none over 50 ms). */
-  async longestTask() { return this.page.evaluate(() => Math.max(0, ...window.__longTasks)); }
+  /**
+   * The longest task recorded since the last `forgetLongTasks`, in ms (0: none over 50 ms); with `since`
+   * (the page's `performance.now()`), only the tasks that started after it.
+   */
+  async longestTask(since = -Infinity) {
+    return this.page.evaluate((from) => Math.max(0, ...window.__longTasks.filter((t) => t.start >= from)
+      .map((t) => t.duration)), since);
+  }
+
+  /** The page's clock (`performance.now()`), to pass to `longestTask`. */
+  async clock() { return this.page.evaluate(() => performance.now()); }
 
   async close() { await this.page.context().close(); }
 

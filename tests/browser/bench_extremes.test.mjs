@@ -1,6 +1,10 @@
 // The benchmark view at the extremes a link can ask for: the page keeps answering while it prepares,
-// skips or runs every case. Each link is opened as a user would, and a probe every 100 ms for 10 s must
-// be answered within 200 ms (a frozen page answers none; a long task on the page's thread answers late).
+// skips or runs every case. Each link is opened as a user would, and probed every 100 ms for 10 s: no
+// task on the page's own thread may take over 200 ms (the browser's long-task timing, which is what the
+// app's code controls), and every probe must come back within 1 s (a frozen page answers none). The
+// round trip itself is not held to 200 ms: on the 2-core test machine SwiftShader's worker threads,
+// running the benchmark's kernels, can keep both cores busy, and the probe then waits for a core (CI
+// measured 355 ms answers while the page's thread ran no task over 50 ms).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { startSession } from "./harness.mjs";
@@ -12,7 +16,8 @@ after(async () => { await session?.close(); });
 
 const PROBE_EVERY_MS = 100;
 const PROBE_FOR_MS = 10_000;
-const MAX_ANSWER_MS = 200;
+const MAX_TASK_MS = 200;
+const MAX_ANSWER_MS = 1_000;
 
 /**
  * Every length from 1 token to the link's largest, at the narrowest head the view takes and at 256 (its
@@ -47,10 +52,14 @@ async function slowestAnswer(page) {
 
 describe("Benchmark links at the extremes", () => {
   for (const link of LINKS) {
-    test(`view=bench&${link}: the page answers every probe within ${MAX_ANSWER_MS} ms`, async () => {
-      const app = await AppPage.open(session, `?view=bench&${link}`);
+    test(`view=bench&${link}: no task over ${MAX_TASK_MS} ms, every probe answered`, async () => {
+      const app = await AppPage.openWatchingLongTasks(session, `?view=bench&${link}`);
       await app.page.getByTestId("bench-adapter").waitFor({ timeout: 60_000 });
+      const probing = await app.clock();
       const slowest = await slowestAnswer(app.page);
+      const longest = await app.longestTask(probing);
+      console.log(`${link}: longest task ${Math.round(longest)} ms, slowest probe ${slowest} ms`);
+      assert.ok(longest <= MAX_TASK_MS, `a task held the page's thread for ${Math.round(longest)} ms`);
       assert.ok(slowest <= MAX_ANSWER_MS, `the slowest answer took ${slowest} ms`);
       assert.equal(await app.page.getByTestId("panic-panel").count(), 0);
       await app.close();
