@@ -5,9 +5,8 @@
 //! [`crate::views::backward`]; this file only lays it out.
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
-use super::engine_signal::EngineSignal;
+use super::engine_signal::{EngineSignal, newest_job};
 use super::model_gradients::ModelGradientsPanel;
 use super::model_picker::ModelSelect;
 use super::params::write_typed;
@@ -43,24 +42,14 @@ pub fn BackwardView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
 /// The explorer's head and its KV group through the backward on the engine, against the twin.
 #[component]
 fn GradCheckPanel(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
-    let result = RwSignal::new(None::<Result<GradCheck, String>>);
-    let job = StoredValue::new(0u64);
-    Effect::new(move |_| {
-        let planned = model.with(|m| state.with(|s| grad_request(s, m)));
-        let Some(engine) = engine.get() else { return };
-        let this = job.get_value() + 1;
-        job.set_value(this);
-        result.set(None);
-        spawn_local(async move {
-            let out = match planned {
-                Ok((req, head)) => gradient_check(&engine, &req, head).await,
-                Err(why) => Err(why),
-            };
-            if job.try_get_value() == Some(this) {
-                result.try_set(Some(out));
-            }
-        });
-    });
+    let result = newest_job(
+        engine,
+        move || model.with(|m| state.with(|s| grad_request(s, m))),
+        |engine, planned, _| async move {
+            let (req, head) = planned?;
+            gradient_check(&engine, &req, head).await
+        },
+    );
     view! {
         <section class="panel" data-testid="grad-check-panel">
             <h3>"Gradients through attention, checked"</h3>

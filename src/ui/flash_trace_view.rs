@@ -7,9 +7,8 @@
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
-use super::engine_signal::EngineSignal;
+use super::engine_signal::{EngineSignal, newest_job};
 use super::params::{edit, set_param};
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
@@ -49,21 +48,12 @@ pub fn FlashTracePanel(
     let one_pass = Arc::new(reference::flash_attention(&example.problem()));
     let labels: Vec<String> =
         example.q_tokens.iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
-    let result = RwSignal::new(None::<Result<(Arc<TracedForward>, String), String>>);
-    let job = StoredValue::new(0u64);
     let ex = example.clone();
-    Effect::new(move |_| {
-        let Some(engine) = engine.get() else { return };
-        let this = job.get_value() + 1;
-        job.set_value(this);
-        let ex = ex.clone();
-        spawn_local(async move {
-            let out = engine.flash_trace(&ex.problem()).await.map(|t| (Arc::new(t), engine.describe()));
-            if job.try_get_value() == Some(this) {
-                result.try_set(Some(out));
-            }
-        });
-    });
+    let result = newest_job(
+        engine,
+        move || ex.clone(),
+        |engine, ex, _| async move { engine.flash_trace(&ex.problem()).await.map(|t| (Arc::new(t), engine.describe())) },
+    );
     let mask = example.mask;
     view! {
         <div class="step flash-trace" data-testid="flash-trace">

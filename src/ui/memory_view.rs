@@ -7,10 +7,9 @@
 use std::rc::Rc;
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 use super::chart::LineChart;
-use super::engine_signal::EngineSignal;
+use super::engine_signal::{EngineSignal, newest_job};
 use super::memory_common::{TechChoice, TextAndRefusal, status};
 use super::memory_evict_view::EvictView;
 use super::params::set_param;
@@ -48,21 +47,11 @@ pub fn MemoryView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoV
 
 #[component]
 fn QuantView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
-    let result = RwSignal::new(None::<Result<Measured, String>>);
-    let job = StoredValue::new(0u64);
-    Effect::new(move |_| {
-        let (text, params) = state.with(|s| (s.input.text.clone(), s.memory.clone()));
-        let Some(engine) = engine.get() else { return };
-        let this = job.get_value() + 1;
-        job.set_value(this);
-        result.set(None);
-        spawn_local(async move {
-            let out = measure(engine, text, params, move || job.try_get_value() == Some(this)).await;
-            if job.try_get_value() == Some(this) {
-                result.try_set(Some(out));
-            }
-        });
-    });
+    let result = newest_job(
+        engine,
+        move || state.with(|s| (s.input.text.clone(), s.memory.clone())),
+        |engine, (text, params), wanted| async move { measure(engine, text, params, move || wanted.get()).await },
+    );
     view! {
         <section class="memory-view" data-testid="memory-view">
             <MemoryControls state/>

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
-use super::engine_signal::EngineSignal;
+use super::engine_signal::{EngineSignal, newest_job};
 use super::heatmap::{Heatmap, Shared};
 use super::model_picker::ModelSelect;
 use super::params::write_typed;
@@ -36,24 +35,14 @@ pub fn MlaView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView
 /// Both forms on the engine; a newer setting drops an older run's result.
 #[component]
 fn MlaComputed(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
-    let result = RwSignal::new(None::<Result<MlaRun, String>>);
-    let job = StoredValue::new(0u64);
-    Effect::new(move |_| {
-        let planned = state.with(|s| planned_inputs(s).map(|x| (x, s.mla.rot, s.mla.shown_head() as usize)));
-        let Some(engine) = engine.get() else { return };
-        let this = job.get_value() + 1;
-        job.set_value(this);
-        result.set(None);
-        spawn_local(async move {
-            let out = match planned {
-                Ok((inputs, rot, head)) => run(&engine, &inputs, rot, head).await,
-                Err(why) => Err(why),
-            };
-            if job.try_get_value() == Some(this) {
-                result.try_set(Some(out));
-            }
-        });
-    });
+    let result = newest_job(
+        engine,
+        move || state.with(|s| planned_inputs(s).map(|x| (x, s.mla.rot, s.mla.shown_head() as usize))),
+        |engine, planned, _| async move {
+            let (inputs, rot, head) = planned?;
+            run(&engine, &inputs, rot, head).await
+        },
+    );
     let adapter = move || engine.with(|e| e.as_ref().map(|e| e.describe()).unwrap_or_default());
     view! {
         <section class="panel" data-testid="mla-panel">

@@ -8,9 +8,8 @@
 use std::rc::Rc;
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
-use super::engine_signal::EngineSignal;
+use super::engine_signal::{EngineSignal, newest_job};
 use super::params::write_typed;
 use super::trained_compute::load;
 use super::user_checkpoint::{self, Dropped, shows_real_weights};
@@ -49,23 +48,16 @@ pub fn ModelGradientsPanel(state: RwSignal<AppState>, engine: EngineSignal) -> i
 #[component]
 fn ModelGradients(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
     let asked = Memo::new(move |_| state.with(|s| (GradSettings::of(s), s.model.is_trained(), s.model.cfg.clone())));
-    let result = RwSignal::new(None::<Result<Shown, String>>);
-    let job = StoredValue::new(0u64);
-    Effect::new(move |_| {
-        let (asked, trained, _) = asked.get();
-        let Some(engine) = engine.get() else { return };
-        let this = job.get_value() + 1;
-        job.set_value(this);
-        result.set(None);
-        let dropped = state.with_untracked(|s| user_checkpoint::shown(&s.model));
-        spawn_local(async move {
-            let wanted = move || job.try_get_value() == Some(this);
-            let out = compute(engine, (trained, dropped), asked, &wanted).await;
-            if wanted() {
-                result.try_set(Some(out));
-            }
-        });
-    });
+    let result = newest_job(
+        engine,
+        move || {
+            let (asked, trained, _) = asked.get();
+            (asked, trained, state.with_untracked(|s| user_checkpoint::shown(&s.model)))
+        },
+        |engine, (asked, trained, dropped), wanted| async move {
+            compute(engine, (trained, dropped), asked, &|| wanted.get()).await
+        },
+    );
     view! {
         <GradControls state/>
         {move || match result.get() {

@@ -17,7 +17,7 @@ pub mod rows;
 
 use crate::model::kv_evict::{EvictPolicy, POLICIES};
 use crate::model::kv_quant::{GROUPS, KvScheme};
-use crate::views::link::{Accepted, LinkParams, parse_bounded};
+use crate::views::link::{Accepted, LinkParams, echo, parse_bounded};
 use crate::views::view_class::ViewClass;
 
 /// The memory view in the view registry.
@@ -102,10 +102,7 @@ impl LinkParams for MemoryParams {
             "tech" if value == "quant" => self.tech = Some(Tech::Quant),
             "tech" if value == "evict" => self.tech = Some(Tech::Evict),
             "tech" => {
-                return Err(format!(
-                    "\"{}\" is not a memory technique this page measures (quant, evict)",
-                    short(value)
-                ));
+                return Err(format!("\"{}\" is not a memory technique this page measures (quant, evict)", echo(value)));
             }
             "group" => {
                 let g = parse_bounded(value, GROUPS[0], GROUPS[GROUPS.len() - 1])?;
@@ -119,7 +116,7 @@ impl LinkParams for MemoryParams {
                 self.scheme = SCHEME_KINDS
                     .iter()
                     .position(|k| *k == value)
-                    .ok_or_else(|| format!("\"{}\" is not a scheme ({})", short(value), SCHEME_KINDS.join(", ")))?;
+                    .ok_or_else(|| format!("\"{}\" is not a scheme ({})", echo(value), SCHEME_KINDS.join(", ")))?;
             }
             "keep" => {
                 if value.len() > 32 {
@@ -135,7 +132,7 @@ impl LinkParams for MemoryParams {
                 self.policy = POLICIES
                     .iter()
                     .position(|p| p.name() == value)
-                    .ok_or_else(|| format!("\"{}\" is not an eviction policy ({})", short(value), names.join(", ")))?;
+                    .ok_or_else(|| format!("\"{}\" is not an eviction policy ({})", echo(value), names.join(", ")))?;
             }
             _ => return Err(format!("unknown parameter {key}")),
         }
@@ -167,11 +164,6 @@ impl LinkParams for MemoryParams {
         }
         out
     }
-}
-
-/// At most 32 characters of a refused value, for the notice.
-fn short(value: &str) -> String {
-    value.chars().take(32).collect()
 }
 
 #[cfg(test)]
