@@ -39,7 +39,6 @@ pub fn CompareView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVi
 #[component]
 fn VariantKnobs(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
     let knobs = Memo::new(move |_| model.with(|m| state.with(|s| Knobs::of(&s.compare.chosen(m)))));
-    let shown = move |value: fn(&Knobs) -> String| knobs.with(value);
     // The entered text makes a variant that replaces its family's in the list (when it is valid).
     let change = move |knob: Knob, ev: leptos::ev::Event| {
         if let Some(v) = knobs.get_untracked().variant(knob, &event_target_value(&ev)) {
@@ -57,36 +56,13 @@ fn VariantKnobs(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView 
                     }).collect_view()}
                 </select>
             </label>
-            <label>
-                "Sliding window W"
-                <input type="number" min="1" data-testid="window-tokens" prop:value=move || shown(|k| k.window_tokens.to_string())
-                    on:change=move |ev| change(Knob::WindowTokens, ev)/>
-            </label>
-            <label>
-                "Hybrid r (sliding per global)"
-                <input type="number" min="1" data-testid="hybrid-ratio" prop:value=move || shown(|k| k.hybrid_ratio.to_string())
-                    on:change=move |ev| change(Knob::HybridRatio, ev)/>
-            </label>
-            <label>
-                "Hybrid window"
-                <input type="number" min="1" data-testid="hybrid-window" prop:value=move || shown(|k| k.hybrid_window_tokens.to_string())
-                    on:change=move |ev| change(Knob::HybridWindowTokens, ev)/>
-            </label>
-            <label>
-                "MLA latent rank"
-                <input type="number" min="1" data-testid="mla-rank" prop:value=move || shown(|k| k.mla_rank.to_string())
-                    on:change=move |ev| change(Knob::MlaRank, ev)/>
-            </label>
-            <label>
-                "MLA RoPE dims"
-                <input type="number" min="0" data-testid="mla-rope" prop:value=move || shown(|k| k.mla_rope_dims.to_string())
-                    on:change=move |ev| change(Knob::MlaRopeDims, ev)/>
-            </label>
-            <label>
-                "Layers sharing a cache"
-                <input type="number" min="1" data-testid="share-group" prop:value=move || shown(|k| k.share_group.to_string())
-                    on:change=move |ev| change(Knob::ShareGroup, ev)/>
-            </label>
+            {Knob::NUMBER_FIELDS.into_iter().map(|(knob, label, testid, min)| view! {
+                <label>
+                    {label}
+                    <input type="number" min=min data-testid=testid prop:value=move || knobs.with(|k| k.shown(knob).to_string())
+                        on:change=move |ev| change(knob, ev)/>
+                </label>
+            }).collect_view()}
             <button type="button" class="chip" data-testid="variants-reset" on:click=move |_| { let _ = edit(state, &[("variants", None)]); }>
                 "Standard set"
             </button>

@@ -15,6 +15,19 @@ pub enum Knob {
     ShareGroup,
 }
 
+impl Knob {
+    /// The number fields in their order on the page: the knob, its label, its test id and the least
+    /// value the field offers (the GQA groups are a choice list of their own).
+    pub const NUMBER_FIELDS: [(Knob, &'static str, &'static str, &'static str); 6] = [
+        (Knob::WindowTokens, "Sliding window W", "window-tokens", "1"),
+        (Knob::HybridRatio, "Hybrid r (sliding per global)", "hybrid-ratio", "1"),
+        (Knob::HybridWindowTokens, "Hybrid window", "hybrid-window", "1"),
+        (Knob::MlaRank, "MLA latent rank", "mla-rank", "1"),
+        (Knob::MlaRopeDims, "MLA RoPE dims", "mla-rope", "0"),
+        (Knob::ShareGroup, "Layers sharing a cache", "share-group", "1"),
+    ];
+}
+
 /// The value each control shows: that of the first variant of its family in the list, else
 /// [`Knobs::STANDARD`]'s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +47,19 @@ const MAX_SMALL_KNOB: u32 = 4096;
 const MAX_MLA_RANK: u64 = 1 << 20;
 
 impl Knobs {
+    /// What the control of `knob` shows.
+    pub fn shown(&self, knob: Knob) -> u64 {
+        match knob {
+            Knob::GqaGroups => self.gqa_groups.into(),
+            Knob::WindowTokens => self.window_tokens,
+            Knob::HybridRatio => self.hybrid_ratio.into(),
+            Knob::HybridWindowTokens => self.hybrid_window_tokens,
+            Knob::MlaRank => self.mla_rank.into(),
+            Knob::MlaRopeDims => self.mla_rope_dims.into(),
+            Knob::ShareGroup => self.share_group.into(),
+        }
+    }
+
     /// Values for families the list lacks: those of [`crate::model::standard_variants`] for 32 heads.
     pub const STANDARD: Knobs = Knobs {
         gqa_groups: 8,
@@ -150,5 +176,21 @@ mod tests {
         // 40 query heads (Llama 4 Maverick).
         assert_eq!(gqa_choices(40), [1, 2, 4, 5, 8, 10, 20]);
         assert!(gqa_choices(1).is_empty());
+    }
+
+    #[test]
+    fn each_field_shows_its_own_knob() {
+        let k = Knobs {
+            gqa_groups: 1,
+            window_tokens: 2,
+            hybrid_ratio: 3,
+            hybrid_window_tokens: 4,
+            mla_rank: 5,
+            mla_rope_dims: 6,
+            share_group: 7,
+        };
+        let shown: Vec<u64> = Knob::NUMBER_FIELDS.iter().map(|(knob, ..)| k.shown(*knob)).collect();
+        assert_eq!(shown, [2, 3, 4, 5, 6, 7]);
+        assert_eq!(k.shown(Knob::GqaGroups), 1);
     }
 }
