@@ -1,6 +1,7 @@
 //! Attention Lab's training tools: extract the corpus, train the tokenizer, train and export the model,
 //! then measure it and write the references the app's forward pass is tested against.
 
+pub mod adamw;
 pub mod bpe;
 pub mod checkpoint;
 pub mod control;

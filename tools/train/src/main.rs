@@ -363,6 +363,7 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     cfg.copy_context = Some(f.get("copy-context", 0)?).filter(|&c| c > 0);
     cfg.copy_until_induction = Some(f.get("copy-until-induction", 0.0)?).filter(|&x| x > 0.0);
     let profile_steps: usize = f.get("profile", 0)?;
+    let resume: bool = f.get("resume", false)?;
     f.done()?;
     let seg = cfg.copy_segments;
     if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) || seg.min_len == 0 || seg.min_len > seg.max_len {
@@ -387,7 +388,14 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
         cfg.model.parameters(),
         candle_core::utils::get_num_threads()
     );
-    let mut trainer = Trainer::new(cfg.clone(), Device::Cpu)?;
+    // The run's state, written at every evaluation, so `--resume true` with the same flags goes on.
+    let state_dir = out.join("resume");
+    let mut trainer = if resume {
+        Trainer::resume(cfg.clone(), Device::Cpu, &state_dir)?
+    } else {
+        Trainer::new(cfg.clone(), Device::Cpu)?
+    };
+    trainer.state_dir = Some(state_dir);
     if profile_steps > 0 {
         let [fwd, loss, bwd, opt] = attention_lab_train::train::profile(&mut trainer, &train, profile_steps)?;
         let n = profile_steps as f64;
@@ -415,6 +423,7 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
         "toolchain": manifest["toolchain"],
         "tokenizer_sha256": sha256(&std::fs::read(&tok_path)?),
         "summary": summary,
+        "resumed_at_step": (trainer.resumed_at() > 0).then_some(trainer.resumed_at()),
         "threads": candle_core::utils::get_num_threads(),
     });
     std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;

@@ -8,6 +8,11 @@ impl Rng {
         Self(seed)
     }
 
+    /// Where the stream stands: `Rng::new(state)` goes on from here.
+    pub fn state(&self) -> u64 {
+        self.0
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

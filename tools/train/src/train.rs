@@ -2,13 +2,14 @@
 //! decay, global gradient-norm clipping, and a held-out loss on fixed windows every `eval_every` steps.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Result, Tensor, Var};
-use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
+
+use crate::adamw::{AdamW, ParamsAdamW};
 
 use crate::control::{PROBE_COLUMNS, Probe, Segments, repeated_window};
 use crate::model::{self, ModelConfig, Weights};
@@ -99,19 +100,110 @@ pub struct Trainer {
     device: Device,
     /// Steps of copy windows only: `copy_curriculum_steps`, or fewer once `copy_until_induction` is met.
     curriculum_steps: usize,
+    /// Where a resumed run stands (all zero for a new one).
+    done: Done,
+    /// When set, [`Trainer::run`] writes its whole state here at every evaluation (see `resume`).
+    pub state_dir: Option<PathBuf>,
 }
+
+/// How far a run has come: what [`Trainer::save_state`] writes beside the tensors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+struct Done {
+    steps: usize,
+    tokens: usize,
+    secs: f64,
+}
+
+/// The file [`Trainer::save_state`] writes last: the run's books and the name of its tensors' file.
+const STATE_BOOKS: &str = "state.json";
 
 impl Trainer {
     pub fn new(cfg: TrainConfig, device: Device) -> Result<Self> {
         let weights = Weights::init(&cfg.model, cfg.seed, &device)?;
-        let (matrices, vectors): (Vec<Var>, Vec<Var>) = weights.vars.values().cloned().partition(|v| v.rank() >= 2);
+        let named = weights.vars.iter().map(|(name, var)| (name.clone(), var.clone()));
+        let (matrices, vectors): (Vec<_>, Vec<_>) = named.partition(|(_, v)| v.rank() >= 2);
         let params = |weight_decay| ParamsAdamW { lr: cfg.lr_at(0), beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay };
         let decay = AdamW::new(matrices, params(cfg.weight_decay))?;
         let no_decay = AdamW::new(vectors, params(0.0))?;
         // The batch stream has its own seed, derived from the run's, so initialisation and data order are independent.
         let rng = Rng::new(cfg.seed ^ 0x5EED_BA7C_0000_0001);
         let curriculum_steps = cfg.copy_curriculum_steps;
-        Ok(Self { cfg, weights, decay, no_decay, rng, device, curriculum_steps })
+        Ok(Self {
+            cfg,
+            weights,
+            decay,
+            no_decay,
+            rng,
+            device,
+            curriculum_steps,
+            done: Done::default(),
+            state_dir: None,
+        })
+    }
+
+    /// Steps already done when this trainer was made (0 unless resumed).
+    pub fn resumed_at(&self) -> usize {
+        self.done.steps
+    }
+
+    /// Writes everything the run needs to go on into `dir`: weights, both optimisers' moments, the
+    /// batch stream's position and the books. The tensors go first, under a name with the step, and the
+    /// books (which name them) last, each by rename: a run stopped while writing keeps its last state.
+    fn save_state(&self, dir: &Path, done: Done) -> std::io::Result<()> {
+        let io = |e: candle_core::Error| std::io::Error::other(e.to_string());
+        std::fs::create_dir_all(dir)?;
+        let mut tensors: Vec<(String, Tensor)> =
+            self.weights.vars.iter().map(|(name, v)| (format!("w.{name}"), v.as_tensor().clone())).collect();
+        tensors.extend(self.decay.moments("decay."));
+        tensors.extend(self.no_decay.moments("no_decay."));
+        let file = format!("state-{}.safetensors", done.steps);
+        let map: std::collections::HashMap<String, Tensor> = tensors.into_iter().collect();
+        candle_core::safetensors::save(&map, dir.join("tensors.tmp")).map_err(io)?;
+        std::fs::rename(dir.join("tensors.tmp"), dir.join(&file))?;
+        let books = serde_json::json!({
+            "tensors": file,
+            "done": done,
+            "rng": self.rng.state(),
+            "curriculum_steps": self.curriculum_steps,
+            "optimiser_steps": [self.decay.steps_taken(), self.no_decay.steps_taken()],
+            "train": self.cfg,
+        });
+        std::fs::write(dir.join("books.tmp"), serde_json::to_string_pretty(&books)? + "\n")?;
+        std::fs::rename(dir.join("books.tmp"), dir.join(STATE_BOOKS))?;
+        for entry in std::fs::read_dir(dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name.starts_with("state-") && name.ends_with(".safetensors") && name != file {
+                std::fs::remove_file(dir.join(name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A run that goes on from the state `save_state` left in `dir`. `cfg` must be the saved run's
+    /// (its time limit aside): a different recipe would not continue the same run.
+    pub fn resume(cfg: TrainConfig, device: Device, dir: &Path) -> std::result::Result<Self, crate::bpe::Error> {
+        let path = dir.join(STATE_BOOKS);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e} (nothing to resume)", path.display()))?;
+        let books: serde_json::Value = serde_json::from_str(&text)?;
+        let same_recipe = |c: &TrainConfig| serde_json::to_value(TrainConfig { max_secs: None, ..c.clone() });
+        let saved: TrainConfig = serde_json::from_value(books["train"].clone())?;
+        if same_recipe(&saved)? != same_recipe(&cfg)? {
+            return Err(format!("{}: saved by a run with another recipe", dir.display()).into());
+        }
+        let mut t = Self::new(cfg, device)?;
+        let file = books["tensors"].as_str().ok_or("state.json: no tensors file")?;
+        let tensors = candle_core::safetensors::load(dir.join(file), &t.device)?;
+        for (name, var) in &t.weights.vars {
+            var.set(tensors.get(&format!("w.{name}")).ok_or_else(|| format!("{file}: no w.{name}"))?)?;
+        }
+        let steps: [usize; 2] = serde_json::from_value(books["optimiser_steps"].clone())?;
+        t.decay.restore(&tensors, "decay.", steps[0])?;
+        t.no_decay.restore(&tensors, "no_decay.", steps[1])?;
+        t.rng = Rng::new(books["rng"].as_u64().ok_or("state.json: no rng")?);
+        t.curriculum_steps = serde_json::from_value(books["curriculum_steps"].clone())?;
+        t.done = serde_json::from_value(books["done"].clone())?;
+        Ok(t)
     }
 
     /// The batch of `step`: random windows of `tokens` (or copy windows, see `copy_curriculum_steps`
@@ -169,36 +261,37 @@ impl Trainer {
     }
 
     /// The whole run, writing `loss.csv` into `out_dir` and printing progress.
+    /// A resumed run appends to its logs from where its state was saved.
     pub fn run(&mut self, train: &[u32], heldout: &[u32], out_dir: &Path) -> std::io::Result<Summary> {
         let io = |e: candle_core::Error| std::io::Error::other(e.to_string());
-        let mut csv = std::fs::File::create(out_dir.join("loss.csv"))?;
-        writeln!(csv, "step,tokens,lr,train_loss,heldout_loss,elapsed_secs")?;
+        let before = self.done;
+        let mut csv =
+            open_log(&out_dir.join("loss.csv"), before.steps, "step,tokens,lr,train_loss,heldout_loss,elapsed_secs")?;
         // A run with copy windows also follows their effect: `copy.csv`, the control's probe.
         let mut copy_csv = None;
         if self.cfg.copy_curriculum_steps > 0 || self.cfg.copy_windows > 0.0 {
-            let mut f = std::fs::File::create(out_dir.join("copy.csv"))?;
-            writeln!(f, "step,{PROBE_COLUMNS}")?;
-            copy_csv = Some(f);
+            copy_csv = Some(open_log(&out_dir.join("copy.csv"), before.steps, &format!("step,{PROBE_COLUMNS}"))?);
         }
         let start = Instant::now();
         let (mut window_loss, mut window_steps) = (0.0, 0usize);
         let mut summary = Summary {
-            steps_done: 0,
-            tokens_seen: 0,
+            steps_done: before.steps,
+            tokens_seen: before.tokens,
             wall_secs: 0.0,
             tokens_per_sec: 0.0,
             final_train_loss: f64::NAN,
             final_heldout_loss: None,
             curriculum_steps: 0,
         };
-        for step in 0..self.cfg.steps {
+        for step in before.steps..self.cfg.steps {
             let (x, y) = self.sample(step, train).map_err(io)?;
             summary.tokens_seen += x.elem_count();
             let loss = self.step(step, &x, &y).map_err(io)?;
             window_loss += loss;
             window_steps += 1;
-            let secs = start.elapsed().as_secs_f64();
-            let out_of_time = self.cfg.max_secs.is_some_and(|m| secs >= m);
+            let this_call = start.elapsed().as_secs_f64();
+            let secs = before.secs + this_call;
+            let out_of_time = self.cfg.max_secs.is_some_and(|m| this_call >= m);
             let last = step + 1 == self.cfg.steps || out_of_time;
             if (step + 1).is_multiple_of(self.cfg.eval_every) || last {
                 let heldout = self.evaluate(heldout).map_err(io)?;
@@ -235,6 +328,9 @@ impl Trainer {
                 summary.final_train_loss = train_loss;
                 summary.final_heldout_loss = Some(heldout);
                 (window_loss, window_steps) = (0.0, 0);
+                if let Some(dir) = &self.state_dir {
+                    self.save_state(dir, Done { steps: step + 1, tokens, secs })?;
+                }
             }
             summary.steps_done = step + 1;
             if out_of_time {
@@ -242,10 +338,31 @@ impl Trainer {
             }
         }
         summary.curriculum_steps = self.curriculum_steps.min(summary.steps_done);
-        summary.wall_secs = start.elapsed().as_secs_f64();
+        summary.wall_secs = before.secs + start.elapsed().as_secs_f64();
         summary.tokens_per_sec = summary.tokens_seen as f64 / summary.wall_secs;
         Ok(summary)
     }
+}
+
+/// A log that a new run starts with `header`; a run resumed after `steps_done` steps keeps the rows up
+/// to there (those past it were written after the state it resumes from) and appends.
+fn open_log(path: &Path, steps_done: usize, header: &str) -> std::io::Result<std::fs::File> {
+    if steps_done == 0 {
+        let mut f = std::fs::File::create(path)?;
+        writeln!(f, "{header}")?;
+        return Ok(f);
+    }
+    let text = std::fs::read_to_string(path)?;
+    let kept: Vec<&str> = text
+        .lines()
+        .enumerate()
+        .filter(|(i, line)| {
+            *i == 0 || line.split(',').next().and_then(|s| s.parse::<usize>().ok()).is_some_and(|s| s <= steps_done)
+        })
+        .map(|(_, line)| line)
+        .collect();
+    std::fs::write(path, kept.join("\n") + "\n")?;
+    std::fs::OpenOptions::new().append(true).open(path)
 }
 
 /// Mean next-token loss of the `t`-token windows of `tokens` starting at `offsets`, `batch` at a time.
@@ -326,6 +443,7 @@ pub fn profile(trainer: &mut Trainer, tokens: &[u32], steps: usize) -> Result<[f
         let t3 = Instant::now();
         clip(&mut grads, trainer.weights.vars.values(), trainer.cfg.grad_clip)?;
         trainer.decay.set_learning_rate(trainer.cfg.lr_at(step));
+        trainer.no_decay.set_learning_rate(trainer.cfg.lr_at(step));
         trainer.decay.step(&grads)?;
         trainer.no_decay.step(&grads)?;
         let t4 = Instant::now();
@@ -510,5 +628,40 @@ mod tests {
         let w =
             |t: &Trainer| t.weights.get("model.layers.0.self_attn.q_proj.weight").unwrap().to_vec2::<f32>().unwrap();
         assert_eq!(w(&a), w(&b));
+    }
+
+    #[test]
+    fn a_run_stopped_and_resumed_ends_on_the_weights_of_one_uninterrupted_run() {
+        let dir = std::env::temp_dir().join(format!("attention-lab-train-resume-{}", std::process::id()));
+        let (whole, parts, state) = (dir.join("whole"), dir.join("parts"), dir.join("parts/resume"));
+        for d in [&whole, &parts] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let mut cfg = config();
+        (cfg.steps, cfg.eval_every, cfg.eval_windows, cfg.copy_curriculum_steps) = (4, 2, 2, 2);
+        cfg.copy_segments = Segments { min_len: 4, max_len: 7 };
+        let tokens: Vec<u32> = (0..300u32).map(|i| (i * 7 + i / 5) % 32).collect();
+        let mut a = Trainer::new(cfg.clone(), Device::Cpu).unwrap();
+        a.run(&tokens, &tokens, &whole).unwrap();
+        // A time limit of 0 s stops the first call after one step (and saves the state there).
+        let mut b = Trainer::new(TrainConfig { max_secs: Some(0.0), ..cfg.clone() }, Device::Cpu).unwrap();
+        b.state_dir = Some(state.clone());
+        assert_eq!(b.run(&tokens, &tokens, &parts).unwrap().steps_done, 1);
+        let mut c = Trainer::resume(cfg.clone(), Device::Cpu, &state).unwrap();
+        let summary = c.run(&tokens, &tokens, &parts).unwrap();
+        assert_eq!((summary.steps_done, summary.tokens_seen), (4, 4 * cfg.batch * 16));
+        for (name, w) in &a.weights.vars {
+            let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            assert_eq!(flat(w.as_tensor()), flat(c.weights.get(name).unwrap()), "{name}");
+        }
+        let steps: Vec<String> = std::fs::read_to_string(parts.join("loss.csv"))
+            .unwrap()
+            .lines()
+            .map(|l| l.split(',').next().unwrap().to_string())
+            .collect();
+        assert_eq!(steps, ["step", "1", "2", "4"], "one header, the first call's row, then the rest");
+        let other = TrainConfig { seed: 8, ..cfg };
+        assert!(Trainer::resume(other, Device::Cpu, &state).is_err(), "another recipe is refused");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
