@@ -43,7 +43,7 @@ use attention_lab::gpu::kept_attention::KeptBuffers;
 use attention_lab::gpu::launch::Dispatch;
 use attention_lab::gpu::lm_forward::{self, LmRequest, LmWeights};
 use attention_lab::gpu::matmul::{DirectBlock, MatmulBuffers, MatmulForm, MatmulLaunch};
-use attention_lab::gpu::packed_attention::{PackedBuffers, PackedLaunch};
+use attention_lab::gpu::packed_attention::{PackedBuffers, PackedLaunch, PackedPlan};
 use attention_lab::gpu::rms_norm::{NormBuffers, NormConstants};
 use attention_lab::gpu::rope::{self, Heads, SplitBuffers};
 use attention_lab::gpu::widen::Half;
@@ -396,10 +396,13 @@ const PROB_ABS: f32 = 1e-5;
 /// Logits decoded through a packed cache against the f32 cache of the same rounded values: the same
 /// numbers summed in another order (packed_attention slices the keys and adds each slice's lanes; the
 /// f32 decode walks them in tiles). Its attention matches its twin within 2e-7 on the trained model's
-/// shapes; over 4 layers that order moved int2-g32's logits (of about 4) by 2.4e-4 on lavapipe, where
-/// fp16, int8, int4 and int2-g16 moved by 4.3e-5 at most (at int2's coarse steps, a later layer's K
-/// that differs by float error may round to the neighbouring code).
-const PACKED_LOGIT_ABS: f32 = 5e-4;
+/// shapes; over 4 layers that order moved fp16, int8, int4 and int2-g16's logits (of about 4) by
+/// 4.3e-5 at most on lavapipe, and int2-g32's by 2.4e-4: presumably at int2's coarse steps a later
+/// layer's K that differs by float error rounds to the neighbouring code (not confirmed), so only
+/// that scheme gets the wider bound.
+fn packed_logit_abs(scheme: KvScheme) -> f32 {
+    if scheme == (KvScheme::IntGroup { bits: 2, group: 32 }) { 5e-4 } else { 1e-4 }
+}
 /// Logits of the pass over a quantised cache, GPU against CPU (see the test).
 const QUANT_LOGIT_ABS: f32 = 1e-2;
 
@@ -653,7 +656,7 @@ fn decoding_against_a_quantised_cache_gives_the_cpu_pass_over_the_same_scheme() 
             let (got, yardstick) = (step(&mut packed, &ids[from..to]), step(&mut rounded, &ids[from..to]));
             let what = format!("{} logits after token {}", scheme.name(), to - 1);
             // The same numbers, dequantised as read or rounded and held in f32: float error only.
-            worst(&format!("{what}, packed against rounded"), &got, &yardstick, PACKED_LOGIT_ABS, 0.0);
+            worst(&format!("{what}, packed against rounded"), &got, &yardstick, packed_logit_abs(scheme), 0.0);
             worst(&what, &got, want.logits_at(to - 1), QUANT_LOGIT_ABS, 0.0);
             storage = storage.max(max_abs_diff(&got, &yardstick));
             diff = diff.max(max_abs_diff(&got, want.logits_at(to - 1)));
@@ -803,8 +806,8 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
         );
         let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
         let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
-        let dispatches =
-            kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).unwrap();
+        let buffers = PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o };
+        let dispatches = kernels.packed.prepare(&ctx, &buffers, launch).unwrap();
         let (last, slices) = dispatches.split_last().unwrap();
         Dispatch::submit_all(&ctx, slices.iter().collect::<Vec<_>>().as_slice());
         let got = run(&ctx, last, &o, want.len());
@@ -812,6 +815,33 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
         worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
         println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));
     }
+    close(ctx);
+}
+
+/// The slices' partials of a packed launch are lent by the context and back among its spares once
+/// the dispatches are made, so the next layer's or token's launch takes them again: decoding makes
+/// no new buffer per layer per token.
+#[test]
+fn packed_partials_come_from_the_context_s_spares() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    // A decode step over 1,000 keys: 8 slices, so partials of 8 x 8 rows x (64 + 1) floats.
+    let shape = AttentionShape { h_q: 8, h_kv: 2, n_q: 1, n_kv: 1000, d: 64 };
+    let layout = PackedLayout::of(KvScheme::Int8, shape.d).unwrap();
+    let plan = PackedPlan::of(shape);
+    assert_eq!(plan.splits, 8);
+    let words = u64::from(shape.h_kv * shape.n_kv * layout.words()) * 4;
+    let (q, o) = (ctx.storage_output("q", 8 * 64 * 4).unwrap(), ctx.storage_output("o", 8 * 64 * 4).unwrap());
+    let (k, v) = (ctx.storage_output("k", words).unwrap(), ctx.storage_output("v", words).unwrap());
+    let buffers = PackedBuffers { q: &q, k: &k, v: &v, o: &o };
+    let launch = PackedLaunch { shape, kv_stride: shape.n_kv, layout, mask: Mask::Causal, scale: 0.125 };
+    assert_eq!(ctx.spare_bytes(), 0);
+    let first = kernels.packed.prepare(&ctx, &buffers, launch).unwrap();
+    assert_eq!(first.len(), 2, "the slices, then combine");
+    assert_eq!(ctx.spare_bytes(), 8 * 8 * 65 * 4, "the partials went back to the spares");
+    let second = kernels.packed.prepare(&ctx, &buffers, launch).unwrap();
+    assert_eq!(ctx.spare_bytes(), 8 * 8 * 65 * 4, "the second launch took them again, made none");
+    drop((first, second));
     close(ctx);
 }
 

@@ -247,8 +247,7 @@ mod native {
             .await
             .map_err(|e| e.to_string())?;
         println!("{}", op_row(&r));
-        // The longest text the model reads: 127 tokens cached, the 128th decoded.
-        let cached = (ck.model.max_position_embeddings.clamp(2, 4096) - 1) as u32;
+        let cached = bench_lm::decode_cached_tokens(&ck.model);
         println!("decode (the two forms alternating; the new rows' copies not timed):");
         let rows = bench_lm::run_lm_decode(ctx, kernels, &weights, cached, fma, reps, now_ms)
             .await

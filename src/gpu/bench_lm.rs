@@ -10,7 +10,9 @@ use crate::gpu::lm_forward::{self, LmRequest, LmWeights};
 use crate::gpu::lm_weights::LmGeometry;
 use crate::gpu::matmul::{MatmulBuffers, MatmulForm, MatmulLaunch};
 use crate::gpu::{GpuContext, GpuError, Kernels};
+use crate::lm::forward::max_tokens_of;
 use crate::lm::weight_plan::WeightFormat;
+use crate::model::Model;
 use crate::model::mask::Mask;
 
 /// X rows of the matmul rows: a 256-token prefill.
@@ -129,6 +131,13 @@ pub async fn run_lm_forward(
     })
 }
 
+/// How many tokens the decode rows cache before the step they time: the longest text the page runs
+/// the model on ([`max_tokens_of`]), less the token decoded (127 for the trained model). The native
+/// bench and the bench view both ask here, so their rows time the same step.
+pub fn decode_cached_tokens(model: &Model) -> u32 {
+    u32::try_from(max_tokens_of(model)).unwrap_or(u32::MAX).saturating_sub(1).max(1)
+}
+
 /// The decode rows' names: Generate's f32 cache read contiguously, and in pages through tables.
 pub const LM_DECODE_ROWS: [&str; 2] = ["lm decode contiguous", "lm decode paged"];
 
@@ -210,6 +219,16 @@ mod tests {
         let sliding = Mask::Sliding { window_tokens: 64 };
         let masks = [sliding, sliding, sliding, Mask::Causal];
         assert_eq!(decode_flops(g, &masks, 128), 3_342_336 + 1_572_864 + 327_680);
+    }
+
+    #[test]
+    fn decode_rows_cache_the_longest_text_but_one() {
+        // The trained model reads 128 tokens: 127 cached, the 128th decoded.
+        let trained = crate::model::presets::preset(crate::model::presets::TRAINED_ID).unwrap();
+        assert_eq!(decode_cached_tokens(trained), 127);
+        let mut long = trained.clone();
+        long.max_position_embeddings = 1 << 20;
+        assert_eq!(decode_cached_tokens(&long), 1023, "the page's own cap of 1,024 tokens, less one");
     }
 
     #[test]

@@ -86,7 +86,8 @@ impl PackedPlan {
     /// staged queries' 1,024 floats), and slices of at least one chunk of keys each until the launch
     /// has about [`TARGET_WORKGROUPS`].
     pub fn of(shape: AttentionShape) -> PackedPlan {
-        let rows_total = (shape.n_q * shape.group_size()).max(1);
+        // In u64: a shape is validated after planning (`params`), and an absurd one must not overflow here.
+        let rows_total = u32::try_from(u64::from(shape.n_q) * u64::from(shape.group_size())).unwrap_or(u32::MAX).max(1);
         let rows = MAX_ROWS.min(STAGED_FLOATS / shape.d.max(1)).min(rows_total).max(1);
         let tiles = rows_total.div_ceil(rows);
         let base = tiles.saturating_mul(shape.h_kv).max(1);
@@ -198,7 +199,10 @@ impl PackedAttention {
                 &[b.o, &self.no_partials, b.q, b.k, b.v],
             )?]);
         }
-        let partials = ctx.storage_output("packed partials", plan.partial_floats(launch.shape) * 4)?;
+        // A lent buffer, back among the context's spares once the dispatches are made: the next layer's
+        // launch (same size) takes it again instead of a new one per layer and token. Its slices write
+        // every partial before `combine` reads them, and the dispatches run in the order they are made.
+        let partials = ctx.scratch_output("packed partials", plan.partial_floats(launch.shape) * 4)?;
         let slices = self.launcher.dispatch(ctx, pipeline, &params, &[b.o, &partials, b.q, b.k, b.v])?;
         let combine = self.combine.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
         Ok(vec![slices, self.combine.dispatch(ctx, combine, &params, &[b.o, &partials])?])
@@ -264,6 +268,9 @@ mod tests {
         // A head of 1,024 stages one row; 200 keys are cut into two slices of 100.
         let wide = AttentionShape { h_q: 2, h_kv: 1, n_q: 1, n_kv: 200, d: 1024 };
         assert_eq!(PackedPlan::of(wide), PackedPlan { rows: 1, tiles: 2, splits: 2 });
+        // An absurd shape is planned without overflow (`params` then refuses it).
+        let absurd = AttentionShape { h_q: 1 << 16, h_kv: 1, n_q: u32::MAX, n_kv: u32::MAX, d: 1024 };
+        assert_eq!(PackedPlan::of(absurd).tiles, u32::MAX);
     }
 
     #[test]

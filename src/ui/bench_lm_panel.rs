@@ -65,7 +65,7 @@ async fn time_model(
         .await
         .map_err(|e| e.to_string())?;
     rows.try_update(|r| r.push(row));
-    let cached = u32::try_from(lm.max_tokens).unwrap_or(u32::MAX).saturating_sub(1).max(1);
+    let cached = bench_lm::decode_cached_tokens(&lm.model);
     status.try_set(format!("A decode step after {cached} tokens, contiguous and paged…"));
     let decode = bench_lm::run_lm_decode(ctx, kernels, &weights, cached, peak, REPS, browser::now_ms)
         .await
