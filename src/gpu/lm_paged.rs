@@ -28,6 +28,9 @@ pub struct LmPagedCache {
     pool: KvPool,
     /// Per layer: its books (one request, the text) and its first page in the pool.
     layers: Vec<LayerPages>,
+    /// Per layer, its page table as the kernel reads it: made once, for the longest table the
+    /// capacity allows, and rewritten before each pass that reads it.
+    tables: Vec<wgpu::Buffer>,
     capacity: u32,
     len: u32,
 }
@@ -77,7 +80,10 @@ impl LmPagedCache {
             layers.push(LayerPages { books: fresh_books(kind, share as usize), first_page });
             first_page += share as u32;
         }
-        Ok(Self { pool, layers, capacity, len: 0 })
+        let table_bytes = u64::from(capacity).div_ceil(PAGE_TOKENS).max(1) * 4;
+        let tables =
+            (0..layers.len()).map(|_| ctx.storage_output("page table", table_bytes)).collect::<Result<_, _>>()?;
+        Ok(Self { pool, layers, tables, capacity, len: 0 })
     }
 
     /// Tokens cached so far.
@@ -134,10 +140,15 @@ impl LmPagedCache {
                 check_reads(&layer.books, start, tokens).map_err(GpuError::InvalidInput)?;
             }
         }
-        let mut tables = Vec::with_capacity(after.len());
-        for layer in &after {
+        // The first pass attends over its own rows and reads no table.
+        let mut tables = Vec::with_capacity(if own_rows { 0 } else { after.len() });
+        for (layer, buffer) in after.iter().zip(&self.tables).filter(|_| !own_rows) {
             let table: Vec<u32> = layer.books.kernel_table(0).iter().map(|p| p + layer.first_page).collect();
-            tables.push((ctx.storage_from("page table", &table)?, table.len() as u32));
+            if table.len() as u64 * 4 > buffer.size() {
+                return Err(GpuError::LimitExceeded(format!("a page table of {} pages", table.len())));
+            }
+            ctx.queue.write_buffer(buffer, 0, bytemuck::cast_slice(&table));
+            tables.push((buffer.clone(), table.len() as u32));
         }
         let layers = g.layers as usize;
         let paged = PagedView { tables, runs, pool_pages: self.pool.pages(), own_rows };
