@@ -475,9 +475,16 @@ fn KvGroups(ex: Explorer) -> impl IntoView {
 #[component]
 fn HeadThumb(ex: Explorer, g: u32, h: u32, map: HeadSlot, open_head: Callback<u32>) -> impl IntoView {
     let Explorer { scale, slow, thumb_px: thumb, .. } = ex;
-    // The figure is mounted once a result arrives and then only repainted.
+    // The figure is mounted once a result arrives and then only repainted; the heads' first results
+    // come together, so their mounts are spread over frames, a few heads a frame.
     let ready = Memo::new(move |_| map.try_with(Option::is_some).unwrap_or(false));
-    view! { {move || if ready.get() {
+    let mounted = RwSignal::new(false);
+    Effect::new(move |_| {
+        if ready.get() && !mounted.get_untracked() {
+            after_frames(h / MOUNTS_PER_FRAME, move || _ = mounted.try_set(true));
+        }
+    });
+    view! { {move || if ready.get() && mounted.get() {
         view! {
             <Heatmap map=map scale=scale size_px=thumb stale=Signal::from(slow) on_open=open_head/>
         }.into_any()
@@ -489,6 +496,17 @@ fn HeadThumb(ex: Explorer, g: u32, h: u32, map: HeadSlot, open_head: Callback<u3
             </figure>
         }.into_any()
     }} }
+}
+
+/// Heads whose figures mount in one frame: the 32 of a layer mounted at once made one long task.
+const MOUNTS_PER_FRAME: u32 = 8;
+
+/// Runs `then` after `frames` animation frames (at once for 0).
+fn after_frames(frames: u32, then: impl FnOnce() + 'static) {
+    if frames == 0 {
+        return then();
+    }
+    request_animation_frame(move || after_frames(frames - 1, then));
 }
 
 /// Said while the trained model's files are fetched and read.
