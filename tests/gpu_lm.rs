@@ -818,29 +818,31 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
     close(ctx);
 }
 
-/// The slices' partials of a packed launch are lent by the context and back among its spares once
-/// the dispatches are made, so the next layer's or token's launch takes them again: decoding makes
-/// no new buffer per layer per token.
+/// The slices' partials of a packed launch are one buffer the kernel keeps, so the next layer's or
+/// token's launch binds it again: decoding makes no new buffer per layer per token, and lends none
+/// from the context's spares (a pass kept and submitted again would share a lent one with other jobs).
 #[test]
-fn packed_partials_come_from_the_context_s_spares() {
+fn packed_partials_are_one_kept_buffer() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     // A decode step over 1,000 keys: 8 slices, so partials of 8 x 8 rows x (64 + 1) floats.
     let shape = AttentionShape { h_q: 8, h_kv: 2, n_q: 1, n_kv: 1000, d: 64 };
     let layout = PackedLayout::of(KvScheme::Int8, shape.d).unwrap();
-    let plan = PackedPlan::of(shape);
-    assert_eq!(plan.splits, 8);
+    assert_eq!(PackedPlan::of(shape).splits, 8);
     let words = u64::from(shape.h_kv * shape.n_kv * layout.words()) * 4;
     let (q, o) = (ctx.storage_output("q", 8 * 64 * 4).unwrap(), ctx.storage_output("o", 8 * 64 * 4).unwrap());
     let (k, v) = (ctx.storage_output("k", words).unwrap(), ctx.storage_output("v", words).unwrap());
     let buffers = PackedBuffers { q: &q, k: &k, v: &v, o: &o };
     let launch = PackedLaunch { shape, kv_stride: shape.n_kv, layout, mask: Mask::Causal, scale: 0.125 };
-    assert_eq!(ctx.spare_bytes(), 0);
+    assert_eq!(kernels.packed.partials_bytes(), 0);
     let first = kernels.packed.prepare(&ctx, &buffers, launch).unwrap();
     assert_eq!(first.len(), 2, "the slices, then combine");
-    assert_eq!(ctx.spare_bytes(), 8 * 8 * 65 * 4, "the partials went back to the spares");
-    let second = kernels.packed.prepare(&ctx, &buffers, launch).unwrap();
-    assert_eq!(ctx.spare_bytes(), 8 * 8 * 65 * 4, "the second launch took them again, made none");
+    assert_eq!(kernels.packed.partials_bytes(), 8 * 8 * 65 * 4);
+    // A shorter cache needs fewer partials: the kept buffer serves it.
+    let shorter = PackedLaunch { shape: AttentionShape { n_kv: 600, ..shape }, ..launch };
+    let second = kernels.packed.prepare(&ctx, &buffers, shorter).unwrap();
+    assert_eq!(kernels.packed.partials_bytes(), 8 * 8 * 65 * 4);
+    assert_eq!(ctx.spare_bytes(), 0, "nothing lent from the spares");
     drop((first, second));
     close(ctx);
 }

@@ -278,7 +278,8 @@ pub async fn decode_paged(
 }
 
 /// Prepares the pass [`decode_paged`] runs for `ids` against `cache`, adding nothing to it (the
-/// benchmark times it).
+/// benchmark times it). The pass reads the cache's page-table buffers, which the next prepare
+/// rewrites: only the newest pass prepared from a cache may be submitted (again).
 pub async fn prepare_decode_paged<'a>(
     ctx: &'a GpuContext,
     kernels: &Kernels,

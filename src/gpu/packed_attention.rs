@@ -116,6 +116,10 @@ pub struct PackedAttention {
     combine: Launcher<PackedCombine>,
     /// Bound as the partials of a launch of one slice, which writes O straight away.
     no_partials: wgpu::Buffer,
+    /// The slices' partials, kept for the next launches (the largest any launch has needed): only
+    /// this kernel's launches bind it, and they run one after another, each pass's slices writing
+    /// every partial before its `combine` reads them, so passes kept and submitted again share it too.
+    partials: std::sync::Mutex<Option<wgpu::Buffer>>,
 }
 
 impl Kernel for PackedAttention {
@@ -167,7 +171,7 @@ impl PackedAttention {
         });
         let launcher = Launcher::new(ctx);
         launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
-        Self { launcher, combine: Launcher::new(ctx), no_partials }
+        Self { launcher, combine: Launcher::new(ctx), no_partials, partials: std::sync::Mutex::new(None) }
     }
 
     /// Prepares one launch (its slices, then `combine` where there are several), after checking the
@@ -199,13 +203,29 @@ impl PackedAttention {
                 &[b.o, &self.no_partials, b.q, b.k, b.v],
             )?]);
         }
-        // A lent buffer, back among the context's spares once the dispatches are made: the next layer's
-        // launch (same size) takes it again instead of a new one per layer and token. Its slices write
-        // every partial before `combine` reads them, and the dispatches run in the order they are made.
-        let partials = ctx.scratch_output("packed partials", plan.partial_floats(launch.shape) * 4)?;
+        let partials = self.partials_for(ctx, plan.partial_floats(launch.shape) * 4)?;
         let slices = self.launcher.dispatch(ctx, pipeline, &params, &[b.o, &partials, b.q, b.k, b.v])?;
         let combine = self.combine.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
         Ok(vec![slices, self.combine.dispatch(ctx, combine, &params, &[b.o, &partials])?])
+    }
+}
+
+impl PackedAttention {
+    /// The kept partials buffer, made (larger) only when a launch needs more than it holds: not a new
+    /// one per layer and decoded token.
+    fn partials_for(&self, ctx: &GpuContext, bytes: u64) -> Result<wgpu::Buffer, GpuError> {
+        let mut kept = self.partials.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(buffer) = kept.as_ref().filter(|b| b.size() >= bytes) {
+            return Ok(buffer.clone());
+        }
+        let buffer = ctx.storage_output("packed partials", bytes)?;
+        *kept = Some(buffer.clone());
+        Ok(buffer)
+    }
+
+    /// Bytes of the kept partials buffer (0 before any launch of several slices).
+    pub fn partials_bytes(&self) -> u64 {
+        self.partials.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().map_or(0, |b| b.size())
     }
 }
 

@@ -57,10 +57,11 @@ describe("Benchmark links at the extremes", () => {
       await app.page.getByTestId("bench-adapter").waitFor({ timeout: 60_000 });
       const probing = await app.clock();
       const slowest = await slowestAnswer(app.page);
+      // First: a frozen page would not answer the long-task query either.
+      assert.ok(slowest <= MAX_ANSWER_MS, `the slowest answer took ${slowest} ms`);
       const longest = await app.longestTask(probing);
       console.log(`${link}: longest task ${Math.round(longest)} ms, slowest probe ${slowest} ms`);
       assert.ok(longest <= MAX_TASK_MS, `a task held the page's thread for ${Math.round(longest)} ms`);
-      assert.ok(slowest <= MAX_ANSWER_MS, `the slowest answer took ${slowest} ms`);
       assert.equal(await app.page.getByTestId("panic-panel").count(), 0);
       await app.close();
     });
