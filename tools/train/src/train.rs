@@ -292,8 +292,10 @@ impl Trainer {
             let this_call = start.elapsed().as_secs_f64();
             let secs = before.secs + this_call;
             let out_of_time = self.cfg.max_secs.is_some_and(|m| this_call >= m);
-            let last = step + 1 == self.cfg.steps || out_of_time;
-            if (step + 1).is_multiple_of(self.cfg.eval_every) || last {
+            // The run's own evaluations; one more when time runs out, logged but neither ending the
+            // curriculum nor saved, so a run resumed from its state replays the run made in one go.
+            let scheduled = (step + 1).is_multiple_of(self.cfg.eval_every) || step + 1 == self.cfg.steps;
+            if scheduled || out_of_time {
                 let heldout = self.evaluate(heldout).map_err(io)?;
                 let train_loss = window_loss / window_steps as f64;
                 let tokens = summary.tokens_seen;
@@ -320,7 +322,7 @@ impl Trainer {
                     f.flush()?;
                     println!("             {}", probe.describe());
                     let met = self.cfg.copy_until_induction.is_some_and(|x| probe.best_induction().0 >= x);
-                    if met && step + 1 < self.curriculum_steps {
+                    if met && scheduled && step + 1 < self.curriculum_steps {
                         println!("             induction reached: text from step {} on", step + 2);
                         self.curriculum_steps = step + 1;
                     }
@@ -328,7 +330,7 @@ impl Trainer {
                 summary.final_train_loss = train_loss;
                 summary.final_heldout_loss = Some(heldout);
                 (window_loss, window_steps) = (0.0, 0);
-                if let Some(dir) = &self.state_dir {
+                if let (Some(dir), true) = (&self.state_dir, scheduled) {
                     self.save_state(dir, Done { steps: step + 1, tokens, secs })?;
                 }
             }
@@ -361,7 +363,9 @@ fn open_log(path: &Path, steps_done: usize, header: &str) -> std::io::Result<std
         })
         .map(|(_, line)| line)
         .collect();
-    std::fs::write(path, kept.join("\n") + "\n")?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, kept.join("\n") + "\n")?;
+    std::fs::rename(&tmp, path)?;
     std::fs::OpenOptions::new().append(true).open(path)
 }
 
@@ -638,12 +642,12 @@ mod tests {
             std::fs::create_dir_all(d).unwrap();
         }
         let mut cfg = config();
-        (cfg.steps, cfg.eval_every, cfg.eval_windows, cfg.copy_curriculum_steps) = (4, 2, 2, 2);
+        (cfg.steps, cfg.eval_every, cfg.eval_windows, cfg.copy_curriculum_steps) = (4, 1, 2, 2);
         cfg.copy_segments = Segments { min_len: 4, max_len: 7 };
         let tokens: Vec<u32> = (0..300u32).map(|i| (i * 7 + i / 5) % 32).collect();
         let mut a = Trainer::new(cfg.clone(), Device::Cpu).unwrap();
         a.run(&tokens, &tokens, &whole).unwrap();
-        // A time limit of 0 s stops the first call after one step (and saves the state there).
+        // A time limit of 0 s stops the first call after one step (an evaluation: the state is saved).
         let mut b = Trainer::new(TrainConfig { max_secs: Some(0.0), ..cfg.clone() }, Device::Cpu).unwrap();
         b.state_dir = Some(state.clone());
         assert_eq!(b.run(&tokens, &tokens, &parts).unwrap().steps_done, 1);
@@ -659,9 +663,16 @@ mod tests {
             .lines()
             .map(|l| l.split(',').next().unwrap().to_string())
             .collect();
-        assert_eq!(steps, ["step", "1", "2", "4"], "one header, the first call's row, then the rest");
-        let other = TrainConfig { seed: 8, ..cfg };
+        assert_eq!(steps, ["step", "1", "2", "3", "4"], "one header, the first call's row, then the rest");
+        let other = TrainConfig { seed: 8, ..cfg.clone() };
         assert!(Trainer::resume(other, Device::Cpu, &state).is_err(), "another recipe is refused");
+        // Stopped by time between two evaluations: its extra row is logged, its state is not saved.
+        let (off, off_state) = (dir.join("off"), dir.join("off/resume"));
+        std::fs::create_dir_all(&off).unwrap();
+        let mut d = Trainer::new(TrainConfig { eval_every: 2, max_secs: Some(0.0), ..cfg }, Device::Cpu).unwrap();
+        d.state_dir = Some(off_state.clone());
+        assert_eq!(d.run(&tokens, &tokens, &off).unwrap().steps_done, 1);
+        assert!(!off_state.join(STATE_BOOKS).exists(), "no state saved off the evaluations");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
