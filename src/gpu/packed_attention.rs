@@ -208,9 +208,7 @@ impl PackedAttention {
         let combine = self.combine.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
         Ok(vec![slices, self.combine.dispatch(ctx, combine, &params, &[b.o, &partials])?])
     }
-}
 
-impl PackedAttention {
     /// The kept partials buffer, made (larger) only when a launch needs more than it holds: not a new
     /// one per layer and decoded token.
     fn partials_for(&self, ctx: &GpuContext, bytes: u64) -> Result<wgpu::Buffer, GpuError> {
