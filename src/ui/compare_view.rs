@@ -10,6 +10,7 @@ use super::params::edit;
 
 use super::chart::BarTrack;
 use super::model_picker::{KeyFigures, ModelPicker};
+use super::trained_variants_panel::TrainedVariantsPanel;
 use crate::model::Model;
 use crate::state::AppState;
 use crate::views::compare::bars::{BarRow, bars, bars_heading};
@@ -31,6 +32,7 @@ pub fn CompareView(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoVi
             <ParamDeltas state=state model=model/>
             <Flops state=state model=model/>
             <Decode state=state model=model/>
+            <TrainedVariantsPanel/>
         </section>
     }
 }

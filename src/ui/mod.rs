@@ -42,6 +42,7 @@ mod rope_panel;
 mod step_through;
 mod text_field;
 mod trained_compute;
+mod trained_variants_panel;
 mod user_checkpoint;
 mod view_lessons;
 

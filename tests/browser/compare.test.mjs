@@ -3,6 +3,7 @@
 // Every expected figure is computed by hand here (BigInt where it passes 2^53).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { startSession } from "./harness.mjs";
 import { AppPage } from "./app_page.mjs";
 
@@ -15,7 +16,7 @@ async function variantRows(app, waitFor) {
   if (waitFor) {
     await app.page.waitForSelector(`[data-testid="variant-row"][data-variant="${waitFor[0]}"][data-bytes="${waitFor[1]}"]`, { timeout: 15_000 });
   }
-  const rows = await app.page.getByTestId("variant-row").evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
+  const rows = await app.page.locator('[data-testid="variant-row"][data-variant]').evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
   return Object.fromEntries(rows.map((r) => [r.variant, r]));
 }
 
@@ -129,10 +130,10 @@ describe("compare view", () => {
     const app = await AppPage.open(session, "?view=compare&model=llama-3-8b&variants=mha,gqa5,mqa");
     await app.page.getByTestId("variants-skipped").waitFor();
     assert.match(await app.page.getByTestId("variants-skipped").innerText(), /cannot form 5 equal groups/);
-    assert.equal(await app.page.getByTestId("variant-row").count(), 2);
+    assert.equal(await app.page.locator('[data-testid="variant-row"][data-variant]').count(), 2);
     const bad = await AppPage.open(session, "?view=compare&variants=mha,warp9");
     assert.match(await bad.page.getByTestId("url-notices").innerText(), /Ignored variants/);
-    assert.ok(await bad.page.getByTestId("variant-row").count() >= 8, "the standard set is shown instead");
+    assert.ok(await bad.page.locator('[data-testid="variant-row"][data-variant]').count() >= 8, "the standard set is shown instead");
     await bad.close();
     app.assertNoConsoleErrors();
     await app.close();
@@ -215,6 +216,27 @@ describe("compare view", () => {
     assert.match(await app.page.getByTestId("variants-state-note").innerText(), /the variants do not apply/);
     assert.equal(await app.page.getByTestId("variants-skipped").count(), 0);
     assert.equal(await app.page.getByTestId("state-bytes").getAttribute("data-value"), "13107200");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
+  test("the variants trained here: each row's loss, spread and cache as the training crate's table gives them", async () => {
+    const file = JSON.parse(readFileSync(new URL("../../src/views/compare/trained_variants.json", import.meta.url), "utf8"));
+    const app = await AppPage.open(session, "?view=compare&model=llama-3-8b&ctx=8192&dtype=fp16");
+    await app.page.waitForSelector('[data-testid="variant-row"][data-attn]', { timeout: 15_000 });
+    const rows = await app.page.locator('[data-testid="variant-row"][data-attn]').evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
+    assert.deepEqual(rows.map((r) => r.attn), file.rows.map((r) => r.attn));
+    // Per token over 4 layers in f16: MHA 8 KV heads x 32 x 2 (K, V) x 2 B; GQA 2 heads; MQA 1; MLA 112 + 16 per layer.
+    const bytes = { mha: 4 * 8 * 32 * 2 * 2, gqa: 4 * 2 * 32 * 2 * 2, mqa: 4 * 1 * 32 * 2 * 2, mla: 4 * (112 + 16) * 2 };
+    for (const [row, raw] of rows.map((r, i) => [r, file.rows[i]])) {
+      const mean = raw.losses.reduce((a, b) => a + b, 0) / raw.losses.length;
+      assert.ok(Math.abs(Number(row.loss) - mean) < 1e-12, `${row.attn}: ${row.loss} vs ${mean}`);
+      assert.ok(Math.abs(Number(row.spread) - (Math.max(...raw.losses) - Math.min(...raw.losses))) < 1e-12, row.attn);
+      assert.equal(row.kvBytes, String(bytes[row.attn]), row.attn);
+    }
+    // The bars' rows are the chosen model's, apart from these.
+    const bars = await variantRows(app, ["mha", 32 * 32 * 128 * 2 * 2 * 8192]);
+    assert.ok(!("undefined" in bars));
     app.assertNoConsoleErrors();
     await app.close();
   });

@@ -9,6 +9,7 @@ pub mod dtype_matrix;
 pub mod flops;
 pub mod knobs;
 pub mod param_deltas;
+pub mod trained_variants;
 
 use super::link::{Accepted, LinkParams};
 use crate::model::{Model, Variant, apply_variant, standard_variants};
