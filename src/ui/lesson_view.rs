@@ -14,6 +14,7 @@ use crate::views::lesson::check::{Answer, Check, Expected, Verdict};
 use crate::views::lesson::figures::figure;
 use crate::views::lesson::markup::{Element, Node};
 use crate::views::lesson::progress::CourseProgress;
+use crate::views::lesson::weights::lesson_sources;
 use crate::views::lesson::{Lesson, catalogue, highlight};
 
 #[component]
@@ -67,11 +68,16 @@ fn LessonIndex(state: RwSignal<AppState>, progress: RwSignal<CourseProgress>) ->
     view! {
         <section class="lessons" data-testid="lesson-index">
             <h2>"Lessons"</h2>
-            <p class="explain">"Each lesson walks through one idea on the live views: change anything, the text's figures follow."</p>
+            <p class="explain">"Each lesson walks through one idea on the live views: change anything, the text's figures follow. \
+                Each card says what its numbers come from: the real weights of the model trained here, synthetic \
+                weights or inputs drawn from a seed, or a layout's arithmetic alone."</p>
             <ul class="lesson-cards">
                 {catalogue().iter().map(|lesson| {
                     let id = lesson.id.clone();
                     let steps = lesson.steps.len() as u32;
+                    let sources = lesson_sources(lesson);
+                    let source_ids = sources.iter().map(|s| s.id()).collect::<Vec<_>>().join(" ");
+                    let source_text = sources.iter().map(|s| s.label()).collect::<Vec<_>>().join(" · ");
                     let seen = {
                         let id = id.clone();
                         Signal::derive(move || progress.with(|p| p.seen(&id, steps)))
@@ -82,6 +88,7 @@ fn LessonIndex(state: RwSignal<AppState>, progress: RwSignal<CourseProgress>) ->
                                 on:click=move |_| state.set(AppState::at_step(&id, 1))>
                                 <strong>{lesson.title.clone()}</strong>
                                 <span>{lesson.goal.clone()}</span>
+                                <small data-testid="lesson-weights" data-sources=source_ids>{source_text}</small>
                                 <small data-testid="lesson-progress" data-seen=seen>
                                     {move || format!("{steps} steps · {} seen", seen.get())}
                                 </small>

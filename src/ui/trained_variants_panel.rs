@@ -23,9 +23,9 @@ fn Measured(t: TrainedVariants) -> impl IntoView {
     let found = findings(&t);
     view! {
         <p class="explain">
-            "Small models with the layout of Attention Lab tiny (whatever model is chosen above) that differ only "
-            "in attention, trained by this project's training crate on its "
-            "corpus with one recipe ("{t.recipe.clone()}"), each scored on the whole held-out text. These are real "
+            "Small models with the layout of Attention Lab tiny, whichever model the view above shows, that differ "
+            "only in attention, trained by this project's training crate on its "
+            "corpus with one recipe ("{t.recipe.clone()}"), each scored on the whole held-out text (loss in nats per token, lower is better). These are real "
             "runs, not synthetic figures; they are compared with each other, not with the shipped model, which "
             "trained longer. KV bytes per token are in f16 over the 4 layers."
         </p>

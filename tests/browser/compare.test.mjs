@@ -235,8 +235,15 @@ describe("compare view", () => {
       assert.equal(row.kvBytes, String(bytes[row.attn]), row.attn);
     }
     // The bars' rows are the chosen model's, apart from these.
-    const bars = await variantRows(app, ["mha", 32 * 32 * 128 * 2 * 2 * 8192]);
-    assert.ok(!("undefined" in bars));
+    const mhaBytes = String(32 * 32 * 128 * 2 * 2 * 8192);
+    const bars = await variantRows(app, ["mha", mhaBytes]);
+    assert.equal(bars.mha.bytes, mhaBytes);
+    assert.equal(await app.page.getByTestId("variant-row").count(), Object.keys(bars).length + rows.length,
+      "every variant-row is either a bar (data-variant) or a trained variant (data-attn)");
+    // Each finding compares a variant with MHA, from at least two seeds a side.
+    const findings = await app.page.getByTestId("trained-variant-findings").locator("li").allInnerTexts();
+    assert.equal(findings.length, file.rows.length - 1);
+    for (const f of findings) assert.match(f, /^(GQA|MQA|MLA) \([\d.]+x MHA's cache\): [+-]\d\.\d{3} nats /);
     app.assertNoConsoleErrors();
     await app.close();
   });

@@ -47,6 +47,27 @@ describe("Lessons", () => {
     await app.close();
   });
 
+  test("each card says what its numbers come from: real weights, synthetic ones or arithmetic", async () => {
+    const app = await AppPage.open(session, "?view=lesson");
+    await app.page.getByTestId("lesson-weights").first().waitFor();
+    const cards = await app.page.getByTestId("lesson-link").evaluateAll((els) => els.map((e) => {
+      const w = e.querySelector('[data-testid="lesson-weights"]');
+      return [e.dataset.lesson, w?.dataset.sources, w?.textContent];
+    }));
+    const by = Object.fromEntries(cards.map(([id, sources, text]) => [id, { sources, text }]));
+    // 07 counts bytes of published layouts; 16 runs the trained model in every step; 04 shows the
+    // trained model's heads once and GPT-2's layout on seeded weights otherwise; 17 is the MLA view's
+    // seeded layer; 20's table is runs of the training crate beside arithmetic bars.
+    assert.deepEqual(by["gqa"], { sources: "arithmetic", text: "arithmetic only" });
+    assert.deepEqual(by["quantised-cache"], { sources: "trained", text: "real weights (trained here)" });
+    assert.deepEqual(by["many-heads"], { sources: "trained seeded", text: "real weights (trained here) · synthetic weights or inputs" });
+    assert.equal(by["mla-both-ways"].sources, "seeded");
+    assert.equal(by["what-sharing-costs"].sources, "trained arithmetic");
+    assert.ok(cards.every(([, sources]) => /^(trained|seeded|arithmetic)( (seeded|arithmetic))*$/.test(sources ?? "")), "every card says");
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("figures equal the hand computation, by deep link", async () => {
     // Llama 3 8B: 2 (K, V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 131,072 bytes per token.
     let app = await AppPage.open(session, "?view=lesson&lesson=kv-cache&step=1");

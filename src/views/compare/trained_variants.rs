@@ -89,6 +89,8 @@ impl TrainedVariant {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainedVariants {
     pub rows: Vec<TrainedVariant>,
+    /// Training steps of each run.
+    pub steps: u32,
     /// One line: steps, batch, context, learning rate, seeds.
     pub recipe: String,
 }
@@ -129,44 +131,77 @@ fn parse(json: &str) -> Result<TrainedVariants, String> {
             seeds: r.seeds,
         });
     }
-    let seeds = rows.iter().map(|r| r.seeds.len()).min().unwrap_or(0);
     let c = &file.recipe;
     let recipe = format!(
-        "{} steps of {} windows of {} tokens each, peak learning rate {}, {} per variant",
+        "{} steps of {} windows of {} tokens each, peak learning rate {}, {}",
         c.steps,
         c.batch,
         c.context_tokens,
         c.peak_lr,
-        count_of(seeds as u128, "seed")
+        seeds_per_variant(&rows)
     );
-    Ok(TrainedVariants { rows, recipe })
+    Ok(TrainedVariants { rows, steps: c.steps, recipe })
+}
+
+/// The variant's loss minus MHA's for each seed both ran (the same seed gives both the same order of
+/// training windows), in the variant's order of seeds.
+pub fn paired_differences(r: &TrainedVariant, mha: &TrainedVariant) -> Vec<f64> {
+    let mha_loss = |seed: &u64| mha.seeds.iter().position(|s| s == seed).map(|i| mha.losses[i]);
+    r.seeds.iter().zip(&r.losses).filter_map(|(seed, loss)| mha_loss(seed).map(|m| loss - m)).collect()
+}
+
+/// "2 seeds per variant", or "1 to 3 seeds per variant" when the rows differ.
+fn seeds_per_variant(rows: &[TrainedVariant]) -> String {
+    let counts = rows.iter().map(|r| r.seeds.len() as u128);
+    let (fewest, most) = (counts.clone().min().unwrap_or(0), counts.max().unwrap_or(0));
+    if fewest == most {
+        format!("{} per variant", count_of(most, "seed"))
+    } else {
+        format!("{fewest} to {most} seeds per variant")
+    }
 }
 
 /// What the table shows, in one sentence per variant against MHA: whether its loss range overlaps
-/// MHA's (the difference is within the seeds' spread at this scale) or lies above or below it.
+/// MHA's (the difference is within the seeds' spread at this scale) or lies above or below it. A
+/// variant or an MHA with a single seed has no range, and its sentence says so instead.
 pub fn findings(t: &TrainedVariants) -> Vec<String> {
     let Some(mha) = t.rows.iter().find(|r| r.attn == "mha") else { return Vec::new() };
-    let (mha_lo, mha_hi) = mha.range();
     t.rows
         .iter()
         .filter(|r| r.attn != "mha")
         .map(|r| {
-            let (lo, hi) = r.range();
-            let delta = r.mean() - mha.mean();
-            let bytes = format!("{}x MHA's cache", ratio(r.kv_bytes_per_token, mha.kv_bytes_per_token));
-            let name = r.attn.to_uppercase();
-            if lo > mha_hi {
-                format!("{name} ({bytes}): {delta:+.3} nats above MHA, outside both ranges over seeds.")
-            } else if hi < mha_lo {
-                format!("{name} ({bytes}): {delta:+.3} nats below MHA, outside both ranges over seeds.")
+            let pairs: Vec<String> = paired_differences(r, mha).iter().map(|d| format!("{d:+.3}")).collect();
+            let by_seed = if pairs.is_empty() {
+                String::new()
             } else {
-                format!(
-                    "{name} ({bytes}): {delta:+.3} nats from MHA on the mean, within the spread of the seeds: at \
-                     this scale the runs cannot tell them apart."
-                )
-            }
+                format!(" Seed by seed, on the same training windows: {}.", pairs.join(", "))
+            };
+            overall(r, mha) + &by_seed
         })
         .collect()
+}
+
+/// The finding's first sentence: the variant's mean against MHA's, judged by the seeds' ranges.
+fn overall(r: &TrainedVariant, mha: &TrainedVariant) -> String {
+    let ((mha_lo, mha_hi), (lo, hi)) = (mha.range(), r.range());
+    let delta = r.mean() - mha.mean();
+    let bytes = format!("{}x MHA's cache", ratio(r.kv_bytes_per_token, mha.kv_bytes_per_token));
+    let name = r.attn.to_uppercase();
+    if r.losses.len() < 2 || mha.losses.len() < 2 {
+        format!(
+            "{name} ({bytes}): {delta:+.3} nats from MHA on the mean, but with fewer than two seeds a side there \
+             is no spread to judge the difference by."
+        )
+    } else if lo > mha_hi {
+        format!("{name} ({bytes}): {delta:+.3} nats above MHA, outside both ranges over seeds.")
+    } else if hi < mha_lo {
+        format!("{name} ({bytes}): {delta:+.3} nats below MHA, outside both ranges over seeds.")
+    } else {
+        format!(
+            "{name} ({bytes}): {delta:+.3} nats from MHA on the mean, within the spread of the seeds: at this scale \
+             the runs cannot tell them apart."
+        )
+    }
 }
 
 /// `a / b` as a short decimal ("1/4" reads as 0.25).
@@ -195,11 +230,12 @@ mod tests {
             .map(|r| (r["attn"].as_str().unwrap().to_string(), r["kv_bytes_per_token"].as_u64().unwrap().into()))
             .collect();
         assert_eq!(ours, theirs);
+        let base = preset(TRAINED_ID).unwrap().clone();
         for (attn, bytes) in [("mha", 4096), ("gqa", 1024), ("mqa", 512), ("mla", 1024)] {
-            if let Some(r) = t.rows.iter().find(|r| r.attn == attn) {
-                assert_eq!(r.kv_bytes_per_token, bytes, "{attn}");
-            }
+            let model = apply_variant(&base, app_variant(attn).unwrap()).unwrap();
+            assert_eq!(kv_bytes_per_token(&model, DType::Fp16).unwrap(), bytes, "{attn}");
         }
+        assert_eq!(t.rows.len(), 4, "all four variants are in the shipped table");
     }
 
     fn row(attn: &str, losses: &[f64], kv: u128) -> TrainedVariant {
@@ -226,6 +262,7 @@ mod tests {
                 row("mqa", &[4.5, 4.6], 512),
                 row("mla", &[3.5, 3.7], 1024),
             ],
+            steps: 1,
             recipe: String::new(),
         };
         let f = findings(&t);
@@ -237,6 +274,55 @@ mod tests {
         );
         assert!(f[1].starts_with("MQA (0.125x MHA's cache): +0.450 nats above MHA"), "{}", f[1]);
         assert!(f[2].starts_with("MLA (0.25x MHA's cache): -0.500 nats below MHA"), "{}", f[2]);
+        assert!(f[1].ends_with("Seed by seed, on the same training windows: +0.500, +0.400."), "{}", f[1]);
+        let one_seed = TrainedVariants { rows: vec![row("mha", &[4.0, 4.2], 4096), row("mqa", &[4.9], 512)], ..t };
+        let f = findings(&one_seed);
+        assert!(f[0].starts_with("MQA (0.125x MHA's cache): +0.800 nats") && f[0].contains("no spread"), "{}", f[0]);
+    }
+
+    #[test]
+    fn what_the_lesson_says_of_the_shipped_table_holds() {
+        // lessons/20-what-sharing-costs.md, step 3: every variant's mean is closer to MHA's than MHA's
+        // own seeds are to each other, every range overlaps MHA's (so no variant is told apart), and
+        // MQA caches an eighth of MHA's bytes. New runs that change this must change the lesson too.
+        let t = trained_variants().unwrap();
+        let mha = t.rows.iter().find(|r| r.attn == "mha").unwrap();
+        for r in t.rows.iter().filter(|r| r.attn != "mha") {
+            assert!((r.mean() - mha.mean()).abs() < mha.spread(), "{}", r.attn);
+            assert!(r.seeds.len() >= 2, "{}: the lesson's finding needs two seeds", r.attn);
+        }
+        assert!(findings(&t).iter().all(|f| f.contains("within the spread of the seeds")), "{:?}", findings(&t));
+        let mqa = t.rows.iter().find(|r| r.attn == "mqa").unwrap();
+        assert_eq!(mha.kv_bytes_per_token, 8 * mqa.kv_bytes_per_token);
+        // Read in pairs: GQA's differences change sign, MQA's are both above MHA, MLA's both below.
+        let signs = |attn: &str| {
+            let r = t.rows.iter().find(|r| r.attn == attn).unwrap();
+            paired_differences(r, mha).iter().map(|d| d.signum()).collect::<Vec<_>>()
+        };
+        assert_eq!(signs("gqa"), [-1.0, 1.0]);
+        assert_eq!(signs("mqa"), [1.0, 1.0]);
+        assert_eq!(signs("mla"), [-1.0, -1.0]);
+    }
+
+    #[test]
+    fn paired_differences_match_seeds_not_positions() {
+        let mha = row("mha", &[4.0, 4.25], 4096);
+        let other = TrainedVariant { seeds: vec![2, 3], ..row("mqa", &[4.5, 9.0], 512) };
+        // Seed 2: 4.5 - 4.25; seed 3 has no MHA run.
+        assert_eq!(paired_differences(&other, &mha), [0.25]);
+    }
+
+    #[test]
+    fn the_recipe_line_counts_the_seeds() {
+        let rows = vec![row("mha", &[4.0, 4.2], 4096), row("gqa", &[4.1, 4.3], 1024)];
+        assert_eq!(seeds_per_variant(&rows), "2 seeds per variant");
+        let uneven = vec![row("mha", &[4.0], 4096), row("gqa", &[4.1, 4.3, 4.2], 1024)];
+        assert_eq!(seeds_per_variant(&uneven), "1 to 3 seeds per variant");
+        assert_eq!(seeds_per_variant(&[row("mla", &[4.4], 1024)]), "1 seed per variant");
+        assert_eq!(
+            trained_variants().unwrap().recipe,
+            "600 steps of 16 windows of 128 tokens each, peak learning rate 0.003, 2 seeds per variant"
+        );
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod sharing;
 mod sources;
 mod tiles;
 mod trained;
+mod trained_variants;
 
 /// Every placeholder a lesson may use: its name, what it means, and its unit.
 pub const FIGURES: &[(&str, &str)] = &[
@@ -216,6 +217,23 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("evict_bytes_per_kept_token", "bytes one kept token costs the trained model's cache, all layers, f32"),
     ("evict_bytes_full_cache", "bytes the trained model's attention reads a step once every layer's cache holds K"),
     ("evict_sliding_window", "the window of the trained model's sliding layers"),
+    ("variant_loss_mha", "mean held-out loss of the MHA variant trained here, over its seeds, in nats per token"),
+    ("variant_loss_gqa", "the same for the GQA variant (the shipped model's layout)"),
+    ("variant_loss_mqa", "the same for the MQA variant"),
+    ("variant_loss_mla", "the same for the MLA variant"),
+    ("variant_spread_mha", "highest minus lowest held-out loss of the MHA variant's seeds"),
+    ("variant_spread_gqa", "the same for the GQA variant"),
+    ("variant_spread_mqa", "the same for the MQA variant"),
+    ("variant_spread_mla", "the same for the MLA variant"),
+    ("variant_delta_gqa", "the GQA variant's mean loss minus MHA's"),
+    ("variant_delta_mqa", "the MQA variant's mean loss minus MHA's"),
+    ("variant_delta_mla", "the MLA variant's mean loss minus MHA's"),
+    ("variant_kv_bytes_mha", "KV bytes per token of the MHA variant, f16, all layers"),
+    ("variant_kv_bytes_gqa", "the same for the GQA variant"),
+    ("variant_kv_bytes_mqa", "the same for the MQA variant"),
+    ("variant_kv_bytes_mla", "the same for the MLA variant (its latent and RoPE key)"),
+    ("variant_seeds", "seeds each trained variant ran (the fewest, if they differ)"),
+    ("variant_steps", "training steps of each variant's run"),
 ];
 
 /// Figures about attention heads, their geometry or their cost: none applies to a model without a
@@ -341,6 +359,7 @@ fn topic_figure(name: &str, state: &Settings, model: &Model) -> Option<Figure> {
         .or_else(|| mla_forms::figure(name, state))
         .or_else(|| evict::figure(name, state))
         .or_else(|| trained::figure(name))
+        .or_else(|| trained_variants::figure(name))
 }
 
 #[cfg(test)]

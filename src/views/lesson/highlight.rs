@@ -11,7 +11,7 @@ use crate::views::registry::View;
 pub const CHART_LINES: [&str; 4] = ["total", "budget", "ctx", "fit"];
 
 /// Panels (by `data-testid`) that a step can point at, and the view that shows each.
-pub const ELEMENTS: [(&str, View); 23] = [
+pub const ELEMENTS: [(&str, View); 24] = [
     ("step-through", View::Heatmaps),
     ("step-online", View::Heatmaps),
     ("flash-trace", View::Heatmaps),
@@ -30,6 +30,7 @@ pub const ELEMENTS: [(&str, View); 23] = [
     ("decode-cost", View::Compare),
     ("params-row", View::Compare),
     ("variant-row", View::Compare),
+    ("trained-variants", View::Compare),
     ("dtype-cell", View::Compare),
     ("page-grid", View::Kv),
     ("bench-row", View::Bench),
@@ -50,6 +51,10 @@ pub enum Highlight {
     /// A panel (one of [`ELEMENTS`]).
     Element(&'static str),
 }
+
+/// Panels whose test id other elements share, and what picks out the ones a step means: the compare
+/// view's bars, not the rows of the trained variants' table, which DESIGN.md names `variant-row` too.
+const NARROWED: [(&str, &str); 1] = [("variant-row", "[data-variant]")];
 
 /// Largest head, row or layer number a highlight may name (larger ones are typos).
 const MAX_INDEX: u32 = 65_535;
@@ -101,7 +106,10 @@ impl Highlight {
                 ".line-chart .series.{class}, .line-chart .ref.{class} {{ stroke-width: 5; }}\n\
                  .line-chart .ref-label.{class} {{ font-weight: 700; }}"
             ),
-            Highlight::Element(testid) => format!("[data-testid=\"{testid}\"] {{ {mark} }}"),
+            Highlight::Element(testid) => {
+                let narrower = NARROWED.iter().find(|(name, _)| *name == testid).map_or("", |(_, only)| only);
+                format!("[data-testid=\"{testid}\"]{narrower} {{ {mark} }}")
+            }
         }
     }
 }
@@ -160,5 +168,8 @@ mod tests {
         assert!(row.contains("top: calc(var(--cell) * 4)") && row.contains(":nth-child(5)"), "{row}");
         assert!(Highlight::Layer(7).css().contains("[data-layer=\"7\"]"));
         assert!(Highlight::Line("fit").css().starts_with(".line-chart .series.fit, .line-chart .ref.fit"));
+        assert!(Highlight::Element("bench-row").css().starts_with("[data-testid=\"bench-row\"] {"));
+        // The compare view's bars, not the trained variants' rows that share their test id.
+        assert!(Highlight::Element("variant-row").css().starts_with("[data-testid=\"variant-row\"][data-variant] {"));
     }
 }

@@ -14,6 +14,7 @@ pub mod progress;
 #[cfg(test)]
 mod proofread;
 pub mod walk;
+pub mod weights;
 
 use std::sync::OnceLock;
 
@@ -40,6 +41,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("17-mla-both-ways.md", include_str!("../../../lessons/17-mla-both-ways.md")),
     ("18-eviction.md", include_str!("../../../lessons/18-eviction.md")),
     ("19-backward.md", include_str!("../../../lessons/19-backward.md")),
+    ("20-what-sharing-costs.md", include_str!("../../../lessons/20-what-sharing-costs.md")),
 ];
 
 /// Every lesson that parses, in course order (a native test proves they all do).
