@@ -38,6 +38,15 @@ const BC: u32 = 8u;
 const R: u32 = 1u;
 // Keys each invocation of `key_grads` owns.
 const RK: u32 = 1u;
+// 1: `main` keeps its rows' Q and dO in registers. 0 (heads over 512 wide): it reads them from their
+// buffers at every key, so its dQ accumulators alone take the function's variables (WGSL allows 8 KiB).
+const ROW_REGS: u32 = 1u;
+// 1: `key_grads` keeps its keys' K and V in registers. 0 (heads over 384 wide): it reads them at every row.
+const KEY_REGS: u32 = 1u;
+// Which gradients `key_grads` accumulates: dK (KEEP_DK = 1), dV (KEEP_DV = 1), both in one launch up
+// to heads 768 wide; wider heads take one launch for each, so each holds one head-wide vector per key.
+const KEEP_DK: u32 = 1u;
+const KEEP_DV: u32 = 1u;
 
 // Invocations per workgroup.
 override BR: u32 = 64u;
@@ -66,8 +75,13 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
                 let kk = k[key_base[c] + e];
                 let vv = v[key_base[c] + e];
                 for (var j = 0u; j < R; j++) {
-                    s4[j] = fma(q_rows[j][e], kk, s4[j]);
-                    dp4[j] = fma(do_rows[j][e], vv, dp4[j]);
+                    if ROW_REGS == 1u {
+                        s4[j] = fma(q_rows[j][e * ROW_REGS], kk, s4[j]);
+                        dp4[j] = fma(do_rows[j][e * ROW_REGS], vv, dp4[j]);
+                    } else {
+                        s4[j] = fma(q[out_row[j] * D4 + e] * params.scale, kk, s4[j]);
+                        dp4[j] = fma(d_o[out_row[j] * D4 + e], vv, dp4[j]);
+                    }
                 }
             }
             let key = key0 + c;
@@ -130,10 +144,23 @@ fn key_grads(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
             var dp4 = array<vec4<f32>, RK>();
             for (var e = 0u; e < D4; e++) {
                 let qq = q[row_base[c] + e];
-                let dd = d_o[row_base[c] + e];
                 for (var j = 0u; j < RK; j++) {
-                    s4[j] = fma(qq, k_rows[j][e], s4[j]);
-                    dp4[j] = fma(dd, v_rows[j][e], dp4[j]);
+                    if KEY_REGS == 1u {
+                        s4[j] = fma(qq, k_rows[j][e * KEY_REGS], s4[j]);
+                    } else {
+                        s4[j] = fma(qq, k[(kv_base + key[j]) * D4 + e] * params.scale, s4[j]);
+                    }
+                }
+                // dP only feeds dS, which only dK needs.
+                if KEEP_DK == 1u {
+                    let dd = d_o[row_base[c] + e];
+                    for (var j = 0u; j < RK; j++) {
+                        if KEY_REGS == 1u {
+                            dp4[j] = fma(dd, v_rows[j][e * KEY_REGS], dp4[j]);
+                        } else {
+                            dp4[j] = fma(dd, v[(kv_base + key[j]) * D4 + e], dp4[j]);
+                        }
+                    }
                 }
             }
             for (var j = 0u; j < RK; j++) {
@@ -142,25 +169,31 @@ fn key_grads(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
                 ds[j][c] = p[j][c] * (lanes_sum(dp4[j]) - row_delta[c]);
             }
         }
-        // dV += P dO and dK += dS Q, head dimension outer.
+        // dV += P dO and dK += dS Q (those this launch keeps), head dimension outer.
         for (var e = 0u; e < D4; e++) {
             var a_v: array<vec4<f32>, RK>;
             var a_k: array<vec4<f32>, RK>;
             for (var j = 0u; j < RK; j++) {
-                a_v[j] = dv[j][e];
-                a_k[j] = dk[j][e];
+                a_v[j] = dv[j][e * KEEP_DV];
+                a_k[j] = dk[j][e * KEEP_DK];
             }
             for (var c = 0u; c < BC; c++) {
-                let qq = q[row_base[c] + e];
-                let dd = d_o[row_base[c] + e];
-                for (var j = 0u; j < RK; j++) {
-                    a_v[j] = fma(vec4<f32>(p[j][c]), dd, a_v[j]);
-                    a_k[j] = fma(vec4<f32>(ds[j][c]), qq, a_k[j]);
+                if KEEP_DV == 1u {
+                    let dd = d_o[row_base[c] + e];
+                    for (var j = 0u; j < RK; j++) {
+                        a_v[j] = fma(vec4<f32>(p[j][c]), dd, a_v[j]);
+                    }
+                }
+                if KEEP_DK == 1u {
+                    let qq = q[row_base[c] + e];
+                    for (var j = 0u; j < RK; j++) {
+                        a_k[j] = fma(vec4<f32>(ds[j][c]), qq, a_k[j]);
+                    }
                 }
             }
             for (var j = 0u; j < RK; j++) {
-                dv[j][e] = a_v[j];
-                dk[j][e] = a_k[j];
+                dv[j][e * KEEP_DV] = a_v[j];
+                dk[j][e * KEEP_DK] = a_k[j];
             }
         }
     }

@@ -25,6 +25,12 @@ const R: u32 = 4u;
 const RK: u32 = 4u;
 // Keys (`main`) or rows (`key_grads`) per step, one per lane: the adapter's subgroup size.
 const BC: u32 = 8u;
+// This form keeps every row's and key's vectors in registers and both key gradients: it takes heads
+// up to 256 wide, and flash_backward.wgsl wider ones (see its constants of the same names).
+const ROW_REGS: u32 = 1u;
+const KEY_REGS: u32 = 1u;
+const KEEP_DK: u32 = 1u;
+const KEEP_DV: u32 = 1u;
 
 // Invocations per workgroup: the subgroup size.
 override BR: u32 = 8u;

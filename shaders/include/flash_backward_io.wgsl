@@ -17,6 +17,13 @@
 // The forward's O, [h_q, n_q, D] as vec4s (`main` only).
 @group(0) @binding(8) var<storage, read> o: array<vec4<f32>>;
 
+// Vec4s of each row's Q and dO (`main`), each key's K and V, dK and dV (`key_grads`) that an
+// invocation keeps: D4, or one, never used, where the form's constants say it does not keep them.
+const ROW4: u32 = D4 * ROW_REGS + 1u - ROW_REGS;
+const KEY4: u32 = D4 * KEY_REGS + 1u - KEY_REGS;
+const DK4: u32 = D4 * KEEP_DK + 1u - KEEP_DK;
+const DV4: u32 = D4 * KEEP_DV + 1u - KEEP_DV;
+
 // The sum of a vec4's lanes, paired as the forward pairs them.
 fn lanes_sum(x: vec4<f32>) -> f32 {
     return (x.x + x.y) + (x.z + x.w);

@@ -7,8 +7,12 @@
         if key_first + lid + j * BR < params.n_kv {
             let dst = (kv_head * params.n_kv + key[j]) * D4;
             for (var e = 0u; e < D4; e++) {
-                grads[dk_base() + dst + e] = dk[j][e] * params.scale;
-                grads[dv_base() + dst + e] = dv[j][e];
+                if KEEP_DK == 1u {
+                    grads[dk_base() + dst + e] = dk[j][e * KEEP_DK] * params.scale;
+                }
+                if KEEP_DV == 1u {
+                    grads[dv_base() + dst + e] = dv[j][e * KEEP_DV];
+                }
             }
         }
     }

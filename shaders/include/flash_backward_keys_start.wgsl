@@ -23,17 +23,20 @@
 
     // This invocation's keys (past n_kv: the last key again, not written); K pre-scaled.
     var key: array<u32, RK>;
-    var k_rows: array<array<vec4<f32>, D4>, RK>;
-    var v_rows: array<array<vec4<f32>, D4>, RK>;
-    var dk: array<array<vec4<f32>, D4>, RK>;
-    var dv: array<array<vec4<f32>, D4>, RK>;
+    // (An array this launch does not keep has one element, never used: KEY_REGS, KEEP_DK, KEEP_DV.)
+    var k_rows: array<array<vec4<f32>, KEY4>, RK>;
+    var v_rows: array<array<vec4<f32>, KEY4>, RK>;
+    var dk: array<array<vec4<f32>, DK4>, RK>;
+    var dv: array<array<vec4<f32>, DV4>, RK>;
     let kv_base = kv_head * params.kv_stride;
     for (var j = 0u; j < RK; j++) {
         key[j] = min(key_first + lid + j * BR, params.n_kv - 1u);
         for (var e = 0u; e < D4; e++) {
-            k_rows[j][e] = k[(kv_base + key[j]) * D4 + e] * params.scale;
-            v_rows[j][e] = v[(kv_base + key[j]) * D4 + e];
-            dk[j][e] = vec4<f32>(0.0);
-            dv[j][e] = vec4<f32>(0.0);
+            if KEY_REGS == 1u {
+                k_rows[j][e * KEY_REGS] = k[(kv_base + key[j]) * D4 + e] * params.scale;
+                v_rows[j][e * KEY_REGS] = v[(kv_base + key[j]) * D4 + e];
+            }
+            dk[j][e * KEEP_DK] = vec4<f32>(0.0);
+            dv[j][e * KEEP_DV] = vec4<f32>(0.0);
         }
     }

@@ -18,8 +18,9 @@
     var out_row: array<u32, R>;
     var lo: array<u32, R>;
     var hi: array<u32, R>;
-    var q_rows: array<array<vec4<f32>, D4>, R>;
-    var do_rows: array<array<vec4<f32>, D4>, R>;
+    // (ROW_REGS = 0: one element each, never used; the steps read Q and dO from their buffers.)
+    var q_rows: array<array<vec4<f32>, ROW4>, R>;
+    var do_rows: array<array<vec4<f32>, ROW4>, R>;
     var acc: array<array<vec4<f32>, D4>, R>;
     var row_lse: array<f32, R>;
     var row_delta: array<f32, R>;
@@ -31,10 +32,13 @@
         hi[j] = key_hi(params.q_offset + i);
         var dot4 = vec4<f32>(0.0);
         for (var e = 0u; e < D4; e++) {
-            q_rows[j][e] = q[out_row[j] * D4 + e] * params.scale;
-            do_rows[j][e] = d_o[out_row[j] * D4 + e];
+            let dd = d_o[out_row[j] * D4 + e];
+            if ROW_REGS == 1u {
+                q_rows[j][e * ROW_REGS] = q[out_row[j] * D4 + e] * params.scale;
+                do_rows[j][e * ROW_REGS] = dd;
+            }
             acc[j][e] = vec4<f32>(0.0);
-            dot4 = fma(do_rows[j][e], o[out_row[j] * D4 + e], dot4);
+            dot4 = fma(dd, o[out_row[j] * D4 + e], dot4);
         }
         row_delta[j] = lanes_sum(dot4);
         row_lse[j] = lse[out_row[j]];

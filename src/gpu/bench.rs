@@ -26,7 +26,7 @@ pub enum BenchKernel {
     Naive,
     /// `row_softmax.wgsl`: every probability in one pass, no P·V (the explorer's whole heatmaps).
     Rows,
-    /// `flash_backward.wgsl`: dQ, dK, dV from dO (both launches; the forward it reads runs untimed
+    /// `flash_backward.wgsl`: dQ, dK, dV from dO (all its launches; the forward it reads runs untimed
     /// first). Only when named: the default list (and the bench page's) stays forward-only.
     Backward,
     /// `flash_attention_coop.wgsl`: the tiled forward on the GPU's matrix units (f16 inputs, f32
@@ -375,7 +375,8 @@ pub async fn run_case(
     Ok(result)
 }
 
-/// The backward's two launches over seeded dO, after one untimed forward pass that fills O and lse.
+/// The backward's launches (two, or three for heads over 768 wide) over seeded dO, after one untimed
+/// forward pass that fills O and lse.
 async fn prepare_backward(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -402,7 +403,7 @@ async fn prepare_backward(
         grads: &grads,
         o: flash.o,
     };
-    Ok(kernels.backward(ctx).prepare(ctx, &buffers, launch)?.into())
+    kernels.backward(ctx).prepare(ctx, &buffers, launch)
 }
 
 /// Warm-up before timing: at least one submission (pipeline compilation, first touch of memory) and

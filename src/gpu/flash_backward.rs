@@ -9,19 +9,24 @@ use crate::cpu::flash_backward::{Backward, Gradients};
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_attention::FlashAttention;
 use crate::gpu::flash_backward_io::{
-    BACKWARD_BINDINGS, BACKWARD_MAX_HEAD_DIM, BackwardBuffers, backward_takes_head_dim, grads_len,
+    BACKWARD_BINDINGS, BACKWARD_MAX_HEAD_DIM, BackwardBuffers, BackwardHolds, backward_takes_head_dim, grads_len,
 };
 use crate::gpu::flash_backward_subgroup::FlashBackwardSubgroup;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{self, Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
-use crate::model::limits;
+use crate::model::limits::{self, NARROW_HEAD_DIM};
 
 /// `main`: params, Q, K (`attention_io.wgsl`), V, dO, lse, D (written), grads (dQ, dK, dV), O.
 pub struct FlashBackward {
     launcher: Launcher<Self>,
     keys: Launcher<FlashBackwardKeys>,
+    /// Heads over 256 wide: the same entry points with their loops kept, never unrolled. Written out
+    /// in full, `main` at d = 768 held lavapipe's compiler for over five minutes (at 512 it took
+    /// seconds); in the browser no loop is unrolled anyway.
+    wide: Launcher<Self>,
+    wide_keys: Launcher<FlashBackwardKeys>,
     is_cpu: bool,
     /// The subgroup-sharing form, used instead on CPU adapters that have subgroups, when unrolled.
     subgroup: Option<FlashBackwardSubgroup>,
@@ -88,8 +93,12 @@ impl FlashBackward {
         let unroll = !cfg!(target_arch = "wasm32");
         launcher.pipelines().set_unrolled(unroll);
         keys.pipelines().set_unrolled(unroll);
+        let (wide, wide_keys) = (Launcher::new(ctx), Launcher::new(ctx));
+        wide.pipelines().set_unrolled(false);
+        wide_keys.pipelines().set_unrolled(false);
         let subgroup = if ctx.adapter.is_cpu { FlashBackwardSubgroup::new(ctx) } else { None };
-        Self { launcher, keys, is_cpu: ctx.adapter.is_cpu, subgroup, use_subgroup: std::cell::Cell::new(true) }
+        let is_cpu = ctx.adapter.is_cpu;
+        Self { launcher, keys, wide, wide_keys, is_cpu, subgroup, use_subgroup: std::cell::Cell::new(true) }
     }
 
     /// Whether launches from now on may use the subgroup form where the adapter has one.
@@ -97,21 +106,23 @@ impl FlashBackward {
         self.use_subgroup.set(allow);
     }
 
-    /// The subgroup form, where this adapter has one, it is allowed, and loops are unrolled (it only
-    /// pays unrolled, as the forward's).
-    fn subgroup_form(&self) -> Option<&FlashBackwardSubgroup> {
+    /// The subgroup form, where this adapter has one, it is allowed, loops are unrolled (it only pays
+    /// unrolled, as the forward's) and the heads are at most 256 wide (it keeps every vector in
+    /// registers).
+    fn subgroup_form(&self, d_pad: u32) -> Option<&FlashBackwardSubgroup> {
         let unrolled = self.launcher.pipelines().is_unrolled();
-        self.subgroup.as_ref().filter(|_| self.use_subgroup.get() && unrolled)
+        self.subgroup.as_ref().filter(|_| self.use_subgroup.get() && unrolled && d_pad <= NARROW_HEAD_DIM)
     }
 
-    /// Prepares both launches, D and dQ first: `launch.shape.d` is padded to a multiple of 4 and
-    /// `launch.kv_stride` must be `n_kv` (dK and dV are written `[h_kv, n_kv, d_pad]`).
+    /// Prepares the launches, D and dQ first, then dK and dV (one launch, or one each for heads over
+    /// 768 wide): `launch.shape.d` is padded to a multiple of 4 and `launch.kv_stride` must be `n_kv`
+    /// (dK and dV are written `[h_kv, n_kv, d_pad]`).
     pub fn prepare(
         &self,
         ctx: &GpuContext,
         buffers: &BackwardBuffers<'_>,
         launch: FlashLaunch,
-    ) -> Result<[Dispatch; 2], GpuError> {
+    ) -> Result<Vec<Dispatch>, GpuError> {
         let FlashLaunch { shape, kv_stride, mask, scale } = launch;
         let d_pad = shape.d;
         if !d_pad.is_multiple_of(4) || !backward_takes_head_dim(d_pad) || kv_stride != shape.n_kv {
@@ -122,35 +133,41 @@ impl FlashBackward {
         shape.validate().map_err(GpuError::InvalidInput)?;
         let rows_total = shape.n_q * shape.group_size();
         let main_buffers = buffers.bound();
-        if let Some(subgroup) = self.subgroup_form() {
+        if let Some(subgroup) = self.subgroup_form(d_pad) {
             let (row_tile, key_tile) = subgroup.tiles(d_pad);
             let [rows_pipeline, keys_pipeline] = subgroup.pipelines(&ctx.device, d_pad);
             let (rows, keys) = subgroup.launchers();
             let rows_params = AttentionParams::new(shape, kv_stride, mask, scale, rows_total.div_ceil(row_tile));
             let keys_params = AttentionParams::new(shape, kv_stride, mask, scale, shape.n_kv.div_ceil(key_tile));
-            return Ok([
+            return Ok(vec![
                 rows.dispatch(ctx, rows_pipeline, &rows_params, &main_buffers)?,
                 keys.dispatch(ctx, keys_pipeline, &keys_params, &main_buffers[..7])?,
             ]);
         }
         let (wg, step, per) = backward_tiles(self.is_cpu, d_pad);
-        let constants = [("D", d_pad), ("D4", d_pad / 4), ("BC", step), ("R", per), ("RK", per)];
+        let holds = BackwardHolds::choose(d_pad, per);
+        let tiling = [("D", d_pad), ("D4", d_pad / 4), ("BC", step), ("R", per), ("RK", per)];
+        let constants = |part: u32| [tiling.as_slice(), holds.constants(part).as_slice()].concat();
         let overrides = [("BR", wg)];
         let row_tiles = rows_total.div_ceil(wg * per);
         let key_tiles = shape.n_kv.div_ceil(wg * per);
-        let rows_pass = self.launcher.dispatch(
+        let (rows, keys) =
+            if d_pad <= NARROW_HEAD_DIM { (&self.launcher, &self.keys) } else { (&self.wide, &self.wide_keys) };
+        let mut passes = vec![rows.dispatch(
             ctx,
-            self.launcher.pipelines().get_specialised(&ctx.device, &constants, &overrides),
+            rows.pipelines().get_specialised(&ctx.device, &constants(0), &overrides),
             &AttentionParams::new(shape, kv_stride, mask, scale, row_tiles),
             &main_buffers,
-        )?;
-        let keys_pass = self.keys.dispatch(
-            ctx,
-            self.keys.pipelines().get_specialised(&ctx.device, &constants, &overrides),
-            &AttentionParams::new(shape, kv_stride, mask, scale, key_tiles),
-            &main_buffers[..7],
-        )?;
-        Ok([rows_pass, keys_pass])
+        )?];
+        for part in 0..holds.key_launches() {
+            passes.push(keys.dispatch(
+                ctx,
+                keys.pipelines().get_specialised(&ctx.device, &constants(part), &overrides),
+                &AttentionParams::new(shape, kv_stride, mask, scale, key_tiles),
+                &main_buffers[..7],
+            )?);
+        }
+        Ok(passes)
     }
 }
 
@@ -199,8 +216,8 @@ impl FlashBackward {
         let forward = flash.prepare(ctx, &FlashBuffers { q: &q, k: &k, v: &v, o: &o, lse: &lse }, launch)?;
         let buffers =
             BackwardBuffers { q: &q, k: &k, v: &v, d_o: &d_o, lse: &lse, delta: &delta, grads: &grads, o: &o };
-        let [rows_pass, keys_pass] = self.prepare(ctx, &buffers, launch)?;
-        Dispatch::submit_all(ctx, &[&forward, &rows_pass, &keys_pass]);
+        let backward = self.prepare(ctx, &buffers, launch)?;
+        Dispatch::submit_all(ctx, &[&[&forward], backward.iter().collect::<Vec<_>>().as_slice()].concat());
         let o_values: Vec<f32> = ctx.read_back(&o).await?;
         let mut lse_values: Vec<f32> = ctx.read_back(&lse).await?;
         let all: Vec<f32> = ctx.read_back(&grads).await?;
@@ -229,9 +246,32 @@ mod tests {
         assert_eq!(backward_tiles(true, 64), (8, 8, 4));
         assert_eq!(backward_tiles(true, 128), (8, 8, 2));
         assert_eq!(backward_tiles(true, 256), (8, 4, 1));
-        assert!(backward_takes_head_dim(256) && !backward_takes_head_dim(257) && !backward_takes_head_dim(0));
+        assert!(backward_takes_head_dim(1024) && !backward_takes_head_dim(1025) && !backward_takes_head_dim(0));
         // 2 heads of 3 queries and 1 KV head of 5 keys, d 4: 24 + 2 x 20 floats.
         let shape = AttentionShape { h_q: 2, h_kv: 1, n_q: 3, n_kv: 5, d: 4 };
         assert_eq!(grads_len(&shape), 64);
+    }
+
+    #[test]
+    fn wide_heads_keep_in_registers_what_fits_in_6_kib() {
+        let holds = |d, per| {
+            let h = BackwardHolds::choose(d, per);
+            (h.row_vectors, h.key_vectors, h.both_key_grads, h.key_launches())
+        };
+        // Three vectors a row (Q, dO, dQ) and four a key (K, V, dK, dV), 4 bytes a value: at 384, 4 x
+        // 384 x 4 = 6,144 bytes, the budget exactly.
+        assert_eq!(holds(256, 1), (true, true, true, 1));
+        assert_eq!(holds(128, 2), (true, true, true, 1), "two rows of 128: 4 KiB a key pair");
+        assert_eq!(holds(384, 1), (true, true, true, 1));
+        // 512: rows 6,144 bytes (kept); keys 8,192 (re-read), dK and dV 4,096 together.
+        assert_eq!(holds(512, 1), (true, false, true, 1));
+        // 768: rows 9,216 bytes (re-read); dK and dV 6,144 together. 1,024: 8,192, so one launch each.
+        assert_eq!(holds(768, 1), (false, false, true, 1));
+        assert_eq!(holds(1024, 1), (false, false, false, 2));
+        let split = BackwardHolds::choose(1024, 1);
+        assert_eq!(split.constants(0), [("ROW_REGS", 0), ("KEY_REGS", 0), ("KEEP_DK", 1), ("KEEP_DV", 0)]);
+        assert_eq!(split.constants(1), [("ROW_REGS", 0), ("KEY_REGS", 0), ("KEEP_DK", 0), ("KEEP_DV", 1)]);
+        let both = BackwardHolds::choose(64, 4);
+        assert_eq!(both.constants(0), [("ROW_REGS", 1), ("KEY_REGS", 1), ("KEEP_DK", 1), ("KEEP_DV", 1)]);
     }
 }

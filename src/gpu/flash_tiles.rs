@@ -107,7 +107,7 @@ pub fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
 /// Bytes of an invocation's query and output rows (`q_rows`, `acc`) the forward kernels hold at
 /// most: WGSL allows 8 KiB of variables per function (browsers enforce it), and the step's scores,
 /// weights and bounds need some of the rest. Every head up to 256 wide fits (4 KiB at most).
-const ROWS_MAX_BYTES: u32 = 6 * 1024;
+pub const ROWS_MAX_BYTES: u32 = 6 * 1024;
 
 /// Whether the forward kernels keep `rows` query rows `d_pad` wide in registers next to their
 /// output rows (the shader's `Q_REGS`); if not (heads over 768 wide), every step re-reads the

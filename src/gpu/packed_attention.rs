@@ -117,8 +117,9 @@ pub struct PackedAttention {
     /// Bound as the partials of a launch of one slice, which writes O straight away.
     no_partials: wgpu::Buffer,
     /// The slices' partials, kept for the next launches (the largest any launch has needed): only
-    /// this kernel's launches bind it, and they run one after another, each pass's slices writing
-    /// every partial before its `combine` reads them, so passes kept and submitted again share it too.
+    /// this kernel's launches bind it, each pass's slices write every partial its `combine` reads,
+    /// and a pass's two dispatches go in one submission with nothing of this kernel between them
+    /// (every caller submits a prepared pass whole), so passes kept and submitted again share it too.
     partials: std::sync::Mutex<Option<wgpu::Buffer>>,
 }
 

@@ -112,4 +112,16 @@ describe("backward view", () => {
       await app.close();
     }
   });
+
+  test("heads 512 wide go through the GPU's backward too", async () => {
+    // Gemma 4 12B's layer 5 is global: 16 query heads over one KV head 512 wide.
+    const app = await AppPage.open(session, "?view=backward&model=gemma-4-12b&layer=5&text=the%20cat%20sat%20on%20the%20mat&focus=3&mask=causal");
+    await app.page.getByTestId("grad-check").first().waitFor({ timeout: 60_000 });
+    const rows = await app.page.getByTestId("grad-check").evaluateAll((els) => els.map((e) => ({ ...e.dataset })));
+    assert.deepEqual(rows.map((r) => [r.tensor, r.onGpu]), [["dq", "true"], ["dk", "true"], ["dv", "true"]]);
+    for (const r of rows) assert.ok(Number(r.relError) < 1e-4, `${r.tensor} ${r.relError}`);
+    assert.match(await app.page.getByTestId("grad-group-sum").innerText(), /read by 16 query heads/);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
 });

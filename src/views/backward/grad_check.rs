@@ -74,7 +74,7 @@ mod tests {
                 .starts_with("dQ, dK and dV of query heads 4, 5, 6, 7 and their shared KV head 1")
         );
         assert!(grad_heading(&check(false)).contains(
-            "the twin on the CPU (this page has no WebGPU, or the heads are wider than the backward kernels' 256)"
+            "the twin on the CPU (this page has no WebGPU, or the heads are wider than the backward kernels' 1024)"
         ));
         assert!(grad_heading(&check(true)).contains("over the first 9 queries and 9 keys of the text"));
         assert!(
