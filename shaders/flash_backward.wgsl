@@ -9,10 +9,11 @@
 // where i runs over every (query, query head) row that sees key j: a shared K/V head's gradient is the
 // sum over its query group.
 //
-// Two entry points, two launches, in this order:
+// Two entry points, launched in this order:
 // - `main`, one pass over key tiles per tile of query rows (rows as in flash_attention.wgsl: a KV
 //   head's n_q * G (query, head) rows, query-major): D of its rows (written to `delta`), then dQ.
-// - `key_grads`, one pass over query rows per tile of keys: dK and dV of its keys, reading `delta`.
+// - `key_grads`, one pass over query rows per tile of keys: dK and dV of its keys, reading `delta`;
+//   for heads over 768 wide, twice (KEEP_DK, then KEEP_DV), so three launches in all.
 // Each invocation owns R rows (R keys) whose vectors and accumulators live in registers; every
 // invocation of a workgroup walks the same keys (rows), so those addresses are uniform, read straight
 // from the buffers (R > 1 on CPU adapters, where each read costs a scalar load per lane: each serves

@@ -1,7 +1,8 @@
 //! Owner of `shaders/flash_backward.wgsl`: attention's backward pass the FlashAttention-2 way (dQ, dK,
 //! dV from dO, recomputing P from the forward's log-sum-exp). Two entry points with bindings of their
 //! own, so two [`Kernel`]s: [`FlashBackward`] (`main`: D and dQ, binds all) and [`FlashBackwardKeys`]
-//! (`key_grads`: dK and dV, binds all but O), launched in that order.
+//! (`key_grads`: dK and dV, binds all but O), launched in that order (`key_grads` twice, dK then dV,
+//! for heads over 768 wide).
 
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_attention::Forward;
@@ -181,7 +182,7 @@ pub fn backward_bytes(shape: &AttentionShape) -> u64 {
 }
 
 impl FlashBackward {
-    /// The tiled forward, then both backward launches, in one submission (O and lse stay on the GPU),
+    /// The tiled forward, then the backward's launches, in one submission (O and lse stay on the GPU),
     /// for `p` and the loss's gradient `d_o` (`[h_q, n_q, d]`); reads O, lse, dQ, dK and dV back.
     pub async fn gradients(
         &self,

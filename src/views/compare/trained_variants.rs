@@ -161,9 +161,11 @@ fn seeds_per_variant(rows: &[TrainedVariant]) -> String {
     }
 }
 
-/// What the table shows, in one sentence per variant against MHA: whether its loss range overlaps
-/// MHA's (the difference is within the seeds' spread at this scale) or lies above or below it. A
-/// variant or an MHA with a single seed has no range, and its sentence says so instead.
+/// What the table shows, in one sentence per variant against MHA: its loss range lies above or below
+/// MHA's; or the ranges overlap and the means differ by no more than the wider spread (the runs
+/// cannot tell them apart); or they overlap but the means lie further apart than that (unsettled). A
+/// variant or an MHA with a single seed has no range, and its sentence says so instead. Then the
+/// differences seed by seed.
 pub fn findings(t: &TrainedVariants) -> Vec<String> {
     let Some(mha) = t.rows.iter().find(|r| r.attn == "mha") else { return Vec::new() };
     t.rows
@@ -196,6 +198,11 @@ fn overall(r: &TrainedVariant, mha: &TrainedVariant) -> String {
         format!("{name} ({bytes}): {delta:+.3} nats above MHA, outside both ranges over seeds.")
     } else if hi < mha_lo {
         format!("{name} ({bytes}): {delta:+.3} nats below MHA, outside both ranges over seeds.")
+    } else if delta.abs() > r.spread().max(mha.spread()) {
+        format!(
+            "{name} ({bytes}): {delta:+.3} nats from MHA on the mean: the ranges over seeds overlap, but the \
+             means lie further apart than either spread, so the seeds do not settle it."
+        )
     } else {
         format!(
             "{name} ({bytes}): {delta:+.3} nats from MHA on the mean, within the spread of the seeds: at this scale \
@@ -275,6 +282,15 @@ mod tests {
         assert!(f[1].starts_with("MQA (0.125x MHA's cache): +0.450 nats above MHA"), "{}", f[1]);
         assert!(f[2].starts_with("MLA (0.25x MHA's cache): -0.500 nats below MHA"), "{}", f[2]);
         assert!(f[1].ends_with("Seed by seed, on the same training windows: +0.500, +0.400."), "{}", f[1]);
+        // Ranges that touch (at 4.1) while the means lie 0.15 apart, more than either spread (0.1): not
+        // "within" (with two seeds a side, overlapping ranges always have closer means than that).
+        let rows = vec![row("mha", &[4.0, 4.0, 4.0, 4.1], 4096), row("mqa", &[4.1, 4.2, 4.2, 4.2], 512)];
+        let f = findings(&TrainedVariants { rows, ..t.clone() });
+        assert!(
+            f[0].starts_with("MQA (0.125x MHA's cache): +0.150 nats") && f[0].contains("do not settle it"),
+            "{}",
+            f[0]
+        );
         let one_seed = TrainedVariants { rows: vec![row("mha", &[4.0, 4.2], 4096), row("mqa", &[4.9], 512)], ..t };
         let f = findings(&one_seed);
         assert!(f[0].starts_with("MQA (0.125x MHA's cache): +0.800 nats") && f[0].contains("no spread"), "{}", f[0]);
