@@ -218,7 +218,8 @@ impl FlashBackward {
         let buffers =
             BackwardBuffers { q: &q, k: &k, v: &v, d_o: &d_o, lse: &lse, delta: &delta, grads: &grads, o: &o };
         let backward = self.prepare(ctx, &buffers, launch)?;
-        Dispatch::submit_all(ctx, &[&[&forward], backward.iter().collect::<Vec<_>>().as_slice()].concat());
+        let passes: Vec<&Dispatch> = std::iter::once(&forward).chain(&backward).collect();
+        Dispatch::submit_all(ctx, &passes);
         let o_values: Vec<f32> = ctx.read_back(&o).await?;
         let mut lse_values: Vec<f32> = ctx.read_back(&lse).await?;
         let all: Vec<f32> = ctx.read_back(&grads).await?;

@@ -107,9 +107,11 @@ fn app_variant(attn: &str) -> Option<Variant> {
     }
 }
 
-/// The table as shipped; `Err` says why not (a damaged file, a variant the app cannot lay out).
+/// The table as shipped; `Err` says why not (a damaged file, a variant the app cannot lay out). Read
+/// once: every lesson figure of the variants asks for it.
 pub fn trained_variants() -> Result<TrainedVariants, String> {
-    parse(VARIANTS_JSON)
+    static TABLE: std::sync::OnceLock<Result<TrainedVariants, String>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| parse(VARIANTS_JSON)).clone()
 }
 
 fn parse(json: &str) -> Result<TrainedVariants, String> {
