@@ -108,7 +108,11 @@ export class AppPage {
   /** Waits until the page says which adapter computes (after the GPU has been opened or refused). */
   async waitForEngine() {
     await this.page.waitForFunction(
-      () => !document.querySelector('[data-testid="adapter-info"]')?.textContent.includes("Starting"), null, { timeout: 60_000 });
+      // The footer is absent until the app has mounted: absent is not "started".
+      () => {
+        const info = document.querySelector('[data-testid="adapter-info"]');
+        return info !== null && !info.textContent.includes("Starting");
+      }, null, { timeout: 60_000 });
   }
 
   assertNoConsoleErrors() {

@@ -112,7 +112,11 @@ describe("Content-Security-Policy", () => {
       file("model.safetensors", join(FIXTURE, "model.safetensors")),
       file("tokenizer.json", TOKENIZER),
     ]);
-    await app.page.waitForSelector('[data-testid="checkpoint-status"]:text-matches("^Loaded")', { timeout: 120_000 });
+    // Loaded, or refused: a refusal fails here with its reason rather than after the whole wait.
+    await app.page.waitForSelector(
+      '[data-testid="checkpoint-status"]:text-matches("^Loaded"), [data-testid="checkpoint-error"]', { timeout: 120_000 });
+    assert.equal(await app.page.getByTestId("checkpoint-error").count(), 0,
+      await app.page.getByTestId("checkpoint-error").allInnerTexts().then(String));
     await app.page.waitForSelector('[data-testid="explorer"][data-status="ready"]', { timeout: 120_000 });
     assert.equal(await app.page.getByTestId("panic-panel").count(), 0);
     assert.deepEqual(await violations(app), []);

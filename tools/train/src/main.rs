@@ -364,6 +364,8 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     cfg.copy_until_induction = Some(f.get("copy-until-induction", 0.0)?).filter(|&x| x > 0.0);
     let profile_steps: usize = f.get("profile", 0)?;
     let resume: bool = f.get("resume", false)?;
+    // A successor of an exported model: its weights are the start (the recipe's seed then only orders the data).
+    let init_from: Option<PathBuf> = Some(f.get("init-from", PathBuf::new())?).filter(|p| !p.as_os_str().is_empty());
     f.done()?;
     let seg = cfg.copy_segments;
     if !cfg.model.query_heads.is_multiple_of(cfg.model.kv_heads) || seg.min_len == 0 || seg.min_len > seg.max_len {
@@ -390,10 +392,10 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     );
     // The run's state, written at every evaluation, so `--resume true` with the same flags goes on.
     let state_dir = out.join("resume");
-    let mut trainer = if resume {
-        Trainer::resume(cfg.clone(), Device::Cpu, &state_dir)?
-    } else {
-        Trainer::new(cfg.clone(), Device::Cpu)?
+    let mut trainer = match (resume, &init_from) {
+        (true, _) => Trainer::resume(cfg.clone(), Device::Cpu, &state_dir)?,
+        (false, Some(dir)) => Trainer::from_checkpoint(cfg.clone(), Device::Cpu, dir)?,
+        (false, None) => Trainer::new(cfg.clone(), Device::Cpu)?,
     };
     trainer.state_dir = Some(state_dir);
     if profile_steps > 0 {
@@ -424,6 +426,10 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
         "tokenizer_sha256": sha256(&std::fs::read(&tok_path)?),
         "summary": summary,
         "resumed_at_step": (trainer.resumed_at() > 0).then_some(trainer.resumed_at()),
+        "init_from": match &init_from {
+            Some(dir) => json!({ "dir": dir, "model_sha256": sha256(&std::fs::read(dir.join("model.safetensors"))?) }),
+            None => serde_json::Value::Null,
+        },
         "threads": candle_core::utils::get_num_threads(),
     });
     std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;

@@ -141,6 +141,24 @@ impl Trainer {
         })
     }
 
+    /// A new run that starts from the weights of the checkpoint exported in `dir` (float16, widened)
+    /// with fresh optimiser moments: a successor of that model, trained on with this run's recipe. The
+    /// checkpoint's layout must be this run's.
+    pub fn from_checkpoint(cfg: TrainConfig, device: Device, dir: &Path) -> std::result::Result<Self, crate::bpe::Error> {
+        let (layout, start) = crate::checkpoint::load(dir)?;
+        if layout != cfg.model {
+            return Err(format!("{}: its layout is not this run's ({layout:?})", dir.display()).into());
+        }
+        let t = Self::new(cfg, device)?;
+        if !start.vars.keys().eq(t.weights.vars.keys()) {
+            return Err(format!("{}: its tensors are not this layout's", dir.display()).into());
+        }
+        for (name, var) in &t.weights.vars {
+            var.set(start.get(name)?)?;
+        }
+        Ok(t)
+    }
+
     /// Steps already done when this trainer was made (0 unless resumed).
     pub fn resumed_at(&self) -> usize {
         self.done.steps
@@ -632,6 +650,28 @@ mod tests {
         let w =
             |t: &Trainer| t.weights.get("model.layers.0.self_attn.q_proj.weight").unwrap().to_vec2::<f32>().unwrap();
         assert_eq!(w(&a), w(&b));
+    }
+
+    #[test]
+    fn a_run_from_a_checkpoint_starts_on_its_float16_weights_and_refuses_another_layout() {
+        let dir = std::env::temp_dir().join(format!("attention-lab-train-init-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = config();
+        let exported = Trainer::new(TrainConfig { seed: 3, ..cfg.clone() }, Device::Cpu).unwrap();
+        crate::export::save(&dir, &cfg.model, &exported.weights, 0).unwrap();
+        let started = Trainer::from_checkpoint(cfg.clone(), Device::Cpu, &dir).unwrap();
+        let (_, on_disk) = crate::checkpoint::load(&dir).unwrap();
+        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (name, w) in &on_disk.vars {
+            assert_eq!(flat(w.as_tensor()), flat(started.weights.get(name).unwrap()), "{name}");
+        }
+        let fresh = Trainer::new(cfg.clone(), Device::Cpu).unwrap();
+        let q = "model.layers.0.self_attn.q_proj.weight";
+        assert_ne!(flat(fresh.weights.get(q).unwrap()), flat(started.weights.get(q).unwrap()));
+        let wider = ModelConfig { intermediate_size: 96, ..cfg.model };
+        let refused = Trainer::from_checkpoint(TrainConfig { model: wider, ..cfg }, Device::Cpu, &dir);
+        assert!(refused.is_err_and(|e| e.to_string().contains("layout")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
