@@ -108,6 +108,18 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
     // × 4 × 2 B = 49,152; SSM 64 × 64 × 128 × 4 B (mamba_ssm_cache_dtype float32) = 2,097,152;
     // 23 × 2,146,304 = 49,364,992
     ("nemotron-3-nano-30b-a3b.json", 52, 6_144, 49_364_992),
+    // head_dim 128 read from the file (5,120 / 32 would give 160): 40 layers × 8 KV heads × 128 × 2 × 2 B
+    ("mistral-nemo-instruct-2407.json", 40, 163_840, 0),
+    // 40 layers × 8 KV heads × 128 × 2 × 2 B
+    ("qwen3-14b.json", 40, 163_840, 0),
+    // 60 layers × 8 KV heads × (7,168 / 56 = 128) × 2 × 2 B
+    ("yi-34b.json", 60, 245_760, 0),
+    // 48 layers × 8 KV heads × (8,192 / 64 = 128) × 2 × 2 B
+    ("codellama-34b-instruct-hf.json", 48, 196_608, 0),
+    // the base model's geometry: 56 layers × 8 KV heads × (6,144 / 48 = 128) × 2 × 2 B
+    ("mixtral-8x22b-instruct-v0.1.json", 56, 229_376, 0),
+    // MLA without query compression (q_lora_rank null): 27 layers × (512 latent + 64 RoPE key) × 2 B
+    ("deepseek-v2-lite.json", 27, 31_104, 0),
 ];
 
 /// Each file imports with the layer count, cache bytes per token (16 bits) and state bytes of its row.
