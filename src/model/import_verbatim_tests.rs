@@ -120,6 +120,9 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
     ("mixtral-8x22b-instruct-v0.1.json", 56, 229_376, 0),
     // MLA without query compression (q_lora_rank null): 27 layers × (512 latent + 64 RoPE key) × 2 B
     ("deepseek-v2-lite.json", 27, 31_104, 0),
+    // head_dim 128 read (96 × 128 is not the 5,120 width); the one MTP layer (num_nextn_predict_layers)
+    // is not among the 92 the model runs: 92 layers × 8 KV heads × 128 × 2 × 2 B
+    ("glm-4.5.json", 92, 376_832, 0),
 ];
 
 /// Each file imports with the layer count, cache bytes per token (16 bits) and state bytes of its row.
