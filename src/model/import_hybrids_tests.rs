@@ -82,8 +82,15 @@ fn mamba2_codestral() {
 
 #[test]
 fn jamba_v0_1() {
+    // The hub's file (ai21labs/Jamba-v0.1 at 871ab2b, 1,310 bytes): its context is `n_ctx`.
+    assert_eq!(super::import_files_tests::read("jamba-v0.1.json").len(), 1_310);
     let imp = import("jamba-v0.1.json");
     let m = &imp.model;
+    assert_eq!(m.max_position_embeddings, 262_144);
+    assert!(imp.report.used.iter().any(|(k, v)| k == "n_ctx" && v == "262144"), "{:?}", imp.report.used);
+    // transformers' Jamba always norms dt, B and C (counted below); the original code's switch for them
+    // is listed as not read, not silently taken.
+    assert!(imp.report.unread.iter().any(|k| k == "mamba_inner_layernorms"), "{:?}", imp.report);
     assert_eq!(layers_of(m, LayerKind::Global), vec![4, 12, 20, 28]);
     assert_eq!(m.positional, Positional::NoPe);
     // Mamba-1 plus norms on dt (256) and B, C (16 each): H 4096, I 8192, N 16, K 4, R 256:

@@ -27,7 +27,7 @@ pub(super) fn read(r: &mut Reader<'_>, family: &Family) -> Result<Embeddings, Im
     };
     let default_positions = family.default_max_positions();
     let max_positions = r.count_or_assume(
-        &["max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "context_length"],
+        &["max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "context_length", "n_ctx"],
         default_positions,
         format!("max_position_embeddings: absent, so {default_positions}"),
     )?;
