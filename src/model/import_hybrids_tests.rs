@@ -83,7 +83,7 @@ fn mamba2_codestral() {
 #[test]
 fn jamba_v0_1() {
     // The hub's file (ai21labs/Jamba-v0.1 at 871ab2b, 1,310 bytes): its context is `n_ctx`.
-    assert_eq!(super::import_files_tests::read("jamba-v0.1.json").len(), 1_310);
+    assert_eq!(read("jamba-v0.1.json").len(), 1_310);
     let imp = import("jamba-v0.1.json");
     let m = &imp.model;
     assert_eq!(m.max_position_embeddings, 262_144);
