@@ -29,7 +29,7 @@ mod bpe_real_tests;
 #[cfg(test)]
 mod bpe_tests;
 #[cfg(test)]
-mod forward_tests;
+pub(crate) mod forward_tests;
 #[cfg(test)]
 mod model_config_tests;
 

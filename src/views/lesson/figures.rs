@@ -181,6 +181,12 @@ pub const FIGURES: &[(&str, &str)] = &[
     ("previous_label_threshold", "the previous-token score a head needs for its label"),
     ("induction_label_threshold", "the induction score a head needs for its label"),
     ("local_label_threshold", "the local score a head needs for its label"),
+    ("sink_label_threshold", "the sink score a head needs for its label"),
+    ("local_keys", "the most recent keys (the query's own included) a head's local score counts"),
+    (
+        "trained_induction_heads",
+        "heads of the trained model that reached the induction label on repeated random sequences after training",
+    ),
     ("quant_bytes_per_token", "cache bytes per token of the trained model at the chosen scheme, scales included"),
     ("quant_full_bytes_per_token", "the trained model's cache bytes per token in f32"),
     ("quant_fixed_bytes", "the chosen scheme's bytes that do not grow with the context"),

@@ -13,6 +13,8 @@ pub mod params;
 pub mod progress;
 #[cfg(test)]
 mod proofread;
+#[cfg(test)]
+mod trained_heads_claims;
 pub mod walk;
 pub mod weights;
 
@@ -42,6 +44,7 @@ const LESSON_FILES: &[(&str, &str)] = &[
     ("18-eviction.md", include_str!("../../../lessons/18-eviction.md")),
     ("19-backward.md", include_str!("../../../lessons/19-backward.md")),
     ("20-what-sharing-costs.md", include_str!("../../../lessons/20-what-sharing-costs.md")),
+    ("21-trained-heads.md", include_str!("../../../lessons/21-trained-heads.md")),
 ];
 
 /// Every lesson that parses, in course order (a native test proves they all do).
