@@ -12,22 +12,23 @@
 //!   tolerances of the pass over a quantised cache below against the CPU pass;
 //! - `kv_quant` (K or V rounded to a quantised cache's values) within `1e-6 |want|`: measured bit
 //!   for bit, every scheme, both layouts;
-//! - the whole pass over a quantised cache, 100 tokens: logits within 1e-2 of the CPU pass over the
-//!   same scheme, and within a third of what the scheme moves them (measured at most 1.2e-3, fp8 e4m3:
-//!   a K value the two passes compute 1e-6 apart lies at a rounding boundary and rounds the other way;
-//!   the schemes move logits by 3.8e-3 (fp16) to 6.9 (int2));
+//! - the whole pass over a quantised cache, 100 tokens: logits within 5e-2 of the CPU pass over the
+//!   same scheme, and within a third of what the scheme moves them (measured at most 2.6e-2, int8, and
+//!   2.5e-3, fp16: a K value the two passes compute 1e-6 apart lies at a rounding boundary and rounds
+//!   the other way; the schemes move logits by 1.7e-2 (fp16) to 17.9 (int2-g32));
 //! - the whole pass on the shipped checkpoint, 1 to 128 tokens: hidden states after each layer within
-//!   2e-4 absolute (measured at most 3.7e-5, on values up to 70: 6e-7 of the largest), logits within
-//!   1e-4 (measured at most 8.6e-6) and probabilities within 1e-5 (measured at most 1.9e-6), with the
-//!   most likely next token the same at every position.
+//!   2e-4 absolute or 1e-5 of the layer's largest value, whichever is wider (the last layer's residual
+//!   holds values up to 1,888; measured at most 1.4e-3 on values up to 807: 1.8e-6 of the largest),
+//!   logits within 1e-4 (measured at most 1.6e-5) and probabilities within 1e-5 (measured at most
+//!   1.4e-6), with the most likely next token the same at every position.
 //!
 //! - a gradient step (the shipped model's layer-1 W_Q, W_K, W_V moved to `W - eta dW`, dW from the CPU
 //!   backward `lm::backward`), rerun on the GPU against the CPU pass with the same stepped weights:
 //!   the tolerances above, and the counted tokens' probabilities within 1e-5 relative (measured at most
-//!   3.4e-6; logits 7.6e-6, attention 1.4e-6), the loss within 1e-5 (measured 7.4e-7). The step moves
-//!   the loss by 0.35 and 2.1, so the test fails if the GPU ran the old weights. dW from layer 1's
+//!   4.1e-6; logits 2.6e-5, attention 1.5e-6), the loss within 1e-5 (measured 1.8e-7). The step moves
+//!   the loss by 1.4 and 0.094, so the test fails if the GPU ran the old weights. dW from layer 1's
 //!   input as the GPU computed it within 1e-4 of the largest (relative) of dW from the CPU's (measured
-//!   2.0e-6).
+//!   1.1e-6).
 //!
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.
 
@@ -391,20 +392,24 @@ fn tokens_first(x: &[f32], tokens: usize, heads: usize, d: usize) -> Vec<f32> {
 }
 
 const HIDDEN_ABS: f32 = 2e-4;
+/// f32 keeps about 7 digits: a residual stream whose largest value is in the hundreds is summed to
+/// within a few 1e-4 by any order, so the bound grows with the layer's largest value.
+const HIDDEN_OF_LARGEST: f32 = 1e-5;
 const LOGIT_ABS: f32 = 1e-4;
 const PROB_ABS: f32 = 1e-5;
 /// Logits decoded through a packed cache against the f32 cache of the same rounded values: the same
 /// numbers summed in another order (packed_attention slices the keys and adds each slice's lanes; the
 /// f32 decode walks them in tiles). Its attention matches its twin within 2e-7 on the trained model's
-/// shapes; over 4 layers that order moved fp16, int8, int4 and int2-g16's logits (of about 4) by
-/// 4.3e-5 at most on lavapipe, and int2-g32's by 2.4e-4: presumably at int2's coarse steps a later
-/// layer's K that differs by float error rounds to the neighbouring code (not confirmed), so only
-/// that scheme gets the wider bound.
+/// shapes; over 4 layers that order moved the logits by 1.1e-4 at most on lavapipe (int8; fp16 8.3e-5,
+/// int4 and int2 under 2e-5) with the model shipped since issue 36, whose last layer amplifies more
+/// than the first model's did (4.3e-5 at most, and int2-g32's 2.4e-4: presumably at int2's coarse
+/// steps a later layer's K that differs by float error rounds to the neighbouring code, not
+/// confirmed), so int2-g32 keeps the wider bound.
 fn packed_logit_abs(scheme: KvScheme) -> f32 {
-    if scheme == (KvScheme::IntGroup { bits: 2, group: 32 }) { 5e-4 } else { 1e-4 }
+    if scheme == (KvScheme::IntGroup { bits: 2, group: 32 }) { 5e-4 } else { 3e-4 }
 }
 /// Logits of the pass over a quantised cache, GPU against CPU (see the test).
-const QUANT_LOGIT_ABS: f32 = 1e-2;
+const QUANT_LOGIT_ABS: f32 = 5e-2;
 
 #[test]
 fn the_whole_pass_matches_the_cpu_forward_pass_layer_by_layer() {
@@ -420,7 +425,8 @@ fn the_whole_pass_matches_the_cpu_forward_pass_layer_by_layer() {
         let got = pollster::block_on(lm_forward::run(&ctx, &kernels, &weights, &ids, request)).expect("GPU forward");
         for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {
             let scale = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            worst(&format!("{tokens} tokens: hidden states after layer {l}"), g, w, HIDDEN_ABS, 0.0);
+            let bound = HIDDEN_ABS.max(HIDDEN_OF_LARGEST * scale);
+            worst(&format!("{tokens} tokens: hidden states after layer {l}"), g, w, bound, 0.0);
             println!("{tokens} tokens, layer {l}: hidden max |diff| {:e} (largest value {scale})", max_abs_diff(g, w));
         }
         assert_eq!(got.hidden.len(), ck.layers.len());
