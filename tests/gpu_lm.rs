@@ -484,7 +484,9 @@ fn the_pass_over_a_quantised_cache_matches_the_cpu_pass_over_the_same_scheme() {
             scheme.name(),
             max_abs_diff(&got, &want)
         );
-        worst(&format!("{} logits", scheme.name()), &got, &want, QUANT_LOGIT_ABS, 0.0);
+        // A pass that rounds nothing is held to the plain pass's bound.
+        let bound = if scheme == KvScheme::Fp32 { LOGIT_ABS } else { QUANT_LOGIT_ABS };
+        worst(&format!("{} logits", scheme.name()), &got, &want, bound, 0.0);
         // Both passes round: they agree far better than either agrees with the full-precision pass.
         if scheme != KvScheme::Fp32 {
             assert!(max_abs_diff(&got, &want) <= moved / 3.0, "{}: GPU and CPU differ by what it moves", scheme.name());

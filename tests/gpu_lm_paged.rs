@@ -3,7 +3,7 @@
 //! wgpu device (lavapipe in CI), against the contiguous cache's decoding and the CPU pass.
 //!
 //! Tolerances: logits within 1e-4 of the CPU pass (as the contiguous cache's, tests/gpu_lm.rs;
-//! measured 1.1e-5), and within 1e-5 of decoding against the contiguous cache (the same rows, read
+//! measured 1.1e-5 with the first shipped model), and within 1e-5 of decoding against the contiguous cache (the same rows, read
 //! through a table by the same loop: measured bit for bit on lavapipe).
 //!
 //! Under `CI=true` a missing adapter fails; otherwise the tests print `SKIP: no adapter` and pass.

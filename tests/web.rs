@@ -139,8 +139,11 @@ async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
     let got = lm_forward::run(&ctx, &kernels, &weights, &ids, request).await.expect("GPU forward");
     assert_eq!((got.hidden.len(), got.probs.len()), (ck.layers.len(), ck.layers.len()));
     for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {
+        // As tests/gpu_lm.rs: 2e-4, or 1e-5 of the layer's largest value (the last layer's residual
+        // reaches the hundreds, where f32 keeps only a few 1e-4).
+        let largest = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let err = max_abs_diff(g, w);
-        assert!(err < 2e-4, "hidden states after layer {l} differ by {err}");
+        assert!(err < 2e-4f32.max(1e-5 * largest), "hidden states after layer {l} differ by {err} (largest {largest})");
     }
     for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
         let err = max_abs_diff(g, w);

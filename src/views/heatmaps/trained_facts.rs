@@ -56,25 +56,45 @@ fn facts_from(recipe: &str, quality: &str) -> Option<String> {
         quality["heldout_loss"].as_f64()?,
         quality["bigram_loss"].as_f64()?
     );
-    text += &induction_sentence(&quality["heads"])?;
+    text += &induction_sentence(&evaluated_heads(&quality)?)?;
     Some(text)
 }
 
-/// Which heads reached the induction label on repeated random sequences after training.
-fn induction_sentence(heads: &Value) -> Option<String> {
-    let mut found: Vec<(usize, usize, f64)> = Vec::new();
-    for (layer, row) in heads.as_array()?.iter().enumerate() {
+/// One head as `evaluate` measured it after training: its layer, its number and its induction score
+/// on repeated random sequences.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EvaluatedHead {
+    pub layer: usize,
+    pub head: usize,
+    pub induction: f64,
+}
+
+/// Every head of a `quality.json` (`heads`: one list per layer), or `None` when one lacks its score.
+fn evaluated_heads(quality: &Value) -> Option<Vec<EvaluatedHead>> {
+    let mut heads = Vec::new();
+    for (layer, row) in quality["heads"].as_array()?.iter().enumerate() {
         for (head, scores) in row.as_array()?.iter().enumerate() {
-            let score = scores["induction"].as_f64()?;
-            if score >= INDUCTION_LABEL {
-                found.push((layer, head, score));
-            }
+            heads.push(EvaluatedHead { layer, head, induction: scores["induction"].as_f64()? });
         }
     }
-    let Some(best) = found.iter().map(|f| f.2).reduce(f64::max) else {
+    Some(heads)
+}
+
+/// The shipped model's heads as `evaluate` measured them (`quality.json` beside its weights).
+pub fn shipped_heads() -> &'static [EvaluatedHead] {
+    static HEADS: OnceLock<Vec<EvaluatedHead>> = OnceLock::new();
+    HEADS.get_or_init(|| {
+        serde_json::from_str(QUALITY_JSON).ok().and_then(|q: Value| evaluated_heads(&q)).unwrap_or_default()
+    })
+}
+
+/// Which heads reached the induction label on repeated random sequences after training.
+fn induction_sentence(heads: &[EvaluatedHead]) -> Option<String> {
+    let found: Vec<&EvaluatedHead> = heads.iter().filter(|h| h.induction >= INDUCTION_LABEL).collect();
+    let Some(best) = found.iter().map(|h| h.induction).reduce(f64::max) else {
         return Some(" No head reached the induction label on repeated random sequences.".into());
     };
-    let places: Vec<String> = found.iter().map(|(l, h, _)| format!("{l}.{h}")).collect();
+    let places: Vec<String> = found.iter().map(|h| format!("{}.{}", h.layer, h.head)).collect();
     Some(format!(
         " On repeated random sequences {} head{} reached the induction label (layer.head {}; the best at {best:.2}).",
         found.len(),

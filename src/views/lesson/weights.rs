@@ -80,6 +80,8 @@ mod tests {
         assert_eq!(sources("mla-both-ways"), ["seeded"]);
         // 20: the bars are arithmetic, the table is runs of the training crate.
         assert_eq!(sources("what-sharing-costs"), ["trained", "arithmetic"]);
+        // 21: every step shows the trained model's heads.
+        assert_eq!(sources("trained-heads"), ["trained"]);
     }
 
     #[test]

@@ -392,6 +392,13 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
     );
     // The run's state, written at every evaluation, so `--resume true` with the same flags goes on.
     let state_dir = out.join("resume");
+    // Which weights the run started from, hashed now: the directory may hold others by the time it ends.
+    let started_from = match (&init_from, resume) {
+        (Some(dir), false) => {
+            json!({ "dir": dir, "model_sha256": sha256(&std::fs::read(dir.join("model.safetensors"))?) })
+        }
+        _ => serde_json::Value::Null,
+    };
     let mut trainer = match (resume, &init_from) {
         (true, _) => Trainer::resume(cfg.clone(), Device::Cpu, &state_dir)?,
         (false, Some(dir)) => Trainer::from_checkpoint(cfg.clone(), Device::Cpu, dir)?,
@@ -426,10 +433,7 @@ fn train_cmd(flags: &Flags) -> Result<(), Error> {
         "tokenizer_sha256": sha256(&std::fs::read(&tok_path)?),
         "summary": summary,
         "resumed_at_step": (trainer.resumed_at() > 0).then_some(trainer.resumed_at()),
-        "init_from": match &init_from {
-            Some(dir) => json!({ "dir": dir, "model_sha256": sha256(&std::fs::read(dir.join("model.safetensors"))?) }),
-            None => serde_json::Value::Null,
-        },
+        "init_from": started_from,
         "threads": candle_core::utils::get_num_threads(),
     });
     std::fs::write(out.join("recipe.json"), serde_json::to_string_pretty(&recipe)? + "\n")?;

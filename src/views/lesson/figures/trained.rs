@@ -3,14 +3,13 @@
 
 use super::written::{Figure, Unit, number, whole};
 use crate::lm::head_scores::{INDUCTION_LABEL, LOCAL_KEYS, LOCAL_LABEL, PREVIOUS_LABEL, SINK_LABEL};
-
-const QUALITY_JSON: &str = include_str!("../../../../www/models/attention-lab-tiny/quality.json");
+use crate::views::heatmaps::trained_facts::shipped_heads;
 
 pub(super) fn figure(name: &str) -> Option<Figure> {
     let value = match name {
-        "trained_best_induction" => induction_scores()?.into_iter().reduce(f64::max)?,
+        "trained_best_induction" => shipped_heads().iter().map(|h| h.induction).reduce(f64::max)?,
         "trained_induction_heads" => {
-            let earned = induction_scores()?.into_iter().filter(|&s| s >= INDUCTION_LABEL).count();
+            let earned = shipped_heads().iter().filter(|h| h.induction >= INDUCTION_LABEL).count();
             return Some(whole(earned as u128, Unit::Count));
         }
         "local_keys" => return Some(whole(LOCAL_KEYS as u128, Unit::Count)),
@@ -21,14 +20,6 @@ pub(super) fn figure(name: &str) -> Option<Figure> {
         _ => return None,
     };
     Some(number(value, Unit::Number))
-}
-
-/// Every head's `induction` in `quality.json`'s `heads` (one list per layer), measured by training on
-/// repeated random sequences.
-fn induction_scores() -> Option<Vec<f64>> {
-    let quality: serde_json::Value = serde_json::from_str(QUALITY_JSON).ok()?;
-    let heads = quality["heads"].as_array()?.iter().filter_map(|layer| layer.as_array()).flatten();
-    Some(heads.filter_map(|head| head["induction"].as_f64()).collect())
 }
 
 #[cfg(test)]
