@@ -167,6 +167,37 @@ fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
     }
 }
 
+/// The memory view's quantisation rows on the GPU (fp16, int8, int4, int2 packed and dequantised as
+/// `packed_attention` reads them; fp8 and KIVI rounded by `kv_quant`) and on the CPU tier, over the
+/// text the README's quantisation table is measured on: both tiers round the same values, so each
+/// scheme's KL (each against its own full-precision pass), top-1 agreement and loss agree to the
+/// digits the table shows.
+#[test]
+fn the_quantisation_rows_on_the_gpu_match_the_cpu_tier() {
+    let Some((gpu, cpu)) = both_tiers() else { return };
+    let lm = trained_model();
+    let ids = lm.tokenizer.encode(OWNERSHIP_RULES);
+    let pass = |engine: &Rc<Engine>, scheme| {
+        let out = pollster::block_on(lm.pass_with_kv_scheme(engine, &ids, scheme, &|| true)).unwrap();
+        assert_eq!(out.on_gpu, Rc::ptr_eq(engine, &gpu), "{}: the tier that ran", scheme.name());
+        out.logits
+    };
+    let (full_gpu, full_cpu) = (pass(&gpu, KvScheme::Fp32), pass(&cpu, KvScheme::Fp32));
+    println!("{} tokens; scheme: GPU KL, CPU KL, top-1 GPU/CPU, loss GPU/CPU", ids.len());
+    for scheme in KvScheme::compared(32, 16) {
+        let qg = quality(&full_gpu, &pass(&gpu, scheme), &ids).unwrap();
+        let qc = quality(&full_cpu, &pass(&cpu, scheme), &ids).unwrap();
+        let (lg, lc) = (qg.loss.unwrap(), qc.loss.unwrap());
+        println!("{:>9}: {:.6e} {:.6e} {:.3}/{:.3} {lg:.5}/{lc:.5}", scheme.name(), qg.kl, qc.kl, qg.top1, qc.top1);
+        assert!((qg.kl - qc.kl).abs() <= 1e-6 + 0.01 * qc.kl, "{}: KL {} vs {}", scheme.name(), qg.kl, qc.kl);
+        assert_eq!(qg.top1, qc.top1, "{}: top-1 agreement", scheme.name());
+        assert!((lg - lc).abs() < 5e-5, "{}: loss {lg} vs {lc}", scheme.name());
+        if scheme == KvScheme::Fp32 {
+            assert_eq!((qg.kl, qc.kl), (0.0, 0.0));
+        }
+    }
+}
+
 /// Gradients on the trained model (the backward view's "Gradients on the model") with the passes on
 /// the GPU and on the CPU tier: the GPU's layers below the chosen one feed the CPU's backward, so the
 /// figures agree to f32's rounding, not bit for bit; the step lowers the text's loss on both.

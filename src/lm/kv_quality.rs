@@ -136,19 +136,18 @@ mod tests {
         assert_eq!(relative_error(&[0.0], &[0.0]), 0.0);
     }
 
-    /// The Rust book's ownership rules, which the shipped model read in training.
-    pub(crate) const OWNERSHIP: &str = "Each value in Rust has an owner. There can only be one owner at a time. \
-        When the owner goes out of scope, the value will be dropped.";
-
+    /// The README's quantisation table: the shipped model over the text its eviction table is measured
+    /// on (`cargo test --lib kv_quality -- --nocapture` prints its rows), at the memory view's default
+    /// G = 32 and R = 16.
     #[test]
     fn the_shipped_model_over_each_scheme_s_cache() {
         use crate::lm::bpe::Tokenizer;
-        use crate::lm::forward::{CpuPass, forward};
+        use crate::lm::forward::{CpuPass, OWNERSHIP_RULES, forward};
         use crate::lm::forward_tests::{shipped, shipped_file};
         use crate::model::kv_quant::KvScheme;
         let ck = shipped();
         let tokenizer = Tokenizer::from_json(&String::from_utf8(shipped_file("tokenizer.json")).unwrap()).unwrap();
-        let ids = tokenizer.encode(OWNERSHIP);
+        let ids = tokenizer.encode(OWNERSHIP_RULES);
         let full = forward(&ck, &ids).unwrap().logits;
         let mut kl = Vec::new();
         for scheme in KvScheme::compared(32, 16) {
@@ -157,7 +156,7 @@ mod tests {
             let q = quality(&full, &pass.finish().logits, &ids).unwrap();
             let bytes = scheme.bytes_per_token(4, 2, 32);
             println!(
-                "{:>9} {bytes:>5} B/token  KL {:.3e}  top-1 {:.3}  loss {:.4}",
+                "| {} | {bytes} | {:.3e} | {:.3} | {:.4} |",
                 scheme.name(),
                 q.kl,
                 q.top1,
