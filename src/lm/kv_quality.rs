@@ -155,13 +155,7 @@ mod tests {
             while pass.step() {}
             let q = quality(&full, &pass.finish().logits, &ids).unwrap();
             let bytes = scheme.bytes_per_token(4, 2, 32);
-            println!(
-                "| {} | {bytes} | {:.3e} | {:.3} | {:.4} |",
-                scheme.name(),
-                q.kl,
-                q.top1,
-                q.loss.unwrap()
-            );
+            println!("| {} | {bytes} | {:.3e} | {:.3} | {:.4} |", scheme.name(), q.kl, q.top1, q.loss.unwrap());
             kl.push(q.kl);
         }
         println!("({} tokens)", ids.len());
