@@ -106,7 +106,7 @@ fn f32_pass_loss(ck: &Checkpoint, ids: &[u32], target: LossTarget) -> f64 {
 
 #[test]
 fn the_f64_loss_is_the_cpu_forward_pass_s() {
-    let shipped = super::forward_tests::shipped();
+    let shipped = super::shipped_model::shipped();
     let long: Vec<u32> = (0..83).map(|i| (i * 37 + 5) % 4096).collect();
     let mut cases: Vec<(String, Checkpoint, Vec<u32>)> =
         families().into_iter().map(|(name, ck)| (name.to_string(), ck, IDS.to_vec())).collect();
@@ -331,7 +331,7 @@ fn gradients_from_another_pass_s_input_match_the_f64_pass_s() {
 #[test]
 fn the_job_runs_in_steps_and_gives_nothing_before_its_end() {
     use super::backward::GradientJob;
-    let ck = super::forward_tests::shipped();
+    let ck = super::shipped_model::shipped();
     let ids: Vec<u32> = (0..83).map(|i| (i * 37 + 5) % 4096).collect();
     // Layer 1 of 4, 82 counted tokens: layer 0 forward, layers 1-3 forward with tapes, 21 loss steps of
     // 4 tokens, layers 3 and 2 backward, layer 1's backward: 28 steps.

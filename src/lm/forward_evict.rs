@@ -55,16 +55,15 @@ impl CpuPass<'_> {
 #[cfg(test)]
 mod tests {
     use super::OWNERSHIP_RULES;
-    use crate::lm::bpe::Tokenizer;
     use crate::lm::forward::{CpuPass, forward};
-    use crate::lm::forward_tests::{shipped, shipped_file};
     use crate::lm::kv_quality::quality;
+    use crate::lm::shipped_model::{shipped, shipped_tokenizer};
     use crate::model::kv_evict::{EvictPolicy, POLICIES, bytes_at_last_step};
 
     #[test]
     fn keep_everything_costs_nothing_and_eviction_costs_something() {
         let ck = shipped();
-        let tokenizer = Tokenizer::from_json(&String::from_utf8(shipped_file("tokenizer.json")).unwrap()).unwrap();
+        let tokenizer = shipped_tokenizer();
         let ids = tokenizer.encode(OWNERSHIP_RULES);
         let full = forward(&ck, &ids).unwrap();
         println!("{} tokens", ids.len());

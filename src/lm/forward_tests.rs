@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::checkpoint::Checkpoint;
 use super::forward::{MAX_CPU_TOKENS, forward, max_tokens};
+use super::shipped_model::{shipped, shipped_config, shipped_file};
 use crate::model::config::{FfnKind, Positional};
 use crate::model::hf_import::import_hf_config;
 use crate::model::mask::Mask;
@@ -18,19 +19,6 @@ use crate::model::schedule::LayerKind;
 
 const LOGIT_TOLERANCE: f32 = 5e-4;
 const PROB_TOLERANCE: f32 = 2e-5;
-
-pub(crate) fn shipped_file(name: &str) -> Vec<u8> {
-    let path = format!("{}/www/models/attention-lab-tiny/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn shipped_config() -> String {
-    String::from_utf8(shipped_file("config.json")).unwrap()
-}
-
-pub(crate) fn shipped() -> Checkpoint {
-    Checkpoint::load(&shipped_config(), &shipped_file("model.safetensors")).unwrap()
-}
 
 #[derive(Deserialize)]
 struct Reference {

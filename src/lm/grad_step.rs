@@ -97,7 +97,7 @@ mod tests {
         // First order: L(W - eta g) = L(W) - eta |g|² + O(eta²). The f32 CPU pass on the shipped model,
         // 40 tokens, layer 1: the slope measured by a step of 1e-3 either way agrees with |g|² (from the
         // f64 backward) within 1e-3 (measured 2.1e-5 with the first shipped model), and the downhill step lowers the loss.
-        let ck = crate::lm::forward_tests::shipped();
+        let ck = crate::lm::shipped_model::shipped();
         let ids: Vec<u32> = (0..40).map(|i| (i * 211 + 7) % 4096).collect();
         for target in [LossTarget::Text, LossTarget::Token { position: 30, token: 17 }] {
             let g = layer_gradients(&ck, &ids, target, 1).unwrap();
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn bad_steps_and_foreign_gradients_are_refused() {
-        let ck = crate::lm::forward_tests::shipped();
+        let ck = crate::lm::shipped_model::shipped();
         let g = layer_gradients(&ck, &[1, 2, 3], LossTarget::Text, 0).unwrap();
         for eta in [-1e-3, f64::NAN, f64::INFINITY, MAX_ETA * 2.0] {
             assert!(stepped(&ck, &g, eta).is_err(), "{eta}");

@@ -141,12 +141,11 @@ mod tests {
     /// G = 32 and R = 16.
     #[test]
     fn the_shipped_model_over_each_scheme_s_cache() {
-        use crate::lm::bpe::Tokenizer;
         use crate::lm::forward::{CpuPass, OWNERSHIP_RULES, forward};
-        use crate::lm::forward_tests::{shipped, shipped_file};
+        use crate::lm::shipped_model::{shipped, shipped_tokenizer};
         use crate::model::kv_quant::KvScheme;
         let ck = shipped();
-        let tokenizer = Tokenizer::from_json(&String::from_utf8(shipped_file("tokenizer.json")).unwrap()).unwrap();
+        let tokenizer = shipped_tokenizer();
         let ids = tokenizer.encode(OWNERSHIP_RULES);
         let full = forward(&ck, &ids).unwrap().logits;
         let mut kl = Vec::new();

@@ -29,9 +29,11 @@ mod bpe_real_tests;
 #[cfg(test)]
 mod bpe_tests;
 #[cfg(test)]
-pub(crate) mod forward_tests;
+mod forward_tests;
 #[cfg(test)]
 mod model_config_tests;
+#[cfg(test)]
+pub(crate) mod shipped_model;
 
 /// Why a checkpoint or an input cannot be used, in words for the page.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,10 +3,9 @@
 //! them. A retrained model that behaves otherwise fails here until the lessons change too.
 
 use super::lesson;
-use crate::lm::bpe::Tokenizer;
 use crate::lm::forward::forward;
-use crate::lm::forward_tests::{shipped, shipped_file};
 use crate::lm::head_scores::HeadScores;
+use crate::lm::shipped_model::{shipped, shipped_tokenizer};
 
 /// One step's text, as the model's token ids and pieces, and its layer's heads' scores and maps.
 struct StepHeads {
@@ -30,7 +29,7 @@ fn step_text(lesson_id: &str, step: usize) -> String {
 fn step_heads(lesson_id: &str, step: usize) -> StepHeads {
     let text = step_text(lesson_id, step);
     let layer = step_param(lesson_id, step, "layer").parse::<usize>().unwrap();
-    let tokenizer = Tokenizer::from_json(&String::from_utf8(shipped_file("tokenizer.json")).unwrap()).unwrap();
+    let tokenizer = shipped_tokenizer();
     let ids = tokenizer.encode(&text);
     let pieces = ids.iter().map(|&id| tokenizer.decode(&[id])).collect();
     let ck = shipped();
@@ -101,7 +100,7 @@ fn the_model_copies_the_word_that_followed_last_time() {
 }
 
 fn top_next_token(text: &str) -> String {
-    let tokenizer = Tokenizer::from_json(&String::from_utf8(shipped_file("tokenizer.json")).unwrap()).unwrap();
+    let tokenizer = shipped_tokenizer();
     let ids = tokenizer.encode(text);
     let pass = forward(&shipped(), &ids).unwrap();
     let logits = pass.logits_at(ids.len() - 1);
