@@ -155,6 +155,21 @@ pub fn kv_bytes_per_token_fp8_indexer(model: &Model, dtype: DType) -> Result<Opt
     Ok(Some(bits_to_bytes_ceil(add(mul(latent_bits, layers)?, key_bits)?)))
 }
 
+/// The MLA layers' cache as transformers 4.57 holds it: `modeling_deepseek_v3.py` (lines 400-421,
+/// the same in `deepseek_v2`) decompresses the latent and hands the cache each query head's key
+/// (`qk_nope_head_dim + qk_rope_head_dim`, the RoPE part copied to every head) and value
+/// (`v_head_dim`), instead of the latent and the shared RoPE key that DeepSeek's own inference code
+/// keeps ([`kv_bytes_per_token`]). Bytes per token at `dtype`, the indexer's key not included; `None`
+/// without MLA.
+pub fn mla_decompressed_bytes_per_token(model: &Model, dtype: DType) -> Result<Option<u128>, SizeOverflow> {
+    let Some(mla) = model.mla else { return Ok(None) };
+    let storing = model.kv_storing_layers();
+    let layers = model.schedule.layers().iter().zip(&storing).filter(|(k, s)| **s && k.is_attention()).count();
+    let per_head = u128::from(mla.qk_nope_head_dim) + u128::from(mla.qk_rope_head_dim) + u128::from(mla.v_head_dim);
+    let per_layer = mul(mul(u128::from(model.n_q_heads), per_head)?, dtype.bits().into())?;
+    Ok(Some(bits_to_bytes_ceil(mul(per_layer, layers as u128)?)))
+}
+
 /// The recurrent state of one layer of `kind`, in bytes per sequence (0 for attention and
 /// feed-forward-only layers).
 pub fn state_bytes_per_layer(model: &Model, kind: LayerKind) -> u128 {
@@ -384,6 +399,20 @@ mod tests {
         assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(70_272));
         m.attn.n_kv_heads = 1;
         assert_eq!(kv_bytes_per_token(&m, DType::Fp16), Ok(70_272));
+    }
+
+    #[test]
+    fn mla_decompressed_as_transformers_caches_it_by_hand() {
+        let mut m = Model::simple(61, 7168, 128);
+        assert_eq!(mla_decompressed_bytes_per_token(&m, DType::Fp16), Ok(None));
+        m.mla = Some(Mla::DEEPSEEK);
+        // 61 layers × 128 heads × (128 + 64 key + 128 value = 320) × 2 B = 4,997,120: 71.1x the latent's 70,272
+        assert_eq!(mla_decompressed_bytes_per_token(&m, DType::Fp16), Ok(Some(4_997_120)));
+        // The indexer's key is not part of it.
+        m.mla = Some(Mla { index_head_dim: Some(128), ..Mla::DEEPSEEK });
+        assert_eq!(mla_decompressed_bytes_per_token(&m, DType::Fp16), Ok(Some(4_997_120)));
+        // 4 bits: 61 × 128 × 320 / 2 = 1,249,280
+        assert_eq!(mla_decompressed_bytes_per_token(&m, DType::Int4), Ok(Some(1_249_280)));
     }
 
     #[test]

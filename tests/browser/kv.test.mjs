@@ -261,6 +261,11 @@ describe("KV view", () => {
     }, text);
     await app.page.getByTestId("config-input").dispatchEvent("drop", { dataTransfer });
     assert.equal((await figure(app, "kv-bytes-per-token", 70272)).value, String(61 * (512 + 64) * 2));
+    // Which MLA form the figures follow: transformers caches each of the 128 heads' K (128 + 64) and
+    // V (128) instead: 61 * 128 * 320 * 2 B = 4,997,120, 71.1 times 70,272.
+    const note = await app.page.getByTestId("mla-note").innerText();
+    assert.match(note, /DeepSeek's own inference code/);
+    assert.match(note, /4,997,120 B per token at \w+16 for K and V alone, 71\.1 times this table's 70,272 B/);
     app.assertNoConsoleErrors();
     await app.close();
   });

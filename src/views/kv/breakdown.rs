@@ -5,8 +5,9 @@
 //! per sequence in a column of its own.
 
 use super::KvParams;
+use crate::model::kv_cache::mla_decompressed_bytes_per_token;
 use crate::model::units::{bytes_text, count_of, format_bytes, format_thousands};
-use crate::model::{KvRow, LayerKind, Model, kv_breakdown};
+use crate::model::{DType, KvRow, LayerKind, Model, kv_breakdown, kv_bytes_per_token};
 use crate::views::formulas::{cached_tokens_reason, elements_factors, row_formula, state_row_formula};
 
 /// One layer type's row. `kind_noun`, `bytes`, `cached_tokens`, `layer_count` and `state_bytes` go
@@ -44,6 +45,8 @@ pub struct BreakdownTable {
     pub state_total_text: Option<String>,
     /// What the layers without attention keep, in a sentence (`None` for a transformer).
     pub state_note: Option<String>,
+    /// Which implementation an MLA model's figures follow, and what the other keeps (`None` without MLA).
+    pub mla_note: Option<String>,
 }
 
 /// The table for `model` at the link's context and dtype; `None` when a size passes `u128`.
@@ -57,7 +60,31 @@ pub fn breakdown_table(model: &Model, kv: &KvParams) -> Option<BreakdownTable> {
         state_total_text: (b.state_bytes > 0 || b.rows.iter().any(|r| !r.kind.is_attention()))
             .then(|| bytes_text(b.state_bytes)),
         state_note: state_note(model, &b.rows, b.state_bytes),
+        mla_note: mla_note(model, kv.dtype),
     })
+}
+
+/// Implementations cache MLA two ways; the table follows DeepSeek's own code and names the other.
+fn mla_note(model: &Model, dtype: DType) -> Option<String> {
+    let mla = model.mla?;
+    let decompressed = mla_decompressed_bytes_per_token(model, dtype).ok()??;
+    let ours = kv_bytes_per_token(model, dtype).ok().filter(|&b| b > 0)?;
+    Some(format!(
+        "MLA's cache is counted as DeepSeek's own inference code keeps it: per token and layer one {}-value latent \
+         and one {}-value RoPE key, shared by all {} query heads. transformers (4.57, modeling_deepseek_v3.py) \
+         decompresses the latent before caching: each head's key ({} + {} values) and value ({}), {} B per token \
+         at {} for K and V alone, {:.1} times this table's {} B per token.",
+        format_thousands(mla.kv_lora_rank.into()),
+        format_thousands(mla.qk_rope_head_dim.into()),
+        format_thousands(model.n_q_heads.into()),
+        format_thousands(mla.qk_nope_head_dim.into()),
+        format_thousands(mla.qk_rope_head_dim.into()),
+        format_thousands(mla.v_head_dim.into()),
+        format_thousands(decompressed),
+        dtype.label(),
+        decompressed as f64 / ours as f64,
+        format_thousands(ours)
+    ))
 }
 
 /// A pure state-space model has no cache at all; a hybrid caches in its attention layers only.
@@ -168,7 +195,6 @@ pub fn kind_name(kind: LayerKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::DType;
     use crate::model::presets::preset;
 
     fn table(id: &str, ctx_tokens: u64, dtype: DType) -> BreakdownTable {
@@ -215,6 +241,15 @@ mod tests {
         // DeepSeek-V3: one latent of rank 512 plus a 64-dim RoPE key per token and layer.
         let t = table("deepseek-v3", 8192, DType::Fp16);
         assert_eq!((t.rows[0].kv_heads.as_str(), t.rows[0].head_dims.as_str()), ("1 latent", "512 + 64"));
+        // 61 layers × 128 heads × (128 + 64 + 128) × 2 B = 4,997,120 B, 71.1 times 61 × 576 × 2 = 70,272.
+        let note = t.mla_note.unwrap();
+        assert!(
+            note.contains("one 512-value latent and one 64-value RoPE key, shared by all 128 query heads"),
+            "{note}"
+        );
+        assert!(note.contains("key (128 + 64 values) and value (128), 4,997,120 B per token at FP16"), "{note}");
+        assert!(note.contains("71.1 times this table's 70,272 B per token"), "{note}");
+        assert_eq!(table("gemma-3-27b", 8192, DType::Bf16).mla_note, None);
         // Gemma 4 E4B: its last 18 layers reuse an earlier layer's cache.
         let t = table("gemma-4-e4b", 8192, DType::Fp16);
         assert!(t.rows.iter().any(|r| r.layers.ends_with("reuse another layer's cache)")), "{:?}", t.rows);
