@@ -602,7 +602,7 @@ fn fma_peak_writes_a_finite_sum_per_invocation() {
 /// Paged decode: K/V written token by token into pages scattered over one pool (the table maps
 /// logical pages 0, 1, 2 to pool pages 5, 0, 3), a shared page copied on write, and at every step
 /// the paged kernel equals the contiguous decode kernel and the paged CPU twin. GQA 4 -> 2, three
-/// masks, d = 20 and 128 (Llama's width).
+/// masks, d = 20, 128 (Llama's width) and 576 (MLA's absorbed head, past 256).
 #[test]
 fn paged_decode_equals_contiguous_decode_and_the_twin() {
     use attention_lab::cpu::paged_attention::{PagedProblem, paged_attention};
@@ -613,7 +613,7 @@ fn paged_decode_equals_contiguous_decode_and_the_twin() {
     let (h_q, h_kv, steps, table) = (4u32, 2u32, 37u32, [5u32, 0, 3]);
     // Unrolled natively: the subgroup form where lavapipe has subgroups; then the loop form GPUs run
     // in the browser, at one width.
-    for (d, unrolled) in [(20u32, true), (128, true), (20, false)] {
+    for (d, unrolled) in [(20u32, true), (128, true), (576, true), (20, false)] {
         kernels.paged.set_unrolled(unrolled);
         let mut rng = SplitMix64::new(u64::from(d));
         let k_all = random((h_kv * steps * d) as usize, 1.0, &mut rng); // [steps, h_kv, d]: one token a row

@@ -567,7 +567,10 @@ fn kept_attention_reads_each_querys_kept_keys_as_its_twin_does() {
     let mut rng = SplitMix64::new(23);
     // GQA (4 query heads on 2 KV heads), a width off the vec4 grid, a cache with spare rows, lists
     // of every length from 1 to 70 (past one workgroup's 64 invocations).
-    for (h_q, group, n_q, n_kv, kv_stride, d) in [(4u32, 2u32, 40u32, 40u32, 40u32, 32u32), (2, 1, 9, 70, 80, 6)] {
+    // Heads past 256 too: MLA's absorbed 576 and the widest, 1,024.
+    let cases =
+        [(4u32, 2u32, 40u32, 40u32, 40u32, 32u32), (2, 1, 9, 70, 80, 6), (4, 4, 7, 23, 24, 576), (1, 1, 5, 9, 9, 1024)];
+    for (h_q, group, n_q, n_kv, kv_stride, d) in cases {
         let shape = KeptShape { h_q, group, n_q, n_kv, kv_stride, d, scale: 0.3 };
         let kv_len = (h_q / group * kv_stride * d) as usize;
         let (q, k, v) = (
@@ -791,6 +794,19 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
             Mask::Causal,
             KvScheme::IntGroup { bits: 4, group: 32 },
         ),
+        // Heads past 256 (issue 32 part 5): Gemma 4's global 512 and MLA's absorbed 576, decoding
+        // and a short prefill.
+        (
+            AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 90, d: 512 },
+            Mask::Causal,
+            KvScheme::IntGroup { bits: 4, group: 32 },
+        ),
+        (
+            AttentionShape { h_q: 2, h_kv: 1, n_q: 5, n_kv: 40, d: 576 },
+            Mask::Sliding { window_tokens: 9 },
+            KvScheme::Int8,
+        ),
+        (AttentionShape { h_q: 1, h_kv: 1, n_q: 1, n_kv: 33, d: 1024 }, Mask::Full, KvScheme::Fp16),
     ];
     for (shape, mask, scheme) in cases {
         let kv_stride = shape.n_kv + 6;

@@ -471,3 +471,82 @@ async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
     let err = max_abs_diff(&got[..want.len()], &want);
     assert!(err < 1e-4, "packed_attention: output differs by {err}");
 }
+
+/// Heads past 256 in the kernels that attend over a cache, on SwiftShader's 4-lane subgroups (Tint
+/// compiles them): MLA's absorbed 576 through the decode kernel (a contiguous cache), the paged
+/// decode (pages 1, 0 of a pool), `packed_attention` over an int8 cache and `kept_attention` over a
+/// kept-index list, each against its CPU twin with GQA (4 query heads on 2 KV heads).
+#[wasm_bindgen_test]
+async fn the_cache_kernels_take_heads_576_wide_on_browser_webgpu() {
+    use attention_lab::cpu::kept_attention::{KeptShape, kept_attention};
+    use attention_lab::cpu::kv_pack::{PackRows, kv_pack};
+    use attention_lab::cpu::packed_attention::{PackedProblem, packed_attention};
+    use attention_lab::gpu::kept_attention::KeptBuffers;
+    use attention_lab::gpu::kernels::PagedStep;
+    use attention_lab::gpu::launch::Dispatch;
+    use attention_lab::gpu::packed_attention::{PackedBuffers, PackedLaunch};
+    use attention_lab::gpu::{KvCache, KvPool};
+    use attention_lab::model::kv_evict::kept_list;
+    use attention_lab::model::kv_packed::PackedLayout;
+    use attention_lab::model::kv_quant::KvScheme;
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let (h_q, h_kv, n, d) = (4u32, 2u32, 21u32, 576u32);
+    let (mask, scale) = (Mask::Sliding { window_tokens: 13 }, 1.0 / (d as f32).sqrt());
+    // K and V heads first, [h_kv, n, d]; the last query of each head.
+    let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: n, d };
+    let (k, v, q) = (random(shape.kv_len(), 61, 1.0), random(shape.kv_len(), 62, 1.0), random(shape.q_len(), 63, 2.0));
+    let want = reference::flash_attention(&AttentionProblem::new(&q, &k, &v, shape, mask, scale)).o;
+    let token = |x: &[f32], t: u32| -> Vec<f32> {
+        (0..h_kv).flat_map(|h| x[((h * n + t) * d) as usize..][..d as usize].to_vec()).collect()
+    };
+
+    let mut cache = KvCache::new(&ctx, h_kv, d, 32).expect("cache");
+    let pool = KvPool::new(&ctx, h_kv, d, 2).expect("pool");
+    let table = [1u32, 0];
+    for t in 0..n {
+        cache.append(&ctx, &token(&k, t), &token(&v, t)).expect("append");
+        pool.write_token(&ctx, table[(t / 16) as usize], t % 16, &token(&k, t), &token(&v, t)).expect("write");
+    }
+    let got = kernels.decode(&ctx, &cache, &q, h_q, mask, scale).await.expect("decode");
+    assert!(max_abs_diff(&got.o, &want) < 1e-4, "decode: {}", max_abs_diff(&got.o, &want));
+    let step = PagedStep { pool: &pool, table: &table, n_kv: n, q: &q, h_q, mask, scale };
+    let got = kernels.paged_decode(&ctx, &step).await.expect("paged decode");
+    assert!(max_abs_diff(&got.o, &want) < 1e-4, "paged: {}", max_abs_diff(&got.o, &want));
+
+    let layout = PackedLayout::of(KvScheme::Int8, d).expect("a packed form");
+    let rows = PackRows { heads: h_kv, tokens: n, capacity: n, start: 0 };
+    let pack = |x: &[f32]| {
+        let mut words = vec![0u32; (h_kv * n * layout.words()) as usize];
+        kv_pack(x, &mut words, rows, layout).expect("twin");
+        words
+    };
+    let (kp, vp) = (pack(&k), pack(&v));
+    let problem = PackedProblem { q: &q, k: &kp, v: &vp, shape, kv_stride: n, layout, mask, scale };
+    let want_packed = packed_attention(&problem).expect("twin");
+    let buffer = |name, x: &[u32]| ctx.storage_from(name, x).unwrap();
+    let (qb, kb, vb) = (ctx.storage_from("q", &q).unwrap(), buffer("k", &kp), buffer("v", &vp));
+    let o = ctx.storage_output("o", want_packed.len() as u64 * 4).unwrap();
+    let launch = PackedLaunch { shape, kv_stride: n, layout, mask, scale };
+    let dispatch = kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).unwrap();
+    Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
+    let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");
+    let err = max_abs_diff(&got[..want_packed.len()], &want_packed);
+    assert!(err < 1e-4, "packed_attention: {err}");
+
+    // Every third key kept, and the query's own.
+    let kept = vec![(0..n).filter(|p| p % 3 == 0 || *p == n - 1).collect::<Vec<u32>>()];
+    let kept_shape = KeptShape { h_q, group: h_q / h_kv, n_q: 1, n_kv: n, kv_stride: n, d, scale };
+    let (want_o, want_p) = kept_attention(&q, &k, &v, &kept, kept_shape);
+    let (kb, vb) = (ctx.storage_from("k", &k).unwrap(), ctx.storage_from("v", &v).unwrap());
+    let list = buffer("kept", &kept_list(&kept, n).unwrap());
+    let o = ctx.storage_output("o", want_o.len() as u64 * 4).unwrap();
+    let p = ctx.storage_output("p", want_p.len() as u64 * 4).unwrap();
+    let buffers = KeptBuffers { q: &qb, k: &kb, v: &vb, kept: &list, o: &o, probs: &p };
+    let dispatch = kernels.kept.prepare(&ctx, &buffers, kept_shape).expect("kept");
+    Dispatch::submit_all(&ctx, &[&dispatch]);
+    let (got_o, got_p): (Vec<f32>, Vec<f32>) =
+        (ctx.read_back(&o).await.expect("o"), ctx.read_back(&p).await.expect("p"));
+    assert!(max_abs_diff(&got_o[..want_o.len()], &want_o) < 1e-4, "kept_attention outputs");
+    assert!(max_abs_diff(&got_p[..want_p.len()], &want_p) < 1e-5, "kept_attention probabilities");
+}
