@@ -550,3 +550,39 @@ async fn the_cache_kernels_take_heads_576_wide_on_browser_webgpu() {
     assert!(max_abs_diff(&got_o[..want_o.len()], &want_o) < 1e-4, "kept_attention outputs");
     assert!(max_abs_diff(&got_p[..want_p.len()], &want_p) < 1e-5, "kept_attention probabilities");
 }
+
+/// `kv_quant` in Chromium (Tint compiles it): every scheme the memory view compares rounds K and V
+/// (heads first, as the GPU pass holds them) to the values its CPU twin gives, within 1e-6 of each
+/// value (a fused multiply-add), over values spread across many binades.
+#[wasm_bindgen_test]
+async fn kv_quant_rounds_every_scheme_as_its_twin_on_browser_webgpu() {
+    use attention_lab::cpu::kv_quant::kv_quant;
+    use attention_lab::gpu::launch::Dispatch;
+    use attention_lab::model::kv_quant::{KvLayout, KvScheme, KvTensor};
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let (heads, tokens, d) = (2u32, 37u32, 32u32);
+    let layout = KvLayout { heads, tokens, d, head_stride: tokens * d, token_stride: d };
+    let mut rng = SplitMix64::new(19);
+    let x: Vec<f32> = (0..heads * tokens * d)
+        .map(|i| if i % 97 == 0 { 0.0 } else { rng.next_signed_unit() * 2f32.powi((i % 23) as i32 - 12) })
+        .collect();
+    for scheme in KvScheme::compared(16, 5) {
+        for tensor in [KvTensor::K, KvTensor::V] {
+            let Some(pass) = scheme.pass(tensor, tokens) else { continue };
+            let mut want = x.clone();
+            kv_quant(&mut want, layout, &pass);
+            let buffer = ctx.storage_from("kv", &x).unwrap();
+            let dispatch = kernels.kv_quant.prepare(&ctx, &buffer, layout, &pass).unwrap().expect("a launch");
+            Dispatch::submit_all(&ctx, &[&dispatch]);
+            let got: Vec<f32> = ctx.read_back(&buffer).await.expect("read back");
+            assert!(want != x, "{} {tensor:?} rounds nothing", scheme.name());
+            let worst = got[..want.len()]
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (g - w).abs() / w.abs().max(1e-30))
+                .fold(0.0f32, f32::max);
+            assert!(worst <= 1e-6, "{} {tensor:?}: values differ by {worst} of themselves", scheme.name());
+        }
+    }
+}
