@@ -199,8 +199,9 @@ fn the_quantisation_rows_on_the_gpu_match_the_cpu_tier() {
 }
 
 /// Gradients on the trained model (the backward view's "Gradients on the model") with the passes on
-/// the GPU and on the CPU tier: the GPU's layers below the chosen one feed the CPU's backward, so the
-/// figures agree to f32's rounding, not bit for bit; the step lowers the text's loss on both.
+/// the GPU and on the CPU tier: the GPU's layers below the chosen one feed the CPU's backward, and the
+/// chosen layer's attention backward is the GPU's kernel there, so the figures agree to f32's
+/// rounding, not bit for bit; the step lowers the text's loss on both.
 #[test]
 fn the_model_s_gradients_and_step_agree_between_the_gpu_and_the_cpu_tier() {
     use attention_lab::live_attention::{GradAsk, text_gradients};
@@ -215,6 +216,8 @@ fn the_model_s_gradients_and_step_agree_between_the_gpu_and_the_cpu_tier() {
         let on = |engine: &Rc<Engine>| pollster::block_on(text_gradients(engine, &lm, &ids, ask, &|| true)).unwrap();
         let (g, c) = (on(&gpu), on(&cpu));
         assert!(g.on_gpu && !c.on_gpu);
+        // The chosen layer's attention backward: the GPU's kernel on the GPU tier, the twin on the CPU's.
+        assert!(g.attention_on_gpu && !c.attention_on_gpu);
         let (ga, ca) = (g.after.as_ref().unwrap(), c.after.as_ref().unwrap());
         println!(
             "layer {layer} {target:?} eta {eta}: loss GPU {} -> {}, CPU {} -> {}; |dW| GPU {} CPU {}",
@@ -276,7 +279,7 @@ fn a_streamed_checkpoint_kept_in_memory_has_the_gradients_of_the_same_files_load
             "layer {layer} {target:?}: loss {} -> {} (loaded: {} -> {}), backward's {}, |dW| {}",
             k.before.loss, ka.loss, l.before.loss, la.loss, k.backward_loss, k.grad_norm
         );
-        assert!(k.on_gpu && l.on_gpu);
+        assert!(k.on_gpu && l.on_gpu && k.attention_on_gpu && l.attention_on_gpu);
         // The streamed bf16 weights widen on the GPU to the values the loaded copy holds as f32.
         assert!((k.before.loss - l.before.loss).abs() < 1e-5 && (ka.loss - la.loss).abs() < 1e-5);
         assert!((k.backward_loss - k.before.loss).abs() < 1e-4, "the backward reads the GPU's weights");

@@ -3,20 +3,25 @@
 //! W_Q, W_K, W_V, and what a step of size eta on those weights does. The forward pass runs where the
 //! engine runs (the GPU, or the CPU tier); the backward runs on the CPU in f64 from the chosen
 //! layer's input as that pass computed it (`lm::backward`'s [`GradientJob`], a step at a time with
-//! the page let in between); then the pass runs again with the stepped weights on the same tier, and
-//! the loss, the counted tokens' probabilities and one head's attention row are read before and after.
-//! (Attention's own GPU backward, checked against its twin, is `gradients.rs`.)
+//! the page let in between), except the chosen layer's attention, whose backward is the GPU's
+//! FlashAttention-2 kernel where there is one (its twin on the CPU tier); then the pass runs again
+//! with the stepped weights on the same tier, and the loss, the counted tokens' probabilities and one
+//! head's attention row are read before and after. (The kernel checked against its twin on a layer's
+//! heads is `gradients.rs`.)
 
 use std::rc::Rc;
 
 use super::LoadedLm;
 use super::model_pass::run_steps;
+use crate::attention::AttentionProblem;
+use crate::cpu::flash_backward::Gradients;
 use crate::engine::{Engine, Job};
 use crate::event_loop::{breathe, resumed};
 use crate::gpu::GpuContext;
+use crate::gpu::flash_backward_io::backward_takes_head_dim;
 use crate::gpu::kernels::Kernels;
 use crate::gpu::lm_forward::{self, LmRequest, LmWeights};
-use crate::lm::backward::{self, GradientJob, KeyNorms, LayerGradients, LossTarget, counted};
+use crate::lm::backward::{self, AttentionAsk, GradientJob, KeyNorms, LayerGradients, LossTarget, counted};
 use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::CpuPass;
 use crate::lm::grad_step::{MAX_ETA, TargetReading, read_targets, stepped};
@@ -37,8 +42,11 @@ pub struct GradAsk {
 pub struct TextGradients {
     pub ask: GradAsk,
     pub tokens: usize,
-    /// Whether the forward passes ran on the GPU (the backward always runs on the CPU).
+    /// Whether the forward passes ran on the GPU.
     pub on_gpu: bool,
+    /// Whether the chosen layer's attention backward ran on the GPU (the rest of the backward runs on
+    /// the CPU in f64).
+    pub attention_on_gpu: bool,
     /// Per query head of the layer, per key position: the norms of that head's dK and dV there.
     pub key_norms: Vec<Vec<KeyNorms>>,
     /// The f64 backward's own loss: the pass's loss to f32's rounding.
@@ -88,7 +96,7 @@ pub async fn text_gradients(
         Some(h) if hidden => GradientJob::from_input(ck, ids, ask.target, ask.layer, &h[ask.layer - 1]),
         _ => GradientJob::new(ck, ids, ask.target, ask.layer),
     };
-    let grads = run_backward(job.map_err(|e| e.0)?, keep_going).await?;
+    let (grads, attention_on_gpu) = run_backward(engine, job.map_err(|e| e.0)?, keep_going).await?;
     let pairs = counted(ids, ask.target);
     let (t, vocab) = (ids.len(), ck.vocab());
     let row = query_row(ask.target, t);
@@ -104,6 +112,7 @@ pub async fn text_gradients(
         ask,
         tokens: t,
         on_gpu: before.on_gpu,
+        attention_on_gpu,
         key_norms: grads.key_norms.clone(),
         backward_loss: grads.loss,
         grad_norm: weight_grad_norm(&grads),
@@ -141,14 +150,56 @@ fn check(ck: &Checkpoint, max_tokens: usize, ids: &[u32], ask: GradAsk) -> Resul
     Ok(())
 }
 
-async fn run_backward(mut job: GradientJob<'_>, keep_going: &dyn Fn() -> bool) -> Result<LayerGradients, String> {
+/// Runs `job` a step at a time; the chosen layer's attention backward is a job of the engine (the
+/// GPU's FlashAttention-2 backward where there is one). Says whether that ran on the GPU.
+async fn run_backward(
+    engine: &Engine,
+    mut job: GradientJob<'_>,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<(LayerGradients, bool), String> {
+    let mut attention_on_gpu = false;
     while job.step() {
+        if let Some(ask) = job.attention_ask()
+            && let Some(grads) = engine.run(&ChosenAttention { ask }).await?
+        {
+            job.give_attention(grads).map_err(|e| e.0)?;
+            attention_on_gpu = true;
+        }
         breathe().await;
         if !keep_going() {
             return Err("stopped for a newer request".into());
         }
     }
-    job.finish().ok_or_else(|| "the backward pass stopped before its end".into())
+    let grads = job.finish().ok_or("the backward pass stopped before its end")?;
+    Ok((grads, attention_on_gpu))
+}
+
+/// The chosen layer's attention backward ([`GradientJob::attention_ask`]) on the GPU: the forward
+/// kernel's log-sum-exp, then `flash_backward`, every query head with its own copy of its K/V head.
+/// On the CPU tier it answers `None`: the job's own next step runs the twin (`cpu::flash_backward`,
+/// from its f64 forward's outputs).
+struct ChosenAttention<'a> {
+    ask: &'a AttentionAsk,
+}
+
+impl Job for ChosenAttention<'_> {
+    type Output = Option<Gradients>;
+
+    fn fits_gpu(&self) -> bool {
+        backward_takes_head_dim(self.ask.shape.d)
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Option<Gradients>, String> {
+        let a = self.ask;
+        let problem = AttentionProblem::new(&a.q, &a.k, &a.v, a.shape, a.mask, a.scale);
+        let out = kernels.backward(ctx).gradients(ctx, &kernels.flash, &problem, &a.d_o).await;
+        resumed();
+        Ok(Some(out.map_err(|e| e.to_string())?.grads))
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<Option<Gradients>, String> {
+        Ok(None)
+    }
 }
 
 /// ‖dW‖₂ over W_Q, W_K, W_V and their biases.

@@ -22,7 +22,7 @@ use super::checkpoint::{Checkpoint, LayerWeights};
 use super::forward::{MAX_CPU_BYTES, max_tokens};
 use crate::attention::rope::RopeTable;
 use crate::attention::{AttentionProblem, AttentionShape};
-use crate::cpu::flash_backward::{BackwardInputs, flash_backward};
+use crate::cpu::flash_backward::{BackwardInputs, Gradients, flash_backward};
 
 #[path = "backward_job.rs"]
 mod job;
@@ -337,6 +337,14 @@ impl Tape {
 
     /// The gradients of this layer's input and of its attention's inputs, given `d_out`'s.
     fn backward(&self, ck: &Checkpoint, l: usize, d_out: Vec<f64>) -> Back {
+        let (dx2, d_attended) = self.backward_to_attention(ck, l, d_out);
+        let grads = self.attention_grads(ck, &ck.layers[l], &d_attended);
+        self.backward_from_attention(ck, l, dx2, grads)
+    }
+
+    /// The first half of [`Self::backward`]: through the MLP and W_O to the residual stream after
+    /// attention (`dx2`) and the attended heads (`d_attended`, token-major).
+    fn backward_to_attention(&self, ck: &Checkpoint, l: usize, d_out: Vec<f64>) -> (Vec<f64>, Vec<f64>) {
         let w = &ck.layers[l];
         let (eps, offset) = (ck.rms_norm_eps, ck.style.norm_offset);
         let out_norms = w.output_norms.as_ref();
@@ -355,8 +363,15 @@ impl Tape {
         add(&mut dx2, &rms_norm_grad(&self.x2, &w.mlp_norm, eps, offset, &dh2));
         // Attention: x2 = x + norm(o), o = attended W_Oᵀ.
         let d_o = out_norms.map_or_else(|| dx2.clone(), |n| rms_norm_grad(&self.o, &n.attention, eps, offset, &dx2));
-        let d_attended = linear_input_grad(&d_o, &w.o);
-        let AttentionGrads { dq, dk, dv, key_norms } = self.attention_grads(ck, w, &d_attended);
+        (dx2, linear_input_grad(&d_o, &w.o))
+    }
+
+    /// The second half of [`Self::backward`]: from attention's gradients through the rotation, QK-norm
+    /// and the projections to the layer's input.
+    fn backward_from_attention(&self, ck: &Checkpoint, l: usize, dx2: Vec<f64>, grads: AttentionGrads) -> Back {
+        let w = &ck.layers[l];
+        let (eps, offset) = (ck.rms_norm_eps, ck.style.norm_offset);
+        let AttentionGrads { dq, dk, dv, key_norms } = grads;
         let hd = ck.head_dim();
         let (q_width, kv_width) = ck.widths();
         let rotation = Rotation::of(&RopeTable::scaled(
@@ -383,40 +398,107 @@ impl Tape {
     /// dQ, dK and dV (token-major) from the gradient of the attended heads, by `flash_backward` one query
     /// head at a time, with each head's share of dK and dV reduced to norms per key position.
     fn attention_grads(&self, ck: &Checkpoint, w: &LayerWeights, d_attended: &[f64]) -> AttentionGrads {
+        self.attention_grads_from(ck, &self.attention_ask(ck, w, d_attended))
+    }
+
+    /// [`Self::attention_grads`] of the problem `ask` states (with this tape's f64 forward's outputs and
+    /// log-sum-exp).
+    fn attention_grads_from(&self, ck: &Checkpoint, ask: &AttentionAsk) -> AttentionGrads {
+        let (t, hd) = (ask.shape.n_q as usize, ask.shape.d as usize);
+        let head = |x: &[f32], h: usize| x[h * t * hd..][..t * hd].to_vec();
+        let attended = self.attended_heads(ck);
+        let per_head: Vec<Gradients> = (0..ask.shape.h_q as usize)
+            .map(|h| {
+                let (q, k, v) = (head(&ask.q, h), head(&ask.k, h), head(&ask.v, h));
+                let (o, d_o) = (head(&attended, h), head(&ask.d_o, h));
+                let lse: Vec<f32> = self.lse[h * t..][..t].iter().map(|&v| v as f32).collect();
+                let shape = AttentionShape::square(1, t as u32, hd as u32);
+                let problem = AttentionProblem::new(&q, &k, &v, shape, ask.mask, ask.scale);
+                flash_backward(&problem, &BackwardInputs { o: &o, lse: &lse, d_o: &d_o })
+            })
+            .collect();
+        let joined = |f: fn(&Gradients) -> &Vec<f32>| per_head.iter().flat_map(|g| f(g).iter().copied()).collect();
+        attention_grads_of(ck, t, &Gradients { dq: joined(|g| &g.dq), dk: joined(|g| &g.dk), dv: joined(|g| &g.dv) })
+    }
+
+    /// What the chosen layer's attention backward reads, one query head at a time (each with its own
+    /// copy of its K/V head, so each head's share of a shared K/V head's gradient comes out apart).
+    fn attention_ask(&self, ck: &Checkpoint, w: &LayerWeights, d_attended: &[f64]) -> AttentionAsk {
         let hd = ck.head_dim();
         let (q_width, kv_width) = ck.widths();
         let t = self.x.len() / ck.model.d_model as usize;
         let heads = q_width / hd;
         let group = heads / (kv_width / hd);
-        let (mut dq, mut dk, mut dv) = (vec![0.0; t * q_width], vec![0.0; t * kv_width], vec![0.0; t * kv_width]);
-        let narrow = |x: &[f64], width: usize, head: usize| -> Vec<f32> {
-            (0..t).flat_map(|i| x[i * width + head * hd..][..hd].iter().map(|&v| v as f32)).collect()
+        let per_head = |x: &[f64], width: usize, kv: bool| -> Vec<f32> {
+            (0..heads)
+                .flat_map(|h| {
+                    let at = if kv { h / group } else { h } * hd;
+                    (0..t).flat_map(move |i| x[i * width + at..][..hd].iter().map(|&v| v as f32))
+                })
+                .collect()
         };
-        let mut key_norms = Vec::with_capacity(heads);
-        for h in 0..heads {
-            let kv = h / group;
-            let (q, k, v) = (narrow(&self.q, q_width, h), narrow(&self.k, kv_width, kv), narrow(&self.v, kv_width, kv));
-            let (o, d_o) = (narrow(&self.attended, q_width, h), narrow(d_attended, q_width, h));
-            let lse: Vec<f32> = self.lse[h * t..][..t].iter().map(|&v| v as f32).collect();
-            let shape = AttentionShape::square(1, t as u32, hd as u32);
-            let problem = AttentionProblem::new(&q, &k, &v, shape, w.mask, ck.style.attn_scale);
-            let g = flash_backward(&problem, &BackwardInputs { o: &o, lse: &lse, d_o: &d_o });
-            let norm = |x: &[f32]| x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
-            key_norms.push(
-                g.dk.chunks_exact(hd)
-                    .zip(g.dv.chunks_exact(hd))
-                    .map(|(k, v)| KeyNorms { key: norm(k), value: norm(v) })
-                    .collect(),
-            );
-            for i in 0..t {
-                let widen = |out: &mut [f64], x: &[f32]| out.iter_mut().zip(x).for_each(|(o, &x)| *o += f64::from(x));
-                widen(&mut dq[i * q_width + h * hd..][..hd], &g.dq[i * hd..][..hd]);
-                widen(&mut dk[i * kv_width + kv * hd..][..hd], &g.dk[i * hd..][..hd]);
-                widen(&mut dv[i * kv_width + kv * hd..][..hd], &g.dv[i * hd..][..hd]);
-            }
+        AttentionAsk {
+            q: per_head(&self.q, q_width, false),
+            k: per_head(&self.k, kv_width, true),
+            v: per_head(&self.v, kv_width, true),
+            d_o: per_head(d_attended, q_width, false),
+            shape: AttentionShape::square(heads as u32, t as u32, hd as u32),
+            mask: w.mask,
+            scale: ck.style.attn_scale,
         }
-        AttentionGrads { dq, dk, dv, key_norms }
     }
+
+    /// The attended heads, `[h_q, tokens, d]` in f32.
+    fn attended_heads(&self, ck: &Checkpoint) -> Vec<f32> {
+        let hd = ck.head_dim();
+        let (q_width, _) = ck.widths();
+        let t = self.x.len() / ck.model.d_model as usize;
+        heads_first(&self.attended, t, q_width / hd, hd).into_iter().map(|v| v as f32).collect()
+    }
+}
+
+/// The chosen layer's attention as one problem of `h_q` heads, each with its own K and V: every query
+/// head's rotated Q, its K/V head's rotated K and V, and the gradient of its attended output, `[h_q,
+/// tokens, d]` in f32; the layer's mask and scale. [`GradientJob::attention_ask`] hands it out, so that
+/// the GPU's FlashAttention-2 backward can compute what `cpu::flash_backward` would.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionAsk {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub d_o: Vec<f32>,
+    pub shape: AttentionShape,
+    pub mask: crate::model::Mask,
+    pub scale: f32,
+}
+
+/// Token-major dQ, dK, dV (each query head's share of dK and dV summed into its K/V head) and each
+/// head's norms per key position, from per-head gradients `[h_q, tokens, d]`.
+fn attention_grads_of(ck: &Checkpoint, t: usize, g: &Gradients) -> AttentionGrads {
+    let hd = ck.head_dim();
+    let (q_width, kv_width) = ck.widths();
+    let heads = q_width / hd;
+    let group = heads / (kv_width / hd);
+    let (mut dq, mut dk, mut dv) = (vec![0.0; t * q_width], vec![0.0; t * kv_width], vec![0.0; t * kv_width]);
+    let norm = |x: &[f32]| x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
+    let mut key_norms = Vec::with_capacity(heads);
+    for h in 0..heads {
+        let (kv, rows) = (h / group, h * t * hd..(h + 1) * t * hd);
+        let (hq, hk, hv) = (&g.dq[rows.clone()], &g.dk[rows.clone()], &g.dv[rows]);
+        key_norms.push(
+            hk.chunks_exact(hd)
+                .zip(hv.chunks_exact(hd))
+                .map(|(k, v)| KeyNorms { key: norm(k), value: norm(v) })
+                .collect(),
+        );
+        for i in 0..t {
+            let widen = |out: &mut [f64], x: &[f32]| out.iter_mut().zip(x).for_each(|(o, &x)| *o += f64::from(x));
+            widen(&mut dq[i * q_width + h * hd..][..hd], &hq[i * hd..][..hd]);
+            widen(&mut dk[i * kv_width + kv * hd..][..hd], &hk[i * hd..][..hd]);
+            widen(&mut dv[i * kv_width + kv * hd..][..hd], &hv[i * hd..][..hd]);
+        }
+    }
+    AttentionGrads { dq, dk, dv, key_norms }
 }
 
 /// Every query head's softmax attention (f64) under the layer's mask: the attended heads `[tokens,

@@ -2,8 +2,10 @@
 //! of the loss, a layer's backward), so the page can run it between frames and drop it to cancel.
 
 use super::{
-    Checkpoint, LayerGradients, LinearGrads, LossTarget, Projected, Tape, check, heads_first, loss_row, weight_grads,
+    AttentionAsk, Checkpoint, LayerGradients, LinearGrads, LossTarget, Projected, Tape, attention_grads_of, check,
+    heads_first, loss_row, weight_grads,
 };
+use crate::cpu::flash_backward::Gradients;
 use crate::lm::LmError;
 use crate::lm::checkpoint::Linear;
 
@@ -21,8 +23,19 @@ enum Step {
     Loss(usize, usize),
     /// A layer above the chosen one, backward.
     Back(usize),
-    /// The chosen layer's backward and its weights' gradients.
+    /// The chosen layer's backward down to its attention's output ([`GradientJob::attention_ask`]).
+    ToAttention,
+    /// The rest of the chosen layer's backward, and its weights' gradients.
     Chosen,
+}
+
+/// The chosen layer's backward, stopped at its attention: the gradient of the residual stream after
+/// it, what the attention's backward reads, and its gradients once another tier gave them.
+struct AtAttention {
+    tape: Tape,
+    dx2: Vec<f64>,
+    ask: AttentionAsk,
+    given: Option<Gradients>,
 }
 
 /// The gradients of [`super::layer_gradients`], a step at a time ([`GradientJob::step`]).
@@ -37,6 +50,7 @@ pub struct GradientJob<'a> {
     pairs: Vec<(usize, u32)>,
     loss: f64,
     dx: Vec<f64>,
+    at_attention: Option<AtAttention>,
     result: Option<LayerGradients>,
 }
 
@@ -75,10 +89,11 @@ impl<'a> GradientJob<'a> {
             (0..pairs.len()).step_by(PAIRS_PER_STEP).map(|a| Step::Loss(a, (a + PAIRS_PER_STEP).min(pairs.len()))),
         );
         work.extend((layer + 1..layers).rev().map(Step::Back));
-        work.push(Step::Chosen);
+        work.extend([Step::ToAttention, Step::Chosen]);
         let dx = vec![0.0; x.len()];
         let tapes = Vec::with_capacity(layers - layer);
-        Self { ck, tokens: ids.len(), layer, work, next: 0, x, tapes, pairs, loss: 0.0, dx, result: None }
+        let (at_attention, result) = (None, None);
+        Self { ck, tokens: ids.len(), layer, work, next: 0, x, tapes, pairs, loss: 0.0, dx, at_attention, result }
     }
 
     /// Steps in all (for a progress bar).
@@ -111,9 +126,37 @@ impl<'a> GradientJob<'a> {
                 let tape = self.tapes.pop().expect("one tape per layer above");
                 self.dx = tape.backward(ck, l, std::mem::take(&mut self.dx)).input;
             }
+            Step::ToAttention => {
+                let tape = self.tapes.pop().expect("the chosen layer's tape");
+                let (dx2, d_attended) = tape.backward_to_attention(ck, self.layer, std::mem::take(&mut self.dx));
+                let ask = tape.attention_ask(ck, &ck.layers[self.layer], &d_attended);
+                self.at_attention = Some(AtAttention { tape, dx2, ask, given: None });
+            }
             Step::Chosen => self.result = Some(self.chosen()),
         }
         true
+    }
+
+    /// Once the job has reached the chosen layer's attention (and until it goes on), what its backward
+    /// reads: another tier may compute it and hand the gradients back ([`Self::give_attention`]); if
+    /// none does, the next step computes them on the CPU (`cpu::flash_backward`).
+    pub fn attention_ask(&self) -> Option<&AttentionAsk> {
+        self.at_attention.as_ref().filter(|a| a.given.is_none()).map(|a| &a.ask)
+    }
+
+    /// The chosen layer's attention gradients, `[h_q, tokens, d]` each as [`Self::attention_ask`]'s
+    /// problem has them (dK and dV of each query head's own copy of its K/V head); refused unless the
+    /// job is waiting for them and the sizes match.
+    pub fn give_attention(&mut self, grads: Gradients) -> Result<(), LmError> {
+        let Some(at) = self.at_attention.as_mut().filter(|a| a.given.is_none()) else {
+            return Err(LmError("the backward pass is not waiting for attention's gradients".into()));
+        };
+        let len = at.ask.shape.q_len();
+        if [&grads.dq, &grads.dk, &grads.dv].iter().any(|g| g.len() != len || g.iter().any(|v| !v.is_finite())) {
+            return Err(LmError(format!("attention's gradients need {len} finite values each")));
+        }
+        at.given = Some(grads);
+        Ok(())
     }
 
     /// The gradients, once every step has run.
@@ -123,8 +166,13 @@ impl<'a> GradientJob<'a> {
 
     fn chosen(&mut self) -> LayerGradients {
         let (ck, t, layer) = (self.ck, self.tokens, self.layer);
-        let tape = self.tapes.pop().expect("the chosen layer's tape");
-        let back = tape.backward(ck, layer, std::mem::take(&mut self.dx));
+        let AtAttention { tape, dx2, ask, given } =
+            self.at_attention.take().expect("the chosen layer's attention step");
+        let grads = match given {
+            Some(g) => attention_grads_of(ck, t, &g),
+            None => tape.attention_grads_from(ck, &ask),
+        };
+        let back = tape.backward_from_attention(ck, layer, dx2, grads);
         let (q_width, kv_width) = ck.widths();
         let hd = ck.head_dim();
         let weights = &ck.layers[layer];

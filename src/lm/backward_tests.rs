@@ -334,19 +334,67 @@ fn the_job_runs_in_steps_and_gives_nothing_before_its_end() {
     let ck = super::shipped_model::shipped();
     let ids: Vec<u32> = (0..83).map(|i| (i * 37 + 5) % 4096).collect();
     // Layer 1 of 4, 82 counted tokens: layer 0 forward, layers 1-3 forward with tapes, 21 loss steps of
-    // 4 tokens, layers 3 and 2 backward, layer 1's backward: 28 steps.
+    // 4 tokens, layers 3 and 2 backward, layer 1's backward to its attention, then the rest: 29 steps.
     let job = GradientJob::new(&ck, &ids, LossTarget::Text, 1).unwrap();
-    assert_eq!(job.steps(), 28);
+    assert_eq!(job.steps(), 29);
     assert!(job.finish().is_none(), "nothing before the end");
     let mut job = GradientJob::new(&ck, &ids, LossTarget::Text, 1).unwrap();
     for _ in 0..10 {
         assert!(job.step());
     }
     drop(job); // cancelled halfway: nothing else to stop.
-    // From another pass's input the layer below is not run: 27 steps; one chosen token, 1 loss step.
+    // From another pass's input the layer below is not run: 28 steps; one chosen token, 1 loss step.
     let pass = forward(&ck, &ids).unwrap();
     let from = GradientJob::from_input(&ck, &ids, LossTarget::Text, 1, &pass.hidden[0]).unwrap();
-    assert_eq!(from.steps(), 27);
+    assert_eq!(from.steps(), 28);
     let token = LossTarget::Token { position: 80, token: 3 };
-    assert_eq!(GradientJob::new(&ck, &ids, token, 3).unwrap().steps(), 3 + 1 + 1 + 1);
+    assert_eq!(GradientJob::new(&ck, &ids, token, 3).unwrap().steps(), 3 + 1 + 1 + 2);
+}
+
+/// The chosen layer's attention gradients handed in from outside (as the GPU's FlashAttention-2
+/// backward hands them: an f32 forward for the log-sum-exp, then the backward, over the job's own
+/// problem) give the job's own result to f32's rounding; the job asks once, at the chosen layer's
+/// attention, and refuses gradients it is not waiting for or of the wrong size.
+#[test]
+fn attention_gradients_given_from_outside_are_the_job_s_own() {
+    use super::backward::GradientJob;
+    use crate::attention::AttentionProblem;
+    use crate::cpu::flash_attention::flash_attention;
+    use crate::cpu::flash_backward::{BackwardInputs, Gradients, flash_backward};
+    for (name, ck) in families() {
+        for target in TARGETS {
+            let own = layer_gradients(&ck, &IDS, target, 0).unwrap();
+            let mut job = GradientJob::new(&ck, &IDS, target, 0).unwrap();
+            let empty = || Gradients { dq: vec![], dk: vec![], dv: vec![] };
+            assert!(job.give_attention(empty()).is_err(), "{name}: nothing asked yet");
+            let mut asked = 0;
+            while job.step() {
+                let Some(ask) = job.attention_ask() else { continue };
+                asked += 1;
+                let p = AttentionProblem::new(&ask.q, &ask.k, &ask.v, ask.shape, ask.mask, ask.scale);
+                let forward = flash_attention(&p);
+                let d_o = ask.d_o.clone();
+                let grads = flash_backward(&p, &BackwardInputs { o: &forward.o, lse: &forward.lse, d_o: &d_o });
+                assert!(job.give_attention(empty()).is_err(), "{name}: wrong sizes");
+                job.give_attention(grads).unwrap();
+                assert!(job.attention_ask().is_none(), "{name}: answered");
+            }
+            assert_eq!(asked, 1, "{name}");
+            let given = job.finish().unwrap();
+            let worst = |a: &[f64], b: &[f64]| {
+                let top = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / top.max(1e-30)
+            };
+            for (what, a, b) in [
+                ("dq", &given.dq, &own.dq),
+                ("dk", &given.dk, &own.dk),
+                ("dv", &given.dv, &own.dv),
+                ("dW_Q", &given.w_q.weight, &own.w_q.weight),
+                ("dW_V", &given.w_v.weight, &own.w_v.weight),
+            ] {
+                assert!(worst(a, b) < 1e-5, "{name} {target:?} {what}: {:e} of the largest", worst(a, b));
+            }
+            assert_eq!(given.loss, own.loss);
+        }
+    }
 }

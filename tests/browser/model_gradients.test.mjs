@@ -61,7 +61,9 @@ describe("gradients on the model", () => {
     assert.ok(Math.abs(Number(f.data.backwardLoss) - before) < 1e-4, `${f.data.backwardLoss} vs ${before}`);
     // The harness's Chromium has WebGPU (SwiftShader): the passes ran on it.
     assert.equal(f.data.tier, "gpu");
-    assert.match(await app.page.getByTestId("grad-model-tier").innerText(), /The backward pass ran on the CPU in f64/);
+    const tier = await app.page.getByTestId("grad-model-tier").innerText();
+    assert.match(tier, /The backward pass ran on the CPU in f64/);
+    assert.match(tier, /attention's part by the GPU's FlashAttention-2 backward/);
     // The trained model's 8 heads, a norm per key position each, not all zero.
     assert.deepEqual(f.heads.map((h) => h.head), [0, 1, 2, 3, 4, 5, 6, 7]);
     for (const h of f.heads) assert.equal(h.norms.length, tokens);

@@ -140,7 +140,8 @@ pub fn headline(g: &TextGradients, pieces: &[String]) -> String {
     )
 }
 
-/// Where each part ran: the passes on the engine's tier, the backward on the CPU.
+/// Where each part ran: the passes on the engine's tier, the backward on the CPU but for the chosen
+/// layer's attention, on the GPU where there is one.
 pub fn tier_line(g: &TextGradients, layers: usize) -> String {
     let layer = g.ask.layer;
     let above = match layers.saturating_sub(layer + 1) {
@@ -156,10 +157,15 @@ pub fn tier_line(g: &TextGradients, layers: usize) -> String {
         (false, l) if l > 0 => format!(" from the embeddings (layers 0 to {} run again there)", l - 1),
         _ => " from the embeddings".to_string(),
     };
+    let attention = if g.attention_on_gpu {
+        "attention's part by the GPU's FlashAttention-2 backward (flash_backward.wgsl, each query head with its own \
+         copy of its K/V head, the shares summed on the CPU)"
+    } else {
+        "attention's part by the twin of the GPU's FlashAttention-2 backward"
+    };
     format!(
         "{passes} {tier}. The backward pass ran on the CPU in f64{input}: through the output projection, the final norm{above} \
-         and layer {layer} itself, attention's part by the twin of the GPU's FlashAttention-2 backward. Its loss, \
-         {:.6}, is the pass's to f32's rounding.",
+         and layer {layer} itself, {attention}. Its loss, {:.6}, is the pass's to f32's rounding.",
         g.backward_loss
     )
 }
@@ -274,6 +280,7 @@ mod tests {
             ask: GradAsk { layer: 1, head: 2, target, eta },
             tokens: 4,
             on_gpu: true,
+            attention_on_gpu: true,
             key_norms: vec![
                 vec![KeyNorms { key: 3.0, value: 4.0 }, KeyNorms { key: 0.0, value: 0.0 }],
                 vec![KeyNorms { key: 6.0, value: 8.0 }, KeyNorms { key: 1.0, value: 0.0 }],
@@ -337,11 +344,14 @@ mod tests {
         assert!(tier.starts_with("The forward passes (before and after the step) ran on the GPU."), "{tier}");
         assert!(tier.contains("from layer 1's input as the GPU computed it (layers 0 to 0)"), "{tier}");
         assert!(tier.contains("the final norm, layers 2 to 3 and layer 1 itself"), "{tier}");
-        let cpu = tier_line(&TextGradients { on_gpu: false, ..result(LossTarget::Text, 0.1) }, 2);
+        assert!(tier.contains("layer 1 itself, attention's part by the GPU's FlashAttention-2 backward"), "{tier}");
+        let cpu =
+            tier_line(&TextGradients { on_gpu: false, attention_on_gpu: false, ..result(LossTarget::Text, 0.1) }, 2);
         assert!(
             cpu.contains("ran on the CPU (no WebGPU") && cpu.contains("the final norm and layer 1 itself"),
             "{cpu}"
         );
+        assert!(cpu.contains("attention's part by the twin of the GPU's FlashAttention-2 backward."), "{cpu}");
         assert!(cpu.contains("in f64 from the embeddings (layers 0 to 0 run again there)"), "{cpu}");
         let no_step = tier_line(&result(LossTarget::Text, 0.0), 4);
         assert!(no_step.starts_with("The forward pass ran on the GPU. The backward pass ran on the CPU"), "{no_step}");
