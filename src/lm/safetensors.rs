@@ -185,6 +185,22 @@ impl<'a> Widening<'a> {
 /// A file's tensors as f32 ([`Widening`]'s result): each is handed out once, moved, not copied.
 pub struct Widened(RefCell<WidenedTensors>);
 
+impl Widened {
+    /// The tensors of a checkpoint's shards as one source; a name found in two shards is refused
+    /// (which copy the model should read would be a guess).
+    pub fn join(shards: Vec<Widened>) -> Result<Widened, LmError> {
+        let mut all = WidenedTensors::new();
+        for shard in shards {
+            for (name, tensor) in shard.0.into_inner() {
+                if all.insert(name.clone(), tensor).is_some() {
+                    return Err(LmError(format!("tensor {name} is in two of the weights files")));
+                }
+            }
+        }
+        Ok(Widened(RefCell::new(all)))
+    }
+}
+
 impl TensorSource for Widened {
     fn f32_tensor(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LmError> {
         let mut tensors = self.0.borrow_mut();
@@ -277,6 +293,26 @@ mod tests {
         assert_eq!(widened.f32_tensor("e", &[0]).unwrap(), [0.0; 0]);
         // Handed out once: a second read finds nothing.
         assert!(widened.f32_tensor("a", &[3]).unwrap_err().0.contains("no tensor a"));
+    }
+
+    #[test]
+    fn shards_join_into_one_source_and_a_name_in_two_is_refused() {
+        let widened = |header: &str, data: &[u8]| {
+            let bytes = file(header, data);
+            let mut w = Widening::new(SafeTensors::parse(&bytes).unwrap(), 8).unwrap();
+            while w.step() {}
+            w.finish()
+        };
+        // a: f16 1.0 (0x3C00) in one shard; b: f16 -2.0 (0xC000) in the other.
+        let a = r#"{"a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}}"#;
+        let b = r#"{"b":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}}"#;
+        let joined = Widened::join(vec![widened(a, &[0x00, 0x3C]), widened(b, &[0x00, 0xC0])]).unwrap();
+        assert_eq!(
+            (joined.f32_tensor("a", &[1]).unwrap(), joined.f32_tensor("b", &[1]).unwrap()),
+            (vec![1.0], vec![-2.0])
+        );
+        let twice = Widened::join(vec![widened(a, &[0x00, 0x3C]), widened(a, &[0x00, 0x3C])]).err().unwrap();
+        assert_eq!(twice.0, "tensor a is in two of the weights files");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::lm::LmError;
 use crate::lm::bpe::{BpeError, Tokenizer};
 use crate::lm::bpe_reader::TokenizerReader;
 use crate::lm::checkpoint::Checkpoint;
-use crate::lm::safetensors::{SafeTensors, Widening};
+use crate::lm::safetensors::{SafeTensors, Widened, Widening};
 use crate::model::encoding::encode_model;
 use crate::model::units::format_bytes;
 use crate::state::AppState;
@@ -202,17 +202,19 @@ async fn keep_in_memory(
     let sizes: Vec<u64> = (0..source.shards()).map(|i| source.file_len(i)).collect();
     host_copy(&sizes)?;
     status.try_set(LoadStatus::Working("Keeping a copy of the weights in this page's memory…".into()));
-    let bytes = source
-        .read(0, 0..sizes[0])
-        .await
-        .map_err(|e| not_kept(&format!("its weights file could not be read again: {e}")))?;
     let unread = |e: LmError| not_kept(&format!("its weights could not be read for the CPU: {}", e.0));
-    let file = SafeTensors::parse(&bytes).map_err(unread)?;
-    let mut widening = Widening::new(file, WIDEN_STEP_ELEMENTS).map_err(unread)?;
-    while widening.step() {
-        breathe().await;
+    let mut shards = Vec::with_capacity(sizes.len());
+    for (i, &len) in sizes.iter().enumerate() {
+        let bytes =
+            source.read(i, 0..len).await.map_err(|e| not_kept(&format!("its weights could not be read again: {e}")))?;
+        let mut widening =
+            Widening::new(SafeTensors::parse(&bytes).map_err(unread)?, WIDEN_STEP_ELEMENTS).map_err(unread)?;
+        while widening.step() {
+            breathe().await;
+        }
+        shards.push(widening.finish());
     }
-    Checkpoint::from_widened(config, &widening.finish()).map_err(unread)
+    Checkpoint::from_widened(config, &Widened::join(shards).map_err(unread)?).map_err(unread)
 }
 
 /// The drop zone and file chooser, with what the page checks and how far a load got.
