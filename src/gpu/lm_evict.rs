@@ -13,7 +13,7 @@ use crate::gpu::kept_attention::KeptBuffers;
 use crate::gpu::launch::Dispatch;
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::lm::forward::EvictionRecord;
-use crate::model::kv_evict::{EvictPolicy, evict_layer, kept_list};
+use crate::model::kv_evict::{EvictPolicy, LayerEviction, evict_layer, kept_list};
 
 /// An evicting pass's cache: its policy and size, and the kept list each layer's attention reads
 /// (rewritten before each layer's submission).
@@ -77,15 +77,13 @@ pub async fn run_with_eviction(
     let request = LmRequest { probabilities: true, ..request };
     let prepared = prepare_pass(ctx, kernels, weights, ids, request, Passing::Evicted(policy, keep)).await?;
     let keep = keep.max(1);
-    let mut record = EvictionRecord { policy, keep, kept: Vec::new(), dropped: Vec::new() };
+    let mut record = EvictionRecord::new(policy, keep, weights.layers.len());
     let mut from = 0;
     for (at, step) in prepared.steps.iter().enumerate() {
         if let Step::Evict(layer) = *step {
             prepared.submit_steps(ctx, &prepared.steps[from..at]);
             from = at + 1;
-            let (kept, dropped) = prepared.evict(ctx, weights, layer).await?;
-            record.kept.push(kept);
-            record.dropped.push(dropped);
+            record.push(prepared.evict(ctx, weights, layer).await?);
         }
     }
     prepared.submit_steps(ctx, &prepared.steps[from..]);
@@ -94,13 +92,8 @@ pub async fn run_with_eviction(
 
 impl PreparedLm<'_> {
     /// Layer `layer`'s cache run over the text from its Q and K (`[h, tokens, d]`, read back), its
-    /// kept list written for `kept_attention`; returns the kept sets and the mass they drop.
-    async fn evict(
-        &self,
-        ctx: &GpuContext,
-        weights: &LmWeights,
-        layer: usize,
-    ) -> Result<(Vec<Vec<u32>>, f64), GpuError> {
+    /// kept list written for `kept_attention`; returns the kept sets and what they drop.
+    async fn evict(&self, ctx: &GpuContext, weights: &LmWeights, layer: usize) -> Result<LayerEviction, GpuError> {
         let evicting = self.eviction.as_ref().ok_or_else(|| GpuError::InvalidInput("not an evicting pass".into()))?;
         let g = self.geometry;
         let (t, d) = (self.tokens as usize, g.head_dim as usize);
@@ -112,12 +105,12 @@ impl PreparedLm<'_> {
             scaled_softmax(&q[(head * t + i) * d..][..d], keys.iter().map(|&j| &k[(kv * t + j) * d..][..d]), scale)
         };
         let mask = weights.layers[layer].mask;
-        let (kept, dropped) = evict_layer(evicting.policy, evicting.keep, self.tokens, g.h_q as usize, mask, attend);
-        let list = kept_list(&kept, self.tokens).map_err(GpuError::InvalidInput)?;
+        let evicted = evict_layer(evicting.policy, evicting.keep, self.tokens, g.h_q as usize, mask, attend);
+        let list = kept_list(&evicted.kept, self.tokens).map_err(GpuError::InvalidInput)?;
         if list.len() as u64 * 4 > evicting.list.size() {
             return Err(GpuError::InvalidInput(format!("{} kept entries pass the list's room", list.len())));
         }
         ctx.queue.write_buffer(&evicting.list, 0, bytemuck::cast_slice(&list));
-        Ok((kept, dropped))
+        Ok(evicted)
     }
 }

@@ -5,7 +5,7 @@
 //! full cache's softmax with the same Q and K) is recorded as the mass thrown away.
 
 use super::CpuPass;
-use crate::model::kv_evict::{EvictPolicy, evict_layer};
+use crate::model::kv_evict::{EvictPolicy, LayerEviction, evict_layer};
 
 /// The Rust book's ownership section (chapter 4.1), which the shipped model read in training: the
 /// text the README's eviction table and the GPU-against-CPU eviction test are measured on.
@@ -25,11 +25,23 @@ pub struct EvictionRecord {
     /// Per layer, the full-cache attention mass on dropped keys, averaged over query heads and
     /// queries.
     pub dropped: Vec<f64>,
+    /// Per layer, per query `i`, the full cache's attention over keys `0..=i`, averaged over the
+    /// layer's query heads ([`crate::model::kv_evict::LayerEviction::full`]).
+    pub full: Vec<Vec<Vec<f64>>>,
 }
 
 impl EvictionRecord {
-    pub(super) fn new(policy: EvictPolicy, keep: usize, layers: usize) -> Self {
-        Self { policy, keep: keep.max(1), kept: Vec::with_capacity(layers), dropped: Vec::with_capacity(layers) }
+    pub fn new(policy: EvictPolicy, keep: usize, layers: usize) -> Self {
+        let (kept, dropped, full) =
+            (Vec::with_capacity(layers), Vec::with_capacity(layers), Vec::with_capacity(layers));
+        Self { policy, keep: keep.max(1), kept, dropped, full }
+    }
+
+    /// Adds the next layer's.
+    pub fn push(&mut self, layer: LayerEviction) {
+        self.kept.push(layer.kept);
+        self.dropped.push(layer.dropped);
+        self.full.push(layer.full);
     }
 
     /// The mass thrown away per query, averaged over every layer.
@@ -45,10 +57,8 @@ impl CpuPass<'_> {
         let (t, heads) = (self.ids.len() as u32, self.ck.model.n_q_heads as usize);
         let mask = self.ck.layers[l].mask;
         let attend = |head: usize, i: usize, keys: &[usize]| self.attend_row(head, i, keys);
-        let (kept, dropped) = evict_layer(record.policy, record.keep, t, heads, mask, attend);
-        let record = self.eviction.as_mut().expect("checked above");
-        record.kept.push(kept);
-        record.dropped.push(dropped);
+        let layer = evict_layer(record.policy, record.keep, t, heads, mask, attend);
+        self.eviction.as_mut().expect("checked above").push(layer);
     }
 }
 

@@ -189,10 +189,21 @@ pub fn run_cache(
     kept
 }
 
+/// What one layer's evicting cache did over a text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerEviction {
+    /// Per query, the kept positions it read (ascending).
+    pub kept: Vec<Vec<u32>>,
+    /// The full-cache attention mass on dropped keys, averaged over heads and queries.
+    pub dropped: f64,
+    /// Per query `i`, the attention the full cache would give each key `0..=i` (0 outside the layer's
+    /// mask), averaged over heads: what the kept and dropped keys were worth.
+    pub full: Vec<Vec<f64>>,
+}
+
 /// One layer's cache run over `tokens` queries of `heads` query heads under the layer's own `mask`:
 /// `attend(head, i, keys)` is head `head`'s softmax of query `i` over `keys`. The policy is told each
-/// query's attention over its kept keys summed over heads. Returns each query's kept positions and
-/// the full-cache attention mass on dropped keys, averaged over heads and queries.
+/// query's attention over its kept keys summed over heads.
 pub fn evict_layer(
     policy: EvictPolicy,
     keep: usize,
@@ -200,8 +211,9 @@ pub fn evict_layer(
     heads: usize,
     mask: Mask,
     attend: impl Fn(usize, usize, &[usize]) -> Vec<f64>,
-) -> (Vec<Vec<u32>>, f64) {
+) -> LayerEviction {
     let mut dropped = 0.0;
+    let mut full_rows = vec![Vec::new(); tokens as usize];
     let kept = run_cache(
         policy,
         keep,
@@ -212,6 +224,7 @@ pub fn evict_layer(
             let (lo, hi) = mask.key_range(i, tokens);
             let visible: Vec<usize> = (lo as usize..hi as usize).collect();
             let mut summed = vec![0.0; keys.len()];
+            let mut mean = vec![0.0; hi as usize];
             for head in 0..heads {
                 for (s, w) in summed.iter_mut().zip(attend(head, i as usize, &keys)) {
                     *s += w;
@@ -219,14 +232,16 @@ pub fn evict_layer(
                 let mut full = vec![0.0; hi as usize];
                 for (&j, w) in visible.iter().zip(attend(head, i as usize, &visible)) {
                     full[j] = w;
+                    mean[j] += w / heads as f64;
                 }
                 dropped += dropped_mass(&full, kept);
             }
+            full_rows[i as usize] = mean;
             summed
         },
     );
     let queries = (heads * tokens as usize).max(1);
-    (kept, dropped / queries as f64)
+    LayerEviction { kept, dropped: dropped / queries as f64, full: full_rows }
 }
 
 /// A layer's kept sets as one list for `kept_attention`: `kept.len() + 1` offsets, then every
@@ -430,9 +445,12 @@ mod tests {
         // Two heads, uniform attention, causal, window K = 2 over 3 tokens: query 2 drops key 0,
         // worth 1/3 to each head; averaged over 2 heads x 3 queries: (2 x 1/3) / 6 = 1/9.
         let uniform = |_: usize, _: usize, keys: &[usize]| vec![1.0 / keys.len() as f64; keys.len()];
-        let (kept, dropped) = evict_layer(EvictPolicy::Window, 2, 3, 2, Mask::Causal, uniform);
-        assert_eq!(kept, [vec![0], vec![0, 1], vec![1, 2]]);
-        assert!((dropped - 1.0 / 9.0).abs() < 1e-15, "{dropped}");
+        let layer = evict_layer(EvictPolicy::Window, 2, 3, 2, Mask::Causal, uniform);
+        assert_eq!(layer.kept, [vec![0], vec![0, 1], vec![1, 2]]);
+        assert!((layer.dropped - 1.0 / 9.0).abs() < 1e-15, "{}", layer.dropped);
+        // The full cache's rows, the mean of both heads: 1; 1/2, 1/2; 1/3 each.
+        let third = 1.0 / 3.0;
+        assert_eq!(layer.full, [vec![1.0], vec![0.5, 0.5], vec![third, third, third]]);
     }
 
     #[test]

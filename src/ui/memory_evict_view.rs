@@ -148,7 +148,9 @@ fn KeptGrids(chosen: EvictPolicy, keep: usize, grids: Vec<LayerGrid>) -> impl In
     view! {
         <h3>{format!("Keys {} kept at each step (K = {keep}: {})", chosen.name(), policy_words(chosen, keep))}</h3>
         <p class="legend">"Rows are queries (steps), columns keys: blue kept and read, orange evicted though the \
-            layer's mask lets it through, grey later or outside the layer's own window."</p>
+            layer's mask lets it through, grey later or outside the layer's own window. The deeper a cell's colour, \
+            the more attention the full cache gives that key (the mean of the layer's heads, with the evicting \
+            pass's own queries and keys): deep orange is attention thrown away."</p>
         <div class="evict-grids">{figures}</div>
     }
 }
@@ -168,8 +170,10 @@ fn KeptGrid(g: LayerGrid) -> impl IntoView {
         }
     });
     let last = serde_json::to_string(&g.last_kept).unwrap_or_default();
+    let rows = serde_json::to_string(&g.dropped_rows).unwrap_or_default();
     view! {
-        <figure class="evict-grid" data-testid="evict-grid" data-layer=g.layer data-last-kept=last data-dropped=g.dropped.to_string()>
+        <figure class="evict-grid" data-testid="evict-grid" data-layer=g.layer data-last-kept=last
+            data-dropped=g.dropped.to_string() data-dropped-rows=rows>
             <canvas node_ref=canvas class="evict-canvas"></canvas>
             <figcaption>{format!("layer {}: {:.1} % of the attention thrown away per query", g.layer, g.dropped * 100.0)}</figcaption>
         </figure>

@@ -55,6 +55,16 @@ describe("memory view, eviction", () => {
     const grids = app.page.getByTestId("evict-grid");
     assert.equal(await grids.count(), 4);
     assert.deepEqual(JSON.parse(await grids.first().getAttribute("data-last-kept")), [0, 1, 2, 3, t - 4, t - 3, t - 2, t - 1]);
+    // Each query's attention thrown away (the full cache's, on the keys the grid marks dropped)
+    // averages to the layer's figure, worked out per head where the cache ran; the first 8 queries
+    // drop nothing (K = 8).
+    for (const grid of await grids.all()) {
+      const rows = JSON.parse(await grid.getAttribute("data-dropped-rows"));
+      assert.equal(rows.length, t);
+      assert.deepEqual(rows.slice(0, 8), [0, 0, 0, 0, 0, 0, 0, 0]);
+      const mean = rows.reduce((a, b) => a + b, 0) / t;
+      assert.ok(Math.abs(mean - Number(await grid.getAttribute("data-dropped"))) < 1e-9, `${mean}`);
+    }
     assert.match(await app.page.getByTestId("memory-heading").innerText(), /sliding layers keep only 64 tokens anyway/);
     await app.page.getByTestId("memory-chart").waitFor();
     // The view links to its lesson, whose first step opens it again.

@@ -201,37 +201,62 @@ pub struct LayerGrid {
     pub pixels: Vec<u32>,
     /// The keys the last query read.
     pub last_kept: Vec<u32>,
-    /// The attention mass the full cache would have given the dropped keys, per query.
+    /// The attention mass the full cache would have given the dropped keys, per query, averaged.
     pub dropped: f64,
+    /// The same for each query: the full cache's attention (the mean of the layer's heads) on the
+    /// keys it dropped.
+    pub dropped_rows: Vec<f64>,
 }
 
 /// Every layer's grid of a run, `masks` the layers' own masks (keys outside a window are not
-/// the policy's drops).
+/// the policy's drops), each cell shaded by the attention the full cache gives it.
 pub fn layer_grids(masks: &[Mask], record: &EvictionRecord) -> Vec<LayerGrid> {
     let layers = record.kept.iter().zip(masks).zip(&record.dropped).enumerate();
     layers
         .map(|(layer, ((kept, mask), &dropped))| {
             let tokens = kept.len();
             let cells = kept_grid(kept, |t| mask.key_range(t, tokens as u32).0);
+            let full = record.full.get(layer).map_or(&[][..], Vec::as_slice);
+            let weight = |i: usize, j: usize| full.get(i).and_then(|row| row.get(j)).copied().unwrap_or(0.0);
+            let weights: Vec<f64> =
+                (0..tokens * tokens).map(|c| weight(c / tokens.max(1), c % tokens.max(1))).collect();
+            let dropped_rows = (0..tokens)
+                .map(|i| {
+                    (0..tokens)
+                        .filter(|&j| cells[i * tokens + j] == KeptCell::Dropped)
+                        .map(|j| weight(i, j))
+                        .fold(0.0, |a, w| a + w)
+                })
+                .collect();
             let last_kept = kept.last().cloned().unwrap_or_default();
-            LayerGrid { layer, tokens, pixels: grid_pixels(&cells), last_kept, dropped }
+            LayerGrid { layer, tokens, pixels: grid_pixels(&cells, &weights), last_kept, dropped, dropped_rows }
         })
         .collect()
 }
 
 /// RGBA pixels (little-endian words, as a canvas takes them) of a grid: kept dark blue, dropped
-/// orange, outside light grey.
-pub fn grid_pixels(cells: &[KeptCell]) -> Vec<u32> {
-    let rgba = |r: u32, g: u32, b: u32| r | (g << 8) | (b << 16) | (255 << 24);
+/// orange, each paler the less attention the full cache gives the key (`weights`, per cell: full
+/// colour at 1, a quarter of it at 0, by the square root between, so small weights still show);
+/// outside light grey.
+pub fn grid_pixels(cells: &[KeptCell], weights: &[f64]) -> Vec<u32> {
+    let rgba = |[r, g, b]: [u32; 3]| r | (g << 8) | (b << 16) | (255 << 24);
+    let shaded = |base: [u32; 3], w: f64| {
+        let shade = 0.25 + 0.75 * w.clamp(0.0, 1.0).sqrt();
+        rgba(base.map(|c| (255.0 - f64::from(255 - c) * shade).round() as u32))
+    };
     cells
         .iter()
-        .map(|c| match c {
-            KeptCell::Kept => rgba(0x1d, 0x3d, 0x8f),
-            KeptCell::Dropped => rgba(0xe7, 0x6f, 0x51),
-            KeptCell::Outside => rgba(0xee, 0xee, 0xee),
+        .zip(weights.iter().copied().chain(std::iter::repeat(0.0)))
+        .map(|(c, w)| match c {
+            KeptCell::Kept => shaded(KEPT_RGB, w),
+            KeptCell::Dropped => shaded(DROPPED_RGB, w),
+            KeptCell::Outside => rgba([0xee; 3]),
         })
         .collect()
 }
+
+const KEPT_RGB: [u32; 3] = [0x1d, 0x3d, 0x8f];
+const DROPPED_RGB: [u32; 3] = [0xe7, 0x6f, 0x51];
 
 #[cfg(test)]
 mod tests {
@@ -241,7 +266,7 @@ mod tests {
     fn record(policy: EvictPolicy, keep: usize) -> EvictionRecord {
         // Four layers, three steps, keeping 1, 2, then 2 tokens; 0.125 dropped in each layer.
         let kept = vec![vec![0], vec![0, 1], vec![1, 2]];
-        EvictionRecord { policy, keep, kept: vec![kept; 4], dropped: vec![0.125; 4] }
+        EvictionRecord { policy, keep, kept: vec![kept; 4], dropped: vec![0.125; 4], full: Vec::new() }
     }
 
     #[test]
@@ -294,7 +319,7 @@ mod tests {
         let cells = kept_grid(&kept, |t| t.saturating_sub(1));
         use KeptCell::{Dropped as D, Kept as K, Outside as O};
         assert_eq!(cells, [K, O, O, K, K, O, O, D, K]);
-        assert_eq!(grid_pixels(&[K])[0].to_le_bytes(), [0x1d, 0x3d, 0x8f, 255]);
+        assert_eq!(grid_pixels(&[K], &[1.0])[0].to_le_bytes(), [0x1d, 0x3d, 0x8f, 255]);
     }
 
     #[test]
@@ -315,19 +340,32 @@ mod tests {
         // Three queries; the last one reads keys 0 and 2 (key 1 dropped); the second layer's window
         // of 2 tokens is its own mask.
         let kept = vec![vec![0], vec![0, 1], vec![0, 2]];
+        // The full cache's attention: row 2 gives keys 0, 1, 2 a quarter, a quarter and a half.
+        let full = vec![vec![1.0], vec![0.5, 0.5], vec![0.25, 0.25, 0.5]];
         let record = EvictionRecord {
             policy: EvictPolicy::Window,
             keep: 2,
             kept: vec![kept.clone(), kept],
-            dropped: vec![0.25, 0.5],
+            dropped: vec![0.25 / 3.0, 0.0],
+            full: vec![full.clone(), full],
         };
         let grids = layer_grids(&[Mask::Causal, Mask::Sliding { window_tokens: 2 }], &record);
         assert_eq!(grids.len(), 2);
-        assert_eq!((grids[0].tokens, grids[0].last_kept.clone(), grids[1].dropped), (3, vec![0, 2], 0.5));
-        let px = |c| grid_pixels(&[c])[0];
-        // Row 2 of layer 0: kept, dropped, kept; row 0 sees no later key.
-        assert_eq!(grids[0].pixels[6..9], [px(KeptCell::Kept), px(KeptCell::Dropped), px(KeptCell::Kept)]);
-        assert_eq!(grids[0].pixels[2], px(KeptCell::Outside));
+        assert_eq!((grids[0].tokens, grids[0].last_kept.clone(), grids[1].dropped), (3, vec![0, 2], 0.0));
+        // Row 2 dropped key 1, worth 0.25, in both layers (key 1 is inside layer 1's window of 2).
+        let rows = vec![0.0, 0.0, 0.25];
+        assert_eq!((grids[0].dropped_rows.clone(), grids[1].dropped_rows.clone()), (rows.clone(), rows));
+        let px = |c, w| grid_pixels(&[c], &[w])[0];
+        // Row 2 of layer 0: kept, dropped, kept, each at its weight; row 0 sees no later key.
+        let row = [px(KeptCell::Kept, 0.25), px(KeptCell::Dropped, 0.25), px(KeptCell::Kept, 0.5)];
+        assert_eq!(grids[0].pixels[6..9], row);
+        assert_eq!(grids[0].pixels[2], px(KeptCell::Outside, 0.0));
+        // Weight 1: the full colour; 0.25: shade 0.25 + 0.75 x 0.5 = 0.625, so red 0x1d = 29 becomes
+        // 255 - 226 x 0.625 = 113.75 -> 114, green 61 -> 133.75 -> 134, blue 143 -> 185; 0: a quarter.
+        assert_eq!(px(KeptCell::Kept, 1.0), 0x1d | (0x3d << 8) | (0x8f << 16) | (255 << 24));
+        assert_eq!(px(KeptCell::Kept, 0.25), 114 | (134 << 8) | (185 << 16) | (255 << 24));
+        // Dropped red 0xe7 = 231 at weight 0: 255 - 24 x 0.25 = 249.
+        assert_eq!(px(KeptCell::Dropped, 0.0) & 0xff, 249);
     }
 
     #[test]
