@@ -586,3 +586,35 @@ async fn kv_quant_rounds_every_scheme_as_its_twin_on_browser_webgpu() {
         }
     }
 }
+
+/// The backward kernel against finite differences of the forward kernel, on SwiftShader: the slope of
+/// Σ dO ∘ O along a random direction of (Q, K, V), two forward launches at ±1e-2, against ⟨dQ, U_Q⟩ +
+/// ⟨dK, U_K⟩ + ⟨dV, U_V⟩ (lavapipe's twin of this test: tests/gpu_backward.rs).
+#[wasm_bindgen_test]
+async fn the_backward_is_the_slope_of_the_forward_on_browser_webgpu() {
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    for (n, mask) in [Mask::Causal, Mask::Sliding { window_tokens: 5 }].into_iter().enumerate() {
+        let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 23, n_kv: 23, d: 64 };
+        let seed = 70 + 10 * n as u64;
+        let [q, k, v, d_o, uq, uk, uv] = [0, 1, 2, 3, 4, 5, 6].map(|i| {
+            let len = if i == 1 || i == 2 || i == 5 || i == 6 { shape.kv_len() } else { shape.q_len() };
+            random(len, seed + i, 1.0)
+        });
+        let scale = 0.125;
+        let p = AttentionProblem::new(&q, &k, &v, shape, mask, scale);
+        let grads = kernels.backward(&ctx).gradients(&ctx, &kernels.flash, &p, &d_o).await.expect("backward").grads;
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
+        let slope = dot(&grads.dq, &uq) + dot(&grads.dk, &uk) + dot(&grads.dv, &uv);
+        let mut losses = [0.0; 2];
+        for (at, sign) in [1.0f32, -1.0].into_iter().enumerate() {
+            let moved = |x: &[f32], u: &[f32]| x.iter().zip(u).map(|(a, b)| a + sign * 1e-2 * b).collect::<Vec<f32>>();
+            let (q, k, v) = (moved(&q, &uq), moved(&k, &uk), moved(&v, &uv));
+            let p = AttentionProblem::new(&q, &k, &v, shape, mask, scale);
+            losses[at] = dot(&kernels.forward(&ctx, &p).await.expect("forward").o, &d_o);
+        }
+        let numeric = (losses[0] - losses[1]) / 2e-2;
+        let error = (numeric - slope).abs() / slope.abs().max(1e-3);
+        assert!(error < 1e-3, "{mask:?}: backward {slope} vs the forward's slope {numeric} ({error:e})");
+    }
+}

@@ -31,8 +31,9 @@ pub struct GradCheck {
     /// The query heads of the group, in order.
     pub heads: Vec<u32>,
     pub tensors: Vec<TensorCheck>,
-    /// The largest relative difference between the group's dK (and dV) and the sum over its query
-    /// heads of each head's own, computed alone by the twin.
+    /// The largest relative difference between the engine's dK (and dV) of the group (the kernel's
+    /// on the GPU, which adds the query heads' shares inside it) and the sum over its query heads of
+    /// each head's own, computed alone by the twin.
     pub group_sum_error: f64,
     /// The tokens checked: the first ones of the text (queries, keys), within [`CHECK_MAX_MULTIPLY_ADDS`].
     pub tokens: (u32, u32),
@@ -93,7 +94,8 @@ pub async fn gradient_check(engine: &Engine, req: &Request, head: u32) -> Result
         })
         .to_vec();
     breathe().await;
-    let group_sum_error = group_sum_error(&problem, &d_o, &twin);
+    // The engine's group gradient (the kernel's, summed inside it) against the heads' own, added up.
+    let group_sum_error = group_sum_error(&problem, &d_o, &got.grads);
     let on_gpu = engine.is_gpu() && backward_takes_head_dim(d);
     Ok(GradCheck { kv_head, heads, tensors, group_sum_error, tokens: (n_q, n_kv), on_gpu })
 }

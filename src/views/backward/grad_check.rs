@@ -49,7 +49,7 @@ pub fn grad_heading(c: &GradCheck) -> String {
 pub fn group_sum_line(c: &GradCheck) -> String {
     format!(
         "KV head {} is read by {} query heads, so its dK and dV are the sums of what each sends back: computed \
-         head by head and added, they differ from the group's by {:.1e} (relative).",
+         head by head and added, they differ from the engine's group gradient by {:.1e} (relative).",
         c.kv_head,
         c.heads.len(),
         c.group_sum_error
