@@ -54,19 +54,7 @@ impl LoadedLm {
         keep: usize,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<(ComparedPass, EvictionRecord), String> {
-        if let Some((ctx, kernels)) = engine.gpu() {
-            let weights = self.gpu_weights(engine)?;
-            let request =
-                LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
-            let out = lm_forward::run_with_eviction(ctx, kernels, &weights, ids, request, policy, keep).await;
-            resumed();
-            let (out, record) = out.map_err(|e| e.to_string())?;
-            let pass = ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true };
-            return Ok((pass, record));
-        }
-        let pass = CpuPass::new(self.cpu_weights()?, ids, ids.len()).map_err(|e| e.0)?.with_eviction(policy, keep);
-        let (out, record) = run_on_cpu(pass, keep_going).await?;
-        Ok((out, record.ok_or("the pass kept no record of its cache")?))
+        engine.run(&EvictingPass { lm: self, engine, ids, policy, keep, keep_going }).await
     }
 
     /// Each layer's mask, as its weights say (`None` where the weights live only on the GPU).
@@ -104,6 +92,41 @@ impl Job for KvSchemePass<'_> {
     async fn on_cpu(&self, _: bool) -> Result<ComparedPass, String> {
         let pass = CpuPass::new(self.lm.cpu_weights()?, self.ids, self.ids.len()).map_err(|e| e.0)?;
         Ok(run_on_cpu(pass.with_kv_scheme(self.scheme), self.keep_going).await?.0)
+    }
+}
+
+/// The pass decoded through an evicting cache, as a job of the engine: `gpu::lm_forward`'s evicting
+/// pass (a read-back of each layer's Q and K between layers), the CPU pass without a GPU.
+struct EvictingPass<'a> {
+    lm: &'a LoadedLm,
+    engine: &'a Rc<Engine>,
+    ids: &'a [u32],
+    policy: EvictPolicy,
+    keep: usize,
+    keep_going: &'a dyn Fn() -> bool,
+}
+
+impl Job for EvictingPass<'_> {
+    type Output = (ComparedPass, EvictionRecord);
+
+    fn fits_gpu(&self) -> bool {
+        true
+    }
+
+    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Self::Output, String> {
+        let weights = self.lm.gpu_weights(self.engine)?;
+        let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
+        let out =
+            lm_forward::run_with_eviction(ctx, kernels, &weights, self.ids, request, self.policy, self.keep).await;
+        resumed();
+        let (out, record) = out.map_err(|e| e.to_string())?;
+        Ok((ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true }, record))
+    }
+
+    async fn on_cpu(&self, _: bool) -> Result<Self::Output, String> {
+        let pass = CpuPass::new(self.lm.cpu_weights()?, self.ids, self.ids.len()).map_err(|e| e.0)?;
+        let (out, record) = run_on_cpu(pass.with_eviction(self.policy, self.keep), self.keep_going).await?;
+        Ok((out, record.ok_or("the pass kept no record of its cache")?))
     }
 }
 
