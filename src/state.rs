@@ -287,7 +287,7 @@ mod tests {
     use crate::views::lesson::params::LessonParams;
     use crate::views::link::encode_component;
     use crate::views::memory::{MemoryParams, Tech};
-    use crate::views::mla::{MlaParams, Rotation};
+    use crate::views::mla::{KeyRotation, MlaParams};
     use crate::views::model_choice::ModelChoice;
 
     #[test]
@@ -356,7 +356,7 @@ mod tests {
                 eta: "0.05".parse().unwrap(),
             },
             memory: MemoryParams { tech: Some(Tech::Evict), group: 64, recent: 0, scheme: 8, keep: 16, policy: 3 },
-            mla: MlaParams { tokens: 200, qheads: 3, mhead: 2, rot: Rotation::Whole },
+            mla: MlaParams { tokens: 200, qheads: 3, mhead: 2, rot: KeyRotation::Whole },
         };
         let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings };
         let query = state.to_query();

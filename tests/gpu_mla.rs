@@ -5,7 +5,7 @@
 use attention_lab::engine::Engine;
 use attention_lab::gpu::{GpuContext, Kernels};
 use attention_lab::model::Mla;
-use attention_lab::views::mla::Rotation;
+use attention_lab::views::mla::KeyRotation;
 use attention_lab::views::mla::compute::run;
 use attention_lab::views::mla::inputs::MlaInputs;
 use attention_lab::views::mla::reference::{self, max_abs_diff};
@@ -25,11 +25,11 @@ fn gpu_engine() -> Option<Engine> {
 fn both_forms_on_the_gpu_match_the_f64_reference_and_each_other() {
     let Some(engine) = gpu_engine() else { return };
     let x = MlaInputs::seeded(MlaSizes::of(128, Mla::DEEPSEEK, 10_000.0), 40, 3, 11);
-    let decoupled = pollster::block_on(run(&engine, &x, Rotation::Decoupled, 1)).expect("decoupled");
+    let decoupled = pollster::block_on(run(&engine, &x, KeyRotation::Decoupled, 1)).expect("decoupled");
     assert!(decoupled.on_gpu);
     let n = x.n;
     for h in 0..x.heads {
-        let (e, a) = (reference::expanded(&x, h, Rotation::Decoupled), reference::absorbed(&x, h));
+        let (e, a) = (reference::expanded(&x, h, KeyRotation::Decoupled), reference::absorbed(&x, h));
         let probs = |p: &[f32]| max_abs_diff(&p[h * n * n..][..n * n], &e.probs);
         assert!(probs(&decoupled.expanded.probs) < 1e-5, "head {h} expanded");
         assert!(max_abs_diff(&decoupled.absorbed.probs[h * n * n..][..n * n], &a.probs) < 1e-5, "head {h} absorbed");
@@ -38,7 +38,7 @@ fn both_forms_on_the_gpu_match_the_f64_reference_and_each_other() {
         assert!(outs(&decoupled.absorbed.out, &a.out) < 1e-4, "head {h} absorbed out");
     }
     assert!(decoupled.max_prob_diff < 1e-5, "{}", decoupled.max_prob_diff);
-    let whole = pollster::block_on(run(&engine, &x, Rotation::Whole, 1)).expect("whole");
+    let whole = pollster::block_on(run(&engine, &x, KeyRotation::Whole, 1)).expect("whole");
     assert!(whole.max_prob_diff > 0.01 && whole.reference_prob_error < 1e-5, "{whole:?}");
     eprintln!(
         "{}: decoupled max |dp| = {:.3e}, max |do| = {:.3e}, vs f64 {:.3e}; whole-key max |dp| = {:.4}",

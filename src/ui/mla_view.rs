@@ -15,7 +15,7 @@ use crate::views::mla::compute::{MlaRun, run};
 use crate::views::mla::maps::{head_map, planned_inputs};
 use crate::views::mla::panel::{SYNTHETIC_NOTE, cost_caption, cost_rows, layer_line, tier_text, verdict};
 use crate::views::mla::setup::setup;
-use crate::views::mla::{MAX_QHEADS, MAX_TOKENS, Rotation};
+use crate::views::mla::{KeyRotation, MAX_QHEADS, MAX_TOKENS};
 
 #[component]
 pub fn MlaView(state: RwSignal<AppState>, engine: EngineSignal) -> impl IntoView {
@@ -132,7 +132,7 @@ fn MlaControls(state: RwSignal<AppState>) -> impl IntoView {
             </label>
             <label>"RoPE"
                 <select data-testid="mla-rot" on:change=move |ev| write("rot", ev)>
-                    {Rotation::ALL.into_iter().map(|r| view! {
+                    {KeyRotation::ALL.into_iter().map(|r| view! {
                         <option value=r.id() selected=move || state.with(|s| s.mla.rot == r)>{r.label()}</option>
                     }).collect_view()}
                 </select>

@@ -15,7 +15,7 @@ use std::str::FromStr;
 use super::attention_input::AttentionInput;
 use super::link::{Accepted, LinkParams, Notice, notice_of, unknown_key_notice};
 use super::model_choice::{ModelChoice, default_layer};
-pub use super::view_class::ViewClass;
+pub use super::view_class::{NumbersSource, StepShows, ViewClass};
 use crate::model::Model;
 
 /// The order in which a link's keys are written (what links written so far look like): new keys go
@@ -53,6 +53,11 @@ macro_rules! registry {
 
             pub fn title(self) -> &'static str {
                 match self { $(View::$variant => <$class as ViewClass>::TITLE),+ }
+            }
+
+            /// Where a lesson step's numbers come from when it shows this view.
+            pub fn numbers_source(self, step: &StepShows) -> NumbersSource {
+                match self { $(View::$variant => <$class as ViewClass>::numbers_source(step)),+ }
             }
         }
 
@@ -114,9 +119,9 @@ registry! {
     Compare => compare: super::compare::Compare,
     Lesson => lesson: super::lesson::params::Lessons,
     Bench => bench: super::bench::Bench,
-    Backward => backward: super::backward::Backward,
+    Backward => backward: super::backward::BackwardView,
     Memory => memory: super::memory::Memory,
-    Mla => mla: super::mla::Mla,
+    Mla => mla: super::mla::MlaView,
 }
 
 fn set_in<P: LinkParams>(params: &mut P, key: &str, value: &str) -> Option<Result<Accepted, String>> {

@@ -106,6 +106,18 @@ describe("gradients on the model", () => {
     const one = await figures(app);
     assert.deepEqual(one.targets.map((t) => t.position), [3]);
     assert.ok(Math.abs(-Math.log(one.targets[0].before) - Number(one.data.lossBefore)) < 1e-9);
+    // The step size is a field too: 0 takes no step; the link keeps it and reopens the same panel.
+    await app.page.getByTestId("grad-eta").fill("0");
+    await app.page.getByTestId("grad-eta").press("Enter");
+    await app.waitForParam("eta", "0");
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="grad-model"]')?.dataset.lossAfter === "",
+      null, { timeout: 120_000 });
+    const none = await figures(app);
+    assert.equal(none.data.lossBefore, one.data.lossBefore);
+    assert.match(await app.page.getByTestId("grad-model-step").innerText(), /η = 0: no step taken/);
+    const again = await AppPage.open(session, await app.query());
+    assert.deepEqual(await figures(again), none);
+    await again.close();
     app.assertNoConsoleErrors();
     await app.close();
   });

@@ -24,12 +24,17 @@ use crate::views::link::{Accepted, LinkParams, echo, parse_bounded};
 use crate::views::view_class::ViewClass;
 
 /// The backward view in the view registry.
-pub struct Backward;
+pub struct BackwardView;
 
-impl ViewClass for Backward {
+impl ViewClass for BackwardView {
     const ID: &'static str = "backward";
     const TITLE: &'static str = "Backward";
     type Params = BackwardParams;
+
+    /// The trained model's gradients, or seeded weights over a layout.
+    fn numbers_source(step: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        crate::views::view_class::NumbersSource::trained_or_seeded(step)
+    }
 }
 
 /// Largest query row a link may name (the explorer's longest exact input is shorter).

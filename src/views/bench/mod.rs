@@ -24,6 +24,11 @@ impl crate::views::view_class::ViewClass for Bench {
     const ID: &'static str = "bench";
     const TITLE: &'static str = "Benchmark";
     type Params = BenchParams;
+
+    /// Timings of kernels over seeded inputs.
+    fn numbers_source(_: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        crate::views::view_class::NumbersSource::Seeded
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

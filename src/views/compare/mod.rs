@@ -24,6 +24,12 @@ impl crate::views::view_class::ViewClass for Compare {
     const ID: &'static str = "compare";
     const TITLE: &'static str = "Compare variants";
     type Params = CompareParams;
+
+    /// Layouts' arithmetic, but for the trained variants' table (runs of the training crate).
+    fn numbers_source(step: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        use crate::views::view_class::NumbersSource;
+        if step.highlights("trained-variants") { NumbersSource::Trained } else { NumbersSource::Arithmetic }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -163,6 +163,11 @@ impl crate::views::view_class::ViewClass for Heatmaps {
     const ID: &'static str = "heatmaps";
     const TITLE: &'static str = "Heatmaps";
     type Params = ExplorerParams;
+
+    /// The trained model's heads, or seeded weights over a layout.
+    fn numbers_source(step: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        crate::views::view_class::NumbersSource::trained_or_seeded(step)
+    }
 }
 
 /// The explorer's part of the app state.

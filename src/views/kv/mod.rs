@@ -23,6 +23,11 @@ impl crate::views::view_class::ViewClass for Kv {
     const ID: &'static str = "kv";
     const TITLE: &'static str = "KV cache";
     type Params = KvParams;
+
+    /// Bytes of layouts: no weights.
+    fn numbers_source(_: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        crate::views::view_class::NumbersSource::Arithmetic
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

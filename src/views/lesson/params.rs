@@ -13,6 +13,10 @@ impl crate::views::view_class::ViewClass for Lessons {
     const ID: &'static str = "lesson";
     const TITLE: &'static str = "Lessons";
     type Params = LessonParams;
+
+    fn numbers_source(_: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        crate::views::view_class::NumbersSource::Arithmetic
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

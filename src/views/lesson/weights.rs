@@ -1,59 +1,21 @@
 //! What a lesson's numbers come from, for the course index: the weights of the model trained here,
-//! seeded synthetic weights and inputs, or a layout's arithmetic alone. Readers should know which
-//! heads are real before they read meaning into them.
+//! seeded synthetic weights and inputs, or a layout's arithmetic alone, as each view's `ViewClass`
+//! says. Readers should know which heads are real before they read meaning into them.
 
 use super::walk::step_state;
 use super::{Lesson, Step};
-use crate::views::registry::View;
+use crate::views::registry::{NumbersSource, StepShows, View};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Source {
-    /// The model this project trained, or runs of its training crate.
-    Trained,
-    /// Weights, tokens or inputs drawn from a seed, labelled synthetic in the view.
-    Seeded,
-    /// Counts from a model's layout: bytes, FLOPs, parameters. No weights at all.
-    Arithmetic,
-}
-
-impl Source {
-    /// The index's `data-sources` word.
-    pub fn id(self) -> &'static str {
-        match self {
-            Source::Trained => "trained",
-            Source::Seeded => "seeded",
-            Source::Arithmetic => "arithmetic",
-        }
-    }
-
-    /// What the index says.
-    pub fn label(self) -> &'static str {
-        match self {
-            Source::Trained => "real weights (trained here)",
-            Source::Seeded => "synthetic weights or inputs",
-            Source::Arithmetic => "arithmetic only",
-        }
-    }
-}
-
-/// Where one step's numbers come from. A match on the view, so a new view must say.
-pub fn step_source(step: &Step) -> Source {
+/// Where one step's numbers come from: the view it shows says, from the step's model and highlight.
+pub fn step_source(step: &Step) -> NumbersSource {
     let trained = step_state(step).0.model.is_trained();
-    let highlights = |name: &str| step.highlight.as_deref().is_some_and(|h| h.contains(name));
-    let Some(view) = View::ALL.iter().copied().find(|v| v.id() == step.view) else { return Source::Arithmetic };
-    match view {
-        // The memory view always runs the trained model over the text.
-        View::Memory => Source::Trained,
-        View::Heatmaps | View::Backward if trained => Source::Trained,
-        View::Heatmaps | View::Backward | View::Mla | View::Bench => Source::Seeded,
-        View::Compare if highlights("trained-variants") => Source::Trained,
-        View::Compare | View::Kv | View::Lesson => Source::Arithmetic,
-    }
+    let shows = StepShows { trained, highlight: step.highlight.as_deref() };
+    View::ALL.iter().find(|v| v.id() == step.view).map_or(NumbersSource::Arithmetic, |v| v.numbers_source(&shows))
 }
 
 /// Every source a lesson's steps use, real weights first.
-pub fn lesson_sources(lesson: &Lesson) -> Vec<Source> {
-    let mut sources: Vec<Source> = lesson.steps.iter().map(step_source).collect();
+pub fn lesson_sources(lesson: &Lesson) -> Vec<NumbersSource> {
+    let mut sources: Vec<NumbersSource> = lesson.steps.iter().map(step_source).collect();
     sources.sort();
     sources.dedup();
     sources
@@ -65,7 +27,7 @@ mod tests {
     use crate::views::lesson::lesson;
 
     fn sources(id: &str) -> Vec<&'static str> {
-        lesson_sources(lesson(id).unwrap_or_else(|| panic!("{id}"))).into_iter().map(Source::id).collect()
+        lesson_sources(lesson(id).unwrap_or_else(|| panic!("{id}"))).into_iter().map(NumbersSource::id).collect()
     }
 
     #[test]
@@ -88,6 +50,6 @@ mod tests {
     fn an_unknown_view_claims_no_weights() {
         let mut step = lesson("gqa").unwrap().steps[0].clone();
         step.view = "nowhere".into();
-        assert_eq!(step_source(&step), Source::Arithmetic);
+        assert_eq!(step_source(&step), NumbersSource::Arithmetic);
     }
 }

@@ -27,6 +27,11 @@ impl ViewClass for Memory {
     const ID: &'static str = "memory";
     const TITLE: &'static str = "Memory";
     type Params = MemoryParams;
+
+    /// The memory view always runs the trained model over the text.
+    fn numbers_source(_: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        crate::views::view_class::NumbersSource::Trained
+    }
 }
 
 /// Most recent tokens KIVI may keep in full precision (the trained model reads 128).

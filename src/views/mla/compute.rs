@@ -4,7 +4,7 @@
 //! the CPU tier. RoPE turns rows on the host, in f64. The drawn head is checked against the f64
 //! reference of both forms ([`super::reference`]).
 
-use super::Rotation;
+use super::KeyRotation;
 use super::inputs::{MlaInputs, rotate_f32};
 use super::reference::{self, max_abs_diff};
 use crate::attention::{AttentionProblem, AttentionShape};
@@ -28,7 +28,7 @@ pub struct MlaRun {
     pub heads: usize,
     /// Whether the GPU's kernels computed (else their CPU twins).
     pub on_gpu: bool,
-    pub rot: Rotation,
+    pub rot: KeyRotation,
     pub expanded: FormOut,
     pub absorbed: FormOut,
     /// Largest |p_expanded − p_absorbed| over every head, query and key.
@@ -117,13 +117,13 @@ async fn attend(
 
 /// The expanded form: decompress every head's K_nope and V with one projection each, append the
 /// shared RoPE key, attend head by head.
-async fn expanded(engine: &Engine, x: &MlaInputs, rot: Rotation) -> Result<FormOut, String> {
+async fn expanded(engine: &Engine, x: &MlaInputs, rot: KeyRotation) -> Result<FormOut, String> {
     let s = x.sizes;
     let (n, heads) = (x.n, x.heads);
     let (r, dr, dn, dv) = (s.latent as usize, s.rope as usize, s.nope as usize, s.value as usize);
     let k_nope = heads_first(&engine.project(&x.latent, &x.w_uk, r).await?, n, heads, dn);
     let v = heads_first(&engine.project(&x.latent, &x.w_uv, r).await?, n, heads, dv);
-    let whole = rot == Rotation::Whole;
+    let whole = rot == KeyRotation::Whole;
     let k_nope = rotated(&k_nope, dn, n, whole, s.theta);
     let q_nope = rotated(&x.q_nope, dn, n, whole, s.theta);
     let k_rope = rotated(&x.k_rope, dr, n, true, s.theta);
@@ -173,7 +173,7 @@ async fn absorbed(engine: &Engine, x: &MlaInputs) -> Result<FormOut, String> {
 }
 
 /// Both forms on `engine`, compared with each other and, for `head`, with the f64 reference.
-pub async fn run(engine: &Engine, x: &MlaInputs, rot: Rotation, head: usize) -> Result<MlaRun, String> {
+pub async fn run(engine: &Engine, x: &MlaInputs, rot: KeyRotation, head: usize) -> Result<MlaRun, String> {
     let head = head.min(x.heads.saturating_sub(1));
     let e = expanded(engine, x, rot).await?;
     breathe().await;
@@ -215,7 +215,7 @@ mod tests {
     fn the_cpu_tier_computes_both_forms_alike_and_matches_the_reference() {
         let engine = Engine::Cpu { reason: "a test".into() };
         let x = small(3);
-        let run = pollster::block_on(run(&engine, &x, Rotation::Decoupled, 2)).unwrap();
+        let run = pollster::block_on(run(&engine, &x, KeyRotation::Decoupled, 2)).unwrap();
         assert!(!run.on_gpu);
         assert_eq!((run.expanded.probs.len(), run.absorbed.out.len()), (3 * 49, 3 * 7 * 5));
         assert!(run.max_prob_diff < 1e-5 && run.max_out_diff < 1e-5, "{run:?}");
@@ -226,7 +226,7 @@ mod tests {
         }
         // Each head's expanded result is the reference's, head by head (not only the drawn one).
         for h in 0..3 {
-            let r = reference::expanded(&x, h, Rotation::Decoupled);
+            let r = reference::expanded(&x, h, KeyRotation::Decoupled);
             assert!(max_abs_diff(&run.expanded.probs[h * 49..][..49], &r.probs) < 1e-5, "head {h}");
         }
     }
@@ -234,7 +234,7 @@ mod tests {
     #[test]
     fn rotating_the_whole_key_separates_the_forms_on_the_engine_too() {
         let engine = Engine::Cpu { reason: "a test".into() };
-        let run = pollster::block_on(run(&engine, &small(2), Rotation::Whole, 9)).unwrap();
+        let run = pollster::block_on(run(&engine, &small(2), KeyRotation::Whole, 9)).unwrap();
         assert_eq!(run.head, 1);
         assert!(run.max_prob_diff > 0.01, "{}", run.max_prob_diff);
         // The engine still follows the reference of each form: the forms differ, not the arithmetic.

@@ -27,12 +27,17 @@ use crate::views::link::{Accepted, LinkParams, Notice, parse_bounded};
 use crate::views::view_class::ViewClass;
 
 /// The MLA view in the view registry.
-pub struct Mla;
+pub struct MlaView;
 
-impl ViewClass for Mla {
+impl ViewClass for MlaView {
     const ID: &'static str = "mla";
     const TITLE: &'static str = "MLA both ways";
     type Params = MlaParams;
+
+    /// A seeded MLA layer (no trained MLA weights ship).
+    fn numbers_source(_: &crate::views::view_class::StepShows) -> crate::views::view_class::NumbersSource {
+        crate::views::view_class::NumbersSource::Seeded
+    }
 }
 
 /// Longest sequence the view computes: n² pairs of 576-wide heads stay small on any tier.
@@ -44,7 +49,7 @@ const MAX_WRITTEN: u32 = 1_000_000;
 
 /// Which part of the key RoPE turns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Rotation {
+pub enum KeyRotation {
     /// DeepSeek's: only the shared RoPE key (and the query's RoPE part) turn; the latent's keys do not.
     #[default]
     Decoupled,
@@ -52,28 +57,28 @@ pub enum Rotation {
     Whole,
 }
 
-impl Rotation {
-    pub const ALL: [Rotation; 2] = [Rotation::Decoupled, Rotation::Whole];
+impl KeyRotation {
+    pub const ALL: [KeyRotation; 2] = [KeyRotation::Decoupled, KeyRotation::Whole];
 
     pub fn id(self) -> &'static str {
         match self {
-            Rotation::Decoupled => "decoupled",
-            Rotation::Whole => "whole",
+            KeyRotation::Decoupled => "decoupled",
+            KeyRotation::Whole => "whole",
         }
     }
 
     pub fn label(self) -> &'static str {
         match self {
-            Rotation::Decoupled => "decoupled RoPE key (DeepSeek's)",
-            Rotation::Whole => "whole key rotated (breaks the fold)",
+            KeyRotation::Decoupled => "decoupled RoPE key (DeepSeek's)",
+            KeyRotation::Whole => "whole key rotated (breaks the fold)",
         }
     }
 }
 
-impl std::str::FromStr for Rotation {
+impl std::str::FromStr for KeyRotation {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Rotation::ALL
+        KeyRotation::ALL
             .into_iter()
             .find(|r| r.id() == s)
             .ok_or_else(|| format!("\"{s}\" is not a rotation (decoupled or whole)"))
@@ -90,12 +95,12 @@ pub struct MlaParams {
     /// URL `mhead`: the head whose two heatmaps are drawn.
     pub mhead: u32,
     /// URL `rot`.
-    pub rot: Rotation,
+    pub rot: KeyRotation,
 }
 
 impl Default for MlaParams {
     fn default() -> Self {
-        Self { tokens: 32, qheads: 4, mhead: 0, rot: Rotation::Decoupled }
+        Self { tokens: 32, qheads: 4, mhead: 0, rot: KeyRotation::Decoupled }
     }
 }
 
@@ -169,7 +174,7 @@ mod tests {
 
     #[test]
     fn every_parameter_round_trips_and_bad_values_are_refused() {
-        let params = MlaParams { tokens: 200, qheads: 2, mhead: 1, rot: Rotation::Whole };
+        let params = MlaParams { tokens: 200, qheads: 2, mhead: 1, rot: KeyRotation::Whole };
         assert_eq!(round_trip(&params), params);
         assert!(MlaParams::default().pairs().is_empty());
         let mut p = MlaParams::default();

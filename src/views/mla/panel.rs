@@ -3,7 +3,7 @@
 
 use super::cost::{Form, Phase, cost};
 use super::setup::{MlaSetup, MlaSizes};
-use super::{MlaParams, Rotation};
+use super::{KeyRotation, MlaParams};
 use crate::model::units::{format_bytes, format_thousands};
 use crate::views::registry::Settings;
 
@@ -55,17 +55,17 @@ pub fn tier_text(on_gpu: bool, engine: &str, sizes: &MlaSizes) -> String {
 }
 
 /// What the largest difference between the forms means.
-pub fn verdict(rot: Rotation, max_prob_diff: f64, rope_width: u32) -> String {
+pub fn verdict(rot: KeyRotation, max_prob_diff: f64, rope_width: u32) -> String {
     let at_rounding = max_prob_diff < ROUNDING_LEVEL;
     match (rot, at_rounding) {
-        (Rotation::Decoupled, true) => format!(
+        (KeyRotation::Decoupled, true) => format!(
             "The forms agree to rounding (below {ROUNDING_LEVEL:.0e}): q·(W_UK c) = (W_UKᵀ q)·c, so folding W_UK into \
              the query changes where the product is taken, not what it is."
         ),
-        (Rotation::Decoupled, false) => {
+        (KeyRotation::Decoupled, false) => {
             "The forms differ by more than rounding: this should not happen, and is a bug.".into()
         }
-        (Rotation::Whole, _) => format!(
+        (KeyRotation::Whole, _) => format!(
             "With the whole key rotated the forms differ by {max_prob_diff:.3} in probability: the expanded score is \
              (R_i q)·(R_j W_UK c) = q·R_(j−i) W_UK c, and the rotation between q and W_UK changes with every key, so \
              no one folded query serves them all. The absorbed form can only leave the latent unrotated. MLA's \
@@ -145,9 +145,9 @@ mod tests {
 
     #[test]
     fn the_verdicts() {
-        assert!(verdict(Rotation::Decoupled, 3e-8, 64).starts_with("The forms agree"));
-        assert!(verdict(Rotation::Decoupled, 0.2, 64).contains("bug"));
-        assert!(verdict(Rotation::Whole, 0.25, 64).contains("differ by 0.250"));
+        assert!(verdict(KeyRotation::Decoupled, 3e-8, 64).starts_with("The forms agree"));
+        assert!(verdict(KeyRotation::Decoupled, 0.2, 64).contains("bug"));
+        assert!(verdict(KeyRotation::Whole, 0.25, 64).contains("differ by 0.250"));
         let (settings, _) = Settings::from_query("model=deepseek-v3&tokens=10&qheads=2");
         let line = layer_line(&setup(&settings), &settings.mla);
         assert!(

@@ -1,7 +1,7 @@
 //! The f64 reference of both forms, written as the formulas read, head by head: what the engine's
 //! results are checked against, and the proof (in its tests) that the fold is exact.
 
-use super::Rotation;
+use super::KeyRotation;
 use super::inputs::{MlaInputs, rotate};
 
 /// One head's attention over the sequence, causal: probabilities `[n, n]` (0 where masked) and
@@ -86,12 +86,12 @@ fn row(rows: &[f32], width: usize, i: usize, turn: bool, theta: f64) -> Vec<f64>
 }
 
 /// The expanded form of head `h`: keys and values decompressed from the latent, the RoPE parts
-/// rotated, and with `Rotation::Whole` the decompressed parts too.
-pub fn expanded(x: &MlaInputs, h: usize, rot: Rotation) -> HeadResult {
+/// rotated, and with `KeyRotation::Whole` the decompressed parts too.
+pub fn expanded(x: &MlaInputs, h: usize, rot: KeyRotation) -> HeadResult {
     let s = x.sizes;
     let (r, dr, dn) = (s.latent as usize, s.rope as usize, s.nope as usize);
     let hd = head(x, h);
-    let whole = rot == Rotation::Whole;
+    let whole = rot == KeyRotation::Whole;
     let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..x.n {
         let c = wide(&x.latent[i * r..][..r]);
@@ -166,7 +166,7 @@ mod tests {
     fn with_the_decoupled_key_both_forms_agree_to_rounding() {
         let x = small();
         for h in 0..3 {
-            let (e, a) = (expanded(&x, h, Rotation::Decoupled), absorbed(&x, h));
+            let (e, a) = (expanded(&x, h, KeyRotation::Decoupled), absorbed(&x, h));
             assert!(max_abs_diff(&e.probs, &a.probs) < 1e-9, "head {h}");
             assert!(max_abs_diff(&e.out, &a.out) < 1e-9, "head {h}");
             // The last row is neither one-hot nor flat: the check sees real attention.
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn rotating_the_whole_key_breaks_the_fold() {
         let x = small();
-        let (e, a) = (expanded(&x, 0, Rotation::Whole), absorbed(&x, 0));
+        let (e, a) = (expanded(&x, 0, KeyRotation::Whole), absorbed(&x, 0));
         let diff = max_abs_diff(&e.probs, &a.probs);
         assert!(diff > 0.01, "{diff}");
         // Row 0 sees only key 0 in any form, and position 0 turns nothing: it still agrees.
