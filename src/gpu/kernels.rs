@@ -7,38 +7,18 @@
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_trace::FlashTrace;
 use crate::cpu::reference::Forward;
-use crate::gpu::attention_probs::{AttentionProbs, ProbsBuffers, ProbsOutput};
+use crate::gpu::attention_probs::{ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
-use crate::gpu::embed_gather::EmbedGather;
-use crate::gpu::flash_attention::{FlashAttention, FlashForm};
-use crate::gpu::flash_attention_coop::FlashAttentionCoop;
-use crate::gpu::flash_attention_subgroup::FlashSubgroup;
-use crate::gpu::flash_backward::{FlashBackward, FlashBackwardKeys};
-use crate::gpu::flash_backward_subgroup::{FlashBackwardSubgroup, FlashBackwardSubgroupKeys};
+use crate::gpu::flash_attention::FlashForm;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
-use crate::gpu::flash_trace::{FlashTracer, TRACE_MAX_FLOATS, TRACE_MAX_TOKENS, parse_trace, trace_floats};
-use crate::gpu::fma_peak::FmaPeak;
-use crate::gpu::kept_attention::KeptAttention;
-use crate::gpu::kernel::KernelInfo;
+use crate::gpu::flash_trace::{TRACE_MAX_FLOATS, TRACE_MAX_TOKENS, parse_trace, trace_floats};
 use crate::gpu::kv_cache::KvCache;
-use crate::gpu::kv_pack::KvPack;
 use crate::gpu::kv_pool::KvPool;
-use crate::gpu::kv_quant::KvQuant;
 use crate::gpu::launch::{self, Dispatch};
-use crate::gpu::matmul::Matmul;
-use crate::gpu::matmul_subgroup::MatmulSubgroup;
-use crate::gpu::naive_attention::{NaiveAttention, NaiveBuffers};
-use crate::gpu::packed_attention::{PackedAttention, PackedCombine};
-use crate::gpu::paged_attention::{PagedAttention, PagedLaunch};
-use crate::gpu::paged_attention_subgroup::PagedSubgroup;
-use crate::gpu::pool_rows::{PoolRows, PoolRowsBuffers};
-use crate::gpu::qk_norm::QkNorm;
-use crate::gpu::rms_norm::RmsNorm;
-use crate::gpu::rope::{MergeHeads, Rope};
-use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput, RowSoftmax};
-use crate::gpu::row_softmax_subgroup::RowSoftmaxSubgroup;
-use crate::gpu::swiglu::Swiglu;
-use crate::gpu::widen::Widen;
+use crate::gpu::naive_attention::NaiveBuffers;
+use crate::gpu::paged_attention::PagedLaunch;
+use crate::gpu::pool_rows::PoolRowsBuffers;
+use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
 use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
@@ -55,12 +35,7 @@ pub struct ProbRegion {
     pub cols: u32,
 }
 
-/// The kernel list, one line per kernel (every entry point with bindings of its own), from which
-/// [`KERNELS`] (what `tests/kernel_names.rs` checks against the files) and [`Kernels`] (the pipelines
-/// of one device) are both built: `held` kernels are built with the device, `lazy` ones on first use
-/// (`kernels.name(ctx)`), `forms` are reached through another kernel's owner (a faster form, a second
-/// entry point), so they are listed but not held here, and `builds` are other builds of listed kernels
-/// (the traced forward), held and built on first use but not listed again.
+/// Makes [`KERNELS`] and [`Kernels`] from `gpu/mod.rs`' `every_kernel!` (its groups are described there).
 macro_rules! kernel_set {
     (
         held { $( $(#[$held_doc:meta])* $held:ident: $held_type:ty, )* }
@@ -69,10 +44,10 @@ macro_rules! kernel_set {
         builds { $( $(#[$build_doc:meta])* $build:ident: $build_type:ty, )* }
     ) => {
         /// Every kernel, each once (see `kernel_set!`).
-        pub const KERNELS: &[KernelInfo] = &[
-            $( KernelInfo::of::<$held_type>(), )*
-            $( KernelInfo::of::<$lazy_type>(), )*
-            $( KernelInfo::of::<$form_type>(), )*
+        pub const KERNELS: &[$crate::gpu::kernel::KernelInfo] = &[
+            $( $crate::gpu::kernel::KernelInfo::of::<$held_type>(), )*
+            $( $crate::gpu::kernel::KernelInfo::of::<$lazy_type>(), )*
+            $( $crate::gpu::kernel::KernelInfo::of::<$form_type>(), )*
         ];
 
         /// All pipelines. Pipelines specialised per head width are built on first use of that width and kept.
@@ -83,7 +58,7 @@ macro_rules! kernel_set {
         }
 
         impl Kernels {
-            pub fn new(ctx: &GpuContext) -> Self {
+            pub fn new(ctx: &$crate::gpu::GpuContext) -> Self {
                 Self {
                     $( $held: <$held_type>::new(ctx), )*
                     $( $lazy: std::cell::OnceCell::new(), )*
@@ -93,14 +68,14 @@ macro_rules! kernel_set {
 
             $(
                 /// This kernel's pipelines, built now if this is their first use.
-                pub fn $lazy(&self, ctx: &GpuContext) -> &$lazy_type {
+                pub fn $lazy(&self, ctx: &$crate::gpu::GpuContext) -> &$lazy_type {
                     self.$lazy.get_or_init(|| <$lazy_type>::new(ctx))
                 }
             )*
 
             $(
                 /// This build's pipelines, built now if this is their first use.
-                pub fn $build(&self, ctx: &GpuContext) -> &$build_type {
+                pub fn $build(&self, ctx: &$crate::gpu::GpuContext) -> &$build_type {
                     self.$build.get_or_init(|| <$build_type>::new(ctx))
                 }
             )*
@@ -108,56 +83,7 @@ macro_rules! kernel_set {
     };
 }
 
-kernel_set! {
-    held {
-        flash: FlashAttention,
-        probs: AttentionProbs,
-        rows: RowSoftmax,
-        pool_rows: PoolRows,
-        naive: NaiveAttention,
-        /// Decode over a paged K/V pool, through a page table.
-        paged: PagedAttention,
-        /// Attention over an evicting cache's kept keys (the memory view's policies).
-        kept: KeptAttention,
-        fma_peak: FmaPeak,
-        /// The language model's steps besides attention (`lm_forward` composes them with the above).
-        embed_gather: EmbedGather,
-        rms_norm: RmsNorm,
-        qk_norm: QkNorm,
-        matmul: Matmul,
-        rope: Rope,
-        swiglu: Swiglu,
-        /// f16 / bf16 weights to f32 while a user's checkpoint streams in.
-        widen: Widen,
-        /// K and V rounded to a quantised cache's values (the memory view's schemes).
-        kv_quant: KvQuant,
-        /// K and V quantised into a packed cache (Generate's quantised decode cache).
-        kv_pack: KvPack,
-        /// Attention over a packed cache, dequantising as it reads.
-        packed: PackedAttention,
-    }
-    lazy {
-        /// The backward pass (dQ, dK, dV from dO): a page that never asks for gradients compiles none
-        /// of its shaders.
-        backward: FlashBackward,
-    }
-    forms {
-        FlashSubgroup,
-        FlashAttentionCoop,
-        PagedSubgroup,
-        FlashBackwardKeys,
-        FlashBackwardSubgroup,
-        FlashBackwardSubgroupKeys,
-        MatmulSubgroup,
-        MergeHeads,
-        PackedCombine,
-        RowSoftmaxSubgroup,
-    }
-    builds {
-        /// The forward kernels' traced build (lesson 11's online softmax), for a page that asks.
-        tracer: FlashTracer,
-    }
-}
+every_kernel!(kernel_set);
 
 /// One decode step of [`Kernels::paged_decode`].
 #[derive(Clone, Copy)]

@@ -37,28 +37,6 @@ pub struct KvCurve {
     pub with_state: bool,
 }
 
-impl KvCurve {
-    /// "10 global layers", "52 sliding (1,024) layers", "total (62 storing layers)", "state of 28
-    /// recurrent layers (constant)", "total per sequence (cache of 4 layers + state)".
-    pub fn label(&self) -> String {
-        match self.of {
-            CurveOf::Total if self.with_state => {
-                format!("total per sequence (cache of {} layers + state)", self.storing_layers)
-            }
-            CurveOf::Total => format!("total ({} storing layers)", self.storing_layers),
-            CurveOf::State => format!("state of {} recurrent layers (constant)", self.storing_layers),
-            CurveOf::Kind(LayerKind::Global) => format!("{} global layers", self.storing_layers),
-            CurveOf::Kind(LayerKind::Sliding { window_tokens }) => {
-                format!("{} sliding layers (window {window_tokens})", self.storing_layers)
-            }
-            CurveOf::Kind(LayerKind::Chunked { chunk_tokens }) => {
-                format!("{} chunked layers (chunk {chunk_tokens})", self.storing_layers)
-            }
-            CurveOf::Kind(kind) => format!("{} {} layers", self.storing_layers, kind.noun()),
-        }
-    }
-}
-
 /// The window and chunk sizes of a model: where its curves bend.
 pub fn breakpoints(model: &Model) -> Vec<u64> {
     let mut out: Vec<u64> = model.schedule.counts().iter().filter_map(|c| c.kind.window_tokens()).collect();
@@ -154,7 +132,7 @@ mod tests {
         // total = sum
         assert_eq!(curves[2].points[3].1, 425_984 * 1024 + 81_920 * 131_072);
         assert_eq!(curves[2].storing_layers, 62);
-        assert!(curves[0].label().contains("52 sliding"));
+        assert_eq!(curves[0].storing_layers, 52);
     }
 
     #[test]
@@ -179,10 +157,10 @@ mod tests {
         let of: Vec<CurveOf> = curves.iter().map(|c| c.of).collect();
         assert_eq!(of, [CurveOf::Kind(LayerKind::Global), CurveOf::State, CurveOf::Total]);
         assert_eq!(curves[1].points, [(0, 60_000), (10, 60_000), (1000, 60_000)]);
-        assert_eq!(curves[1].label(), "state of 6 recurrent layers (constant)");
+        assert_eq!(curves[1].storing_layers, 6);
         // 1,000 tokens: 8,192,000 B of cache + 60,000 B of state.
         assert_eq!(curves[2].points[2], (1000, 8_252_000));
-        assert_eq!(curves[2].label(), "total per sequence (cache of 2 layers + state)");
+        assert_eq!((curves[2].storing_layers, curves[2].with_state), (2, true));
         // A pure state-space model: the state line alone.
         let mamba = crate::model::decode_model("L4.d64.h1.kv1.hd1.pat1s.ssm10-20-2-4-0.fs0").unwrap();
         let curves = kv_curves(&mamba, DType::Fp16, &[0, 100]).unwrap();

@@ -6,7 +6,7 @@ use wasm_bindgen::JsCast as _;
 
 use super::browser;
 use super::engine_signal::EngineSignal;
-use super::kv_view::KvView;
+use super::live_views::kv::KvView;
 use super::live_views::live_view;
 use crate::model::Model;
 use crate::state::{AppState, View};

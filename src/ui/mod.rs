@@ -7,14 +7,11 @@
 #![warn(clippy::too_many_lines)]
 
 mod app;
-mod backward_view;
 mod bench_lm_panel;
 mod bench_ops;
 mod bench_paged_panel;
-mod bench_view;
 mod browser;
 mod chart;
-mod compare_view;
 mod decode_demo;
 mod engine_signal;
 mod explorer_compute;
@@ -25,15 +22,11 @@ mod focus_panel;
 mod gpu_watch;
 mod head_mix;
 mod heatmap;
-mod heatmaps_view;
-mod kv_view;
 mod layer_strip;
 mod lesson_view;
 mod live_views;
 mod memory_common;
 mod memory_evict_view;
-mod memory_view;
-mod mla_view;
 mod model_gradients;
 mod model_picker;
 mod next_token_panel;

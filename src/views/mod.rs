@@ -17,8 +17,41 @@
 //!   [`mla`]: one MLA layer computed expanded and absorbed on the engine, and what each form costs.
 //! - [`gpu_recovery`]: new devices after a lost GPU, then the CPU reference.
 //! - [`url_writes`]: how often the link is rewritten while the reader types.
-//! - [`registry`]: every view listed once ([`view_class::ViewClass`]: its id, title and link keys),
-//!   and [`registry::Settings`], what they all read from the link; the link's write order.
+//! - `every_view!` below: every view listed once (each a [`view_class::ViewClass`]: its id, title
+//!   and link keys) and the link's write order; [`registry`] makes from them [`registry::View`],
+//!   [`registry::Settings`] (what they all read from the link) and [`registry::WRITE_ORDER`].
+//!
+//! A new view is its folder, its `pub mod` line, one line in `every_view!` and its keys at the end of
+//! the write order (CONTRIBUTING.md, "Adding a view").
+
+/// Every view once, in the order of their tabs (`Variant => field: Class`, the field holding the
+/// view's own link parameters), and the order in which a link's keys are written: `registry.rs`
+/// builds from them the [`registry::View`] switch, [`registry::Settings`] and
+/// [`registry::WRITE_ORDER`] (`list_views!`).
+/// A new view's keys go at the end of the order, never between: every link written so far must read
+/// back byte for byte. `view`, `backend` and `edited` belong to the app state, the others to a view.
+macro_rules! every_view {
+    ($make:ident) => {
+        $make! {
+            views {
+                Heatmaps => explorer: crate::views::heatmaps::params::Heatmaps,
+                Kv => kv: crate::views::kv::Kv,
+                Compare => compare: crate::views::compare::Compare,
+                Lesson => lesson: crate::views::lesson::params::Lessons,
+                Bench => bench: crate::views::bench::Bench,
+                Backward => backward: crate::views::backward::BackwardView,
+                Memory => memory: crate::views::memory::Memory,
+                Mla => mla: crate::views::mla::MlaView,
+            }
+            write_order [
+                "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
+                "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
+                "steps", "mix", "lesson", "step", "edited", "rope", "row", "jscale", "tech", "group", "recent", "scheme", "keep",
+                "policy", "tokens", "qheads", "mhead", "rot", "gencache", "kernel", "target", "eta", "trow", "tstep",
+            ]
+        }
+    };
+}
 
 pub mod attention_input;
 pub mod backward;

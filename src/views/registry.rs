@@ -1,31 +1,21 @@
 //! The views, listed once, and the settings they read.
 //!
 //! Each view is a [`ViewClass`]: its id in the link (`view=`), its title, and the parameter set it
-//! owns in the link. [`registry!`] below lists every view once; from that list come the [`View`]
-//! switch and [`Settings`], every view's parameters beside the two sets several views share (the
-//! model choice and the attention input). A new view is one line here (with its module and its UI
-//! component): nothing else routes its keys or writes them; only their place in the written order
-//! is by hand.
+//! owns in the link. `views/mod.rs` lists every view once (`every_view!`); from that list
+//! [`list_views!`] makes the [`View`] switch and [`Settings`], every view's parameters beside the two
+//! sets several views share (the model choice and the attention input). Nothing else routes a view's
+//! keys or writes them; only their place in the written order is by hand.
 //!
-//! The order in which a link's keys are written is one table, [`WRITE_ORDER`], checked against the
-//! registry by a test: new keys go at its end, so every link written so far reads back byte for byte.
+//! The order in which a link's keys are written is one table, [`WRITE_ORDER`] (listed beside the
+//! views), checked against the registry by a test: new keys go at its end, so every link written so
+//! far reads back byte for byte.
 
 use std::str::FromStr;
 
-use super::attention_input::AttentionInput;
 use super::link::{Accepted, LinkParams, Notice, notice_of, unknown_key_notice};
-use super::model_choice::{ModelChoice, default_layer};
+use super::model_choice::default_layer;
 pub use super::view_class::{NumbersSource, StepShows, ViewClass};
 use crate::model::Model;
-
-/// The order in which a link's keys are written (what links written so far look like): new keys go
-/// at the end. `view`, `backend` and `edited` belong to the app state, the others to [`Settings`].
-pub const WRITE_ORDER: [&str; 50] = [
-    "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
-    "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
-    "steps", "mix", "lesson", "step", "edited", "rope", "row", "jscale", "tech", "group", "recent", "scheme", "keep",
-    "policy", "tokens", "qheads", "mhead", "rot", "gencache", "kernel", "target", "eta", "trow", "tstep",
-];
 
 /// `pairs` sorted into [`WRITE_ORDER`] and joined as a query string (no leading `?`).
 pub fn write_query(mut pairs: Vec<(&str, String)>) -> String {
@@ -34,9 +24,17 @@ pub fn write_query(mut pairs: Vec<(&str, String)>) -> String {
     encoded.join("&")
 }
 
-/// Lists the views: `Variant => field: Class`, the field holding the view's own link parameters.
-macro_rules! registry {
-    ($($variant:ident => $field:ident: $class:ty),+ $(,)?) => {
+/// Makes the [`View`] switch, [`Settings`] and [`WRITE_ORDER`] from `views/mod.rs`' `every_view!`.
+macro_rules! list_views {
+    (
+        views { $($variant:ident => $field:ident: $class:ty),+ $(,)? }
+        write_order [ $($key:literal),+ $(,)? ]
+    ) => {
+        /// The order in which a link's keys are written (what links written so far look like): new
+        /// keys go at the end. `view`, `backend` and `edited` belong to the app state, the others to
+        /// [`Settings`].
+        pub const WRITE_ORDER: &[&str] = &[$($key),+];
+
         /// The top-level views (URL `view=`), in the order of their tabs.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub enum View {
@@ -48,16 +46,16 @@ macro_rules! registry {
             pub const ALL: &'static [View] = &[$(View::$variant),+];
 
             pub fn id(self) -> &'static str {
-                match self { $(View::$variant => <$class as ViewClass>::ID),+ }
+                match self { $(View::$variant => <$class as $crate::views::view_class::ViewClass>::ID),+ }
             }
 
             pub fn title(self) -> &'static str {
-                match self { $(View::$variant => <$class as ViewClass>::TITLE),+ }
+                match self { $(View::$variant => <$class as $crate::views::view_class::ViewClass>::TITLE),+ }
             }
 
             /// Where a lesson step's numbers come from when it shows this view.
-            pub fn numbers_source(self, step: &StepShows) -> NumbersSource {
-                match self { $(View::$variant => <$class as ViewClass>::numbers_source(step)),+ }
+            pub fn numbers_source(self, step: &$crate::views::view_class::StepShows) -> $crate::views::view_class::NumbersSource {
+                match self { $(View::$variant => <$class as $crate::views::view_class::ViewClass>::numbers_source(step)),+ }
             }
         }
 
@@ -67,21 +65,21 @@ macro_rules! registry {
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
         pub struct Settings {
             /// `model`, `cfg`, `layer`: shared by the heatmaps, KV, compare and backward views.
-            pub model: ModelChoice,
+            pub model: $crate::views::model_choice::ModelChoice,
             /// `text`, `mask`, `window`, `chunk`, `seed`, `n`: shared by the heatmaps, the benchmark and the
             /// backward view.
-            pub input: AttentionInput,
-            $(pub $field: <$class as ViewClass>::Params),+
+            pub input: $crate::views::attention_input::AttentionInput,
+            $(pub $field: <$class as $crate::views::view_class::ViewClass>::Params),+
         }
 
         impl Settings {
             /// Every key a parameter set owns, set by set (a test checks each has one owner).
             pub fn owned_keys() -> Vec<&'static [&'static str]> {
-                vec![ModelChoice::KEYS, AttentionInput::KEYS, $(<<$class as ViewClass>::Params as LinkParams>::KEYS),+]
+                vec![$crate::views::model_choice::ModelChoice::KEYS, $crate::views::attention_input::AttentionInput::KEYS, $(<<$class as $crate::views::view_class::ViewClass>::Params as $crate::views::link::LinkParams>::KEYS),+]
             }
 
             /// Hands one key to the parameter set that owns it; `None` when none does.
-            pub fn set(&mut self, key: &str, value: &str) -> Option<Result<Accepted, String>> {
+            pub fn set(&mut self, key: &str, value: &str) -> Option<Result<$crate::views::link::Accepted, String>> {
                 set_in(&mut self.model, key, value)
                     .or_else(|| set_in(&mut self.input, key, value))
                     $(.or_else(|| set_in(&mut self.$field, key, value)))+
@@ -91,7 +89,7 @@ macro_rules! registry {
             /// The model choice is settled again, as a link is: without a `layer` it opens on the
             /// model's first attention layer, and a layer or heads the model lacks fall back.
             pub fn clear(&mut self, key: &str) -> bool {
-                if ModelChoice::KEYS.contains(&key) {
+                if $crate::views::model_choice::ModelChoice::KEYS.contains(&key) {
                     let layer_named = key != "layer" && self.model.pairs().iter().any(|(k, _)| *k == "layer");
                     clear_in(&mut self.model, key);
                     self.model.layer = if layer_named { self.model.layer } else { 0 };
@@ -113,16 +111,7 @@ macro_rules! registry {
     };
 }
 
-registry! {
-    Heatmaps => explorer: super::heatmaps::params::Heatmaps,
-    Kv => kv: super::kv::Kv,
-    Compare => compare: super::compare::Compare,
-    Lesson => lesson: super::lesson::params::Lessons,
-    Bench => bench: super::bench::Bench,
-    Backward => backward: super::backward::BackwardView,
-    Memory => memory: super::memory::Memory,
-    Mla => mla: super::mla::MlaView,
-}
+every_view!(list_views);
 
 fn set_in<P: LinkParams>(params: &mut P, key: &str, value: &str) -> Option<Result<Accepted, String>> {
     P::KEYS.contains(&key).then(|| params.set(key, value))

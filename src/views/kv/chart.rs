@@ -7,6 +7,7 @@ use crate::model::budget::format_gb;
 use crate::model::curves::{CurveOf, KvCurve, chart_max_tokens, chart_samples, kv_curves};
 use crate::model::kv_cache::state_bytes;
 use crate::model::plot::{Axis, Scale, short_bytes_label, short_tokens_label};
+use crate::model::schedule::LayerKind;
 use crate::model::units::format_thousands;
 use crate::model::{ContextFit, Model};
 use crate::views::chart::{LineChartData, RefLine, Series};
@@ -94,7 +95,31 @@ fn series(curves: &[KvCurve], axis: Axis) -> Vec<Series> {
     };
     let drawable = |p: &&(u64, u128)| axis == Axis::Linear || (p.0 > 0 && p.1 > 0);
     let points = |c: &KvCurve| c.points.iter().filter(drawable).map(|&(n, b)| (n as f64, b as f64)).collect();
-    curves.iter().enumerate().map(|(i, c)| Series { label: c.label(), class: class(i, c), points: points(c) }).collect()
+    curves
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Series { label: curve_label(c), class: class(i, c), points: points(c) })
+        .collect()
+}
+
+/// A line's legend: "10 global layers", "52 sliding layers (window 1024)", "total (62 storing
+/// layers)", "state of 28 recurrent layers (constant)", "total per sequence (cache of 4 layers + state)".
+fn curve_label(curve: &KvCurve) -> String {
+    match curve.of {
+        CurveOf::Total if curve.with_state => {
+            format!("total per sequence (cache of {} layers + state)", curve.storing_layers)
+        }
+        CurveOf::Total => format!("total ({} storing layers)", curve.storing_layers),
+        CurveOf::State => format!("state of {} recurrent layers (constant)", curve.storing_layers),
+        CurveOf::Kind(LayerKind::Global) => format!("{} global layers", curve.storing_layers),
+        CurveOf::Kind(LayerKind::Sliding { window_tokens }) => {
+            format!("{} sliding layers (window {window_tokens})", curve.storing_layers)
+        }
+        CurveOf::Kind(LayerKind::Chunked { chunk_tokens }) => {
+            format!("{} chunked layers (chunk {chunk_tokens})", curve.storing_layers)
+        }
+        CurveOf::Kind(kind) => format!("{} {} layers", curve.storing_layers, kind.noun()),
+    }
 }
 
 /// The chosen context and, when it is on the chart, the longest context that fits.
@@ -185,5 +210,21 @@ mod tests {
         // The total crosses the 80 GB budget where the state and the cache fill it:
         // (8 × 10^10 − 60,000) / 8,192 = 9,765,617.6 -> 9,765,617 tokens.
         assert_eq!(d.v_lines[1].label, "fits up to 9,765,617");
+        let labels: Vec<&str> = d.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "2 global layers",
+                "state of 6 recurrent layers (constant)",
+                "total per sequence (cache of 2 layers + state)"
+            ]
+        );
+    }
+
+    #[test]
+    fn gemma_3_s_legends_name_each_kind_with_its_window() {
+        let labels: Vec<String> =
+            chart("gemma-3-27b", KvParams::default()).series.into_iter().map(|s| s.label).collect();
+        assert_eq!(labels, ["52 sliding layers (window 1024)", "10 global layers", "total (62 storing layers)"]);
     }
 }

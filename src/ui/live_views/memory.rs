@@ -8,17 +8,17 @@ use std::rc::Rc;
 
 use leptos::prelude::*;
 
-use super::chart::LineChart;
-use super::engine_signal::{EngineSignal, newest_job};
-use super::memory_common::{TechChoice, TextAndRefusal, status};
-use super::memory_evict_view::EvictView;
-use super::params::set_param;
-use super::trained_compute::load;
 use crate::engine::Engine;
 use crate::lm::kv_quality::quality;
 use crate::model::kv_quant::{GROUPS, KvScheme};
 use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
+use crate::ui::chart::LineChart;
+use crate::ui::engine_signal::{EngineSignal, newest_job};
+use crate::ui::memory_common::{TechChoice, TextAndRefusal, status};
+use crate::ui::memory_evict_view::EvictView;
+use crate::ui::params::set_param;
+use crate::ui::trained_compute::load;
 use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::rows::{
     HeadRow, LayerOutputs, SchemeRow, chart, head_cells, head_rows, heading, quality_cells, scheme_row,

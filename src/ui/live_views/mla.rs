@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 
-use super::engine_signal::{EngineSignal, newest_job};
-use super::heatmap::{Heatmap, Shared};
-use super::model_picker::ModelSelect;
-use super::params::write_typed;
 use crate::state::AppState;
+use crate::ui::engine_signal::{EngineSignal, newest_job};
+use crate::ui::heatmap::{Heatmap, Shared};
+use crate::ui::model_picker::ModelSelect;
+use crate::ui::params::write_typed;
 use crate::views::mla::compute::{MlaRun, run};
 use crate::views::mla::maps::{head_map, planned_inputs};
 use crate::views::mla::panel::{SYNTHETIC_NOTE, cost_caption, cost_rows, layer_line, tier_text, verdict};

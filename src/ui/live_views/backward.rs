@@ -6,15 +6,15 @@
 
 use leptos::prelude::*;
 
-use super::engine_signal::{EngineSignal, newest_job};
-use super::model_gradients::ModelGradientsPanel;
-use super::model_picker::ModelSelect;
-use super::params::write_typed;
-use super::text_field::TextField;
-use super::user_checkpoint::shows_real_weights;
 use crate::live_attention::{GradCheck, gradient_check};
 use crate::model::Model;
 use crate::state::AppState;
+use crate::ui::engine_signal::{EngineSignal, newest_job};
+use crate::ui::model_gradients::ModelGradientsPanel;
+use crate::ui::model_picker::ModelSelect;
+use crate::ui::params::write_typed;
+use crate::ui::text_field::TextField;
+use crate::ui::user_checkpoint::shows_real_weights;
 use crate::views::backward::grad_check::{grad_heading, grad_request, group_sum_line};
 use crate::views::backward::jacobian::{RowJacobian, row_jacobian};
 use crate::views::backward::panel::{

@@ -1,18 +1,27 @@
-//! Each view's component, in one place: the page's tab and a lesson step showing a live view both
-//! build it here, so a new view adds one arm (the compiler asks for it once it is in the registry).
+//! Each view's component, one file each, named after its folder in `views/`: the page's tab and a
+//! lesson step showing a live view both build it here, so a new view is its file, its `mod` line and
+//! one arm in [`live_view`] (the compiler asks for the arm once the registry lists the view).
 
 use leptos::prelude::*;
 
-use super::backward_view::BackwardView;
-use super::bench_view::BenchView;
-use super::compare_view::CompareView;
+mod backward;
+mod bench;
+mod compare;
+mod heatmaps;
+pub(super) mod kv;
+mod memory;
+mod mla;
+
 use super::engine_signal::EngineSignal;
-use super::heatmaps_view::HeatmapsView;
-use super::kv_view::KvView;
-use super::memory_view::MemoryView;
-use super::mla_view::MlaView;
 use crate::model::Model;
 use crate::state::{AppState, View};
+use backward::BackwardView;
+use bench::BenchView;
+use compare::CompareView;
+use heatmaps::HeatmapsView;
+use kv::KvView;
+use memory::MemoryView;
+use mla::MlaView;
 
 /// The component of `view`; `None` for the lessons, which show the others (the page builds them).
 pub fn live_view(view: View, state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> Option<AnyView> {

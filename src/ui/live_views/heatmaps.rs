@@ -7,22 +7,9 @@ use std::time::Duration;
 
 use leptos::prelude::*;
 
-use super::params::set_param;
+use crate::ui::params::set_param;
 use leptos::task::spawn_local;
 
-use super::browser;
-use super::engine_signal::EngineSignal;
-use super::explorer_compute::{self, HeadSlot, Sinks};
-use super::explorer_controls::ExplorerControls;
-use super::export;
-use super::focus_panel::FocusPanel;
-use super::head_mix::HeadMixPanel;
-use super::heatmap::{HeadMap, Heatmap, Legend, Shared};
-use super::layer_strip::LayerStrip;
-use super::next_token_panel::{LmSignal, NextTokenPanel, PredictionSignal};
-use super::rope_panel::RopePanel;
-use super::trained_compute;
-use super::user_checkpoint::{self, UserCheckpointPanel};
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::colormap::ColorScale;
 use crate::live_attention::map_for_export;
@@ -30,6 +17,19 @@ use crate::live_attention::{JobClock, Progress};
 use crate::lm::head_scores::score_legend;
 use crate::model::Model;
 use crate::state::AppState;
+use crate::ui::browser;
+use crate::ui::engine_signal::EngineSignal;
+use crate::ui::explorer_compute::{self, HeadSlot, Sinks};
+use crate::ui::explorer_controls::ExplorerControls;
+use crate::ui::export;
+use crate::ui::focus_panel::FocusPanel;
+use crate::ui::head_mix::HeadMixPanel;
+use crate::ui::heatmap::{HeadMap, Heatmap, Legend, Shared};
+use crate::ui::layer_strip::LayerStrip;
+use crate::ui::next_token_panel::{LmSignal, NextTokenPanel, PredictionSignal};
+use crate::ui::rope_panel::RopePanel;
+use crate::ui::trained_compute;
+use crate::ui::user_checkpoint::{self, UserCheckpointPanel};
 use crate::views::heatmaps::checkpoint_files::user_summary;
 use crate::views::heatmaps::explorer_page::{
     TEACHING_HEADS_NOTE, export_title, group_by_kv_head, headline, heads_progressed, ignored_line, keeps_slots,

@@ -4,14 +4,14 @@
 
 use leptos::prelude::*;
 
-use super::chart::LineChart;
-use super::decode_demo::DecodeDemo;
-use super::engine_signal::EngineSignal;
-use super::model_picker::{KeyFigures, ModelPicker};
 use crate::model::budget::format_gb;
 use crate::model::plot::Axis;
 use crate::model::{DType, Model};
 use crate::state::AppState;
+use crate::ui::chart::LineChart;
+use crate::ui::decode_demo::DecodeDemo;
+use crate::ui::engine_signal::EngineSignal;
+use crate::ui::model_picker::{KeyFigures, ModelPicker};
 use crate::ui::params::set_param;
 use crate::views::kv::breakdown::{BreakdownRow, breakdown_table};
 use crate::views::kv::budget::{FitSummary, budget_choices, fit_summary, weights_option_text};

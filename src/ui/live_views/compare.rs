@@ -6,13 +6,13 @@
 
 use leptos::prelude::*;
 
-use super::params::edit;
+use crate::ui::params::edit;
 
-use super::chart::BarTrack;
-use super::model_picker::{KeyFigures, ModelPicker};
-use super::trained_variants_panel::TrainedVariantsPanel;
 use crate::model::Model;
 use crate::state::AppState;
+use crate::ui::chart::BarTrack;
+use crate::ui::model_picker::{KeyFigures, ModelPicker};
+use crate::ui::trained_variants_panel::TrainedVariantsPanel;
 use crate::views::compare::bars::{BarRow, bars, bars_heading};
 use crate::views::compare::decode::{DecodeRow, decode_heading, decode_rows};
 use crate::views::compare::dtype_matrix::{DtypeRow, dtype_headings, dtype_matrix, matrix_heading};
