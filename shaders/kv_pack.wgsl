@@ -1,8 +1,11 @@
 // Tokens' K (or V) vectors quantised into a packed KV cache, as src/model/kv_packed.rs lays it out:
-// each vector of d values is `words` u32 words, its codes first (bits per code: 16 fp16, 8 int8,
-// 4 or 2 grouped; lowest bits first, never straddling a word), then its scales (int8: one f32;
-// grouped: one word per group of scale_group channels, the f16 scale low, the f16 min high). So the
-// cache holds the scheme's own bytes, and packed_attention.wgsl dequantises them as it reads.
+// each vector of d values is `words` u32 words, its codes first (bits per code: 16 fp16, 8 int8 and
+// fp8, 4 or 2 grouped; lowest bits first, never straddling a word), then its scales (int8: one f32;
+// grouped: one word per group of scale_group channels, the f16 scale low, the f16 min high). fp8's
+// f32 scale covers every token, so it sits in the cache's tail (after every head's rows): one word,
+// or one a head; `scales` sets it from the values of the pack that starts the cache, and later packs
+// keep it. So the cache holds the scheme's own bytes, and packed_attention.wgsl dequantises them as
+// it reads.
 //
 // One invocation per vector: token t of head h comes from x[(h * tokens + t) * d ..] and goes to
 // row start + t of the head's capacity rows. The values the codes decode to are kv_quant.wgsl's (the
@@ -26,11 +29,22 @@ struct Params {
     code_words: u32,
     scale_words: u32,
     words: u32,
+    // fp8: fraction bits, smallest normal exponent and largest value of the format; where the tail
+    // starts (in words) and how many scales it holds (1, or one a head).
+    mantissa: u32,
+    min_exp: i32,
+    max_value: f32,
+    tail: u32,
+    tail_words: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 const KIND_F16: u32 = 0u;
 const KIND_INT8: u32 = 1u;
 const KIND_GROUPED: u32 = 2u;
+const KIND_FP8: u32 = 3u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 // [heads, tokens, d]: the pass's new K or V.
@@ -59,11 +73,27 @@ fn scale_word(src: u32, c0: u32, c1: u32) -> u32 {
     return f16_bits(round_f16((hi - lo) / f32(params.levels))) | (f16_bits(round_f16(lo)) << 16u);
 }
 
-// v's code against its group's scale word, in the code's own bits.
+// The fp8 bits of r, a value the format holds exactly; the sign is bit 7.
+fn fp8_bits(r: f32) -> u32 {
+    let a = abs(r);
+    let sign = select(0u, 0x80u, r < 0.0);
+    if a < pow2(params.min_exp) {
+        // A subnormal: a whole number of 2^(min_exp - mantissa).
+        return sign | u32(a * pow2(i32(params.mantissa) - params.min_exp));
+    }
+    let b = bitcast<u32>(a);
+    let exponent = u32(i32((b >> 23u) & 0xffu) - 127 - params.min_exp + 1);
+    return sign | (exponent << params.mantissa) | ((b & 0x7fffffu) >> (23u - params.mantissa));
+}
+
+// v's code against its group's scale word (fp8: the tail's), in the code's own bits.
 fn code(v: f32, scale: u32) -> u32 {
     let l = f32(params.levels);
     if params.kind == KIND_F16 {
         return f16_bits(round_f16(v));
+    }
+    if params.kind == KIND_FP8 {
+        return fp8_bits(round_float(v / bitcast<f32>(scale), params.mantissa, params.min_exp, params.max_value));
     }
     if params.kind == KIND_INT8 {
         let s = bitcast<f32>(scale);
@@ -96,19 +126,57 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
         let c0 = g * params.scale_group;
         packed[dst + params.code_words + g] = scale_word(src, c0, min(c0 + params.scale_group, params.d));
     }
+    var shared_scale = 0u;
+    if params.tail_words > 0u {
+        shared_scale = packed[params.tail + select(0u, h, params.tail_words > 1u)];
+    }
     let per_word = 32u / params.bits;
     for (var w = 0u; w < params.code_words; w++) {
         var word = 0u;
         for (var j = 0u; j < per_word; j++) {
             let c = w * per_word + j;
             if c < params.d {
-                var scale = 0u;
-                if params.kind != KIND_F16 {
+                var scale = shared_scale;
+                if params.scale_words > 0u {
                     scale = packed[dst + params.code_words + c / params.scale_group];
                 }
                 word |= code(x[src + c], scale) << (j * params.bits);
             }
         }
         packed[dst + w] = word;
+    }
+}
+
+// The largest magnitude of each workgroup's share of x, for the reduction below.
+var<workgroup> amax_of: array<f32, 64>;
+
+// fp8's tail: one workgroup per scale word (workgroup s: the whole launch's values, or head s's when
+// there is one a head), its largest magnitude / the format's largest value (1 when all are zero), as
+// the CPU twin (src/cpu/kv_pack.rs) and kv_quant compute it. Run only by the pack that starts a cache.
+@compute @workgroup_size(WG)
+fn scales(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
+    let s = workgroup_index(at);
+    let per_head = params.tokens * params.d;
+    var first = 0u;
+    var count = params.heads * per_head;
+    if params.tail_words > 1u {
+        first = s * per_head;
+        count = per_head;
+    }
+    var m = 0.0;
+    for (var i = lid; i < count; i += WG) {
+        m = max(m, abs(x[first + i]));
+    }
+    amax_of[lid] = m;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half /= 2u) {
+        if lid < half {
+            amax_of[lid] = max(amax_of[lid], amax_of[lid + half]);
+        }
+        workgroupBarrier();
+    }
+    if lid == 0u && s < params.tail_words {
+        let amax = amax_of[0];
+        packed[params.tail + s] = bitcast<u32>(select(1.0, amax / params.max_value, amax > 0.0));
     }
 }

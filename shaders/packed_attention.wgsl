@@ -1,6 +1,7 @@
 // Attention over a packed quantised KV cache (src/model/kv_packed.rs's layout, written by
 // kv_pack.wgsl): K and V stay in the scheme's own bits (fp16, int8 with an f32 scale, int4 / int2
-// with an f16 scale and min per group of channels), and each value is dequantised here, in the
+// with an f16 scale and min per group of channels, fp8 with the f32 scale of its tensor or KV head
+// from the cache's tail), and each value is dequantised here, in the
 // loops that read it. So the bytes a decode step reads are the scheme's bytes, not an f32 copy.
 //
 // Work split (flash-decoding). A workgroup owns ROWS rows of one KV head (a row is one (query, query
@@ -36,8 +37,9 @@ struct Params {
     splits: u32,
     // Words per packed vector: codes, then scales.
     words: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // fp8: where each cache's tail of scales starts (in words), and 1 where it holds one a KV head.
+    scale_tail: u32,
+    scale_per_head: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -64,12 +66,16 @@ struct Params {
 const KIND: u32 = 2u;
 const BITS: u32 = 4u;
 const SCALE_GROUP: u32 = 32u;
+// fp8's fraction bits and exponent bias (E4M3: 3 and 7; E5M2: 2 and 15).
+const FP8_MANTISSA: u32 = 3u;
+const FP8_BIAS: u32 = 7u;
 const D: u32 = 32u;
 const ROWS: u32 = 4u;
 const CH: u32 = 8u;
 
 const KIND_F16: u32 = 0u;
 const KIND_INT8: u32 = 1u;
+const KIND_FP8: u32 = 3u;
 
 // Codes a word holds (rewritten too, so loops over it are written out), and words of codes a
 // vector starts with.
@@ -99,10 +105,15 @@ fn word_of(tensor: u32, i: u32) -> u32 {
     return v[i];
 }
 
-// The scale and zero point of channel c of the vector at word base (fp16: 1 and 0).
+// The scale and zero point of channel c of the vector at word base (fp16: 1 and 0; fp8: its KV
+// head's scale from the cache's tail, and 0).
 fn scale_of(tensor: u32, base: u32, c: u32) -> vec2<f32> {
     if KIND == KIND_F16 {
         return vec2<f32>(1.0, 0.0);
+    }
+    if KIND == KIND_FP8 {
+        let slot = select(0u, base / (params.kv_stride * params.words), params.scale_per_head != 0u);
+        return vec2<f32>(bitcast<f32>(word_of(tensor, params.scale_tail + slot)), 0.0);
     }
     let w = word_of(tensor, base + CODE_WORDS + c / SCALE_GROUP);
     if KIND == KIND_INT8 {
@@ -111,11 +122,24 @@ fn scale_of(tensor: u32, base: u32, c: u32) -> vec2<f32> {
     return vec2<f32>(f16_value(w & 0xffffu), f16_value(w >> 16u));
 }
 
+// The value of fp8 bits b (the low 8 bits), without a branch (as f16_value).
+fn fp8_value(b: u32) -> f32 {
+    let e = (b & 0x7fu) >> FP8_MANTISSA;
+    let m = b & ((1u << FP8_MANTISSA) - 1u);
+    let subnormal = f32(m) * pow2(1 - i32(FP8_BIAS) - i32(FP8_MANTISSA));
+    let normal = bitcast<f32>(((e + 127u - FP8_BIAS) << 23u) | (m << (23u - FP8_MANTISSA)));
+    let a = select(subnormal, normal, e != 0u);
+    return select(a, -a, (b & 0x80u) != 0u);
+}
+
 // Code j of `word`, as a number before its scale.
 fn code_value(word: u32, j: u32) -> f32 {
     let shift = j * BITS;
     if KIND == KIND_F16 {
         return f16_value(word >> shift);
+    }
+    if KIND == KIND_FP8 {
+        return fp8_value(extractBits(word, shift, 8u));
     }
     if KIND == KIND_INT8 {
         return f32(extractBits(bitcast<i32>(word), shift, 8u));

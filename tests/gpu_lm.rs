@@ -36,7 +36,7 @@ use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::rope::RopeTable;
 use attention_lab::cpu::kept_attention::{KeptShape, kept_attention};
-use attention_lab::cpu::kv_pack::{PackRows, kv_pack, unpack_vector};
+use attention_lab::cpu::kv_pack::{PackRows, kv_pack, unpack_rows};
 use attention_lab::cpu::kv_quant::kv_quant;
 use attention_lab::cpu::packed_attention::{PackedProblem, packed_attention};
 use attention_lab::gpu::embed_gather::EmbedBuffers;
@@ -712,23 +712,48 @@ fn kv_pack_packs_tokens_as_its_twin_does() {
     for (scheme, d) in cases {
         let layout = PackedLayout::of(scheme, d).unwrap();
         let x = spread((heads * tokens * d) as usize, &mut rng);
-        let rows = PackRows { heads, tokens, capacity, start };
-        let mut want = vec![0u32; (heads * capacity * layout.words()) as usize];
-        kv_pack(&x, &mut want, rows, layout).unwrap();
-        let (xb, packed) =
-            (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("packed", &vec![0u32; want.len()]).unwrap());
-        let dispatch = kernels.kv_pack.prepare(&ctx, &xb, &packed, rows, layout).unwrap();
-        Dispatch::submit_all(&ctx, &[&dispatch]);
-        let got: Vec<u32> = pollster::block_on(ctx.read_back(&packed)).unwrap()[..want.len()].to_vec();
-        let words = layout.words() as usize;
-        let decode = |w: &[u32]| w.chunks(words).flat_map(|v| unpack_vector(v, &layout)).collect::<Vec<f32>>();
-        let differing = got.iter().zip(&want).filter(|(a, b)| a != b).count();
-        println!("kv_pack {} d = {d}: {differing} of {} words differ from the twin's", scheme.name(), want.len());
-        // Measured on lavapipe: every word bit for bit. The values they decode to within 1e-6 |want|
-        // (a fused multiply-add in a scale); a code rounded the other way moves a value a whole step.
-        worst(&format!("kv_pack {} d = {d}", scheme.name()), &decode(&got), &decode(&want), 1e-30, 1e-6);
+        pack_as_the_twin_does(&ctx, &kernels, &[&x], PackRows { heads, tokens, capacity, start }, layout);
+    }
+    // fp8 keeps one scale a tensor (or a KV head) in the cache's tail: the pack that starts the cache
+    // (rows 0..20) sets it, the next one (rows 20..40, values twice as large: some saturate) keeps it.
+    for scheme in [
+        KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
+        KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Head },
+    ] {
+        let layout = PackedLayout::of(scheme, 40).unwrap();
+        let first = spread((heads * 20 * 40) as usize, &mut rng);
+        let later: Vec<f32> = spread((heads * 20 * 40) as usize, &mut rng).iter().map(|v| 2.0 * v).collect();
+        pack_as_the_twin_does(
+            &ctx,
+            &kernels,
+            &[&first, &later],
+            PackRows { heads, tokens: 20, capacity, start: 0 },
+            layout,
+        );
     }
     close(ctx);
+}
+
+/// Packs each of `xs` in turn (the n-th at row `rows.start + n * rows.tokens`) with `kv_pack` and with
+/// its twin, and checks what the caches decode to.
+fn pack_as_the_twin_does(ctx: &GpuContext, kernels: &Kernels, xs: &[&[f32]], rows: PackRows, layout: PackedLayout) {
+    let mut want = vec![0u32; layout.cache_words(rows.heads, rows.capacity) as usize];
+    let packed = ctx.storage_from("packed", &vec![0u32; want.len()]).unwrap();
+    for (n, x) in xs.iter().enumerate() {
+        let rows = PackRows { start: rows.start + n as u32 * rows.tokens, ..rows };
+        kv_pack(x, &mut want, rows, layout).unwrap();
+        let xb = ctx.storage_from("x", x).unwrap();
+        let dispatches = kernels.kv_pack.prepare(ctx, &xb, &packed, rows, layout).unwrap();
+        Dispatch::submit_all(ctx, &dispatches.iter().collect::<Vec<_>>());
+    }
+    let got: Vec<u32> = pollster::block_on(ctx.read_back(&packed)).unwrap()[..want.len()].to_vec();
+    let decode = |w: &[u32]| unpack_rows(w, &layout, rows.heads, rows.capacity, rows.capacity);
+    let differing = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    let what = format!("kv_pack {:?} d = {}", layout.packing, layout.d);
+    println!("{what}: {differing} of {} words differ from the twin's", want.len());
+    // Measured on lavapipe: every word bit for bit. The values they decode to within 1e-6 |want|
+    // (a fused multiply-add in a scale); a code rounded the other way moves a value a whole step.
+    worst(&what, &decode(&got), &decode(&want), 1e-30, 1e-6);
 }
 
 #[test]
@@ -807,12 +832,34 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
             KvScheme::Int8,
         ),
         (AttentionShape { h_q: 1, h_kv: 1, n_q: 1, n_kv: 33, d: 1024 }, Mask::Full, KvScheme::Fp16),
+        // fp8, its scale in the cache's tail: per KV head (E4M3) decoding, per tensor (E5M2) over
+        // several slices of a prefill.
+        (
+            AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 70, d: 32 },
+            Mask::Causal,
+            KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Head },
+        ),
+        (
+            AttentionShape { h_q: 6, h_kv: 2, n_q: 3, n_kv: 500, d: 64 },
+            Mask::Sliding { window_tokens: 100 },
+            KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Tensor },
+        ),
+        (
+            AttentionShape { h_q: 8, h_kv: 2, n_q: 98, n_kv: 98, d: 32 },
+            Mask::Sliding { window_tokens: 64 },
+            KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
+        ),
+        (
+            AttentionShape { h_q: 8, h_kv: 2, n_q: 98, n_kv: 98, d: 32 },
+            Mask::Causal,
+            KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
+        ),
     ];
     for (shape, mask, scheme) in cases {
         let kv_stride = shape.n_kv + 6;
         let layout = PackedLayout::of(scheme, shape.d).unwrap();
         let rows = PackRows { heads: shape.h_kv, tokens: shape.n_kv, capacity: kv_stride, start: 0 };
-        let cache_words = (shape.h_kv * kv_stride * layout.words()) as usize;
+        let cache_words = layout.cache_words(shape.h_kv, kv_stride) as usize;
         let pack = |amplitude, rng: &mut SplitMix64| {
             let mut words = vec![0u32; cache_words];
             kv_pack(&random(shape.kv_len(), amplitude, rng), &mut words, rows, layout).unwrap();

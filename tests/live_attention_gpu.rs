@@ -17,7 +17,7 @@ use attention_lab::lm::forward::OWNERSHIP_RULES;
 use attention_lab::lm::kv_quality::quality;
 use attention_lab::model::Mask;
 use attention_lab::model::kv_evict::{EvictPolicy, POLICIES};
-use attention_lab::model::kv_quant::KvScheme;
+use attention_lab::model::kv_quant::{Fp8, KvScheme};
 use attention_lab::model::paging::pages_for;
 use attention_lab::model::presets::preset;
 use attention_lab::views::heatmaps::params::GENERATE_SCHEMES;
@@ -167,11 +167,15 @@ fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
     }
 }
 
-/// The memory view's quantisation rows on the GPU (fp16, int8, int4, int2 packed and dequantised as
-/// `packed_attention` reads them; fp8 and KIVI rounded by `kv_quant`) and on the CPU tier, over the
-/// text the README's quantisation table is measured on: both tiers round the same values, so each
+/// The memory view's quantisation rows on the GPU (fp16, fp8, int8, int4, int2 packed and dequantised
+/// as `packed_attention` reads them; KIVI rounded by `kv_quant`) and on the CPU tier, over the text
+/// the README's quantisation table is measured on: both tiers round the same values, so each
 /// scheme's KL (each against its own full-precision pass), top-1 agreement and loss agree to the
-/// digits the table shows.
+/// digits the table shows. Except fp8 E4M3's loss: one value of layer 2's V (token 0, the second KV
+/// head, channel 1, about 2.95) lies within float error of the midpoint of two E4M3 steps (2.78 and
+/// 3.12 at that layer's scale); the GPU's f32 pass rounds it up and the CPU's f64 one down, and
+/// since every later query reads token 0 the loss moves by 7.6e-4 (measured on lavapipe: 3.55956
+/// against 3.55880; the KL by 1.3e-4 of itself). So its loss is held to 1e-3.
 #[test]
 fn the_quantisation_rows_on_the_gpu_match_the_cpu_tier() {
     let Some((gpu, cpu)) = both_tiers() else { return };
@@ -191,7 +195,8 @@ fn the_quantisation_rows_on_the_gpu_match_the_cpu_tier() {
         println!("{:>9}: {:.6e} {:.6e} {:.3}/{:.3} {lg:.5}/{lc:.5}", scheme.name(), qg.kl, qc.kl, qg.top1, qc.top1);
         assert!((qg.kl - qc.kl).abs() <= 1e-6 + 0.01 * qc.kl, "{}: KL {} vs {}", scheme.name(), qg.kl, qc.kl);
         assert_eq!(qg.top1, qc.top1, "{}: top-1 agreement", scheme.name());
-        assert!((lg - lc).abs() < 5e-5, "{}: loss {lg} vs {lc}", scheme.name());
+        let e4m3 = matches!(scheme, KvScheme::Fp8 { format: Fp8::E4m3, .. });
+        assert!((lg - lc).abs() < if e4m3 { 1e-3 } else { 5e-5 }, "{}: loss {lg} vs {lc}", scheme.name());
         if scheme == KvScheme::Fp32 {
             assert_eq!((qg.kl, qc.kl), (0.0, 0.0));
         }

@@ -415,61 +415,64 @@ async fn the_traced_forward_matches_its_twin_on_browser_webgpu() {
 }
 
 /// The packed quantised KV cache in Chromium (Tint compiles `kv_pack` and `packed_attention`, not
-/// naga): tokens packed as the twin packs them (fp16, int8, int4-g32), and a decode step's attention
-/// over an int4-g32 cache (GQA, 300 keys: three slices, weighed together by `combine`) against its twin.
+/// naga): tokens packed as the twin packs them (fp16, int8, int4-g32, fp8 E4M3 per head with its
+/// scales pass), and a decode step's attention over an int4-g32 and an fp8 E5M2 cache (GQA, 300
+/// keys: three slices, weighed together by `combine`) against its twin.
 #[wasm_bindgen_test]
 async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
-    use attention_lab::cpu::kv_pack::{PackRows, kv_pack, unpack_vector};
+    use attention_lab::cpu::kv_pack::{PackRows, kv_pack, unpack_rows};
     use attention_lab::cpu::packed_attention::{PackedProblem, packed_attention};
     use attention_lab::gpu::launch::Dispatch;
     use attention_lab::gpu::packed_attention::{PackedBuffers, PackedLaunch};
     use attention_lab::model::kv_packed::PackedLayout;
-    use attention_lab::model::kv_quant::KvScheme;
+    use attention_lab::model::kv_quant::{Fp8, KvScheme, ScaleScope};
     let ctx = GpuContext::new().await.expect("a WebGPU adapter");
     let kernels = Kernels::new(&ctx);
     let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 1, n_kv: 300, d: 32 };
     let (kv_stride, int4) = (310u32, KvScheme::IntGroup { bits: 4, group: 32 });
     let rows = PackRows { heads: shape.h_kv, tokens: shape.n_kv, capacity: kv_stride, start: 0 };
-    for (i, scheme) in [KvScheme::Fp16, KvScheme::Int8, int4].into_iter().enumerate() {
+    let e4m3 = KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Head };
+    for (i, scheme) in [KvScheme::Fp16, KvScheme::Int8, int4, e4m3].into_iter().enumerate() {
         let layout = PackedLayout::of(scheme, shape.d).expect("a packed form");
         let x = random(shape.kv_len(), 40 + i as u64, 2.0);
-        let mut want = vec![0u32; (shape.h_kv * kv_stride * layout.words()) as usize];
+        let mut want = vec![0u32; layout.cache_words(shape.h_kv, kv_stride) as usize];
         kv_pack(&x, &mut want, rows, layout).expect("twin");
         let (xb, packed) =
             (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("packed", &vec![0u32; want.len()]).unwrap());
-        let dispatch = kernels.kv_pack.prepare(&ctx, &xb, &packed, rows, layout).expect("kv_pack");
-        Dispatch::submit_all(&ctx, &[&dispatch]);
+        let dispatches = kernels.kv_pack.prepare(&ctx, &xb, &packed, rows, layout).expect("kv_pack");
+        Dispatch::submit_all(&ctx, &dispatches.iter().collect::<Vec<_>>());
         let got: Vec<u32> = ctx.read_back(&packed).await.expect("read back");
-        let decode = |w: &[u32]| {
-            w[..want.len()]
-                .chunks(layout.words() as usize)
-                .flat_map(|v| unpack_vector(v, &layout))
-                .collect::<Vec<f32>>()
-        };
+        let decode = |w: &[u32]| unpack_rows(&w[..want.len()], &layout, shape.h_kv, kv_stride, shape.n_kv);
         let (got, want) = (decode(&got), decode(&want));
         let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs() / (1e-30 + w.abs())).fold(0.0f32, f32::max);
         assert!(worst <= 1e-6, "kv_pack {}: values differ by {worst} of themselves", scheme.name());
     }
-    let layout = PackedLayout::of(int4, shape.d).expect("a packed form");
-    let pack = |seed| {
-        let mut words = vec![0u32; (shape.h_kv * kv_stride * layout.words()) as usize];
-        kv_pack(&random(shape.kv_len(), seed, 1.0), &mut words, rows, layout).expect("twin");
-        words
-    };
-    let (k, v, q) = (pack(50), pack(51), random(shape.q_len(), 52, 2.0));
-    let (mask, scale) = (Mask::Sliding { window_tokens: 64 }, 0.18);
-    let want =
-        packed_attention(&PackedProblem { q: &q, k: &k, v: &v, shape, kv_stride, layout, mask, scale }).expect("twin");
-    let (qb, kb, vb) =
-        (ctx.storage_from("q", &q).unwrap(), ctx.storage_from("k", &k).unwrap(), ctx.storage_from("v", &v).unwrap());
-    let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
-    let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
-    let dispatch =
-        kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).expect("prepare");
-    Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
-    let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");
-    let err = max_abs_diff(&got[..want.len()], &want);
-    assert!(err < 1e-4, "packed_attention: output differs by {err}");
+    let e5m2 = KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Tensor };
+    for scheme in [int4, e5m2] {
+        let layout = PackedLayout::of(scheme, shape.d).expect("a packed form");
+        let pack = |seed| {
+            let mut words = vec![0u32; layout.cache_words(shape.h_kv, kv_stride) as usize];
+            kv_pack(&random(shape.kv_len(), seed, 1.0), &mut words, rows, layout).expect("twin");
+            words
+        };
+        let (k, v, q) = (pack(50), pack(51), random(shape.q_len(), 52, 2.0));
+        let (mask, scale) = (Mask::Sliding { window_tokens: 64 }, 0.18);
+        let want = packed_attention(&PackedProblem { q: &q, k: &k, v: &v, shape, kv_stride, layout, mask, scale })
+            .expect("twin");
+        let (qb, kb, vb) = (
+            ctx.storage_from("q", &q).unwrap(),
+            ctx.storage_from("k", &k).unwrap(),
+            ctx.storage_from("v", &v).unwrap(),
+        );
+        let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
+        let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
+        let dispatch =
+            kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).expect("prepare");
+        Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
+        let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");
+        let err = max_abs_diff(&got[..want.len()], &want);
+        assert!(err < 1e-4, "packed_attention {}: output differs by {err}", scheme.name());
+    }
 }
 
 /// Heads past 256 in the kernels that attend over a cache, on SwiftShader's 4-lane subgroups (Tint

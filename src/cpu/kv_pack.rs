@@ -1,5 +1,6 @@
 //! Twin of `shaders/kv_pack.wgsl`: tokens' K (or V) vectors quantised into a packed cache, laid out
-//! as [`PackedLayout`] says (codes in `u32` words, then the groups' scales), one vector at a time.
+//! as [`PackedLayout`] says (codes in `u32` words, then the groups' scales; fp8's scale in the
+//! cache's tail, set by the pack that starts the cache), one vector at a time.
 //! The values a packed vector decodes to are those `cpu::kv_quant` rounds the same vector to: the
 //! same f32 arithmetic, the codes kept instead of multiplied back.
 
@@ -21,7 +22,7 @@ impl PackRows {
     pub fn check(&self, layout: &PackedLayout, x_len: u64, cache_words: u64) -> Result<(), String> {
         let PackRows { heads, tokens, capacity, start } = *self;
         let vectors = u64::from(heads) * u64::from(tokens);
-        let cache = u64::from(heads) * u64::from(capacity) * u64::from(layout.words());
+        let cache = layout.cache_words(heads, capacity);
         let fits = u64::from(start) + u64::from(tokens) <= u64::from(capacity);
         if !fits || vectors * u64::from(layout.d) > x_len || cache > cache_words || vectors > u64::from(u32::MAX) {
             return Err(format!(
@@ -34,23 +35,46 @@ impl PackRows {
     }
 }
 
-/// Every vector of `x` packed into its rows of `packed`.
+/// Every vector of `x` packed into its rows of `packed` (and, for fp8 at row 0, the tail's scales
+/// set from `x` first).
 pub fn kv_pack(x: &[f32], packed: &mut [u32], rows: PackRows, layout: PackedLayout) -> Result<(), String> {
     rows.check(&layout, x.len() as u64, packed.len() as u64)?;
     let (d, words) = (layout.d as usize, layout.words() as usize);
+    let tail = layout.tail_at(rows.heads, rows.capacity) as usize;
+    let per_head = rows.tokens as usize * d;
+    if rows.start == 0 && layout.tail_words(rows.heads) > 0 {
+        for slot in 0..layout.tail_words(rows.heads) as usize {
+            let values = if layout.tail_words(rows.heads) == 1 {
+                &x[..rows.heads as usize * per_head]
+            } else {
+                &x[slot * per_head..(slot + 1) * per_head]
+            };
+            packed[tail + slot] = fp8_scale(values, &layout);
+        }
+    }
     for h in 0..rows.heads as usize {
+        let shared =
+            if layout.tail_words(rows.heads) > 0 { packed[tail + layout.tail_slot(h as u32) as usize] } else { 0 };
         for t in 0..rows.tokens as usize {
             let src = (h * rows.tokens as usize + t) * d;
             let dst = (h * rows.capacity as usize + rows.start as usize + t) * words;
-            packed[dst..dst + words].copy_from_slice(&pack_vector(&x[src..src + d], &layout));
+            packed[dst..dst + words].copy_from_slice(&pack_vector(&x[src..src + d], &layout, shared));
         }
     }
     Ok(())
 }
 
+/// fp8's scale word for `values`: largest magnitude / the format's largest value (1 when all are
+/// zero), as `cpu::kv_quant` scales the same values.
+fn fp8_scale(values: &[f32], layout: &PackedLayout) -> u32 {
+    let max = layout.fp8_format().map_or(1.0, |(_, _, max)| max);
+    let amax = values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    (if amax > 0.0 { amax / max } else { 1.0 }).to_bits()
+}
+
 /// One vector's words: its scales first (each group's codes are taken against the scale as stored),
-/// then its codes.
-pub fn pack_vector(values: &[f32], layout: &PackedLayout) -> Vec<u32> {
+/// then its codes. `shared` is the tail's scale word that covers it (fp8; ignored otherwise).
+pub fn pack_vector(values: &[f32], layout: &PackedLayout, shared: u32) -> Vec<u32> {
     let mut words = vec![0u32; layout.words() as usize];
     let code_words = layout.code_words() as usize;
     for (g, group) in values.chunks(layout.group().max(1) as usize).enumerate().take(layout.scale_words() as usize) {
@@ -58,7 +82,7 @@ pub fn pack_vector(values: &[f32], layout: &PackedLayout) -> Vec<u32> {
     }
     for (c, &v) in values.iter().enumerate() {
         let (word, shift) = layout.code_at(c as u32);
-        let scale = layout.scale_at(c as u32).map_or(0, |s| words[s as usize]);
+        let scale = layout.scale_at(c as u32).map_or(shared, |s| words[s as usize]);
         words[word as usize] |= code(v, scale, layout) << shift;
     }
     words
@@ -69,7 +93,7 @@ pub fn pack_vector(values: &[f32], layout: &PackedLayout) -> Vec<u32> {
 fn scale_word(group: &[f32], layout: &PackedLayout) -> u32 {
     let l = layout.levels() as f32;
     match layout.packing {
-        Packing::F16 => 0,
+        Packing::F16 | Packing::Fp8 { .. } => 0,
         Packing::Int8 => (group.iter().fold(0.0f32, |m, v| m.max(v.abs())) / l).to_bits(),
         Packing::Grouped { .. } => {
             let lo = group.iter().copied().fold(f32::INFINITY, f32::min);
@@ -93,18 +117,39 @@ fn code(v: f32, scale_word: u32, layout: &PackedLayout) -> u32 {
             let (scale, min) = (f16_value(scale_word & 0xffff), f16_value(scale_word >> 16));
             if scale > 0.0 { ((v - min) / scale).round_ties_even().clamp(0.0, l) as u32 } else { 0 }
         }
+        Packing::Fp8 { .. } => {
+            let (mantissa, min_exp, max) = layout.fp8_format().unwrap_or((3, -6, 448.0));
+            fp8_bits(round_float(v / f32::from_bits(scale_word), mantissa, min_exp, max), mantissa, min_exp)
+        }
     }
 }
 
-/// A packed vector's values, as the attention kernel dequantises them.
-pub fn unpack_vector(words: &[u32], layout: &PackedLayout) -> Vec<f32> {
+/// A packed vector's values, as the attention kernel dequantises them (`shared`: the tail's scale word
+/// that covers it, for fp8).
+pub fn unpack_vector(words: &[u32], layout: &PackedLayout, shared: u32) -> Vec<f32> {
     (0..layout.d)
         .map(|c| {
             let (word, shift) = layout.code_at(c);
-            let scale = layout.scale_at(c).map_or(0, |s| words[s as usize]);
+            let scale = layout.scale_at(c).map_or(shared, |s| words[s as usize]);
             dequantise(words[word as usize] >> shift, scale, layout)
         })
         .collect()
+}
+
+/// Rows `0..rows` of each of `heads` heads of a packed cache of `capacity` rows, decoded (fp8 with its
+/// head's scale from the tail): `[heads, rows, d]`.
+pub fn unpack_rows(cache: &[u32], layout: &PackedLayout, heads: u32, capacity: u32, rows: u32) -> Vec<f32> {
+    let words = layout.words() as usize;
+    let tail = layout.tail_at(heads, capacity) as usize;
+    let mut out = Vec::with_capacity(heads as usize * rows as usize * layout.d as usize);
+    for h in 0..heads {
+        let shared = if layout.tail_words(heads) > 0 { cache[tail + layout.tail_slot(h) as usize] } else { 0 };
+        for row in 0..rows as usize {
+            let at = (h as usize * capacity as usize + row) * words;
+            out.extend(unpack_vector(&cache[at..at + words], layout, shared));
+        }
+    }
+    out
 }
 
 /// One value from its code (in the low bits of `code`, higher bits ignored) and its scale word.
@@ -116,7 +161,36 @@ pub fn dequantise(code: u32, scale_word: u32, layout: &PackedLayout) -> f32 {
             let q = code & ((1 << bits) - 1);
             q as f32 * f16_value(scale_word & 0xffff) + f16_value(scale_word >> 16)
         }
+        Packing::Fp8 { .. } => {
+            let (mantissa, min_exp, _) = layout.fp8_format().unwrap_or((3, -6, 448.0));
+            fp8_value(code & 0xff, mantissa, min_exp) * f32::from_bits(scale_word)
+        }
     }
+}
+
+/// The fp8 bits of `r`, a value the format (`mantissa` fraction bits, smallest normal exponent
+/// `min_exp`) holds exactly, by integer arithmetic as the shader does it; the sign is bit 7.
+pub fn fp8_bits(r: f32, mantissa: u32, min_exp: i32) -> u32 {
+    let a = r.abs();
+    let sign = if r < 0.0 { 0x80 } else { 0 };
+    if a < 2f32.powi(min_exp) {
+        // A subnormal: a whole number of 2^(min_exp - mantissa).
+        return sign | (a * 2f32.powi(mantissa as i32 - min_exp)) as u32;
+    }
+    let bits = a.to_bits();
+    let exponent = ((bits >> 23) as i32 - 127 - min_exp + 1) as u32;
+    sign | (exponent << mantissa) | ((bits & 0x7f_ffff) >> (23 - mantissa))
+}
+
+/// The value of fp8 bits `b` (the low 8 bits) in the format of [`fp8_bits`].
+pub fn fp8_value(b: u32, mantissa: u32, min_exp: i32) -> f32 {
+    let (e, m) = ((b & 0x7f) >> mantissa, b & ((1 << mantissa) - 1));
+    let a = if e == 0 {
+        m as f32 * 2f32.powi(min_exp - mantissa as i32)
+    } else {
+        f32::from_bits((((e as i32 - 1 + min_exp + 127) as u32) << 23) | (m << (23 - mantissa)))
+    };
+    if b & 0x80 != 0 { -a } else { a }
 }
 
 fn round_f16(v: f32) -> f32 {
@@ -147,7 +221,7 @@ pub fn f16_value(h: u32) -> f32 {
 mod tests {
     use super::*;
     use crate::cpu::kv_quant::round_group;
-    use crate::model::kv_quant::{KvScheme, KvTensor};
+    use crate::model::kv_quant::{Fp8, KvScheme, KvTensor, ScaleScope};
 
     fn layout(scheme: KvScheme, d: u32) -> PackedLayout {
         PackedLayout::of(scheme, d).unwrap()
@@ -168,20 +242,20 @@ mod tests {
         // One group of 4: min 0, max 3 -> scale 3 / 15 = 0.2 (f16 0.19995117), min 0. 1.0 / 0.19995117
         // = 5.0012 -> code 5; 3.0 -> 15.003 -> 15; 0.5 -> 2.5006 -> 3.
         let l = layout(KvScheme::IntGroup { bits: 4, group: 4 }, 4);
-        let words = pack_vector(&[0.0, 1.0, 3.0, 0.5], &l);
+        let words = pack_vector(&[0.0, 1.0, 3.0, 0.5], &l, 0);
         let scale = half::f16::from_f32(0.2);
         assert_eq!(words, [0x3f50, u32::from(scale.to_bits())]);
         let step = scale.to_f32();
-        assert_eq!(unpack_vector(&words, &l), [0.0, 5.0 * step, 15.0 * step, 3.0 * step]);
+        assert_eq!(unpack_vector(&words, &l, 0), [0.0, 5.0 * step, 15.0 * step, 3.0 * step]);
     }
 
     #[test]
     fn int8_by_hand() {
         // Largest 63.5: scale 0.5. Codes 127, 3 (1.3 / 0.5 = 2.6), -2 (-1.0 / 0.5), 0: bytes 7f 03 fe 00.
         let l = layout(KvScheme::Int8, 4);
-        let words = pack_vector(&[63.5, 1.3, -1.0, 0.0], &l);
+        let words = pack_vector(&[63.5, 1.3, -1.0, 0.0], &l, 0);
         assert_eq!(words, [0x00fe_037f, 0.5f32.to_bits()]);
-        assert_eq!(unpack_vector(&words, &l), [63.5, 1.5, -1.0, 0.0]);
+        assert_eq!(unpack_vector(&words, &l, 0), [63.5, 1.5, -1.0, 0.0]);
     }
 
     #[test]
@@ -203,9 +277,9 @@ mod tests {
             let want: Vec<f32> =
                 values.chunks(pass.boxed[2].min(d) as usize).flat_map(|g| round_group(g, pass.rounding)).collect();
             let l = layout(scheme, d);
-            let words = pack_vector(&values, &l);
+            let words = pack_vector(&values, &l, 0);
             assert_eq!(words.len() as u32, l.words());
-            assert_eq!(unpack_vector(&words, &l), want, "{}", scheme.name());
+            assert_eq!(unpack_vector(&words, &l, 0), want, "{}", scheme.name());
         }
     }
 
@@ -219,10 +293,72 @@ mod tests {
         kv_pack(&x, &mut packed, rows, l).unwrap();
         // Head 0 row 0 is untouched; row 1 holds token 0 [0, 1, 2, 3]; head 1 row 2 holds [12..16).
         assert_eq!(&packed[..2], [7, 7]);
-        assert_eq!(unpack_vector(&packed[2..4], &l), [0.0, 1.0, 2.0, 3.0]);
-        assert_eq!(unpack_vector(&packed[10..12], &l), [12.0, 13.0, 14.0, 15.0]);
+        assert_eq!(unpack_vector(&packed[2..4], &l, 0), [0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(unpack_vector(&packed[10..12], &l, 0), [12.0, 13.0, 14.0, 15.0]);
         assert!(kv_pack(&x, &mut packed, PackRows { start: 2, ..rows }, l).unwrap_err().contains("do not fit"));
         assert!(kv_pack(&x[..15], &mut packed, rows, l).is_err());
         assert!(kv_pack(&x, &mut packed[..11], rows, l).is_err());
+    }
+
+    #[test]
+    fn fp8_bits_and_values_by_hand_and_every_code_both_ways() {
+        // E4M3: 448 = 1.75 x 2^8 is exponent field 8 + 7 = 15, fraction 110: 0x7e; the smallest
+        // subnormal 2^-9 is 0x01; -1.0 is 0xb8. E5M2: 57,344 = 1.75 x 2^15 is 0x7b; 2^-16 is 0x01.
+        assert_eq!((fp8_bits(448.0, 3, -6), fp8_bits(2f32.powi(-9), 3, -6), fp8_bits(-1.0, 3, -6)), (0x7e, 0x01, 0xb8));
+        assert_eq!((fp8_bits(57344.0, 2, -14), fp8_bits(2f32.powi(-16), 2, -14)), (0x7b, 0x01));
+        assert_eq!((fp8_value(0x7e, 3, -6), fp8_value(0xb8, 3, -6), fp8_value(0x7b, 2, -14)), (448.0, -1.0, 57344.0));
+        // Every finite code but -0 decodes to a value the format holds and back to itself.
+        for (mantissa, min_exp, max, nan_or_inf) in [(3, -6, 448.0, 0x7f..=0x7f), (2, -14, 57344.0, 0x7c..=0x7f)] {
+            for b in (0u32..256).filter(|b| *b != 0x80 && !nan_or_inf.contains(&(b & 0x7f))) {
+                let v = fp8_value(b, mantissa, min_exp);
+                assert_eq!(round_float(v, mantissa, min_exp, max), v, "{b:#x}");
+                assert_eq!(fp8_bits(v, mantissa, min_exp), b, "{b:#x} = {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn fp8_decodes_to_what_kv_quant_rounds_the_tensor_or_each_head_to() {
+        // 2 heads x 3 tokens x 8 values over several binades; the whole pack starts the cache.
+        let (heads, tokens, d) = (2u32, 3u32, 8u32);
+        let x: Vec<f32> =
+            (0..heads * tokens * d).map(|i| ((i * 29 % 17) as f32 - 8.0) * 2f32.powi(i as i32 % 7 - 3)).collect();
+        for scope in [ScaleScope::Tensor, ScaleScope::Head] {
+            for format in [Fp8::E4m3, Fp8::E5m2] {
+                let scheme = KvScheme::Fp8 { format, scope };
+                let l = layout(scheme, d);
+                let rows = PackRows { heads, tokens, capacity: 4, start: 0 };
+                let mut packed = vec![0u32; l.cache_words(heads, 4) as usize];
+                kv_pack(&x, &mut packed, rows, l).unwrap();
+                let pass = scheme.pass(KvTensor::K, tokens).unwrap();
+                let per_box = (pass.boxed[0].min(heads) * tokens * d) as usize;
+                let want: Vec<f32> = x.chunks(per_box).flat_map(|b| round_group(b, pass.rounding)).collect();
+                let tail = l.tail_at(heads, 4) as usize;
+                let got: Vec<f32> = (0..heads * tokens)
+                    .flat_map(|i| {
+                        let (h, t) = (i / tokens, i % tokens);
+                        let at = ((h * 4 + t) * l.words()) as usize;
+                        unpack_vector(&packed[at..at + l.words() as usize], &l, packed[tail + l.tail_slot(h) as usize])
+                    })
+                    .collect();
+                assert_eq!(got, want, "{}", scheme.name());
+            }
+        }
+    }
+
+    #[test]
+    fn a_later_fp8_pack_keeps_the_first_pack_s_scale_and_saturates() {
+        // E4M3 per tensor: the first token's largest magnitude 2.0 sets the scale 2 / 448. A later
+        // token of 4.0 is past 448 steps of it: it comes back as 2.0; 1.0 stays exact.
+        let l = layout(KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor }, 4);
+        let mut packed = vec![0u32; l.cache_words(1, 2) as usize];
+        kv_pack(&[2.0, 0.5, 0.0, -1.0], &mut packed, PackRows { heads: 1, tokens: 1, capacity: 2, start: 0 }, l)
+            .unwrap();
+        assert_eq!(packed[2], (2.0f32 / 448.0).to_bits());
+        kv_pack(&[4.0, 1.0, -8.0, 0.25], &mut packed, PackRows { heads: 1, tokens: 1, capacity: 2, start: 1 }, l)
+            .unwrap();
+        assert_eq!(packed[2], (2.0f32 / 448.0).to_bits());
+        assert_eq!(unpack_vector(&packed[1..2], &l, packed[2]), [2.0, 1.0, -2.0, 0.25]);
+        assert_eq!(unpack_vector(&packed[0..1], &l, packed[2]), [2.0, 0.5, 0.0, -1.0]);
     }
 }

@@ -1,10 +1,10 @@
 //! Twin of `shaders/packed_attention.wgsl`: attention over a packed quantised KV cache. It decodes
-//! each visible key's K and V vector from its words, as the shader's `key_at` and `value_at` do
-//! ([`unpack_vector`]), then computes what [`flash_attention`] computes over those values (f64 sums).
+//! each visible key's K and V vector from its words (and fp8's scale from the cache's tail), as the
+//! shader does ([`unpack_rows`]), then computes what [`flash_attention`] computes over those values (f64 sums).
 
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::flash_attention::flash_attention;
-use crate::cpu::kv_pack::unpack_vector;
+use crate::cpu::kv_pack::unpack_rows;
 use crate::model::Mask;
 use crate::model::kv_packed::PackedLayout;
 
@@ -26,7 +26,7 @@ pub fn packed_attention(p: &PackedProblem) -> Result<Vec<f32>, String> {
     let s = p.shape;
     s.validate()?;
     let words = u64::from(p.layout.words());
-    let needed = u64::from(s.h_kv) * u64::from(p.kv_stride) * words;
+    let needed = p.layout.cache_words(s.h_kv, p.kv_stride);
     if p.layout.d != s.d || p.kv_stride < s.n_kv || (p.k.len() as u64) < needed || (p.v.len() as u64) < needed {
         return Err(format!(
             "packed attention: {} KV heads x {} rows (of {}) of {words} words at d = {} do not fit caches of {} and {} \
@@ -47,15 +47,7 @@ pub fn packed_attention(p: &PackedProblem) -> Result<Vec<f32>, String> {
 
 /// Rows `0..n_kv` of each KV head of `cache`, decoded: `[h_kv, n_kv, d]`.
 fn unpack(p: &PackedProblem, cache: &[u32]) -> Vec<f32> {
-    let words = p.layout.words() as usize;
-    let mut out = Vec::with_capacity(p.shape.kv_len());
-    for h in 0..p.shape.h_kv as usize {
-        for key in 0..p.shape.n_kv as usize {
-            let at = (h * p.kv_stride as usize + key) * words;
-            out.extend(unpack_vector(&cache[at..at + words], &p.layout));
-        }
-    }
-    out
+    unpack_rows(cache, &p.layout, p.shape.h_kv, p.kv_stride, p.shape.n_kv)
 }
 
 #[cfg(test)]

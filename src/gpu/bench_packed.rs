@@ -41,11 +41,13 @@ pub async fn run_packed_decode(
     let mut out = Vec::new();
     for scheme in PACKED_SCHEMES {
         let layout = PackedLayout::of(scheme, d).ok_or_else(|| GpuError::InvalidInput(scheme.name()))?;
-        let bytes = u64::from(h_kv) * u64::from(n) * u64::from(layout.words()) * 4;
+        let bytes = layout.cache_words(h_kv, n) * 4;
         let (pk, pv) = (ctx.storage_output("packed K", bytes)?, ctx.storage_output("packed V", bytes)?);
-        let pack_k = kernels.kv_pack.prepare(ctx, &k, &pk, rows, layout)?;
-        let pack_v = kernels.kv_pack.prepare(ctx, &v, &pv, rows, layout)?;
-        Dispatch::submit_all(ctx, &[&pack_k, &pack_v]);
+        let packs = [
+            kernels.kv_pack.prepare(ctx, &k, &pk, rows, layout)?,
+            kernels.kv_pack.prepare(ctx, &v, &pv, rows, layout)?,
+        ];
+        Dispatch::submit_all(ctx, &packs.iter().flatten().collect::<Vec<_>>());
         let launch = PackedLaunch { shape, kv_stride: n, layout, mask, scale };
         let step = kernels.packed.prepare(ctx, &PackedBuffers { q: &q, k: &pk, v: &pv, o: &o }, launch)?;
         let name = format!("decode packed {}", scheme.name());

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::cpu::kv_pack::PackRows;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
-use crate::gpu::launch::{Binding, Dispatch};
+use crate::gpu::launch::{Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::kv_packed::PackedLayout;
 
@@ -19,7 +19,7 @@ pub struct KvPackParams {
     pub d: u32,
     pub capacity: u32,
     pub start: u32,
-    /// 0: fp16; 1: int8 with an f32 scale; 2: grouped, f16 scale and min.
+    /// 0: fp16; 1: int8 with an f32 scale; 2: grouped, f16 scale and min; 3: fp8, scale in the tail.
     pub kind: u32,
     pub bits: u32,
     pub scale_group: u32,
@@ -27,6 +27,14 @@ pub struct KvPackParams {
     pub code_words: u32,
     pub scale_words: u32,
     pub words: u32,
+    /// fp8's format: fraction bits, smallest normal exponent, largest value.
+    pub mantissa: u32,
+    pub min_exp: i32,
+    pub max_value: f32,
+    /// Where the cache's tail of scales starts (in words), and its words (0 but for fp8).
+    pub tail: u32,
+    pub tail_words: u32,
+    pub _pad: [u32; 3],
 }
 
 /// Invocations (vectors) per workgroup (the shader's `WG`).
@@ -34,6 +42,8 @@ const WORKGROUP: u32 = 64;
 
 pub struct KvPack {
     launcher: Launcher<Self>,
+    /// `scales`: fp8's tail, one workgroup a scale word.
+    scales: PipelineCache,
 }
 
 impl Kernel for KvPack {
@@ -51,11 +61,14 @@ impl Kernel for KvPack {
 
 impl KvPack {
     pub fn new(ctx: &GpuContext) -> Self {
-        Self { launcher: Launcher::new(ctx) }
+        let launcher = Launcher::new(ctx);
+        let scales = launcher.pipelines_of(ctx, Self::SOURCE, "scales");
+        Self { launcher, scales }
     }
 
     /// Prepares the packing of `x` (`[heads, tokens, d]` f32) into `packed` (`[heads, capacity, words]`
-    /// u32) at `rows`, after checking that both hold what the launch covers.
+    /// u32, then its tail) at `rows`, after checking that both hold what the launch covers: first, for
+    /// fp8 starting the cache (row 0), the tail's scales from `x`.
     pub fn prepare(
         &self,
         ctx: &GpuContext,
@@ -63,10 +76,22 @@ impl KvPack {
         packed: &wgpu::Buffer,
         rows: PackRows,
         layout: PackedLayout,
-    ) -> Result<Dispatch, GpuError> {
+    ) -> Result<Vec<Dispatch>, GpuError> {
         let params = params(rows, layout, [x.size() / 4, packed.size() / 4])?;
+        let mut out = Vec::new();
+        if params.tail_words > 0 && rows.start == 0 {
+            let pipeline = self.scales.get(&ctx.device, &[("WG", WORKGROUP)]);
+            out.push(self.launcher.dispatch_workgroups(
+                ctx,
+                pipeline,
+                &params,
+                &[x, packed],
+                params.tail_words.into(),
+            )?);
+        }
         let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
-        self.launcher.dispatch(ctx, pipeline, &params, &[x, packed])
+        out.push(self.launcher.dispatch(ctx, pipeline, &params, &[x, packed])?);
+        Ok(out)
     }
 }
 
@@ -74,6 +99,9 @@ impl KvPack {
 pub fn params(rows: PackRows, layout: PackedLayout, [floats, words]: [u64; 2]) -> Result<KvPackParams, GpuError> {
     rows.check(&layout, floats, words).map_err(GpuError::InvalidInput)?;
     let PackRows { heads, tokens, capacity, start } = rows;
+    let (mantissa, min_exp, max_value) = layout.fp8_format().unwrap_or((0, 0, 0.0));
+    let tail = u32::try_from(layout.tail_at(heads, capacity))
+        .map_err(|_| GpuError::LimitExceeded(format!("a packed cache of {capacity} rows of {heads} heads")))?;
     Ok(KvPackParams {
         heads,
         tokens,
@@ -87,17 +115,23 @@ pub fn params(rows: PackRows, layout: PackedLayout, [floats, words]: [u64; 2]) -
         code_words: layout.code_words(),
         scale_words: layout.scale_words(),
         words: layout.words(),
+        mantissa,
+        min_exp,
+        max_value,
+        tail,
+        tail_words: layout.tail_words(heads),
+        _pad: [0; 3],
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kv_quant::KvScheme;
+    use crate::model::kv_quant::{Fp8, KvScheme, ScaleScope};
 
     #[test]
-    fn params_are_48_bytes() {
-        assert_eq!(size_of::<KvPackParams>(), 48);
+    fn params_are_80_bytes() {
+        assert_eq!(size_of::<KvPackParams>(), 80);
     }
 
     #[test]
@@ -110,5 +144,18 @@ mod tests {
         // The cache is 2 x 8 x 5 = 80 words: 79 is one short; 3 tokens from row 6 pass its 8 rows.
         assert!(params(rows, layout, [192, 79]).is_err());
         assert!(params(PackRows { start: 6, ..rows }, layout, [192, 80]).is_err());
+    }
+
+    #[test]
+    fn fp8_params_point_at_the_tail() {
+        // E5M2 per head, 2 heads x 8 rows of 32 values (8 words): the tail starts at 2 x 8 x 8 = 128
+        // and holds 2 scales; a cache of 129 words is one short.
+        let scheme = KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Head };
+        let layout = PackedLayout::of(scheme, 32).unwrap();
+        let rows = PackRows { heads: 2, tokens: 3, capacity: 8, start: 0 };
+        let p = params(rows, layout, [192, 130]).unwrap();
+        assert_eq!((p.kind, p.bits, p.scale_words, p.words), (3, 8, 0, 8));
+        assert_eq!((p.mantissa, p.min_exp, p.max_value, p.tail, p.tail_words), (2, -14, 57344.0, 128, 2));
+        assert!(params(rows, layout, [192, 129]).is_err());
     }
 }

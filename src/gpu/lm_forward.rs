@@ -127,6 +127,7 @@ pub struct LmCache {
     scheme: KvScheme,
     /// How a token's vector is packed (`None`: the f32 cache).
     packed: Option<PackedLayout>,
+    h_kv: u32,
 }
 
 impl LmCache {
@@ -136,10 +137,10 @@ impl LmCache {
     }
 
     /// An empty cache for `capacity` tokens stored as `scheme`: f32 rows for `Fp32`, packed words
-    /// for a scheme whose groups lie within a token (fp16, int8, int4 and int2 in groups along the
-    /// head), so each token is quantised once, when it joins. Schemes whose scales span tokens (fp8's
-    /// per-tensor or per-head scale, KIVI's groups of tokens) are refused: their values would change
-    /// as the cache grows.
+    /// for a scheme with a packed form, so each token is quantised once, when it joins: fp16, int8,
+    /// int4 and int2 in groups along the head, and fp8, whose scale (per tensor or per KV head) the
+    /// prompt's values set and later tokens keep (past it they saturate). KIVI, whose groups of tokens
+    /// are quantised together, is refused: its values would change as the cache grows.
     pub fn stored_as(ctx: &GpuContext, weights: &LmWeights, capacity: u32, scheme: KvScheme) -> Result<Self, GpuError> {
         let packed = PackedLayout::of(scheme, weights.geometry.head_dim);
         if packed.is_none() && scheme != KvScheme::Fp32 {
@@ -171,12 +172,12 @@ impl LmCache {
         packed: Option<PackedLayout>,
     ) -> Result<Self, GpuError> {
         let g = weights.geometry;
-        let per_row = packed.map_or(g.head_dim, |layout| layout.words());
-        let words = u64::from(g.h_kv) * u64::from(capacity) * u64::from(per_row);
+        let f32_rows = u64::from(g.h_kv) * u64::from(capacity) * u64::from(g.head_dim);
+        let words = packed.map_or(f32_rows, |layout| layout.cache_words(g.h_kv, capacity));
         let buffers: Vec<(&str, u64)> = (0..2 * g.layers).map(|_| ("KV cache", words)).collect();
         check_sizes(ctx, &format!("A KV cache of {capacity} tokens"), &buffers)?;
         let make = || (0..g.layers).map(|_| ctx.storage_output("KV cache", words * 4)).collect::<Result<Vec<_>, _>>();
-        Ok(Self { k: make()?, v: make()?, capacity, len: 0, scheme, packed })
+        Ok(Self { k: make()?, v: make()?, capacity, len: 0, scheme, packed, h_kv: g.h_kv })
     }
 
     /// Tokens cached so far.
@@ -199,11 +200,16 @@ impl LmCache {
         self.packed.is_some()
     }
 
-    /// Bytes one token takes in the cache, every layer's K and V: its buffers' bytes over their
-    /// tokens (what was allocated, not a formula).
+    /// Bytes one token takes in the cache, every layer's K and V: its buffers' bytes, less their fixed
+    /// tails, over their tokens (what was allocated, not a formula).
     pub fn bytes_per_token(&self) -> u64 {
         let bytes: u64 = self.k.iter().chain(&self.v).map(wgpu::Buffer::size).sum();
-        bytes / u64::from(self.capacity.max(1))
+        (bytes - self.fixed_bytes()) / u64::from(self.capacity.max(1))
+    }
+
+    /// Bytes that do not grow with the tokens: fp8's tails of scales, one a layer's K and V.
+    pub fn fixed_bytes(&self) -> u64 {
+        self.packed.map_or(0, |layout| 2 * self.k.len() as u64 * u64::from(layout.tail_words(self.h_kv)) * 4)
     }
 }
 
@@ -348,13 +354,14 @@ pub async fn run(
     run_with_kv_scheme(ctx, kernels, weights, ids, request, KvScheme::Fp32).await
 }
 
-/// [`run`] over a KV cache stored as `scheme`. A scheme whose scales lie within a token (fp16, int8,
-/// int4 and int2 in groups along the head) is packed: every layer's K (rotated) and V are quantised
-/// into a packed cache of the text ([`PackedLayout`], `kv_pack`) that `packed_attention` reads,
-/// dequantising as it reads; K and V are also rounded in place to the same values for the
-/// probability rows (`row_softmax` reads f32). Schemes whose scales span tokens (fp8, KIVI) are
-/// rounded in place before attention reads them as f32, the values a kernel dequantising on read
-/// would see. `KvScheme::Fp32` leaves them as they are. KIVI's groups count from the first token.
+/// [`run`] over a KV cache stored as `scheme`. A scheme with a packed form (fp16, fp8, int8, int4
+/// and int2 in groups along the head) is packed: every layer's K (rotated) and V are quantised into a
+/// packed cache of the text ([`PackedLayout`], `kv_pack`; fp8's scale from the whole text's values)
+/// that `packed_attention` reads, dequantising as it reads; K and V are also rounded in place to the
+/// same values for the probability rows (`row_softmax` reads f32). KIVI, whose groups of tokens are
+/// quantised together, is rounded in place before attention reads it as f32, the values a kernel
+/// dequantising on read would see; its groups count from the first token. `KvScheme::Fp32` leaves
+/// K and V as they are.
 pub async fn run_with_kv_scheme(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -466,7 +473,7 @@ async fn prepare_pass<'a>(
         _ => None,
     };
     if let Some(layout) = packed_pass {
-        let words = u64::from(g.h_kv) * t * u64::from(layout.words());
+        let words = layout.cache_words(g.h_kv, tokens);
         sizes.extend([("packed K", words), ("packed V", words)]);
     }
     check_sizes(ctx, &format!("A forward pass over {tokens} tokens"), &sizes)?;
@@ -523,7 +530,7 @@ async fn prepare_pass<'a>(
 /// A packed cache for a whole pass over `tokens` tokens, one K and one V buffer that every layer
 /// fills in turn (each layer's attention reads it before the next layer packs into it).
 fn packed_view(ctx: &GpuContext, g: LmGeometry, tokens: u32, layout: PackedLayout) -> Result<CacheView, GpuError> {
-    let bytes = u64::from(g.h_kv) * u64::from(tokens) * u64::from(layout.words()) * 4;
+    let bytes = layout.cache_words(g.h_kv, tokens) * 4;
     let (k, v) = (ctx.storage_output("packed K", bytes)?, ctx.storage_output("packed V", bytes)?);
     let layers = g.layers as usize;
     Ok(CacheView {
@@ -657,7 +664,7 @@ impl Recorder<'_, '_> {
         let (heads, tokens) = (self.weights.geometry.h_kv, self.pass.tokens);
         let rows = PackRows { heads, tokens, capacity: cache.capacity, start: cache.start };
         let pack = |x, packed| self.kernels.kv_pack.prepare(self.ctx, self.pass.buffer(x), packed, rows, layout);
-        Ok(vec![pack("k", &cache.k[l])?, pack("v", &cache.v[l])?])
+        Ok([pack("k", &cache.k[l])?, pack("v", &cache.v[l])?].concat())
     }
 
     /// The rest of one layer: attention (over the cache's rows when decoding), the output

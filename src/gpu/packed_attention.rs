@@ -33,7 +33,9 @@ pub struct PackedAttentionParams {
     pub tiles: u32,
     pub splits: u32,
     pub words: u32,
-    pub _pad: [u32; 2],
+    /// fp8: where each cache's tail of scales starts (in words), and 1 where it holds one a KV head.
+    pub scale_tail: u32,
+    pub scale_per_head: u32,
 }
 
 /// Loops over the rows and owned channels written out natively (CPU adapters then keep the rows'
@@ -190,6 +192,8 @@ impl PackedAttention {
             ("KIND", layout.shader_kind()),
             ("BITS", layout.bits()),
             ("SCALE_GROUP", layout.group()),
+            ("FP8_MANTISSA", layout.fp8_format().map_or(3, |(mantissa, _, _)| mantissa)),
+            ("FP8_BIAS", layout.fp8_format().map_or(7, |(_, min_exp, _)| (1 - min_exp) as u32)),
             ("D", layout.d),
             ("ROWS", plan.rows),
             ("PER_WORD", 32 / layout.bits()),
@@ -234,7 +238,7 @@ pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result
     let PackedLaunch { shape, kv_stride, layout, mask, scale } = launch;
     let AttentionShape { h_q, h_kv, n_q, n_kv, d } = shape;
     let rows = u64::from(h_q) * u64::from(n_q) * u64::from(d);
-    let cache = u64::from(h_kv) * u64::from(kv_stride) * u64::from(layout.words());
+    let cache = layout.cache_words(h_kv, kv_stride);
     let needs = [rows, cache, cache, rows];
     let biggest = rows.max(cache).max(plan.partial_floats(shape));
     let fits = needs.iter().zip(words).all(|(&need, have)| need <= have) && biggest <= u64::from(u32::MAX);
@@ -261,7 +265,8 @@ pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result
         tiles: plan.tiles,
         splits: plan.splits,
         words: layout.words(),
-        _pad: [0; 2],
+        scale_tail: layout.tail_at(h_kv, kv_stride) as u32,
+        scale_per_head: u32::from(layout.tail_words(h_kv) > 1),
     })
 }
 

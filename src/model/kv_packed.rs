@@ -13,14 +13,22 @@
 //! int4 / int2   d*bits/32 words of codes (0..=2^bits - 1, lowest bits first), then one word per
 //!   in groups   group of G channels: its f16 scale in the low half and its f16 min in the high half
 //!   of G        (llama.cpp's q4_1: value = code * scale + min)
+//! fp8           d/4 words of codes (E4M3 or E5M2 bits, lowest byte first): value = fp8 * scale
 //! ```
+//!
+//! fp8's scale is not in the vector: it covers a layer's whole K (or V), or one KV head of it (vLLM's
+//! per-tensor and per-head scales), so it is kept once, after every head's rows: the cache's *tail*,
+//! one f32 word (per tensor) or one a KV head. The pack that starts a cache (row 0) sets it from the
+//! values it packs (largest magnitude / the format's largest value, as `kv_quant` rounds them); later
+//! packs keep it, so values that outgrow it saturate, as they do in a runtime whose scales were
+//! calibrated beforehand.
 //!
 //! Codes never straddle a word (bits divide 32). Where `d * bits` is not a multiple of 32 the last
 //! code word is padded, and [`PackedLayout::bytes_per_token_per_head`] counts the padding: it equals
 //! the scheme's figure whenever `d * bits` is a multiple of 32 (every head width of 16 or more that is a
 //! multiple of 16: all the presets, the trained model's 32).
 
-use super::kv_quant::KvScheme;
+use super::kv_quant::{Fp8, KvScheme, Rounding, ScaleScope};
 
 /// How one vector's values are coded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,6 +39,8 @@ pub enum Packing {
     Int8,
     /// Asymmetric `bits`-bit codes (4 or 2) with an f16 scale and min per group of `group` channels.
     Grouped { bits: u32, group: u32 },
+    /// fp8 codes, the f32 scale in the cache's tail (one, or one a KV head when `per_head`).
+    Fp8 { format: Fp8, per_head: bool },
 }
 
 /// Where one token's vector of one KV head keeps its codes and scales, for head width `d`.
@@ -42,8 +52,8 @@ pub struct PackedLayout {
 
 impl PackedLayout {
     /// The packed form of `scheme` at head width `d`: fp16, int8 and the grouped int4 / int2 (whose
-    /// scales lie within a token, so a token is packed once, as it joins); `None` for the f32 cache
-    /// and the schemes whose scales span tokens (fp8's per-tensor or per-head scale, KIVI), and for
+    /// scales lie within a token, so a token is packed once, as it joins) and fp8 (its scale in the
+    /// tail); `None` for the f32 cache, KIVI (whose groups of tokens are quantised together) and
     /// `d = 0`.
     pub fn of(scheme: KvScheme, d: u32) -> Option<PackedLayout> {
         let packing = match scheme {
@@ -52,42 +62,84 @@ impl PackedLayout {
             KvScheme::IntGroup { bits: bits @ (2 | 4), group } => {
                 Packing::Grouped { bits: u32::from(bits), group: group.clamp(1, d.max(1)) }
             }
+            KvScheme::Fp8 { format, scope } => Packing::Fp8 { format, per_head: scope == ScaleScope::Head },
             _ => return None,
         };
         (d > 0).then_some(PackedLayout { packing, d })
     }
 
     /// The kernels' code for the packing (`KIND_*` in `shaders/kv_pack.wgsl` and
-    /// `shaders/packed_attention.wgsl`): 0 fp16, 1 int8, 2 grouped.
+    /// `shaders/packed_attention.wgsl`): 0 fp16, 1 int8, 2 grouped, 3 fp8.
     pub fn shader_kind(&self) -> u32 {
         match self.packing {
             Packing::F16 => 0,
             Packing::Int8 => 1,
             Packing::Grouped { .. } => 2,
+            Packing::Fp8 { .. } => 3,
         }
+    }
+
+    /// fp8's format as the kernels read it: (fraction bits, smallest normal exponent, largest
+    /// value); `None` for the other packings.
+    pub fn fp8_format(&self) -> Option<(u32, i32, f32)> {
+        match self.packing {
+            Packing::Fp8 { format, .. } => match Rounding::fp8(format) {
+                Rounding::Float { mantissa, min_exp, max, .. } => Some((mantissa, min_exp, max)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Words after the heads' rows holding scales that span tokens: fp8's one scale, or one a KV
+    /// head; none for the other packings.
+    pub fn tail_words(&self, heads: u32) -> u32 {
+        match self.packing {
+            Packing::Fp8 { per_head: true, .. } => heads,
+            Packing::Fp8 { per_head: false, .. } => 1,
+            _ => 0,
+        }
+    }
+
+    /// Which tail word holds KV head `head`'s scale.
+    pub fn tail_slot(&self, head: u32) -> u32 {
+        match self.packing {
+            Packing::Fp8 { per_head: true, .. } => head,
+            _ => 0,
+        }
+    }
+
+    /// Where the tail starts: after `heads` heads of `capacity` rows.
+    pub fn tail_at(&self, heads: u32, capacity: u32) -> u64 {
+        u64::from(heads) * u64::from(capacity) * u64::from(self.words())
+    }
+
+    /// Words of a whole cache of `heads` heads of `capacity` rows: the rows and the tail.
+    pub fn cache_words(&self, heads: u32, capacity: u32) -> u64 {
+        self.tail_at(heads, capacity) + u64::from(self.tail_words(heads))
     }
 
     /// Bits of one code.
     pub fn bits(&self) -> u32 {
         match self.packing {
             Packing::F16 => 16,
-            Packing::Int8 => 8,
+            Packing::Int8 | Packing::Fp8 { .. } => 8,
             Packing::Grouped { bits, .. } => bits,
         }
     }
 
-    /// Channels that share one scale word (the whole vector for int8; fp16 has none).
+    /// Channels that share one scale word (the whole vector for int8 and fp8; fp16 has none).
     pub fn group(&self) -> u32 {
         match self.packing {
-            Packing::F16 | Packing::Int8 => self.d,
+            Packing::F16 | Packing::Int8 | Packing::Fp8 { .. } => self.d,
             Packing::Grouped { group, .. } => group,
         }
     }
 
-    /// The largest code: 127 (int8, symmetric), 2^bits - 1 (grouped); 0 for fp16, which has none.
+    /// The largest code: 127 (int8, symmetric), 2^bits - 1 (grouped); 0 for fp16 and fp8 (floats).
     pub fn levels(&self) -> u32 {
         match self.packing {
-            Packing::F16 => 0,
+            Packing::F16 | Packing::Fp8 { .. } => 0,
             Packing::Int8 => 127,
             Packing::Grouped { bits, .. } => (1 << bits) - 1,
         }
@@ -98,10 +150,10 @@ impl PackedLayout {
         (self.d * self.bits()).div_ceil(32)
     }
 
-    /// Words of scales after the codes.
+    /// Words of scales after the codes (fp8's scale is in the tail).
     pub fn scale_words(&self) -> u32 {
         match self.packing {
-            Packing::F16 => 0,
+            Packing::F16 | Packing::Fp8 { .. } => 0,
             Packing::Int8 => 1,
             Packing::Grouped { group, .. } => self.d.div_ceil(group),
         }
@@ -123,9 +175,10 @@ impl PackedLayout {
         (bit / 32, bit % 32)
     }
 
-    /// The word holding channel `c`'s scale (`None` for fp16), counted from the vector's first word.
+    /// The word holding channel `c`'s scale, counted from the vector's first word (`None` for fp16,
+    /// which has none, and fp8, whose scale is in the tail).
     pub fn scale_at(&self, c: u32) -> Option<u32> {
-        (self.packing != Packing::F16).then(|| self.code_words() + c / self.group())
+        (self.scale_words() > 0).then(|| self.code_words() + c / self.group())
     }
 }
 
@@ -158,6 +211,8 @@ mod tests {
             for group in crate::model::kv_quant::GROUPS {
                 for scheme in [
                     KvScheme::Fp16,
+                    KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
+                    KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Head },
                     KvScheme::Int8,
                     KvScheme::IntGroup { bits: 4, group },
                     KvScheme::IntGroup { bits: 2, group },
@@ -197,16 +252,36 @@ mod tests {
     }
 
     #[test]
-    fn schemes_whose_scales_span_tokens_have_no_packed_form() {
+    fn kivi_alone_has_no_packed_form() {
         let schemes = KvScheme::compared(32, 16);
         let packed: Vec<String> =
             schemes.iter().filter(|s| PackedLayout::of(**s, 32).is_some()).map(|s| s.name()).collect();
-        assert_eq!(packed, ["fp16", "int8", "int4-g32", "int2-g32"]);
+        assert_eq!(packed, ["fp16", "fp8-e4m3", "fp8-e5m2", "int8", "int4-g32", "int2-g32"]);
         for s in schemes {
-            assert_eq!(PackedLayout::of(s, 32).is_some(), s.rounds_each_token_alone() && s != KvScheme::Fp32);
+            let kivi = matches!(s, KvScheme::Kivi { .. });
+            assert_eq!(PackedLayout::of(s, 32).is_some(), !kivi && s != KvScheme::Fp32);
         }
         assert_eq!(PackedLayout::of(KvScheme::Fp16, 0), None);
         // A group wider than the head is one group a vector.
         assert_eq!(PackedLayout::of(KvScheme::IntGroup { bits: 2, group: 128 }, 32).unwrap().group(), 32);
+    }
+
+    #[test]
+    fn fp8_keeps_its_scales_in_the_tail() {
+        // d = 32: 32 codes of 8 bits = 8 words a vector, no scale word in it; 2 KV heads x 10 rows =
+        // 160 words, then the tail: one word per tensor, or one per head.
+        let tensor = PackedLayout::of(KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor }, 32).unwrap();
+        assert_eq!((tensor.words(), tensor.scale_at(5), tensor.code_at(5)), (8, None, (1, 8)));
+        assert_eq!((tensor.tail_at(2, 10), tensor.tail_words(2), tensor.cache_words(2, 10)), (160, 1, 161));
+        assert_eq!((tensor.tail_slot(0), tensor.tail_slot(1)), (0, 0));
+        let head = PackedLayout::of(KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Head }, 32).unwrap();
+        assert_eq!((head.tail_words(2), head.cache_words(2, 10), head.tail_slot(1)), (2, 162, 1));
+        // The tail is the scheme's bytes that do not grow with the context: 4 layers x (K, V) x 4 B per
+        // tensor, x 2 KV heads per head.
+        let per_layer = |l: PackedLayout| 2 * 4 * u64::from(l.tail_words(2));
+        let fixed = |scope| KvScheme::Fp8 { format: Fp8::E4m3, scope }.fixed_bytes(4, 2, 32);
+        assert_eq!((4 * per_layer(tensor), 4 * per_layer(head)), (fixed(ScaleScope::Tensor), fixed(ScaleScope::Head)));
+        assert_eq!((tensor.fp8_format(), head.fp8_format()), (Some((3, -6, 448.0)), Some((2, -14, 57344.0))));
+        assert_eq!(PackedLayout::of(KvScheme::Int8, 32).unwrap().cache_words(2, 10), 2 * 10 * 9);
     }
 }

@@ -66,7 +66,8 @@ pub enum Rounding {
 impl Rounding {
     pub const F16: Rounding = Rounding::Float { mantissa: 10, min_exp: -14, max: 65504.0, scaled: false };
 
-    fn fp8(format: Fp8) -> Rounding {
+    /// The rounding of an fp8 format (after its scale).
+    pub fn fp8(format: Fp8) -> Rounding {
         match format {
             Fp8::E4m3 => Rounding::Float { mantissa: 3, min_exp: -6, max: 448.0, scaled: true },
             Fp8::E5m2 => Rounding::Float { mantissa: 2, min_exp: -14, max: 57344.0, scaled: true },

@@ -133,16 +133,17 @@ pub fn head_output_errors(full: &[f32], got: &[f32], tokens: usize, heads: usize
 }
 
 /// What the page says above the table: the model, the text's length, where the passes ran and how
-/// the cache is held there (on the GPU the schemes whose scales lie within a token are packed in
-/// their own bits, `gpu::lm_forward::run_with_kv_scheme`), that the model is small.
+/// the cache is held there (on the GPU every scheme but KIVI is packed in its own bits,
+/// `gpu::lm_forward::run_with_kv_scheme`), that the model is small.
 pub fn heading(m: &Model, tokens: usize, on_gpu: bool) -> String {
     let (layers, h_kv, d) = cache_geometry(m);
     let (tier, held) = if on_gpu {
         (
             "on the GPU",
-            "fp16, int8, int4 and int2 are held packed in their own bits, the bytes per token shown, and the \
-             attention kernel dequantises them as it reads; fp8 and KIVI, whose scales span tokens, are rounded in \
-             an f32 buffer, their bytes per token computed for the scheme.",
+            "fp16, fp8, int8, int4 and int2 are held packed in their own bits, the bytes per token shown (fp8's \
+             scale for the whole text stored once), and the attention kernel dequantises them as it reads; KIVI, \
+             whose groups of tokens share scales, is rounded in an f32 buffer, its bytes per token computed for \
+             the scheme.",
         )
     } else {
         ("on the CPU (no WebGPU here)", "Bytes per token are computed for the scheme; the cache stays f32.")
@@ -246,8 +247,8 @@ mod tests {
         let m = preset("attention-lab-tiny").unwrap();
         let gpu = heading(m, 33, true);
         assert!(gpu.contains("(4 layers, 2 KV heads of width 32), over your text's 33 tokens"));
-        assert!(gpu.contains("rounded on the GPU") && gpu.contains("int2 are held packed in their own bits"));
-        assert!(gpu.contains("fp8 and KIVI, whose scales span tokens, are rounded in an f32 buffer"));
+        assert!(gpu.contains("rounded on the GPU") && gpu.contains("fp16, fp8, int8, int4 and int2 are held packed"));
+        assert!(gpu.contains("KIVI, whose groups of tokens share scales, is rounded in an f32 buffer"));
         let cpu = heading(m, 33, false);
         assert!(cpu.contains("rounded on the CPU (no WebGPU here)") && cpu.contains("the cache stays f32"));
     }
