@@ -201,7 +201,9 @@ mod native {
         if let Some(said) = paged_summary(&rows) {
             println!("{said}");
         }
-        println!("packed quantised caches (Generate's gencache), dequantised as packed_attention reads them:");
+        println!(
+            "packed quantised caches (Generate's gencache, and fp8 E4M3 with one scale per tensor), dequantised as packed_attention reads them:"
+        );
         let packed =
             bench_packed::run_packed_decode(ctx, kernels, fma, reps, now_ms).await.map_err(|e| e.to_string())?;
         for r in &packed {

@@ -1,7 +1,7 @@
 //! The packed quantised decode's rows of the benchmark: one decode step (one query per head) over
 //! the paged rows' 4,096 cached tokens of a Llama 3 8B layer ([`decode_step`]), the cache packed in
-//! each scheme Generate offers (`kv_pack`) and read by `packed_attention`, which dequantises as it
-//! reads. Timed as the other rows ([`bench`]), flops counted as the attention rows count them (4 d per
+//! each scheme Generate offers and in fp8 E4M3 (`kv_pack`; its scale set from the cached tokens) and
+//! read by `packed_attention`, which dequantises as it reads. Timed as the other rows ([`bench`]), flops counted as the attention rows count them (4 d per
 //! attended pair: the dequantising is not counted), beside the f32 cache's row of the paged rows.
 
 use crate::attention::AttentionShape;
@@ -14,11 +14,12 @@ use crate::gpu::packed_attention::{PackedBuffers, PackedLaunch};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::Mask;
 use crate::model::kv_packed::PackedLayout;
-use crate::model::kv_quant::KvScheme;
+use crate::model::kv_quant::{Fp8, KvScheme, ScaleScope};
 
 /// The schemes timed: Generate's quantised caches.
-pub const PACKED_SCHEMES: [KvScheme; 4] = [
+pub const PACKED_SCHEMES: [KvScheme; 5] = [
     KvScheme::Fp16,
+    KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
     KvScheme::Int8,
     KvScheme::IntGroup { bits: 4, group: 32 },
     KvScheme::IntGroup { bits: 2, group: 32 },
