@@ -5,8 +5,10 @@
 //
 // The tokens 0..tokens of every head are cut into boxes of box_h heads x box_t tokens x box_c
 // channels (clipped at the edges); value (h, t, c) is at h * head_stride + t * token_stride + c.
-// One invocation per box: it reads its values once for their range, then rounds each. The CPU twin
-// is src/cpu/kv_quant.rs; the arithmetic is f32 in both.
+// One workgroup per box: its invocations share the box's values, reduce their range in workgroup
+// memory, then each rounds its share. (One invocation per box left values unrounded on lavapipe once
+// a box held tens of thousands: fp8's one scale per tensor over a long text.) The CPU twin is
+// src/cpu/kv_quant.rs; the arithmetic is f32 in both.
 
 // Keep in sync with `KvQuantParams` in src/gpu/kv_quant.rs.
 struct Params {
@@ -60,51 +62,71 @@ fn stored(v: f32, scale: f32, lo: f32) -> f32 {
     return clamp(round((v - lo) / scale), 0.0, l) * scale + lo;
 }
 
+// Each invocation's share of the box's range, for the reductions below (WG is 64).
+var<workgroup> lo_of: array<f32, 64>;
+var<workgroup> hi_of: array<f32, 64>;
+var<workgroup> amax_of: array<f32, 64>;
+
+// Where the box's value i is, counting heads, then tokens, then channels; `size` is the box's
+// (heads, tokens, channels) and `origin` its first.
+fn box_value(origin: vec3<u32>, size: vec3<u32>, i: u32) -> u32 {
+    let h = origin.x + i / (size.y * size.z);
+    let t = origin.y + i / size.z % size.y;
+    let c = origin.z + i % size.z;
+    return h * params.head_stride + t * params.token_stride + c;
+}
+
 @compute @workgroup_size(WG)
 fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
-    let g = invocation_index(at, lid);
+    let g = workgroup_index(at);
     if g >= params.groups {
         return;
     }
     let h0 = g / (params.n_t * params.n_c) * params.box_h;
     let t0 = g / params.n_c % params.n_t * params.box_t;
     let c0 = g % params.n_c * params.box_c;
-    let h1 = min(h0 + params.box_h, params.heads);
-    let t1 = min(t0 + params.box_t, params.tokens);
-    let c1 = min(c0 + params.box_c, params.d);
-    let first = x[h0 * params.head_stride + t0 * params.token_stride + c0];
-    var lo = first;
-    var hi = first;
+    let origin = vec3<u32>(h0, t0, c0);
+    let size = vec3<u32>(
+        min(h0 + params.box_h, params.heads) - h0,
+        min(t0 + params.box_t, params.tokens) - t0,
+        min(c0 + params.box_c, params.d) - c0,
+    );
+    let count = size.x * size.y * size.z;
+    var lo = 3.4e38;
+    var hi = -3.4e38;
     var amax = 0.0;
-    for (var h = h0; h < h1; h++) {
-        for (var t = t0; t < t1; t++) {
-            let row = h * params.head_stride + t * params.token_stride;
-            for (var c = c0; c < c1; c++) {
-                let v = x[row + c];
-                lo = min(lo, v);
-                hi = max(hi, v);
-                amax = max(amax, abs(v));
-            }
+    for (var i = lid; i < count; i += WG) {
+        let v = x[box_value(origin, size, i)];
+        lo = min(lo, v);
+        hi = max(hi, v);
+        amax = max(amax, abs(v));
+    }
+    lo_of[lid] = lo;
+    hi_of[lid] = hi;
+    amax_of[lid] = amax;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half /= 2u) {
+        if lid < half {
+            lo_of[lid] = min(lo_of[lid], lo_of[lid + half]);
+            hi_of[lid] = max(hi_of[lid], hi_of[lid + half]);
+            amax_of[lid] = max(amax_of[lid], amax_of[lid + half]);
         }
+        workgroupBarrier();
     }
     var scale = 1.0;
     var zero = 0.0;
     if params.kind == 0u {
-        if params.scaled != 0u && amax > 0.0 {
-            scale = amax / params.max_value;
+        if params.scaled != 0u && amax_of[0] > 0.0 {
+            scale = amax_of[0] / params.max_value;
         }
     } else if params.kind == 1u {
-        scale = amax / f32(params.levels);
+        scale = amax_of[0] / f32(params.levels);
     } else {
-        scale = round_f16((hi - lo) / f32(params.levels));
-        zero = round_f16(lo);
+        scale = round_f16((hi_of[0] - lo_of[0]) / f32(params.levels));
+        zero = round_f16(lo_of[0]);
     }
-    for (var h = h0; h < h1; h++) {
-        for (var t = t0; t < t1; t++) {
-            let row = h * params.head_stride + t * params.token_stride;
-            for (var c = c0; c < c1; c++) {
-                x[row + c] = stored(x[row + c], scale, zero);
-            }
-        }
+    for (var i = lid; i < count; i += WG) {
+        let at_i = box_value(origin, size, i);
+        x[at_i] = stored(x[at_i], scale, zero);
     }
 }

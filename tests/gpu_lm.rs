@@ -313,6 +313,21 @@ fn kv_quant_rounds_every_scheme_as_its_twin_does() {
             }
         }
     }
+    // A long text's one scale per tensor (or per head): 2 heads x 2,000 tokens x 32 = 128,000 values
+    // share one box (64,000 per head). One invocation per box left most of them unrounded here.
+    let (heads, tokens) = (2u32, 2000u32);
+    let layout = KvLayout { heads, tokens, d, head_stride: tokens * d, token_stride: d };
+    let x = spread((heads * tokens * d) as usize, &mut rng);
+    for scope in [ScaleScope::Tensor, ScaleScope::Head] {
+        let scheme = KvScheme::Fp8 { format: Fp8::E4m3, scope };
+        let pass = scheme.pass(KvTensor::V, tokens).unwrap();
+        let mut want = x.clone();
+        kv_quant(&mut want, layout, &pass);
+        let buffer = ctx.storage_from("kv", &x).unwrap();
+        let dispatch = kernels.kv_quant.prepare(&ctx, &buffer, layout, &pass).unwrap().unwrap();
+        let got = run(&ctx, &dispatch, &buffer, want.len());
+        worst(&format!("{} over {tokens} tokens", scheme.name()), &got, &want, 1e-30, 1e-6);
+    }
     close(ctx);
 }
 

@@ -35,7 +35,7 @@ pub struct KvQuantParams {
     pub _pad: [u32; 3],
 }
 
-/// Invocations (groups) per workgroup (the shader's `WG`).
+/// Invocations per workgroup (the shader's `WG`), which share one group's values.
 const WORKGROUP: u32 = 64;
 
 pub struct KvQuant {
@@ -49,9 +49,9 @@ impl Kernel for KvQuant {
     const CPU_TWIN: CpuTwin = CpuTwin::Named;
     type Params = KvQuantParams;
 
-    /// One invocation per group of values that share a scale.
+    /// One workgroup per group of values that share a scale.
     fn workgroups(p: &KvQuantParams) -> Option<u64> {
-        Some(u64::from(p.groups).div_ceil(u64::from(WORKGROUP)))
+        Some(u64::from(p.groups))
     }
 }
 
