@@ -282,6 +282,7 @@ mod tests {
     use crate::views::backward::{BackwardParams, ScoreScale, TargetChoice};
     use crate::views::bench::BenchParams;
     use crate::views::compare::CompareParams;
+    use crate::views::distance::DistanceParams;
     use crate::views::heatmaps::params::{ExplorerParams, HeadSelection, MAX_TEXT_CHARS, MixRow};
     use crate::views::kv::KvParams;
     use crate::views::lesson::params::LessonParams;
@@ -357,6 +358,7 @@ mod tests {
             },
             memory: MemoryParams { tech: Some(Tech::Evict), group: 64, recent: 0, scheme: 8, keep: 16, policy: 3 },
             mla: MlaParams { tokens: 200, qheads: 3, mhead: 2, rot: KeyRotation::Whole },
+            distance: DistanceParams { near: 12 },
         };
         let state = AppState { view: View::Kv, backend: BackendChoice::Cpu, settings };
         let query = state.to_query();

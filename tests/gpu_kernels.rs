@@ -202,6 +202,39 @@ fn rows_without_visible_keys_give_zero_and_minus_infinity() {
     close(ctx);
 }
 
+/// `distance_mass` against its twin, both from the twin's log-sum-exp: every mask (window and chunk 1
+/// and small), GQA, queries as the last rows of the keys, a width off the vec4 grid, and a long head
+/// (1,399 distances a head, past one workgroup row). f32 sums of up to n terms: within 2e-5 + 1e-4 |want|.
+#[test]
+fn distance_mass_matches_its_twin() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let masks = [
+        Mask::Full,
+        Mask::Causal,
+        Mask::Sliding { window_tokens: 1 },
+        Mask::Sliding { window_tokens: 5 },
+        Mask::Chunked { chunk_tokens: 1 },
+        Mask::Chunked { chunk_tokens: 6 },
+    ];
+    let mut cases: Vec<(AttentionShape, Mask)> =
+        masks.into_iter().map(|m| (AttentionShape { h_q: 4, h_kv: 2, n_q: 29, n_kv: 37, d: 23 }, m)).collect();
+    cases.push((AttentionShape::square(2, 700, 64), Mask::Causal));
+    for (i, (shape, mask)) in cases.into_iter().enumerate() {
+        let (q, k, v) = inputs(&shape, 1.0, 40 + i as u64);
+        let p = AttentionProblem::new(&q, &k, &v, shape, mask, 1.0 / (shape.d as f32).sqrt());
+        let lse = reference::flash_attention(&p).lse;
+        let want = attention_lab::cpu::distance_mass::distance_mass(&p, &lse);
+        let got = pollster::block_on(kernels.distance_mass(&ctx).run(&ctx, &p, &lse)).expect("distance_mass");
+        assert_close(&format!("distance_mass {shape:?} {mask:?}"), &got, &want, 2e-5, 1e-4);
+        // Each head's masses sum to 1: every query sees a key under these masks.
+        for head in got.chunks(2 * shape.n_kv as usize - 1) {
+            assert!((head.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{mask:?}");
+        }
+    }
+    close(ctx);
+}
+
 #[test]
 fn probabilities_match_the_reference() {
     let Some(ctx) = device() else { return };

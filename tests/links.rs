@@ -44,6 +44,8 @@ const LINKS: &[(&str, &str, usize)] = &[
         0,
     ),
     ("?view=mla&tokens=5000&qheads=0&mhead=9&rot=%3Cb%3E", "view=mla&tokens=256", 4),
+    ("?near=2&view=distance&teach=off&layer=1", "view=distance&layer=1&teach=off&near=2", 0),
+    ("?view=distance&near=-1&teach=maybe", "view=distance", 2),
     ("?view=bench&n=256&d=64&mask=causal", "view=bench&mask=causal&n=256&d=64", 0),
     ("?view=bench&n=131072&d=128&mask=sliding&window=1", "view=bench&mask=sliding&window=1&n=131072&d=128", 0),
     ("?view=compare&model=llama-3-8b&ctx=131072&dtype=fp16", "view=compare&ctx=131072", 0),

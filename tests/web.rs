@@ -289,6 +289,27 @@ async fn the_backward_and_wide_heads_match_the_twins_on_browser_webgpu() {
     }
 }
 
+/// The distance view's kernel on WebGPU (Tint's compiler): every mask kind, GQA, queries as the last
+/// rows of the keys, against its twin from the twin's log-sum-exp.
+#[wasm_bindgen_test]
+async fn distance_mass_matches_its_twin_on_browser_webgpu() {
+    use attention_lab::cpu::distance_mass::distance_mass;
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 29, n_kv: 37, d: 23 };
+    let masks = [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 5 }, Mask::Chunked { chunk_tokens: 6 }];
+    for (i, mask) in masks.into_iter().enumerate() {
+        let seed = 500 + 3 * i as u64;
+        let (q, k) = (random(shape.q_len(), seed, 1.0), random(shape.kv_len(), seed + 1, 1.0));
+        let p = AttentionProblem::scores(&q, &k, shape, mask, 0.2);
+        let lse = reference::flash_attention(&AttentionProblem { v: &vec![0.0; shape.kv_len()], ..p }).lse;
+        let want = distance_mass(&p, &lse);
+        let got = kernels.distance_mass(&ctx).run(&ctx, &p, &lse).await.expect("distance_mass");
+        let err = max_abs_diff(&got, &want);
+        assert!(err < 2e-5, "{mask:?}: masses differ by {err}");
+    }
+}
+
 /// The paged decode kernel on WebGPU (Tint compiles it here, stricter than naga): 37 tokens written
 /// into pages 2, 0, 3 of a 4-page pool, a page copied on write, each step against the paged twin.
 #[wasm_bindgen_test]

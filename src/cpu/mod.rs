@@ -17,6 +17,7 @@
 //! | `flash_backward_subgroup` (the same passes, loads shuffled)       | [`flash_backward`]  |
 //! | `paged_attention` (K/V read through a page table from one pool)    | [`paged_attention`] |
 //! | `paged_attention_subgroup` (the same, loads shuffled)              | [`paged_attention`] |
+//! | `distance_mass` (each head's attention mass by distance, from lse) | [`distance_mass`]   |
 //! | `fma_peak` (a throughput probe: nothing to mirror)                | none                |
 //!
 //! The language model's other steps (`src/gpu/lm_forward.rs`):
@@ -40,6 +41,7 @@
 //! [`flash_trace`] that of the forward kernels' traced build (`gpu/flash_trace.rs`: every row's online
 //! softmax, step by step), and [`reference`] names the attention twins as the engine and the views call them.
 
+pub mod distance_mass;
 pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_attention_coop;

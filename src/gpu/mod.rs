@@ -46,6 +46,8 @@ macro_rules! every_kernel {
                 packed: crate::gpu::packed_attention::PackedAttention,
             }
             lazy {
+                /// Each head's attention mass by distance (the distance view), from Q, K and the log-sum-exp.
+                distance_mass: crate::gpu::distance_mass::DistanceMass,
                 /// The backward pass (dQ, dK, dV from dO): a page that never asks for gradients compiles none
                 /// of its shaders.
                 backward: crate::gpu::flash_backward::FlashBackward,
@@ -77,6 +79,7 @@ pub mod bench_lm;
 pub mod bench_packed;
 pub mod bench_paged;
 pub mod context;
+pub mod distance_mass;
 pub mod embed_gather;
 pub mod flash_attention;
 pub mod flash_attention_coop;

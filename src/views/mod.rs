@@ -14,7 +14,8 @@
 //!   variant's label, a layer's positions in words): the sentences the page shows about a model.
 //! - [`bench`]: the benchmark's parameters; [`backward`]: the softmax Jacobian of one query row;
 //!   [`memory`]: quantised KV caches measured on the trained model (bytes per token against quality);
-//!   [`mla`]: one MLA layer computed expanded and absorbed on the engine, and what each form costs.
+//!   [`mla`]: one MLA layer computed expanded and absorbed on the engine, and what each form costs;
+//!   [`distance`]: how far back each head of the explorer's layer looks (its attention mass by distance).
 //! - [`gpu_recovery`]: new devices after a lost GPU, then the CPU reference.
 //! - [`url_writes`]: how often the link is rewritten while the reader types.
 //! - `every_view!` below: every view listed once (each a [`view_class::ViewClass`]: its id, title
@@ -42,12 +43,14 @@ macro_rules! every_view {
                 Backward => backward: crate::views::backward::BackwardView,
                 Memory => memory: crate::views::memory::Memory,
                 Mla => mla: crate::views::mla::MlaView,
+                Distance => distance: crate::views::distance::DistanceView,
             }
             write_order [
                 "view", "text", "mask", "window", "chunk", "seed", "backend", "scale", "model", "cfg", "ctx", "dtype", "layer",
                 "axis", "budget", "weights", "variants", "n", "d", "tok", "src", "heads", "pool", "focus", "teach", "tiles",
                 "steps", "mix", "lesson", "step", "edited", "rope", "row", "jscale", "tech", "group", "recent", "scheme", "keep",
                 "policy", "tokens", "qheads", "mhead", "rot", "gencache", "kernel", "target", "eta", "trow", "tstep",
+                "near",
             ]
         }
     };
@@ -60,6 +63,7 @@ pub mod chart;
 pub mod compare;
 pub mod decode;
 pub mod describe;
+pub mod distance;
 pub mod formulas;
 pub mod gpu_recovery;
 pub mod heatmaps;

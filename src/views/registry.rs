@@ -191,13 +191,13 @@ mod tests {
     #[test]
     fn every_view_is_listed_once_with_its_own_id() {
         let ids: Vec<&str> = View::ALL.iter().map(|v| v.id()).collect();
-        assert_eq!(ids, ["heatmaps", "kv", "compare", "lesson", "bench", "backward", "memory", "mla"]);
+        assert_eq!(ids, ["heatmaps", "kv", "compare", "lesson", "bench", "backward", "memory", "mla", "distance"]);
         for view in View::ALL {
             assert_eq!(view.id().parse::<View>(), Ok(*view));
         }
         assert_eq!(
             "nope".parse::<View>(),
-            Err("unknown view \"nope\" (expected heatmaps, kv, compare, lesson, bench, backward, memory or mla)".into())
+            Err("unknown view \"nope\" (expected heatmaps, kv, compare, lesson, bench, backward, memory, mla or distance)".into())
         );
     }
 

@@ -7,6 +7,7 @@ use leptos::prelude::*;
 mod backward;
 mod bench;
 mod compare;
+mod distance;
 mod heatmaps;
 pub(super) mod kv;
 mod memory;
@@ -18,6 +19,7 @@ use crate::state::{AppState, View};
 use backward::BackwardView;
 use bench::BenchView;
 use compare::CompareView;
+use distance::DistanceView;
 use heatmaps::HeatmapsView;
 use kv::KvView;
 use memory::MemoryView;
@@ -33,6 +35,7 @@ pub fn live_view(view: View, state: RwSignal<AppState>, model: Memo<Model>, engi
         View::Backward => view! { <BackwardView state=state model=model engine=engine/> }.into_any(),
         View::Memory => view! { <MemoryView state=state engine=engine/> }.into_any(),
         View::Mla => view! { <MlaView state=state engine=engine/> }.into_any(),
+        View::Distance => view! { <DistanceView state=state model=model engine=engine/> }.into_any(),
         View::Lesson => return None,
     })
 }
