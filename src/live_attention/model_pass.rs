@@ -40,7 +40,8 @@ impl LoadedLm {
         scheme: KvScheme,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<ComparedPass, String> {
-        engine.run(&KvSchemePass { lm: self, engine, ids, scheme, keep_going }).await
+        let pass = TechniquePass { lm: self, engine, ids, technique: Technique::Rounded(scheme), keep_going };
+        Ok(engine.run(&pass).await?.0)
     }
 
     /// The pass over `ids` decoded one token at a time, each layer's cache evicted down to `keep`
@@ -54,7 +55,9 @@ impl LoadedLm {
         keep: usize,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<(ComparedPass, EvictionRecord), String> {
-        engine.run(&EvictingPass { lm: self, engine, ids, policy, keep, keep_going }).await
+        let pass = TechniquePass { lm: self, engine, ids, technique: Technique::Evicted(policy, keep), keep_going };
+        let (out, record) = engine.run(&pass).await?;
+        Ok((out, record.ok_or("the pass kept no record of its cache")?))
     }
 
     /// Each layer's mask, as its weights say (`None` where the weights live only on the GPU).
@@ -63,51 +66,28 @@ impl LoadedLm {
     }
 }
 
-/// The pass with its cache rounded to a scheme, as a job of the engine: `gpu::lm_forward` reading
-/// the rounded K/V on the GPU, the CPU pass without one.
-struct KvSchemePass<'a> {
+/// What a [`TechniquePass`] does to the cache.
+#[derive(Clone, Copy)]
+enum Technique {
+    /// Every K and V rounded to the scheme's values.
+    Rounded(KvScheme),
+    /// Decoded one token at a time, each layer's cache evicted down to this many tokens.
+    Evicted(EvictPolicy, usize),
+}
+
+/// The pass with a technique on its cache, as a job of the engine: `gpu::lm_forward` on the GPU
+/// (reading the rounded K/V, or each query's kept entries with a read-back of each layer's Q and K
+/// between layers), the CPU pass without one. An evicting pass also gives its record.
+struct TechniquePass<'a> {
     lm: &'a LoadedLm,
     engine: &'a Rc<Engine>,
     ids: &'a [u32],
-    scheme: KvScheme,
+    technique: Technique,
     keep_going: &'a dyn Fn() -> bool,
 }
 
-impl Job for KvSchemePass<'_> {
-    type Output = ComparedPass;
-
-    fn fits_gpu(&self) -> bool {
-        true
-    }
-
-    async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<ComparedPass, String> {
-        let weights = self.lm.gpu_weights(self.engine)?;
-        let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
-        let out = lm_forward::run_with_kv_scheme(ctx, kernels, &weights, self.ids, request, self.scheme).await;
-        resumed();
-        let out = out.map_err(|e| e.to_string())?;
-        Ok(ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true })
-    }
-
-    async fn on_cpu(&self, _: bool) -> Result<ComparedPass, String> {
-        let pass = CpuPass::new(self.lm.cpu_weights()?, self.ids, self.ids.len()).map_err(|e| e.0)?;
-        Ok(run_on_cpu(pass.with_kv_scheme(self.scheme), self.keep_going).await?.0)
-    }
-}
-
-/// The pass decoded through an evicting cache, as a job of the engine: `gpu::lm_forward`'s evicting
-/// pass (a read-back of each layer's Q and K between layers), the CPU pass without a GPU.
-struct EvictingPass<'a> {
-    lm: &'a LoadedLm,
-    engine: &'a Rc<Engine>,
-    ids: &'a [u32],
-    policy: EvictPolicy,
-    keep: usize,
-    keep_going: &'a dyn Fn() -> bool,
-}
-
-impl Job for EvictingPass<'_> {
-    type Output = (ComparedPass, EvictionRecord);
+impl Job for TechniquePass<'_> {
+    type Output = (ComparedPass, Option<EvictionRecord>);
 
     fn fits_gpu(&self) -> bool {
         true
@@ -116,8 +96,18 @@ impl Job for EvictingPass<'_> {
     async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Self::Output, String> {
         let weights = self.lm.gpu_weights(self.engine)?;
         let request = LmRequest { last_logits: None, probabilities: true, hidden_states: false, head_outputs: true };
-        let out =
-            lm_forward::run_with_eviction(ctx, kernels, &weights, self.ids, request, self.policy, self.keep).await;
+        let out = match self.technique {
+            Technique::Rounded(scheme) => {
+                lm_forward::run_with_kv_scheme(ctx, kernels, &weights, self.ids, request, scheme)
+                    .await
+                    .map(|o| (o, None))
+            }
+            Technique::Evicted(policy, keep) => {
+                lm_forward::run_with_eviction(ctx, kernels, &weights, self.ids, request, policy, keep)
+                    .await
+                    .map(|(o, record)| (o, Some(record)))
+            }
+        };
         resumed();
         let (out, record) = out.map_err(|e| e.to_string())?;
         Ok((ComparedPass { logits: out.logits, probs: out.probs, attended: out.attended, on_gpu: true }, record))
@@ -125,8 +115,11 @@ impl Job for EvictingPass<'_> {
 
     async fn on_cpu(&self, _: bool) -> Result<Self::Output, String> {
         let pass = CpuPass::new(self.lm.cpu_weights()?, self.ids, self.ids.len()).map_err(|e| e.0)?;
-        let (out, record) = run_on_cpu(pass.with_eviction(self.policy, self.keep), self.keep_going).await?;
-        Ok((out, record.ok_or("the pass kept no record of its cache")?))
+        let pass = match self.technique {
+            Technique::Rounded(scheme) => pass.with_kv_scheme(scheme),
+            Technique::Evicted(policy, keep) => pass.with_eviction(policy, keep),
+        };
+        run_on_cpu(pass, self.keep_going).await
     }
 }
 

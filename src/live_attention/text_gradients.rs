@@ -15,10 +15,9 @@ use super::LoadedLm;
 use super::model_pass::run_steps;
 use crate::attention::AttentionProblem;
 use crate::cpu::flash_backward::Gradients;
-use crate::engine::{Engine, Job};
+use crate::engine::{AttentionGradients, Engine, Job};
 use crate::event_loop::{breathe, resumed};
 use crate::gpu::GpuContext;
-use crate::gpu::flash_backward_io::backward_takes_head_dim;
 use crate::gpu::kernels::Kernels;
 use crate::gpu::lm_forward::{self, LmRequest, LmWeights};
 use crate::lm::backward::{self, AttentionAsk, GradientJob, KeyNorms, LayerGradients, LossTarget, counted};
@@ -176,27 +175,33 @@ async fn run_backward(
     Ok((grads, attention_on_gpu))
 }
 
-/// The chosen layer's attention backward ([`GradientJob::attention_ask`]) on the GPU: the forward
-/// kernel's log-sum-exp, then `flash_backward`, every query head with its own copy of its K/V head.
-/// On the CPU tier it answers `None`: the job's own next step runs the twin (`cpu::flash_backward`,
-/// from its f64 forward's outputs).
+/// The chosen layer's attention backward ([`GradientJob::attention_ask`]) on the GPU: the engine's own
+/// [`AttentionGradients`] job (the forward kernel's log-sum-exp, then `flash_backward`, every query
+/// head with its own copy of its K/V head; a size past the job limit is refused there). On the CPU
+/// tier it answers `None`: the job's own next step runs the twin (`cpu::flash_backward`, from its
+/// f64 forward's outputs).
 struct ChosenAttention<'a> {
     ask: &'a AttentionAsk,
+}
+
+impl ChosenAttention<'_> {
+    fn problem(&self) -> AttentionProblem<'_> {
+        let a = self.ask;
+        AttentionProblem::new(&a.q, &a.k, &a.v, a.shape, a.mask, a.scale)
+    }
 }
 
 impl Job for ChosenAttention<'_> {
     type Output = Option<Gradients>;
 
     fn fits_gpu(&self) -> bool {
-        backward_takes_head_dim(self.ask.shape.d)
+        AttentionGradients { problem: &self.problem(), d_o: &self.ask.d_o }.fits_gpu()
     }
 
     async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<Option<Gradients>, String> {
-        let a = self.ask;
-        let problem = AttentionProblem::new(&a.q, &a.k, &a.v, a.shape, a.mask, a.scale);
-        let out = kernels.backward(ctx).gradients(ctx, &kernels.flash, &problem, &a.d_o).await;
+        let out = AttentionGradients { problem: &self.problem(), d_o: &self.ask.d_o }.on_gpu(ctx, kernels).await;
         resumed();
-        Ok(Some(out.map_err(|e| e.to_string())?.grads))
+        Ok(Some(out?.grads))
     }
 
     async fn on_cpu(&self, _: bool) -> Result<Option<Gradients>, String> {

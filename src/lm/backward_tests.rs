@@ -385,14 +385,28 @@ fn attention_gradients_given_from_outside_are_the_job_s_own() {
                 let top = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
                 a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / top.max(1e-30)
             };
-            for (what, a, b) in [
-                ("dq", &given.dq, &own.dq),
-                ("dk", &given.dk, &own.dk),
-                ("dv", &given.dv, &own.dv),
-                ("dW_Q", &given.w_q.weight, &own.w_q.weight),
-                ("dW_V", &given.w_v.weight, &own.w_v.weight),
-            ] {
-                assert!(worst(a, b) < 1e-5, "{name} {target:?} {what}: {:e} of the largest", worst(a, b));
+            // Every figure the page draws: the attention's gradients, each projection's weight and
+            // bias gradients, and each head's key norms.
+            let norms = |g: &super::backward::LayerGradients| -> Vec<f64> {
+                g.key_norms.iter().flatten().flat_map(|n| [n.key, n.value]).collect()
+            };
+            let bias = |l: &super::backward::LinearGrads| l.bias.clone().unwrap_or_default();
+            let mut compared = vec![
+                ("dq", given.dq.clone(), own.dq.clone()),
+                ("dk", given.dk.clone(), own.dk.clone()),
+                ("dv", given.dv.clone(), own.dv.clone()),
+                ("key norms", norms(&given), norms(&own)),
+            ];
+            for (what, g, o) in
+                [("W_Q", &given.w_q, &own.w_q), ("W_K", &given.w_k, &own.w_k), ("W_V", &given.w_v, &own.w_v)]
+            {
+                compared.push((what, g.weight.clone(), o.weight.clone()));
+                assert_eq!(g.bias.is_some(), o.bias.is_some(), "{name} {what}'s bias");
+                compared.push((what, bias(g), bias(o)));
+            }
+            for (what, a, b) in &compared {
+                assert_eq!(a.len(), b.len(), "{name} {what}");
+                assert!(worst(a, b) < 1e-5, "{name} {target:?} d{what}: {:e} of the largest", worst(a, b));
             }
             assert_eq!(given.loss, own.loss);
         }

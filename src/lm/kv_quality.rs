@@ -148,19 +148,29 @@ mod tests {
         let tokenizer = shipped_tokenizer();
         let ids = tokenizer.encode(OWNERSHIP_RULES);
         let full = forward(&ck, &ids).unwrap().logits;
-        let mut kl = Vec::new();
-        for scheme in KvScheme::compared(32, 16) {
+        // Each row as the README rounds it: bytes, KL to three digits, top-1 and loss.
+        let readme = [
+            (2048, "0.00e0", "1.000", "3.5691"),
+            (1024, "1.68e-7", "1.000", "3.5692"),
+            (512, "2.07e-3", "0.980", "3.5588"),
+            (512, "7.57e-3", "0.939", "3.5845"),
+            (576, "5.77e-5", "1.000", "3.5675"),
+            (320, "1.16e-2", "0.929", "3.5809"),
+            (192, "3.51e-1", "0.694", "3.8105"),
+            (320, "9.24e-3", "0.929", "3.5975"),
+            (192, "2.42e-1", "0.735", "3.7907"),
+        ];
+        assert_eq!(ids.len(), 98, "the README's table is over 98 tokens");
+        let schemes = KvScheme::compared(32, 16);
+        assert_eq!(schemes.len(), readme.len());
+        for (scheme, want) in schemes.into_iter().zip(readme) {
             let mut pass = CpuPass::new(&ck, &ids, ids.len()).unwrap().with_kv_scheme(scheme);
             while pass.step() {}
             let q = quality(&full, &pass.finish().logits, &ids).unwrap();
             let bytes = scheme.bytes_per_token(4, 2, 32);
             println!("| {} | {bytes} | {:.3e} | {:.3} | {:.4} |", scheme.name(), q.kl, q.top1, q.loss.unwrap());
-            kl.push(q.kl);
+            let got = (bytes, format!("{:.2e}", q.kl), format!("{:.3}", q.top1), format!("{:.4}", q.loss.unwrap()));
+            assert_eq!(got, (want.0, want.1.into(), want.2.into(), want.3.into()), "{}", scheme.name());
         }
-        println!("({} tokens)", ids.len());
-        // The full-precision row costs nothing; f16 nearly nothing; 2 bits a measurable amount.
-        assert_eq!(kl[0], 0.0);
-        assert!(kl[1] < 1e-6, "fp16 KL {}", kl[1]);
-        assert!(kl[6] > 1e-4 && kl[8] > 1e-4, "int2 KL {} and KIVI int2 KL {}", kl[6], kl[8]);
     }
 }

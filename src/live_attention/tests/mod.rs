@@ -13,10 +13,10 @@ use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::pooled::{Pool, block_range};
 use crate::attention::tokens::generated_tokens;
 use crate::engine::MapOutput;
-use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::CpuPass;
 use crate::lm::kv_quality::quality;
+use crate::lm::shipped_model::{shipped, shipped_tokenizer};
 use crate::model::Mask;
 use crate::model::kv_evict::EvictPolicy;
 use crate::model::kv_quant::KvScheme;
@@ -181,16 +181,8 @@ fn pooled_maps_are_the_exact_probabilities_pooled_by_block() {
     assert!(focused.values.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-6));
 }
 
-fn shipped(name: &str) -> Vec<u8> {
-    let path = format!("{}/www/models/attention-lab-tiny/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
 fn trained_model() -> (Rc<LoadedLm>, Checkpoint) {
-    let config = String::from_utf8(shipped("config.json")).unwrap();
-    let tokenizer = Tokenizer::from_json(&String::from_utf8(shipped("tokenizer.json")).unwrap()).unwrap();
-    let load = || Checkpoint::load(&config, &shipped("model.safetensors")).unwrap();
-    (Rc::new(LoadedLm::from_checkpoint(load(), tokenizer)), load())
+    (Rc::new(LoadedLm::from_checkpoint(shipped(), shipped_tokenizer())), shipped())
 }
 
 #[test]

@@ -337,24 +337,43 @@ mod tests {
 
     #[test]
     fn a_layers_grid_marks_kept_dropped_and_outside_its_window() {
-        // Three queries; the last one reads keys 0 and 2 (key 1 dropped); the second layer's window
-        // of 2 tokens is its own mask.
-        let kept = vec![vec![0], vec![0, 1], vec![0, 2]];
-        // The full cache's attention: row 2 gives keys 0, 1, 2 a quarter, a quarter and a half.
-        let full = vec![vec![1.0], vec![0.5, 0.5], vec![0.25, 0.25, 0.5]];
+        // Three queries. Layer 0 (causal): the last one reads keys 0 and 2 (key 1 dropped). Layer 1,
+        // a window of 2 tokens (its own mask): the last one reads key 2 only, key 1 dropped inside its
+        // window and key 0 outside it.
+        let kept_0 = vec![vec![0], vec![0, 1], vec![0, 2]];
+        let kept_1 = vec![vec![0], vec![0, 1], vec![2]];
+        // The full cache's attention: layer 0's row 2 gives keys 0, 1, 2 a quarter, a quarter and a
+        // half; layer 1's row 2 sees only keys 1 and 2, a half each.
+        let full_0 = vec![vec![1.0], vec![0.5, 0.5], vec![0.25, 0.25, 0.5]];
+        let full_1 = vec![vec![1.0], vec![0.5, 0.5], vec![0.0, 0.5, 0.5]];
         let record = EvictionRecord {
             policy: EvictPolicy::Window,
             keep: 2,
-            kept: vec![kept.clone(), kept],
-            dropped: vec![0.25 / 3.0, 0.0],
-            full: vec![full.clone(), full],
+            kept: vec![kept_0, kept_1],
+            dropped: vec![0.25 / 3.0, 0.5 / 3.0],
+            full: vec![full_0, full_1],
         };
         let grids = layer_grids(&[Mask::Causal, Mask::Sliding { window_tokens: 2 }], &record);
         assert_eq!(grids.len(), 2);
-        assert_eq!((grids[0].tokens, grids[0].last_kept.clone(), grids[1].dropped), (3, vec![0, 2], 0.0));
-        // Row 2 dropped key 1, worth 0.25, in both layers (key 1 is inside layer 1's window of 2).
-        let rows = vec![0.0, 0.0, 0.25];
-        assert_eq!((grids[0].dropped_rows.clone(), grids[1].dropped_rows.clone()), (rows.clone(), rows));
+        assert_eq!((grids[0].tokens, grids[0].last_kept.clone(), grids[1].last_kept.clone()), (3, vec![0, 2], vec![2]));
+        // Row 2 dropped key 1: worth 0.25 in layer 0, 0.5 in layer 1. Each layer's rows average to its
+        // dropped mass.
+        assert_eq!(grids[0].dropped_rows, [0.0, 0.0, 0.25]);
+        assert_eq!(grids[1].dropped_rows, [0.0, 0.0, 0.5]);
+        for (grid, want) in grids.iter().zip(&record.dropped) {
+            let mean = grid.dropped_rows.iter().sum::<f64>() / grid.dropped_rows.len() as f64;
+            assert!((mean - want).abs() < 1e-12 && (grid.dropped - want).abs() < 1e-12, "{mean} {}", grid.dropped);
+        }
+        // Layer 1's row 2: key 0 outside its window, key 1 dropped, key 2 kept.
+        let cells: Vec<u32> = grids[1].pixels[6..9].to_vec();
+        assert_eq!(
+            cells,
+            [
+                grid_pixels(&[KeptCell::Outside], &[0.0])[0],
+                grid_pixels(&[KeptCell::Dropped], &[0.5])[0],
+                grid_pixels(&[KeptCell::Kept], &[0.5])[0]
+            ]
+        );
         let px = |c, w| grid_pixels(&[c], &[w])[0];
         // Row 2 of layer 0: kept, dropped, kept, each at its weight; row 0 sees no later key.
         let row = [px(KeptCell::Kept, 0.25), px(KeptCell::Dropped, 0.25), px(KeptCell::Kept, 0.5)];
