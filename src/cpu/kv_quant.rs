@@ -7,6 +7,27 @@ use crate::model::kv_quant::{KvLayout, QuantPass, Rounding};
 
 /// Every box of `pass` over `x` (laid out as `layout`) rounded to the scheme's values.
 pub fn kv_quant(x: &mut [f32], layout: KvLayout, pass: &QuantPass) {
+    for_each_box(x, layout, pass, |values, _| round_group(values, pass.rounding));
+}
+
+/// As [`kv_quant`], each box's scale set by the values of its first `scale_tokens` tokens alone: a
+/// decode cache whose fp8 scales were set from the prompt as it was packed, the later tokens' values
+/// saturating past them (as `kv_pack` keeps the scale of the pack that started the cache). Schemes
+/// whose boxes hold one token round as [`kv_quant`] does.
+pub fn kv_quant_scaled_by_first(x: &mut [f32], layout: KvLayout, pass: &QuantPass, scale_tokens: u32) {
+    for_each_box(x, layout, pass, |values, tokens| match pass.rounding {
+        Rounding::Float { mantissa, min_exp, max, scaled: true } => {
+            let first = values.iter().zip(tokens).filter(|&(_, &t)| t < scale_tokens);
+            let amax = first.fold(0.0f32, |m, (v, _)| m.max(v.abs()));
+            let scale = if amax > 0.0 { amax / max } else { 1.0 };
+            values.iter().map(|&v| round_float(v / scale, mantissa, min_exp, max) * scale).collect()
+        }
+        rounding => round_group(values, rounding),
+    });
+}
+
+/// `round` applied to every box of `pass` (its values, and the token each one belongs to).
+fn for_each_box(x: &mut [f32], layout: KvLayout, pass: &QuantPass, mut round: impl FnMut(&[f32], &[u32]) -> Vec<f32>) {
     let [nh, nt, nc] = pass.boxes(&layout);
     let [bh, bt, bc] = pass.boxed.map(|b| b.max(1));
     let tokens = pass.tokens.min(layout.tokens);
@@ -18,20 +39,19 @@ pub fn kv_quant(x: &mut [f32], layout: KvLayout, pass: &QuantPass) {
             from[1].saturating_add(bt).min(tokens),
             from[2].saturating_add(bc).min(layout.d),
         ];
-        let at: Vec<usize> = offsets(layout, from, to).collect();
+        let (at, token): (Vec<usize>, Vec<u32>) = offsets(layout, from, to).unzip();
         let values: Vec<f32> = at.iter().map(|&i| x[i]).collect();
-        let rounded = round_group(&values, pass.rounding);
-        for (i, v) in at.into_iter().zip(rounded) {
+        for (i, v) in at.into_iter().zip(round(&values, &token)) {
             x[i] = v;
         }
     }
 }
 
-/// Where the values of the box `from..to` (heads, tokens, channels) are.
-fn offsets(layout: KvLayout, from: [u32; 3], to: [u32; 3]) -> impl Iterator<Item = usize> {
+/// Where the values of the box `from..to` (heads, tokens, channels) are, each with its token.
+fn offsets(layout: KvLayout, from: [u32; 3], to: [u32; 3]) -> impl Iterator<Item = (usize, u32)> {
     (from[0]..to[0]).flat_map(move |h| {
         (from[1]..to[1]).flat_map(move |t| {
-            (from[2]..to[2]).map(move |c| (h * layout.head_stride + t * layout.token_stride + c) as usize)
+            (from[2]..to[2]).map(move |c| ((h * layout.head_stride + t * layout.token_stride + c) as usize, t))
         })
     })
 }
@@ -83,7 +103,7 @@ pub fn round_float(v: f32, mantissa: u32, min_exp: i32, max: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kv_quant::{KvScheme, KvTensor};
+    use crate::model::kv_quant::{Fp8, KvScheme, KvTensor, ScaleScope};
 
     const E4M3: (u32, i32, f32) = (3, -6, 448.0);
     const E5M2: (u32, i32, f32) = (2, -14, 57344.0);
@@ -137,6 +157,25 @@ mod tests {
         let out =
             round_group(&[896.0, 3.0, -2.3], Rounding::Float { mantissa: 3, min_exp: -6, max: 448.0, scaled: true });
         assert_eq!(out, [896.0, 3.0, -2.25]);
+    }
+
+    #[test]
+    fn a_scale_set_by_the_first_tokens_saturates_the_later_ones() {
+        // One head of width 1, per tensor E4M3. Tokens 0-1 hold 2 and -448: scale 1. Token 2's 1000
+        // saturates to 448 (the whole tensor's scale would have been 1000 / 448); its 3.3 rounds to
+        // 3.25. Per token (int8) boxes ignore the first tokens.
+        let layout = KvLayout { heads: 1, tokens: 4, d: 1, head_stride: 4, token_stride: 1 };
+        let fp8 = KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor };
+        let mut x = [2.0, -448.0, 1000.0, 3.3];
+        kv_quant_scaled_by_first(&mut x, layout, &fp8.pass(KvTensor::K, 4).unwrap(), 2);
+        assert_eq!(x, [2.0, -448.0, 448.0, 3.25]);
+        let mut whole = [2.0, -448.0, 1000.0, 3.3];
+        kv_quant(&mut whole, layout, &fp8.pass(KvTensor::K, 4).unwrap());
+        assert_ne!(whole, x);
+        let (mut a, mut b) = ([0.3, -1.7, 9.0, 0.01], [0.3, -1.7, 9.0, 0.01]);
+        kv_quant_scaled_by_first(&mut a, layout, &KvScheme::Int8.pass(KvTensor::V, 4).unwrap(), 2);
+        kv_quant(&mut b, layout, &KvScheme::Int8.pass(KvTensor::V, 4).unwrap());
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -1,21 +1,28 @@
 //! Generation's source of logits, chosen here once rather than in the panel that shows it: on the
 //! GPU one token a pass against a KV cache prefilled with the prompt ([`GpuDecoder`]: f32 in pages
-//! of one pool, or packed in a quantised scheme's bits), or, without
-//! WebGPU, a whole CPU pass over the sequence for each token (no cache to keep, so the K/V scheme is
-//! applied by rounding every token's K and V in that pass).
+//! of one pool, or packed in a quantised scheme's bits, fp8's scales set from the prompt), or,
+//! without WebGPU, a whole CPU pass over the sequence for each token (no cache to keep, so the K/V
+//! scheme is applied by rounding every token's K and V in that pass, fp8's scales set by the
+//! prompt's tokens alone, as the packed cache's are).
 
 use std::rc::Rc;
 
 use crate::engine::Engine;
+use crate::lm::forward::CpuPass;
 use crate::model::kv_quant::KvScheme;
 use crate::model::paging::PoolUse;
 
+use super::model_pass::run_steps;
 use super::{GpuDecoder, LoadedLm};
 
 /// Where the next token's logits come from.
 pub enum Generator {
     Gpu(GpuDecoder),
-    Cpu(Rc<Engine>),
+    /// Whole CPU passes on this engine; the prompt's length sets fp8's scales.
+    Cpu {
+        engine: Rc<Engine>,
+        prompt: usize,
+    },
 }
 
 impl Generator {
@@ -30,15 +37,15 @@ impl Generator {
             let (decoder, logits) = decoder?;
             return Ok((Generator::Gpu(decoder), logits));
         }
-        let logits = cpu_logits(lm, &engine, ids, scheme).await?;
-        Ok((Generator::Cpu(engine), logits))
+        let logits = cpu_logits(lm, &engine, ids, scheme, ids.len()).await?;
+        Ok((Generator::Cpu { engine, prompt: ids.len() }, logits))
     }
 
     /// The logits after `seq`, whose last token is the one just appended.
     pub async fn next(&mut self, lm: &LoadedLm, seq: &[u32], scheme: KvScheme) -> Result<Vec<f32>, String> {
         match self {
             Generator::Gpu(decoder) => decoder.next(*seq.last().ok_or("no tokens")?).await,
-            Generator::Cpu(engine) => cpu_logits(lm, engine, seq, scheme).await,
+            Generator::Cpu { engine, prompt } => cpu_logits(lm, engine, seq, scheme, *prompt).await,
         }
     }
 
@@ -51,7 +58,7 @@ impl Generator {
     pub fn pool_use(&self) -> Option<PoolUse> {
         match self {
             Generator::Gpu(decoder) => decoder.pool_use(),
-            Generator::Cpu(_) => None,
+            Generator::Cpu { .. } => None,
         }
     }
 
@@ -60,18 +67,26 @@ impl Generator {
     pub fn packed_bytes_per_token(&self) -> Option<u64> {
         match self {
             Generator::Gpu(decoder) => decoder.packed_bytes_per_token(),
-            Generator::Cpu(_) => None,
+            Generator::Cpu { .. } => None,
         }
     }
 }
 
 /// The CPU pass's logits after `ids`: every token's K and V rounded to `scheme` (what rounding each
-/// as it joins a cache gives, for the schemes Generate offers).
-async fn cpu_logits(lm: &LoadedLm, engine: &Rc<Engine>, ids: &[u32], scheme: KvScheme) -> Result<Vec<f32>, String> {
+/// as it joins a cache gives), fp8's scales set by the first `prompt` tokens alone (what packing the
+/// prompt first gives).
+async fn cpu_logits(
+    lm: &LoadedLm,
+    engine: &Rc<Engine>,
+    ids: &[u32],
+    scheme: KvScheme,
+    prompt: usize,
+) -> Result<Vec<f32>, String> {
     if scheme == KvScheme::Fp32 {
         return Ok(lm.pass(engine, ids, &|| true).await?.0.last_logits.clone());
     }
-    let out = lm.pass_with_kv_scheme(engine, ids, scheme, &|| true).await?;
-    let vocab = out.logits.len() / ids.len().max(1);
-    Ok(out.logits[out.logits.len() - vocab..].to_vec())
+    let pass = CpuPass::new(lm.cpu_weights()?, ids, 1).map_err(|e| e.0)?;
+    let mut pass = pass.with_kv_scheme_scaled_by_first(scheme, prompt);
+    run_steps(&mut pass, &|| true).await?;
+    Ok(pass.finish().logits)
 }

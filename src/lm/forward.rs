@@ -15,7 +15,7 @@ pub use super::model_config::Gate;
 use crate::attention::rope::RopeTable;
 use crate::cpu::kept_attention::scaled_softmax;
 pub(crate) use crate::cpu::kept_attention::softmax;
-use crate::cpu::kv_quant::kv_quant;
+use crate::cpu::kv_quant::{kv_quant, kv_quant_scaled_by_first};
 pub use crate::cpu::{embed_gather::embed_gather, matmul::matmul, rms_norm::rms_norm, rope::rope, swiglu::swiglu};
 use crate::model::Model;
 use crate::model::kv_evict::EvictPolicy;
@@ -141,6 +141,8 @@ pub struct CpuPass<'a> {
     logits: Vec<f32>,
     logit_rows: usize,
     kv_scheme: KvScheme,
+    /// Tokens whose K and V alone set the scheme's fp8 scales (`with_kv_scheme_scaled_by_first`).
+    kv_scale_tokens: Option<u32>,
     /// An evicting cache's policy, K, and what it kept (`with_eviction`).
     eviction: Option<EvictionRecord>,
 }
@@ -194,6 +196,7 @@ impl<'a> CpuPass<'a> {
             logits: Vec::new(),
             logit_rows,
             kv_scheme: KvScheme::Fp32,
+            kv_scale_tokens: None,
             eviction: None,
         })
     }
@@ -203,6 +206,14 @@ impl<'a> CpuPass<'a> {
     pub fn with_kv_scheme(mut self, scheme: KvScheme) -> Self {
         self.kv_scheme = scheme;
         self
+    }
+
+    /// As [`CpuPass::with_kv_scheme`], the scales of a scheme whose scale covers many tokens (fp8)
+    /// set by the first `tokens` tokens alone, later values saturating past them: what a decode cache
+    /// whose scales were set from the prompt holds (Generate's, `kv_pack`).
+    pub fn with_kv_scheme_scaled_by_first(mut self, scheme: KvScheme, tokens: usize) -> Self {
+        self.kv_scale_tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
+        self.with_kv_scheme(scheme)
     }
 
     /// The same pass decoding through an evicting cache of `keep` tokens per layer (at least 1): at
@@ -280,8 +291,10 @@ impl<'a> CpuPass<'a> {
         let heads = self.ck.model.attn.n_kv_heads;
         let layout = KvLayout { heads, tokens: t, d, head_stride: d, token_stride: heads * d };
         for (tensor, x) in [(KvTensor::K, &mut self.k), (KvTensor::V, &mut self.v)] {
-            if let Some(pass) = self.kv_scheme.pass(tensor, t) {
-                kv_quant(x, layout, &pass);
+            match (self.kv_scheme.pass(tensor, t), self.kv_scale_tokens) {
+                (Some(pass), Some(first)) => kv_quant_scaled_by_first(x, layout, &pass, first),
+                (Some(pass), None) => kv_quant(x, layout, &pass),
+                (None, _) => {}
             }
         }
     }

@@ -235,6 +235,30 @@ describe("the trained model", () => {
     await hostile.close();
   });
 
+  test("Generate with an fp8 cache sets its scale from the prompt, on the GPU and on the CPU alike", async () => {
+    const text = "fn main() { let x";
+    const run = async (extra) => {
+      const app = await AppPage.open(session, TINY + "&gencache=fp8-e4m3" + extra + "&text=" + encodeURIComponent(text));
+      await readModel(app);
+      assert.equal(await app.page.getByTestId("generate-cache").inputValue(), "fp8-e4m3");
+      await app.page.getByTestId("generate-count").selectOption("4");
+      await app.page.getByTestId("generate").click();
+      await app.page.getByTestId("generate-note").waitFor({ timeout: 120_000 });
+      const out = { note: await app.page.getByTestId("generate-note").innerText(), text: (await readModel(app)).text };
+      app.assertNoConsoleErrors();
+      await app.close();
+      return out;
+    };
+    const gpu = await run("");
+    // 4 layers x 2 KV heads x (K, V) x 32 one-byte codes = 512 B a token; the scales are fixed bytes.
+    assert.match(gpu.note, /^Generated 4 tokens with the KV cache on the GPU, K and V stored as fp8-e4m3 \(512 bytes a token; one f32 scale for each layer's K and V, set from the prompt\), read by the kernel/);
+    const cpu = await run("&backend=cpu");
+    assert.match(cpu.note, /^Generated 4 tokens on the CPU.*rounded to fp8-e4m3 \(each token once, as it joins; one f32 scale for each layer's K and V, set from the prompt; held in f32\)/);
+    // Both tiers scale by the prompt (their logits agree within 1e-4 natively): the same greedy text.
+    assert.equal(cpu.text, gpu.text);
+    assert.notEqual(gpu.text, text);
+  });
+
   test("hostile links with the trained model: refused with notices, nothing injected, the page alive", async () => {
     const html = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
     for (const [query, expect] of [

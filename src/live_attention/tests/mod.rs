@@ -19,7 +19,7 @@ use crate::lm::kv_quality::quality;
 use crate::lm::shipped_model::{shipped, shipped_tokenizer};
 use crate::model::Mask;
 use crate::model::kv_evict::EvictPolicy;
-use crate::model::kv_quant::KvScheme;
+use crate::model::kv_quant::{Fp8, KvScheme, ScaleScope};
 use crate::model::presets::preset;
 
 /// What a loaded model's job said after the text: the ids and how many logits, or why it failed.
@@ -383,6 +383,17 @@ fn generation_without_a_gpu_runs_whole_cpu_passes_with_the_scheme_applied() {
     let next = pollster::block_on(generator.next(&lm, &ids, int4)).unwrap();
     assert_close(&next, &rounded.logits[7 * vocab..]);
     assert!(next.iter().zip(&whole.logits[7 * vocab..]).any(|(a, b)| (a - b).abs() > 1e-4));
+    // fp8: the scale is the prompt's, set when the generator started over 7 tokens, as a packed cache
+    // sets it at prefill: the pass whose fp8 scales the first 7 tokens alone set.
+    let e4m3 = KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor };
+    let (mut fp8, first) = pollster::block_on(Generator::start(&lm, cpu(), &ids[..7], e4m3)).unwrap();
+    let calibrated = |n: usize| {
+        let mut pass = CpuPass::new(lm.host().unwrap(), &ids[..n], 1).unwrap().with_kv_scheme_scaled_by_first(e4m3, 7);
+        while pass.step() {}
+        pass.finish().logits
+    };
+    assert_eq!(first, calibrated(7));
+    assert_eq!(pollster::block_on(fp8.next(&lm, &ids, e4m3)).unwrap(), calibrated(8));
 }
 
 /// Logits of the same sequence computed by passes of different lengths: equal up to float rounding.

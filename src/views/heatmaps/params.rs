@@ -13,7 +13,7 @@ use crate::attention::pooled::Pool;
 use crate::attention::tokens::TokenMode;
 use crate::colormap::ColorScale;
 use crate::gpu::flash_trace::TRACE_MAX_TOKENS;
-use crate::model::kv_quant::KvScheme;
+use crate::model::kv_quant::{Fp8, KvScheme, ScaleScope};
 use crate::views::link::{Accepted, LinkParams, Notice, echo, on_off, parse_bounded, parse_on_off};
 
 /// Longest text (in characters) the heatmap view accepts; longer text is cut with a notice.
@@ -201,13 +201,17 @@ pub struct ExplorerParams {
 pub const MAX_TRACE_INDEX: u32 = TRACE_MAX_TOKENS - 1;
 
 /// The caches Generate may decode with: the schemes that round each token alone (once, as it joins
-/// the cache), int4 and int2 in llama.cpp's groups of 32.
-pub const GENERATE_SCHEMES: [KvScheme; 5] = [
+/// the cache), int4 and int2 in llama.cpp's groups of 32, and fp8 with one scale per tensor (E4M3
+/// and E5M2), set from the prompt's K and V as the cache is prefilled, as a runtime calibrates it
+/// (later values past it saturate). The link names a scheme (`gencache=fp8-e4m3`), not its place.
+pub const GENERATE_SCHEMES: [KvScheme; 7] = [
     KvScheme::Fp32,
     KvScheme::Fp16,
     KvScheme::Int8,
     KvScheme::IntGroup { bits: 4, group: 32 },
     KvScheme::IntGroup { bits: 2, group: 32 },
+    KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
+    KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Tensor },
 ];
 
 impl ExplorerParams {
@@ -404,8 +408,13 @@ mod tests {
         assert_eq!(crate::views::link::round_trip(&p), p);
         assert!(p.pairs().contains(&("gencache", "int4-g32".to_string())));
         assert_eq!(p.generate_scheme(), KvScheme::IntGroup { bits: 4, group: 32 });
-        // Every scheme Generate offers rounds each token alone; a hostile value is refused, bounded.
-        assert!(GENERATE_SCHEMES.iter().all(|s| s.rounds_each_token_alone()));
+        // Every scheme Generate offers rounds each token alone, but fp8, whose scale the prompt sets;
+        // a hostile value is refused, bounded.
+        assert!(GENERATE_SCHEMES.iter().all(|s| s.rounds_each_token_alone() || matches!(s, KvScheme::Fp8 { .. })));
+        let mut fp8 = ExplorerParams::default();
+        fp8.set("gencache", "fp8-e4m3").unwrap();
+        assert_eq!(fp8.generate_scheme(), KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor });
+        assert!(fp8.pairs().contains(&("gencache", "fp8-e4m3".to_string())));
         let mut g = ExplorerParams::default();
         assert!(
             g.set("gencache", "kivi-int2").is_err()

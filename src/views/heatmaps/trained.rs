@@ -14,7 +14,7 @@ pub use crate::live_attention::loaded_job::head_maps;
 use crate::lm::bpe::Tokenizer;
 use crate::lm::next_token::{choose, top_candidates};
 use crate::model::Mask;
-use crate::model::kv_quant::KvScheme;
+use crate::model::kv_quant::{KvScheme, ScaleScope};
 use crate::model::paging::{PAGE_TOKENS, PoolUse};
 use crate::model::units::format_thousands;
 use crate::views::attention_input::AttentionInput;
@@ -244,15 +244,25 @@ pub fn generation_summary(run: &GenerationRun) -> String {
 /// a quantised one on the GPU, packed in the scheme's bits (`packed_bytes_per_token`, every layer's K
 /// and V, as the cache's buffers hold them) and dequantised by the attention kernel as it reads;
 /// without one (the CPU's passes), each token rounded to the scheme's values and kept in f32.
+/// fp8's scale is the prompt's, said as such.
 pub fn generate_cache_phrase(scheme: KvScheme, packed_bytes_per_token: Option<u64>) -> String {
+    let scales = match scheme {
+        KvScheme::Fp8 { scope: ScaleScope::Tensor, .. } => {
+            "; one f32 scale for each layer's K and V, set from the prompt"
+        }
+        KvScheme::Fp8 { scope: ScaleScope::Head, .. } => "; one f32 scale for each KV head, set from the prompt",
+        _ => "",
+    };
     match (scheme, packed_bytes_per_token) {
         (KvScheme::Fp32, _) => String::new(),
         (_, Some(bytes)) => format!(
-            ", K and V stored as {} ({} bytes a token), read by the kernel",
+            ", K and V stored as {} ({} bytes a token{scales}), read by the kernel",
             scheme.name(),
             format_thousands(u128::from(bytes))
         ),
-        (_, None) => format!(", K and V rounded to {} (each token once, as it joins; held in f32)", scheme.name()),
+        (_, None) => {
+            format!(", K and V rounded to {} (each token once, as it joins{scales}; held in f32)", scheme.name())
+        }
     }
 }
 
@@ -537,6 +547,17 @@ mod tests {
             generation_summary(&packed),
             "Generated 1 token with the KV cache on the GPU, K and V stored as int4-g32 (320 bytes a token), read by \
              the kernel: the 12-token prompt took 42 ms."
+        );
+        let e4m3 = KvScheme::Fp8 { format: crate::model::kv_quant::Fp8::E4m3, scope: ScaleScope::Tensor };
+        assert_eq!(
+            generate_cache_phrase(e4m3, Some(512)),
+            ", K and V stored as fp8-e4m3 (512 bytes a token; one f32 scale for each layer's K and V, set from the \
+             prompt), read by the kernel"
+        );
+        assert_eq!(
+            generate_cache_phrase(e4m3, None),
+            ", K and V rounded to fp8-e4m3 (each token once, as it joins; one f32 scale for each layer's K and V, set \
+             from the prompt; held in f32)"
         );
     }
 }
