@@ -9,6 +9,8 @@ pub mod figures;
 pub mod format;
 pub mod highlight;
 pub mod markup;
+#[cfg(test)]
+mod measured_claims;
 pub mod params;
 pub mod progress;
 #[cfg(test)]
