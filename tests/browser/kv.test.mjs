@@ -265,7 +265,7 @@ describe("KV view", () => {
     // V (128) instead: 61 * 128 * 320 * 2 B = 4,997,120, 71.1 times 70,272.
     const note = await app.page.getByTestId("mla-note").innerText();
     assert.match(note, /DeepSeek's own inference code/);
-    assert.match(note, /4,997,120 B per token at \w+16 for K and V alone, 71\.1 times this table's 70,272 B/);
+    assert.match(note, /4,997,120 B per token at \w+16 for K and V alone, 71\.1 times the latent and RoPE key's 70,272 B/);
     app.assertNoConsoleErrors();
     await app.close();
   });

@@ -5,6 +5,7 @@
 //! per sequence in a column of its own.
 
 use super::KvParams;
+use crate::model::config::Mla;
 use crate::model::kv_cache::mla_decompressed_bytes_per_token;
 use crate::model::units::{bytes_text, count_of, format_bytes, format_thousands};
 use crate::model::{DType, KvRow, LayerKind, Model, kv_breakdown, kv_bytes_per_token};
@@ -65,15 +66,31 @@ pub fn breakdown_table(model: &Model, kv: &KvParams) -> Option<BreakdownTable> {
 }
 
 /// Implementations cache MLA two ways; the table follows DeepSeek's own code and names the other.
+/// A lightning indexer's key (V3.2) sits beside either form, so the forms are compared on the latent
+/// and RoPE key alone, and the indexer's key is said apart.
+/// transformers pads V to the key's width for flash-attention 2 only after `past_key_values.update`,
+/// so its cache holds `v_head_dim` values under every attention implementation.
 fn mla_note(model: &Model, dtype: DType) -> Option<String> {
     let mla = model.mla?;
     let decompressed = mla_decompressed_bytes_per_token(model, dtype).ok()??;
-    let ours = kv_bytes_per_token(model, dtype).ok().filter(|&b| b > 0)?;
+    let without_indexer = Model { mla: Some(Mla { index_head_dim: None, ..mla }), ..model.clone() };
+    let latent = kv_bytes_per_token(&without_indexer, dtype).ok().filter(|&b| b > 0)?;
+    let indexer = kv_bytes_per_token(model, dtype).ok()?.saturating_sub(latent);
+    let indexer_note = match mla.index_head_dim {
+        Some(width) if indexer > 0 => format!(
+            " The lightning indexer's {}-value key ({} B per token at {}) is cached beside either form: the table \
+             counts it, this comparison leaves it out.",
+            format_thousands(width.into()),
+            format_thousands(indexer),
+            dtype.label()
+        ),
+        _ => String::new(),
+    };
     Some(format!(
         "MLA's cache is counted as DeepSeek's own inference code keeps it: per token and layer one {}-value latent \
          and one {}-value RoPE key, shared by all {} query heads. transformers (4.57, modeling_deepseek_v3.py) \
          decompresses the latent before caching: each head's key ({} + {} values) and value ({}), {} B per token \
-         at {} for K and V alone, {:.1} times this table's {} B per token.",
+         at {} for K and V alone, {:.1} times the latent and RoPE key's {} B per token.{indexer_note}",
         format_thousands(mla.kv_lora_rank.into()),
         format_thousands(mla.qk_rope_head_dim.into()),
         format_thousands(model.n_q_heads.into()),
@@ -82,8 +99,8 @@ fn mla_note(model: &Model, dtype: DType) -> Option<String> {
         format_thousands(mla.v_head_dim.into()),
         format_thousands(decompressed),
         dtype.label(),
-        decompressed as f64 / ours as f64,
-        format_thousands(ours)
+        decompressed as f64 / latent as f64,
+        format_thousands(latent)
     ))
 }
 
@@ -248,7 +265,18 @@ mod tests {
             "{note}"
         );
         assert!(note.contains("key (128 + 64 values) and value (128), 4,997,120 B per token at FP16"), "{note}");
-        assert!(note.contains("71.1 times this table's 70,272 B per token"), "{note}");
+        assert!(note.contains("71.1 times the latent and RoPE key's 70,272 B per token."), "{note}");
+        assert!(!note.contains("indexer"), "{note}");
+        // DeepSeek V3.2: the same latent, and a 128-value indexer key in each of its 61 layers, 61 × 128
+        // × 2 B = 15,616 B per token in the table and left out of the comparison.
+        let v32 =
+            crate::model::import_hf_config(include_str!("../../../tests/data/configs/deepseek-v3.2.json")).unwrap();
+        let note = mla_note(&v32.model, DType::Fp16).unwrap();
+        assert!(note.contains("71.1 times the latent and RoPE key's 70,272 B per token."), "{note}");
+        assert!(
+            note.contains("The lightning indexer's 128-value key (15,616 B per token at FP16) is cached"),
+            "{note}"
+        );
         assert_eq!(table("gemma-3-27b", 8192, DType::Bf16).mla_note, None);
         // Gemma 4 E4B: its last 18 layers reuse an earlier layer's cache.
         let t = table("gemma-4-e4b", 8192, DType::Fp16);
