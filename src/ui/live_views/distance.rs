@@ -18,11 +18,14 @@ use crate::views::heatmaps::controls::{mask_change, mask_choice, mask_label};
 
 #[component]
 pub fn DistanceView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
+    // The job reruns only when what it computes changes (not for `near`, nor another view's keys).
+    let planned = Memo::new(move |_| model.with(|m| state.with(|s| plan(s, m))));
     let result = newest_job(
         engine,
-        move || model.with(|m| state.with(|s| plan(s, m))),
+        move || planned.get(),
         |engine, planned, wanted| async move { run(&engine, &planned?, &move || wanted.get()).await },
     );
+    let near = move || state.with(|s| s.distance.near);
     let adapter = move || engine.with(|e| e.as_ref().map(|e| e.describe()).unwrap_or_default());
     view! {
         <section class="distance-view" data-testid="distance-view">
@@ -31,15 +34,14 @@ pub fn DistanceView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             {move || match result.get() {
                 None => view! { <p class="status">"Computing each head's attention by distance…"</p> }.into_any(),
                 Some(Err(why)) => view! { <p class="status error" data-testid="distance-error">{why}</p> }.into_any(),
-                Some(Ok(r)) => view! { <DistanceHeads r adapter=adapter() state/> }.into_any(),
+                Some(Ok(r)) => view! { <DistanceHeads r adapter=adapter() near=near()/> }.into_any(),
             }}
         </section>
     }
 }
 
 #[component]
-fn DistanceHeads(r: DistanceRun, adapter: String, state: RwSignal<AppState>) -> impl IntoView {
-    let near = state.with_untracked(|s| s.distance.near);
+fn DistanceHeads(r: DistanceRun, adapter: String, near: u32) -> impl IntoView {
     view! {
         <p class="hint" data-testid="distance-tier" data-on-gpu=r.on_gpu.to_string() data-n=r.n>{tier_line(&r, &adapter)}</p>
         <div class="distance-heads">

@@ -124,7 +124,7 @@ pub fn tier_line(run: &DistanceRun, adapter: &str) -> String {
     let place = if run.on_gpu {
         format!("the distance_mass kernel on {adapter}")
     } else {
-        "its CPU twin (no WebGPU here, or heads wider than the kernels take)".to_string()
+        "its CPU twin (no WebGPU here, backend=cpu, or heads wider than the kernels take)".to_string()
     };
     format!(
         "{} heads over {} tokens, by {place}: each probability worked out from Q, K and its row's log-sum-exp \
