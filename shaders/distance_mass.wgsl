@@ -1,12 +1,14 @@
 // Each head's attention mass by distance: for every distance δ = (query position) − (key position),
 // the mean over the queries of the probability each gives the key δ tokens before it (after it when
 // δ < 0, under a full mask). No n × n matrix is kept: a probability is exp(scale · q·k − lse) from
-// the forward pass's log-sum-exp of its row, worked out where it is summed, so the work is the
-// forward's and the memory one value per (head, distance). A head's masses sum to 1 when each query
-// sees a key.
+// the forward pass's log-sum-exp of its row, worked out where it is summed, so the multiply-adds are
+// the forward's and the memory one value per (head, distance). A head's masses sum to 1 when each
+// query sees a key.
 //
-// One invocation per (query head, distance): it walks the queries whose key at that distance exists
-// and is visible. f32 throughout; the CPU twin (src/cpu/distance_mass.rs) sums in f64.
+// One invocation per (query head, distance): it walks the queries whose key at that distance exists,
+// and takes the dot product of those the mask lets see it (so besides the forward's multiply-adds,
+// a head's invocations together test each of its n_q x n_kv pairs once). f32 throughout; the CPU twin
+// (src/cpu/distance_mass.rs) sums in f64.
 
 // Keep in sync with `DistanceMassParams` in src/gpu/distance_mass.rs.
 struct Params {
@@ -46,16 +48,15 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let kv_base = (h / params.group) * params.n_kv * params.d;
     let offset = params.n_kv - params.n_q;
     var sum = 0.0;
-    for (var row = 0u; row < params.n_q; row++) {
-        // The key at this distance from the query: position + n_kv − 1 − slot, when it is a key.
-        let pos = row + offset;
-        if pos + params.n_kv < slot + 1u || pos + params.n_kv - 1u - slot >= params.n_kv {
-            continue;
-        }
+    // The queries at positions first..end have a key at this distance: pos − (n_kv − 1 − slot).
+    let first = max(max(slot, params.n_kv - 1u) - (params.n_kv - 1u), offset);
+    let end = min(slot, params.n_kv - 1u) + 1u;
+    for (var pos = first; pos < end; pos++) {
         let key = pos + params.n_kv - 1u - slot;
         if key < key_lo(pos) || key >= key_hi(pos) {
             continue;
         }
+        let row = pos - offset;
         let q_base = (h * params.n_q + row) * params.d;
         let k_base = kv_base + key * params.d;
         var dot = 0.0;

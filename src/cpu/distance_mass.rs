@@ -1,6 +1,8 @@
 //! Twin of `shaders/distance_mass.wgsl`: each head's attention mass by distance, every probability
 //! worked out from its row's log-sum-exp where it is summed (f64), none kept.
 
+use std::ops::Range;
+
 use super::scores::row_scores;
 use crate::attention::AttentionProblem;
 
@@ -14,23 +16,33 @@ pub fn distance_slots(n_kv: u32) -> usize {
 /// the `n_q` queries of the probability `exp(scale · q·k − lse)` the query gives the key δ before it.
 /// `p` needs no V; `lse` is `[h_q, n_q]`, the forward pass's natural log-sum-exp of each row.
 pub fn distance_mass(p: &AttentionProblem, lse: &[f32]) -> Vec<f32> {
+    let slots = distance_slots(p.shape.n_kv);
+    let mut sums = vec![0.0f64; p.shape.h_q as usize * slots];
+    for (h, head) in sums.chunks_mut(slots).enumerate() {
+        add_rows(p, lse, h as u32, 0..p.shape.n_q, head);
+    }
+    means(&sums, p.shape.n_q)
+}
+
+/// Adds to `head` (head `h`'s sums, one per distance slot) the probabilities of its query rows `rows`:
+/// [`distance_mass`] a piece at a time, for a caller that lets the page in between pieces.
+pub fn add_rows(p: &AttentionProblem, lse: &[f32], h: u32, rows: Range<u32>, head: &mut [f64]) {
     let shape = p.shape;
-    let slots = distance_slots(shape.n_kv);
-    let mut sums = vec![0.0f64; shape.h_q as usize * slots];
-    for h in 0..shape.h_q {
-        let head = &mut sums[h as usize * slots..][..slots];
-        for i in 0..shape.n_q {
-            let row_lse = f64::from(lse[(h * shape.n_q + i) as usize]);
-            let q_pos = shape.q_offset() + i;
-            for (key, score) in row_scores(p, h, i).into_iter().enumerate() {
-                if let Some(score) = score {
-                    head[q_pos as usize + shape.n_kv as usize - 1 - key] += (score - row_lse).exp();
-                }
+    for i in rows {
+        let row_lse = f64::from(lse[(h * shape.n_q + i) as usize]);
+        let q_pos = shape.q_offset() + i;
+        for (key, score) in row_scores(p, h, i).into_iter().enumerate() {
+            if let Some(score) = score {
+                head[q_pos as usize + shape.n_kv as usize - 1 - key] += (score - row_lse).exp();
             }
         }
     }
-    let n_q = f64::from(shape.n_q.max(1));
-    sums.into_iter().map(|s| (s / n_q) as f32).collect()
+}
+
+/// The sums over `n_q` queries as their means.
+pub fn means(sums: &[f64], n_q: u32) -> Vec<f32> {
+    let n_q = f64::from(n_q.max(1));
+    sums.iter().map(|s| (s / n_q) as f32).collect()
 }
 
 #[cfg(test)]

@@ -147,8 +147,9 @@ fn InputControls(state: RwSignal<AppState>, synthetic: Signal<bool>) -> impl Int
 }
 
 /// The mask override, with the window or chunk it needs.
+/// The mask select, with the window or chunk size of the kind chosen (the distance view's too).
 #[component]
-fn MaskControls(state: RwSignal<AppState>) -> impl IntoView {
+pub(crate) fn MaskControls(state: RwSignal<AppState>) -> impl IntoView {
     let mode = move || state.with(|s| InputMode::of(s));
     let mask_value = move || state.with(|s| mask_choice(&s.input));
     view! {

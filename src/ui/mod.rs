@@ -15,7 +15,7 @@ mod chart;
 mod decode_demo;
 mod engine_signal;
 mod explorer_compute;
-mod explorer_controls;
+pub(crate) mod explorer_controls;
 mod export;
 mod flash_trace_view;
 mod focus_panel;

@@ -68,23 +68,29 @@ describe("distance view", () => {
     // query is (n − 1)/(2n) and the mean distance (n² − 1)/(3n).
     near(h[5].ahead, (n - 1) / (2 * n), 1e-5, "diffuse ahead");
     near(h[5].mean, (n * n - 1) / (3 * n), 1e-4, "diffuse mean, full");
-    await app.page.getByTestId("distance-mask").selectOption("sliding");
-    await app.page.getByTestId("distance-window").fill("3");
-    await app.page.getByTestId("distance-window").press("Enter");
+    await app.page.getByTestId("mask-select").selectOption("sliding");
+    await app.page.getByTestId("window-input").fill("3");
+    await app.page.getByTestId("window-input").press("Enter");
     await app.waitForParam("window", "3");
-    await app.page.getByTestId("distance-near").fill("2");
-    await app.page.getByTestId("distance-near").press("Enter");
-    await app.waitForParam("near", "2");
     await app.page.locator('[data-testid="distance-head"][data-ahead="0.000000"]').first().waitFor();
     h = await heads(app);
     for (const [k, head] of Object.entries(h)) {
-      // A window of 3 reaches 2 tokens back at most: all within 2, nothing further.
-      near(head.near, 1, 1e-4, `head ${k} within 2`);
+      // A window of 3 reaches 2 tokens back at most: all within 2 (the default near is 4), nothing further.
+      near(head.near, 1, 1e-4, `head ${k} within 4`);
       assert.ok(head.bars.slice(3).every((x) => x === 0) && head.further === 0, `head ${k}: ${head.bars}`);
     }
+    // Near means at most 1 token away: the diffuse head's share is all but its mass 2 back.
+    await app.page.getByTestId("distance-near").fill("1");
+    await app.page.getByTestId("distance-near").press("Enter");
+    await app.waitForParam("near", "1");
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="distance-head"][data-head="5"]')?.dataset.near !== "1.000000");
+    h = await heads(app);
+    assert.ok(h[5].bars[2] > 0.1, `diffuse head 2 back: ${h[5].bars[2]}`);
+    near(h[5].near, 1 - h[5].bars[2], 1e-5, "diffuse within 1");
     const again = await AppPage.open(session, await app.query());
     assert.deepEqual(await heads(again), h);
-    assert.equal(await again.page.getByTestId("distance-near").inputValue(), "2");
+    assert.equal(await again.page.getByTestId("distance-near").inputValue(), "1");
+    assert.equal(await again.page.getByTestId("window-input").inputValue(), "3");
     again.assertNoConsoleErrors();
     await again.close();
     app.assertNoConsoleErrors();

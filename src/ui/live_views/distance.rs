@@ -4,17 +4,17 @@
 
 use leptos::prelude::*;
 
-use crate::model::{Mask, Model};
+use crate::model::Model;
 use crate::state::AppState;
 use crate::ui::engine_signal::{EngineSignal, newest_job};
+use crate::ui::explorer_controls::MaskControls;
 use crate::ui::model_picker::ModelSelect;
-use crate::ui::params::{edit, write_typed};
+use crate::ui::params::write_typed;
 use crate::ui::text_field::TextField;
 use crate::views::distance::compute::{DistanceRun, plan, run};
 use crate::views::distance::figures::{
     HeadDistance, SYNTHETIC_NOTE, bars, head_distances, head_sentence, percent, tier_line,
 };
-use crate::views::heatmaps::controls::{mask_change, mask_choice, mask_label};
 
 #[component]
 pub fn DistanceView(state: RwSignal<AppState>, model: Memo<Model>, engine: EngineSignal) -> impl IntoView {
@@ -25,7 +25,7 @@ pub fn DistanceView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
         move || planned.get(),
         |engine, planned, wanted| async move { run(&engine, &planned?, &move || wanted.get()).await },
     );
-    let near = move || state.with(|s| s.distance.near);
+    let near = Memo::new(move |_| state.with(|s| s.distance.near));
     let adapter = move || engine.with(|e| e.as_ref().map(|e| e.describe()).unwrap_or_default());
     view! {
         <section class="distance-view" data-testid="distance-view">
@@ -34,7 +34,7 @@ pub fn DistanceView(state: RwSignal<AppState>, model: Memo<Model>, engine: Engin
             {move || match result.get() {
                 None => view! { <p class="status">"Computing each head's attention by distance…"</p> }.into_any(),
                 Some(Err(why)) => view! { <p class="status error" data-testid="distance-error">{why}</p> }.into_any(),
-                Some(Ok(r)) => view! { <DistanceHeads r adapter=adapter() near=near()/> }.into_any(),
+                Some(Ok(r)) => view! { <DistanceHeads r adapter=adapter() near=near.get()/> }.into_any(),
             }}
         </section>
     }
@@ -82,7 +82,6 @@ fn HeadBars(h: HeadDistance, near: u32) -> impl IntoView {
 #[component]
 fn DistanceControls(state: RwSignal<AppState>) -> impl IntoView {
     let refused = RwSignal::new(None::<String>);
-    let mask_value = move || state.with(|s| mask_choice(&s.input));
     let write =
         move |key: &'static str, ev: leptos::ev::Event| write_typed(state, refused, key, &event_target_value(&ev));
     view! {
@@ -91,15 +90,7 @@ fn DistanceControls(state: RwSignal<AppState>) -> impl IntoView {
             <label>"Layer" <input type="number" min="0" data-testid="distance-layer"
                 prop:value=move || state.with(|s| s.model.layer) on:change=move |ev| write("layer", ev)/></label>
             <TextField state refused/>
-            <label>"Mask" <select data-testid="distance-mask"
-                on:change=move |ev| refused.set(edit(state, &[("mask", mask_change(&event_target_value(&ev)))]).err())>
-                <option value="layer" selected=move || mask_value() == "layer">"the layer's own"</option>
-                {Mask::KIND_NAMES.into_iter().map(|kind| view! {
-                    <option value=kind selected=move || mask_value() == kind>{mask_label(kind)}</option>
-                }).collect_view()}
-            </select></label>
-            <label>"Window" <input type="number" min="1" data-testid="distance-window"
-                prop:value=move || state.with(|s| s.input.window_tokens()) on:change=move |ev| write("window", ev)/></label>
+            <MaskControls state/>
             <label class="check"><input type="checkbox" data-testid="distance-teach" prop:checked=move || state.with(|s| s.explorer.teach)
                 on:change=move |ev| write_typed(state, refused, "teach", if event_target_checked(&ev) { "on" } else { "off" })/>
                 "designed heads"</label>

@@ -6,18 +6,27 @@
 use crate::attention::layer_inputs::LayerLayout;
 use crate::attention::teaching_heads::TeachingHead;
 use crate::attention::{AttentionProblem, AttentionShape};
-use crate::cpu::distance_mass::{distance_mass, distance_slots};
+use crate::cpu::distance_mass::{add_rows, distance_slots, means};
 use crate::engine::{Engine, Job, check_cpu_size};
 use crate::event_loop::breathe;
 use crate::gpu::{GpuContext, Kernels};
 use crate::live_attention::Request;
+use crate::live_attention::plan::batches;
 use crate::model::Model;
-use crate::model::limits::kernels_take_head_dim;
+use crate::model::limits::{
+    BATCH_MAX_Q_FLOATS, CPU_SLICE_MULTIPLY_ADDS, GPU_BATCH_MULTIPLY_ADDS, kernels_take_head_dim,
+};
+use crate::model::units::format_thousands;
 use crate::views::heatmaps::request::{Screen, build_request};
 use crate::views::registry::Settings;
 
-/// Longest text (or `n`) the view computes: its Q and K copies of 32 heads of 128 stay under 64 MB.
+/// Longest text (or `n`) the view computes.
 pub const MAX_TOKENS: u32 = 2048;
+
+/// Most multiply-adds of one head's `Q·Kᵀ` the view runs in one dispatch (about 1,448 tokens of a
+/// 1,024-wide head, every one of 2,048 up to 512 wide): a longer dispatch could trip a slow GPU's
+/// watchdog, and a submitted dispatch cannot be stopped.
+pub const MAX_HEAD_MULTIPLY_ADDS: u64 = 1 << 31;
 
 /// The explorer's request for these settings: its layer, heads, tokens and mask, or why there is
 /// nothing to compute (no attention in the layer, cross-attention, too long a text).
@@ -29,10 +38,21 @@ pub fn plan(settings: &Settings, model: &Model) -> Result<Request, String> {
     if request.kv_tokens.is_some() {
         return Err("Distances between a query and a key mean nothing across two texts: clear the key text.".into());
     }
-    if request.n_q() > MAX_TOKENS {
+    let n = request.n_q();
+    if n > MAX_TOKENS {
         return Err(format!(
-            "The view computes texts of at most {MAX_TOKENS} tokens ({} asked): shorten the text or lower n.",
-            request.n_q()
+            "The view computes texts of at most {MAX_TOKENS} tokens, and this one has more: shorten the text or lower n."
+        ));
+    }
+    let work = u64::from(n) * u64::from(n) * u64::from(request.layout.head_dim);
+    if work > MAX_HEAD_MULTIPLY_ADDS {
+        return Err(format!(
+            "{} tokens of {}-wide heads take {} multiply-adds a head, more than the view runs at once ({}): \
+             shorten the text.",
+            format_thousands(n.into()),
+            request.layout.head_dim,
+            format_thousands(work.into()),
+            format_thousands(MAX_HEAD_MULTIPLY_ADDS.into())
         ));
     }
     if request.heads.is_empty() {
@@ -48,8 +68,9 @@ pub struct DistanceRun {
     /// Each head's designed pattern, where `teach=on` made it one.
     pub designed: Vec<Option<TeachingHead>>,
     pub n: u32,
-    /// `[heads, 2 n − 1]`, slot δ + n − 1 for distance δ (as [`distance_mass`] lays it out).
+    /// `[heads, 2 n − 1]`, slot δ + n − 1 for distance δ (as [`distance_slots`] counts them).
     pub mass: Vec<f32>,
+    /// Whether the GPU computed every head's masses (else the CPU twin computed some or all).
     pub on_gpu: bool,
 }
 
@@ -61,32 +82,43 @@ impl DistanceRun {
     }
 }
 
-/// The masses of `request`'s heads: each query head with its own copy of its KV head's keys, so any
-/// choice of heads is one launch. Stops with an error once `keep_going` says no.
+/// The masses of `request`'s heads, in batches of the query heads of one KV group (they share its K),
+/// each within the heatmaps' limits of work and memory: the forward's log-sum-exp, then the masses.
+/// Only the masses are kept between batches. Stops with an error once `keep_going` says no.
 pub async fn run(engine: &Engine, request: &Request, keep_going: &dyn Fn() -> bool) -> Result<DistanceRun, String> {
     let inputs = request.inputs();
-    let (n, d) = (request.n_q(), request.layout.head_dim);
-    let heads = request.heads.clone();
-    let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
-    for &h in &heads {
-        q.extend(inputs.q_head(h));
-        let (kh, vh) = inputs.kv_head(request.layout.kv_head(h));
-        k.extend(kh);
-        v.extend(vh);
+    let layout = &request.layout;
+    let (n, d) = (request.n_q(), layout.head_dim);
+    let per_head = (u64::from(n) * u64::from(n) * u64::from(d), u64::from(n) * u64::from(d));
+    let groups = batches(
+        &request.heads,
+        layout.group_size(),
+        per_head.0,
+        per_head.1,
+        GPU_BATCH_MULTIPLY_ADDS,
+        BATCH_MAX_Q_FLOATS,
+    );
+    let (mut mass, mut on_gpu) = (Vec::with_capacity(request.heads.len() * distance_slots(n)), true);
+    for batch in groups {
+        let q: Vec<f32> = batch.iter().flat_map(|&h| inputs.q_head(h)).collect();
+        let (k, v) = inputs.kv_head(layout.kv_head(batch[0]));
+        let shape = AttentionShape { h_q: batch.len() as u32, h_kv: 1, n_q: n, n_kv: n, d };
+        let problem = AttentionProblem::new(&q, &k, &v, shape, request.mask, 1.0 / (d as f32).sqrt());
+        let lse = engine.attention(&problem).await?.lse;
+        if !keep_going() {
+            return Err("stopped for a newer request".into());
+        }
+        let (batch_mass, batch_on_gpu) =
+            engine.run(&MassByDistance { problem: &problem, lse: &lse, keep_going }).await?;
+        mass.extend(batch_mass);
+        on_gpu &= batch_on_gpu;
     }
-    let shape = AttentionShape::square(heads.len() as u32, n, d);
-    let problem = AttentionProblem::new(&q, &k, &v, shape, request.mask, 1.0 / (d as f32).sqrt());
-    let lse = engine.attention(&problem).await?.lse;
-    if !keep_going() {
-        return Err("stopped for a newer request".into());
-    }
-    let (mass, on_gpu) = engine.run(&MassByDistance { problem: &problem, lse: &lse, keep_going }).await?;
-    let designed = heads.iter().map(|&h| inputs.teaching_head(h)).collect();
-    Ok(DistanceRun { heads, designed, n, mass, on_gpu })
+    let designed = request.heads.iter().map(|&h| inputs.teaching_head(h)).collect();
+    Ok(DistanceRun { heads: request.heads.clone(), designed, n, mass, on_gpu })
 }
 
-/// The masses of a problem's heads from their log-sum-exp: the kernel, or its twin head by head with
-/// a pause for the page between heads.
+/// The masses of a problem's heads from their log-sum-exp: the kernel, or its twin a slice of rows at
+/// a time with a pause for the page between slices.
 struct MassByDistance<'a, 'p> {
     problem: &'a AttentionProblem<'p>,
     lse: &'a [f32],
@@ -108,24 +140,20 @@ impl Job for MassByDistance<'_, '_> {
     async fn on_cpu(&self, _: bool) -> Result<(Vec<f32>, bool), String> {
         let p = self.problem;
         check_cpu_size(p.shape)?;
-        let one = AttentionShape { h_q: 1, h_kv: 1, ..p.shape };
-        let (q_len, kv_len, n_q) = (one.q_len(), one.kv_len(), p.shape.n_q as usize);
-        let mut mass = Vec::with_capacity(p.shape.h_q as usize * distance_slots(p.shape.n_kv));
-        for h in 0..p.shape.h_q as usize {
-            if !(self.keep_going)() {
-                return Err("stopped for a newer request".into());
+        let slots = distance_slots(p.shape.n_kv);
+        let row_work = u64::from(p.shape.n_kv) * u64::from(p.shape.d);
+        let rows_per_slice = (CPU_SLICE_MULTIPLY_ADDS / row_work.max(1)).clamp(1, u64::from(p.shape.n_q)) as u32;
+        let mut sums = vec![0.0f64; p.shape.h_q as usize * slots];
+        for (h, head) in sums.chunks_mut(slots).enumerate() {
+            for first in (0..p.shape.n_q).step_by(rows_per_slice as usize) {
+                if !(self.keep_going)() {
+                    return Err("stopped for a newer request".into());
+                }
+                add_rows(p, self.lse, h as u32, first..(first + rows_per_slice).min(p.shape.n_q), head);
+                breathe().await;
             }
-            let head = AttentionProblem::scores(
-                &p.q[h * q_len..][..q_len],
-                &p.k[h * kv_len..][..kv_len],
-                one,
-                p.mask,
-                p.scale,
-            );
-            mass.extend(distance_mass(&head, &self.lse[h * n_q..][..n_q]));
-            breathe().await;
         }
-        Ok((mass, false))
+        Ok((means(&sums, p.shape.n_q), false))
     }
 }
 
@@ -176,6 +204,16 @@ mod tests {
     fn texts_past_the_view_s_length_cross_attention_and_empty_layers_are_refused() {
         let model = preset("gpt2-small").unwrap();
         assert!(plan(&settings("n=2049"), model).unwrap_err().contains("at most 2048 tokens"));
+        assert!(plan(&settings("n=100000"), model).unwrap_err().contains("at most 2048 tokens"));
+        // 2,048 tokens of a 1,024-wide head: 2,048² × 1,024 = 4,294,967,296 multiply-adds, past 2³¹.
+        let wide = Settings::from_query("cfg=L2.d4096.h4.kv1.hd1024&n=2048").0;
+        let model = wide.model.resolve();
+        assert!(
+            plan(&wide, &model).unwrap_err().contains("4,294,967,296 multiply-adds a head"),
+            "{:?}",
+            plan(&wide, &model)
+        );
+        let model = preset("gpt2-small").unwrap();
         assert!(plan(&settings("n=2048"), model).is_ok());
         assert!(plan(&settings("src=another text"), model).unwrap_err().contains("key text"));
         assert!(plan(&settings("text="), model).is_err());

@@ -21,7 +21,8 @@ pub struct HeadDistance {
     pub mean_distance: f64,
     /// Mass at most `near` tokens away, either side.
     pub near_share: f64,
-    /// The distance with the most mass (the nearest on a tie), negative ahead.
+    /// The distance with the most mass (on a tie the nearest, and of two as near the one behind),
+    /// negative ahead.
     pub peak: i64,
     /// All its mass: 1 when every query sees a key.
     pub total: f64,
@@ -40,7 +41,8 @@ fn of_head(run: &DistanceRun, i: usize, near: u32) -> HeadDistance {
     let bars: Vec<f64> = (0..(BARS as i64).min(n)).map(back).collect();
     let sum = |keep: &dyn Fn(i64) -> bool| masses.iter().filter(|(d, _)| keep(*d)).map(|(_, m)| m).sum::<f64>();
     let peak = masses.iter().fold((0i64, f64::NEG_INFINITY), |best, &(d, m)| {
-        if m > best.1 || (m == best.1 && d.abs() < best.0.abs()) { (d, m) } else { best }
+        let nearer = d.abs() < best.0.abs() || (d.abs() == best.0.abs() && d > best.0);
+        if m > best.1 || (m == best.1 && nearer) { (d, m) } else { best }
     });
     HeadDistance {
         head: run.heads[i],
@@ -194,6 +196,10 @@ mod tests {
         assert!((h.further - 0.2).abs() < 1e-6 && (h.near_share - 0.25).abs() < 1e-6);
         assert_eq!(h.peak, 0);
         assert!((h.mean_distance - 9.5).abs() < 1e-5);
+        // A tie between 2 ahead and 2 behind goes to the key behind.
+        let mut even = vec![0.0f32; 39];
+        (even[17], even[21]) = (0.5, 0.5);
+        assert_eq!(head_distances(&run(20, vec![even]), 4)[0].peak, 2);
         assert_eq!((percent(0.004), percent(0.0), percent(0.996)), ("<1 %".into(), "0 %".into(), "100 %".into()));
     }
 }
