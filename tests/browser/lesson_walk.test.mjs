@@ -33,6 +33,7 @@ const VIEW_READY = {
   memory: '[data-testid="memory-row"]',
   backward: '[data-testid="softmax-jacobian"]',
   mla: '[data-testid="mla-max-diff"]',
+  distance: '[data-testid="distance-tier"]',
 };
 
 async function waitForStep(app, lesson, step) {

@@ -79,3 +79,25 @@ fn lesson_18_sinks_cost_more_than_the_window_at_k_8() {
     assert!(sinks.kl > 1.5 * window.kl && sinks.kl < 2.5 * window.kl, "window {} sinks {}", window.kl, sinks.kl);
     assert_eq!(answer("eviction", 3, "plain window of the 8"), "the sinks with the most recent");
 }
+
+#[test]
+fn lesson_04_last_step_s_previous_token_head_peaks_one_token_back() {
+    use crate::engine::Engine;
+    use crate::views::distance::compute::{plan, run};
+    use crate::views::distance::figures::head_distances;
+    use crate::views::link::encode_component;
+    use crate::views::registry::Settings;
+    let lesson = lesson("many-heads").unwrap();
+    let step = lesson.steps.len();
+    let params = &lesson.steps[step - 1].params;
+    let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={}", encode_component(v))).collect();
+    let settings = Settings::from_query(&query.join("&")).0;
+    let model = settings.model.resolve();
+    let request = plan(&settings, &model).unwrap();
+    let engine = Engine::Cpu { reason: "a test".into() };
+    let r = pollster::block_on(run(&engine, &request, &|| true)).unwrap();
+    let heads = head_distances(&r, 4);
+    assert_eq!((heads[0].head, heads[0].peak), (0, 1), "{:?}", heads[0]);
+    assert!(heads[0].bars[1] > 0.85, "{:?}", heads[0].bars);
+    assert_eq!(answer("many-heads", step, "head 0, the previous-token head"), "1 token back");
+}
