@@ -50,6 +50,9 @@ describe("distance view", () => {
     near(h[0].bars[1], (n - 1) / n, 1e-3, "previous-token head at 1");
     // Sink: query i reads token 0, i back: mean distance (n − 1)/2.
     near(h[1].mean, (n - 1) / 2, 1e-2, "sink's mean distance");
+    // ... and every distance holds 1/n of it, which its sentence says rather than naming a peak.
+    const sink = app.page.locator('[data-testid="distance-head"][data-head="1"] figcaption');
+    assert.match(await sink.innerText(), /10 % at each of 10 distances alike/);
     // Diffuse (exactly uniform): query i spreads 1/(i + 1) over i + 1 keys, so the mean distance
     // is (1/n) Σ i/2 = (n − 1)/4 and the mass at δ = 0 is (1/n) Σ 1/(i + 1).
     const harmonic = Array.from({ length: n }, (_, i) => 1 / (i + 1)).reduce((a, b) => a + b, 0);

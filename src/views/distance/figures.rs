@@ -24,6 +24,9 @@ pub struct HeadDistance {
     /// The distance with the most mass (on a tie the nearest, and of two as near the one behind),
     /// negative ahead.
     pub peak: i64,
+    /// How many distances hold as much as the peak (within a thousandth of it): 1 for a clear peak,
+    /// every distance the text has for a head that always reads token 0.
+    pub level_with_peak: usize,
     /// All its mass: 1 when every query sees a key.
     pub total: f64,
 }
@@ -53,6 +56,7 @@ fn of_head(run: &DistanceRun, i: usize, near: u32) -> HeadDistance {
         mean_distance: masses.iter().map(|&(d, m)| d.abs() as f64 * m).sum(),
         near_share: sum(&|d| d.abs() <= i64::from(near)),
         peak: peak.0,
+        level_with_peak: masses.iter().filter(|&&(_, m)| m > 0.0 && m >= peak.1 * (1.0 - 1e-3)).count(),
         total: sum(&|_| true),
     }
 }
@@ -74,6 +78,9 @@ pub fn head_sentence(h: &HeadDistance, near: u32) -> String {
     };
     let peak_mass = if h.peak >= 0 { h.bars.get(h.peak as usize).copied() } else { None };
     let peak = match (h.peak, peak_mass) {
+        (_, Some(m)) if h.level_with_peak > 1 => {
+            format!("{} at each of {} distances alike, its most", percent(m), h.level_with_peak)
+        }
         (0, _) => format!("{} at the query itself, its most", percent(h.bars.first().copied().unwrap_or(0.0))),
         (d, Some(m)) if d > 0 => format!("{} {} back, its most", percent(m), tokens(d)),
         (d, _) if d > 0 => format!("most {} back", tokens(d)),
@@ -164,7 +171,7 @@ mod tests {
         let r = run(3, vec![vec![0.0, 0.0, 0.3, 0.5, 0.2], vec![0.0, 0.25, 0.75, 0.0, 0.0]]);
         let [a, b] = head_distances(&r, 1).try_into().unwrap();
         assert_eq!(a.bars, [0.3f32, 0.5, 0.2].map(f64::from));
-        assert_eq!((a.peak, a.further, a.ahead), (1, 0.0, 0.0));
+        assert_eq!((a.peak, a.further, a.ahead, a.level_with_peak), (1, 0.0, 0.0, 1));
         assert!((a.mean_distance - (0.5 + 0.4)).abs() < 1e-7 && (a.near_share - 0.8).abs() < 1e-7);
         assert!((a.total - 1.0).abs() < 1e-7);
         assert_eq!(
@@ -196,6 +203,9 @@ mod tests {
         assert!((h.further - 0.2).abs() < 1e-6 && (h.near_share - 0.25).abs() < 1e-6);
         assert_eq!(h.peak, 0);
         assert!((h.mean_distance - 9.5).abs() < 1e-5);
+        // Each of the 20 distances holds 5 %: said as level, not as a peak at 0.
+        assert_eq!(h.level_with_peak, 20);
+        assert!(head_sentence(h, 4).starts_with("Head 0 (designed: previous token: each query looks one step back): 5 % at each of 20 distances alike, its most;"), "{}", head_sentence(h, 4));
         // A tie between 2 ahead and 2 behind goes to the key behind.
         let mut even = vec![0.0f32; 39];
         (even[17], even[21]) = (0.5, 0.5);
