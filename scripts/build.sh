@@ -26,7 +26,7 @@ sed "s#\./attention-lab\.js#./attention-lab-${hash}.js#" index.html > dist/index
 # The browser enforces the page's promises: scripts and connections only from the page itself.
 node scripts/csp.mjs dist/index.html
 cp www/*.css dist/www/
-# The trained model's files, fetched by the page only when the model is chosen (src/model/presets/trained.rs).
+# The trained model's files, fetched by the page only when the model is chosen (src/catalog/presets/trained.rs).
 mkdir -p dist/www/models/attention-lab-tiny
 cp www/models/attention-lab-tiny/{config.json,tokenizer.json,model.safetensors} dist/www/models/attention-lab-tiny/
 

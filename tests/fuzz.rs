@@ -14,15 +14,13 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Map, Number, Value, json};
 
+use attention_lab::catalog::{all_presets, import_hf_value, parse_config_json};
 use attention_lab::lm::bpe::{Tokenizer, WordPattern};
 use attention_lab::lm::checkpoint::Checkpoint;
 use attention_lab::lm::forward::forward;
 use attention_lab::model::config::bounds;
 use attention_lab::model::encoding::MAX_ENCODED_LEN;
-use attention_lab::model::{
-    EncodingError, LayerKind, Model, Schedule, all_presets, decode_model, encode_model, import_hf_value,
-    parse_config_json,
-};
+use attention_lab::model::{EncodingError, LayerKind, Model, Schedule, decode_model, encode_model};
 use attention_lab::state::{AppState, WRITE_ORDER};
 use attention_lab::views::heatmaps::params::{HeadSelection, MAX_TEXT_CHARS};
 use attention_lab::views::lesson::format::parse_lesson;

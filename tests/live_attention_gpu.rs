@@ -8,6 +8,7 @@ use std::sync::Arc;
 use attention_lab::attention::layer_inputs::{LayerInputs, LayerLayout};
 use attention_lab::attention::pooled::Pool;
 use attention_lab::attention::tokens::generated_tokens;
+use attention_lab::catalog::presets::preset;
 use attention_lab::engine::Engine;
 use attention_lab::gpu::{GpuContext, Kernels};
 use attention_lab::live_attention::{self, HeadMap, LiveSink, LoadedLm, Progress, Request, Weights, head_outputs};
@@ -19,7 +20,6 @@ use attention_lab::model::Mask;
 use attention_lab::model::kv_evict::{EvictPolicy, POLICIES};
 use attention_lab::model::kv_quant::{Fp8, KvScheme};
 use attention_lab::model::paging::pages_for;
-use attention_lab::model::presets::preset;
 use attention_lab::views::heatmaps::params::GENERATE_SCHEMES;
 
 #[derive(Default)]

@@ -354,8 +354,8 @@ impl LayerInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::Mask;
-    use crate::model::presets::preset;
 
     fn toks(s: &str) -> Vec<String> {
         crate::attention::inputs::word_tokens(s)

@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn decode_rows_cache_the_longest_text_but_one() {
         // The trained model reads 128 tokens: 127 cached, the 128th decoded.
-        let trained = crate::model::presets::preset(crate::model::presets::TRAINED_ID).unwrap();
+        let trained = crate::catalog::presets::preset(crate::catalog::presets::TRAINED_ID).unwrap();
         assert_eq!(decode_cached_tokens(trained), 127);
         let mut long = trained.clone();
         long.max_position_embeddings = 1 << 20;

@@ -5,8 +5,8 @@
 
 use super::LmError;
 use crate::attention::rope::Llama3Scaling;
+use crate::catalog::hf_import::import_hf_config;
 use crate::model::config::{FfnKind, Model, NormKind, Positional};
-use crate::model::hf_import::import_hf_config;
 use crate::model::mask::Mask;
 
 /// The MLP's gate, defined beside its twin kernel (the floor below this one).

@@ -130,7 +130,7 @@ pub fn budget_fit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn gb_text_round_trips_exactly() {

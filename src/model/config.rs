@@ -724,7 +724,7 @@ mod tests {
         let moe_layers: Vec<u32> = (0..6).filter(|&l| maverick.is_moe_layer(l)).collect();
         assert_eq!(moe_layers, [1, 3, 5]);
         // DeepSeek V3: 3 dense layers, then a routed MoE in every layer.
-        let v3 = crate::model::presets::preset("deepseek-v3").unwrap().moe.unwrap();
+        let v3 = crate::catalog::presets::preset("deepseek-v3").unwrap().moe.unwrap();
         assert_eq!((0..61).filter(|&l| v3.is_moe_layer(l)).count(), 58);
         assert!(!v3.is_moe_layer(2));
     }

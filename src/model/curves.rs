@@ -109,7 +109,7 @@ pub fn chart_samples(model: &Model, axis: Axis, max_tokens: u64, extra: &[u64]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn model(id: &str) -> Model {
         preset(id).cloned().unwrap_or_else(|| panic!("{id}"))

@@ -230,7 +230,7 @@ fn splitmix(mut x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn model(id: &str) -> Model {
         preset(id).cloned().unwrap_or_else(|| panic!("{id}"))

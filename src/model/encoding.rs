@@ -538,7 +538,7 @@ pub fn decode_model(text: &str) -> Result<Model, EncodingError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::all_presets;
+    use crate::catalog::presets::all_presets;
 
     fn same_shape(a: &Model, b: &Model) -> bool {
         let mut b = b.clone();
@@ -560,13 +560,13 @@ mod tests {
 
     #[test]
     fn readable_examples() {
-        let m = crate::model::presets::preset("llama-3-8b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
+        let m = crate::catalog::presets::preset("llama-3-8b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
         assert_eq!(encode_model(&m), "L32.d4096.h32.kv8.hd128.fs14336.v128256.rope500000.ctx8192");
-        let g = crate::model::presets::preset("gemma-3-27b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
+        let g = crate::catalog::presets::preset("gemma-3-27b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
         assert!(encode_model(&g).contains(".pat5w1024-1g."));
         // Gemma 3's global layers scale positions by 8; Gemma 4's rotate a quarter, proportionally.
         assert!(encode_model(&g).ends_with(".rope10000.grope1000000x8000.np4.qkn.ctx131072"), "{}", encode_model(&g));
-        let g4 = crate::model::presets::preset("gemma-4-12b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
+        let g4 = crate::catalog::presets::preset("gemma-4-12b").cloned().unwrap_or_else(|| Model::simple(1, 1, 1));
         assert!(encode_model(&g4).contains(".grope1000000p250h."), "{}", encode_model(&g4));
         let m = decode_model("L2.d64.h4.rope500p500hx2500").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(

@@ -6,8 +6,8 @@ use super::config::Model;
 use super::dtype::DType;
 use super::kv_cache::{kv_bytes_per_token, kv_total_bytes};
 use super::params::{attn_params, model_params};
-use super::presets::preset;
 use super::schedule::LayerKind;
+use crate::catalog::presets::preset;
 
 const K8: u64 = 8192;
 const K128: u64 = 131_072;
@@ -277,7 +277,7 @@ fn deepseek_v3() {
 
 #[test]
 fn every_preset_total_is_monotone_and_dtype_scaled() {
-    for p in super::presets::all_presets() {
+    for p in crate::catalog::presets::all_presets() {
         let m = &p.model;
         let mut last = 0u128;
         for n in [0u64, 1, 511, 512, 1000, 1024, 4096, 8192, 8193, 65_536, 131_072, 1 << 20] {

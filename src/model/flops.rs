@@ -189,8 +189,8 @@ pub fn crossover_tokens(model: &Model, kind: LayerKind, mask: Mask) -> Option<u6
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::config::FfnKind;
-    use crate::model::presets::preset;
     use crate::model::schedule::Schedule;
 
     fn brute_crossover(model: &Model, kind: LayerKind, mask: Mask, limit: u64) -> Option<u64> {

@@ -99,9 +99,9 @@ fn bits(elements: u128, dtype: DType) -> Result<u128, SizeOverflow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::config::CrossLayerSharing;
     use crate::model::flops::tests::small_hybrid;
-    use crate::model::presets::preset;
 
     #[test]
     fn decode_bytes_and_intensity_by_hand() {

@@ -12,8 +12,7 @@
 //! - [`flops`]: prefill and decode FLOPs and the attention-vs-projection crossover; [`intensity`]:
 //!   the bytes a prefill or a decode step moves, and FLOPs per byte.
 //! - [`variants`]: one base model re-expressed as MHA, GQA, MQA, MLA, sliding, hybrid, K=V, shared.
-//! - [`presets`]: published models by id; [`hf_import`]: Hugging Face `config.json` import;
-//!   [`encoding`]: the compact URL form (`cfg=`).
+//! - [`encoding`]: the compact URL form (`cfg=`).
 //! - [`reach`]: how far back information travels through stacked sliding, chunked and global layers.
 //! - [`units`]: GB / GiB and parameter-count formatting; [`limits`]: the widest head the kernels take,
 //!   the memory one job may use and the CPU reference's work, checked before anything runs.
@@ -27,7 +26,6 @@ pub mod decode_demo;
 pub mod dtype;
 pub mod encoding;
 pub mod flops;
-pub mod hf_import;
 pub mod intensity;
 pub mod kv_cache;
 pub mod kv_evict;
@@ -38,7 +36,6 @@ pub mod mask;
 pub mod paging;
 pub mod params;
 pub mod plot;
-pub mod presets;
 pub mod reach;
 pub mod schedule;
 pub mod units;
@@ -46,20 +43,6 @@ pub mod variants;
 
 #[cfg(test)]
 mod figures_tests;
-#[cfg(test)]
-mod import_families_tests;
-#[cfg(test)]
-mod import_files_tests;
-#[cfg(test)]
-mod import_hybrids_tests;
-#[cfg(test)]
-mod import_params_tests;
-#[cfg(test)]
-mod import_verbatim_cache_tests;
-#[cfg(test)]
-mod import_verbatim_tests;
-#[cfg(test)]
-mod import_verbatim_vendor_tests;
 #[cfg(test)]
 mod paging_pool_tests;
 
@@ -72,13 +55,11 @@ pub use encoding::{EncodingError, decode_model, encode_model};
 pub use flops::{
     LayerFlops, crossover_tokens, layer_decode_flops, layer_prefill_flops, model_decode_flops, model_prefill_flops,
 };
-pub use hf_import::{ImportError, ImportReport, Imported, import_hf_config, import_hf_value, parse_config_json};
 pub use kv_cache::{
     ContextFit, KvBreakdown, KvRow, SizeOverflow, kv_breakdown, kv_bytes_per_token, kv_total_bytes, max_context_tokens,
     state_bytes,
 };
 pub use mask::Mask;
 pub use params::{AttnParams, ModelParams, attn_params, attn_params_total, model_params};
-pub use presets::{Preset, all_presets, preset, preset_info};
 pub use schedule::{LayerKind, Schedule, StateMixer};
 pub use variants::{Variant, VariantFigures, apply_variant, compare_variants, standard_variants};

@@ -10,10 +10,10 @@ use leptos::prelude::*;
 use super::bench_ops::{OpPanel, fma_peak};
 use super::browser;
 use super::trained_compute;
+use crate::catalog::presets::TRAINED_FILES;
 use crate::engine::Engine;
 use crate::gpu::bench::Repetitions;
 use crate::gpu::bench_lm::{self, MATMUL_SHAPES, OpResult};
-use crate::model::presets::TRAINED_FILES;
 use crate::model::units::format_thousands;
 
 /// Repetitions per row: as few as the attention cases take in the browser.

@@ -15,12 +15,12 @@ use super::engine_signal::{EngineSignal, newest_job};
 use super::memory_common::{TechChoice, TextAndRefusal, status};
 use super::params::set_param;
 use super::trained_compute::load;
+use crate::catalog::presets::{TRAINED_ID, preset};
 use crate::engine::Engine;
 use crate::lm::forward::EvictionRecord;
 use crate::lm::kv_quality::quality;
 use crate::model::Model;
 use crate::model::kv_evict::{EvictPolicy, POLICIES};
-use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
 use crate::views::heatmaps::trained::model_tokens;
 use crate::views::memory::evict::{

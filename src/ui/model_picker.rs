@@ -10,8 +10,9 @@ use leptos::task::spawn_local;
 use wasm_bindgen::JsCast as _;
 
 use super::browser;
-use crate::model::presets::all_presets;
-use crate::model::{DType, ImportReport, Model};
+use crate::catalog::ImportReport;
+use crate::catalog::presets::all_presets;
+use crate::model::{DType, Model};
 use crate::state::AppState;
 use crate::ui::params::set_param;
 use crate::views::describe::model_facts;

@@ -9,11 +9,11 @@ use js_sys::Uint8Array;
 use wasm_bindgen::JsCast as _;
 use wasm_bindgen_futures::JsFuture;
 
+use crate::catalog::presets::{TRAINED_DIR, TRAINED_FILES};
 use crate::event_loop::resumed;
 pub use crate::live_attention::LoadedLm;
 use crate::lm::bpe::Tokenizer;
 use crate::lm::checkpoint::Checkpoint;
-use crate::model::presets::{TRAINED_DIR, TRAINED_FILES};
 use crate::views::heatmaps::trained::ShownCandidate;
 
 /// Largest file accepted from the model folder: the shipped files are far smaller, so anything

@@ -188,7 +188,7 @@ pub fn variant_label(variant: Variant, base: &Model) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn an_alibi_layer_says_its_heatmaps_leave_the_bias_out() {
@@ -248,7 +248,8 @@ mod tests {
     /// `encode_model` and read back, gives the same figures.
     #[test]
     fn imported_configs_survive_the_link() {
-        use crate::model::{DType, decode_model, encode_model, import_hf_config, kv_total_bytes, model_params};
+        use crate::catalog::import_hf_config;
+        use crate::model::{DType, decode_model, encode_model, kv_total_bytes, model_params};
         let dir = format!("{}/tests/data/configs", env!("CARGO_MANIFEST_DIR"));
         let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
         let mut checked = 0;

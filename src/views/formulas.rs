@@ -214,15 +214,15 @@ pub fn attn_params_formula(model: &Model, kind: LayerKind, p: &AttnParams) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::params::attn_params;
-    use crate::model::presets::preset;
 
     #[test]
     fn gpt_oss_attention_formula_names_its_biases_and_sinks() {
         // GPT-OSS 20B: q and o 2 * 2880 * 4096 = 23,592,960; k and v 2 * 2880 * 512 = 2,949,120;
         // biases q 4096 + k, v 1,024 + o 2,880 = 8,000; sinks 64: 26,550,144 per layer.
         let json = include_str!("../../tests/data/configs/gpt-oss-20b.json");
-        let m = crate::model::hf_import::import_hf_config(json).unwrap().model;
+        let m = crate::catalog::hf_import::import_hf_config(json).unwrap().model;
         let layer = attn_params(&m, LayerKind::Global);
         let formula = attn_params_formula(&m, LayerKind::Global, &layer);
         assert!(formula.ends_with("biases 8,000 + sinks 64 = 26,550,144"), "{formula}");

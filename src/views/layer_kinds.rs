@@ -260,8 +260,8 @@ fn whole_model(model: &Model) -> NoAttention {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::encoding::decode_model;
-    use crate::model::presets::preset;
     use crate::model::schedule::{Schedule, StateMixer};
 
     const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);

@@ -2,9 +2,9 @@
 //! encoding) and which of its layers (`layer`), shared by the heatmaps, KV and compare views.
 
 use super::link::{Accepted, LinkParams, Notice};
+use crate::catalog::presets::{PRESET_IDS, preset};
 use crate::model::Model;
 use crate::model::encoding::decode_model;
-use crate::model::presets::{PRESET_IDS, preset};
 
 pub const DEFAULT_MODEL: &str = "llama-3-8b";
 
@@ -37,7 +37,7 @@ impl ModelChoice {
 
     /// Whether the views show the trained model (real weights) rather than a layout.
     pub fn is_trained(&self) -> bool {
-        self.cfg.is_none() && self.preset == crate::model::presets::TRAINED_ID
+        self.cfg.is_none() && self.preset == crate::catalog::presets::TRAINED_ID
     }
 
     /// A layer past the model's last one falls back to its [`default_layer`], with a notice.

@@ -4,12 +4,12 @@
 
 use super::kv::KvParams;
 use super::model_choice::ModelChoice;
+use crate::catalog::presets::preset_info;
+use crate::catalog::{ImportReport, import_hf_config};
 use crate::model::kv_cache::state_bytes;
-use crate::model::presets::preset_info;
 use crate::model::units::{bytes_text, format_params, format_thousands, format_tokens};
 use crate::model::{
-    DType, ImportReport, LayerKind, Model, attn_params, decode_model, encode_model, import_hf_config,
-    kv_bytes_per_token, kv_total_bytes,
+    DType, LayerKind, Model, attn_params, decode_model, encode_model, kv_bytes_per_token, kv_total_bytes,
 };
 use crate::views::formulas::{attn_params_formula, per_token_formula, state_formula, total_formula};
 
@@ -140,7 +140,7 @@ pub fn import_summary(report: &ImportReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn llama_3_8b() -> Model {
         preset("llama-3-8b").unwrap().clone()

@@ -12,6 +12,7 @@ use super::*;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::pooled::{Pool, block_range};
 use crate::attention::tokens::generated_tokens;
+use crate::catalog::presets::preset;
 use crate::engine::MapOutput;
 use crate::lm::checkpoint::Checkpoint;
 use crate::lm::forward::CpuPass;
@@ -20,7 +21,6 @@ use crate::lm::shipped_model::{shipped, shipped_tokenizer};
 use crate::model::Mask;
 use crate::model::kv_evict::EvictPolicy;
 use crate::model::kv_quant::{Fp8, KvScheme, ScaleScope};
-use crate::model::presets::preset;
 
 /// What a loaded model's job said after the text: the ids and how many logits, or why it failed.
 type NextToken = Result<(Vec<u32>, usize), String>;

@@ -8,10 +8,10 @@ use std::rc::Rc;
 
 use leptos::prelude::*;
 
+use crate::catalog::presets::{TRAINED_ID, preset};
 use crate::engine::Engine;
 use crate::lm::kv_quality::quality;
 use crate::model::kv_quant::{GROUPS, KvScheme};
-use crate::model::presets::{TRAINED_ID, preset};
 use crate::state::AppState;
 use crate::ui::chart::LineChart;
 use crate::ui::engine_signal::{EngineSignal, newest_job};

@@ -59,8 +59,8 @@ pub fn group_sum_line(c: &GradCheck) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::live_attention::gradients::TensorCheck;
-    use crate::model::presets::preset;
 
     fn check(on_gpu: bool) -> GradCheck {
         let tensors = vec![TensorCheck { tensor: "dq", rel_error: 1e-7, largest: 0.5 }];

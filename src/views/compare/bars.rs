@@ -124,7 +124,7 @@ fn skipped(base: &Model, params: &CompareParams) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn llama_bars(variants: Option<Vec<Variant>>) -> Bars {
         let kv = KvParams { ctx_tokens: 131_072, ..Default::default() };

@@ -77,7 +77,7 @@ pub fn intensity_text(flops_per_byte: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn llama_3_8b_decode_at_128k_by_hand() {

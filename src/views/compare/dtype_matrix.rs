@@ -58,7 +58,7 @@ fn dtype_cell(model: &Model, kv: &KvParams, dtype: DType) -> DtypeCell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn llama_3_8b_mha_at_every_dtype() {

@@ -87,7 +87,7 @@ pub fn crossover_line(base: &Model) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn numbers_in_scientific_form_above_a_million() {

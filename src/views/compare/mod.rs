@@ -94,7 +94,7 @@ fn parse_variants(value: &str) -> Result<Vec<Variant>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
     use crate::views::link::round_trip;
 
     #[test]

@@ -50,8 +50,8 @@ fn param_row(base: &Model, r: &VariantFigures, mha_params: u128) -> ParamRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::Variant;
-    use crate::model::presets::preset;
 
     fn rows(id: &str) -> Vec<ParamRow> {
         let params =

@@ -7,9 +7,9 @@
 
 use serde::Deserialize;
 
+use crate::catalog::presets::{TRAINED_ID, preset};
 use crate::model::dtype::DType;
 use crate::model::kv_cache::kv_bytes_per_token;
-use crate::model::presets::{TRAINED_ID, preset};
 use crate::model::units::{count_of, format_thousands};
 use crate::model::variants::{Variant, apply_variant};
 

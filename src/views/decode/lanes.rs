@@ -119,7 +119,7 @@ pub fn query(layer: &DemoLayer, slot: u32, request: u32, position: u64) -> Vec<f
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn cpu() -> Engine {
         Engine::Cpu { reason: "native test".into() }

@@ -159,8 +159,8 @@ impl DecodeRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::encoding::decode_model;
-    use crate::model::presets::preset;
 
     /// Runs a future the CPU tier completes without waiting (it never awaits anything that can pend).
     fn ready<F: Future>(future: F) -> F::Output {

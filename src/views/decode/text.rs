@@ -186,7 +186,7 @@ impl PageCell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn the_intro_notes_windows_longer_than_the_run() {

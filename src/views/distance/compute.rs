@@ -160,8 +160,8 @@ impl Job for MassByDistance<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::cpu::row_softmax::row_softmax;
-    use crate::model::presets::preset;
 
     fn settings(query: &str) -> Settings {
         Settings::from_query(query).0

@@ -150,7 +150,7 @@ mod tests {
     }
 
     fn layout(preset_id: &str) -> LayerLayout {
-        LayerLayout::of(crate::model::presets::preset(preset_id).unwrap(), 0)
+        LayerLayout::of(crate::catalog::presets::preset(preset_id).unwrap(), 0)
     }
 
     #[test]

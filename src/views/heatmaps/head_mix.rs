@@ -126,8 +126,8 @@ mod tests {
     use super::*;
     use crate::attention::inputs::word_tokens;
     use crate::attention::layer_inputs::LayerLayout;
+    use crate::catalog::presets::preset;
     use crate::cpu::reference;
-    use crate::model::presets::preset;
 
     #[test]
     fn two_heads_by_hand() {

@@ -89,7 +89,7 @@ fn why(stack: &[LayerKind], n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn gemma_3_reaches_5_windows_then_everything() {

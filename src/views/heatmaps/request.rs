@@ -180,7 +180,7 @@ mod tests {
     }
 
     fn layer(preset_id: &str, layer: u32) -> LayerLayout {
-        LayerLayout::of(crate::model::presets::preset(preset_id).unwrap(), layer)
+        LayerLayout::of(crate::catalog::presets::preset(preset_id).unwrap(), layer)
     }
 
     const WIDE: Screen = Screen { width_css_px: 1280.0, device_pixel_ratio: 2.0 };

@@ -233,7 +233,7 @@ fn chart(model: &Model, f: &RopeFigures) -> LineChartData {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
     use std::f64::consts::TAU;
 
     fn close(a: f64, b: f64) -> bool {

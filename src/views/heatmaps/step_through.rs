@@ -277,7 +277,7 @@ mod tests {
     fn the_example_is_the_top_left_corner_of_the_whole_head() {
         use crate::attention::inputs::word_tokens;
         use crate::attention::layer_inputs::LayerLayout;
-        use crate::model::presets::preset;
+        use crate::catalog::presets::preset;
         // Ten tokens, causal: the example keeps 6 x 6, and its probabilities are the first six rows
         // and columns of the full 10 x 10 head (later keys are hidden from the first six queries).
         let layout = LayerLayout::of(preset("gpt2-small").unwrap(), 0);

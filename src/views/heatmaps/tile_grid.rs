@@ -87,7 +87,7 @@ pub fn web_gpu_tile_bytes(head_dim: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn layout(id: &str) -> LayerLayout {
         LayerLayout::of(preset(id).unwrap(), 0)

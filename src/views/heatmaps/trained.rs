@@ -366,7 +366,7 @@ mod tests {
     }
 
     fn layout(layer: u32) -> LayerLayout {
-        LayerLayout::of(crate::model::presets::preset("attention-lab-tiny").unwrap(), layer)
+        LayerLayout::of(crate::catalog::presets::preset("attention-lab-tiny").unwrap(), layer)
     }
 
     #[test]

@@ -6,10 +6,10 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+use crate::catalog::presets::TRAINED_FILES;
 use crate::lm::head_scores::INDUCTION_LABEL;
 use crate::model::Model;
 use crate::model::params::model_params;
-use crate::model::presets::TRAINED_FILES;
 use crate::model::units::format_thousands;
 
 /// The training run's records beside the weights: its recipe and what `evaluate` measured.
@@ -136,7 +136,7 @@ pub fn heads_phrase(model: &Model) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::TRAINED_DIR;
+    use crate::catalog::presets::TRAINED_DIR;
 
     fn shipped(file: &str) -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(TRAINED_DIR).join(file)
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn the_preset_is_the_shipped_config_and_the_facts_are_its_records() {
-        let p = crate::model::presets::preset(crate::model::presets::TRAINED_ID).unwrap();
+        let p = crate::catalog::presets::preset(crate::catalog::presets::TRAINED_ID).unwrap();
         // 4,096 x 192 tied embedding + 4 layers x (192 x (256 + 64 + 64) + 384 biases + 256 x 192
         // + 3 x 192 x 512 + 2 x 192 norms) + 192 final norm = 786,432 + 4 x 418,560 + 192 = 2,460,864.
         assert_eq!(model_params(p).total(), 2_460_864);

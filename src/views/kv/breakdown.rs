@@ -212,7 +212,7 @@ pub fn kind_name(kind: LayerKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn table(id: &str, ctx_tokens: u64, dtype: DType) -> BreakdownTable {
         let kv = KvParams { ctx_tokens, dtype, ..Default::default() };
@@ -270,7 +270,7 @@ mod tests {
         // DeepSeek V3.2: the same latent, and a 128-value indexer key in each of its 61 layers, 61 × 128
         // × 2 B = 15,616 B per token in the table and left out of the comparison.
         let v32 =
-            crate::model::import_hf_config(include_str!("../../../tests/data/configs/deepseek-v3.2.json")).unwrap();
+            crate::catalog::import_hf_config(include_str!("../../../tests/data/configs/deepseek-v3.2.json")).unwrap();
         let note = mla_note(&v32.model, DType::Fp16).unwrap();
         assert!(note.contains("71.1 times the latent and RoPE key's 70,272 B per token."), "{note}");
         assert!(

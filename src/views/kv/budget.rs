@@ -145,7 +145,7 @@ pub fn format_tokens_approx(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn summary(id: &str, kv: KvParams) -> FitSummary {
         fit_summary(preset(id).unwrap(), &kv).unwrap()

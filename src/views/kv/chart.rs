@@ -145,8 +145,8 @@ pub fn decode_marker(tokens: u64, bytes: u128) -> (f64, f64, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::presets::preset;
     use crate::model::DType;
-    use crate::model::presets::preset;
 
     fn chart(id: &str, kv: KvParams) -> LineChartData {
         kv_chart(preset(id).unwrap(), &kv).unwrap()

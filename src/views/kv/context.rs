@@ -23,7 +23,7 @@ pub fn past_context_notice(model: &Model, ctx_tokens: u64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     #[test]
     fn past_the_models_context_and_only_past_it() {

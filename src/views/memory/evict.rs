@@ -261,7 +261,7 @@ const DROPPED_RGB: [u32; 3] = [0xe7, 0x6f, 0x51];
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn record(policy: EvictPolicy, keep: usize) -> EvictionRecord {
         // Four layers, three steps, keeping 1, 2, then 2 tokens; 0.125 dropped in each layer.

@@ -178,7 +178,7 @@ pub fn head_cells(h: &HeadRow, tokens: usize) -> [String; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::presets::preset;
+    use crate::catalog::presets::preset;
 
     fn quality(kl: f64) -> Quality {
         Quality { kl, top1: 1.0, loss: Some(3.0) }

@@ -1,8 +1,8 @@
 //! The layer the MLA view computes: the latent, RoPE and head widths of the chosen model when it has
 //! MLA, else DeepSeek V3's (and the page says so), and whether the engine can take them.
 
+use crate::catalog::presets::preset;
 use crate::model::limits::KERNEL_MAX_HEAD_DIM;
-use crate::model::presets::preset;
 use crate::model::{Mla, Model, Positional};
 use crate::views::registry::Settings;
 

@@ -3,8 +3,8 @@
 //! reads at a step once the cache is full, and the sliding layers' own window.
 
 use super::written::{Figure, Unit, whole};
+use crate::catalog::presets::{TRAINED_ID, preset};
 use crate::model::kv_evict::{bytes_per_kept_token, observation, sinks};
-use crate::model::presets::{TRAINED_ID, preset};
 use crate::views::memory::evict::sliding_window;
 use crate::views::memory::rows::cache_geometry;
 use crate::views::registry::Settings;

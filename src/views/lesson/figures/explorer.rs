@@ -74,8 +74,8 @@ mod tests {
     use super::super::figure;
     use crate::attention::inputs::word_tokens;
     use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
+    use crate::catalog::presets::preset;
     use crate::model::Mask;
-    use crate::model::presets::preset;
     use crate::views::heatmaps::entropy::RowEntropy;
     use crate::views::heatmaps::head_mix::head_mix;
     use crate::views::heatmaps::step_through::Example;

@@ -3,8 +3,8 @@
 //! cost, what does not grow with the context, and the view's group size and recent window.
 
 use super::written::{Figure, Unit, number, whole};
+use crate::catalog::presets::{TRAINED_ID, preset};
 use crate::model::kv_quant::KvScheme;
-use crate::model::presets::{TRAINED_ID, preset};
 use crate::views::memory::rows::cache_geometry;
 use crate::views::registry::Settings;
 

@@ -3,14 +3,14 @@
 //! parameters and parameter total, each worked out by hand beside the assertion, and a link round
 //! trip of every imported model.
 
-use super::config::{Model, Positional};
-use super::dtype::DType::Bf16;
-use super::encoding::{decode_model, encode_model};
 use super::hf_import::{Imported, import_hf_value};
 use super::import_files_tests::{import, read};
-use super::kv_cache::{kv_bytes_per_token, state_bytes};
-use super::params::{mixer_params, model_params};
-use super::schedule::{LayerKind, StateMixer};
+use crate::model::config::{Model, Positional};
+use crate::model::dtype::DType::Bf16;
+use crate::model::encoding::{decode_model, encode_model};
+use crate::model::kv_cache::{kv_bytes_per_token, state_bytes};
+use crate::model::params::{mixer_params, model_params};
+use crate::model::schedule::{LayerKind, StateMixer};
 
 const SSM: LayerKind = LayerKind::Stateful(StateMixer::Ssm);
 const LINEAR: LayerKind = LayerKind::Stateful(StateMixer::Linear);
@@ -465,7 +465,7 @@ fn whole_caches_at_a_long_context_by_hand() {
         ("rwkv7-1.5b-world.json", 0),
     ] {
         let m = import(file).model;
-        assert_eq!(super::kv_cache::kv_total_bytes(&m, n, Bf16), Ok(bytes), "{file}");
+        assert_eq!(crate::model::kv_cache::kv_total_bytes(&m, n, Bf16), Ok(bytes), "{file}");
     }
 }
 

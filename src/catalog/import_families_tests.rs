@@ -4,12 +4,12 @@
 
 use serde_json::{Value, json};
 
-use super::config::{AttnGeometry, CrossLayerSharing, FfnKind, NormKind, Positional};
-use super::dtype::DType::Fp16;
 use super::hf_import::{ImportError, Imported, import_hf_value};
 use super::import_files_tests::{import, read};
-use super::kv_cache::{kv_bytes_per_token, kv_total_bytes};
-use super::schedule::LayerKind;
+use crate::model::config::{AttnGeometry, CrossLayerSharing, FfnKind, NormKind, Positional};
+use crate::model::dtype::DType::Fp16;
+use crate::model::kv_cache::{kv_bytes_per_token, kv_total_bytes};
+use crate::model::schedule::LayerKind;
 
 fn kv(n_kv_heads: u32, head_dim: u32) -> AttnGeometry {
     AttnGeometry { n_kv_heads, head_dim, k_eq_v: false }
@@ -131,7 +131,7 @@ fn bloom_reads_its_own_names_and_uses_alibi() {
     //   8,393,728; two LayerNorms 2 * 2048 = 4,096; together 12,596,224, * 24 = 302,309,376
     // final LayerNorm 2,048: total 559,212,544, the published 559,214,592 less the 2,048 of the
     // LayerNorm after the embeddings, which the report says is not counted, and by how much.
-    assert_eq!(super::params::model_params(m).total(), 559_212_544);
+    assert_eq!(crate::model::params::model_params(m).total(), 559_212_544);
     assert!(
         said(
             &imp,

@@ -14,12 +14,12 @@
 //!   (conv state padded to `linear_conv_kernel_dim` columns of the q, k, v channels) and lines 530-541
 //!   (the recurrent state `heads × k_head_dim × v_head_dim`, made float32 at line 530).
 
-use super::dtype::DType::Bf16;
 use super::import_families_tests::said;
 use super::import_files_tests::{import, read};
 use super::import_verbatim_tests::{assert_by_hand, assert_refused};
-use super::kv_cache::{kv_bytes_per_token, kv_total_bytes, state_bytes};
-use super::schedule::LayerKind;
+use crate::model::dtype::DType::Bf16;
+use crate::model::kv_cache::{kv_bytes_per_token, kv_total_bytes, state_bytes};
+use crate::model::schedule::LayerKind;
 
 /// (file, layers, cache bytes per token at 16 bits, state bytes), each worked out in the comment above.
 const BY_HAND: &[(&str, u32, u128, u128)] = &[

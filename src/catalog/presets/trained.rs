@@ -3,7 +3,7 @@
 //! go through, so the KV and compare views show it like any other model.
 
 use super::row::Preset;
-use crate::model::hf_import::import_hf_config;
+use crate::catalog::hf_import::import_hf_config;
 
 /// Its preset id (URL `model=`), the first entry of the model picker.
 pub const TRAINED_ID: &str = "attention-lab-tiny";

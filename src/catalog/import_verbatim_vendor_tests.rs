@@ -14,13 +14,13 @@
 //! - MiniMax-M1: refused; its `attn_type_list` marks 70 of 80 layers lightning attention, whose state
 //!   the arithmetic does not hold.
 
-use super::dtype::DType::Bf16;
 use super::import_families_tests::said;
 use super::import_files_tests::{import, read};
 use super::import_verbatim_tests::{assert_by_hand, assert_refused};
-use super::kv_cache::{kv_total_bytes, state_bytes};
-use super::params::{ffn_active_params, ffn_params, model_params};
-use super::schedule::LayerKind;
+use crate::model::dtype::DType::Bf16;
+use crate::model::kv_cache::{kv_total_bytes, state_bytes};
+use crate::model::params::{ffn_active_params, ffn_params, model_params};
+use crate::model::schedule::LayerKind;
 
 /// (file, layers, cache bytes per token at 16 bits, state bytes), each worked out in the comment above.
 const BY_HAND: &[(&str, u32, u128, u128)] = &[
@@ -33,7 +33,7 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
 ];
 
 /// Routed, active and shared experts and their width.
-fn experts(m: &super::config::Model) -> (u32, u32, u32, u64) {
+fn experts(m: &crate::model::config::Model) -> (u32, u32, u32, u64) {
     let moe = m.moe.unwrap_or_else(|| panic!("no experts"));
     (moe.n_routed_experts, moe.n_active_experts, moe.n_shared_experts, moe.expert_ffn_size)
 }

@@ -1,12 +1,12 @@
 //! Import of the realistic and malformed `config.json` files in `tests/data/configs/`.
 
-use super::config::{CrossLayerSharing, FfnKind, Model, Positional};
-use super::dtype::DType;
 use super::hf_import::{ImportError, Imported, import_hf_config};
-use super::kv_cache::{kv_bytes_per_token, kv_total_bytes};
-use super::params::{attn_params, model_params};
 use super::presets::{preset, preset_info};
-use super::schedule::LayerKind;
+use crate::model::config::{CrossLayerSharing, FfnKind, Model, Positional};
+use crate::model::dtype::DType;
+use crate::model::kv_cache::{kv_bytes_per_token, kv_total_bytes};
+use crate::model::params::{attn_params, model_params};
+use crate::model::schedule::LayerKind;
 
 pub(super) fn read(name: &str) -> String {
     let path = format!("{}/tests/data/configs/{name}", env!("CARGO_MANIFEST_DIR"));

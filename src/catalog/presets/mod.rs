@@ -12,7 +12,7 @@ mod trained;
 
 use std::sync::OnceLock;
 
-use super::config::Model;
+use crate::model::config::Model;
 pub use row::Preset;
 pub use trained::{TRAINED_DIR, TRAINED_FILES, TRAINED_ID};
 

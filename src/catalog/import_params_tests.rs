@@ -2,10 +2,10 @@
 //! modelling code (transformers' `modeling_*.py`, ChatGLM's remote code) for the saved config in
 //! `tests/data/configs/`, and compared with the published count where there is one.
 
-use super::config::NormKind;
 use super::import_families_tests::said;
 use super::import_files_tests::import;
-use super::params::model_params;
+use crate::model::config::NormKind;
+use crate::model::params::model_params;
 
 fn total(file: &str) -> u128 {
     model_params(&import(file).model).total()
@@ -77,7 +77,7 @@ fn gpt_oss_counts_sinks_and_every_bias() {
     // 120B, 128 experts: MoE 128 * 2880 + 128 + 128 * 24,891,840 = 3,186,524,288; per layer
     // 3,213,080,192, * 36 = 115,670,886,912; with 1,158,269,760: 116,829,156,672 (published 116.83B).
     let m = import("gpt-oss-20b.json").model;
-    assert_eq!(super::params::attn_params(&m, super::schedule::LayerKind::Global).total(), 26_550_144);
+    assert_eq!(crate::model::params::attn_params(&m, crate::model::schedule::LayerKind::Global).total(), 26_550_144);
     assert_eq!(total("gpt-oss-20b.json"), 20_914_757_184);
     assert_eq!(total("gpt-oss-120b.json"), 116_829_156_672);
     // Active: router and 4 experts per layer, 24 * (26,550,144 + 92,192 + 4 * 24,891,840 + 5,760)

@@ -1,14 +1,14 @@
 //! Configs copied byte for byte from the Hugging Face hub (sources in `tests/data/config-sources.md`),
 //! each with its cache and parameter count worked out by hand beside the assertion.
 
-use super::config::{FfnKind, Positional};
-use super::dtype::DType::{Bf16, Fp16};
 use super::hf_import::{ImportError, import_hf_config};
 use super::import_families_tests::said;
 use super::import_files_tests::{import, read};
-use super::kv_cache::{kv_bytes_per_token, kv_bytes_per_token_fp8_indexer, kv_total_bytes, state_bytes};
-use super::params::model_params;
-use super::schedule::LayerKind;
+use crate::model::config::{FfnKind, Positional};
+use crate::model::dtype::DType::{Bf16, Fp16};
+use crate::model::kv_cache::{kv_bytes_per_token, kv_bytes_per_token_fp8_indexer, kv_total_bytes, state_bytes};
+use crate::model::params::model_params;
+use crate::model::schedule::LayerKind;
 
 /// The hub writes `config.json` as `json.dumps(indent=2)` plus a newline; a file re-typed or
 /// trimmed by hand would not have the hub's byte size.
@@ -224,8 +224,8 @@ fn glm_5_2_keeps_an_indexer_key_in_its_21_full_layers_only() {
     assert_eq!(kv_bytes_per_token_fp8_indexer(&imp.model, Bf16), Ok(Some(92_628)));
     assert!(said(&imp, "in the 21 of 78 layers that run the indexer"), "{:?}", imp.report.readings);
     // The model's code keeps the step and offset: a link opens the same figure.
-    let back =
-        super::encoding::decode_model(&super::encoding::encode_model(&imp.model)).unwrap_or_else(|e| panic!("{e}"));
+    let back = crate::model::encoding::decode_model(&crate::model::encoding::encode_model(&imp.model))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(kv_bytes_per_token(&back, Bf16), Ok(95_232));
 }
 
