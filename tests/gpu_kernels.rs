@@ -205,6 +205,7 @@ fn rows_without_visible_keys_give_zero_and_minus_infinity() {
 /// `distance_mass` against its twin, both from the twin's log-sum-exp: every mask (window and chunk 1
 /// and small), GQA, queries as the last rows of the keys, a width off the vec4 grid, and a long head
 /// (1,399 distances a head, past one workgroup row). f32 sums of up to n terms: within 2e-5 + 1e-4 |want|.
+/// Then the same from the kernels' own log-sum-exp ([`Kernels::masses_by_distance`], the view's path).
 #[test]
 fn distance_mass_matches_its_twin() {
     let Some(ctx) = device() else { return };
@@ -227,6 +228,9 @@ fn distance_mass_matches_its_twin() {
         let want = attention_lab::cpu::distance_mass::distance_mass(&p, &lse);
         let got = pollster::block_on(kernels.distance_mass(&ctx).run(&ctx, &p, &lse)).expect("distance_mass");
         assert_close(&format!("distance_mass {shape:?} {mask:?}"), &got, &want, 2e-5, 1e-4);
+        // The view's path: the row softmax's log-sum-exp and the masses in one submission, on padded rows.
+        let fused = pollster::block_on(kernels.masses_by_distance(&ctx, &p)).expect("masses_by_distance");
+        assert_close(&format!("masses_by_distance {shape:?} {mask:?}"), &fused, &want, 2e-5, 1e-4);
         // Each head's masses sum to 1: every query sees a key under these masks.
         for head in got.chunks(2 * shape.n_kv as usize - 1) {
             assert!((head.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{mask:?}");

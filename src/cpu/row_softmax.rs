@@ -17,6 +17,12 @@ pub fn row_softmax(p: &AttentionProblem) -> Vec<f32> {
     out
 }
 
+/// Twin of `row_softmax.wgsl`'s log-sum-exp output: row `i` of head `h`'s natural log of the sum of
+/// its visible scores' exponentials (−∞ for a row that sees no key).
+pub fn row_log_sum_exp(p: &AttentionProblem, h: u32, i: u32) -> f32 {
+    softmax_row(&row_scores(p, h, i)).1 as f32
+}
+
 /// Row `i` of head `h` of [`row_softmax`], appended to `out`.
 pub fn row_softmax_row(p: &AttentionProblem, h: u32, i: u32, out: &mut Vec<f32>) {
     let (probs, _) = softmax_row(&row_scores(p, h, i));

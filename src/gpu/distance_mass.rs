@@ -4,11 +4,12 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::attention::AttentionProblem;
+use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::distance_mass::distance_slots;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
+use crate::model::Mask;
 use crate::model::limits::kernels_take_head_dim;
 
 /// Keep in sync with `Params` in `shaders/distance_mass.wgsl`.
@@ -60,25 +61,27 @@ impl DistanceMass {
         Self { launcher: Launcher::new(ctx) }
     }
 
-    /// One launch over `p`'s heads (its V is not read), after checking its shape against the buffers.
+    /// One launch over `launch`'s heads, after checking its shape against the buffers.
     pub fn prepare(
         &self,
         ctx: &GpuContext,
         b: &DistanceMassBuffers<'_>,
-        p: &AttentionProblem<'_>,
+        launch: DistanceLaunch,
     ) -> Result<Dispatch, GpuError> {
-        let params = params(p, [b.q, b.k, b.lse, b.mass].map(|x| x.size() / 4))?;
+        let params = params(launch, [b.q, b.k, b.lse, b.mass].map(|x| x.size() / 4))?;
         let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP_SIZE)]);
         self.launcher.dispatch(ctx, pipeline, &params, &[b.q, b.k, b.lse, b.mass])
     }
 
-    /// The masses of `p`'s heads given their rows' log-sum-exp: uploaded, computed, read back.
+    /// The masses of `p`'s heads (its V is not read) given their rows' log-sum-exp: uploaded,
+    /// computed, read back.
     pub async fn run(&self, ctx: &GpuContext, p: &AttentionProblem<'_>, lse: &[f32]) -> Result<Vec<f32>, GpuError> {
         let slots = p.shape.h_q as usize * distance_slots(p.shape.n_kv);
         let (q, k) = (ctx.storage_from("distance q", p.q)?, ctx.storage_from("distance k", p.k)?);
         let lse = ctx.storage_from("distance lse", lse)?;
         let mass = ctx.storage_output("distance mass", slots as u64 * 4)?;
-        let dispatch = self.prepare(ctx, &DistanceMassBuffers { q: &q, k: &k, lse: &lse, mass: &mass }, p)?;
+        let buffers = DistanceMassBuffers { q: &q, k: &k, lse: &lse, mass: &mass };
+        let dispatch = self.prepare(ctx, &buffers, DistanceLaunch::of(p))?;
         Dispatch::submit_all(ctx, &[&dispatch]);
         let mut out: Vec<f32> = ctx.read_back(&mass).await?;
         out.truncate(slots);
@@ -86,11 +89,26 @@ impl DistanceMass {
     }
 }
 
-/// The launch's params, after checking `p`'s shape against the buffers' lengths in 4-byte words
+/// What one launch computes: the heads' shape (`d` as the buffers hold it, padded or not: zero
+/// columns add nothing to q·k), their mask and the scale of q·k.
+#[derive(Clone, Copy, Debug)]
+pub struct DistanceLaunch {
+    pub shape: AttentionShape,
+    pub mask: Mask,
+    pub scale: f32,
+}
+
+impl DistanceLaunch {
+    pub fn of(p: &AttentionProblem<'_>) -> Self {
+        Self { shape: p.shape, mask: p.mask, scale: p.scale }
+    }
+}
+
+/// The launch's params, after checking its shape against the buffers' lengths in 4-byte words
 /// (q, k, lse, mass).
-pub fn params(p: &AttentionProblem<'_>, words: [u64; 4]) -> Result<DistanceMassParams, GpuError> {
-    let s = p.shape;
-    let (kind, size) = p.mask.to_gpu();
+pub fn params(launch: DistanceLaunch, words: [u64; 4]) -> Result<DistanceMassParams, GpuError> {
+    let s = launch.shape;
+    let (kind, size) = launch.mask.to_gpu();
     let needs = [s.q_len() as u64, s.kv_len() as u64, u64::from(s.h_q) * u64::from(s.n_q), {
         u64::from(s.h_q) * distance_slots(s.n_kv) as u64
     }];
@@ -110,15 +128,13 @@ pub fn params(p: &AttentionProblem<'_>, words: [u64; 4]) -> Result<DistanceMassP
         d: s.d,
         mask_kind: kind,
         mask_size: size,
-        scale: p.scale,
+        scale: launch.scale,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::AttentionShape;
-    use crate::model::Mask;
 
     #[test]
     fn params_are_32_bytes_and_refuse_short_buffers() {
@@ -127,13 +143,13 @@ mod tests {
         let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 3, n_kv: 5, d: 2 };
         let (q, k) = (vec![0.0; 24], vec![0.0; 20]);
         let p = AttentionProblem::scores(&q, &k, shape, Mask::Sliding { window_tokens: 2 }, 0.5);
-        let params = params(&p, [24, 20, 12, 36]).unwrap();
+        let params = params(DistanceLaunch::of(&p), [24, 20, 12, 36]).unwrap();
         assert_eq!((params.group, params.mask_kind, params.mask_size), (2, 2, 2));
         for short in [[23, 20, 12, 36], [24, 19, 12, 36], [24, 20, 11, 36], [24, 20, 12, 35]] {
-            assert!(super::params(&p, short).is_err(), "{short:?}");
+            assert!(super::params(DistanceLaunch::of(&p), short).is_err(), "{short:?}");
         }
         let more_queries = AttentionShape { n_q: 6, ..shape };
         let p = AttentionProblem::scores(&q, &k, more_queries, Mask::Full, 0.5);
-        assert!(super::params(&p, [99; 4]).is_err());
+        assert!(super::params(DistanceLaunch::of(&p), [99; 4]).is_err());
     }
 }

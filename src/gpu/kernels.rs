@@ -5,10 +5,12 @@
 //! by the decode cache, which keep buffers on the GPU between launches.
 
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::distance_mass::distance_slots;
 use crate::cpu::flash_trace::FlashTrace;
 use crate::cpu::reference::Forward;
 use crate::gpu::attention_probs::{ProbsBuffers, ProbsOutput};
 use crate::gpu::context::Scratch;
+use crate::gpu::distance_mass::{DistanceLaunch, DistanceMassBuffers};
 use crate::gpu::flash_attention::FlashForm;
 use crate::gpu::flash_io::{FlashBuffers, FlashLaunch};
 use crate::gpu::flash_trace::{TRACE_MAX_FLOATS, TRACE_MAX_TOKENS, parse_trace, trace_floats};
@@ -276,6 +278,27 @@ impl Kernels {
     /// without its P·V half.
     pub async fn log_sum_exp(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Vec<f32>, GpuError> {
         self.run_rows(ctx, p, RowOutput::LogSumExp).await
+    }
+
+    /// Each head's attention mass by distance (`[h_q, 2 n_kv − 1]`, as `distance_mass`'s twin): the
+    /// row softmax's log-sum-exp pass, then `distance_mass` from it, in one submission over one upload
+    /// of Q and K; only the masses are read back.
+    pub async fn masses_by_distance(&self, ctx: &GpuContext, p: &AttentionProblem<'_>) -> Result<Vec<f32>, GpuError> {
+        let up = upload(ctx, p, false).await?;
+        let AttentionProblem { shape, mask, scale, .. } = *p;
+        let lse = ctx.scratch_output("row softmax", RowOutput::LogSumExp.len(&shape) * 4)?;
+        let slots = shape.h_q as usize * distance_slots(shape.n_kv);
+        let mass = ctx.storage_output("distance mass", slots as u64 * 4)?;
+        let launch =
+            RowLaunch { shape: up.shape, q_offset: up.shape.q_offset(), mask, scale, output: RowOutput::LogSumExp };
+        let lse_pass = self.rows.prepare(ctx, &RowBuffers { q: &up.q, k: &up.k, out: &lse }, launch)?;
+        let buffers = DistanceMassBuffers { q: &up.q, k: &up.k, lse: &lse, mass: &mass };
+        let mass_pass =
+            self.distance_mass(ctx).prepare(ctx, &buffers, DistanceLaunch { shape: up.shape, mask, scale })?;
+        Dispatch::submit_all(ctx, &[&lse_pass, &mass_pass]);
+        let mut out: Vec<f32> = ctx.read_back(&mass).await?;
+        out.truncate(slots);
+        Ok(out)
     }
 
     async fn run_rows(

@@ -21,9 +21,9 @@ use crate::model::Mask;
 /// One batch's inputs: its query heads, their Q and K of the KV heads they read, `[heads, n, d]` each.
 pub struct BatchInputs {
     pub heads: Vec<u32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    h_kv: u32,
+    pub(super) q: Vec<f32>,
+    pub(super) k: Vec<f32>,
+    pub(super) h_kv: u32,
 }
 
 /// K of each KV head, computed once per job: consecutive batches of one KV group share it.

@@ -16,6 +16,7 @@ pub mod export;
 pub mod generate;
 pub mod gradients;
 pub mod head_map;
+pub mod kv_groups;
 pub mod loaded;
 pub mod loaded_job;
 mod model_pass;

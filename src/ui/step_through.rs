@@ -8,13 +8,11 @@ use std::sync::Arc;
 use leptos::prelude::*;
 
 use super::heatmap::HeadMap;
-use crate::attention::AttentionProblem;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::tokens::display_token;
-use crate::cpu::reference;
 use crate::model::Mask;
 use crate::views::heatmaps::entropy::{RowEntropy, SWEEP_KEYS, SWEEP_ROWS, entropy_sweep};
-use crate::views::heatmaps::step_through::{EXAMPLE_KEYS_PER_TILE, Example, OnlineStep, Steps, online_row};
+use crate::views::heatmaps::step_through::{EXAMPLE_KEYS_PER_TILE, Example, OnlineStep, StepChecks, Steps, online_row};
 
 /// Columns of O shown.
 const OUT_COLS: usize = 6;
@@ -82,21 +80,8 @@ pub fn StepThrough(inputs: Arc<LayerInputs>, head: u32, mask: Mask, gpu: Option<
     let s: Steps = example.steps();
     let (n_q, n_kv, d, scale) = (s.n_q, s.n_kv, s.d, example.scale);
     let small_mask = example.mask;
-    let reference_p =
-        reference::row_softmax(&AttentionProblem::scores(&example.q, &example.k, example.shape, small_mask, scale));
-    let worst_ref = s.probs.iter().zip(&reference_p).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
-    // Causal-type masks make the first rows of the full matrix identical to this small example.
-    let gpu_check = gpu
-        .filter(|m| m.pooled.is_none() && (m.n_kv as usize == n_kv || (!matches!(mask, Mask::Full) && m.q_offset == 0)))
-        .map(|m| {
-            let mut worst = 0.0f64;
-            for i in 0..n_q {
-                for j in 0..n_kv {
-                    worst = worst.max((s.probs[i * n_kv + j] - f64::from(m.values[i * m.cols as usize + j])).abs());
-                }
-            }
-            worst
-        });
+    let StepChecks { worst_reference: worst_ref, worst_gpu: gpu_check } =
+        StepChecks::of(&example, &s, mask, gpu.as_deref());
     let rows: Vec<String> =
         example.q_tokens.iter().enumerate().map(|(i, t)| format!("{i} {}", display_token(t))).collect();
     let cols: Vec<String> =

@@ -202,6 +202,15 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_every_view_id() {
+        let readme = include_str!("../../README.md");
+        let listed = readme.split("`view` (").nth(1).and_then(|rest| rest.split(')').next()).expect("the view list");
+        let listed: Vec<&str> = listed.split_whitespace().map(|id| id.trim_matches('`')).collect();
+        let ids: Vec<&str> = View::ALL.iter().map(|v| v.id()).collect();
+        assert_eq!(listed, ids, "README's \"Link parameters\" lists the view values");
+    }
+
+    #[test]
     fn every_settings_key_has_one_owner_and_a_place_in_the_written_order() {
         let owned: Vec<&str> = Settings::owned_keys().concat();
         let mut sorted = owned.clone();

@@ -1,21 +1,20 @@
-//! The view's work: the explorer's layer and heads for these settings ([`plan`]), each head's
-//! log-sum-exp from the tiled forward ([`Engine::attention`]), then the masses by distance from the
-//! `distance_mass` kernel, or from its CPU twin a head at a time, through one [`Job`] that the
-//! engine places ([`run`]).
+//! The view's work: the explorer's layer and heads for these settings ([`plan`]), then for each of the
+//! live-attention service's batches of them, the rows' log-sum-exp and the masses by distance from
+//! the `distance_mass` kernel (one GPU submission), or from their CPU twins a slice of rows at a
+//! time, through one [`Job`] that the engine places ([`run`]).
 
+use crate::attention::AttentionProblem;
 use crate::attention::layer_inputs::LayerLayout;
 use crate::attention::teaching_heads::TeachingHead;
-use crate::attention::{AttentionProblem, AttentionShape};
 use crate::cpu::distance_mass::{add_rows, distance_slots, means};
+use crate::cpu::row_softmax::row_log_sum_exp;
 use crate::engine::{Engine, Job, check_cpu_size};
 use crate::event_loop::breathe;
 use crate::gpu::{GpuContext, Kernels};
 use crate::live_attention::Request;
-use crate::live_attention::plan::batches;
+use crate::live_attention::kv_groups::{STOPPED, over_kv_group_batches};
 use crate::model::Model;
-use crate::model::limits::{
-    BATCH_MAX_Q_FLOATS, CPU_SLICE_MULTIPLY_ADDS, GPU_BATCH_MULTIPLY_ADDS, kernels_take_head_dim,
-};
+use crate::model::limits::{CPU_SLICE_MULTIPLY_ADDS, kernels_take_head_dim};
 use crate::model::units::format_thousands;
 use crate::views::heatmaps::request::{Screen, build_request};
 use crate::views::registry::Settings;
@@ -82,46 +81,24 @@ impl DistanceRun {
     }
 }
 
-/// The masses of `request`'s heads, in batches of the query heads of one KV group (they share its K),
-/// each within the heatmaps' limits of work and memory: the forward's log-sum-exp, then the masses.
-/// Only the masses are kept between batches. Stops with an error once `keep_going` says no.
+/// The masses of the request's heads: the heatmaps' batches from the live-attention service, each
+/// through [`MassByDistance`] on the tier the engine picks; only the masses are kept between batches.
 pub async fn run(engine: &Engine, request: &Request, keep_going: &dyn Fn() -> bool) -> Result<DistanceRun, String> {
+    let per_batch = over_kv_group_batches(request, keep_going, async |problem: &AttentionProblem<'_>| {
+        engine.run(&MassByDistance { problem, keep_going }).await
+    })
+    .await?;
+    let on_gpu = per_batch.iter().all(|(_, on_gpu)| *on_gpu);
+    let mass = per_batch.into_iter().flat_map(|(mass, _)| mass).collect();
     let inputs = request.inputs();
-    let layout = &request.layout;
-    let (n, d) = (request.n_q(), layout.head_dim);
-    let per_head = (u64::from(n) * u64::from(n) * u64::from(d), u64::from(n) * u64::from(d));
-    let groups = batches(
-        &request.heads,
-        layout.group_size(),
-        per_head.0,
-        per_head.1,
-        GPU_BATCH_MULTIPLY_ADDS,
-        BATCH_MAX_Q_FLOATS,
-    );
-    let (mut mass, mut on_gpu) = (Vec::with_capacity(request.heads.len() * distance_slots(n)), true);
-    for batch in groups {
-        let q: Vec<f32> = batch.iter().flat_map(|&h| inputs.q_head(h)).collect();
-        let (k, v) = inputs.kv_head(layout.kv_head(batch[0]));
-        let shape = AttentionShape { h_q: batch.len() as u32, h_kv: 1, n_q: n, n_kv: n, d };
-        let problem = AttentionProblem::new(&q, &k, &v, shape, request.mask, 1.0 / (d as f32).sqrt());
-        let lse = engine.attention(&problem).await?.lse;
-        if !keep_going() {
-            return Err("stopped for a newer request".into());
-        }
-        let (batch_mass, batch_on_gpu) =
-            engine.run(&MassByDistance { problem: &problem, lse: &lse, keep_going }).await?;
-        mass.extend(batch_mass);
-        on_gpu &= batch_on_gpu;
-    }
     let designed = request.heads.iter().map(|&h| inputs.teaching_head(h)).collect();
-    Ok(DistanceRun { heads: request.heads.clone(), designed, n, mass, on_gpu })
+    Ok(DistanceRun { heads: request.heads.clone(), designed, n: request.n_q(), mass, on_gpu })
 }
 
-/// The masses of a problem's heads from their log-sum-exp: the kernel, or its twin a slice of rows at
-/// a time with a pause for the page between slices.
+/// One batch's masses and whether the GPU computed them: the log-sum-exp pass and `distance_mass` in
+/// one submission ([`Kernels::masses_by_distance`]), or their CPU twins a slice of rows at a time.
 struct MassByDistance<'a, 'p> {
     problem: &'a AttentionProblem<'p>,
-    lse: &'a [f32],
     keep_going: &'a dyn Fn() -> bool,
 }
 
@@ -133,33 +110,40 @@ impl Job for MassByDistance<'_, '_> {
     }
 
     async fn on_gpu(&self, ctx: &GpuContext, kernels: &Kernels) -> Result<(Vec<f32>, bool), String> {
-        let mass = kernels.distance_mass(ctx).run(ctx, self.problem, self.lse).await.map_err(|e| e.to_string())?;
+        let mass = kernels.masses_by_distance(ctx, self.problem).await.map_err(|e| e.to_string())?;
         Ok((mass, true))
     }
 
     async fn on_cpu(&self, _: bool) -> Result<(Vec<f32>, bool), String> {
         let p = self.problem;
         check_cpu_size(p.shape)?;
-        let slots = distance_slots(p.shape.n_kv);
-        let row_work = u64::from(p.shape.n_kv) * u64::from(p.shape.d);
-        let rows_per_slice = (CPU_SLICE_MULTIPLY_ADDS / row_work.max(1)).clamp(1, u64::from(p.shape.n_q)) as u32;
+        let (n_q, slots) = (p.shape.n_q, distance_slots(p.shape.n_kv));
+        // A row's log-sum-exp and its masses each take a pass over its scores.
+        let row_work = 2 * u64::from(p.shape.n_kv) * u64::from(p.shape.d);
+        let rows_per_slice = (CPU_SLICE_MULTIPLY_ADDS / row_work.max(1)).clamp(1, u64::from(n_q)) as u32;
+        let mut lse = vec![0.0f32; p.shape.h_q as usize * n_q as usize];
         let mut sums = vec![0.0f64; p.shape.h_q as usize * slots];
-        for (h, head) in sums.chunks_mut(slots).enumerate() {
-            for first in (0..p.shape.n_q).step_by(rows_per_slice as usize) {
+        for (h, head) in (0..p.shape.h_q).zip(sums.chunks_mut(slots)) {
+            for first in (0..n_q).step_by(rows_per_slice as usize) {
                 if !(self.keep_going)() {
-                    return Err("stopped for a newer request".into());
+                    return Err(STOPPED.into());
                 }
-                add_rows(p, self.lse, h as u32, first..(first + rows_per_slice).min(p.shape.n_q), head);
+                let rows = first..(first + rows_per_slice).min(n_q);
+                for i in rows.clone() {
+                    lse[(h * n_q + i) as usize] = row_log_sum_exp(p, h, i);
+                }
+                add_rows(p, &lse, h, rows, head);
                 breathe().await;
             }
         }
-        Ok((means(&sums, p.shape.n_q), false))
+        Ok((means(&sums, n_q), false))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::AttentionShape;
     use crate::catalog::presets::preset;
     use crate::cpu::row_softmax::row_softmax;
 

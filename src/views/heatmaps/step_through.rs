@@ -5,6 +5,8 @@
 
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::{AttentionProblem, AttentionShape};
+use crate::cpu::row_softmax::row_softmax;
+use crate::live_attention::HeadMap;
 use crate::model::Mask;
 
 /// Tokens in the step-through's example: few enough to read every number.
@@ -62,6 +64,34 @@ impl Example {
 
     pub fn steps(&self) -> Steps {
         step_through(&self.problem())
+    }
+}
+
+/// How far the example's f64 probabilities are from the CPU reference's, and from the kernel's where
+/// the head's map holds them: exact (not pooled) and covering the example's corner, which a map of the
+/// whole matrix does when its keys are the example's or a causal-type mask keeps the corner alone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepChecks {
+    pub worst_reference: f64,
+    pub worst_gpu: Option<f64>,
+}
+
+impl StepChecks {
+    /// The checks of `example`'s `steps`, with `map`, the head's map under the explorer's `mask`.
+    pub fn of(example: &Example, steps: &Steps, mask: Mask, map: Option<&HeadMap>) -> Self {
+        let reference = row_softmax(&example.problem());
+        let worst_reference =
+            steps.probs.iter().zip(&reference).map(|(a, &b)| (a - f64::from(b)).abs()).fold(0.0, f64::max);
+        let (n_q, n_kv) = (steps.n_q, steps.n_kv);
+        let covers = |m: &&HeadMap| {
+            m.pooled.is_none() && (m.n_kv as usize == n_kv || (!matches!(mask, Mask::Full) && m.q_offset == 0))
+        };
+        let worst_gpu = map.filter(covers).map(|m| {
+            let cell = |i: usize, j: usize| m.values.get(i * m.cols as usize + j).map_or(f64::NAN, |&x| f64::from(x));
+            let diffs = (0..n_q).flat_map(|i| (0..n_kv).map(move |j| (i, j)));
+            diffs.map(|(i, j)| (steps.probs[i * n_kv + j] - cell(i, j)).abs()).fold(0.0, f64::max)
+        });
+        Self { worst_reference, worst_gpu }
     }
 }
 
@@ -288,13 +318,8 @@ mod tests {
         let s = example.steps();
         let (k, _) = inputs.kv_head(2);
         let q = inputs.q_head(2);
-        let whole = reference::row_softmax(&AttentionProblem::scores(
-            &q,
-            &k,
-            AttentionShape::square(1, 10, 64),
-            Mask::Causal,
-            0.125,
-        ));
+        let whole =
+            row_softmax(&AttentionProblem::scores(&q, &k, AttentionShape::square(1, 10, 64), Mask::Causal, 0.125));
         for i in 0..6 {
             for j in 0..6 {
                 assert!((s.probs[i * 6 + j] - f64::from(whole[i * 10 + j])).abs() < 1e-6, "({i}, {j})");
@@ -314,6 +339,50 @@ mod tests {
     }
 
     #[test]
+    fn the_checks_compare_only_a_map_that_holds_the_example_s_corner() {
+        use crate::attention::inputs::word_tokens;
+        use crate::attention::layer_inputs::LayerLayout;
+        use crate::catalog::presets::preset;
+        use std::sync::Arc;
+        let tokens = word_tokens("a b c d e f g h i j");
+        let inputs = LayerInputs::new(LayerLayout::of(preset("gpt2-small").unwrap(), 0), tokens, None, 3, false);
+        let example = Example::of(&inputs, 2, Mask::Causal);
+        let s = example.steps();
+        // A whole 10 x 10 causal map whose corner is the example's probabilities, one cell off by 0.25.
+        let mut values = vec![0.0f32; 100];
+        for i in 0..6 {
+            for j in 0..6 {
+                values[i * 10 + j] = s.probs[i * 6 + j] as f32;
+            }
+        }
+        values[5 * 10 + 2] += 0.25;
+        let map = HeadMap {
+            head: 2,
+            kv_head: 2,
+            teaching: None,
+            rows: 10,
+            cols: 10,
+            values,
+            pooled: None,
+            n_q: 10,
+            n_kv: 10,
+            row_tokens: Arc::new(Vec::new()),
+            col_tokens: Arc::new(Vec::new()),
+            mask: Mask::Causal,
+            q_offset: 0,
+            scores: None,
+        };
+        let checks = StepChecks::of(&example, &s, Mask::Causal, Some(&map));
+        assert!(checks.worst_reference < 1e-6, "{checks:?}");
+        assert!((checks.worst_gpu.unwrap() - 0.25).abs() < 1e-6, "{checks:?}");
+        // Under a full mask the later keys change the first rows: a 10-key map says nothing of 6 keys.
+        assert_eq!(StepChecks::of(&example, &s, Mask::Full, Some(&map)).worst_gpu, None);
+        let pooled = HeadMap { pooled: Some(crate::attention::pooled::Pool::Max), ..map };
+        assert_eq!(StepChecks::of(&example, &s, Mask::Causal, Some(&pooled)).worst_gpu, None);
+        assert_eq!(StepChecks::of(&example, &s, Mask::Causal, None).worst_gpu, None);
+    }
+
+    #[test]
     fn equals_the_cpu_reference() {
         let (n, d) = (7usize, 16usize);
         let [q, k, v] = inputs(n, d);
@@ -321,7 +390,7 @@ mod tests {
         for mask in [Mask::Full, Mask::Causal, Mask::Sliding { window_tokens: 3 }, Mask::Chunked { chunk_tokens: 4 }] {
             let problem = AttentionProblem::new(&q, &k, &v, shape, mask, 0.25);
             let s = step_through(&problem);
-            let p = reference::row_softmax(&problem);
+            let p = row_softmax(&problem);
             let f = reference::flash_attention(&problem);
             assert!(s.probs.iter().zip(&p).all(|(a, &b)| (a - f64::from(b)).abs() < 1e-6), "{mask:?}");
             assert!(s.out.iter().zip(&f.o).all(|(a, &b)| (a - f64::from(b)).abs() < 1e-5), "{mask:?}");
