@@ -63,6 +63,8 @@ fn mamba_2_8b() {
     // Tied: 50280*2560 = 128,716,800 + 64*(41,241,600 + 2560) + 2560 = 2,768,345,600.
     assert_eq!(figures(m), (0, 26_214_400, 2_768_345_600));
     assert!(read_as(&imp, "4-input convolution window in float32 and the SSM state in float32"));
+    // The runtimes that keep kernel - 1 inputs are named beside the count.
+    assert!(read_as(&imp, "(vLLM and TensorRT-LLM keep 3 inputs of the window, one fewer: the newest is in hand)"));
 }
 
 #[test]
@@ -359,6 +361,8 @@ fn lfm2_1_2b() {
     // + 10*16,783,360 + 6*(4,194,304*2 + 1,048,576*2 + QK-norm 128 = 10,485,888) + 16*3*2048*8192
     // + 33*2048 = 134,217,728 + 167,833,600 + 62,915,328 + 805,306,368 + 67,584 = 1,170,340,608.
     assert_eq!(figures(m), (12_288, 122_880, 1_170_340_608));
+    assert!(read_as(&imp, "last 3 inputs (conv_L_cache, the kernel size)"));
+    assert!(read_as(&imp, "(vLLM and TensorRT-LLM keep 2 inputs of the window, one fewer"));
 }
 
 #[test]

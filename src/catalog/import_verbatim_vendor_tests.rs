@@ -13,6 +13,12 @@
 //!   transformers' `DynamicCache`).
 //! - MiniMax-M1: refused; its `attn_type_list` marks 70 of 80 layers lightning attention, whose state
 //!   the arithmetic does not hold.
+//! - ERNIE 4.5 0.3B: the checkpoint's own `modeling_ernie4_5.py` (Hchnr/early_exiting at ca9794d,
+//!   `ERNIE45_03B_Base/`) lines 569-575: each layer's cache is `[key_states, value_states]`,
+//!   `[batch, seq, kv_heads, head_dim]` each, concatenated along the sequence (`torch.cat(..., dim=1)`).
+//! - Mamba 2.8B and Mistral 7B v0.1 are counted in `import_hybrids_tests.rs` and `import_verbatim_tests.rs`.
+//! - Kimi Linear 48B-A3B: refused; its `linear_attn_config` makes 20 of 27 layers Kimi Delta Attention,
+//!   whose state the arithmetic does not hold.
 
 use super::import_families_tests::said;
 use super::import_files_tests::{import, read};
@@ -30,6 +36,8 @@ const BY_HAND: &[(&str, u32, u128, u128)] = &[
     ("hunyuan-a13b.json", 32, 131_072, 0),
     // 40 layers × 10 KV heads × 128 (5,120 / 40) × 2 × 2 B.
     ("phi-4.json", 40, 204_800, 0),
+    // 18 layers × 2 KV heads × 128 (head_dim) × 2 × 2 B.
+    ("ernie-4.5-0.3b-base.json", 18, 18_432, 0),
 ];
 
 /// Routed, active and shared experts and their width.
@@ -48,9 +56,21 @@ fn the_copies_have_their_sources_byte_counts() {
     // fetchwiki/HuggingFaceTB-SmolLM3-3B (24f7882): 1,884 B; Tencent-Hunyuan/Hunyuan-A13B models/config.json
     // (df832eb): 3,350 B; MiniMax-AI/MiniMax-M1 config.json (4917af1): 1,866 B; mehmetcc/pal phi-4/config.json
     // (b5a7a0d): 821 B, the size the hub shows for a second upload of the same text (Gunulhona/phi4-backup).
-    for (file, bytes) in
-        [("smollm3-3b.json", 1884), ("hunyuan-a13b.json", 3350), ("refused-minimax-m1.json", 1866), ("phi-4.json", 821)]
-    {
+    // Hchnr/early_exiting ERNIE45_03B_Base/config.json (ca9794d): 742 B; confucianfighter/mamba-2.8b-hf-breakdown
+    // mamba_ssm/models/mamba_2.8b_hf_config.json (69d31ad): 842 B; inference-sim model_configs/mistral-7b-v0.1
+    // (903c374): 571 B; Kimi Linear as transformers writes a config (sorted keys, two-space indent, a final
+    // newline), which the transcription's text is exactly: 1,751 B.
+    let copies = [
+        ("smollm3-3b.json", 1884),
+        ("hunyuan-a13b.json", 3350),
+        ("refused-minimax-m1.json", 1866),
+        ("phi-4.json", 821),
+        ("ernie-4.5-0.3b-base.json", 742),
+        ("mamba-2.8b-hf.json", 842),
+        ("mistral-7b-v0.1.json", 571),
+        ("refused-kimi-linear-48b-a3b-instruct.json", 1751),
+    ];
+    for (file, bytes) in copies {
         assert_eq!(read(file).len(), bytes, "{file}");
     }
 }
@@ -102,9 +122,23 @@ fn phi_4s_window_is_its_whole_context() {
 }
 
 #[test]
-fn minimax_m1s_lightning_layers_are_refused_with_the_reason() {
+fn the_state_keeping_layers_of_minimax_m1_and_kimi_linear_are_refused_with_the_reason() {
     // 80 layers, softmax (1) at every 8th: 70 lightning-attention layers keep a fixed state instead.
+    // Kimi Linear: 7 MLA layers (full_attn_layers, counted from 1) and 20 Kimi Delta Attention layers.
     assert_refused(&[("refused-minimax-m1.json", "attn_type_list = [0,0,0,0,0,0,0,1,0,")]);
+    assert_refused(&[("refused-kimi-linear-48b-a3b-instruct.json", "linear_attn_config")]);
+}
+
+#[test]
+fn ernie_4_5_ties_its_embeddings_and_has_its_model_card_s_size() {
+    let imp = import("ernie-4.5-0.3b-base.json");
+    let m = &imp.model;
+    assert!(m.tie_embeddings);
+    assert_eq!((m.n_q_heads, m.attn.head_dim), (16, 128));
+    // Per layer Q 1,024 × 2,048 and O 2,048 × 1,024 (2,097,152 each), K and V 1,024 × 256 (262,144 each):
+    // 4,718,592; SwiGLU 3 × 1,024 × 3,072 = 9,437,184; two norms 2,048: 14,157,824 × 18 = 254,840,832;
+    // embeddings 103,424 × 1,024 = 105,906,176 (tied); final norm 1,024: 360,748,032, the card's "0.36B".
+    assert_eq!(model_params(m).total(), 360_748_032);
 }
 
 #[test]

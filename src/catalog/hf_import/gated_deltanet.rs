@@ -93,8 +93,9 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
     }
     r.read_as(format!(
         "Recurrent state as transformers 5.x caches it: a {kernel}-input convolution window over q, k and v in {} and \
-         the Gated DeltaNet state (value heads x key dim x value dim) in float32, per layer per sequence",
-        common::dtype_name(conv_bytes)
+         the Gated DeltaNet state (value heads x key dim x value dim) in float32, per layer per sequence{}",
+        common::dtype_name(conv_bytes),
+        super::mamba::one_input_fewer_elsewhere(kernel)
     ));
     r.read_as("Qwen3-Next's attention layers are global, with QK-norm and an output gate; the MoE has a shared expert");
     Ok(Built {

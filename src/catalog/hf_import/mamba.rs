@@ -112,12 +112,23 @@ impl Mamba2 {
     }
 }
 
+/// What the other runtimes keep of a `kernel`-input convolution window, said after a reading that
+/// counts all of it: vLLM (`MambaStateShapeCalculator`) and TensorRT-LLM allocate `kernel − 1`
+/// inputs, the newest being in hand when the convolution runs.
+pub(super) fn one_input_fewer_elsewhere(kernel: u64) -> String {
+    format!(
+        " (vLLM and TensorRT-LLM keep {} inputs of the window, one fewer: the newest is in hand)",
+        kernel.saturating_sub(1)
+    )
+}
+
 /// The reading every Mamba import carries: where its state sizes come from.
 pub(super) fn state_reading(r: &mut Reader<'_>, kernel: u64, conv_bytes: u32) {
     r.read_as(format!(
         "Recurrent state as transformers 5.x caches it: a {kernel}-input convolution window in {} and the SSM \
-         state in float32, per layer per sequence",
-        dtype_name(conv_bytes)
+         state in float32, per layer per sequence{}",
+        dtype_name(conv_bytes),
+        one_input_fewer_elsewhere(kernel)
     ));
 }
 

@@ -47,8 +47,9 @@ pub(super) fn lfm2(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportE
     m.ffn_size = lfm2_ffn(r)?;
     r.read_as(format!(
         "Recurrent state as transformers 5.x caches it: the convolution's last {cache} inputs (conv_L_cache, the \
-         kernel size) in {}, per convolution layer per sequence; nothing else",
-        dtype_name(conv_bytes)
+         kernel size) in {}, per convolution layer per sequence; nothing else{}",
+        dtype_name(conv_bytes),
+        super::mamba::one_input_fewer_elsewhere(cache)
     ));
     Ok(Built::exact(m))
 }

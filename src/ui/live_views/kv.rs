@@ -66,6 +66,7 @@ fn Breakdown(state: RwSignal<AppState>, model: Memo<Model>) -> impl IntoView {
                     </div>
                     {t.state_note.map(|note| view! { <p class="explain" data-testid="state-note">{note}</p> })}
                     {t.mla_note.map(|note| view! { <p class="explain" data-testid="mla-note">{note}</p> })}
+                    {t.sliding_note.map(|note| view! { <p class="explain" data-testid="sliding-note">{note}</p> })}
                 }.into_any()
             }}
             <p class="explain">

@@ -48,6 +48,9 @@ pub struct BreakdownTable {
     pub state_note: Option<String>,
     /// Which implementation an MLA model's figures follow, and what the other keeps (`None` without MLA).
     pub mla_note: Option<String>,
+    /// Which kind of cache a sliding layer's count follows, and what the other allocates (`None`
+    /// without sliding layers).
+    pub sliding_note: Option<String>,
 }
 
 /// The table for `model` at the link's context and dtype; `None` when a size passes `u128`.
@@ -62,7 +65,34 @@ pub fn breakdown_table(model: &Model, kv: &KvParams) -> Option<BreakdownTable> {
             .then(|| bytes_text(b.state_bytes)),
         state_note: state_note(model, &b.rows, b.state_bytes),
         mla_note: mla_note(model, kv.dtype),
+        sliding_note: sliding_note(model),
     })
+}
+
+/// Sliding caches come two ways: grown up to the window (the count here) or allocated whole at once.
+fn sliding_note(model: &Model) -> Option<String> {
+    let mut windows: Vec<u64> = model
+        .schedule
+        .layers()
+        .iter()
+        .filter_map(|k| match *k {
+            LayerKind::Sliding { window_tokens } => Some(window_tokens),
+            _ => None,
+        })
+        .collect();
+    windows.sort_unstable();
+    windows.dedup();
+    let window = match windows.as_slice() {
+        [] => return None,
+        [w] => format!("W = {}", format_thousands((*w).into())),
+        _ => "each layer's W".to_string(),
+    };
+    Some(format!(
+        "A sliding layer is counted at min(n, W) tokens, the keys its newest query reads: what a cache that grows \
+         up to its window holds while it attends (transformers' dynamic cache keeps the last W − 1 between steps \
+         and appends the new token). A static cache (transformers' StaticCache, built for torch.compile) allocates \
+         all {window} slots at the first token, so below W tokens it reserves more than this table counts."
+    ))
 }
 
 /// Implementations cache MLA two ways; the table follows DeepSeek's own code and names the other.
@@ -251,6 +281,10 @@ mod tests {
         assert_eq!((global.kind_noun, global.bytes, global.cached_tokens), ("global", 10_737_418_240, 131_072));
         // Total 436,207,616 + 10,737,418,240 = 11,173,625,856 B.
         assert!(t.total_text.starts_with("11,173,625,856 bytes = "), "{}", t.total_text);
+        let note = t.sliding_note.unwrap_or_default();
+        assert!(note.contains("counted at min(n, W) tokens") && note.contains("all W = 1,024 slots"), "{note}");
+        // No sliding layer, no note.
+        assert_eq!(table("llama-3-8b", 8192, DType::Bf16).sliding_note, None);
     }
 
     #[test]
