@@ -272,6 +272,27 @@ describe("KV view", () => {
     await app.close();
   });
 
+  test("the import report lists what a published file leaves unread, and which state it counts", async () => {
+    const app = await AppPage.open(session, "?view=kv&ctx=8192");
+    await app.page.locator("details.import summary").click();
+    // SmolLM2-360M's hub file (verbatim): is_llama_config is the one key nothing reads; token ids,
+    // dropout, initialisation and the transformers version are grouped apart as not relevant.
+    await app.page.getByTestId("config-file").setInputFiles(join(CONFIGS, "smollm2-360m.json"));
+    await app.page.getByTestId("import-report").waitFor();
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="import-used"]')?.innerText.includes("num_key_value_heads"));
+    assert.deepEqual(await app.page.getByTestId("import-unread").locator("li").allInnerTexts(), ["is_llama_config"]);
+    const notRelevant = await app.page.getByTestId("import-not-relevant").innerText();
+    for (const key of ["bos_token_id", "eos_token_id", "transformers_version"]) assert.ok(notRelevant.includes(key), notRelevant);
+    // Mamba 2.8B's hub file: a 4-input convolution window, as transformers allocates it, and the
+    // runtimes that keep 3.
+    await app.page.getByTestId("config-file").setInputFiles(join(CONFIGS, "mamba-2.8b-hf.json"));
+    await app.page.waitForFunction(() => document.querySelector('[data-testid="import-readings"]')?.innerText.includes("convolution window"));
+    assert.match(await app.page.getByTestId("import-readings").innerText(),
+      /4-input convolution window in float32.*\(vLLM and TensorRT-LLM keep 3 inputs of the window, one fewer: the newest is in hand\)/s);
+    app.assertNoConsoleErrors();
+    await app.close();
+  });
+
   test("malformed configs give a clear message and never break the page or inject HTML", async () => {
     const app = await AppPage.open(session, "?view=kv&model=llama-3-8b");
     await paste(app, config("bad-truncated.json"));
