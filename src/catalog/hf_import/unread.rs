@@ -175,6 +175,36 @@ pub(super) const NOT_IMPLEMENTED: &[(&str, Unimplemented, &str)] = &[
         "Llama 4 scales queries of its NoPE layers with the position (temperature tuning); the heatmaps do not",
     ),
     (
+        "attention_multiplier",
+        Unimplemented::Warn,
+        "scores are scaled by attention_multiplier (Granite), not 1/sqrt(head_dim); the heatmaps use 1/sqrt(head_dim) \
+      (sizes and cache are unaffected)",
+    ),
+    (
+        "use_bidirectional_attention",
+        Unimplemented::Warn,
+        "attention runs both ways (\"vision\": among an image's tokens); the figures and heatmaps are of text under the \
+      causal mask",
+    ),
+    (
+        "mtp_transformer_layers",
+        Unimplemented::Warn,
+        "multi-token-prediction modules' layers beside the main stack (MiniMax): not counted (they cache K/V only while \
+      drafting tokens)",
+    ),
+    (
+        "num_mtp_modules",
+        Unimplemented::Warn,
+        "multi-token-prediction modules beside the main stack (MiniMax): not counted (they cache K/V only while \
+      drafting tokens)",
+    ),
+    (
+        "mtp_layers_block_type",
+        Unimplemented::Warn,
+        "the kinds of the multi-token-prediction layers beside the main stack (Nemotron): not counted (they cache K/V \
+      only while drafting tokens)",
+    ),
+    (
         "num_nextn_predict_layers",
         Unimplemented::Warn,
         "multi-token-prediction layers beside the main stack: not counted (they cache K/V only while drafting tokens)",
@@ -228,6 +258,9 @@ pub(super) fn finish(r: &mut Reader<'_>, layers: usize) -> Result<(), ImportErro
                 }
                 Unimplemented::Warn => r.warn(format!("{path} = {value}: {why}.")),
             }
+        } else if key == "mamba_ssm_cache_dtype" {
+            let dtype = value.and_then(Value::as_str).map(str::to_owned);
+            ssm_cache_dtype(r, &path, dtype.as_deref());
         } else if is_not_relevant(key) {
             r.report.not_relevant.push(path);
         } else {
@@ -244,6 +277,19 @@ pub(super) fn finish(r: &mut Reader<'_>, layers: usize) -> Result<(), ImportErro
         }
     }
     Ok(())
+}
+
+/// `mamba_ssm_cache_dtype`, a runtime's setting (vLLM's) for the SSM state: the figures count that state
+/// in float32, so another dtype is warned of with the factor it changes the state by.
+fn ssm_cache_dtype(r: &mut Reader<'_>, path: &str, dtype: Option<&str>) {
+    match dtype {
+        Some("float32") => r.read_as(format!("{path} = float32: the dtype the SSM state is counted in")),
+        other => r.warn(format!(
+            "{path} = {}: the figures count the SSM state in float32, as transformers' reference keeps it; a runtime \
+             that follows this file keeps it in that dtype instead",
+            other.unwrap_or("not a dtype name")
+        )),
+    }
 }
 
 /// Null, false, an empty list or object: says nothing.
@@ -333,6 +379,17 @@ mod tests {
                 (verdict, other) => panic!("{key}: expected {verdict:?}, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn an_ssm_cache_dtype_other_than_the_counted_float32_is_warned_of() {
+        let read = import_hf_value(&llama(json!({"mamba_ssm_cache_dtype": "float32"}))).unwrap().report;
+        assert!(
+            read.readings.contains(&"mamba_ssm_cache_dtype = float32: the dtype the SSM state is counted in".into())
+        );
+        assert!(!read.unread.iter().any(|k| k == "mamba_ssm_cache_dtype") && read.warnings.is_empty());
+        let other = import_hf_value(&llama(json!({"mamba_ssm_cache_dtype": "bfloat16"}))).unwrap().report;
+        assert!(other.warnings.iter().any(|w| w.starts_with("mamba_ssm_cache_dtype = bfloat16: the figures count")));
     }
 
     #[test]
