@@ -157,8 +157,8 @@ impl LoadedLm {
             let weights = self.gpu_weights(&engine)?;
             let capacity = self.max_tokens as u32;
             let mut cache = match scheme {
-                KvScheme::Fp32 => LmPagedCache::new(ctx, &weights, capacity).map(DecodeCache::Paged),
-                _ => LmCache::stored_as(ctx, &weights, capacity, scheme).map(DecodeCache::Contiguous),
+                KvScheme::Fp32 => LmPagedCache::new(ctx, &weights, capacity).map(GenerateCache::Paged),
+                _ => LmCache::stored_as(ctx, &weights, capacity, scheme).map(GenerateCache::Contiguous),
             }
             .map_err(|e| e.to_string())?;
             let logits = cache.decode((ctx, kernels), &weights, ids).await?;
@@ -229,16 +229,16 @@ impl Job for WholePass<'_> {
 pub struct GpuDecoder {
     engine: Rc<Engine>,
     weights: Rc<LmWeights>,
-    cache: DecodeCache,
+    cache: GenerateCache,
 }
 
 /// Generate's KV cache: f32 in pages of one pool, or a quantised scheme's packed contiguous rows.
-enum DecodeCache {
+enum GenerateCache {
     Paged(LmPagedCache),
     Contiguous(LmCache),
 }
 
-impl DecodeCache {
+impl GenerateCache {
     async fn decode(
         &mut self,
         (ctx, kernels): (&GpuContext, &Kernels),
@@ -246,8 +246,8 @@ impl DecodeCache {
         ids: &[u32],
     ) -> Result<Vec<f32>, String> {
         let logits = match self {
-            DecodeCache::Paged(cache) => lm_forward::decode_paged(ctx, kernels, weights, cache, ids).await,
-            DecodeCache::Contiguous(cache) => lm_forward::decode(ctx, kernels, weights, cache, ids).await,
+            GenerateCache::Paged(cache) => lm_forward::decode_paged(ctx, kernels, weights, cache, ids).await,
+            GenerateCache::Contiguous(cache) => lm_forward::decode(ctx, kernels, weights, cache, ids).await,
         };
         logits.map_err(|e| e.to_string())
     }
@@ -258,16 +258,16 @@ impl GpuDecoder {
     /// bits (its buffers' size over their tokens); `None` for the f32 cache.
     pub fn packed_bytes_per_token(&self) -> Option<u64> {
         match &self.cache {
-            DecodeCache::Contiguous(cache) => cache.is_packed().then(|| cache.bytes_per_token()),
-            DecodeCache::Paged(_) => None,
+            GenerateCache::Contiguous(cache) => cache.is_packed().then(|| cache.bytes_per_token()),
+            GenerateCache::Paged(_) => None,
         }
     }
 
     /// The pages of the f32 cache's pool, those in use now and their bytes; `None` for a packed cache.
     pub fn pool_use(&self) -> Option<PoolUse> {
         match &self.cache {
-            DecodeCache::Paged(cache) => Some(cache.usage()),
-            DecodeCache::Contiguous(_) => None,
+            GenerateCache::Paged(cache) => Some(cache.usage()),
+            GenerateCache::Contiguous(_) => None,
         }
     }
 
