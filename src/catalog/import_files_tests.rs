@@ -220,6 +220,7 @@ const UNREAD_AND_WHY: &[(&str, &str)] = &[
     ("n_mamba_heads", "how the Mamba state is split into heads: heads x head size is the inner width either way"),
     ("mamba_headdim", "how the Mamba state is split into heads: heads x head size is the inner width either way"),
     ("num_heads", "LFM2: num_attention_heads, which the import reads"),
+    ("sliding_window_size", "Gemma 2's second name for sliding_window, which the import reads"),
 ];
 
 /// The corpus's unread keys: none names an attention or cache setting (a key about heads, windows,
@@ -271,6 +272,7 @@ fn repeats_what_is_read(name: &str, file: &serde_json::Value, path: &str) {
             assert_eq!(at(key).as_u64(), Some(sum), "{name}");
         }
         "num_heads" => assert_eq!(at(key), at("num_attention_heads"), "{name}"),
+        "sliding_window_size" => assert_eq!(at(key), at("sliding_window"), "{name}"),
         "use_rotary_pos_emb" => assert_eq!(at(key), &serde_json::json!(true), "{name}"),
         "hybrid_layer_ids" => {
             let kinds = at("layers_block_type").as_array().cloned().unwrap_or_default();
