@@ -191,10 +191,7 @@ impl PipelineCache {
             modules: Default::default(),
             built: Default::default(),
         };
-        // No module is made until a pipeline needs one: most kernels run a specialised or unrolled text,
-        // never the one as written, and on the web each module is WGSL the GPU process parses before
-        // the page's first job (36 ms of a 576 ms load in headless Chromium on SwiftShader). naga
-        // validates every text natively (tests/shaders_validate.rs).
+        cache.module(device, &[]); // the shader as written: compile errors surface at start-up
         cache
     }
 
