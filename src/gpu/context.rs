@@ -459,6 +459,36 @@ impl GpuContext {
         Ok(data)
     }
 
+    /// Several buffers' values, in order, read back with as few round trips as fit: consecutive buffers
+    /// share one copy, one submission and one map while their bytes stay within [`READBACK_BATCH_BYTES`]
+    /// (on a software adapter each map is a round trip through the GPU process that costs more than
+    /// the copy). The same values as [`GpuContext::read_back`] on each.
+    pub async fn read_back_all<T: bytemuck::Pod>(&self, buffers: &[&wgpu::Buffer]) -> Result<Vec<Vec<T>>, GpuError> {
+        let mut out = Vec::with_capacity(buffers.len());
+        for batch in readback_batches(buffers.iter().map(|b| b.size()), READBACK_BATCH_BYTES) {
+            let batch = &buffers[batch];
+            let total: u64 = batch.iter().map(|b| b.size()).sum();
+            let (staging, generation) =
+                self.take("readback", total, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+            let mut encoder = self.device.create_command_encoder(&Default::default());
+            let mut at = 0;
+            for b in batch {
+                encoder.copy_buffer_to_buffer(b, 0, &staging, at, b.size());
+                at += b.size();
+            }
+            self.queue.submit([encoder.finish()]);
+            let data: Vec<T> = self.map_and_read(&staging).await?;
+            self.give_back(staging, generation);
+            let mut start = 0;
+            for b in batch {
+                let len = b.size() as usize / size_of::<T>();
+                out.push(data.get(start..start + len).map(<[T]>::to_vec).unwrap_or_default());
+                start += len;
+            }
+        }
+        Ok(out)
+    }
+
     /// Destroys the device, as a driver reset would: the test hook for recovering from a lost GPU.
     pub fn lose_device(&self) {
         self.device.destroy();
@@ -554,8 +584,40 @@ impl GpuContext {
     }
 }
 
+/// Bytes of buffers one readback gathers: a few MB of probabilities and activations go in one round
+/// trip, while a pass's largest buffers still come back one at a time (no staging buffer of hundreds
+/// of MB beside them).
+pub const READBACK_BATCH_BYTES: u64 = 64 << 20;
+
+/// Consecutive runs of `sizes` whose sums stay within `limit` (a larger one alone), as index ranges.
+pub fn readback_batches(sizes: impl Iterator<Item = u64>, limit: u64) -> Vec<std::ops::Range<usize>> {
+    let mut batches: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut bytes = 0;
+    for (i, size) in sizes.enumerate() {
+        match batches.last_mut() {
+            Some(last) if bytes + size <= limit => {
+                last.end = i + 1;
+                bytes += size;
+            }
+            _ => {
+                batches.push(i..i + 1);
+                bytes = size;
+            }
+        }
+    }
+    batches
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn readbacks_gather_consecutive_buffers_within_the_limit() {
+        let batches = |sizes: &[u64]| readback_batches(sizes.iter().copied(), 100);
+        assert_eq!(batches(&[40, 60, 1, 100, 150, 30, 30]), vec![0..2, 2..3, 3..4, 4..5, 5..7]);
+        assert_eq!(batches(&[]), Vec::<std::ops::Range<usize>>::new());
+        assert_eq!(batches(&[100]), vec![0..1]);
+    }
+
     use super::*;
 
     fn error(out_of_memory: bool) -> wgpu::Error {

@@ -220,9 +220,11 @@ impl FlashBackward {
         let backward = self.prepare(ctx, &buffers, launch)?;
         let passes: Vec<&Dispatch> = std::iter::once(&forward).chain(&backward).collect();
         Dispatch::submit_all(ctx, &passes);
-        let o_values: Vec<f32> = ctx.read_back(&o).await?;
-        let mut lse_values: Vec<f32> = ctx.read_back(&lse).await?;
-        let all: Vec<f32> = ctx.read_back(&grads).await?;
+        let [o_values, mut lse_values, all]: [Vec<f32>; 3] = ctx
+            .read_back_all(&[&o, &lse, &grads])
+            .await?
+            .try_into()
+            .map_err(|_| crate::gpu::kernels::readback_count())?;
         lse_values.truncate(rows as usize);
         let (q_len, kv_len) = (padded.q_len(), padded.kv_len());
         let unpad = |x: &[f32]| launch::unpad_rows(x, d, d_pad as usize);

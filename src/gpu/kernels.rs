@@ -432,8 +432,8 @@ impl ForwardOutputs {
 
     /// O `[rows, d]` (its padding columns dropped) and lse `[rows]`, read back.
     async fn read(&self, ctx: &GpuContext, d: u32) -> Result<Forward, GpuError> {
-        let o_padded: Vec<f32> = ctx.read_back(&self.o).await?;
-        let mut lse: Vec<f32> = ctx.read_back(&self.lse).await?;
+        let [o_padded, mut lse]: [Vec<f32>; 2] =
+            ctx.read_back_all(&[&self.o, &self.lse]).await?.try_into().map_err(|_| readback_count())?;
         lse.truncate(self.rows as usize);
         let o_len = (self.rows * u64::from(self.d_pad)) as usize;
         Ok(Forward { o: launch::unpad_rows(&o_padded[..o_len], d as usize, self.d_pad as usize), lse })
@@ -464,4 +464,9 @@ async fn upload<'a>(ctx: &'a GpuContext, p: &AttentionProblem<'_>, with_v: bool)
     let k = ctx.scratch_from("k", &pad(p.k)).await?;
     let v = if with_v { Some(ctx.scratch_from("v", &pad(p.v)).await?) } else { None };
     Ok(Uploaded { shape: AttentionShape { d: d_pad, ..shape }, q, k, v })
+}
+
+/// The error of a readback that returned another number of buffers than it was given (never seen).
+pub(crate) fn readback_count() -> GpuError {
+    GpuError::Readback("a readback returned a different number of buffers".into())
 }

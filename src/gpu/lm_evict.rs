@@ -97,8 +97,11 @@ impl PreparedLm<'_> {
         let evicting = self.eviction.as_ref().ok_or_else(|| GpuError::InvalidInput("not an evicting pass".into()))?;
         let g = self.geometry;
         let (t, d) = (self.tokens as usize, g.head_dim as usize);
-        let q: Vec<f32> = ctx.read_back(self.buffer("q")).await?;
-        let k: Vec<f32> = ctx.read_back(self.buffer("k")).await?;
+        let [q, k]: [Vec<f32>; 2] = ctx
+            .read_back_all(&[self.buffer("q"), self.buffer("k")])
+            .await?
+            .try_into()
+            .map_err(|_| crate::gpu::kernels::readback_count())?;
         let (group, scale) = ((g.h_q / g.h_kv.max(1)) as usize, f64::from(weights.style.attn_scale));
         let attend = |head: usize, i: usize, keys: &[usize]| {
             let kv = head / group;

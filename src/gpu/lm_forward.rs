@@ -314,32 +314,37 @@ impl PreparedLm<'_> {
         buffer
     }
 
-    /// Reads the results of the last submission back.
+    /// Reads the results of the last submission back, in as few round trips as
+    /// [`GpuContext::read_back_all`] gathers them.
     pub async fn read(&self, ctx: &GpuContext) -> Result<LmOutput, GpuError> {
         let (t, d) = (self.tokens as usize, self.geometry.d_model as usize);
-        let mut logits: Vec<f32> = ctx.read_back(&self.logits).await?;
+        let per_layer = [&self.hidden, &self.attended].map(|b| b.as_deref());
+        let buffers: Vec<&wgpu::Buffer> = std::iter::once(&*self.logits)
+            .chain(self.probs.iter().map(|b| &**b))
+            .chain(per_layer.iter().flatten().copied())
+            .collect();
+        let mut values = ctx.read_back_all::<f32>(&buffers).await?.into_iter();
+        let mut logits = values.next().unwrap_or_default();
         logits.truncate(self.logit_rows as usize * self.geometry.vocab as usize);
-        let mut probs = Vec::with_capacity(self.probs.len());
-        for buffer in &self.probs {
-            let mut p: Vec<f32> = ctx.read_back(buffer).await?;
-            p.truncate(self.geometry.h_q as usize * t * t);
-            probs.push(p);
-        }
-        let hidden = self.per_layer(ctx, &self.hidden, t * d).await?;
-        let attended = self.per_layer(ctx, &self.attended, t * self.geometry.q_width() as usize).await?;
+        let probs = (0..self.probs.len())
+            .map(|_| {
+                let mut p = values.next().unwrap_or_default();
+                p.truncate(self.geometry.h_q as usize * t * t);
+                p
+            })
+            .collect();
+        let mut layers = |present: bool, floats: usize| match present {
+            true => self.per_layer(values.next().unwrap_or_default(), floats),
+            false => Vec::new(),
+        };
+        let hidden = layers(self.hidden.is_some(), t * d);
+        let attended = layers(self.attended.is_some(), t * self.geometry.q_width() as usize);
         Ok(LmOutput { tokens: t, logits, logit_rows: self.logit_rows as usize, probs, hidden, attended })
     }
 
-    /// A buffer of every layer's `floats` values read back, one vector a layer (none if not asked).
-    async fn per_layer(
-        &self,
-        ctx: &GpuContext,
-        buffer: &Option<Scratch<'_>>,
-        floats: usize,
-    ) -> Result<Vec<Vec<f32>>, GpuError> {
-        let Some(buffer) = buffer else { return Ok(Vec::new()) };
-        let all: Vec<f32> = ctx.read_back(buffer).await?;
-        Ok(all.chunks_exact(floats).take(self.geometry.layers as usize).map(<[f32]>::to_vec).collect())
+    /// One buffer's every layer's `floats` values, one vector a layer.
+    fn per_layer(&self, all: Vec<f32>, floats: usize) -> Vec<Vec<f32>> {
+        all.chunks_exact(floats).take(self.geometry.layers as usize).map(<[f32]>::to_vec).collect()
     }
 }
 
