@@ -232,7 +232,7 @@ fn distance_mass_matches_its_twin() {
         let fused = pollster::block_on(kernels.masses_by_distance(&ctx, &p)).expect("masses_by_distance");
         assert_close(&format!("masses_by_distance {shape:?} {mask:?}"), &fused, &want, 2e-5, 1e-4);
         // Each head's masses sum to 1: every query sees a key under these masks.
-        for head in got.chunks(2 * shape.n_kv as usize - 1) {
+        for head in got.chunks(2 * shape.n_kv as usize - 1).chain(fused.chunks(2 * shape.n_kv as usize - 1)) {
             assert!((head.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{mask:?}");
         }
     }

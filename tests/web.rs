@@ -290,7 +290,7 @@ async fn the_backward_and_wide_heads_match_the_twins_on_browser_webgpu() {
 }
 
 /// The distance view's kernel on WebGPU (Tint's compiler): every mask kind, GQA, queries as the last
-/// rows of the keys, against its twin from the twin's log-sum-exp.
+/// rows of the keys, against its twin from the twin's log-sum-exp; then the view's whole GPU path.
 #[wasm_bindgen_test]
 async fn distance_mass_matches_its_twin_on_browser_webgpu() {
     use attention_lab::cpu::distance_mass::distance_mass;
@@ -307,6 +307,10 @@ async fn distance_mass_matches_its_twin_on_browser_webgpu() {
         let got = kernels.distance_mass(&ctx).run(&ctx, &p, &lse).await.expect("distance_mass");
         let err = max_abs_diff(&got, &want);
         assert!(err < 2e-5, "{mask:?}: masses differ by {err}");
+        // The view's path: the row softmax's log-sum-exp and the masses in one submission (d = 23 padded).
+        let fused = kernels.masses_by_distance(&ctx, &p).await.expect("masses_by_distance");
+        let err = max_abs_diff(&fused, &want);
+        assert!(err < 2e-5, "{mask:?}: masses from the kernels' own lse differ by {err}");
     }
 }
 

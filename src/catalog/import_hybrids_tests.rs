@@ -362,7 +362,7 @@ fn lfm2_1_2b() {
     // + 33*2048 = 134,217,728 + 167,833,600 + 62,915,328 + 805,306,368 + 67,584 = 1,170,340,608.
     assert_eq!(figures(m), (12_288, 122_880, 1_170_340_608));
     assert!(read_as(&imp, "last 3 inputs (conv_L_cache, the kernel size)"));
-    assert!(read_as(&imp, "(vLLM and TensorRT-LLM keep 2 inputs of the window, one fewer"));
+    assert!(read_as(&imp, "(vLLM keeps 2 inputs of the window, one fewer"));
 }
 
 #[test]

@@ -13,10 +13,11 @@
 //!   transformers' `DynamicCache`).
 //! - MiniMax-M1: refused; its `attn_type_list` marks 70 of 80 layers lightning attention, whose state
 //!   the arithmetic does not hold.
-//! - ERNIE 4.5 0.3B: the checkpoint's own `modeling_ernie4_5.py` (Hchnr/early_exiting at ca9794d,
+//! - ERNIE 4.5 0.3B: the `modeling_ernie4_5.py` kept beside the checkpoint's files in that copy (Hchnr/early_exiting at ca9794d,
 //!   `ERNIE45_03B_Base/`) lines 569-575: each layer's cache is `[key_states, value_states]`,
 //!   `[batch, seq, kv_heads, head_dim]` each, concatenated along the sequence (`torch.cat(..., dim=1)`).
-//! - Mamba 2.8B and Mistral 7B v0.1 are counted in `import_hybrids_tests.rs` and `import_verbatim_tests.rs`.
+//! - Mamba 2.8B is counted in `import_hybrids_tests.rs`, Mistral 7B v0.1 against its preset in
+//!   `import_files_tests.rs` (`real_configs_reproduce_presets`).
 //! - Kimi Linear 48B-A3B: refused; its `linear_attn_config` makes 20 of 27 layers Kimi Delta Attention,
 //!   whose state the arithmetic does not hold.
 

@@ -8,6 +8,7 @@
 use std::rc::Rc;
 
 use super::LoadedLm;
+use super::kv_groups::STOPPED;
 use crate::engine::{Engine, Job};
 use crate::event_loop::{breathe, resumed};
 use crate::gpu::GpuContext;
@@ -139,7 +140,7 @@ pub(super) async fn run_steps(pass: &mut CpuPass<'_>, keep_going: &dyn Fn() -> b
     while pass.step() {
         breathe().await;
         if !keep_going() {
-            return Err("stopped for a newer request".into());
+            return Err(STOPPED.into());
         }
     }
     Ok(())

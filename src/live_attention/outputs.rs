@@ -2,6 +2,7 @@
 //! one engine call a head, for a view that measures what a change (evicting keys, quantising the
 //! cache) does to the result rather than to the probabilities alone.
 
+use super::kv_groups::STOPPED;
 use crate::attention::layer_inputs::LayerInputs;
 use crate::attention::{AttentionProblem, AttentionShape};
 use crate::engine::Engine;
@@ -28,7 +29,7 @@ pub async fn head_outputs(
     let mut out = Vec::with_capacity(heads.len());
     for &h in heads {
         if !keep_going() {
-            return Err("stopped for a newer request".into());
+            return Err(STOPPED.into());
         }
         let q = inputs.q_head(h);
         let (k, v) = inputs.kv_head(inputs.layout.kv_head(h));

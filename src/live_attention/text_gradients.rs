@@ -12,6 +12,7 @@
 use std::rc::Rc;
 
 use super::LoadedLm;
+use super::kv_groups::STOPPED;
 use super::model_pass::run_steps;
 use crate::attention::AttentionProblem;
 use crate::cpu::flash_backward::Gradients;
@@ -168,7 +169,7 @@ async fn run_backward(
         }
         breathe().await;
         if !keep_going() {
-            return Err("stopped for a newer request".into());
+            return Err(STOPPED.into());
         }
     }
     let grads = job.finish().ok_or("the backward pass stopped before its end")?;

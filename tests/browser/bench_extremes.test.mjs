@@ -24,7 +24,7 @@ const MAX_ANSWER_MS = 1_000;
  * takes and at 256; each such link runs full, causal and sliding masks for both head layouts and all
  * three kernels. Then chunks and windows as long as the sequence, the middle widths at the longest
  * length, and the wide heads (512, MLA's 576 and 1,024, whose inputs are the largest a link can ask
- * for) at each end of the lengths. Not every (length, width, mask) triple: 20 links of about 12 s each
+ * for) at several lengths, 1,024 at both ends. Not every (length, width, mask) triple: 20 links of about 12 s each
  * take about 4 minutes of CI (239 s for the 20 links on the 2-core test machine).
  */
 const LINKS = [

@@ -80,7 +80,7 @@ describe("KV view", () => {
     assert.deepEqual(rows, [["sliding", String(sliding), "1024"], ["global", String(global), "131072"]]);
     assert.match(await app.page.getByTestId("kv-breakdown-row").first().innerText(), /min\(131,072, window 1,024\)/);
     // Which sliding cache the count follows, and what a static one allocates instead.
-    assert.match(await app.page.getByTestId("sliding-note").innerText(), /counted at min\(n, W\) tokens.*all W = 1,024 slots at the first token/s);
+    assert.match(await app.page.getByTestId("sliding-note").innerText(), /counted at min\(n, W\) tokens.*all W = 1,024 slots \(fewer only when its maximum length is shorter\) at the first token/s);
     // Q 5376x4096 + K 5376x2048 + V 5376x2048 + O 4096x5376 + QK-norm 2 * 128 = 66,060,544
     const attn = 2 * 5376 * 4096 + 2 * 5376 * 2048 + 2 * 128;
     assert.equal((await figure(app, "attn-params-per-layer", attn)).value, String(attn));

@@ -95,7 +95,7 @@ pub(super) fn qwen3_next(r: &mut Reader<'_>, family: &Family) -> Result<Built, I
         "Recurrent state as transformers 5.x caches it: a {kernel}-input convolution window over q, k and v in {} and \
          the Gated DeltaNet state (value heads x key dim x value dim) in float32, per layer per sequence{}",
         common::dtype_name(conv_bytes),
-        super::mamba::one_input_fewer_elsewhere(kernel)
+        super::mamba::one_input_fewer_elsewhere(super::mamba::VLLM, kernel)
     ));
     r.read_as("Qwen3-Next's attention layers are global, with QK-norm and an output gate; the MoE has a shared expert");
     Ok(Built {

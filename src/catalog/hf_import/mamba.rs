@@ -112,14 +112,16 @@ impl Mamba2 {
     }
 }
 
-/// What the other runtimes keep of a `kernel`-input convolution window, said after a reading that
-/// counts all of it: vLLM (`MambaStateShapeCalculator`) and TensorRT-LLM allocate `kernel − 1`
-/// inputs, the newest being in hand when the convolution runs.
-pub(super) fn one_input_fewer_elsewhere(kernel: u64) -> String {
-    format!(
-        " (vLLM and TensorRT-LLM keep {} inputs of the window, one fewer: the newest is in hand)",
-        kernel.saturating_sub(1)
-    )
+/// Runtimes that keep one input fewer of a convolution window than transformers: vLLM's state shapes
+/// (`MambaStateShapeCalculator`: Mamba, Gated DeltaNet, short convolutions) and TensorRT-LLM's Mamba
+/// (`conv_kernel - 1` columns).
+pub(super) const VLLM_AND_TENSORRT_LLM: &str = "vLLM and TensorRT-LLM keep";
+pub(super) const VLLM: &str = "vLLM keeps";
+
+/// What `runtimes` keep of a `kernel`-input convolution window, said after a reading that counts all
+/// of it: `kernel − 1` inputs, the newest being in hand when the convolution runs.
+pub(super) fn one_input_fewer_elsewhere(runtimes: &str, kernel: u64) -> String {
+    format!(" ({runtimes} {} inputs of the window, one fewer: the newest is in hand)", kernel.saturating_sub(1))
 }
 
 /// The reading every Mamba import carries: where its state sizes come from.
@@ -128,7 +130,7 @@ pub(super) fn state_reading(r: &mut Reader<'_>, kernel: u64, conv_bytes: u32) {
         "Recurrent state as transformers 5.x caches it: a {kernel}-input convolution window in {} and the SSM \
          state in float32, per layer per sequence{}",
         dtype_name(conv_bytes),
-        one_input_fewer_elsewhere(kernel)
+        one_input_fewer_elsewhere(VLLM_AND_TENSORRT_LLM, kernel)
     ));
 }
 

@@ -49,7 +49,7 @@ pub(super) fn lfm2(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportE
         "Recurrent state as transformers 5.x caches it: the convolution's last {cache} inputs (conv_L_cache, the \
          kernel size) in {}, per convolution layer per sequence; nothing else{}",
         dtype_name(conv_bytes),
-        super::mamba::one_input_fewer_elsewhere(cache)
+        super::mamba::one_input_fewer_elsewhere(super::mamba::VLLM, cache)
     ));
     Ok(Built::exact(m))
 }

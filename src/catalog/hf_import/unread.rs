@@ -280,7 +280,7 @@ pub(super) fn finish(r: &mut Reader<'_>, layers: usize) -> Result<(), ImportErro
 }
 
 /// `mamba_ssm_cache_dtype`, a runtime's setting (vLLM's) for the SSM state: the figures count that state
-/// in float32, so another dtype is warned of with the factor it changes the state by.
+/// in float32, so another dtype is warned of.
 fn ssm_cache_dtype(r: &mut Reader<'_>, path: &str, dtype: Option<&str>) {
     match dtype {
         Some("float32") => r.read_as(format!("{path} = float32: the dtype the SSM state is counted in")),

@@ -9,6 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use super::*;
+use crate::attention::AttentionProblem;
 use crate::attention::layer_inputs::{LayerInputs, LayerLayout};
 use crate::attention::pooled::{Pool, block_range};
 use crate::attention::tokens::generated_tokens;
@@ -274,7 +275,7 @@ fn head_outputs_are_the_probabilities_times_v() {
     }
     // A newer request stops it; more queries than keys are refused by name.
     let stopped = pollster::block_on(head_outputs(&engine, &inputs, &[0], Mask::Causal, &|| false));
-    assert_eq!(stopped.unwrap_err(), "stopped for a newer request");
+    assert_eq!(stopped.unwrap_err(), kv_groups::STOPPED);
     let cross = LayerInputs::new(req.layout.clone(), generated_tokens(3, 1), Some(generated_tokens(2, 2)), 7, false);
     let why = pollster::block_on(head_outputs(&engine, &cross, &[0], Mask::Full, &|| true)).unwrap_err();
     assert_eq!(why, "outputs are computed for at most as many queries as keys (3 queries, 2 keys)");
@@ -401,4 +402,44 @@ fn assert_close(got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len());
     let worst = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     assert!(worst < 1e-4, "largest difference {worst}");
+}
+
+#[test]
+fn kv_group_batches_hand_each_group_its_heads_and_stop_for_a_newer_request() {
+    // Llama 3 8B's layer 0: four query heads a KV head, so heads 0, 1 share one and 4, 5, 6 the next.
+    let req = llama_request(9, vec![0, 1, 4, 5, 6], (64, 64));
+    let inputs = req.inputs();
+    let seen = RefCell::new(Vec::new());
+    let got = pollster::block_on(kv_groups::over_kv_group_batches(&req, &|| true, async |p: &AttentionProblem<'_>| {
+        seen.borrow_mut().push((p.shape, p.q.to_vec(), p.k.to_vec()));
+        Ok(p.shape.h_q)
+    }))
+    .unwrap();
+    assert_eq!(got, [2, 3]);
+    let seen = seen.into_inner();
+    for ((shape, q, k), heads) in seen.iter().zip([[0u32, 1].as_slice(), &[4, 5, 6]]) {
+        assert_eq!((shape.h_kv, shape.n_q, shape.n_kv, shape.d), (1, 9, 9, 128));
+        let want_q: Vec<f32> = heads.iter().flat_map(|&h| inputs.q_head(h)).collect();
+        assert_eq!(q, &want_q);
+        assert_eq!(k, &inputs.kv_head(req.layout.kv_head(heads[0])).0);
+    }
+    // A newer request before the first piece, or after the first batch, stops the walk.
+    let never =
+        pollster::block_on(kv_groups::over_kv_group_batches(&req, &|| false, async |_: &AttentionProblem<'_>| Ok(())));
+    assert_eq!(never.unwrap_err(), kv_groups::STOPPED);
+    let calls = Cell::new(0);
+    let once = pollster::block_on(kv_groups::over_kv_group_batches(
+        &req,
+        &|| calls.get() == 0,
+        async |_: &AttentionProblem<'_>| {
+            calls.set(calls.get() + 1);
+            Ok(())
+        },
+    ));
+    assert_eq!((once.unwrap_err().as_str(), calls.get()), (kv_groups::STOPPED, 1));
+    // More queries than keys: refused before any work.
+    let cross = Request { kv_tokens: Some(Arc::new(generated_tokens(4, 3))), ..req };
+    let refused =
+        pollster::block_on(kv_groups::over_kv_group_batches(&cross, &|| true, async |_: &AttentionProblem<'_>| Ok(())));
+    assert!(refused.unwrap_err().contains("9 queries, 4 keys"));
 }

@@ -10,6 +10,7 @@ use leptos::prelude::*;
 
 use crate::catalog::presets::{TRAINED_ID, preset};
 use crate::engine::Engine;
+use crate::live_attention::kv_groups::STOPPED;
 use crate::lm::kv_quality::quality;
 use crate::model::kv_quant::{GROUPS, KvScheme};
 use crate::state::AppState;
@@ -80,7 +81,7 @@ async fn measure(
     let (mut rows, mut heads) = (Vec::new(), Vec::new());
     for scheme in params.schemes() {
         if !wanted() {
-            return Err("stopped for a newer request".into());
+            return Err(STOPPED.into());
         }
         // The full-precision row is the reference pass itself: not run twice.
         let out = if scheme == KvScheme::Fp32 { full.clone() } else { pass(scheme).await? };

@@ -91,7 +91,8 @@ fn sliding_note(model: &Model) -> Option<String> {
         "A sliding layer is counted at min(n, W) tokens, the keys its newest query reads: what a cache that grows \
          up to its window holds while it attends (transformers' dynamic cache keeps the last W − 1 between steps \
          and appends the new token). A static cache (transformers' StaticCache, built for torch.compile) allocates \
-         all {window} slots at the first token, so below W tokens it reserves more than this table counts."
+         all {window} slots (fewer only when its maximum length is shorter) at the first token, so below W tokens \
+         it reserves more than this table counts."
     ))
 }
 
