@@ -7,6 +7,10 @@
 // keep it. So the cache holds the scheme's own bytes, and packed_attention.wgsl dequantises them as
 // it reads.
 //
+// KIVI's cache of a whole pass packs K in blocks of `block` tokens (KIND_CHANNEL_BLOCKS: each token's
+// codes, then one scale word a channel over the block's tokens) and V per token (KIND_GROUPED); tokens
+// from packed_tokens on are written as f32 rows after the packed ones (from word f32_at).
+//
 // One invocation per vector: token t of head h comes from x[(h * tokens + t) * d ..] and goes to
 // row start + t of the head's capacity rows. The values the codes decode to are kv_quant.wgsl's (the
 // same f32 arithmetic). f16 bits are built with integer arithmetic from values f16 holds exactly, not
@@ -36,15 +40,18 @@ struct Params {
     max_value: f32,
     tail: u32,
     tail_words: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // Tokens packed (the launch's tokens, but for KIVI), where the f32 rows of the rest start, and
+    // KIVI's key block.
+    packed_tokens: u32,
+    f32_at: u32,
+    block: u32,
 }
 
 const KIND_F16: u32 = 0u;
 const KIND_INT8: u32 = 1u;
 const KIND_GROUPED: u32 = 2u;
 const KIND_FP8: u32 = 3u;
+const KIND_CHANNEL_BLOCKS: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 // [heads, tokens, d]: the pass's new K or V.
@@ -111,6 +118,62 @@ fn code(v: f32, scale: u32) -> u32 {
     return 0u;
 }
 
+// Channel c's scale word over the block of tokens whose first value is x[first + c] (KIVI's keys).
+fn channel_scale_word(first: u32, c: u32) -> u32 {
+    var lo = x[first + c];
+    var hi = lo;
+    for (var t = 0u; t < params.block; t++) {
+        let v = x[first + t * params.d + c];
+        lo = min(lo, v);
+        hi = max(hi, v);
+    }
+    return f16_bits(round_f16((hi - lo) / f32(params.levels))) | (f16_bits(round_f16(lo)) << 16u);
+}
+
+// The scale word channel c of the vector at x[src..] is coded against: its KIVI key block's (over
+// the block's tokens, the first at x[first..]), its group's as stored after the codes at
+// packed[dst..], or the tail's (`tail_scale`).
+fn scale_for(c: u32, dst: u32, first: u32, tail_scale: u32) -> u32 {
+    if params.kind == KIND_CHANNEL_BLOCKS {
+        return channel_scale_word(first, c);
+    }
+    if params.scale_words > 0u {
+        return packed[dst + params.code_words + c / params.scale_group];
+    }
+    return tail_scale;
+}
+
+// The code words of the vector at x[src..], written from packed[codes..] (scale_for's other
+// arguments follow).
+fn write_codes(src: u32, codes: u32, dst: u32, first: u32, tail_scale: u32) {
+    let per_word = 32u / params.bits;
+    for (var w = 0u; w < params.code_words; w++) {
+        var word = 0u;
+        for (var j = 0u; j < per_word; j++) {
+            let c = w * per_word + j;
+            if c < params.d {
+                word |= code(x[src + c], scale_for(c, dst, first, tail_scale)) << (j * params.bits);
+            }
+        }
+        packed[codes + w] = word;
+    }
+}
+
+// Token t of head h (its values at x[src..]) into its KIVI key block: its codes against each
+// channel's scale word over the block; the block's first token writes those words too.
+fn pack_into_block(h: u32, t: u32, src: u32) {
+    let j = t % params.block;
+    let base = (h * (params.packed_tokens / params.block) + t / params.block) * (params.block * params.code_words + params.d);
+    let first = src - j * params.d;
+    write_codes(src, base + j * params.code_words, 0u, first, 0u);
+    if j == 0u {
+        let scales = base + params.block * params.code_words;
+        for (var c = 0u; c < params.d; c++) {
+            packed[scales + c] = channel_scale_word(first, c);
+        }
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let i = invocation_index(at, lid);
@@ -120,6 +183,19 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let h = i / params.tokens;
     let t = i % params.tokens;
     let src = i * params.d;
+    if t >= params.packed_tokens {
+        // KIVI's tokens not yet quantised: an f32 row.
+        let rows = params.tokens - params.packed_tokens;
+        let dst = params.f32_at + (h * rows + t - params.packed_tokens) * params.d;
+        for (var c = 0u; c < params.d; c++) {
+            packed[dst + c] = bitcast<u32>(x[src + c]);
+        }
+        return;
+    }
+    if params.kind == KIND_CHANNEL_BLOCKS {
+        pack_into_block(h, t, src);
+        return;
+    }
     let dst = (h * params.capacity + params.start + t) * params.words;
     // Scales first: each code is taken against its group's scale as stored.
     for (var g = 0u; g < params.scale_words; g++) {
@@ -130,21 +206,7 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     if params.tail_words > 0u {
         shared_scale = packed[params.tail + select(0u, h, params.tail_words > 1u)];
     }
-    let per_word = 32u / params.bits;
-    for (var w = 0u; w < params.code_words; w++) {
-        var word = 0u;
-        for (var j = 0u; j < per_word; j++) {
-            let c = w * per_word + j;
-            if c < params.d {
-                var scale = shared_scale;
-                if params.scale_words > 0u {
-                    scale = packed[dst + params.code_words + c / params.scale_group];
-                }
-                word |= code(x[src + c], scale) << (j * params.bits);
-            }
-        }
-        packed[dst + w] = word;
-    }
+    write_codes(src, dst, dst, 0u, shared_scale);
 }
 
 // The largest magnitude of each workgroup's share of x, for the reduction below.

@@ -3,6 +3,9 @@
 // with an f16 scale and min per group of channels, fp8 with the f32 scale of its tensor or KV head
 // from the cache's tail), and each value is dequantised here, in the
 // loops that read it. So the bytes a decode step reads are the scheme's bytes, not an f32 copy.
+// KIVI's cache of a whole pass (KIVI_CACHE = 1) keeps K in blocks of K_BLOCK tokens (each token's codes,
+// then one scale word a channel for the block) and V per token as the grouped packing; the keys from
+// k_packed (K) or v_packed (V) on are f32 rows after the packed ones.
 //
 // Work split (flash-decoding). A workgroup owns ROWS rows of one KV head (a row is one (query, query
 // head) pair, as in flash_attention.wgsl: a GQA group's query heads share each K and V value it
@@ -40,6 +43,11 @@ struct Params {
     // fp8: where each cache's tail of scales starts (in words), and 1 where it holds one a KV head.
     scale_tail: u32,
     scale_per_head: u32,
+    // KIVI: keys below these are packed, the rest f32 rows a head from k_f32_at / v_f32_at (words).
+    k_packed: u32,
+    v_packed: u32,
+    k_f32_at: u32,
+    v_f32_at: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -72,6 +80,10 @@ const FP8_BIAS: u32 = 7u;
 const D: u32 = 32u;
 const ROWS: u32 = 4u;
 const CH: u32 = 8u;
+// 1 for KIVI's cache of a pass (0: K is packed as V is), and its tokens a key block.
+const KIVI_CACHE: u32 = 0u;
+const K_BLOCK: u32 = 1u;
+const KIVI: bool = KIVI_CACHE == 1u;
 
 const KIND_F16: u32 = 0u;
 const KIND_INT8: u32 = 1u;
@@ -173,6 +185,52 @@ fn scores_of(base: u32) -> array<f32, ROWS> {
     return dot;
 }
 
+// The rows' scores against the f32 K row at word `at` (KIVI's unquantised keys).
+fn f32_scores(at: u32) -> array<f32, ROWS> {
+    var dot: array<f32, ROWS>;
+    for (var c = 0u; c < D; c += 1u) {
+        let x = bitcast<f32>(k[at + c]);
+        for (var r = 0u; r < ROWS; r++) {
+            dot[r] = fma(staged[r * D + c], x, dot[r]);
+        }
+    }
+    return dot;
+}
+
+// The rows' scores against KIVI's packed key `key` of `kv_head`: its codes in its block, each
+// channel's scale word after the block's codes.
+fn block_scores(kv_head: u32, key: u32) -> array<f32, ROWS> {
+    var dot: array<f32, ROWS>;
+    let base = (kv_head * (params.k_packed / K_BLOCK) + key / K_BLOCK) * (K_BLOCK * CODE_WORDS + D);
+    let codes = base + key % K_BLOCK * CODE_WORDS;
+    let scales = base + K_BLOCK * CODE_WORDS;
+    for (var w = 0u; w < CODE_WORDS; w += 1u) {
+        let word = k[codes + w];
+        for (var j = 0u; j < PER_WORD; j++) {
+            let c = w * PER_WORD + j;
+            if c < D {
+                let sz = k[scales + c];
+                let x = f32(extractBits(word, j * BITS, BITS)) * f16_value(sz & 0xffffu) + f16_value(sz >> 16u);
+                for (var r = 0u; r < ROWS; r++) {
+                    dot[r] = fma(staged[r * D + c], x, dot[r]);
+                }
+            }
+        }
+    }
+    return dot;
+}
+
+// The rows' scores against key `key` of `kv_head`, however the cache holds it.
+fn key_scores(kv_head: u32, key: u32) -> array<f32, ROWS> {
+    if KIVI {
+        if key >= params.k_packed {
+            return f32_scores(params.k_f32_at + (kv_head * (params.n_kv - params.k_packed) + key - params.k_packed) * D);
+        }
+        return block_scores(kv_head, key);
+    }
+    return scores_of((kv_head * params.kv_stride + key) * params.words);
+}
+
 // The largest (op 0) or the sum (op 1) of each row's x over the workgroup: every invocation calls it alike.
 fn across_lanes(x: array<f32, ROWS>, op: u32, lid: u32) -> array<f32, ROWS> {
     for (var r = 0u; r < ROWS; r++) {
@@ -233,7 +291,6 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     }
     workgroupBarrier();
 
-    let kv_row0 = kv_head * params.kv_stride;
     // The running max (alike in every invocation), this invocation's share of the sum, and its
     // channels' accumulators [CH, ROWS].
     var m: array<f32, ROWS>;
@@ -252,7 +309,7 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
             let key = c0 + e;
             var s: array<f32, ROWS>;
             if e < n {
-                s = scores_of((kv_row0 + key) * params.words);
+                s = key_scores(kv_head, key);
             }
             for (var r = 0u; r < ROWS; r++) {
                 let seen = e < n && key >= lo[r] && key < hi[r];
@@ -288,25 +345,40 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
         }
         let c1 = lid % LANES_PER_KEY * CH;
         for (var e = select(lid / LANES_PER_KEY, n, lid >= LANES_PER_KEY * KEY_SETS); e < n; e += KEY_SETS) {
-            let base = (kv_row0 + c0 + e) * params.words;
+            let key = c0 + e;
             var p: array<f32, ROWS>;
             for (var r = 0u; r < ROWS; r++) {
                 p[r] = staged[QUERY_FLOATS + r * CHUNK + e];
             }
-            var sz = vec2<f32>(0.0);
-            var word = 0u;
-            for (var a = 0u; a < CH; a++) {
-                let c = c1 + a;
-                if c < D {
-                    if a == 0u || c % SCALE_GROUP == 0u {
-                        sz = scale_of(1u, base, c);
+            if KIVI && key >= params.v_packed {
+                // KIVI's unquantised values: an f32 row.
+                let at = params.v_f32_at + (kv_head * (params.n_kv - params.v_packed) + key - params.v_packed) * D;
+                for (var a = 0u; a < CH; a++) {
+                    let c = c1 + a;
+                    if c < D {
+                        let x = bitcast<f32>(v[at + c]);
+                        for (var r = 0u; r < ROWS; r++) {
+                            acc[a * ROWS + r] = fma(p[r], x, acc[a * ROWS + r]);
+                        }
                     }
-                    if a == 0u || c % PER_WORD == 0u {
-                        word = v[base + c / PER_WORD];
-                    }
-                    let x = code_value(word, c % PER_WORD) * sz.x + sz.y;
-                    for (var r = 0u; r < ROWS; r++) {
-                        acc[a * ROWS + r] = fma(p[r], x, acc[a * ROWS + r]);
+                }
+            } else {
+                let base = (kv_head * select(params.kv_stride, params.v_packed, KIVI) + key) * params.words;
+                var sz = vec2<f32>(0.0);
+                var word = 0u;
+                for (var a = 0u; a < CH; a++) {
+                    let c = c1 + a;
+                    if c < D {
+                        if a == 0u || c % SCALE_GROUP == 0u {
+                            sz = scale_of(1u, base, c);
+                        }
+                        if a == 0u || c % PER_WORD == 0u {
+                            word = v[base + c / PER_WORD];
+                        }
+                        let x = code_value(word, c % PER_WORD) * sz.x + sz.y;
+                        for (var r = 0u; r < ROWS; r++) {
+                            acc[a * ROWS + r] = fma(p[r], x, acc[a * ROWS + r]);
+                        }
                     }
                 }
             }

@@ -36,7 +36,7 @@ use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::rope::RopeTable;
 use attention_lab::cpu::kept_attention::{KeptShape, kept_attention};
-use attention_lab::cpu::kv_pack::{PackRows, kv_pack, unpack_rows};
+use attention_lab::cpu::kv_pack::{PackRows, kivi_pack, kv_pack, unpack_rows};
 use attention_lab::cpu::kv_quant::kv_quant;
 use attention_lab::cpu::packed_attention::{PackedProblem, packed_attention};
 use attention_lab::gpu::embed_gather::EmbedBuffers;
@@ -58,7 +58,7 @@ use attention_lab::lm::weight_plan::WeightFormat;
 use attention_lab::model::Mask;
 use attention_lab::model::config::Positional;
 use attention_lab::model::kv_evict::{EvictPolicy, kept_list};
-use attention_lab::model::kv_packed::PackedLayout;
+use attention_lab::model::kv_packed::{KiviCache, PackedCaches, PackedLayout};
 use attention_lab::model::kv_quant::{Fp8, KvLayout, KvScheme, KvTensor, ScaleScope};
 
 mod common;
@@ -883,23 +883,87 @@ fn packed_attention_reads_the_packed_cache_as_its_twin_does() {
         let (k, v) = (pack(2.0, &mut rng), pack(1.0, &mut rng));
         let q = random(shape.q_len(), 2.0, &mut rng);
         let scale = 1.0 / (shape.d as f32).sqrt();
-        let problem = PackedProblem { q: &q, k: &k, v: &v, shape, kv_stride, layout, mask, scale };
-        let want = packed_attention(&problem).unwrap();
-        let (qb, kb, vb) = (
-            ctx.storage_from("q", &q).unwrap(),
-            ctx.storage_from("k", &k).unwrap(),
-            ctx.storage_from("v", &v).unwrap(),
+        let problem = PackedProblem { q: &q, k: &k, v: &v, shape, kv_stride, caches: layout.into(), mask, scale };
+        let launch = PackedLaunch { shape, kv_stride, caches: layout.into(), mask, scale };
+        attend_as_the_twin_does(&ctx, &kernels, &problem, launch, &format!("{} {mask:?}", scheme.name()));
+    }
+    close(ctx);
+}
+
+/// Runs `launch` over `problem`'s Q, K and V with `packed_attention` and checks O against the twin.
+fn attend_as_the_twin_does(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    problem: &PackedProblem,
+    launch: PackedLaunch,
+    what: &str,
+) {
+    let want = packed_attention(problem).unwrap();
+    let (qb, kb, vb) = (
+        ctx.storage_from("q", problem.q).unwrap(),
+        ctx.storage_from("k", problem.k).unwrap(),
+        ctx.storage_from("v", problem.v).unwrap(),
+    );
+    let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
+    let buffers = PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o };
+    let dispatches = kernels.packed.prepare(ctx, &buffers, launch).unwrap();
+    let (last, slices) = dispatches.split_last().unwrap();
+    Dispatch::submit_all(ctx, slices.iter().collect::<Vec<_>>().as_slice());
+    let got = run(ctx, last, &o, want.len());
+    let what = format!("packed_attention {what} d = {}", launch.shape.d);
+    worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
+    println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));
+}
+
+#[test]
+fn kivi_s_cache_is_packed_and_read_as_the_twins_do() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(37);
+    // The trained model's pass (8 heads on 2, d = 32, window 64) over 98 tokens: K's partial block and
+    // the recent 16 in f32; int4 with a partial block past the recent 40 over 300 tokens in 2 slices;
+    // an off-grid width whose V groups are partial; fewer tokens than R (nothing packed); a head of 512.
+    let cases = [
+        (
+            AttentionShape { h_q: 8, h_kv: 2, n_q: 98, n_kv: 98, d: 32 },
+            Mask::Sliding { window_tokens: 64 },
+            (2, 32, 16),
+        ),
+        (AttentionShape { h_q: 2, h_kv: 1, n_q: 300, n_kv: 300, d: 64 }, Mask::Causal, (4, 16, 40)),
+        (AttentionShape { h_q: 4, h_kv: 2, n_q: 45, n_kv: 45, d: 40 }, Mask::Chunked { chunk_tokens: 9 }, (2, 16, 4)),
+        (AttentionShape { h_q: 2, h_kv: 2, n_q: 12, n_kv: 12, d: 32 }, Mask::Full, (4, 8, 16)),
+        (AttentionShape { h_q: 1, h_kv: 1, n_q: 40, n_kv: 40, d: 512 }, Mask::Causal, (2, 8, 4)),
+    ];
+    for (shape, mask, (bits, group, recent)) in cases {
+        let scheme = KvScheme::Kivi { bits, group, recent };
+        let kivi = KiviCache::of(scheme, shape.d, shape.n_kv).unwrap();
+        let (k, v) = (random(shape.kv_len(), 2.0, &mut rng), random(shape.kv_len(), 1.0, &mut rng));
+        // kv_pack's words, bit for bit as the twin's.
+        let mut packed = Vec::new();
+        for (tensor, x) in [(KvTensor::K, &k), (KvTensor::V, &v)] {
+            let want = kivi_pack(x, shape.h_kv, &kivi, tensor).unwrap();
+            let (xb, cache) =
+                (ctx.storage_from("x", x).unwrap(), ctx.storage_from("cache", &vec![0u32; want.len()]).unwrap());
+            let dispatch = kernels.kv_pack.prepare_kivi(&ctx, &xb, &cache, shape.h_kv, kivi, tensor).unwrap();
+            Dispatch::submit_all(&ctx, &[&dispatch]);
+            let got: Vec<u32> = pollster::block_on(ctx.read_back(&cache)).unwrap()[..want.len()].to_vec();
+            let differing = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(differing, 0, "kv_pack {} {tensor:?} d = {}: {differing} words differ", scheme.name(), shape.d);
+            packed.push(got);
+        }
+        let q = random(shape.q_len(), 2.0, &mut rng);
+        let scale = 1.0 / (shape.d as f32).sqrt();
+        let caches = PackedCaches::Kivi(kivi);
+        let problem =
+            PackedProblem { q: &q, k: &packed[0], v: &packed[1], shape, kv_stride: shape.n_kv, caches, mask, scale };
+        let launch = PackedLaunch { shape, kv_stride: shape.n_kv, caches, mask, scale };
+        attend_as_the_twin_does(
+            &ctx,
+            &kernels,
+            &problem,
+            launch,
+            &format!("{} G = {group} R = {recent} {mask:?}", scheme.name()),
         );
-        let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
-        let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
-        let buffers = PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o };
-        let dispatches = kernels.packed.prepare(&ctx, &buffers, launch).unwrap();
-        let (last, slices) = dispatches.split_last().unwrap();
-        Dispatch::submit_all(&ctx, slices.iter().collect::<Vec<_>>().as_slice());
-        let got = run(&ctx, last, &o, want.len());
-        let what = format!("packed_attention {} {mask:?} d = {}", scheme.name(), shape.d);
-        worst(&what, &got, &want, KERNEL_ABS, KERNEL_REL);
-        println!("{what}: max |diff| {:e}", max_abs_diff(&got, &want));
     }
     close(ctx);
 }
@@ -919,7 +983,7 @@ fn packed_partials_are_one_kept_buffer() {
     let (q, o) = (ctx.storage_output("q", 8 * 64 * 4).unwrap(), ctx.storage_output("o", 8 * 64 * 4).unwrap());
     let (k, v) = (ctx.storage_output("k", words).unwrap(), ctx.storage_output("v", words).unwrap());
     let buffers = PackedBuffers { q: &q, k: &k, v: &v, o: &o };
-    let launch = PackedLaunch { shape, kv_stride: shape.n_kv, layout, mask: Mask::Causal, scale: 0.125 };
+    let launch = PackedLaunch { shape, kv_stride: shape.n_kv, caches: layout.into(), mask: Mask::Causal, scale: 0.125 };
     assert_eq!(kernels.packed.partials_bytes(), 0);
     let first = kernels.packed.prepare(&ctx, &buffers, launch).unwrap();
     assert_eq!(first.len(), 2, "the slices, then combine");

@@ -167,15 +167,19 @@ fn the_eviction_rows_on_the_gpu_match_the_cpu_tier() {
     }
 }
 
-/// The memory view's quantisation rows on the GPU (fp16, fp8, int8, int4, int2 packed and dequantised
-/// as `packed_attention` reads them; KIVI rounded by `kv_quant`) and on the CPU tier, over the text
+/// The memory view's quantisation rows on the GPU (every scheme packed and dequantised as
+/// `packed_attention` reads it) and on the CPU tier, over the text
 /// the README's quantisation table is measured on: both tiers round the same values, so each
 /// scheme's KL (each against its own full-precision pass), top-1 agreement and loss agree to the
 /// digits the table shows. Except fp8 E4M3's loss: one value of layer 2's V (token 0, the second KV
 /// head, channel 1, about 2.95) lies within float error of the midpoint of two E4M3 steps (2.78 and
 /// 3.12 at that layer's scale); the GPU's f32 pass rounds it up and the CPU's f64 one down, and
 /// since every later query reads token 0 the loss moves by 7.6e-4 (measured on lavapipe: 3.55956
-/// against 3.55880; the KL by 1.3e-4 of itself). So its loss is held to 1e-3.
+/// against 3.55880; the KL by 1.3e-4 of itself). So its loss is held to 1e-3. So is KIVI int4's
+/// (measured 3.59736 against 3.59745, KL 9.2467e-3 against 9.2421e-3): the same pass with attention
+/// summed by `flash_attention` over the rounded values instead gave 3.59745, and on another text the
+/// two GPU forms differ by 1.9e-5 in the logits when R leaves nothing quantised; a difference at f32's
+/// rounding in a layer's output moves a later layer's K across a code's midpoint, a whole int4 step.
 #[test]
 fn the_quantisation_rows_on_the_gpu_match_the_cpu_tier() {
     let Some((gpu, cpu)) = both_tiers() else { return };
@@ -195,8 +199,9 @@ fn the_quantisation_rows_on_the_gpu_match_the_cpu_tier() {
         println!("{:>9}: {:.6e} {:.6e} {:.3}/{:.3} {lg:.5}/{lc:.5}", scheme.name(), qg.kl, qc.kl, qg.top1, qc.top1);
         assert!((qg.kl - qc.kl).abs() <= 1e-6 + 0.01 * qc.kl, "{}: KL {} vs {}", scheme.name(), qg.kl, qc.kl);
         assert_eq!(qg.top1, qc.top1, "{}: top-1 agreement", scheme.name());
-        let e4m3 = matches!(scheme, KvScheme::Fp8 { format: Fp8::E4m3, .. });
-        assert!((lg - lc).abs() < if e4m3 { 1e-3 } else { 5e-5 }, "{}: loss {lg} vs {lc}", scheme.name());
+        let near_a_midpoint =
+            matches!(scheme, KvScheme::Fp8 { format: Fp8::E4m3, .. } | KvScheme::Kivi { bits: 4, .. });
+        assert!((lg - lc).abs() < if near_a_midpoint { 1e-3 } else { 5e-5 }, "{}: loss {lg} vs {lc}", scheme.name());
         if scheme == KvScheme::Fp32 {
             assert_eq!((qg.kl, qc.kl), (0.0, 0.0));
         }

@@ -482,15 +482,24 @@ async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
         };
         let (k, v, q) = (pack(50), pack(51), random(shape.q_len(), 52, 2.0));
         let (mask, scale) = (Mask::Sliding { window_tokens: 64 }, 0.18);
-        let want = packed_attention(&PackedProblem { q: &q, k: &k, v: &v, shape, kv_stride, layout, mask, scale })
-            .expect("twin");
+        let want = packed_attention(&PackedProblem {
+            q: &q,
+            k: &k,
+            v: &v,
+            shape,
+            kv_stride,
+            caches: layout.into(),
+            mask,
+            scale,
+        })
+        .expect("twin");
         let (qb, kb, vb) = (
             ctx.storage_from("q", &q).unwrap(),
             ctx.storage_from("k", &k).unwrap(),
             ctx.storage_from("v", &v).unwrap(),
         );
         let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
-        let launch = PackedLaunch { shape, kv_stride, layout, mask, scale };
+        let launch = PackedLaunch { shape, kv_stride, caches: layout.into(), mask, scale };
         let dispatch =
             kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).expect("prepare");
         Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
@@ -498,6 +507,54 @@ async fn the_packed_cache_kernels_match_their_twins_on_browser_webgpu() {
         let err = max_abs_diff(&got[..want.len()], &want);
         assert!(err < 1e-4, "packed_attention {}: output differs by {err}", scheme.name());
     }
+}
+
+/// KIVI's cache of a pass in Chromium (Tint compiles `kv_pack`'s key blocks and `packed_attention`'s
+/// KIVI form): K and V packed as the twin packs them, word for word (the trained model's text: 98
+/// tokens, 2 KV heads of 32, int2, G = 32, R = 16, so K's partial block and the recent tokens are f32
+/// rows), and a prefill's attention over them (8 query heads, window 64) against its twin.
+#[wasm_bindgen_test]
+async fn kivi_s_packed_cache_matches_its_twins_on_browser_webgpu() {
+    use attention_lab::cpu::kv_pack::kivi_pack;
+    use attention_lab::cpu::packed_attention::{PackedProblem, packed_attention};
+    use attention_lab::gpu::launch::Dispatch;
+    use attention_lab::gpu::packed_attention::{PackedBuffers, PackedLaunch};
+    use attention_lab::model::kv_packed::{KiviCache, PackedCaches};
+    use attention_lab::model::kv_quant::{KvScheme, KvTensor};
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let shape = AttentionShape { h_q: 8, h_kv: 2, n_q: 98, n_kv: 98, d: 32 };
+    let kivi = KiviCache::of(KvScheme::Kivi { bits: 2, group: 32, recent: 16 }, 32, 98).expect("KIVI");
+    let mut packed = Vec::new();
+    for (tensor, seed) in [(KvTensor::K, 71), (KvTensor::V, 72)] {
+        let x = random(shape.kv_len(), seed, 2.0);
+        let want = kivi_pack(&x, shape.h_kv, &kivi, tensor).expect("twin");
+        let (xb, cache) =
+            (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("cache", &vec![0u32; want.len()]).unwrap());
+        let dispatch = kernels.kv_pack.prepare_kivi(&ctx, &xb, &cache, shape.h_kv, kivi, tensor).expect("kv_pack");
+        Dispatch::submit_all(&ctx, &[&dispatch]);
+        let got: Vec<u32> = ctx.read_back(&cache).await.expect("read back");
+        let differing = got[..want.len()].iter().zip(&want).filter(|(a, b)| a != b).count();
+        assert_eq!(differing, 0, "kv_pack KIVI {tensor:?}: {differing} words differ from the twin's");
+        packed.push(want);
+    }
+    let q = random(shape.q_len(), 73, 2.0);
+    let (caches, mask, scale) = (PackedCaches::Kivi(kivi), Mask::Sliding { window_tokens: 64 }, 0.18);
+    let problem = PackedProblem { q: &q, k: &packed[0], v: &packed[1], shape, kv_stride: 98, caches, mask, scale };
+    let want = packed_attention(&problem).expect("twin");
+    let (qb, kb, vb) = (
+        ctx.storage_from("q", &q).unwrap(),
+        ctx.storage_from("k", &packed[0]).unwrap(),
+        ctx.storage_from("v", &packed[1]).unwrap(),
+    );
+    let o = ctx.storage_output("o", want.len() as u64 * 4).unwrap();
+    let launch = PackedLaunch { shape, kv_stride: 98, caches, mask, scale };
+    let dispatch =
+        kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).expect("prepare");
+    Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
+    let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");
+    let err = max_abs_diff(&got[..want.len()], &want);
+    assert!(err < 1e-4, "packed_attention over KIVI: output differs by {err}");
 }
 
 /// Heads past 256 in the kernels that attend over a cache, on SwiftShader's 4-lane subgroups (Tint
@@ -550,12 +607,12 @@ async fn the_cache_kernels_take_heads_576_wide_on_browser_webgpu() {
         words
     };
     let (kp, vp) = (pack(&k), pack(&v));
-    let problem = PackedProblem { q: &q, k: &kp, v: &vp, shape, kv_stride: n, layout, mask, scale };
+    let problem = PackedProblem { q: &q, k: &kp, v: &vp, shape, kv_stride: n, caches: layout.into(), mask, scale };
     let want_packed = packed_attention(&problem).expect("twin");
     let buffer = |name, x: &[u32]| ctx.storage_from(name, x).unwrap();
     let (qb, kb, vb) = (ctx.storage_from("q", &q).unwrap(), buffer("k", &kp), buffer("v", &vp));
     let o = ctx.storage_output("o", want_packed.len() as u64 * 4).unwrap();
-    let launch = PackedLaunch { shape, kv_stride: n, layout, mask, scale };
+    let launch = PackedLaunch { shape, kv_stride: n, caches: layout.into(), mask, scale };
     let dispatch = kernels.packed.prepare(&ctx, &PackedBuffers { q: &qb, k: &kb, v: &vb, o: &o }, launch).unwrap();
     Dispatch::submit_all(&ctx, &dispatch.iter().collect::<Vec<_>>());
     let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");

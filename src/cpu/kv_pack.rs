@@ -5,7 +5,8 @@
 //! same f32 arithmetic, the codes kept instead of multiplied back.
 
 use crate::cpu::kv_quant::round_float;
-use crate::model::kv_packed::{PackedLayout, Packing};
+use crate::model::kv_packed::{KiviCache, PackedLayout, Packing};
+use crate::model::kv_quant::KvTensor;
 
 /// Where one launch's vectors come from and go: `x` holds `[heads, tokens, d]`; token `t` of head
 /// `h` goes to row `start + t` of the head's `capacity` rows of the cache (`[heads, capacity, words]`).
@@ -88,14 +89,15 @@ pub fn pack_vector(values: &[f32], layout: &PackedLayout, shared: u32) -> Vec<u3
     words
 }
 
-/// A group's scale word: int8's f32 scale (largest magnitude / 127); a grouped scheme's f16 scale
-/// ((max - min) / levels) in the low half and f16 min in the high half.
+/// A group's scale word: int8's f32 scale (largest magnitude / 127); a grouped scheme's (and KIVI's
+/// keys', over a block's tokens) f16 scale ((max - min) / levels) in the low half and f16 min in the
+/// high half.
 fn scale_word(group: &[f32], layout: &PackedLayout) -> u32 {
     let l = layout.levels() as f32;
     match layout.packing {
         Packing::F16 | Packing::Fp8 { .. } => 0,
         Packing::Int8 => (group.iter().fold(0.0f32, |m, v| m.max(v.abs())) / l).to_bits(),
-        Packing::Grouped { .. } => {
+        Packing::Grouped { .. } | Packing::ChannelBlocks { .. } => {
             let lo = group.iter().copied().fold(f32::INFINITY, f32::min);
             let hi = group.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             f16_bits(round_f16((hi - lo) / l)) | (f16_bits(round_f16(lo)) << 16)
@@ -113,7 +115,7 @@ fn code(v: f32, scale_word: u32, layout: &PackedLayout) -> u32 {
             let q = if scale > 0.0 { (v / scale).round_ties_even().clamp(-l, l) } else { 0.0 };
             (q as i32 as u32) & 0xff
         }
-        Packing::Grouped { .. } => {
+        Packing::Grouped { .. } | Packing::ChannelBlocks { .. } => {
             let (scale, min) = (f16_value(scale_word & 0xffff), f16_value(scale_word >> 16));
             if scale > 0.0 { ((v - min) / scale).round_ties_even().clamp(0.0, l) as u32 } else { 0 }
         }
@@ -122,6 +124,94 @@ fn code(v: f32, scale_word: u32, layout: &PackedLayout) -> u32 {
             fp8_bits(round_float(v / f32::from_bits(scale_word), mantissa, min_exp, max), mantissa, min_exp)
         }
     }
+}
+
+/// KIVI's cache of `tensor` for a pass whose whole text is `x` (`[heads, tokens, d]`), laid out as
+/// [`KiviCache`] says: K's blocks (each token's codes against its channel's scale word over the
+/// block), V's packed vectors, then each head's f32 rows.
+pub fn kivi_pack(x: &[f32], heads: u32, kivi: &KiviCache, tensor: KvTensor) -> Result<Vec<u32>, String> {
+    let (d, tokens) = (kivi.d as usize, kivi.tokens as usize);
+    if (x.len() as u64) < u64::from(heads) * u64::from(kivi.tokens) * u64::from(kivi.d) {
+        return Err(format!("kivi_pack: {heads} heads x {tokens} tokens of {d} values do not fit {} floats", x.len()));
+    }
+    let layout = kivi.layout(tensor);
+    let mut out = vec![0u32; kivi.words(tensor, heads) as usize];
+    let packed = kivi.packed_tokens(tensor) as usize;
+    let row = |h: usize, t: usize| &x[(h * tokens + t) * d..(h * tokens + t + 1) * d];
+    for h in 0..heads as usize {
+        match tensor {
+            KvTensor::K => pack_key_blocks(&mut out, h, packed, &layout, |t| row(h, t)),
+            KvTensor::V => {
+                let words = layout.words() as usize;
+                for t in 0..packed {
+                    out[(h * packed + t) * words..][..words].copy_from_slice(&pack_vector(row(h, t), &layout, 0));
+                }
+            }
+        }
+        let f32_rows = kivi.f32_rows_at(tensor, heads) as usize + h * (tokens - packed) * d;
+        for t in packed..tokens {
+            let at = f32_rows + (t - packed) * d;
+            for (word, v) in out[at..at + d].iter_mut().zip(row(h, t)) {
+                *word = v.to_bits();
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Head `h`'s `packed` key tokens in blocks: each block's scale word a channel (over its tokens),
+/// then each token's codes against them.
+fn pack_key_blocks<'a>(
+    out: &mut [u32],
+    h: usize,
+    packed: usize,
+    layout: &PackedLayout,
+    row: impl Fn(usize) -> &'a [f32],
+) {
+    let (block, code_words, d) = (layout.block_tokens() as usize, layout.code_words() as usize, layout.d as usize);
+    for b in 0..packed / block {
+        let base = (h * (packed / block) + b) * layout.block_words() as usize;
+        let scales_at = base + block * code_words;
+        for c in 0..d {
+            let channel: Vec<f32> = (b * block..(b + 1) * block).map(|t| row(t)[c]).collect();
+            out[scales_at + c] = scale_word(&channel, layout);
+        }
+        for j in 0..block {
+            for (c, &v) in row(b * block + j).iter().enumerate() {
+                let (word, shift) = layout.code_at(c as u32);
+                out[base + j * code_words + word as usize] |= code(v, out[scales_at + c], layout) << shift;
+            }
+        }
+    }
+}
+
+/// KIVI's cache of `tensor` decoded, as the attention kernel dequantises it: `[heads, tokens, d]`.
+pub fn kivi_unpack(cache: &[u32], heads: u32, kivi: &KiviCache, tensor: KvTensor) -> Vec<f32> {
+    let layout = kivi.layout(tensor);
+    let (d, tokens, packed) = (kivi.d as usize, kivi.tokens as usize, kivi.packed_tokens(tensor) as usize);
+    let (block, code_words) = (layout.block_tokens() as usize, layout.code_words() as usize);
+    let mut out = Vec::with_capacity(heads as usize * tokens * d);
+    for h in 0..heads as usize {
+        for t in 0..packed {
+            out.extend((0..d).map(|c| {
+                let (word, shift) = layout.code_at(c as u32);
+                let (at, scale_at) = match tensor {
+                    KvTensor::K => {
+                        let base = (h * (packed / block) + t / block) * layout.block_words() as usize;
+                        (base + t % block * code_words, base + block * code_words + c)
+                    }
+                    KvTensor::V => {
+                        let base = (h * packed + t) * layout.words() as usize;
+                        (base, base + layout.scale_at(c as u32).unwrap_or(0) as usize)
+                    }
+                };
+                dequantise(cache[at + word as usize] >> shift, cache[scale_at], &layout)
+            }));
+        }
+        let f32_rows = kivi.f32_rows_at(tensor, heads) as usize + h * (tokens - packed) * d;
+        out.extend(cache[f32_rows..f32_rows + (tokens - packed) * d].iter().map(|&w| f32::from_bits(w)));
+    }
+    out
 }
 
 /// A packed vector's values, as the attention kernel dequantises them (`shared`: the tail's scale word
@@ -157,7 +247,7 @@ pub fn dequantise(code: u32, scale_word: u32, layout: &PackedLayout) -> f32 {
     match layout.packing {
         Packing::F16 => f16_value(code & 0xffff),
         Packing::Int8 => f32::from((code & 0xff) as u8 as i8) * f32::from_bits(scale_word),
-        Packing::Grouped { bits, .. } => {
+        Packing::Grouped { bits, .. } | Packing::ChannelBlocks { bits, .. } => {
             let q = code & ((1 << bits) - 1);
             q as f32 * f16_value(scale_word & 0xffff) + f16_value(scale_word >> 16)
         }
@@ -220,8 +310,8 @@ pub fn f16_value(h: u32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::kv_quant::round_group;
-    use crate::model::kv_quant::{Fp8, KvScheme, KvTensor, ScaleScope};
+    use crate::cpu::kv_quant::{kv_quant, round_group};
+    use crate::model::kv_quant::{Fp8, KvLayout, KvScheme, ScaleScope};
 
     fn layout(scheme: KvScheme, d: u32) -> PackedLayout {
         PackedLayout::of(scheme, d).unwrap()
@@ -360,5 +450,41 @@ mod tests {
         assert_eq!(packed[2], (2.0f32 / 448.0).to_bits());
         assert_eq!(unpack_vector(&packed[1..2], &l, packed[2]), [2.0, 1.0, -2.0, 0.25]);
         assert_eq!(unpack_vector(&packed[0..1], &l, packed[2]), [2.0, 0.5, 0.0, -1.0]);
+    }
+    #[test]
+    fn kivi_s_packed_cache_decodes_to_what_kv_quant_rounds() {
+        // Bit for bit, for K (blocks of tokens per channel) and V (per token), at several group sizes,
+        // recent windows and text lengths (a partial K block, fewer tokens than R).
+        let (heads, d) = (2u32, 24u32);
+        for (bits, group, recent, tokens) in [(2u8, 8u32, 4u32, 37u32), (4, 16, 0, 32), (2, 32, 16, 98), (4, 8, 40, 20)]
+        {
+            let scheme = KvScheme::Kivi { bits, group, recent };
+            let kivi = KiviCache::of(scheme, d, tokens).unwrap();
+            let x: Vec<f32> = (0..heads * tokens * d).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+            for tensor in [KvTensor::K, KvTensor::V] {
+                let packed = kivi_pack(&x, heads, &kivi, tensor).unwrap();
+                assert_eq!(packed.len() as u64, kivi.words(tensor, heads));
+                let mut rounded = x.clone();
+                let layout = KvLayout { heads, tokens, d, head_stride: tokens * d, token_stride: d };
+                if let Some(pass) = scheme.pass(tensor, tokens) {
+                    kv_quant(&mut rounded, layout, &pass);
+                }
+                let decoded = kivi_unpack(&packed, heads, &kivi, tensor);
+                let same = decoded.iter().zip(&rounded).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{} {tensor:?} G = {group} R = {recent} over {tokens} tokens", scheme.name());
+            }
+        }
+        // Too few floats for the text is refused.
+        let kivi = KiviCache::of(KvScheme::Kivi { bits: 2, group: 8, recent: 0 }, 8, 16).unwrap();
+        assert!(kivi_pack(&[0.0; 127], 1, &kivi, KvTensor::K).unwrap_err().contains("do not fit"));
+    }
+
+    #[test]
+    fn a_kivi_key_block_by_hand() {
+        // int2, G = 2, d = 1, one head, 2 tokens: channel 0's values 1 and 4 over the block give scale
+        // (4 - 1) / 3 = 1 and min 1 (f16 bits 0x3c00 each): codes 0 and 3. The block is 1 code word
+        // a token, then 1 scale word: [0, 3, 0x3c00_3c00].
+        let kivi = KiviCache::of(KvScheme::Kivi { bits: 2, group: 2, recent: 0 }, 1, 2).unwrap();
+        assert_eq!(kivi_pack(&[1.0, 4.0], 1, &kivi, KvTensor::K).unwrap(), [0, 3, 0x3c00_3c00]);
     }
 }

@@ -49,7 +49,7 @@ pub async fn run_packed_decode(
             kernels.kv_pack.prepare(ctx, &v, &pv, rows, layout)?,
         ];
         Dispatch::submit_all(ctx, &packs.iter().flatten().collect::<Vec<_>>());
-        let launch = PackedLaunch { shape, kv_stride: n, layout, mask, scale };
+        let launch = PackedLaunch { shape, kv_stride: n, caches: layout.into(), mask, scale };
         let step = kernels.packed.prepare(ctx, &PackedBuffers { q: &q, k: &pk, v: &pv, o: &o }, launch)?;
         let name = format!("decode packed {}", scheme.name());
         let what = format!("1 query x {n} cached, {h_q}/{h_kv}, {} KiB K+V", 2 * bytes / 1024);

@@ -447,16 +447,7 @@ impl GpuContext {
 
     /// Copies `buffer` into a mappable staging buffer and returns its contents as `T`s.
     pub async fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
-        let size = buffer.size();
-        let (staging, generation) =
-            self.take("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
-        let mut encoder = self.device.create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
-        self.queue.submit([encoder.finish()]);
-        let data = self.map_and_read(&staging).await?;
-        // Only an unmapped staging buffer is reusable: one abandoned mid-map is dropped instead.
-        self.give_back(staging, generation);
-        Ok(data)
+        Ok(self.read_back_all(&[buffer]).await?.pop().unwrap_or_default())
     }
 
     /// Several buffers' values, in order, read back with as few round trips as fit: consecutive buffers
@@ -477,8 +468,15 @@ impl GpuContext {
                 at += b.size();
             }
             self.queue.submit([encoder.finish()]);
-            let data: Vec<T> = self.map_and_read(&staging).await?;
+            let mut data: Vec<T> = self.map_and_read(&staging).await?;
+            // Only an unmapped staging buffer is reusable: one abandoned mid-map is dropped instead.
             self.give_back(staging, generation);
+            if let [one] = batch {
+                // One buffer (a large one, or a lone readback): its values without a copy.
+                data.truncate(one.size() as usize / size_of::<T>());
+                out.push(data);
+                continue;
+            }
             let mut start = 0;
             for b in batch {
                 let len = b.size() as usize / size_of::<T>();

@@ -298,6 +298,8 @@ impl Kernels {
         Dispatch::submit_all(ctx, &[&lse_pass, &mass_pass]);
         let mut out: Vec<f32> = ctx.read_back(&mass).await?;
         out.truncate(slots);
+        // As `run_rows`: the row softmax's fast form for this shape, built while the page draws.
+        self.rows.warm_up(ctx, up.shape, RowOutput::LogSumExp);
         Ok(out)
     }
 

@@ -8,7 +8,8 @@ use crate::cpu::kv_pack::PackRows;
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch, PipelineCache};
 use crate::gpu::{GpuContext, GpuError};
-use crate::model::kv_packed::PackedLayout;
+use crate::model::kv_packed::{KiviCache, PackedLayout};
+use crate::model::kv_quant::KvTensor;
 
 /// Keep in sync with `Params` in `shaders/kv_pack.wgsl`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -34,7 +35,10 @@ pub struct KvPackParams {
     /// Where the cache's tail of scales starts (in words), and its words (0 but for fp8).
     pub tail: u32,
     pub tail_words: u32,
-    pub _pad: [u32; 3],
+    /// Tokens packed (all but for KIVI), where the f32 rows of the rest start, KIVI's key block.
+    pub packed_tokens: u32,
+    pub f32_at: u32,
+    pub block: u32,
 }
 
 /// Invocations (vectors) per workgroup (the shader's `WG`).
@@ -93,6 +97,22 @@ impl KvPack {
         out.push(self.launcher.dispatch(ctx, pipeline, &params, &[x, packed])?);
         Ok(out)
     }
+
+    /// Prepares the packing of `x` (`[heads, tokens, d]` f32, a pass's whole text) into KIVI's cache
+    /// of `tensor` ([`KiviCache`]), after checking that both buffers hold it.
+    pub fn prepare_kivi(
+        &self,
+        ctx: &GpuContext,
+        x: &wgpu::Buffer,
+        packed: &wgpu::Buffer,
+        heads: u32,
+        kivi: KiviCache,
+        tensor: KvTensor,
+    ) -> Result<Dispatch, GpuError> {
+        let params = kivi_params(heads, kivi, tensor, [x.size() / 4, packed.size() / 4])?;
+        let pipeline = self.launcher.pipelines().get(&ctx.device, &[("WG", WORKGROUP)]);
+        self.launcher.dispatch(ctx, pipeline, &params, &[x, packed])
+    }
 }
 
 /// The launch's params, after checking `rows` against `x`'s floats and the cache's words.
@@ -120,7 +140,36 @@ pub fn params(rows: PackRows, layout: PackedLayout, [floats, words]: [u64; 2]) -
         max_value,
         tail,
         tail_words: layout.tail_words(heads),
-        _pad: [0; 3],
+        packed_tokens: tokens,
+        f32_at: 0,
+        block: layout.block_tokens(),
+    })
+}
+
+/// The launch that packs KIVI's cache of `tensor` for `heads` heads, after checking `x`'s floats
+/// and the cache's words.
+pub fn kivi_params(
+    heads: u32,
+    kivi: KiviCache,
+    tensor: KvTensor,
+    [floats, words]: [u64; 2],
+) -> Result<KvPackParams, GpuError> {
+    let needed = kivi.words(tensor, heads);
+    let values = u64::from(heads) * u64::from(kivi.tokens) * u64::from(kivi.d);
+    if values > floats || needed > words || needed.max(values) > u64::from(u32::MAX) {
+        return Err(GpuError::InvalidInput(format!(
+            "kv_pack: KIVI's {tensor:?} of {heads} heads x {} tokens of {} values does not fit {floats} floats and \
+             a cache of {words} words",
+            kivi.tokens, kivi.d
+        )));
+    }
+    let layout = kivi.layout(tensor);
+    let packed_tokens = kivi.packed_tokens(tensor);
+    let rows = PackRows { heads, tokens: packed_tokens, capacity: packed_tokens, start: 0 };
+    Ok(KvPackParams {
+        tokens: kivi.tokens,
+        f32_at: kivi.f32_rows_at(tensor, heads) as u32,
+        ..params(rows, layout, [values, needed])?
     })
 }
 
@@ -132,6 +181,26 @@ mod tests {
     #[test]
     fn params_are_80_bytes() {
         assert_eq!(size_of::<KvPackParams>(), 80);
+    }
+
+    #[test]
+    fn kivi_params_of_the_trained_model_s_text() {
+        // KIVI int2, G = 32, R = 16, 98 tokens of 2 heads of 32 (kv_packed's hand test): K packs 64
+        // tokens in blocks of 32, 2 code words a token, its f32 rows from word 384 of 2,560; V packs
+        // 82 tokens of 3 words, f32 rows from 492 of 1,516.
+        let kivi = KiviCache::of(KvScheme::Kivi { bits: 2, group: 32, recent: 16 }, 32, 98).unwrap();
+        let k = kivi_params(2, kivi, KvTensor::K, [6272, 2560]).unwrap();
+        assert_eq!(
+            (k.kind, k.tokens, k.capacity, k.packed_tokens, k.f32_at, k.block, k.code_words),
+            (4, 98, 64, 64, 384, 32, 2)
+        );
+        let v = kivi_params(2, kivi, KvTensor::V, [6272, 1516]).unwrap();
+        assert_eq!(
+            (v.kind, v.tokens, v.capacity, v.packed_tokens, v.f32_at, v.block, v.words),
+            (2, 98, 82, 82, 492, 1, 3)
+        );
+        assert!(kivi_params(2, kivi, KvTensor::K, [6271, 2560]).is_err());
+        assert!(kivi_params(2, kivi, KvTensor::V, [6272, 1515]).is_err());
     }
 
     #[test]

@@ -42,7 +42,7 @@ use crate::gpu::row_softmax::{RowBuffers, RowLaunch, RowOutput};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::config::Positional;
 use crate::model::kv_evict::EvictPolicy;
-use crate::model::kv_packed::PackedLayout;
+use crate::model::kv_packed::{KiviCache, PackedCaches, PackedLayout};
 use crate::model::kv_quant::{KvLayout, KvScheme, KvTensor};
 
 #[path = "lm_evict.rs"]
@@ -227,7 +227,7 @@ struct CacheView {
     start: u32,
     /// The rounding an f32 cache's new rows get (`Fp32`: none; a packed cache quantises as it stores).
     rounding: KvScheme,
-    packed: Option<PackedLayout>,
+    packed: Option<PackedCaches>,
     /// An f32 cache in pages of one pool, read through each layer's page table (`lm_paged.rs`).
     paged: Option<paged::PagedView>,
 }
@@ -359,14 +359,12 @@ pub async fn run(
     run_with_kv_scheme(ctx, kernels, weights, ids, request, KvScheme::Fp32).await
 }
 
-/// [`run`] over a KV cache stored as `scheme`. A scheme with a packed form (fp16, fp8, int8, int4
-/// and int2 in groups along the head) is packed: every layer's K (rotated) and V are quantised into a
-/// packed cache of the text ([`PackedLayout`], `kv_pack`; fp8's scale from the whole text's values)
-/// that `packed_attention` reads, dequantising as it reads; K and V are also rounded in place to the
-/// same values for the probability rows (`row_softmax` reads f32). KIVI, whose groups of tokens are
-/// quantised together, is rounded in place before attention reads it as f32, the values a kernel
-/// dequantising on read would see; its groups count from the first token. `KvScheme::Fp32` leaves
-/// K and V as they are.
+/// [`run`] over a KV cache stored as `scheme`. Every scheme but f32 is packed: every layer's K
+/// (rotated) and V are quantised into a packed cache of the text ([`PackedLayout`], `kv_pack`; fp8's
+/// scale from the whole text's values; KIVI's blocks of tokens counted from the first token, its
+/// recent tokens and K's partial block f32 rows, [`KiviCache`]) that `packed_attention` reads,
+/// dequantising as it reads; K and V are also rounded in place to the same values for the
+/// probability rows (`row_softmax` reads f32). `KvScheme::Fp32` leaves K and V as they are.
 pub async fn run_with_kv_scheme(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -410,8 +408,15 @@ pub async fn prepare_decode<'a>(
     room_for(cache.len, cache.capacity, ids.len())?;
     let (k, v) = (cache.k.clone(), cache.v.clone());
     let rounding = if cache.packed.is_some() { KvScheme::Fp32 } else { cache.scheme };
-    let view =
-        CacheView { k, v, capacity: cache.capacity, start: cache.len, rounding, packed: cache.packed, paged: None };
+    let view = CacheView {
+        k,
+        v,
+        capacity: cache.capacity,
+        start: cache.len,
+        rounding,
+        packed: cache.packed.map(PackedCaches::from),
+        paged: None,
+    };
     let request = LmRequest { last_logits: Some(1), ..Default::default() };
     prepare_pass(ctx, kernels, weights, ids, request, Passing::Cached(view)).await
 }
@@ -474,12 +479,14 @@ async fn prepare_pass<'a>(
         sizes.push(("kept list", evict::list_words(policy, keep, tokens)));
     }
     let packed_pass = match passing {
-        Passing::Scheme(scheme) => PackedLayout::of(scheme, g.head_dim),
+        Passing::Scheme(scheme) => PackedLayout::of(scheme, g.head_dim)
+            .map(PackedCaches::from)
+            .or_else(|| KiviCache::of(scheme, g.head_dim, tokens).map(PackedCaches::Kivi)),
         _ => None,
     };
-    if let Some(layout) = packed_pass {
-        let words = layout.cache_words(g.h_kv, tokens);
-        sizes.extend([("packed K", words), ("packed V", words)]);
+    if let Some(caches) = packed_pass {
+        let words = |tensor| caches.words(tensor, g.h_kv, tokens);
+        sizes.extend([("packed K", words(KvTensor::K)), ("packed V", words(KvTensor::V))]);
     }
     check_sizes(ctx, &format!("A forward pass over {tokens} tokens"), &sizes)?;
 
@@ -534,9 +541,10 @@ async fn prepare_pass<'a>(
 
 /// A packed cache for a whole pass over `tokens` tokens, one K and one V buffer that every layer
 /// fills in turn (each layer's attention reads it before the next layer packs into it).
-fn packed_view(ctx: &GpuContext, g: LmGeometry, tokens: u32, layout: PackedLayout) -> Result<CacheView, GpuError> {
-    let bytes = layout.cache_words(g.h_kv, tokens) * 4;
-    let (k, v) = (ctx.storage_output("packed K", bytes)?, ctx.storage_output("packed V", bytes)?);
+fn packed_view(ctx: &GpuContext, g: LmGeometry, tokens: u32, caches: PackedCaches) -> Result<CacheView, GpuError> {
+    let bytes = |tensor| caches.words(tensor, g.h_kv, tokens) * 4;
+    let (k, v) =
+        (ctx.storage_output("packed K", bytes(KvTensor::K))?, ctx.storage_output("packed V", bytes(KvTensor::V))?);
     let layers = g.layers as usize;
     Ok(CacheView {
         k: vec![k; layers],
@@ -544,7 +552,7 @@ fn packed_view(ctx: &GpuContext, g: LmGeometry, tokens: u32, layout: PackedLayou
         capacity: tokens,
         start: 0,
         rounding: KvScheme::Fp32,
-        packed: Some(layout),
+        packed: Some(caches),
         paged: None,
     })
 }
@@ -595,8 +603,8 @@ impl Recorder<'_, '_> {
             // A packed cache takes the values as computed (it quantises them itself); K and V are
             // rounded in place after that (a pass's probability rows read K as f32), and before an
             // f32 cache copies them.
-            if let Some(cache @ CacheView { packed: Some(layout), .. }) = &pass.cache {
-                steps.extend(self.packed_kv(l, cache, *layout)?.into_iter().map(Step::Dispatch));
+            if let Some(cache @ CacheView { packed: Some(caches), .. }) = &pass.cache {
+                steps.extend(self.packed_kv(l, cache, *caches)?.into_iter().map(Step::Dispatch));
             }
             steps.extend(self.quantised_kv()?.into_iter().map(Step::Dispatch));
             if let Some(CacheView { packed: None, .. }) = &pass.cache {
@@ -664,12 +672,22 @@ impl Recorder<'_, '_> {
         Ok(out)
     }
 
-    /// Layer `l`'s new K and V (`[h_kv, T, d]`) quantised into rows `start..` of the packed `cache`.
-    fn packed_kv(&self, l: usize, cache: &CacheView, layout: PackedLayout) -> Result<Vec<Dispatch>, GpuError> {
+    /// Layer `l`'s new K and V (`[h_kv, T, d]`) quantised into rows `start..` of the packed `cache`
+    /// (KIVI's: the pass's whole text, its blocks and f32 rows).
+    fn packed_kv(&self, l: usize, cache: &CacheView, caches: PackedCaches) -> Result<Vec<Dispatch>, GpuError> {
         let (heads, tokens) = (self.weights.geometry.h_kv, self.pass.tokens);
-        let rows = PackRows { heads, tokens, capacity: cache.capacity, start: cache.start };
-        let pack = |x, packed| self.kernels.kv_pack.prepare(self.ctx, self.pass.buffer(x), packed, rows, layout);
-        Ok([pack("k", &cache.k[l])?, pack("v", &cache.v[l])?].concat())
+        let (ctx, kv_pack, b) = (self.ctx, &self.kernels.kv_pack, |x| self.pass.buffer(x));
+        match caches {
+            PackedCaches::Rows(layout) => {
+                let rows = PackRows { heads, tokens, capacity: cache.capacity, start: cache.start };
+                let pack = |x, packed| kv_pack.prepare(ctx, b(x), packed, rows, layout);
+                Ok([pack("k", &cache.k[l])?, pack("v", &cache.v[l])?].concat())
+            }
+            PackedCaches::Kivi(kivi) => Ok(vec![
+                kv_pack.prepare_kivi(ctx, b("k"), &cache.k[l], heads, kivi, KvTensor::K)?,
+                kv_pack.prepare_kivi(ctx, b("v"), &cache.v[l], heads, kivi, KvTensor::V)?,
+            ]),
+        }
     }
 
     /// The rest of one layer: attention (over the cache's rows when decoding), the output
@@ -689,9 +707,9 @@ impl Recorder<'_, '_> {
         let mut out = Vec::new();
         if let (Some(evicting), Some(probs)) = (&pass.eviction, pass.probs.get(l)) {
             out.push(evicting.attention(ctx, k, [b("q"), b("k"), b("v"), b("o"), probs], shape, scale)?);
-        } else if let Some(CacheView { packed: Some(layout), capacity, .. }) = &pass.cache {
+        } else if let Some(CacheView { packed: Some(caches), capacity, .. }) = &pass.cache {
             let packed = PackedBuffers { q: b("q"), k: keys, v: values, o: b("o") };
-            let launch = PackedLaunch { shape, kv_stride: *capacity, layout: *layout, mask: layer.mask, scale };
+            let launch = PackedLaunch { shape, kv_stride: *capacity, caches: *caches, mask: layer.mask, scale };
             out.extend(k.packed.prepare(ctx, &packed, launch)?);
         } else if let Some(CacheView { paged: Some(paged), .. }) = pass.cache.as_ref().filter(|c| c.attended()) {
             let buffers = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };

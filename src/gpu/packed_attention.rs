@@ -11,7 +11,8 @@ use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::{GpuContext, GpuError};
 use crate::model::Mask;
-use crate::model::kv_packed::PackedLayout;
+use crate::model::kv_packed::{PackedCaches, PackedLayout};
+use crate::model::kv_quant::KvTensor;
 use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 
 /// Keep in sync with `Params` in `shaders/packed_attention.wgsl`.
@@ -36,6 +37,12 @@ pub struct PackedAttentionParams {
     /// fp8: where each cache's tail of scales starts (in words), and 1 where it holds one a KV head.
     pub scale_tail: u32,
     pub scale_per_head: u32,
+    /// KIVI: keys below these are packed, the rest f32 rows from these words on (`n_kv`, `n_kv`, 0, 0
+    /// for other caches).
+    pub k_packed: u32,
+    pub v_packed: u32,
+    pub k_f32_at: u32,
+    pub v_f32_at: u32,
 }
 
 /// Loops over the rows and owned channels written out natively (CPU adapters then keep the rows'
@@ -69,7 +76,7 @@ pub struct PackedBuffers<'a> {
 pub struct PackedLaunch {
     pub shape: AttentionShape,
     pub kv_stride: u32,
-    pub layout: PackedLayout,
+    pub caches: PackedCaches,
     pub mask: Mask,
     pub scale: f32,
 }
@@ -187,7 +194,7 @@ impl PackedAttention {
     ) -> Result<Vec<Dispatch>, GpuError> {
         let plan = PackedPlan::of(launch.shape);
         let params = params(launch, plan, [b.q, b.k, b.v, b.o].map(|x| x.size() / 4))?;
-        let layout = launch.layout;
+        let layout = launch.caches.values();
         let constants = [
             ("KIND", layout.shader_kind()),
             ("BITS", layout.bits()),
@@ -198,6 +205,8 @@ impl PackedAttention {
             ("ROWS", plan.rows),
             ("PER_WORD", 32 / layout.bits()),
             ("CH", plan.channels(layout)),
+            ("KIVI_CACHE", u32::from(matches!(launch.caches, PackedCaches::Kivi(_)))),
+            ("K_BLOCK", if let PackedCaches::Kivi(kivi) = launch.caches { kivi.group } else { 1 }),
         ];
         let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &constants, &[("WG", WORKGROUP)]);
         if plan.splits == 1 {
@@ -235,21 +244,36 @@ impl PackedAttention {
 /// The launch's params under `plan`, after checking it against the buffers' lengths in 4-byte words
 /// (q, k, v, o).
 pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result<PackedAttentionParams, GpuError> {
-    let PackedLaunch { shape, kv_stride, layout, mask, scale } = launch;
+    let PackedLaunch { shape, kv_stride, caches, mask, scale } = launch;
     let AttentionShape { h_q, h_kv, n_q, n_kv, d } = shape;
     let rows = u64::from(h_q) * u64::from(n_q) * u64::from(d);
-    let cache = layout.cache_words(h_kv, kv_stride);
-    let needs = [rows, cache, cache, rows];
-    let biggest = rows.max(cache).max(plan.partial_floats(shape));
+    let [k_words, v_words] = [KvTensor::K, KvTensor::V].map(|t| caches.words(t, h_kv, kv_stride));
+    let needs = [rows, k_words, v_words, rows];
+    let biggest = rows.max(k_words).max(v_words).max(plan.partial_floats(shape));
     let fits = needs.iter().zip(words).all(|(&need, have)| need <= have) && biggest <= u64::from(u32::MAX);
-    if shape.validate().is_err() || !kernels_take_head_dim(d) || layout.d != d || kv_stride < n_kv || !fits {
+    let kivi = match caches {
+        PackedCaches::Kivi(kivi) => Some(kivi),
+        PackedCaches::Rows(_) => None,
+    };
+    let whole_text = kivi.is_none_or(|kivi| kivi.tokens == n_kv);
+    if shape.validate().is_err()
+        || !kernels_take_head_dim(d)
+        || caches.d() != d
+        || kv_stride < n_kv
+        || !fits
+        || !whole_text
+    {
         return Err(GpuError::InvalidInput(format!(
             "packed_attention: {h_q} heads on {h_kv} x {n_q} queries x {n_kv} keys (stride {kv_stride}) x {d} \
              (at most {KERNEL_MAX_HEAD_DIM}; packed for d = {}) do not fit buffers of {words:?} words",
-            layout.d
+            caches.d()
         )));
     }
     let (mask_kind, mask_size) = mask.to_gpu();
+    let layout = caches.values();
+    // In u32: every word offset is within a cache of at most u32::MAX words (`fits`).
+    let packed = |t| kivi.map_or(n_kv, |kivi| kivi.packed_tokens(t));
+    let f32_at = |t| kivi.map_or(0, |kivi| kivi.f32_rows_at(t, h_kv) as u32);
     Ok(PackedAttentionParams {
         n_q,
         n_kv,
@@ -267,6 +291,10 @@ pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result
         words: layout.words(),
         scale_tail: layout.tail_at(h_kv, kv_stride) as u32,
         scale_per_head: u32::from(layout.tail_words(h_kv) > 1),
+        k_packed: packed(KvTensor::K),
+        v_packed: packed(KvTensor::V),
+        k_f32_at: f32_at(KvTensor::K),
+        v_f32_at: f32_at(KvTensor::V),
     })
 }
 
@@ -298,8 +326,8 @@ mod tests {
     }
 
     #[test]
-    fn params_are_64_bytes() {
-        assert_eq!(size_of::<PackedAttentionParams>(), 64);
+    fn params_are_80_bytes() {
+        assert_eq!(size_of::<PackedAttentionParams>(), 80);
     }
 
     #[test]
@@ -308,14 +336,35 @@ mod tests {
         // Q/O 4 x 3 x 32 = 384 floats, each cache 2 x 16 x 3 = 96 words.
         let layout = PackedLayout::of(KvScheme::IntGroup { bits: 2, group: 32 }, 32).unwrap();
         let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 3, n_kv: 10, d: 32 };
-        let launch = PackedLaunch { shape, kv_stride: 16, layout, mask: Mask::Causal, scale: 0.5 };
+        let launch = PackedLaunch { shape, kv_stride: 16, caches: layout.into(), mask: Mask::Causal, scale: 0.5 };
         let plan = PackedPlan::of(shape);
         let p = params(launch, plan, [384, 96, 96, 384]).unwrap();
         assert_eq!((p.group, p.q_offset, p.words, p.tiles, p.splits), (2, 7, 3, 1, 1));
+        assert_eq!((p.k_packed, p.v_packed, p.k_f32_at, p.v_f32_at), (10, 10, 0, 0));
         assert!(params(launch, plan, [384, 95, 96, 384]).is_err());
         assert!(params(launch, plan, [384, 96, 96, 383]).is_err());
         assert!(params(PackedLaunch { kv_stride: 9, ..launch }, plan, [999; 4]).is_err());
         let other = PackedLayout::of(KvScheme::Fp16, 64).unwrap();
-        assert!(params(PackedLaunch { layout: other, ..launch }, plan, [9999; 4]).is_err());
+        assert!(params(PackedLaunch { caches: other.into(), ..launch }, plan, [9999; 4]).is_err());
+    }
+
+    #[test]
+    fn kivi_params_point_at_its_blocks_and_f32_rows() {
+        // KIVI int2, G = 32, R = 16, 98 tokens, 2 KV heads of 32 (kv_packed's hand test): K packs 64
+        // tokens, its f32 rows from word 384, of 2,560 words; V packs 82, f32 rows from 492, of 1,516.
+        use crate::model::kv_packed::KiviCache;
+        let kivi = KiviCache::of(KvScheme::Kivi { bits: 2, group: 32, recent: 16 }, 32, 98).unwrap();
+        let shape = AttentionShape { h_q: 4, h_kv: 2, n_q: 98, n_kv: 98, d: 32 };
+        let launch =
+            PackedLaunch { shape, kv_stride: 98, caches: PackedCaches::Kivi(kivi), mask: Mask::Causal, scale: 1.0 };
+        let plan = PackedPlan::of(shape);
+        let o = 4 * 98 * 32;
+        let p = params(launch, plan, [o, 2560, 1516, o]).unwrap();
+        assert_eq!((p.k_packed, p.v_packed, p.k_f32_at, p.v_f32_at, p.words), (64, 82, 384, 492, 3));
+        assert!(params(launch, plan, [o, 2559, 1516, o]).is_err());
+        assert!(params(launch, plan, [o, 2560, 1515, o]).is_err());
+        // Its keys are the cache's tokens, all of them.
+        let fewer = AttentionShape { n_q: 97, n_kv: 97, ..shape };
+        assert!(params(PackedLaunch { shape: fewer, ..launch }, PackedPlan::of(fewer), [99_999; 4]).is_err());
     }
 }

@@ -23,12 +23,18 @@
 //! packs keep it, so values that outgrow it saturate, as they do in a runtime whose scales were
 //! calibrated beforehand.
 //!
+//! KIVI's groups span tokens, so it has no packed form of this kind for a decode cache; a pass over a
+//! whole text packs it as [`KiviCache`] says: K in blocks of G tokens (each token's codes, then one
+//! scale word per channel for the block: [`Packing::ChannelBlocks`]), V per token as int4 / int2 in
+//! groups of G channels, and the tokens not yet quantised (the recent R, and K's partial block) as f32
+//! rows after the packed ones.
+//!
 //! Codes never straddle a word (bits divide 32). Where `d * bits` is not a multiple of 32 the last
 //! code word is padded, and [`PackedLayout::bytes_per_token_per_head`] counts the padding: it equals
 //! the scheme's figure whenever `d * bits` is a multiple of 32 (every head width of 16 or more that is a
 //! multiple of 16: all the presets, the trained model's 32).
 
-use super::kv_quant::{Fp8, KvScheme, Rounding, ScaleScope};
+use super::kv_quant::{Fp8, KvScheme, KvTensor, Rounding, ScaleScope};
 
 /// How one vector's values are coded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,6 +47,10 @@ pub enum Packing {
     Grouped { bits: u32, group: u32 },
     /// fp8 codes, the f32 scale in the cache's tail (one, or one a KV head when `per_head`).
     Fp8 { format: Fp8, per_head: bool },
+    /// KIVI's keys: asymmetric `bits`-bit codes in blocks of `block` tokens, each token's codes and
+    /// then, once a block, one word per channel (its f16 scale low, its f16 min high) over the
+    /// block's tokens.
+    ChannelBlocks { bits: u32, block: u32 },
 }
 
 /// Where one token's vector of one KV head keeps its codes and scales, for head width `d`.
@@ -76,6 +86,7 @@ impl PackedLayout {
             Packing::Int8 => 1,
             Packing::Grouped { .. } => 2,
             Packing::Fp8 { .. } => 3,
+            Packing::ChannelBlocks { .. } => 4,
         }
     }
 
@@ -109,9 +120,28 @@ impl PackedLayout {
         }
     }
 
-    /// Where the tail starts: after `heads` heads of `capacity` rows.
+    /// Where the tail starts: after `heads` heads of `capacity` rows (whole blocks of them for
+    /// [`Packing::ChannelBlocks`]).
     pub fn tail_at(&self, heads: u32, capacity: u32) -> u64 {
-        u64::from(heads) * u64::from(capacity) * u64::from(self.words())
+        let blocks = u64::from(capacity.div_ceil(self.block_tokens()));
+        u64::from(heads) * blocks * u64::from(self.block_words())
+    }
+
+    /// Tokens that share a block of scales: `block` for [`Packing::ChannelBlocks`], else 1.
+    pub fn block_tokens(&self) -> u32 {
+        match self.packing {
+            Packing::ChannelBlocks { block, .. } => block.max(1),
+            _ => 1,
+        }
+    }
+
+    /// Words of one block: its tokens' codes, then one scale word a channel (one vector's words for
+    /// the packings whose scales lie within a token).
+    pub fn block_words(&self) -> u32 {
+        match self.packing {
+            Packing::ChannelBlocks { .. } => self.block_tokens() * self.code_words() + self.d,
+            _ => self.words(),
+        }
     }
 
     /// Words of a whole cache of `heads` heads of `capacity` rows: the rows and the tail.
@@ -124,15 +154,17 @@ impl PackedLayout {
         match self.packing {
             Packing::F16 => 16,
             Packing::Int8 | Packing::Fp8 { .. } => 8,
-            Packing::Grouped { bits, .. } => bits,
+            Packing::Grouped { bits, .. } | Packing::ChannelBlocks { bits, .. } => bits,
         }
     }
 
-    /// Channels that share one scale word (the whole vector for int8 and fp8; fp16 has none).
+    /// Channels that share one scale word (the whole vector for int8 and fp8; fp16 has none; one
+    /// channel, over a block's tokens, for KIVI's keys).
     pub fn group(&self) -> u32 {
         match self.packing {
             Packing::F16 | Packing::Int8 | Packing::Fp8 { .. } => self.d,
             Packing::Grouped { group, .. } => group,
+            Packing::ChannelBlocks { .. } => 1,
         }
     }
 
@@ -141,7 +173,7 @@ impl PackedLayout {
         match self.packing {
             Packing::F16 | Packing::Fp8 { .. } => 0,
             Packing::Int8 => 127,
-            Packing::Grouped { bits, .. } => (1 << bits) - 1,
+            Packing::Grouped { bits, .. } | Packing::ChannelBlocks { bits, .. } => (1 << bits) - 1,
         }
     }
 
@@ -150,16 +182,16 @@ impl PackedLayout {
         (self.d * self.bits()).div_ceil(32)
     }
 
-    /// Words of scales after the codes (fp8's scale is in the tail).
+    /// Words of scales after the codes (fp8's scale is in the tail, KIVI's keys' after their block).
     pub fn scale_words(&self) -> u32 {
         match self.packing {
-            Packing::F16 | Packing::Fp8 { .. } => 0,
+            Packing::F16 | Packing::Fp8 { .. } | Packing::ChannelBlocks { .. } => 0,
             Packing::Int8 => 1,
             Packing::Grouped { group, .. } => self.d.div_ceil(group),
         }
     }
 
-    /// Words of one vector: codes and scales.
+    /// Words of one vector: codes and scales (codes only for KIVI's keys).
     pub fn words(&self) -> u32 {
         self.code_words() + self.scale_words()
     }
@@ -179,6 +211,111 @@ impl PackedLayout {
     /// which has none, and fp8, whose scale is in the tail).
     pub fn scale_at(&self, c: u32) -> Option<u32> {
         (self.scale_words() > 0).then(|| self.code_words() + c / self.group())
+    }
+}
+
+/// KIVI's cache of one pass over a text of `tokens` tokens, packed: K's whole blocks of `group` older
+/// tokens per channel ([`Packing::ChannelBlocks`]), V's older tokens per token in groups of `group`
+/// channels ([`Packing::Grouped`]); the tokens [`KvScheme::pass`] leaves unquantised (the recent
+/// `recent`, and K's partial block) as f32 rows after each tensor's packed ones (`[heads, rows, d]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KiviCache {
+    pub bits: u32,
+    pub group: u32,
+    pub recent: u32,
+    pub d: u32,
+    pub tokens: u32,
+}
+
+impl KiviCache {
+    /// The cache of `scheme` (KIVI at 4 or 2 bits) at head width `d` for `tokens` tokens.
+    pub fn of(scheme: KvScheme, d: u32, tokens: u32) -> Option<KiviCache> {
+        match scheme {
+            KvScheme::Kivi { bits: bits @ (2 | 4), group, recent } if d > 0 => {
+                Some(KiviCache { bits: u32::from(bits), group: group.max(1), recent, d, tokens })
+            }
+            _ => None,
+        }
+    }
+
+    fn scheme(&self) -> KvScheme {
+        KvScheme::Kivi { bits: self.bits as u8, group: self.group, recent: self.recent }
+    }
+
+    /// Tokens of `tensor` held quantised: K's whole blocks, V's older tokens (as `kv_quant` rounds them).
+    pub fn packed_tokens(&self, tensor: KvTensor) -> u32 {
+        self.scheme().pass(tensor, self.tokens).map_or(0, |p| p.tokens.min(self.tokens))
+    }
+
+    /// How `tensor`'s quantised tokens are packed.
+    pub fn layout(&self, tensor: KvTensor) -> PackedLayout {
+        let packing = match tensor {
+            KvTensor::K => Packing::ChannelBlocks { bits: self.bits, block: self.group },
+            KvTensor::V => Packing::Grouped { bits: self.bits, group: self.group.clamp(1, self.d) },
+        };
+        PackedLayout { packing, d: self.d }
+    }
+
+    /// Rows of `tensor` kept in f32 (a head's tokens after its packed ones).
+    pub fn f32_rows(&self, tensor: KvTensor) -> u32 {
+        self.tokens - self.packed_tokens(tensor)
+    }
+
+    /// Where `tensor`'s f32 rows start, in words: after `heads` heads of packed tokens.
+    pub fn f32_rows_at(&self, tensor: KvTensor, heads: u32) -> u64 {
+        self.layout(tensor).tail_at(heads, self.packed_tokens(tensor))
+    }
+
+    /// Words of `tensor`'s whole cache for `heads` KV heads.
+    pub fn words(&self, tensor: KvTensor, heads: u32) -> u64 {
+        let f32_rows = u64::from(heads) * u64::from(self.f32_rows(tensor)) * u64::from(self.d);
+        self.f32_rows_at(tensor, heads) + f32_rows
+    }
+
+    /// Bytes of one layer's K and V caches for `heads` KV heads.
+    pub fn bytes(&self, heads: u32) -> u64 {
+        4 * (self.words(KvTensor::K, heads) + self.words(KvTensor::V, heads))
+    }
+}
+
+/// The K and V caches a packed attention launch reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PackedCaches {
+    /// K and V alike: `kv_stride` rows a KV head of [`PackedLayout`] vectors, then the tail.
+    Rows(PackedLayout),
+    /// KIVI's cache of a pass over its text (the launch's keys are its tokens).
+    Kivi(KiviCache),
+}
+
+impl From<PackedLayout> for PackedCaches {
+    fn from(layout: PackedLayout) -> Self {
+        PackedCaches::Rows(layout)
+    }
+}
+
+impl PackedCaches {
+    /// The head width the caches hold.
+    pub fn d(&self) -> u32 {
+        match self {
+            PackedCaches::Rows(layout) => layout.d,
+            PackedCaches::Kivi(kivi) => kivi.d,
+        }
+    }
+
+    /// How V's vectors are packed (and K's, but for KIVI).
+    pub fn values(&self) -> PackedLayout {
+        match self {
+            PackedCaches::Rows(layout) => *layout,
+            PackedCaches::Kivi(kivi) => kivi.layout(KvTensor::V),
+        }
+    }
+
+    /// Words `tensor`'s cache must hold for `heads` KV heads of `kv_stride` rows.
+    pub fn words(&self, tensor: KvTensor, heads: u32, kv_stride: u32) -> u64 {
+        match self {
+            PackedCaches::Rows(layout) => layout.cache_words(heads, kv_stride),
+            PackedCaches::Kivi(kivi) => kivi.words(tensor, heads),
+        }
     }
 }
 
@@ -283,5 +420,39 @@ mod tests {
         assert_eq!((4 * per_layer(tensor), 4 * per_layer(head)), (fixed(ScaleScope::Tensor), fixed(ScaleScope::Head)));
         assert_eq!((tensor.fp8_format(), head.fp8_format()), (Some((3, -6, 448.0)), Some((2, -14, 57344.0))));
         assert_eq!(PackedLayout::of(KvScheme::Int8, 32).unwrap().cache_words(2, 10), 2 * 10 * 9);
+    }
+    #[test]
+    fn kivi_s_cache_of_the_trained_model_s_text_by_hand() {
+        // KIVI int2, G = 32, R = 16, d = 32, 98 tokens: K packs (98 - 16) / 32 = 2 whole blocks (64
+        // tokens), each 32 tokens x 2 code words + 32 scale words = 96 words, so 192 words a head; its
+        // other 34 tokens are f32 rows (34 x 32 = 1,088 words). V packs 82 tokens of 2 code words + 1
+        // scale word (246 words a head) and keeps 16 f32 rows (512 words).
+        let kivi = KiviCache::of(KvScheme::Kivi { bits: 2, group: 32, recent: 16 }, 32, 98).unwrap();
+        assert_eq!((kivi.packed_tokens(KvTensor::K), kivi.packed_tokens(KvTensor::V)), (64, 82));
+        let keys = kivi.layout(KvTensor::K);
+        assert_eq!((keys.code_words(), keys.block_tokens(), keys.block_words(), keys.shader_kind()), (2, 32, 96, 4));
+        assert_eq!((kivi.f32_rows_at(KvTensor::K, 2), kivi.words(KvTensor::K, 2)), (384, 384 + 2 * 1088));
+        assert_eq!((kivi.f32_rows_at(KvTensor::V, 2), kivi.words(KvTensor::V, 2)), (492, 492 + 2 * 512));
+        // 2 heads x (192 + 1,088 + 246 + 512) words x 4 B = 16,304 B a layer, against 2 x 2 x 98 x 32 x
+        // 4 = 50,176 B in f32.
+        assert_eq!(kivi.bytes(2), 16_304);
+        // Fewer tokens than R: nothing is packed; V's group wider than the head is one group a vector.
+        let short = KiviCache::of(KvScheme::Kivi { bits: 4, group: 64, recent: 16 }, 32, 10).unwrap();
+        assert_eq!((short.packed_tokens(KvTensor::K), short.f32_rows(KvTensor::V), short.bytes(1)), (0, 10, 2560));
+        assert_eq!(short.layout(KvTensor::V).group(), 32);
+        assert_eq!(KiviCache::of(KvScheme::Int8, 32, 10), None);
+    }
+
+    #[test]
+    fn a_whole_kivi_block_costs_the_scheme_s_bits() {
+        // Where every token is packed (R = 0, whole blocks), the cache holds exactly the scheme's
+        // bytes per token: KIVI's figure is its packed form's.
+        for (bits, group, d) in [(2u8, 32u32, 32u32), (4, 16, 64), (2, 128, 128), (4, 8, 32)] {
+            let scheme = KvScheme::Kivi { bits, group, recent: 0 };
+            let tokens = 4 * group;
+            let kivi = KiviCache::of(scheme, d, tokens).unwrap();
+            assert_eq!(kivi.f32_rows(KvTensor::K) + kivi.f32_rows(KvTensor::V), 0);
+            assert_eq!(kivi.bytes(3), u64::from(tokens) * scheme.bytes_per_token(1, 3, d), "{bits} {group} {d}");
+        }
     }
 }

@@ -133,7 +133,7 @@ pub fn head_output_errors(full: &[f32], got: &[f32], tokens: usize, heads: usize
 }
 
 /// What the page says above the table: the model, the text's length, where the passes ran and how
-/// the cache is held there (on the GPU every scheme but KIVI is packed in its own bits,
+/// the cache is held there (on the GPU every scheme is packed in its own bits,
 /// `gpu::lm_forward::run_with_kv_scheme`), that the model is small.
 pub fn heading(m: &Model, tokens: usize, on_gpu: bool) -> String {
     let (layers, h_kv, d) = cache_geometry(m);
@@ -141,9 +141,9 @@ pub fn heading(m: &Model, tokens: usize, on_gpu: bool) -> String {
         (
             "on the GPU",
             "fp16, fp8, int8, int4 and int2 are held packed in their own bits, the bytes per token shown (fp8's \
-             scale for the whole text stored once), and the attention kernel dequantises them as it reads; KIVI, \
-             whose groups of tokens share scales, is rounded in an f32 buffer, its bytes per token computed for \
-             the scheme.",
+             scale for the whole text stored once); KIVI is packed too, K in blocks of G tokens with one scale \
+             and min a channel, V per token, while its recent R tokens (and K's tokens short of a whole block) \
+             stay f32 rows. The attention kernel dequantises them as it reads.",
         )
     } else {
         ("on the CPU (no WebGPU here)", "Bytes per token are computed for the scheme; the cache stays f32.")
@@ -248,7 +248,7 @@ mod tests {
         let gpu = heading(m, 33, true);
         assert!(gpu.contains("(4 layers, 2 KV heads of width 32), over your text's 33 tokens"));
         assert!(gpu.contains("rounded on the GPU") && gpu.contains("fp16, fp8, int8, int4 and int2 are held packed"));
-        assert!(gpu.contains("KIVI, whose groups of tokens share scales, is rounded in an f32 buffer"));
+        assert!(gpu.contains("KIVI is packed too, K in blocks of G tokens") && gpu.contains("stay f32 rows"));
         let cpu = heading(m, 33, false);
         assert!(cpu.contains("rounded on the CPU (no WebGPU here)") && cpu.contains("the cache stays f32"));
     }
