@@ -57,7 +57,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> partial: array<f32>;
 // [h_q, n_q, d]
 @group(0) @binding(3) var<storage, read> q: array<f32>;
-// [h_kv, kv_stride, words]: the packed caches.
+// [h_kv, kv_stride, words]: the packed caches (KIVI's: K's blocks or V's rows, then f32 rows).
 @group(0) @binding(4) var<storage, read> k: array<u32>;
 @group(0) @binding(5) var<storage, read> v: array<u32>;
 

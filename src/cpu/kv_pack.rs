@@ -140,7 +140,7 @@ pub fn kivi_pack(x: &[f32], heads: u32, kivi: &KiviCache, tensor: KvTensor) -> R
     let row = |h: usize, t: usize| &x[(h * tokens + t) * d..(h * tokens + t + 1) * d];
     for h in 0..heads as usize {
         match tensor {
-            KvTensor::K => pack_key_blocks(&mut out, h, packed, &layout, |t| row(h, t)),
+            KvTensor::K => pack_key_blocks(&mut out, kivi, h, |t| row(h, t)),
             KvTensor::V => {
                 let words = layout.words() as usize;
                 for t in 0..packed {
@@ -148,9 +148,8 @@ pub fn kivi_pack(x: &[f32], heads: u32, kivi: &KiviCache, tensor: KvTensor) -> R
                 }
             }
         }
-        let f32_rows = kivi.f32_rows_at(tensor, heads) as usize + h * (tokens - packed) * d;
         for t in packed..tokens {
-            let at = f32_rows + (t - packed) * d;
+            let at = kivi.f32_row_at(tensor, heads, h as u32, t as u32) as usize;
             for (word, v) in out[at..at + d].iter_mut().zip(row(h, t)) {
                 *word = v.to_bits();
             }
@@ -159,18 +158,13 @@ pub fn kivi_pack(x: &[f32], heads: u32, kivi: &KiviCache, tensor: KvTensor) -> R
     Ok(out)
 }
 
-/// Head `h`'s `packed` key tokens in blocks: each block's scale word a channel (over its tokens),
+/// Head `h`'s packed key tokens in blocks: each block's scale word a channel (over its tokens),
 /// then each token's codes against them.
-fn pack_key_blocks<'a>(
-    out: &mut [u32],
-    h: usize,
-    packed: usize,
-    layout: &PackedLayout,
-    row: impl Fn(usize) -> &'a [f32],
-) {
+fn pack_key_blocks<'a>(out: &mut [u32], kivi: &KiviCache, h: usize, row: impl Fn(usize) -> &'a [f32]) {
+    let layout = &kivi.layout(KvTensor::K);
     let (block, code_words, d) = (layout.block_tokens() as usize, layout.code_words() as usize, layout.d as usize);
-    for b in 0..packed / block {
-        let base = (h * (packed / block) + b) * layout.block_words() as usize;
+    for b in 0..kivi.packed_tokens(KvTensor::K) as usize / block {
+        let base = kivi.key_block_at(h as u32, b as u32) as usize;
         let scales_at = base + block * code_words;
         for c in 0..d {
             let channel: Vec<f32> = (b * block..(b + 1) * block).map(|t| row(t)[c]).collect();
@@ -197,7 +191,7 @@ pub fn kivi_unpack(cache: &[u32], heads: u32, kivi: &KiviCache, tensor: KvTensor
                 let (word, shift) = layout.code_at(c as u32);
                 let (at, scale_at) = match tensor {
                     KvTensor::K => {
-                        let base = (h * (packed / block) + t / block) * layout.block_words() as usize;
+                        let base = kivi.key_block_at(h as u32, (t / block) as u32) as usize;
                         (base + t % block * code_words, base + block * code_words + c)
                     }
                     KvTensor::V => {
@@ -208,8 +202,8 @@ pub fn kivi_unpack(cache: &[u32], heads: u32, kivi: &KiviCache, tensor: KvTensor
                 dequantise(cache[at + word as usize] >> shift, cache[scale_at], &layout)
             }));
         }
-        let f32_rows = kivi.f32_rows_at(tensor, heads) as usize + h * (tokens - packed) * d;
-        out.extend(cache[f32_rows..f32_rows + (tokens - packed) * d].iter().map(|&w| f32::from_bits(w)));
+        let f32_rows = kivi.f32_row_at(tensor, heads, h as u32, packed as u32) as usize;
+        out.extend(cache[f32_rows..][..(tokens - packed) * d].iter().map(|&w| f32::from_bits(w)));
     }
     out
 }

@@ -453,7 +453,7 @@ impl GpuContext {
     /// Several buffers' values, in order, read back with as few round trips as fit: consecutive buffers
     /// share one copy, one submission and one map while their bytes stay within [`READBACK_BATCH_BYTES`]
     /// (on a software adapter each map is a round trip through the GPU process that costs more than
-    /// the copy). The same values as [`GpuContext::read_back`] on each.
+    /// the copy). Each buffer's values, exactly its size in `T`s.
     pub async fn read_back_all<T: bytemuck::Pod>(&self, buffers: &[&wgpu::Buffer]) -> Result<Vec<Vec<T>>, GpuError> {
         let mut out = Vec::with_capacity(buffers.len());
         for batch in readback_batches(buffers.iter().map(|b| b.size()), READBACK_BATCH_BYTES) {

@@ -8,7 +8,7 @@
 //!             (qk_norm)                          each Q and K head RMS-normed in place (Qwen3, Gemma 3)
 //!             rope split_heads                   Q, K rotated; Q [h_q, T, d], K, V [h_kv, T, d]
 //!             (kv_quant)                         K, V rounded to a quantised cache's values, when asked
-//!             (kv_pack)                          decoding into a packed quantised cache: K, V packed into it
+//!             (kv_pack)                          into a packed quantised cache (decoding, or a pass's KIVI): K, V packed
 //!             flash_attention                    O, lse under the layer's mask, GQA (packed_attention
 //!                                                over a packed cache, dequantising as it reads;
 //!                                                paged_attention over an f32 cache in pages of one

@@ -206,7 +206,10 @@ impl PackedAttention {
             ("PER_WORD", 32 / layout.bits()),
             ("CH", plan.channels(layout)),
             ("KIVI_CACHE", u32::from(matches!(launch.caches, PackedCaches::Kivi(_)))),
-            ("K_BLOCK", if let PackedCaches::Kivi(kivi) = launch.caches { kivi.group } else { 1 }),
+            (
+                "K_BLOCK",
+                if let PackedCaches::Kivi(kivi) = launch.caches { kivi.layout(KvTensor::K).block_tokens() } else { 1 },
+            ),
         ];
         let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &constants, &[("WG", WORKGROUP)]);
         if plan.splits == 1 {

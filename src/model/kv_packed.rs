@@ -79,7 +79,7 @@ impl PackedLayout {
     }
 
     /// The kernels' code for the packing (`KIND_*` in `shaders/kv_pack.wgsl` and
-    /// `shaders/packed_attention.wgsl`): 0 fp16, 1 int8, 2 grouped, 3 fp8.
+    /// `shaders/packed_attention.wgsl`): 0 fp16, 1 int8, 2 grouped, 3 fp8, 4 KIVI's key blocks.
     pub fn shader_kind(&self) -> u32 {
         match self.packing {
             Packing::F16 => 0,
@@ -266,6 +266,20 @@ impl KiviCache {
         self.layout(tensor).tail_at(heads, self.packed_tokens(tensor))
     }
 
+    /// The word where token `t` (not packed) of head `h` starts among `tensor`'s f32 rows.
+    pub fn f32_row_at(&self, tensor: KvTensor, heads: u32, h: u32, t: u32) -> u64 {
+        let rows = u64::from(self.f32_rows(tensor));
+        let row = u64::from(h) * rows + u64::from(t - self.packed_tokens(tensor));
+        self.f32_rows_at(tensor, heads) + row * u64::from(self.d)
+    }
+
+    /// The word where head `h`'s key block `b` starts (its codes, then its scales).
+    pub fn key_block_at(&self, h: u32, b: u32) -> u64 {
+        let keys = self.layout(KvTensor::K);
+        let blocks = self.packed_tokens(KvTensor::K) / keys.block_tokens();
+        (u64::from(h) * u64::from(blocks) + u64::from(b)) * u64::from(keys.block_words())
+    }
+
     /// Words of `tensor`'s whole cache for `heads` KV heads.
     pub fn words(&self, tensor: KvTensor, heads: u32) -> u64 {
         let f32_rows = u64::from(heads) * u64::from(self.f32_rows(tensor)) * u64::from(self.d);
@@ -389,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn kivi_alone_has_no_packed_form() {
+    fn kivi_alone_has_no_packed_form_per_token() {
         let schemes = KvScheme::compared(32, 16);
         let packed: Vec<String> =
             schemes.iter().filter(|s| PackedLayout::of(**s, 32).is_some()).map(|s| s.name()).collect();
