@@ -17,8 +17,23 @@ use crate::state::{AppState, Notice, View};
 use crate::views::model_choice::ModelChoice;
 use crate::views::url_writes::{UrlWrite, UrlWrites};
 
+/// The engine, started before the page is built (`super::start`): the GPU's first round trip is out
+/// while the page builds. The page takes the engine when it is ready.
+pub struct EarlyEngine(futures_channel::oneshot::Receiver<Rc<Engine>>);
+
+impl EarlyEngine {
+    pub fn start(backend: crate::engine::BackendChoice) -> Self {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        // Not Leptos's spawn_local: its executor starts with the page, after this.
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = tx.send(Rc::new(Engine::start(backend).await));
+        });
+        EarlyEngine(rx)
+    }
+}
+
 #[component]
-pub fn App() -> impl IntoView {
+pub fn App(starting: EarlyEngine) -> impl IntoView {
     let (initial, notices) = AppState::from_query(&browser::location_search());
     if browser::test_switch("panic") {
         // Proves the error panel works (the browser tests set the switch before the page loads).
@@ -39,8 +54,9 @@ pub fn App() -> impl IntoView {
 
     let engine: EngineSignal = RwSignal::new_local(None);
     spawn_local(async move {
-        let started = Engine::start(backend).await;
-        engine.set(Some(Rc::new(started)));
+        if let Ok(started) = starting.0.await {
+            engine.set(Some(started));
+        }
     });
     gpu_watch::watch_for_lost_gpu(engine, notices, backend);
     if test_hooks {

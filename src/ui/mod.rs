@@ -39,11 +39,20 @@ mod trained_variants_panel;
 mod user_checkpoint;
 mod view_lessons;
 
-/// Entry point: a panic hook that leaves a readable panel instead of a dead page, then the app.
+/// Entry point: a panic hook that leaves a readable panel instead of a dead page, the engine's start,
+/// then the app.
 pub fn start() {
     std::panic::set_hook(Box::new(|info| {
         console_error_panic_hook::hook(info);
         browser::show_panic_panel(&info.to_string());
     }));
-    leptos::mount::mount_to_body(app::App);
+    let backend = crate::state::AppState::from_query(&browser::location_search()).0.backend();
+    let starting = app::EarlyEngine::start(backend);
+    // The page is built in the next task, after the engine's first step has sent the adapter request:
+    // on SwiftShader the device took 50-130 ms to come up, which used to start only after the 90 ms
+    // mount (measured with performance marks, 2-core machine).
+    leptos::prelude::set_timeout(
+        move || leptos::mount::mount_to_body(move || app::App(app::AppProps { starting })),
+        std::time::Duration::ZERO,
+    );
 }
