@@ -78,6 +78,35 @@ pub fn parse_lesson(file_name: &str, text: &str) -> Result<Lesson, String> {
     Ok(Lesson { id, title, goal, steps })
 }
 
+/// What a view's links to its lessons need of a lesson: its id, title and each step's view, read
+/// without parsing its Markdown (the links are built as the page mounts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LessonOutline {
+    pub id: String,
+    pub title: String,
+    pub step_views: Vec<String>,
+}
+
+/// The outline of one lesson file, or `None` where [`parse_lesson`] would refuse its frame.
+pub fn outline(file_name: &str, text: &str) -> Option<LessonOutline> {
+    let id = lesson_id(file_name).ok()?;
+    let mut sections = split_headings(text).into_iter();
+    let title = match sections.next()? {
+        Section { level: 1, title, .. } => title,
+        _ => return None,
+    };
+    let step_views =
+        sections.map(|s| (s.level == 2).then(|| step_view(&s.body)).flatten()).collect::<Option<Vec<_>>>()?;
+    Some(LessonOutline { id, title, step_views })
+}
+
+/// The `view:` of a step's ```set block.
+fn step_view(body: &str) -> Option<String> {
+    let blocks = fenced_blocks(body);
+    let set = blocks.iter().find(|b| b.info == "set")?;
+    key_values(&set.text).ok()?.into_iter().find_map(|(key, value)| (key == "view").then_some(value))
+}
+
 /// `07-kv-cache.md` → `kv-cache`: the order prefix and the extension go.
 fn lesson_id(file_name: &str) -> Result<String, String> {
     let stem = file_name.strip_suffix(".md").ok_or_else(|| format!("{file_name}: lessons are .md files"))?;

@@ -22,7 +22,7 @@ pub mod weights;
 
 use std::sync::OnceLock;
 
-pub use format::{Lesson, Step};
+pub use format::{Lesson, LessonOutline, Step};
 
 /// The lesson files, in course order.
 const LESSON_FILES: &[(&str, &str)] = &[
@@ -61,13 +61,20 @@ pub fn lesson(id: &str) -> Option<&'static Lesson> {
     catalogue().iter().find(|l| l.id == id)
 }
 
+/// Every lesson's outline, in course order. The page's views link to their lessons as it mounts; the
+/// whole [`catalogue`] (every step's Markdown parsed) took 10-47 ms there, cold, on the test machine.
+fn outlines() -> &'static [LessonOutline] {
+    static OUTLINES: OnceLock<Vec<LessonOutline>> = OnceLock::new();
+    OUTLINES.get_or_init(|| LESSON_FILES.iter().filter_map(|(name, text)| format::outline(name, text)).collect())
+}
+
 /// The lessons that use the view `view_id`, each with the first of its steps that shows it, in course
 /// order: every view links back to the lessons that explain it.
-pub fn lessons_showing(view_id: &str) -> Vec<(&'static Lesson, u32)> {
-    catalogue()
+pub fn lessons_showing(view_id: &str) -> Vec<(&'static LessonOutline, u32)> {
+    outlines()
         .iter()
         .filter_map(|lesson| {
-            let step = lesson.steps.iter().position(|s| s.view == view_id)?;
+            let step = lesson.step_views.iter().position(|v| v == view_id)?;
             Some((lesson, step as u32 + 1))
         })
         .collect()
@@ -137,11 +144,26 @@ mod tests {
         assert!(ids("compare").contains(&"gqa/4".to_string()));
         assert!(ids("heatmaps").contains(&"masks/1".to_string()));
         for view in ["heatmaps", "kv", "compare", "bench"] {
-            for (lesson, step) in lessons_showing(view) {
-                assert_eq!(lesson.steps[step as usize - 1].view, view);
+            for (outline, step) in lessons_showing(view) {
+                let lesson = lesson(&outline.id).unwrap();
+                assert_eq!((&lesson.title, lesson.steps[step as usize - 1].view.as_str()), (&outline.title, view));
             }
         }
         assert!(lessons_showing("lesson").is_empty());
+    }
+
+    #[test]
+    fn every_outline_is_its_lesson_s_frame() {
+        assert_eq!(outlines().len(), catalogue().len());
+        for (outline, lesson) in outlines().iter().zip(catalogue()) {
+            let views: Vec<String> = lesson.steps.iter().map(|s| s.view.clone()).collect();
+            assert_eq!((&outline.id, &outline.title, &outline.step_views), (&lesson.id, &lesson.title, &views));
+        }
+        // A file without its title, or a step without a view, has none.
+        assert_eq!(format::outline("01-x.md", "## Step\n```set\nview: kv\n```\n"), None);
+        assert_eq!(format::outline("01-x.md", "# T\ngoal\n## Step\n```set\nseed: 1\n```\n"), None);
+        let ok = format::outline("01-x.md", "# T\ngoal\n## Step\n```set\nview: kv\n```\n").unwrap();
+        assert_eq!((ok.id.as_str(), ok.title.as_str(), ok.step_views.as_slice()), ("x", "T", &["kv".to_string()][..]));
     }
 
     #[test]
