@@ -57,6 +57,17 @@ const TRANSITION_KEYS: [&str; 3] = ["model", "cfg", "backend"];
 
 impl AppState {
     /// Parses a query string (with or without the leading `?`). Never fails.
+    /// The backend a link asks for, read alone (the engine starts before the rest of the link is read,
+    /// which for a lesson link parses the course): the value [`AppState::from_query`] settles on.
+    pub fn backend_in_query(query: &str) -> BackendChoice {
+        let (pairs, _) = parse_query_capped(query);
+        let mut state = Self::default();
+        for (key, value) in pairs.iter().filter(|(key, _)| key == "backend") {
+            state.set(key, value);
+        }
+        state.backend()
+    }
+
     pub fn from_query(query: &str) -> (Self, Vec<Notice>) {
         let (pairs, pairs_in_link) = parse_query_capped(query);
         let mut state = Self::default();
@@ -599,5 +610,19 @@ mod tests {
         assert!(state.set_from_control("text", &long_text).is_err());
         assert_eq!(state.set_from_control("layer", "31"), Ok(()));
         assert_eq!(state.model.layer, 31);
+    }
+
+    #[test]
+    fn the_backend_is_read_alone_as_the_whole_link_reads_it() {
+        for query in [
+            "",
+            "?backend=cpu",
+            "?view=lesson&lesson=masks&backend=cpu",
+            "?backend=nonsense",
+            "?backend=cpu&backend=auto",
+        ] {
+            assert_eq!(AppState::backend_in_query(query), AppState::from_query(query).0.backend(), "{query}");
+        }
+        assert_eq!(AppState::backend_in_query("?view=kv&backend=cpu"), BackendChoice::Cpu);
     }
 }

@@ -79,6 +79,13 @@ pub async fn copy_to_clipboard(text: &str) -> bool {
 }
 
 /// Appends an error panel to the page with plain text (never HTML), and a way back.
+/// Removes index.html's "Loading…" note.
+pub fn remove_loading_note() {
+    if let Some(note) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.get_element_by_id("loading")) {
+        note.remove();
+    }
+}
+
 pub fn show_panic_panel(message: &str) {
     let Some(document) = web_sys::window().and_then(|w| w.document()) else { return };
     let Some(body) = document.body() else { return };

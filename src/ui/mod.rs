@@ -46,13 +46,17 @@ pub fn start() {
         console_error_panic_hook::hook(info);
         browser::show_panic_panel(&info.to_string());
     }));
-    let backend = crate::state::AppState::from_query(&browser::location_search()).0.backend();
+    let backend = crate::state::AppState::backend_in_query(&browser::location_search());
     let starting = app::EarlyEngine::start(backend);
     // The page is built in the next task, after the engine's first step has sent the adapter request:
     // on SwiftShader the device took 50-130 ms to come up, which used to start only after the 90 ms
     // mount (measured with performance marks, 2-core machine).
     leptos::prelude::set_timeout(
-        move || leptos::mount::mount_to_body(move || app::App(app::AppProps { starting })),
+        move || {
+            leptos::mount::mount_to_body(move || app::App(app::AppProps { starting }));
+            // index.html's "Loading…" stays until the page is built (init() resolves before that).
+            browser::remove_loading_note();
+        },
         std::time::Duration::ZERO,
     );
 }

@@ -104,7 +104,8 @@ pub fn outline(file_name: &str, text: &str) -> Option<LessonOutline> {
 fn step_view(body: &str) -> Option<String> {
     let blocks = fenced_blocks(body);
     let set = blocks.iter().find(|b| b.info == "set")?;
-    key_values(&set.text).ok()?.into_iter().find_map(|(key, value)| (key == "view").then_some(value))
+    // The last `view:` line, as `parse_step` reads it.
+    key_values(&set.text).ok()?.into_iter().rev().find_map(|(key, value)| (key == "view").then_some(value))
 }
 
 /// `07-kv-cache.md` → `kv-cache`: the order prefix and the extension go.

@@ -162,7 +162,7 @@ mod tests {
         // A file without its title, or a step without a view, has none.
         assert_eq!(format::outline("01-x.md", "## Step\n```set\nview: kv\n```\n"), None);
         assert_eq!(format::outline("01-x.md", "# T\ngoal\n## Step\n```set\nseed: 1\n```\n"), None);
-        let ok = format::outline("01-x.md", "# T\ngoal\n## Step\n```set\nview: kv\n```\n").unwrap();
+        let ok = format::outline("01-x.md", "# T\ngoal\n## Step\n```set\nview: heatmaps\nview: kv\n```\n").unwrap();
         assert_eq!((ok.id.as_str(), ok.title.as_str(), ok.step_views.as_slice()), ("x", "T", &["kv".to_string()][..]));
     }
 
