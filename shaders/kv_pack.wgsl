@@ -7,22 +7,27 @@
 // keep it. So the cache holds the scheme's own bytes, and packed_attention.wgsl dequantises them as
 // it reads.
 //
-// KIVI's cache of a whole pass packs K in blocks of `block` tokens (KIND_CHANNEL_BLOCKS: each token's
-// codes, then one scale word a channel over the block's tokens) and V per token (KIND_GROUPED); tokens
-// from packed_tokens on are written as f32 rows after the packed ones (from word f32_at).
+// KIVI's cache packs K in blocks of `block` tokens (KIND_CHANNEL_BLOCKS: each token's codes, then one
+// scale word a channel over the block's tokens) and V per token (KIND_GROUPED); tokens from
+// packed_tokens on wait as f32 rows in a ring after the packed ones (from word f32_at, token t in
+// row t % ring). As tokens join a decode cache, one launch quantises those leaving the recent window
+// (reading the older ones from the ring) and a second writes the new ones still waiting: a ring row
+// is read before a newer token takes it.
 //
-// One invocation per vector: token t of head h comes from x[(h * tokens + t) * d ..] and goes to
-// row start + t of the head's capacity rows. The values the codes decode to are kv_quant.wgsl's (the
+// One invocation per vector: tokens first.. of each head, token t read from x[(h * x_tokens + t -
+// x_start) * d ..] (older tokens, KIVI's, from the ring) and written to row t of the head's capacity
+// rows. The values the codes decode to are kv_quant.wgsl's (the
 // same f32 arithmetic). f16 bits are built with integer arithmetic from values f16 holds exactly, not
 // with pack2x16float, whose rounding and subnormals vary. The CPU twin is src/cpu/kv_pack.rs.
 
 // Keep in sync with `KvPackParams` in src/gpu/kv_pack.rs.
 struct Params {
     heads: u32,
+    // Tokens the launch covers, from `first` on.
     tokens: u32,
     d: u32,
     capacity: u32,
-    start: u32,
+    first: u32,
     // KIND_* below.
     kind: u32,
     bits: u32,
@@ -40,11 +45,16 @@ struct Params {
     max_value: f32,
     tail: u32,
     tail_words: u32,
-    // Tokens packed (the launch's tokens, but for KIVI), where the f32 rows of the rest start, and
+    // Tokens from packed_tokens on are f32 rows (KIVI's) from word f32_at, token t in row t % ring;
     // KIVI's key block.
     packed_tokens: u32,
     f32_at: u32,
     block: u32,
+    // x holds tokens x_start.., x_tokens a head.
+    x_start: u32,
+    x_tokens: u32,
+    ring: u32,
+    pad: u32,
 }
 
 const KIND_F16: u32 = 0u;
@@ -54,7 +64,7 @@ const KIND_FP8: u32 = 3u;
 const KIND_CHANNEL_BLOCKS: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> params: Params;
-// [heads, tokens, d]: the pass's new K or V.
+// [heads, x_tokens, d]: the pass's new K or V.
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 // [heads, capacity, words]: the packed cache.
 @group(0) @binding(2) var<storage, read_write> packed: array<u32>;
@@ -63,13 +73,26 @@ const KIND_CHANNEL_BLOCKS: u32 = 4u;
 
 // #include f16_bits.wgsl
 
-// The scale word of channels c0..c1 of the vector at x[src..].
-fn scale_word(src: u32, c0: u32, c1: u32) -> u32 {
-    var lo = x[src + c0];
+// Where token t's f32 row of head h starts in the ring.
+fn ring_row(h: u32, t: u32) -> u32 {
+    return params.f32_at + (h * params.ring + t % max(params.ring, 1u)) * params.d;
+}
+
+// Channel c of token t of head h: from x, or (a token older than x's, KIVI's) from its ring row.
+fn value(h: u32, t: u32, c: u32) -> f32 {
+    if t >= params.x_start {
+        return x[(h * params.x_tokens + t - params.x_start) * params.d + c];
+    }
+    return bitcast<f32>(packed[ring_row(h, t) + c]);
+}
+
+// The scale word of channels c0..c1 of token t of head h.
+fn scale_word(h: u32, t: u32, c0: u32, c1: u32) -> u32 {
+    var lo = value(h, t, c0);
     var hi = lo;
     var amax = 0.0;
     for (var c = c0; c < c1; c++) {
-        let v = x[src + c];
+        let v = value(h, t, c);
         lo = min(lo, v);
         hi = max(hi, v);
         amax = max(amax, abs(v));
@@ -118,24 +141,24 @@ fn code(v: f32, scale: u32) -> u32 {
     return 0u;
 }
 
-// Channel c's scale word over the block of tokens whose first value is x[first + c] (KIVI's keys).
-fn channel_scale_word(first: u32, c: u32) -> u32 {
-    var lo = x[first + c];
+// Channel c's scale word over head h's block of tokens from `first` (KIVI's keys).
+fn channel_scale_word(h: u32, first: u32, c: u32) -> u32 {
+    var lo = value(h, first, c);
     var hi = lo;
     for (var t = 0u; t < params.block; t++) {
-        let v = x[first + t * params.d + c];
+        let v = value(h, first + t, c);
         lo = min(lo, v);
         hi = max(hi, v);
     }
     return f16_bits(round_f16((hi - lo) / f32(params.levels))) | (f16_bits(round_f16(lo)) << 16u);
 }
 
-// The scale word channel c of the vector at x[src..] is coded against: its KIVI key block's (over
-// the block's tokens, the first at x[first..]), its group's as stored after the codes at
-// packed[dst..], or the tail's (`tail_scale`).
-fn scale_for(c: u32, dst: u32, first: u32, tail_scale: u32) -> u32 {
+// The scale word channel c of head h's token is coded against: its KIVI key block's (over the
+// block's tokens, from `first`), its group's as stored after the codes at packed[dst..], or the
+// tail's (`tail_scale`).
+fn scale_for(h: u32, c: u32, dst: u32, first: u32, tail_scale: u32) -> u32 {
     if params.kind == KIND_CHANNEL_BLOCKS {
-        return channel_scale_word(first, c);
+        return channel_scale_word(h, first, c);
     }
     if params.scale_words > 0u {
         return packed[dst + params.code_words + c / params.scale_group];
@@ -143,33 +166,33 @@ fn scale_for(c: u32, dst: u32, first: u32, tail_scale: u32) -> u32 {
     return tail_scale;
 }
 
-// The code words of the vector at x[src..], written from packed[codes..] (scale_for's other
-// arguments follow).
-fn write_codes(src: u32, codes: u32, dst: u32, first: u32, tail_scale: u32) {
+// The code words of token t of head h, written from packed[codes..] (scale_for's other arguments
+// follow).
+fn write_codes(h: u32, t: u32, codes: u32, dst: u32, first: u32, tail_scale: u32) {
     let per_word = 32u / params.bits;
     for (var w = 0u; w < params.code_words; w++) {
         var word = 0u;
         for (var j = 0u; j < per_word; j++) {
             let c = w * per_word + j;
             if c < params.d {
-                word |= code(x[src + c], scale_for(c, dst, first, tail_scale)) << (j * params.bits);
+                word |= code(value(h, t, c), scale_for(h, c, dst, first, tail_scale)) << (j * params.bits);
             }
         }
         packed[codes + w] = word;
     }
 }
 
-// Token t of head h (its values at x[src..]) into its KIVI key block: its codes against each
-// channel's scale word over the block; the block's first token writes those words too.
-fn pack_into_block(h: u32, t: u32, src: u32) {
+// Token t of head h into its KIVI key block (a head has room for capacity / block): its codes
+// against each channel's scale word over the block; the block's first token writes those words too.
+fn pack_into_block(h: u32, t: u32) {
     let j = t % params.block;
-    let base = (h * (params.packed_tokens / params.block) + t / params.block) * (params.block * params.code_words + params.d);
-    let first = src - j * params.d;
-    write_codes(src, base + j * params.code_words, 0u, first, 0u);
+    let base = (h * (params.capacity / params.block) + t / params.block) * (params.block * params.code_words + params.d);
+    let first = t - j;
+    write_codes(h, t, base + j * params.code_words, 0u, first, 0u);
     if j == 0u {
         let scales = base + params.block * params.code_words;
         for (var c = 0u; c < params.d; c++) {
-            packed[scales + c] = channel_scale_word(first, c);
+            packed[scales + c] = channel_scale_word(h, first, c);
         }
     }
 }
@@ -181,32 +204,30 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
         return;
     }
     let h = i / params.tokens;
-    let t = i % params.tokens;
-    let src = i * params.d;
+    let t = params.first + i % params.tokens;
     if t >= params.packed_tokens {
         // KIVI's tokens not yet quantised: an f32 row.
-        let rows = params.tokens - params.packed_tokens;
-        let dst = params.f32_at + (h * rows + t - params.packed_tokens) * params.d;
+        let dst = ring_row(h, t);
         for (var c = 0u; c < params.d; c++) {
-            packed[dst + c] = bitcast<u32>(x[src + c]);
+            packed[dst + c] = bitcast<u32>(value(h, t, c));
         }
         return;
     }
     if params.kind == KIND_CHANNEL_BLOCKS {
-        pack_into_block(h, t, src);
+        pack_into_block(h, t);
         return;
     }
-    let dst = (h * params.capacity + params.start + t) * params.words;
+    let dst = (h * params.capacity + t) * params.words;
     // Scales first: each code is taken against its group's scale as stored.
     for (var g = 0u; g < params.scale_words; g++) {
         let c0 = g * params.scale_group;
-        packed[dst + params.code_words + g] = scale_word(src, c0, min(c0 + params.scale_group, params.d));
+        packed[dst + params.code_words + g] = scale_word(h, t, c0, min(c0 + params.scale_group, params.d));
     }
     var shared_scale = 0u;
     if params.tail_words > 0u {
         shared_scale = packed[params.tail + select(0u, h, params.tail_words > 1u)];
     }
-    write_codes(src, dst, dst, 0u, shared_scale);
+    write_codes(h, t, dst, dst, 0u, shared_scale);
 }
 
 // The largest magnitude of each workgroup's share of x, for the reduction below.
@@ -218,7 +239,7 @@ var<workgroup> amax_of: array<f32, 64>;
 @compute @workgroup_size(WG)
 fn scales(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
     let s = workgroup_index(at);
-    let per_head = params.tokens * params.d;
+    let per_head = params.x_tokens * params.d;
     var first = 0u;
     var count = params.heads * per_head;
     if params.tail_words > 1u {

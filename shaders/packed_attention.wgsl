@@ -3,9 +3,10 @@
 // with an f16 scale and min per group of channels, fp8 with the f32 scale of its tensor or KV head
 // from the cache's tail), and each value is dequantised here, in the
 // loops that read it. So the bytes a decode step reads are the scheme's bytes, not an f32 copy.
-// KIVI's cache of a whole pass (KIVI_CACHE = 1) keeps K in blocks of K_BLOCK tokens (each token's codes,
-// then one scale word a channel for the block) and V per token as the grouped packing; the keys from
-// k_packed (K) or v_packed (V) on are f32 rows after the packed ones.
+// KIVI's cache (KIVI_CACHE = 1; a pass's or a decode cache's) keeps K in blocks of K_BLOCK tokens (each
+// token's codes, then one scale word a channel for the block) and V per token as the grouped packing;
+// the keys from k_packed (K) or v_packed (V) on are f32 rows in a ring after the packed ones (key t in
+// row t % ring).
 //
 // Work split (flash-decoding). A workgroup owns ROWS rows of one KV head (a row is one (query, query
 // head) pair, as in flash_attention.wgsl: a GQA group's query heads share each K and V value it
@@ -43,11 +44,16 @@ struct Params {
     // fp8: where each cache's tail of scales starts (in words), and 1 where it holds one a KV head.
     scale_tail: u32,
     scale_per_head: u32,
-    // KIVI: keys below these are packed, the rest f32 rows a head from k_f32_at / v_f32_at (words).
+    // KIVI: keys below these are packed, the rest f32 rows in a ring of k_ring / v_ring rows a head
+    // from k_f32_at / v_f32_at (words); a head's room for key blocks and packed values.
     k_packed: u32,
     v_packed: u32,
     k_f32_at: u32,
     v_f32_at: u32,
+    k_ring: u32,
+    v_ring: u32,
+    k_blocks: u32,
+    v_rows: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -201,7 +207,7 @@ fn f32_scores(at: u32) -> array<f32, ROWS> {
 // channel's scale word after the block's codes.
 fn block_scores(kv_head: u32, key: u32) -> array<f32, ROWS> {
     var dot: array<f32, ROWS>;
-    let base = (kv_head * (params.k_packed / K_BLOCK) + key / K_BLOCK) * (K_BLOCK * CODE_WORDS + D);
+    let base = (kv_head * params.k_blocks + key / K_BLOCK) * (K_BLOCK * CODE_WORDS + D);
     let codes = base + key % K_BLOCK * CODE_WORDS;
     let scales = base + K_BLOCK * CODE_WORDS;
     for (var w = 0u; w < CODE_WORDS; w += 1u) {
@@ -224,7 +230,7 @@ fn block_scores(kv_head: u32, key: u32) -> array<f32, ROWS> {
 fn key_scores(kv_head: u32, key: u32) -> array<f32, ROWS> {
     if KIVI {
         if key >= params.k_packed {
-            return f32_scores(params.k_f32_at + (kv_head * (params.n_kv - params.k_packed) + key - params.k_packed) * D);
+            return f32_scores(params.k_f32_at + (kv_head * params.k_ring + key % max(params.k_ring, 1u)) * D);
         }
         return block_scores(kv_head, key);
     }
@@ -352,7 +358,7 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
             }
             if KIVI && key >= params.v_packed {
                 // KIVI's unquantised values: an f32 row.
-                let at = params.v_f32_at + (kv_head * (params.n_kv - params.v_packed) + key - params.v_packed) * D;
+                let at = params.v_f32_at + (kv_head * params.v_ring + key % max(params.v_ring, 1u)) * D;
                 for (var a = 0u; a < CH; a++) {
                     let c = c1 + a;
                     if c < D {
@@ -363,7 +369,7 @@ fn main(at: GridPlace, @builtin(local_invocation_index) lid: u32) {
                     }
                 }
             } else {
-                let base = (kv_head * select(params.kv_stride, params.v_packed, KIVI) + key) * params.words;
+                let base = (kv_head * select(params.kv_stride, params.v_rows, KIVI) + key) * params.words;
                 var sz = vec2<f32>(0.0);
                 var word = 0u;
                 for (var a = 0u; a < CH; a++) {

@@ -36,7 +36,7 @@ use attention_lab::attention::AttentionShape;
 use attention_lab::attention::inputs::SplitMix64;
 use attention_lab::attention::rope::RopeTable;
 use attention_lab::cpu::kept_attention::{KeptShape, kept_attention};
-use attention_lab::cpu::kv_pack::{PackRows, kivi_pack, kv_pack, unpack_rows};
+use attention_lab::cpu::kv_pack::{PackRows, kivi_append, kivi_pack, kv_pack, unpack_rows};
 use attention_lab::cpu::kv_quant::kv_quant;
 use attention_lab::cpu::packed_attention::{PackedProblem, packed_attention};
 use attention_lab::gpu::embed_gather::EmbedBuffers;
@@ -699,11 +699,69 @@ fn decoding_against_a_quantised_cache_gives_the_cpu_pass_over_the_same_scheme() 
     // The f32 cache is not packed: 4 layers x 2 heads x (K, V) x 32 x 4 B = 2048 B a token.
     let plain = lm_forward::LmCache::stored_as(&ctx, &weights, 16, KvScheme::Fp32).expect("cache");
     assert_eq!((plain.is_packed(), plain.bytes_per_token()), (false, 2048));
-    // Scales shared across tokens would change as the cache grows: refused by name.
+    // KIVI's cache quantises a token once, as it leaves the recent window; an f32 cache of rounded
+    // values cannot hold it (a token is rounded only later), so that one is refused by name.
     let kivi = KvScheme::Kivi { bits: 2, group: 32, recent: 16 };
-    for made in [lm_forward::LmCache::stored_as, lm_forward::LmCache::rounded_f32] {
-        let err = made(&ctx, &weights, 16, kivi).err().expect("refused").to_string();
-        assert!(err.contains("shares scales across tokens"), "{err}");
+    let err = lm_forward::LmCache::rounded_f32(&ctx, &weights, 16, kivi).err().expect("refused").to_string();
+    assert!(err.contains("shares scales across tokens"), "{err}");
+    close(ctx);
+}
+
+/// Logits decoded through KIVI's cache, GPU against the CPU pass reading it as decoding does. The
+/// kernels agree to f32's rounding (int2, G = 32: 1.8e-5 over 70 steps on lavapipe; G = 8: 2.3e-4),
+/// but a K or V that differs by float error can round to the neighbouring code: at int4 a logit moved
+/// by 2.8e-3 (as KIVI int4's whole-text loss moved in the 4th decimal).
+const KIVI_DECODE_LOGIT_ABS: f32 = 1e-2;
+
+#[test]
+fn decoding_against_kivi_s_cache_gives_the_cpu_pass_that_reads_it_as_decoding_does() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let ck = shipped();
+    let weights = LmWeights::upload(&ctx, &ck).expect("upload");
+    let ids = token_ids(100, weights.geometry.vocab, 17);
+    let g = weights.geometry;
+    // A prompt of 30, then one token a step to 100: K's blocks are quantised at 48, 80 (G = 32, R =
+    // 16) and V's tokens from 31 on, so the steps cross every case; G = 8 crosses many more.
+    for scheme in [
+        KvScheme::Kivi { bits: 2, group: 32, recent: 16 },
+        KvScheme::Kivi { bits: 4, group: 32, recent: 16 },
+        KvScheme::Kivi { bits: 2, group: 8, recent: 4 },
+    ] {
+        let prompt = 30;
+        let mut pass =
+            forward::CpuPass::new(&ck, &ids, ids.len()).expect("CPU pass").with_kv_scheme_decoded(scheme, prompt);
+        while pass.step() {}
+        let want = pass.finish();
+        // Its whole-text pass quantises every row's keys as the last token's cache does: not decoding.
+        let whole = cpu_pass(&ck, &ids, scheme);
+        let mut cache = lm_forward::LmCache::stored_as(&ctx, &weights, 128, scheme).expect("KIVI's cache");
+        assert!(cache.is_packed());
+        // The cache's packed bytes per token are the scheme's (its f32 rings are its fixed bytes:
+        // 4 layers x 2 heads x (47 + 16) rows x 32 x 4 B = 64,512 at G = 32, R = 16).
+        assert_eq!(cache.bytes_per_token(), scheme.bytes_per_token(g.layers, g.h_kv, g.head_dim), "{}", scheme.name());
+        let (mut diff, mut apart) = (0.0f32, 0.0f32);
+        for (from, to) in std::iter::once((0, prompt)).chain((prompt..ids.len()).map(|i| (i, i + 1))) {
+            let got = pollster::block_on(lm_forward::decode(&ctx, &kernels, &weights, &mut cache, &ids[from..to]))
+                .expect("decode step");
+            worst(
+                &format!("{} logits after token {}", scheme.name(), to - 1),
+                &got,
+                want.logits_at(to - 1),
+                KIVI_DECODE_LOGIT_ABS,
+                0.0,
+            );
+            diff = diff.max(max_abs_diff(&got, want.logits_at(to - 1)));
+            apart = apart.max(max_abs_diff(want.logits_at(to - 1), whole.logits_at(to - 1)));
+        }
+        println!(
+            "decode over {}'s cache ({} B a token, {} B fixed): GPU - CPU max |diff| {diff:e}; the decoded CPU \
+             pass and the whole-text one differ by {apart:e}",
+            scheme.name(),
+            cache.bytes_per_token(),
+            cache.fixed_bytes()
+        );
+        assert!(apart > 10.0 * diff.max(1e-6), "{}: decoding reads another cache than the whole text", scheme.name());
     }
     close(ctx);
 }
@@ -944,8 +1002,9 @@ fn kivi_s_cache_is_packed_and_read_as_the_twins_do() {
             let want = kivi_pack(x, shape.h_kv, &kivi, tensor).unwrap();
             let (xb, cache) =
                 (ctx.storage_from("x", x).unwrap(), ctx.storage_from("cache", &vec![0u32; want.len()]).unwrap());
-            let dispatch = kernels.kv_pack.prepare_kivi(&ctx, &xb, &cache, shape.h_kv, kivi, tensor).unwrap();
-            Dispatch::submit_all(&ctx, &[&dispatch]);
+            let heads = (shape.h_kv, shape.n_kv);
+            let dispatches = kernels.kv_pack.prepare_kivi(&ctx, &xb, &cache, heads, kivi, tensor).unwrap();
+            Dispatch::submit_all(&ctx, &dispatches.iter().collect::<Vec<_>>());
             let got: Vec<u32> = pollster::block_on(ctx.read_back(&cache)).unwrap()[..want.len()].to_vec();
             let differing = got.iter().zip(&want).filter(|(a, b)| a != b).count();
             assert_eq!(differing, 0, "kv_pack {} {tensor:?} d = {}: {differing} words differ", scheme.name(), shape.d);
@@ -964,6 +1023,66 @@ fn kivi_s_cache_is_packed_and_read_as_the_twins_do() {
             launch,
             &format!("{} G = {group} R = {recent} {mask:?}", scheme.name()),
         );
+    }
+    close(ctx);
+}
+
+#[test]
+fn kivi_s_decode_cache_grows_and_is_read_as_the_twins_do() {
+    let Some(ctx) = device() else { return };
+    let kernels = Kernels::new(&ctx);
+    let mut rng = SplitMix64::new(41);
+    // A prompt, then one token a step (once 7 at a time), in a cache with room for 64: after every
+    // step kv_pack's words (the ring's stale rows too) are the twin's (kivi_append), word for word,
+    // and a decode query (the last position) reads them as packed_attention's twin does. The trained
+    // model's heads (8 on 2, d = 32, int2, G = 32, R = 16 would quantise a block only past 48
+    // tokens, so G = 8 here), an off-grid width, and a head of 512.
+    let cases = [(8u32, 2u32, 32u32, (2u8, 8u32, 16u32)), (2, 1, 40, (4, 16, 3)), (1, 1, 512, (2, 4, 5))];
+    for (h_q, h_kv, d, (bits, group, recent)) in cases {
+        let scheme = KvScheme::Kivi { bits, group, recent };
+        let mut kivi = KiviCache::decoding(scheme, d, 64).unwrap();
+        let words = [KvTensor::K, KvTensor::V].map(|t| kivi.words(t, h_kv) as usize);
+        let mut twins = words.map(|w| vec![0u32; w]);
+        let caches = words.map(|w| ctx.storage_from("cache", &vec![0u32; w]).unwrap());
+        let mut len = 0;
+        for (i, step) in
+            [5u32, 1, 1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1].into_iter().enumerate()
+        {
+            kivi = kivi.holding(len + step);
+            for (tensor, (twin, cache)) in [KvTensor::K, KvTensor::V].into_iter().zip(twins.iter_mut().zip(&caches)) {
+                let new = random((h_kv * step * d) as usize, 2.0, &mut rng);
+                kivi_append(twin, &new, h_kv, &kivi, tensor).unwrap();
+                let xb = ctx.storage_from("x", &new).unwrap();
+                let dispatches = kernels.kv_pack.prepare_kivi(&ctx, &xb, cache, (h_kv, step), kivi, tensor).unwrap();
+                Dispatch::submit_all(&ctx, &dispatches.iter().collect::<Vec<_>>());
+            }
+            len += step;
+            let got: Vec<Vec<u32>> = caches.iter().map(|c| pollster::block_on(ctx.read_back(c)).unwrap()).collect();
+            for ((tensor, got), want) in [KvTensor::K, KvTensor::V].iter().zip(&got).zip(&twins) {
+                let differing = got.iter().zip(want).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    differing,
+                    0,
+                    "{} {tensor:?} d = {d} at {len} tokens: {differing} words differ",
+                    scheme.name()
+                );
+            }
+            if i % 4 == 0 || len > 40 {
+                let shape = AttentionShape { h_q, h_kv, n_q: 1, n_kv: len, d };
+                let q = random(shape.q_len(), 2.0, &mut rng);
+                let (scale, mask, caches) = (1.0 / (d as f32).sqrt(), Mask::Causal, PackedCaches::Kivi(kivi));
+                let problem =
+                    PackedProblem { q: &q, k: &got[0], v: &got[1], shape, kv_stride: 64, caches, mask, scale };
+                let launch = PackedLaunch { shape, kv_stride: 64, caches, mask, scale };
+                attend_as_the_twin_does(
+                    &ctx,
+                    &kernels,
+                    &problem,
+                    launch,
+                    &format!("{} decode at {len}", scheme.name()),
+                );
+            }
+        }
     }
     close(ctx);
 }

@@ -531,8 +531,9 @@ async fn kivi_s_packed_cache_matches_its_twins_on_browser_webgpu() {
         let want = kivi_pack(&x, shape.h_kv, &kivi, tensor).expect("twin");
         let (xb, cache) =
             (ctx.storage_from("x", &x).unwrap(), ctx.storage_from("cache", &vec![0u32; want.len()]).unwrap());
-        let dispatch = kernels.kv_pack.prepare_kivi(&ctx, &xb, &cache, shape.h_kv, kivi, tensor).expect("kv_pack");
-        Dispatch::submit_all(&ctx, &[&dispatch]);
+        let heads = (shape.h_kv, shape.n_kv);
+        let dispatches = kernels.kv_pack.prepare_kivi(&ctx, &xb, &cache, heads, kivi, tensor).expect("kv_pack");
+        Dispatch::submit_all(&ctx, &dispatches.iter().collect::<Vec<_>>());
         let got: Vec<u32> = ctx.read_back(&cache).await.expect("read back");
         let differing = got[..want.len()].iter().zip(&want).filter(|(a, b)| a != b).count();
         assert_eq!(differing, 0, "kv_pack KIVI {tensor:?}: {differing} words differ from the twin's");
@@ -555,6 +556,42 @@ async fn kivi_s_packed_cache_matches_its_twins_on_browser_webgpu() {
     let got: Vec<f32> = ctx.read_back(&o).await.expect("read back");
     let err = max_abs_diff(&got[..want.len()], &want);
     assert!(err < 1e-4, "packed_attention over KIVI: output differs by {err}");
+}
+
+/// KIVI's decode cache on the trained model's KV heads (2 of 32, int2, G = 32, R = 16) grown as
+/// Generate grows it: a prompt of 40, then a token a step to 52, so K's first block is quantised at
+/// 48 from its ring rows. After every step `kv_pack`'s words equal the twin's (`kivi_append`).
+#[wasm_bindgen_test]
+async fn kivi_s_decode_cache_grows_as_its_twin_does_on_browser_webgpu() {
+    use attention_lab::cpu::kv_pack::kivi_append;
+    use attention_lab::gpu::launch::Dispatch;
+    use attention_lab::model::kv_packed::KiviCache;
+    use attention_lab::model::kv_quant::{KvScheme, KvTensor};
+    let ctx = GpuContext::new().await.expect("a WebGPU adapter");
+    let kernels = Kernels::new(&ctx);
+    let (h_kv, d) = (2u32, 32u32);
+    let mut kivi = KiviCache::decoding(KvScheme::Kivi { bits: 2, group: 32, recent: 16 }, d, 64).expect("KIVI");
+    let words = [KvTensor::K, KvTensor::V].map(|t| kivi.words(t, h_kv) as usize);
+    let mut twins = words.map(|w| vec![0u32; w]);
+    let caches = words.map(|w| ctx.storage_from("cache", &vec![0u32; w]).unwrap());
+    let mut len = 0;
+    for (i, step) in std::iter::once(40u32).chain(std::iter::repeat_n(1, 12)).enumerate() {
+        kivi = kivi.holding(len + step);
+        for (tensor, (twin, cache)) in [KvTensor::K, KvTensor::V].into_iter().zip(twins.iter_mut().zip(&caches)) {
+            let new = random((h_kv * step * d) as usize, 80 + i as u64, 2.0);
+            kivi_append(twin, &new, h_kv, &kivi, tensor).expect("twin");
+            let xb = ctx.storage_from("x", &new).unwrap();
+            let dispatches =
+                kernels.kv_pack.prepare_kivi(&ctx, &xb, cache, (h_kv, step), kivi, tensor).expect("kv_pack");
+            Dispatch::submit_all(&ctx, &dispatches.iter().collect::<Vec<_>>());
+        }
+        len += step;
+        for (tensor, (cache, twin)) in [KvTensor::K, KvTensor::V].iter().zip(caches.iter().zip(&twins)) {
+            let got: Vec<u32> = ctx.read_back(cache).await.expect("read back");
+            let differing = got.iter().zip(twin).filter(|(a, b)| a != b).count();
+            assert_eq!(differing, 0, "kv_pack KIVI {tensor:?} at {len} tokens: {differing} words differ");
+        }
+    }
 }
 
 /// Heads past 256 in the kernels that attend over a cache, on SwiftShader's 4-lane subgroups (Tint

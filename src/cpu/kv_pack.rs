@@ -128,52 +128,99 @@ fn code(v: f32, scale_word: u32, layout: &PackedLayout) -> u32 {
 
 /// KIVI's cache of `tensor` for a pass whose whole text is `x` (`[heads, tokens, d]`), laid out as
 /// [`KiviCache`] says: K's blocks (each token's codes against its channel's scale word over the
-/// block), V's packed vectors, then each head's f32 rows.
+/// block), V's packed vectors, then each head's f32 ring. The tokens of `x` joining an empty cache.
 pub fn kivi_pack(x: &[f32], heads: u32, kivi: &KiviCache, tensor: KvTensor) -> Result<Vec<u32>, String> {
-    let (d, tokens) = (kivi.d as usize, kivi.tokens as usize);
-    if (x.len() as u64) < u64::from(heads) * u64::from(kivi.tokens) * u64::from(kivi.d) {
-        return Err(format!("kivi_pack: {heads} heads x {tokens} tokens of {d} values do not fit {} floats", x.len()));
-    }
-    let layout = kivi.layout(tensor);
     let mut out = vec![0u32; kivi.words(tensor, heads) as usize];
-    let packed = kivi.packed_tokens(tensor) as usize;
-    let row = |h: usize, t: usize| &x[(h * tokens + t) * d..(h * tokens + t + 1) * d];
-    for h in 0..heads as usize {
+    kivi_append(&mut out, x, heads, kivi, tensor)?;
+    Ok(out)
+}
+
+/// The tokens of `new` (`[heads, n, d]`) joining KIVI's cache of `tensor`, `kivi` saying the cache
+/// after them (`kivi.tokens - n` before): first the tokens this leaves the recent window quantised
+/// (K's whole blocks, V's tokens; their values from the ring or `new`), then the new tokens still
+/// waiting written to their ring rows. The two phases are `kv_pack.wgsl`'s two launches: a ring row
+/// is read before a newer token takes it.
+pub fn kivi_append(
+    cache: &mut [u32],
+    new: &[f32],
+    heads: u32,
+    kivi: &KiviCache,
+    tensor: KvTensor,
+) -> Result<(), String> {
+    let d = kivi.d as usize;
+    let n = new.len() / (heads as usize * d).max(1);
+    let fits = n <= kivi.tokens as usize && new.len() == heads as usize * n * d;
+    if !fits || (cache.len() as u64) < kivi.words(tensor, heads) {
+        return Err(format!(
+            "kivi_pack: {heads} heads of {} values, {} floats, do not fit a cache of {} tokens in {} words",
+            kivi.d,
+            new.len(),
+            kivi.tokens,
+            cache.len()
+        ));
+    }
+    let (end, start) = (kivi.tokens, kivi.tokens - n as u32);
+    let before = kivi.holding(start);
+    let (quantised, waiting) =
+        (before.packed_tokens(tensor)..kivi.packed_tokens(tensor), start.max(kivi.packed_tokens(tensor))..end);
+    let new_row = |h: u32, t: u32| &new[(h as usize * n + (t - start) as usize) * d..][..d];
+    for h in 0..heads {
+        // The tokens quantised now, read before anything is written (older ones from the ring).
+        let rows: Vec<Vec<f32>> = quantised
+            .clone()
+            .map(|t| match t >= start {
+                true => new_row(h, t).to_vec(),
+                false => {
+                    let at = kivi.f32_row_at(tensor, heads, h, t) as usize;
+                    cache[at..at + d].iter().map(|&w| f32::from_bits(w)).collect()
+                }
+            })
+            .collect();
+        let row = |t: u32| rows[(t - quantised.start) as usize].as_slice();
         match tensor {
-            KvTensor::K => pack_key_blocks(&mut out, kivi, h, |t| row(h, t)),
+            KvTensor::K => pack_key_blocks(cache, kivi, h, quantised.clone(), row),
             KvTensor::V => {
-                let words = layout.words() as usize;
-                for t in 0..packed {
-                    out[(h * packed + t) * words..][..words].copy_from_slice(&pack_vector(row(h, t), &layout, 0));
+                let layout = kivi.layout(tensor);
+                for t in quantised.clone() {
+                    let at = kivi.value_at(h, t) as usize;
+                    cache[at..][..layout.words() as usize].copy_from_slice(&pack_vector(row(t), &layout, 0));
                 }
             }
         }
-        for t in packed..tokens {
-            let at = kivi.f32_row_at(tensor, heads, h as u32, t as u32) as usize;
-            for (word, v) in out[at..at + d].iter_mut().zip(row(h, t)) {
+        for t in waiting.clone() {
+            let at = kivi.f32_row_at(tensor, heads, h, t) as usize;
+            for (word, v) in cache[at..at + d].iter_mut().zip(new_row(h, t)) {
                 *word = v.to_bits();
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
-/// Head `h`'s packed key tokens in blocks: each block's scale word a channel (over its tokens),
-/// then each token's codes against them.
-fn pack_key_blocks<'a>(out: &mut [u32], kivi: &KiviCache, h: usize, row: impl Fn(usize) -> &'a [f32]) {
+/// Head `h`'s key blocks over `tokens` (whole blocks) packed: each block's scale word a channel
+/// (over its tokens), then each token's codes against them.
+fn pack_key_blocks<'a>(
+    out: &mut [u32],
+    kivi: &KiviCache,
+    h: u32,
+    tokens: std::ops::Range<u32>,
+    row: impl Fn(u32) -> &'a [f32],
+) {
     let layout = &kivi.layout(KvTensor::K);
-    let (block, code_words, d) = (layout.block_tokens() as usize, layout.code_words() as usize, layout.d as usize);
-    for b in 0..kivi.packed_tokens(KvTensor::K) as usize / block {
-        let base = kivi.key_block_at(h as u32, b as u32) as usize;
-        let scales_at = base + block * code_words;
+    let (block, code_words, d) = (layout.block_tokens(), layout.code_words() as usize, layout.d as usize);
+    for b in tokens.start / block..tokens.end / block {
+        let base = kivi.key_block_at(h, b) as usize;
+        let scales_at = base + block as usize * code_words;
         for c in 0..d {
             let channel: Vec<f32> = (b * block..(b + 1) * block).map(|t| row(t)[c]).collect();
             out[scales_at + c] = scale_word(&channel, layout);
         }
         for j in 0..block {
+            let codes = base + j as usize * code_words;
+            out[codes..codes + code_words].fill(0);
             for (c, &v) in row(b * block + j).iter().enumerate() {
                 let (word, shift) = layout.code_at(c as u32);
-                out[base + j * code_words + word as usize] |= code(v, out[scales_at + c], layout) << shift;
+                out[codes + word as usize] |= code(v, out[scales_at + c], layout) << shift;
             }
         }
     }
@@ -182,28 +229,30 @@ fn pack_key_blocks<'a>(out: &mut [u32], kivi: &KiviCache, h: usize, row: impl Fn
 /// KIVI's cache of `tensor` decoded, as the attention kernel dequantises it: `[heads, tokens, d]`.
 pub fn kivi_unpack(cache: &[u32], heads: u32, kivi: &KiviCache, tensor: KvTensor) -> Vec<f32> {
     let layout = kivi.layout(tensor);
-    let (d, tokens, packed) = (kivi.d as usize, kivi.tokens as usize, kivi.packed_tokens(tensor) as usize);
-    let (block, code_words) = (layout.block_tokens() as usize, layout.code_words() as usize);
-    let mut out = Vec::with_capacity(heads as usize * tokens * d);
-    for h in 0..heads as usize {
+    let (d, packed) = (kivi.d as usize, kivi.packed_tokens(tensor));
+    let (block, code_words) = (layout.block_tokens(), layout.code_words() as usize);
+    let mut out = Vec::with_capacity(heads as usize * kivi.tokens as usize * d);
+    for h in 0..heads {
         for t in 0..packed {
             out.extend((0..d).map(|c| {
                 let (word, shift) = layout.code_at(c as u32);
                 let (at, scale_at) = match tensor {
                     KvTensor::K => {
-                        let base = kivi.key_block_at(h as u32, (t / block) as u32) as usize;
-                        (base + t % block * code_words, base + block * code_words + c)
+                        let base = kivi.key_block_at(h, t / block) as usize;
+                        (base + (t % block) as usize * code_words, base + block as usize * code_words + c)
                     }
                     KvTensor::V => {
-                        let base = (h * packed + t) * layout.words() as usize;
+                        let base = kivi.value_at(h, t) as usize;
                         (base, base + layout.scale_at(c as u32).unwrap_or(0) as usize)
                     }
                 };
                 dequantise(cache[at + word as usize] >> shift, cache[scale_at], &layout)
             }));
         }
-        let f32_rows = kivi.f32_row_at(tensor, heads, h as u32, packed as u32) as usize;
-        out.extend(cache[f32_rows..][..(tokens - packed) * d].iter().map(|&w| f32::from_bits(w)));
+        for t in packed..kivi.tokens {
+            let at = kivi.f32_row_at(tensor, heads, h, t) as usize;
+            out.extend(cache[at..at + d].iter().map(|&w| f32::from_bits(w)));
+        }
     }
     out
 }
@@ -471,6 +520,44 @@ mod tests {
         // Too few floats for the text is refused.
         let kivi = KiviCache::of(KvScheme::Kivi { bits: 2, group: 8, recent: 0 }, 8, 16).unwrap();
         assert!(kivi_pack(&[0.0; 127], 1, &kivi, KvTensor::K).unwrap_err().contains("do not fit"));
+    }
+
+    #[test]
+    fn a_kivi_decode_cache_grown_a_token_at_a_time_holds_what_a_pass_over_its_tokens_does() {
+        // A prompt of 5 tokens, then one token a step (and once 7 at a time) up to 61, in a cache for
+        // 64: after every step its values are, bit for bit, those kv_quant rounds the tokens so far to
+        // (KIVI's quantised tokens depend only on how many there are).
+        let (heads, d) = (2u32, 16u32);
+        let x: Vec<f32> = (0..heads * 64 * d).map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.021).collect();
+        let tokens_of = |h: u32, range: std::ops::Range<u32>| -> Vec<f32> {
+            range.map(|t| ((h * 64 + t) * d) as usize).flat_map(|at| x[at..at + d as usize].to_vec()).collect()
+        };
+        for (bits, group, recent) in [(2u8, 8u32, 4u32), (4, 4, 0), (2, 16, 9), (4, 1, 3)] {
+            let scheme = KvScheme::Kivi { bits, group, recent };
+            let mut kivi = KiviCache::decoding(scheme, d, 64).unwrap();
+            for tensor in [KvTensor::K, KvTensor::V] {
+                let mut cache = vec![0u32; kivi.words(tensor, heads) as usize];
+                let mut len = 0;
+                for step in
+                    [5, 1, 1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 10, 1, 1, 1, 1, 1, 1, 1, 9]
+                {
+                    let new: Vec<f32> = (0..heads).flat_map(|h| tokens_of(h, len..len + step)).collect();
+                    kivi = kivi.holding(len + step);
+                    kivi_append(&mut cache, &new, heads, &kivi, tensor).unwrap();
+                    len += step;
+                    let mut rounded: Vec<f32> = (0..heads).flat_map(|h| tokens_of(h, 0..len)).collect();
+                    let layout = KvLayout { heads, tokens: len, d, head_stride: len * d, token_stride: d };
+                    kv_quant(&mut rounded, layout, &scheme.pass(tensor, len).unwrap());
+                    let decoded = kivi_unpack(&cache, heads, &kivi, tensor);
+                    let same = decoded.iter().zip(&rounded).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same && decoded.len() == rounded.len(),
+                        "{} {tensor:?} G = {group} R = {recent} at {len}",
+                        scheme.name()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

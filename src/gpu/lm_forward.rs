@@ -117,16 +117,18 @@ pub struct PreparedLm<'a> {
 /// KV head are filled. Generation prefills it with the prompt, then adds one token a pass.
 /// The f32 cache holds `[h_kv, capacity, d]` floats a layer. A quantised one is packed: each token's
 /// vectors are quantised as they join (`kv_pack`) into `[h_kv, capacity, words]` u32 words of the
-/// scheme's codes and scales ([`PackedLayout`]), and `packed_attention` dequantises them as it
-/// reads, so the cache holds, and a step reads, the scheme's bytes.
+/// scheme's codes and scales ([`PackedLayout`]); KIVI's tokens wait in an f32 ring until they leave
+/// its recent window, then K's whole blocks and V's tokens are quantised ([`KiviCache`]).
+/// `packed_attention` dequantises them as it reads, so the cache holds, and a step reads, the
+/// scheme's bytes.
 pub struct LmCache {
     k: Vec<wgpu::Buffer>,
     v: Vec<wgpu::Buffer>,
     capacity: u32,
     len: u32,
     scheme: KvScheme,
-    /// How a token's vector is packed (`None`: the f32 cache).
-    packed: Option<PackedLayout>,
+    /// How the tokens are packed (`None`: the f32 cache; KIVI's with no tokens).
+    packed: Option<PackedCaches>,
     h_kv: u32,
 }
 
@@ -139,10 +141,14 @@ impl LmCache {
     /// An empty cache for `capacity` tokens stored as `scheme`: f32 rows for `Fp32`, packed words
     /// for a scheme with a packed form, so each token is quantised once, when it joins: fp16, int8,
     /// int4 and int2 in groups along the head, and fp8, whose scale (per tensor or per KV head) the
-    /// prompt's values set and later tokens keep (past it they saturate). KIVI, whose groups of tokens
-    /// are quantised together, is refused: its values would change as the cache grows.
+    /// prompt's values set and later tokens keep (past it they saturate). KIVI's tokens wait in f32
+    /// until they leave its recent window; then K's whole blocks of G tokens and V's tokens are
+    /// quantised, never again (its quantised tokens depend only on how many there are).
     pub fn stored_as(ctx: &GpuContext, weights: &LmWeights, capacity: u32, scheme: KvScheme) -> Result<Self, GpuError> {
-        let packed = PackedLayout::of(scheme, weights.geometry.head_dim);
+        let d = weights.geometry.head_dim;
+        let packed = PackedLayout::of(scheme, d)
+            .map(PackedCaches::Rows)
+            .or_else(|| KiviCache::decoding(scheme, d, capacity).map(PackedCaches::Kivi));
         if packed.is_none() && scheme != KvScheme::Fp32 {
             return Err(refused(scheme));
         }
@@ -169,15 +175,18 @@ impl LmCache {
         weights: &LmWeights,
         capacity: u32,
         scheme: KvScheme,
-        packed: Option<PackedLayout>,
+        packed: Option<PackedCaches>,
     ) -> Result<Self, GpuError> {
         let g = weights.geometry;
         let f32_rows = u64::from(g.h_kv) * u64::from(capacity) * u64::from(g.head_dim);
-        let words = packed.map_or(f32_rows, |layout| layout.cache_words(g.h_kv, capacity));
-        let buffers: Vec<(&str, u64)> = (0..2 * g.layers).map(|_| ("KV cache", words)).collect();
+        let words = |tensor| packed.map_or(f32_rows, |caches| caches.words(tensor, g.h_kv, capacity));
+        let buffers: Vec<(&str, u64)> =
+            (0..g.layers).flat_map(|_| [("KV cache", words(KvTensor::K)), ("KV cache", words(KvTensor::V))]).collect();
         check_sizes(ctx, &format!("A KV cache of {capacity} tokens"), &buffers)?;
-        let make = || (0..g.layers).map(|_| ctx.storage_output("KV cache", words * 4)).collect::<Result<Vec<_>, _>>();
-        Ok(Self { k: make()?, v: make()?, capacity, len: 0, scheme, packed, h_kv: g.h_kv })
+        let make = |tensor| {
+            (0..g.layers).map(|_| ctx.storage_output("KV cache", words(tensor) * 4)).collect::<Result<Vec<_>, _>>()
+        };
+        Ok(Self { k: make(KvTensor::K)?, v: make(KvTensor::V)?, capacity, len: 0, scheme, packed, h_kv: g.h_kv })
     }
 
     /// Tokens cached so far.
@@ -201,15 +210,36 @@ impl LmCache {
     }
 
     /// Bytes one token takes in the cache, every layer's K and V: its buffers' bytes, less their fixed
-    /// tails, over their tokens (what was allocated, not a formula).
+    /// part, over their tokens (what was allocated, not a formula). KIVI's K and V are counted apart:
+    /// each over the tokens its packed part has room for (K's whole blocks, V's older tokens).
     pub fn bytes_per_token(&self) -> u64 {
-        let bytes: u64 = self.k.iter().chain(&self.v).map(wgpu::Buffer::size).sum();
-        (bytes - self.fixed_bytes()) / u64::from(self.capacity.max(1))
+        let layers = self.k.len() as u64;
+        let over = |buffers: &[wgpu::Buffer], fixed: u64, tokens: u32| {
+            let bytes: u64 = buffers.iter().map(wgpu::Buffer::size).sum();
+            (bytes - layers * fixed).checked_div(u64::from(tokens)).unwrap_or(0)
+        };
+        match self.packed {
+            Some(PackedCaches::Kivi(kivi)) => {
+                let part = |tensor| {
+                    let ring = 4 * u64::from(self.h_kv) * u64::from(kivi.ring(tensor)) * u64::from(kivi.d);
+                    let buffers = if tensor == KvTensor::K { &self.k } else { &self.v };
+                    over(buffers, ring, kivi.packed_capacity(tensor))
+                };
+                part(KvTensor::K) + part(KvTensor::V)
+            }
+            _ => over(&[self.k.as_slice(), &self.v].concat(), self.fixed_bytes() / layers.max(1), self.capacity),
+        }
     }
 
-    /// Bytes that do not grow with the tokens: fp8's tails of scales, one a layer's K and V.
+    /// Bytes that do not grow with the tokens: fp8's tails of scales, one a layer's K and V; KIVI's
+    /// f32 rings of the tokens waiting to be quantised.
     pub fn fixed_bytes(&self) -> u64 {
-        self.packed.map_or(0, |layout| 2 * self.k.len() as u64 * u64::from(layout.tail_words(self.h_kv)) * 4)
+        let layers = self.k.len() as u64;
+        match self.packed {
+            Some(PackedCaches::Rows(layout)) => 2 * layers * u64::from(layout.tail_words(self.h_kv)) * 4,
+            Some(PackedCaches::Kivi(kivi)) => layers * kivi.ring_bytes(self.h_kv),
+            None => 0,
+        }
     }
 }
 
@@ -408,15 +438,12 @@ pub async fn prepare_decode<'a>(
     room_for(cache.len, cache.capacity, ids.len())?;
     let (k, v) = (cache.k.clone(), cache.v.clone());
     let rounding = if cache.packed.is_some() { KvScheme::Fp32 } else { cache.scheme };
-    let view = CacheView {
-        k,
-        v,
-        capacity: cache.capacity,
-        start: cache.len,
-        rounding,
-        packed: cache.packed.map(PackedCaches::from),
-        paged: None,
-    };
+    let end = cache.len + ids.len() as u32;
+    let packed = cache.packed.map(|caches| match caches {
+        PackedCaches::Kivi(kivi) => PackedCaches::Kivi(kivi.holding(end)),
+        rows => rows,
+    });
+    let view = CacheView { k, v, capacity: cache.capacity, start: cache.len, rounding, packed, paged: None };
     let request = LmRequest { last_logits: Some(1), ..Default::default() };
     prepare_pass(ctx, kernels, weights, ids, request, Passing::Cached(view)).await
 }
@@ -673,7 +700,7 @@ impl Recorder<'_, '_> {
     }
 
     /// Layer `l`'s new K and V (`[h_kv, T, d]`) quantised into rows `start..` of the packed `cache`
-    /// (KIVI's: the pass's whole text, its blocks and f32 rows).
+    /// (KIVI's: joining it, the tokens they push out of the recent window quantised).
     fn packed_kv(&self, l: usize, cache: &CacheView, caches: PackedCaches) -> Result<Vec<Dispatch>, GpuError> {
         let (heads, tokens) = (self.weights.geometry.h_kv, self.pass.tokens);
         let (ctx, kv_pack, b) = (self.ctx, &self.kernels.kv_pack, |x| self.pass.buffer(x));
@@ -683,10 +710,10 @@ impl Recorder<'_, '_> {
                 let pack = |x, packed| kv_pack.prepare(ctx, b(x), packed, rows, layout);
                 Ok([pack("k", &cache.k[l])?, pack("v", &cache.v[l])?].concat())
             }
-            PackedCaches::Kivi(kivi) => Ok(vec![
-                kv_pack.prepare_kivi(ctx, b("k"), &cache.k[l], heads, kivi, KvTensor::K)?,
-                kv_pack.prepare_kivi(ctx, b("v"), &cache.v[l], heads, kivi, KvTensor::V)?,
-            ]),
+            PackedCaches::Kivi(kivi) => {
+                let pack = |x, packed, tensor| kv_pack.prepare_kivi(ctx, b(x), packed, (heads, tokens), kivi, tensor);
+                Ok([pack("k", &cache.k[l], KvTensor::K)?, pack("v", &cache.v[l], KvTensor::V)?].concat())
+            }
         }
     }
 

@@ -37,12 +37,17 @@ pub struct PackedAttentionParams {
     /// fp8: where each cache's tail of scales starts (in words), and 1 where it holds one a KV head.
     pub scale_tail: u32,
     pub scale_per_head: u32,
-    /// KIVI: keys below these are packed, the rest f32 rows from these words on (`n_kv`, `n_kv`, 0, 0
-    /// for other caches).
+    /// KIVI: keys below these are packed, the rest f32 rows from these words on, in rings of
+    /// `k_ring` / `v_ring` rows a head; a head's room for key blocks and packed values (`n_kv`,
+    /// `n_kv` and zeros for other caches).
     pub k_packed: u32,
     pub v_packed: u32,
     pub k_f32_at: u32,
     pub v_f32_at: u32,
+    pub k_ring: u32,
+    pub v_ring: u32,
+    pub k_blocks: u32,
+    pub v_rows: u32,
 }
 
 /// Loops over the rows and owned channels written out natively (CPU adapters then keep the rows'
@@ -258,7 +263,7 @@ pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result
         PackedCaches::Kivi(kivi) => Some(kivi),
         PackedCaches::Rows(_) => None,
     };
-    let whole_text = kivi.is_none_or(|kivi| kivi.tokens == n_kv);
+    let whole_text = kivi.is_none_or(|kivi| kivi.tokens == n_kv && kivi.tokens <= kivi.capacity);
     if shape.validate().is_err()
         || !kernels_take_head_dim(d)
         || caches.d() != d
@@ -277,6 +282,7 @@ pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result
     // In u32: every word offset is within a cache of at most u32::MAX words (`fits`).
     let packed = |t| kivi.map_or(n_kv, |kivi| kivi.packed_tokens(t));
     let f32_at = |t| kivi.map_or(0, |kivi| kivi.f32_rows_at(t, h_kv) as u32);
+    let ring = |t| kivi.map_or(0, |kivi| kivi.ring(t));
     Ok(PackedAttentionParams {
         n_q,
         n_kv,
@@ -298,6 +304,10 @@ pub fn params(launch: PackedLaunch, plan: PackedPlan, words: [u64; 4]) -> Result
         v_packed: packed(KvTensor::V),
         k_f32_at: f32_at(KvTensor::K),
         v_f32_at: f32_at(KvTensor::V),
+        k_ring: ring(KvTensor::K),
+        v_ring: ring(KvTensor::V),
+        k_blocks: kivi.map_or(0, |kivi| kivi.key_blocks()),
+        v_rows: kivi.map_or(0, |kivi| kivi.packed_capacity(KvTensor::V)),
     })
 }
 
@@ -329,8 +339,8 @@ mod tests {
     }
 
     #[test]
-    fn params_are_80_bytes() {
-        assert_eq!(size_of::<PackedAttentionParams>(), 80);
+    fn params_are_96_bytes() {
+        assert_eq!(size_of::<PackedAttentionParams>(), 96);
     }
 
     #[test]
@@ -364,6 +374,15 @@ mod tests {
         let o = 4 * 98 * 32;
         let p = params(launch, plan, [o, 2560, 1516, o]).unwrap();
         assert_eq!((p.k_packed, p.v_packed, p.k_f32_at, p.v_f32_at, p.words), (64, 82, 384, 492, 3));
+        assert_eq!((p.k_ring, p.v_ring, p.k_blocks, p.v_rows), (34, 16, 2, 82));
+        // The same 98 tokens in a decode cache for 128: 3 key blocks and 112 values a head, rings of
+        // 47 and 16 rows (kv_packed's hand test), so K's f32 rows start at 2 x 3 x 96 = 576.
+        let decoding = KiviCache::decoding(KvScheme::Kivi { bits: 2, group: 32, recent: 16 }, 32, 128).unwrap();
+        let caches = PackedCaches::Kivi(decoding.holding(98));
+        let d = params(PackedLaunch { caches, ..launch }, plan, [o, 3584, 1696, o]).unwrap();
+        assert_eq!((d.k_packed, d.v_packed, d.k_f32_at, d.v_f32_at), (64, 82, 576, 672));
+        assert_eq!((d.k_ring, d.v_ring, d.k_blocks, d.v_rows), (47, 16, 3, 112));
+        assert!(params(PackedLaunch { caches, ..launch }, plan, [o, 3583, 1696, o]).is_err());
         assert!(params(launch, plan, [o, 2559, 1516, o]).is_err());
         assert!(params(launch, plan, [o, 2560, 1515, o]).is_err());
         // Its keys are the cache's tokens, all of them.

@@ -1,9 +1,11 @@
 //! Generation's source of logits, chosen here once rather than in the panel that shows it: on the
 //! GPU one token a pass against a KV cache prefilled with the prompt ([`GpuDecoder`]: f32 in pages
-//! of one pool, or packed in a quantised scheme's bits, fp8's scales set from the prompt), or,
-//! without WebGPU, a whole CPU pass over the sequence for each token (no cache to keep, so the K/V
-//! scheme is applied by rounding every token's K and V in that pass, fp8's scales set by the
-//! prompt's tokens alone, as the packed cache's are).
+//! of one pool, or packed in a quantised scheme's bits, fp8's scales set from the prompt, KIVI's
+//! tokens quantised as they leave its recent window), or, without WebGPU, a whole CPU pass over the
+//! sequence for each token (no cache to keep, so the K/V scheme is applied by rounding every token's
+//! K and V in that pass, each row reading them as the cache held them when it was decoded: fp8's
+//! scales set by the prompt's tokens alone, KIVI's older tokens rounded and its recent ones not, as
+//! the packed cache's are).
 
 use std::rc::Rc;
 
@@ -72,9 +74,8 @@ impl Generator {
     }
 }
 
-/// The CPU pass's logits after `ids`: every token's K and V rounded to `scheme` (what rounding each
-/// as it joins a cache gives), fp8's scales set by the first `prompt` tokens alone (what packing the
-/// prompt first gives).
+/// The CPU pass's logits after `ids`: every token's K and V rounded to `scheme` as a decode cache
+/// prefilled with the first `prompt` tokens holds them (`CpuPass::with_kv_scheme_decoded`).
 async fn cpu_logits(
     lm: &LoadedLm,
     engine: &Rc<Engine>,
@@ -86,7 +87,7 @@ async fn cpu_logits(
         return Ok(lm.pass(engine, ids, &|| true).await?.0.last_logits.clone());
     }
     let pass = CpuPass::new(lm.cpu_weights()?, ids, 1).map_err(|e| e.0)?;
-    let mut pass = pass.with_kv_scheme_scaled_by_first(scheme, prompt);
+    let mut pass = pass.with_kv_scheme_decoded(scheme, prompt);
     run_steps(&mut pass, &|| true).await?;
     Ok(pass.finish().logits)
 }

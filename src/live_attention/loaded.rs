@@ -142,10 +142,10 @@ impl LoadedLm {
     }
 
     /// Generation on the GPU: a KV cache for the model's length stored as `scheme` (f32 in pages of
-    /// one pool, read through each layer's page table; or packed in the scheme's own bits for one
-    /// that quantises each token alone, as it joins, and read by the attention kernel, which
-    /// dequantises as it reads), prefilled with `ids`, and the logits after them. `None` without
-    /// WebGPU.
+    /// one pool, read through each layer's page table; or packed in the scheme's own bits, each token
+    /// quantised once, as it joins or, for KIVI, as it leaves the recent window, and read by the
+    /// attention kernel, which dequantises as it reads), prefilled with `ids`, and the logits after
+    /// them. `None` without WebGPU.
     pub async fn gpu_decoder(
         &self,
         engine: Rc<Engine>,

@@ -141,8 +141,11 @@ pub struct CpuPass<'a> {
     logits: Vec<f32>,
     logit_rows: usize,
     kv_scheme: KvScheme,
-    /// Tokens whose K and V alone set the scheme's fp8 scales (`with_kv_scheme_scaled_by_first`).
-    kv_scale_tokens: Option<u32>,
+    /// Decoding's prompt (`with_kv_scheme_decoded`): its tokens alone set fp8's scales, and KIVI's
+    /// row i reads the cache as it stood at max(prompt, i + 1) tokens.
+    kv_prompt: Option<u32>,
+    /// KIVI's K and V as computed, for the tokens a row's cache had not quantised yet (decoding).
+    kv_unrounded: Option<(Vec<f32>, Vec<f32>)>,
     /// An evicting cache's policy, K, and what it kept (`with_eviction`).
     eviction: Option<EvictionRecord>,
 }
@@ -196,7 +199,8 @@ impl<'a> CpuPass<'a> {
             logits: Vec::new(),
             logit_rows,
             kv_scheme: KvScheme::Fp32,
-            kv_scale_tokens: None,
+            kv_prompt: None,
+            kv_unrounded: None,
             eviction: None,
         })
     }
@@ -208,11 +212,13 @@ impl<'a> CpuPass<'a> {
         self
     }
 
-    /// As [`CpuPass::with_kv_scheme`], the scales of a scheme whose scale covers many tokens (fp8)
-    /// set by the first `tokens` tokens alone, later values saturating past them: what a decode cache
-    /// whose scales were set from the prompt holds (Generate's, `kv_pack`).
-    pub fn with_kv_scheme_scaled_by_first(mut self, scheme: KvScheme, tokens: usize) -> Self {
-        self.kv_scale_tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
+    /// As [`CpuPass::with_kv_scheme`], each row reading the cache as decoding holds it when the first
+    /// `prompt` tokens were prefilled at once and each later token joined alone (Generate's,
+    /// `kv_pack`): fp8's scales set by the prompt's tokens alone, later values saturating past them;
+    /// KIVI's row i reading the tokens its cache had quantised at max(prompt, i + 1) tokens as
+    /// rounded, the later ones as computed. Schemes that round each token alone read the same either way.
+    pub fn with_kv_scheme_decoded(mut self, scheme: KvScheme, prompt: usize) -> Self {
+        self.kv_prompt = Some(u32::try_from(prompt).unwrap_or(u32::MAX));
         self.with_kv_scheme(scheme)
     }
 
@@ -290,8 +296,11 @@ impl<'a> CpuPass<'a> {
         let (t, d) = (self.ids.len() as u32, self.ck.head_dim() as u32);
         let heads = self.ck.model.attn.n_kv_heads;
         let layout = KvLayout { heads, tokens: t, d, head_stride: d, token_stride: heads * d };
+        if self.kv_prompt.is_some() && matches!(self.kv_scheme, KvScheme::Kivi { .. }) {
+            self.kv_unrounded = Some((self.k.clone(), self.v.clone()));
+        }
         for (tensor, x) in [(KvTensor::K, &mut self.k), (KvTensor::V, &mut self.v)] {
-            match (self.kv_scheme.pass(tensor, t), self.kv_scale_tokens) {
+            match (self.kv_scheme.pass(tensor, t), self.kv_prompt) {
                 (Some(pass), Some(first)) => kv_quant_scaled_by_first(x, layout, &pass, first),
                 (Some(pass), None) => kv_quant(x, layout, &pass),
                 (None, _) => {}
@@ -306,18 +315,20 @@ impl<'a> CpuPass<'a> {
         }
         let (ck, t) = (self.ck, self.ids.len());
         let hd = ck.head_dim();
-        let (q_width, kv_width) = ck.widths();
+        let (q_width, _) = ck.widths();
         let kv = self.kv_head(head);
         for i in 0..t {
             let keys = self.keys_read(l, i);
             let weights = self.attend_row(head, i, &keys);
-            let row = &mut self.probs.last_mut().expect("pushed by the layer's first rows")[(head * t + i) * t..][..t];
             let mut acc = vec![0.0f64; hd];
             for (&j, &w) in keys.iter().zip(&weights) {
-                row[j] = w as f32;
-                for (a, &vj) in acc.iter_mut().zip(&self.v[j * kv_width + kv * hd..][..hd]) {
+                for (a, &vj) in acc.iter_mut().zip(self.kv_row(KvTensor::V, i, j, kv)) {
                     *a += w * f64::from(vj);
                 }
+            }
+            let row = &mut self.probs.last_mut().expect("pushed by the layer's first rows")[(head * t + i) * t..][..t];
+            for (&j, &w) in keys.iter().zip(&weights) {
+                row[j] = w as f32;
             }
             for (o, a) in self.attended[i * q_width + head * hd..][..hd].iter_mut().zip(acc) {
                 *o = a as f32;
@@ -342,11 +353,31 @@ impl<'a> CpuPass<'a> {
     /// Head `head`'s softmax of query `i` over `keys` (f64).
     fn attend_row(&self, head: usize, i: usize, keys: &[usize]) -> Vec<f64> {
         let hd = self.ck.head_dim();
-        let (q_width, kv_width) = self.ck.widths();
+        let (q_width, _) = self.ck.widths();
         let kv = self.kv_head(head);
         let scale = f64::from(self.ck.style.attn_scale);
         let qi = &self.q[i * q_width + head * hd..][..hd];
-        scaled_softmax(qi, keys.iter().map(|&j| &self.k[j * kv_width + kv * hd..][..hd]), scale)
+        scaled_softmax(qi, keys.iter().map(|&j| self.kv_row(KvTensor::K, i, j, kv)), scale)
+    }
+
+    /// KV head `kv`'s `tensor` row of token `j` as query `i` reads it: rounded, or as computed where
+    /// KIVI's cache had not quantised it yet when `i` was decoded.
+    fn kv_row(&self, tensor: KvTensor, i: usize, j: usize, kv: usize) -> &[f32] {
+        let hd = self.ck.head_dim();
+        let (rounded, unrounded) = match (tensor, &self.kv_unrounded) {
+            (KvTensor::K, raw) => (&self.k, raw.as_ref().map(|r| &r.0)),
+            (KvTensor::V, raw) => (&self.v, raw.as_ref().map(|r| &r.1)),
+        };
+        let source = match (unrounded, self.kv_prompt) {
+            (Some(raw), Some(prompt)) => {
+                let cached = (prompt as usize).max(i + 1).min(self.ids.len()) as u32;
+                let quantised = self.kv_scheme.pass(tensor, cached).map_or(0, |p| p.tokens as usize);
+                if j < quantised { rounded } else { raw }
+            }
+            _ => rounded,
+        };
+        let kv_width = self.ck.widths().1;
+        &source[j * kv_width + kv * hd..][..hd]
     }
 
     fn mix(&mut self, l: usize, (a, b): (usize, usize)) {

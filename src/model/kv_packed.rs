@@ -23,11 +23,11 @@
 //! packs keep it, so values that outgrow it saturate, as they do in a runtime whose scales were
 //! calibrated beforehand.
 //!
-//! KIVI's groups span tokens, so it has no packed form of this kind for a decode cache; a pass over a
-//! whole text packs it as [`KiviCache`] says: K in blocks of G tokens (each token's codes, then one
+//! KIVI's groups span tokens, so it has no packed form of this kind; its cache (a pass's, or a decode
+//! cache's) is packed as [`KiviCache`] says: K in blocks of G tokens (each token's codes, then one
 //! scale word per channel for the block: [`Packing::ChannelBlocks`]), V per token as int4 / int2 in
 //! groups of G channels, and the tokens not yet quantised (the recent R, and K's partial block) as f32
-//! rows after the packed ones.
+//! rows in a ring after the packed ones.
 //!
 //! Codes never straddle a word (bits divide 32). Where `d * bits` is not a multiple of 32 the last
 //! code word is padded, and [`PackedLayout::bytes_per_token_per_head`] counts the padding: it equals
@@ -214,37 +214,75 @@ impl PackedLayout {
     }
 }
 
-/// KIVI's cache of one pass over a text of `tokens` tokens, packed: K's whole blocks of `group` older
-/// tokens per channel ([`Packing::ChannelBlocks`]), V's older tokens per token in groups of `group`
-/// channels ([`Packing::Grouped`]); the tokens [`KvScheme::pass`] leaves unquantised (the recent
-/// `recent`, and K's partial block) as f32 rows after each tensor's packed ones (`[heads, rows, d]`).
+/// KIVI's cache, packed: K's whole blocks of `group` older tokens per channel
+/// ([`Packing::ChannelBlocks`]), V's older tokens per token in groups of `group` channels
+/// ([`Packing::Grouped`]); the tokens [`KvScheme::pass`] leaves unquantised (the recent `recent`, and
+/// K's partial block) as f32 rows in a ring after each tensor's packed ones (`[heads, ring, d]`, token
+/// t in row t mod ring). Which tokens are quantised depends only on how many there are, and a token
+/// once quantised keeps its codes (a block's scales cover its own tokens), so the cache of a pass over
+/// a text ([`KiviCache::of`]) and a decode cache that grew to the same tokens ([`KiviCache::decoding`])
+/// hold the same values: only their capacity and ring differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KiviCache {
     pub bits: u32,
     pub group: u32,
     pub recent: u32,
     pub d: u32,
+    /// Tokens in the cache.
     pub tokens: u32,
+    /// Tokens its buffers are laid out for: a pass's text, or a decode cache's most.
+    pub capacity: u32,
+    /// A decode cache: its ring holds the most unquantised tokens any length up to `capacity` has
+    /// (a pass's holds exactly its text's).
+    pub decoding: bool,
 }
 
 impl KiviCache {
-    /// The cache of `scheme` (KIVI at 4 or 2 bits) at head width `d` for `tokens` tokens.
+    /// The cache of a pass over `tokens` tokens of `scheme` (KIVI at 4 or 2 bits) at head width `d`.
     pub fn of(scheme: KvScheme, d: u32, tokens: u32) -> Option<KiviCache> {
         match scheme {
-            KvScheme::Kivi { bits: bits @ (2 | 4), group, recent } if d > 0 => {
-                Some(KiviCache { bits: u32::from(bits), group: group.max(1), recent, d, tokens })
-            }
+            KvScheme::Kivi { bits: bits @ (2 | 4), group, recent } if d > 0 => Some(KiviCache {
+                bits: u32::from(bits),
+                group: group.max(1),
+                recent,
+                d,
+                tokens,
+                capacity: tokens,
+                decoding: false,
+            }),
             _ => None,
         }
+    }
+
+    /// An empty decode cache of `scheme` for up to `capacity` tokens: tokens join one pass at a time
+    /// ([`KiviCache::holding`]), K's blocks and V's tokens quantised as they leave the recent window.
+    pub fn decoding(scheme: KvScheme, d: u32, capacity: u32) -> Option<KiviCache> {
+        KiviCache::of(scheme, d, capacity).map(|kivi| KiviCache { tokens: 0, decoding: true, ..kivi })
+    }
+
+    /// The same cache holding `tokens` tokens.
+    pub fn holding(self, tokens: u32) -> KiviCache {
+        KiviCache { tokens, ..self }
     }
 
     fn scheme(&self) -> KvScheme {
         KvScheme::Kivi { bits: self.bits as u8, group: self.group, recent: self.recent }
     }
 
-    /// Tokens of `tensor` held quantised: K's whole blocks, V's older tokens (as `kv_quant` rounds them).
+    /// Tokens of `tensor` quantised in a cache of `tokens` tokens: K's whole blocks, V's older tokens
+    /// (as `kv_quant` rounds them).
+    fn packed_at(&self, tensor: KvTensor, tokens: u32) -> u32 {
+        self.scheme().pass(tensor, tokens).map_or(0, |p| p.tokens.min(tokens))
+    }
+
+    /// Tokens of `tensor` held quantised now.
     pub fn packed_tokens(&self, tensor: KvTensor) -> u32 {
-        self.scheme().pass(tensor, self.tokens).map_or(0, |p| p.tokens.min(self.tokens))
+        self.packed_at(tensor, self.tokens)
+    }
+
+    /// Tokens of `tensor` a head's packed rows (or blocks) have room for: those quantised at capacity.
+    pub fn packed_capacity(&self, tensor: KvTensor) -> u32 {
+        self.packed_at(tensor, self.capacity)
     }
 
     /// How `tensor`'s quantised tokens are packed.
@@ -256,39 +294,66 @@ impl KiviCache {
         PackedLayout { packing, d: self.d }
     }
 
-    /// Rows of `tensor` kept in f32 (a head's tokens after its packed ones).
+    /// Rows of `tensor` kept in f32 now (a head's tokens after its packed ones).
     pub fn f32_rows(&self, tensor: KvTensor) -> u32 {
         self.tokens - self.packed_tokens(tensor)
     }
 
+    /// Rows a head of `tensor`'s f32 ring: a pass's unquantised tokens; for a decode cache the most
+    /// any length up to its capacity leaves (K: the recent R and a block short of G, so R + G - 1; V:
+    /// R). None when no length leaves any.
+    pub fn ring(&self, tensor: KvTensor) -> u32 {
+        match (self.decoding, tensor) {
+            (false, _) => self.capacity - self.packed_capacity(tensor),
+            (true, KvTensor::K) => self.capacity.min(self.recent.saturating_add(self.group - 1)),
+            (true, KvTensor::V) => self.capacity.min(self.recent),
+        }
+    }
+
     /// Where `tensor`'s f32 rows start, in words: after `heads` heads of packed tokens.
     pub fn f32_rows_at(&self, tensor: KvTensor, heads: u32) -> u64 {
-        self.layout(tensor).tail_at(heads, self.packed_tokens(tensor))
+        self.layout(tensor).tail_at(heads, self.packed_capacity(tensor))
     }
 
     /// The word where token `t` (not packed) of head `h` starts among `tensor`'s f32 rows.
     pub fn f32_row_at(&self, tensor: KvTensor, heads: u32, h: u32, t: u32) -> u64 {
-        let rows = u64::from(self.f32_rows(tensor));
-        let row = u64::from(h) * rows + u64::from(t - self.packed_tokens(tensor));
+        let ring = self.ring(tensor);
+        let row = u64::from(h) * u64::from(ring) + u64::from(t % ring.max(1));
         self.f32_rows_at(tensor, heads) + row * u64::from(self.d)
+    }
+
+    /// Key blocks a head has room for.
+    pub fn key_blocks(&self) -> u32 {
+        self.packed_capacity(KvTensor::K) / self.group
     }
 
     /// The word where head `h`'s key block `b` starts (its codes, then its scales).
     pub fn key_block_at(&self, h: u32, b: u32) -> u64 {
-        let keys = self.layout(KvTensor::K);
-        let blocks = self.packed_tokens(KvTensor::K) / keys.block_tokens();
-        (u64::from(h) * u64::from(blocks) + u64::from(b)) * u64::from(keys.block_words())
+        let block_words = self.layout(KvTensor::K).block_words();
+        (u64::from(h) * u64::from(self.key_blocks()) + u64::from(b)) * u64::from(block_words)
+    }
+
+    /// The word where head `h`'s packed value of token `t` starts.
+    pub fn value_at(&self, h: u32, t: u32) -> u64 {
+        let words = self.layout(KvTensor::V).words();
+        (u64::from(h) * u64::from(self.packed_capacity(KvTensor::V)) + u64::from(t)) * u64::from(words)
     }
 
     /// Words of `tensor`'s whole cache for `heads` KV heads.
     pub fn words(&self, tensor: KvTensor, heads: u32) -> u64 {
-        let f32_rows = u64::from(heads) * u64::from(self.f32_rows(tensor)) * u64::from(self.d);
-        self.f32_rows_at(tensor, heads) + f32_rows
+        let ring = u64::from(heads) * u64::from(self.ring(tensor)) * u64::from(self.d);
+        self.f32_rows_at(tensor, heads) + ring
     }
 
     /// Bytes of one layer's K and V caches for `heads` KV heads.
     pub fn bytes(&self, heads: u32) -> u64 {
         4 * (self.words(KvTensor::K, heads) + self.words(KvTensor::V, heads))
+    }
+
+    /// Bytes of one layer's f32 rings for `heads` KV heads (a decode cache's fixed part).
+    pub fn ring_bytes(&self, heads: u32) -> u64 {
+        let rows = u64::from(self.ring(KvTensor::K)) + u64::from(self.ring(KvTensor::V));
+        4 * u64::from(heads) * rows * u64::from(self.d)
     }
 }
 
@@ -455,6 +520,33 @@ mod tests {
         assert_eq!((short.packed_tokens(KvTensor::K), short.f32_rows(KvTensor::V), short.bytes(1)), (0, 10, 2560));
         assert_eq!(short.layout(KvTensor::V).group(), 32);
         assert_eq!(KiviCache::of(KvScheme::Int8, 32, 10), None);
+    }
+
+    #[test]
+    fn kivi_s_decode_cache_by_hand() {
+        // KIVI int2, G = 32, R = 16, d = 32, room for 128 tokens: at most (128 - 16) / 32 = 3 key
+        // blocks (3 x 96 = 288 words a head) and 112 packed values (336 words a head). K's f32 ring
+        // holds R + G - 1 = 47 rows (at 16 + 31 = 47 tokens none is packed yet), V's R = 16.
+        let scheme = KvScheme::Kivi { bits: 2, group: 32, recent: 16 };
+        let empty = KiviCache::decoding(scheme, 32, 128).unwrap();
+        assert_eq!((empty.tokens, empty.key_blocks(), empty.packed_capacity(KvTensor::V)), (0, 3, 112));
+        assert_eq!((empty.ring(KvTensor::K), empty.ring(KvTensor::V)), (47, 16));
+        assert_eq!(empty.words(KvTensor::K, 2), 2 * 288 + 2 * 47 * 32);
+        assert_eq!(empty.words(KvTensor::V, 2), 2 * 336 + 2 * 16 * 32);
+        assert_eq!(empty.ring_bytes(2), 4 * 2 * (47 + 16) * 32);
+        // At 98 tokens it quantises what the pass over 98 does; K's token 97 of head 1 is in ring row
+        // 97 mod 47 = 3 of head 1: word 576 + (47 + 3) x 32 = 2,176. Head 1's block 1 starts at
+        // (3 + 1) x 96 = 384 words; its value 5 at (112 + 5) x 3 = 351.
+        let now = empty.holding(98);
+        assert_eq!((now.packed_tokens(KvTensor::K), now.packed_tokens(KvTensor::V)), (64, 82));
+        assert_eq!(now.f32_row_at(KvTensor::K, 2, 1, 97), 2176);
+        assert_eq!((now.key_block_at(1, 1), now.value_at(1, 5)), (384, 351));
+        // A pass's ring is its own unquantised rows, in the same ring order.
+        let pass = KiviCache::of(scheme, 32, 98).unwrap();
+        assert_eq!((pass.ring(KvTensor::K), pass.f32_row_at(KvTensor::K, 2, 0, 97)), (34, 384 + (97 % 34) * 32));
+        // With R = 0 and G = 1 nothing waits: no ring.
+        let none = KiviCache::decoding(KvScheme::Kivi { bits: 4, group: 1, recent: 0 }, 32, 8).unwrap();
+        assert_eq!((none.ring(KvTensor::K), none.ring(KvTensor::V)), (0, 0));
     }
 
     #[test]

@@ -12,6 +12,21 @@ after(async () => { await session?.close(); });
 
 const TINY = "?view=heatmaps&model=attention-lab-tiny";
 
+/** Opens the trained model on `text` with Generate's cache `gencache` (and `extra` link keys),
+ * generates 4 tokens, and returns Generate's note and the text it left. */
+async function generateFour(session, gencache, extra, text) {
+  const app = await AppPage.open(session, TINY + "&gencache=" + gencache + extra + "&text=" + encodeURIComponent(text));
+  await readModel(app);
+  assert.equal(await app.page.getByTestId("generate-cache").inputValue(), gencache);
+  await app.page.getByTestId("generate-count").selectOption("4");
+  await app.page.getByTestId("generate").click();
+  await app.page.getByTestId("generate-note").waitFor({ timeout: 120_000 });
+  const out = { note: await app.page.getByTestId("generate-note").innerText(), text: (await readModel(app)).text };
+  app.assertNoConsoleErrors();
+  await app.close();
+  return out;
+}
+
 /** Waits for the explorer to finish with every head drawn, and reads what the heads and the panel show. */
 async function readModel(app, expectedTokens) {
   const selector = expectedTokens === undefined
@@ -237,24 +252,29 @@ describe("the trained model", () => {
 
   test("Generate with an fp8 cache sets its scale from the prompt, on the GPU and on the CPU alike", async () => {
     const text = "fn main() { let x";
-    const run = async (extra) => {
-      const app = await AppPage.open(session, TINY + "&gencache=fp8-e4m3" + extra + "&text=" + encodeURIComponent(text));
-      await readModel(app);
-      assert.equal(await app.page.getByTestId("generate-cache").inputValue(), "fp8-e4m3");
-      await app.page.getByTestId("generate-count").selectOption("4");
-      await app.page.getByTestId("generate").click();
-      await app.page.getByTestId("generate-note").waitFor({ timeout: 120_000 });
-      const out = { note: await app.page.getByTestId("generate-note").innerText(), text: (await readModel(app)).text };
-      app.assertNoConsoleErrors();
-      await app.close();
-      return out;
-    };
+    const run = (extra) => generateFour(session, "fp8-e4m3", extra, text);
     const gpu = await run("");
     // 4 layers x 2 KV heads x (K, V) x 32 one-byte codes = 512 B a token; the scales are fixed bytes.
     assert.match(gpu.note, /^Generated 4 tokens with the KV cache on the GPU, K and V stored as fp8-e4m3 \(512 bytes a token; one f32 scale for each layer's K and V, set from the prompt\), read by the kernel/);
     const cpu = await run("&backend=cpu");
     assert.match(cpu.note, /^Generated 4 tokens on the CPU.*rounded to fp8-e4m3 \(each token once, as it joins; one f32 scale for each layer's K and V, set from the prompt; held in f32\)/);
     // Both tiers scale by the prompt (their logits agree within 1e-4 natively): the same greedy text.
+    assert.equal(cpu.text, gpu.text);
+    assert.notEqual(gpu.text, text);
+  });
+
+  test("Generate with KIVI's cache quantises each token once it leaves the recent window, on the GPU and on the CPU alike", async () => {
+    // 46 tokens: the prefill quantises V's first 30 (past the recent 16), each generated token
+    // another, and the second one (the 48th token) K's first block of 32, from its f32 ring.
+    const text = "fn main() {\n    let mut total = 0;\n    for i in 0..10 {\n        total += i * 2;\n    }\n    println!(\"{}\", total);\n    let v = total";
+    const run = (extra) => generateFour(session, "kivi-int2", extra, text);
+    const gpu = await run("");
+    // K's block of 32 tokens: 32 x 2 code words + 32 scale words (12 B a token), V 3 words (12 B):
+    // 24 B x 4 layers x 2 KV heads = 192 B a token once quantised.
+    assert.match(gpu.note, /^Generated 4 tokens with the KV cache on the GPU, K and V stored as kivi-int2 \(192 bytes a token; K quantised in blocks of 32 tokens, V a token at a time, as they leave the recent 16, which wait in f32\), read by the kernel/);
+    const cpu = await run("&backend=cpu");
+    assert.match(cpu.note, /^Generated 4 tokens on the CPU.*rounded to kivi-int2 \(each token once; K quantised in blocks of 32 tokens/);
+    // Both tiers read the cache as decoding holds it (their logits agree within 3e-3 natively).
     assert.equal(cpu.text, gpu.text);
     assert.notEqual(gpu.text, text);
   });

@@ -389,7 +389,7 @@ fn generation_without_a_gpu_runs_whole_cpu_passes_with_the_scheme_applied() {
     let e4m3 = KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor };
     let (mut fp8, first) = pollster::block_on(Generator::start(&lm, cpu(), &ids[..7], e4m3)).unwrap();
     let calibrated = |n: usize| {
-        let mut pass = CpuPass::new(lm.host().unwrap(), &ids[..n], 1).unwrap().with_kv_scheme_scaled_by_first(e4m3, 7);
+        let mut pass = CpuPass::new(lm.host().unwrap(), &ids[..n], 1).unwrap().with_kv_scheme_decoded(e4m3, 7);
         while pass.step() {}
         pass.finish().logits
     };

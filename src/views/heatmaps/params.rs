@@ -201,10 +201,11 @@ pub struct ExplorerParams {
 pub const MAX_TRACE_INDEX: u32 = TRACE_MAX_TOKENS - 1;
 
 /// The caches Generate may decode with: the schemes that round each token alone (once, as it joins
-/// the cache), int4 and int2 in llama.cpp's groups of 32, and fp8 with one scale per tensor (E4M3
-/// and E5M2), set from the prompt's K and V as the cache is prefilled, as a runtime calibrates it
-/// (later values past it saturate). The link names a scheme (`gencache=fp8-e4m3`), not its place.
-pub const GENERATE_SCHEMES: [KvScheme; 7] = [
+/// the cache), int4 and int2 in llama.cpp's groups of 32, fp8 with one scale per tensor (E4M3 and
+/// E5M2), set from the prompt's K and V as the cache is prefilled, as a runtime calibrates it (later
+/// values past it saturate), and KIVI at 4 and 2 bits (G = 32, R = 16: each token quantised once, as
+/// it leaves the recent window). The link names a scheme (`gencache=fp8-e4m3`), not its place.
+pub const GENERATE_SCHEMES: [KvScheme; 9] = [
     KvScheme::Fp32,
     KvScheme::Fp16,
     KvScheme::Int8,
@@ -212,6 +213,8 @@ pub const GENERATE_SCHEMES: [KvScheme; 7] = [
     KvScheme::IntGroup { bits: 2, group: 32 },
     KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
     KvScheme::Fp8 { format: Fp8::E5m2, scope: ScaleScope::Tensor },
+    KvScheme::Kivi { bits: 4, group: 32, recent: 16 },
+    KvScheme::Kivi { bits: 2, group: 32, recent: 16 },
 ];
 
 impl ExplorerParams {
@@ -408,18 +411,22 @@ mod tests {
         assert_eq!(crate::views::link::round_trip(&p), p);
         assert!(p.pairs().contains(&("gencache", "int4-g32".to_string())));
         assert_eq!(p.generate_scheme(), KvScheme::IntGroup { bits: 4, group: 32 });
-        // Every scheme Generate offers rounds each token alone, but fp8, whose scale the prompt sets;
-        // a hostile value is refused, bounded.
-        assert!(GENERATE_SCHEMES.iter().all(|s| s.rounds_each_token_alone() || matches!(s, KvScheme::Fp8 { .. })));
+        // Every scheme Generate offers rounds each token alone, but fp8, whose scale the prompt sets,
+        // and KIVI, which quantises a token once it leaves the recent window; a hostile value is
+        // refused, bounded.
+        let decodable = |s: &KvScheme| matches!(s, KvScheme::Fp8 { .. } | KvScheme::Kivi { .. });
+        assert!(GENERATE_SCHEMES.iter().all(|s| s.rounds_each_token_alone() || decodable(s)));
         let mut fp8 = ExplorerParams::default();
         fp8.set("gencache", "fp8-e4m3").unwrap();
         assert_eq!(fp8.generate_scheme(), KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor });
         assert!(fp8.pairs().contains(&("gencache", "fp8-e4m3".to_string())));
         let mut g = ExplorerParams::default();
         assert!(
-            g.set("gencache", "kivi-int2").is_err()
+            g.set("gencache", "fp8-e4m3-head").is_err()
                 && g.set("gencache", &"x".repeat(100_000)).err().is_some_and(|e| e.len() < 200)
         );
+        g.set("gencache", "kivi-int2").unwrap();
+        assert_eq!(g.generate_scheme(), KvScheme::Kivi { bits: 2, group: 32, recent: 16 });
         assert!(g.set("gencache", "fp16").is_ok() && g.generate_scheme() == KvScheme::Fp16);
         assert!(p.pairs().contains(&("rope", "on".to_string())));
         assert!(ExplorerParams::default().pairs().is_empty());

@@ -248,10 +248,18 @@ pub fn generation_summary(run: &GenerationRun) -> String {
 pub fn generate_cache_phrase(scheme: KvScheme, packed_bytes_per_token: Option<u64>) -> String {
     let scales = match scheme {
         KvScheme::Fp8 { scope: ScaleScope::Tensor, .. } => {
-            "; one f32 scale for each layer's K and V, set from the prompt"
+            "; one f32 scale for each layer's K and V, set from the prompt".to_string()
         }
-        KvScheme::Fp8 { scope: ScaleScope::Head, .. } => "; one f32 scale for each KV head, set from the prompt",
-        _ => "",
+        KvScheme::Fp8 { scope: ScaleScope::Head, .. } => "; one f32 scale for each KV head, set from the prompt".into(),
+        KvScheme::Kivi { group, recent, .. } => format!(
+            "; K quantised in blocks of {group} tokens, V a token at a time, as they leave the recent {recent}, \
+             which wait in f32"
+        ),
+        _ => String::new(),
+    };
+    let when = match scheme {
+        KvScheme::Kivi { .. } => "each token once",
+        _ => "each token once, as it joins",
     };
     match (scheme, packed_bytes_per_token) {
         (KvScheme::Fp32, _) => String::new(),
@@ -260,9 +268,7 @@ pub fn generate_cache_phrase(scheme: KvScheme, packed_bytes_per_token: Option<u6
             scheme.name(),
             format_thousands(u128::from(bytes))
         ),
-        (_, None) => {
-            format!(", K and V rounded to {} (each token once, as it joins{scales}; held in f32)", scheme.name())
-        }
+        (_, None) => format!(", K and V rounded to {} ({when}{scales}; held in f32)", scheme.name()),
     }
 }
 
@@ -349,6 +355,15 @@ mod tests {
             ", K and V rounded to int8 (each token once, as it joins; held in f32)"
         );
         assert!(generate_cache_phrase(KvScheme::Fp16, Some(65_536)).contains("(65,536 bytes a token)"));
+        // KIVI int2, G = 32, R = 16 on the trained model: K's block of 32 tokens is 32 x 2 code words
+        // + 32 scale words = 96 words (12 B a token), V 3 words (12 B): 24 B x 8 heads = 192 B.
+        let kivi = KvScheme::Kivi { bits: 2, group: 32, recent: 16 };
+        assert_eq!(
+            generate_cache_phrase(kivi, Some(192)),
+            ", K and V stored as kivi-int2 (192 bytes a token; K quantised in blocks of 32 tokens, V a token at a \
+             time, as they leave the recent 16, which wait in f32), read by the kernel"
+        );
+        assert!(generate_cache_phrase(kivi, None).starts_with(", K and V rounded to kivi-int2 (each token once; K"));
     }
 
     #[test]
