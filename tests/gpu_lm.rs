@@ -1032,7 +1032,7 @@ fn kivi_s_decode_cache_grows_and_is_read_as_the_twins_do() {
     let Some(ctx) = device() else { return };
     let kernels = Kernels::new(&ctx);
     let mut rng = SplitMix64::new(41);
-    // A prompt, then one token a step (once 7 at a time), in a cache with room for 64: after every
+    // A prompt, then one token a step (and some at once), in a cache with room for 64: after every
     // step kv_pack's words (the ring's stale rows too) are the twin's (kivi_append), word for word,
     // and a decode query (the last position) reads them as packed_attention's twin does. The trained
     // model's heads (8 on 2, d = 32, int2, G = 32, R = 16 would quantise a block only past 48
@@ -1045,9 +1045,10 @@ fn kivi_s_decode_cache_grows_and_is_read_as_the_twins_do() {
         let mut twins = words.map(|w| vec![0u32; w]);
         let caches = words.map(|w| ctx.storage_from("cache", &vec![0u32; w]).unwrap());
         let mut len = 0;
-        for (i, step) in
-            [5u32, 1, 1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1].into_iter().enumerate()
-        {
+        // 15 tokens, 12 one at a time, 10 at once (at G = 16 completing the block 16..32 partly from
+        // the ring, partly from the new tokens), 6, then 9 at once (the block 32..48 likewise): 52.
+        let steps = [[5u32, 1, 1, 1, 7].as_slice(), &[1; 12], &[10], &[1; 6], &[9]].concat();
+        for (i, step) in steps.into_iter().enumerate() {
             kivi = kivi.holding(len + step);
             for (tensor, (twin, cache)) in [KvTensor::K, KvTensor::V].into_iter().zip(twins.iter_mut().zip(&caches)) {
                 let new = random((h_kv * step * d) as usize, 2.0, &mut rng);

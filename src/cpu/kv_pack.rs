@@ -149,7 +149,7 @@ pub fn kivi_append(
 ) -> Result<(), String> {
     let d = kivi.d as usize;
     let n = new.len() / (heads as usize * d).max(1);
-    let fits = n <= kivi.tokens as usize && new.len() == heads as usize * n * d;
+    let fits = n <= kivi.tokens as usize && kivi.tokens <= kivi.capacity && new.len() == heads as usize * n * d;
     if !fits || (cache.len() as u64) < kivi.words(tensor, heads) {
         return Err(format!(
             "kivi_pack: {heads} heads of {} values, {} floats, do not fit a cache of {} tokens in {} words",
@@ -524,8 +524,8 @@ mod tests {
 
     #[test]
     fn a_kivi_decode_cache_grown_a_token_at_a_time_holds_what_a_pass_over_its_tokens_does() {
-        // A prompt of 5 tokens, then one token a step (and once 7 at a time) up to 61, in a cache for
-        // 64: after every step its values are, bit for bit, those kv_quant rounds the tokens so far to
+        // A prompt of 5 tokens, then one token a step (and 7, 10 and 9 at a time) up to 59, in a cache
+        // for 64: after every step its values are, bit for bit, those kv_quant rounds the tokens so far to
         // (KIVI's quantised tokens depend only on how many there are).
         let (heads, d) = (2u32, 16u32);
         let x: Vec<f32> = (0..heads * 64 * d).map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.021).collect();

@@ -29,7 +29,7 @@ pub fn packed_attention(p: &PackedProblem) -> Result<Vec<f32>, String> {
     s.validate()?;
     let needed = [KvTensor::K, KvTensor::V].map(|t| p.caches.words(t, s.h_kv, p.kv_stride));
     let kivi_tokens = match p.caches {
-        PackedCaches::Kivi(kivi) => kivi.tokens == s.n_kv,
+        PackedCaches::Kivi(kivi) => kivi.tokens == s.n_kv && kivi.tokens <= kivi.capacity,
         PackedCaches::Rows(_) => true,
     };
     let short = (p.k.len() as u64) < needed[0] || (p.v.len() as u64) < needed[1];

@@ -1,6 +1,7 @@
 //! The packed quantised decode's rows of the benchmark: one decode step (one query per head) over
 //! the paged rows' 4,096 cached tokens of a Llama 3 8B layer ([`decode_step`]), the cache packed in
-//! each scheme Generate offers and in fp8 E4M3 (`kv_pack`; its scale set from the cached tokens) and
+//! each scheme Generate offers (`kv_pack`; fp8's scale set from the cached tokens; KIVI's as a decode
+//! cache holding them, its recent 16 and K's partial block in its f32 ring) and
 //! read by `packed_attention`, which dequantises as it reads. Timed as the other rows ([`bench`]), flops counted as the attention rows count them (4 d per
 //! attended pair: the dequantising is not counted), beside the f32 cache's row of the paged rows.
 
@@ -13,17 +14,25 @@ use crate::gpu::launch::Dispatch;
 use crate::gpu::packed_attention::{PackedBuffers, PackedLaunch};
 use crate::gpu::{GpuContext, GpuError, Kernels};
 use crate::model::Mask;
-use crate::model::kv_packed::PackedLayout;
-use crate::model::kv_quant::{Fp8, KvScheme, ScaleScope};
+use crate::model::kv_packed::{KiviCache, PackedCaches, PackedLayout};
+use crate::model::kv_quant::{Fp8, KvScheme, KvTensor, ScaleScope};
 
 /// The schemes timed: Generate's quantised caches.
-pub const PACKED_SCHEMES: [KvScheme; 5] = [
+pub const PACKED_SCHEMES: [KvScheme; 7] = [
     KvScheme::Fp16,
     KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor },
     KvScheme::Int8,
     KvScheme::IntGroup { bits: 4, group: 32 },
     KvScheme::IntGroup { bits: 2, group: 32 },
+    KvScheme::Kivi { bits: 4, group: 32, recent: 16 },
+    KvScheme::Kivi { bits: 2, group: 32, recent: 16 },
 ];
+
+/// `scheme`'s cache of `n` tokens of head width `d`, as a decode cache with room for them holds it.
+fn caches_of(scheme: KvScheme, d: u32, n: u32) -> Option<PackedCaches> {
+    let kivi = || KiviCache::decoding(scheme, d, n).map(|kivi| PackedCaches::Kivi(kivi.holding(n)));
+    PackedLayout::of(scheme, d).map(PackedCaches::Rows).or_else(kivi)
+}
 
 /// One row per scheme: the step's attention over the packed cache (packing it is not timed).
 pub async fn run_packed_decode(
@@ -41,18 +50,21 @@ pub async fn run_packed_decode(
     let rows = PackRows { heads: h_kv, tokens: n, capacity: n, start: 0 };
     let mut out = Vec::new();
     for scheme in PACKED_SCHEMES {
-        let layout = PackedLayout::of(scheme, d).ok_or_else(|| GpuError::InvalidInput(scheme.name()))?;
-        let bytes = layout.cache_words(h_kv, n) * 4;
-        let (pk, pv) = (ctx.storage_output("packed K", bytes)?, ctx.storage_output("packed V", bytes)?);
-        let packs = [
-            kernels.kv_pack.prepare(ctx, &k, &pk, rows, layout)?,
-            kernels.kv_pack.prepare(ctx, &v, &pv, rows, layout)?,
-        ];
+        let caches = caches_of(scheme, d, n).ok_or_else(|| GpuError::InvalidInput(scheme.name()))?;
+        let bytes = |tensor| caches.words(tensor, h_kv, n) * 4;
+        let (pk, pv) =
+            (ctx.storage_output("packed K", bytes(KvTensor::K))?, ctx.storage_output("packed V", bytes(KvTensor::V))?);
+        let pack = |x, packed, tensor| match caches {
+            PackedCaches::Rows(layout) => kernels.kv_pack.prepare(ctx, x, packed, rows, layout),
+            PackedCaches::Kivi(kivi) => kernels.kv_pack.prepare_kivi(ctx, x, packed, (h_kv, n), kivi, tensor),
+        };
+        let packs = [pack(&k, &pk, KvTensor::K)?, pack(&v, &pv, KvTensor::V)?];
         Dispatch::submit_all(ctx, &packs.iter().flatten().collect::<Vec<_>>());
-        let launch = PackedLaunch { shape, kv_stride: n, caches: layout.into(), mask, scale };
+        let launch = PackedLaunch { shape, kv_stride: n, caches, mask, scale };
         let step = kernels.packed.prepare(ctx, &PackedBuffers { q: &q, k: &pk, v: &pv, o: &o }, launch)?;
         let name = format!("decode packed {}", scheme.name());
-        let what = format!("1 query x {n} cached, {h_q}/{h_kv}, {} KiB K+V", 2 * bytes / 1024);
+        let kib = (bytes(KvTensor::K) + bytes(KvTensor::V)) / 1024;
+        let what = format!("1 query x {n} cached, {h_q}/{h_kv}, {kib} KiB K+V");
         let steps: Vec<&Dispatch> = step.iter().collect();
         out.push(timed(ctx, &name, &what, &steps, flops, fma_gflops, reps, now_ms).await?);
     }
@@ -75,5 +87,12 @@ mod tests {
         assert_eq!(f32_bytes, 32 << 20);
         assert_eq!(cache(KvScheme::IntGroup { bits: 4, group: 32 }), 5 << 20);
         assert_eq!(cache(KvScheme::Fp16), 16 << 20);
+        // KIVI int2 (G = 32, R = 16): K's 127 whole blocks (4,064 tokens; 4,080 are past the recent
+        // 16) of 32 x 8 code words + 128 scale words = 384 words, and its 32 other tokens in the f32
+        // ring (of R + G - 1 = 47 rows); V's 4,080 tokens of 8 + 4 words, 16 in its ring.
+        let caches = caches_of(KvScheme::Kivi { bits: 2, group: 32, recent: 16 }, d, PAGED_TOKENS).unwrap();
+        let words = |t| caches.words(t, h_kv, PAGED_TOKENS);
+        assert_eq!(words(KvTensor::K), 8 * (127 * 384 + 47 * 128));
+        assert_eq!(words(KvTensor::V), 8 * (4080 * 12 + 16 * 128));
     }
 }

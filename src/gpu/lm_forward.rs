@@ -232,7 +232,8 @@ impl LmCache {
     }
 
     /// Bytes that do not grow with the tokens: fp8's tails of scales, one a layer's K and V; KIVI's
-    /// f32 rings of the tokens waiting to be quantised.
+    /// f32 rings of the tokens waiting to be quantised (K's R + G - 1 rows, as a block short of G
+    /// waits too, and V's R: more than the scheme's own figure, which counts R of each).
     pub fn fixed_bytes(&self) -> u64 {
         let layers = self.k.len() as u64;
         match self.packed {
@@ -243,10 +244,11 @@ impl LmCache {
     }
 }
 
-/// Why a decode cache cannot be stored as `scheme`.
+/// Why a decode cache cannot be stored as `scheme` (packed: a scheme with no packed form; f32 of
+/// rounded values: one whose tokens are not rounded alone, as they join).
 fn refused(scheme: KvScheme) -> GpuError {
     let why = if scheme.rounds_each_token_alone() { "has no packed form" } else { "shares scales across tokens" };
-    GpuError::InvalidInput(format!("a decode cache quantises each token as it joins: {} {why}", scheme.name()))
+    GpuError::InvalidInput(format!("a cache of values rounded as each token joins: {} {why}", scheme.name()))
 }
 
 /// What one cached pass needs of the cache: its buffers, and the row its new tokens start at.
@@ -427,7 +429,8 @@ pub async fn decode(
 }
 
 /// Prepares the pass [`decode`] runs for `ids` against `cache`, adding nothing to it (the benchmark
-/// times it).
+/// times it). A KIVI cache's pass is not to be submitted twice: its second submission would quantise
+/// tokens from ring rows its first has overwritten.
 pub async fn prepare_decode<'a>(
     ctx: &'a GpuContext,
     kernels: &Kernels,

@@ -20,7 +20,8 @@ use super::{GpuDecoder, LoadedLm};
 /// Where the next token's logits come from.
 pub enum Generator {
     Gpu(GpuDecoder),
-    /// Whole CPU passes on this engine; the prompt's length sets fp8's scales.
+    /// Whole CPU passes on this engine; the prompt's length is where decoding began (it sets fp8's
+    /// scales, and the tokens KIVI's prefill quantised).
     Cpu {
         engine: Rc<Engine>,
         prompt: usize,

@@ -70,38 +70,86 @@ mod tests {
     use crate::lm::shipped_model::{shipped, shipped_tokenizer};
     use crate::model::kv_evict::{EvictPolicy, POLICIES, bytes_at_last_step};
 
+    /// The README's eviction table, cell by cell (`cargo test --lib forward::evict -- --nocapture`
+    /// prints it): per K the bytes read at the last token, then window, sinks, H2O and SnapKV-style
+    /// as KL (3 significant digits) / top-1 / loss, and the dropped mass at K = 8 and 32.
+    const README_TABLE: [(usize, u64, [&str; 4]); 5] = [
+        (
+            4,
+            8_192,
+            ["0.399 / 0.745 / 3.731", "0.680 / 0.582 / 4.212", "0.637 / 0.571 / 4.173", "0.399 / 0.745 / 3.731"],
+        ),
+        (
+            8,
+            16_384,
+            ["0.239 / 0.755 / 3.545", "0.336 / 0.684 / 3.655", "0.313 / 0.673 / 3.606", "0.232 / 0.735 / 3.597"],
+        ),
+        (
+            16,
+            32_768,
+            ["0.155 / 0.827 / 3.538", "0.142 / 0.827 / 3.520", "0.159 / 0.816 / 3.432", "0.146 / 0.765 / 3.542"],
+        ),
+        (
+            32,
+            65_536,
+            ["0.0905 / 0.898 / 3.573", "0.0162 / 0.918 / 3.586", "0.0163 / 0.929 / 3.532", "0.0176 / 0.918 / 3.628"],
+        ),
+        (
+            48,
+            98_304,
+            ["0.0513 / 0.949 / 3.566", "0.0611 / 0.949 / 3.561", "0.00357 / 0.990 / 3.579", "0.00247 / 0.990 / 3.588"],
+        ),
+    ];
+    const README_DROPPED: [(usize, [&str; 4]); 2] =
+        [(8, ["41 %", "48 %", "47 %", "39 %"]), (32, ["6 %", "7 %", "10 %", "8 %"])];
+
+    /// KL as the README writes it: three significant digits.
+    fn three_digits(x: f64) -> String {
+        if x == 0.0 {
+            return "0".into();
+        }
+        let decimals = (2 - x.abs().log10().floor() as i32).max(3) as usize;
+        format!("{x:.decimals$}")
+    }
+
     #[test]
-    fn keep_everything_costs_nothing_and_eviction_costs_something() {
+    fn keep_everything_costs_nothing_and_eviction_costs_what_the_readme_says() {
         let ck = shipped();
         let tokenizer = shipped_tokenizer();
         let ids = tokenizer.encode(OWNERSHIP_RULES);
         let full = forward(&ck, &ids).unwrap();
-        println!("{} tokens", ids.len());
-        for keep in [4, 8, 16, 32, 48] {
-            for policy in POLICIES {
+        assert_eq!(ids.len(), 98, "the README's table is over 98 tokens");
+        let mut stale = Vec::new();
+        for (keep, readme_bytes, readme_cells) in README_TABLE {
+            for (i, policy) in POLICIES.into_iter().enumerate() {
                 let mut pass = CpuPass::new(&ck, &ids, ids.len()).unwrap().with_eviction(policy, keep);
                 while pass.step() {}
                 let record = pass.take_eviction().unwrap();
                 let out = pass.finish();
                 let q = quality(&full.logits, &out.logits, &ids).unwrap();
                 let bytes = bytes_at_last_step(&record.kept, 2, 32);
-                println!(
-                    "K {keep:>3} {:>7} {bytes:>6} B  KL {:.3e}  top-1 {:.3}  loss {:.4}  dropped {:.4}",
-                    policy.name(),
-                    q.kl,
-                    q.top1,
-                    q.loss.unwrap(),
-                    record.mean_dropped()
-                );
+                let cell = format!("{} / {:.3} / {:.3}", three_digits(q.kl), q.top1, q.loss.unwrap());
+                let dropped = format!("{:.0} %", 100.0 * record.mean_dropped());
+                println!("K {keep:>3} {:>7} {bytes:>6} B  {cell}  dropped {dropped}", policy.name());
                 if policy == EvictPolicy::Full {
                     // The same keys in the same order: the very same arithmetic.
                     assert_eq!(out.logits, full.logits);
                     assert_eq!((q.kl, q.top1, record.mean_dropped()), (0.0, 1.0, 0.0));
-                } else if keep < 32 {
+                    continue;
+                }
+                if (bytes, cell.as_str()) != (readme_bytes, readme_cells[i - 1]) {
+                    stale.push(format!("{policy:?} K = {keep}: {bytes} B, {cell} (loss {:.5})", q.loss.unwrap()));
+                }
+                let readme_dropped = README_DROPPED.iter().find(|(k, _)| *k == keep).map(|(_, cells)| cells[i - 1]);
+                if readme_dropped.is_some_and(|cell| cell != dropped) {
+                    stale.push(format!("{policy:?} K = {keep}: dropped {dropped}"));
+                }
+                if keep < 32 {
                     assert!(q.kl > 1e-4 && record.mean_dropped() > 0.0, "{policy:?} K={keep}: KL {}", q.kl);
                 }
             }
         }
+        assert!(stale.is_empty(), "cells the README's table does not hold: {stale:#?}");
     }
 
     #[test]

@@ -362,7 +362,7 @@ impl KiviCache {
 pub enum PackedCaches {
     /// K and V alike: `kv_stride` rows a KV head of [`PackedLayout`] vectors, then the tail.
     Rows(PackedLayout),
-    /// KIVI's cache of a pass over its text (the launch's keys are its tokens).
+    /// KIVI's cache, a pass's or a decode cache's (the launch's keys are its tokens).
     Kivi(KiviCache),
 }
 

@@ -411,11 +411,11 @@ mod tests {
         assert_eq!(crate::views::link::round_trip(&p), p);
         assert!(p.pairs().contains(&("gencache", "int4-g32".to_string())));
         assert_eq!(p.generate_scheme(), KvScheme::IntGroup { bits: 4, group: 32 });
-        // Every scheme Generate offers rounds each token alone, but fp8, whose scale the prompt sets,
-        // and KIVI, which quantises a token once it leaves the recent window; a hostile value is
-        // refused, bounded.
-        let decodable = |s: &KvScheme| matches!(s, KvScheme::Fp8 { .. } | KvScheme::Kivi { .. });
-        assert!(GENERATE_SCHEMES.iter().all(|s| s.rounds_each_token_alone() || decodable(s)));
+        // The link names each scheme Generate offers, in this order (new ones at the end); a hostile
+        // value is refused, bounded.
+        let names: Vec<String> = GENERATE_SCHEMES.iter().map(|s| s.name()).collect();
+        let want = ["fp32", "fp16", "int8", "int4-g32", "int2-g32", "fp8-e4m3", "fp8-e5m2", "kivi-int4", "kivi-int2"];
+        assert_eq!(names, want);
         let mut fp8 = ExplorerParams::default();
         fp8.set("gencache", "fp8-e4m3").unwrap();
         assert_eq!(fp8.generate_scheme(), KvScheme::Fp8 { format: Fp8::E4m3, scope: ScaleScope::Tensor });
