@@ -165,6 +165,28 @@ async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
     }
 }
 
+/// After `FlashAttention::warm_up` (what the page calls after the trained model's first pass), the
+/// model's passes take the forward kernel's subgroup form on SwiftShader, where they started with the
+/// loops: the same hidden states and logits as the CPU pass, within the same bounds.
+#[wasm_bindgen_test]
+async fn the_language_model_s_pass_after_the_forward_kernel_s_warm_up_matches_the_cpu_pass() {
+    let (ck, ctx, kernels, weights) = shipped_on_gpu().await;
+    let mut rng = SplitMix64::new(89);
+    let ids: Vec<u32> = (0..97).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
+    let want = forward::forward(&ck, &ids).expect("CPU forward");
+    kernels.flash.warm_up(&ctx, weights.geometry.head_dim);
+    assert!(kernels.flash.is_warm(weights.geometry.head_dim), "SwiftShader has subgroups: the form is built");
+    let request = LmRequest { last_logits: None, probabilities: false, hidden_states: true, head_outputs: false };
+    let got = lm_forward::run(&ctx, &kernels, &weights, &ids, request).await.expect("GPU forward");
+    for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {
+        let largest = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let err = max_abs_diff(g, w);
+        assert!(err < 2e-4f32.max(1e-5 * largest), "hidden states after layer {l} differ by {err} (largest {largest})");
+    }
+    let err = max_abs_diff(&got.logits, &want.logits);
+    assert!(err < 1e-4, "logits differ by {err}");
+}
+
 #[wasm_bindgen_test]
 async fn every_family_fixture_matches_candle_on_browser_webgpu() {
     let ctx = GpuContext::new().await.expect("a WebGPU adapter");

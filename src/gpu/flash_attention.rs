@@ -135,10 +135,7 @@ impl FlashAttention {
         let rows_total = shape.n_q * shape.group_size();
         // The subgroup kernel only pays unrolled, so it follows the unrolling choice.
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
-            let tile = subgroup.tile(d_pad);
-            let params = AttentionParams::new(shape, kv_stride, mask, scale, rows_total.div_ceil(tile.0));
-            let (constants, overrides) = subgroup.specialisation(d_pad);
-            return Ok(FlashPlan { form: FlashForm::Subgroup, params, constants, overrides, tile });
+            return Ok(subgroup_plan(subgroup, launch));
         }
         let tiles = self.tiles(d_pad).for_rows(d_pad, rows_total);
         let tile = (tiles.rows_per_tile(d_pad), tiles.keys_per_tile);
@@ -154,6 +151,51 @@ impl FlashAttention {
         ];
         let form = if self.is_unrolled() { FlashForm::Unrolled } else { FlashForm::Loop };
         Ok(FlashPlan { form, params, constants, overrides: [("BR", tiles.rows_per_workgroup)], tile })
+    }
+
+    /// Builds the subgroup form for heads `d_pad` wide where launches keep the loops (CPU adapters in
+    /// the browser, [`UNROLL_BY_DEFAULT`]), so that [`FlashAttention::prepare_fastest`] takes it from
+    /// then on. Call after reading results back: a browser compiles at the first dispatch, while the
+    /// page draws, and a launch submitted meanwhile waits for the compile.
+    pub fn warm_up(&self, ctx: &GpuContext, d_pad: u32) {
+        let Some(subgroup) = self.subgroup.as_ref().filter(|s| !self.is_unrolled() && !s.is_built(d_pad)) else {
+            return;
+        };
+        let pipeline = subgroup.pipeline(&ctx.device, d_pad);
+        // A workgroup with no KV head to work on, which returns at once.
+        let params = AttentionParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() };
+        let tiny = || ctx.storage_output("flash warm-up", 16);
+        let (Ok(a), Ok(b), Ok(c), Ok(d), Ok(e)) = (tiny(), tiny(), tiny(), tiny(), tiny()) else { return };
+        let Ok(warm_up) = subgroup.launcher().dispatch(ctx, pipeline, &params, &[&a, &b, &c, &d, &e]) else { return };
+        Dispatch::submit_all(ctx, &[&Dispatch { grid: (1, 1, 1), ..warm_up }]);
+    }
+
+    /// Whether the subgroup form for heads `d_pad` wide is built, so that
+    /// [`FlashAttention::prepare_fastest`] takes it.
+    pub fn is_warm(&self, d_pad: u32) -> bool {
+        self.subgroup.as_ref().is_some_and(|s| s.is_built(d_pad))
+    }
+
+    /// Prepares one launch as [`FlashAttention::prepare`] does, but in the subgroup form wherever its
+    /// pipeline for the launch's head width is built ([`FlashAttention::warm_up`]): for a loaded
+    /// model's passes, whose layers repeat one head width. The views that show the kernel's tiles or
+    /// trace it keep the form [`FlashAttention::plan`] names.
+    pub fn prepare_fastest(
+        &self,
+        ctx: &GpuContext,
+        buffers: &FlashBuffers<'_>,
+        launch: FlashLaunch,
+    ) -> Result<Dispatch, GpuError> {
+        let warm = self.subgroup.as_ref().filter(|s| self.forced.get().is_none() && s.is_built(launch.shape.d));
+        match warm {
+            Some(subgroup) if !self.f16_inputs.get() => {
+                check(&launch)?;
+                let plan = subgroup_plan(subgroup, launch);
+                let pipeline = subgroup.pipeline(&ctx.device, launch.shape.d);
+                subgroup.launcher().dispatch(ctx, pipeline, &plan.params, &buffers.bound())
+            }
+            _ => self.prepare(ctx, buffers, launch),
+        }
     }
 
     /// Prepares one launch.
@@ -179,6 +221,16 @@ impl FlashAttention {
         let pipeline = self.launcher.pipelines().get_specialised(&ctx.device, &plan.constants, &plan.overrides);
         self.launcher.dispatch(ctx, pipeline, &plan.params, &buffers.bound())
     }
+}
+
+/// A launch in the subgroup form (checked by the caller).
+fn subgroup_plan(subgroup: &SubgroupForm<FlashSubgroup>, launch: FlashLaunch) -> FlashPlan {
+    let FlashLaunch { shape, kv_stride, mask, scale } = launch;
+    let tile = subgroup.tile(shape.d);
+    let rows_total = shape.n_q * shape.group_size();
+    let params = AttentionParams::new(shape, kv_stride, mask, scale, rows_total.div_ceil(tile.0));
+    let (constants, overrides) = subgroup.specialisation(shape.d);
+    FlashPlan { form: FlashForm::Subgroup, params, constants, overrides, tile }
 }
 
 /// Why a launch cannot run on any form: the head width (a multiple of 4 within the kernels' limit)

@@ -746,7 +746,11 @@ impl Recorder<'_, '_> {
             out.push(paged.attention(ctx, k, &buffers, (l, shape, layer.mask, scale))?);
         } else {
             let flash = FlashBuffers { q: b("q"), k: keys, v: values, o: b("o"), lse: b("lse") };
-            out.push(k.flash.prepare(ctx, &flash, FlashLaunch { shape, kv_stride, mask: layer.mask, scale })?);
+            out.push(k.flash.prepare_fastest(
+                ctx,
+                &flash,
+                FlashLaunch { shape, kv_stride, mask: layer.mask, scale },
+            )?);
         }
         if let (Some(probs), None) = (pass.probs.get(l), &pass.eviction) {
             let launch = RowLaunch { shape, q_offset: 0, mask: layer.mask, scale, output: RowOutput::Probabilities };

@@ -38,6 +38,12 @@ impl<K: Kernel> SubgroupForm<K> {
         (subgroup_constants(d_pad, self.subgroup_size).to_vec(), [("BR", self.subgroup_size)])
     }
 
+    /// Whether the pipeline for heads `d_pad` wide is built.
+    pub fn is_built(&self, d_pad: u32) -> bool {
+        let (constants, overrides) = self.specialisation(d_pad);
+        self.launcher.pipelines().is_built(&constants, &overrides)
+    }
+
     /// The pipeline for heads `d_pad` wide.
     pub fn pipeline(&self, device: &wgpu::Device, d_pad: u32) -> wgpu::ComputePipeline {
         let (constants, overrides) = self.specialisation(d_pad);
