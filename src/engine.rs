@@ -385,6 +385,8 @@ pub enum MapOutput {
 impl Engine {
     /// Tile sizes of the tiled forward kernel for heads of width `d` ((query, head) rows per
     /// workgroup, keys per tile), as its launch picks them for `rows_total` rows; `None` on the CPU tier.
+    /// (A loaded model's own passes may run the subgroup form's tiles instead, once it is built:
+    /// `FlashAttention::prepare_fastest`.)
     pub fn flash_tiles(&self, d: u32, rows_total: u32) -> Option<(u32, u32)> {
         match self {
             Engine::WebGpu { kernels, .. } => {

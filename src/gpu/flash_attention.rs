@@ -17,8 +17,16 @@ use crate::model::limits::{KERNEL_MAX_HEAD_DIM, kernels_take_head_dim};
 /// kernel halves the explorer's time at n = 256, but its first compile made the first heatmap take
 /// 9 s instead of 1.4 s; and a GPU's unrolled text is about 15,000 lines per head width, whose
 /// compile time in browsers (Tint, then D3D or Metal) has not been measured. The benchmark view
-/// turns it on (compiling is not timed).
+/// turns it on (compiling is not timed), and a loaded model's passes take the subgroup form once a
+/// page has built it for the model's head width ([`FlashAttention::warm_up`]).
 const UNROLL_BY_DEFAULT: bool = !cfg!(target_arch = "wasm32");
+
+/// The widest heads [`FlashAttention::warm_up`] builds the subgroup form for: a compile the page may
+/// wait for must stay short. Measured on SwiftShader (headless Chromium, 2-core machine), warm-up to
+/// the queue's next readback: d = 32 1.9 s in a fresh test page (0.8 s in the app, where the trained
+/// model's first text change right after its load waited 0.86-1.09 s once), d = 64 6.8 s, d = 128
+/// 7.9 s. Wider heads keep the loops.
+const WARM_UP_MAX_HEAD_DIM: u32 = 32;
 
 /// The launcher (per-head-width pipelines) and the tile choice.
 pub struct FlashAttention {
@@ -27,7 +35,8 @@ pub struct FlashAttention {
     is_cpu: bool,
     /// Tiles forced by the benchmark's `--tiles` (tuning), instead of [`FlashTiles::choose`].
     forced: std::cell::Cell<Option<FlashTiles>>,
-    /// The subgroup-sharing kernel, used instead on CPU adapters that have subgroups, when unrolled.
+    /// The subgroup-sharing kernel, used instead on CPU adapters that have subgroups, when unrolled (or,
+    /// for a loaded model's passes, once built: [`FlashAttention::prepare_fastest`]).
     subgroup: Option<SubgroupForm<FlashSubgroup>>,
     /// The matrix-unit kernel (f16 inputs) where the device has matrix units, or why there is none.
     coop: Result<FlashAttentionCoop, String>,
@@ -106,7 +115,8 @@ impl FlashAttention {
     }
 
     /// The tile a launch of `rows_total` (query, head) rows of `d_pad`-wide heads works on: (rows,
-    /// keys), whichever of the two kernels [`FlashAttention::prepare`] picks.
+    /// keys), whichever of the two kernels [`FlashAttention::prepare`] picks (a loaded model's passes,
+    /// [`FlashAttention::prepare_fastest`], may take the subgroup form where this names the loops).
     pub fn launch_tiles(&self, d_pad: u32, rows_total: u32) -> (u32, u32) {
         if let (None, Some(subgroup), true) = (self.forced.get(), &self.subgroup, self.is_unrolled()) {
             return subgroup.tile(d_pad);
@@ -157,10 +167,12 @@ impl FlashAttention {
     /// the browser, [`UNROLL_BY_DEFAULT`]), so that [`FlashAttention::prepare_fastest`] takes it from
     /// then on. Call after reading results back: a browser compiles at the first dispatch, while the
     /// page draws, and a launch submitted meanwhile waits for the compile.
+    /// Heads wider than [`WARM_UP_MAX_HEAD_DIM`] are left as they are.
     pub fn warm_up(&self, ctx: &GpuContext, d_pad: u32) {
-        let Some(subgroup) = self.subgroup.as_ref().filter(|s| !self.is_unrolled() && !s.is_built(d_pad)) else {
-            return;
+        let wanted = |s: &&SubgroupForm<FlashSubgroup>| {
+            !self.is_unrolled() && d_pad <= WARM_UP_MAX_HEAD_DIM && check_width(d_pad) && !s.is_built(d_pad)
         };
+        let Some(subgroup) = self.subgroup.as_ref().filter(wanted) else { return };
         let pipeline = subgroup.pipeline(&ctx.device, d_pad);
         // A workgroup with no KV head to work on, which returns at once.
         let params = AttentionParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() };
@@ -233,11 +245,16 @@ fn subgroup_plan(subgroup: &SubgroupForm<FlashSubgroup>, launch: FlashLaunch) ->
     FlashPlan { form: FlashForm::Subgroup, params, constants, overrides, tile }
 }
 
+/// Whether any form takes heads `d_pad` wide (a multiple of 4 within the kernels' limit).
+fn check_width(d_pad: u32) -> bool {
+    d_pad.is_multiple_of(4) && kernels_take_head_dim(d_pad)
+}
+
 /// Why a launch cannot run on any form: the head width (a multiple of 4 within the kernels' limit)
 /// and the K/V stride.
 fn check(launch: &FlashLaunch) -> Result<(), GpuError> {
     let d_pad = launch.shape.d;
-    if !d_pad.is_multiple_of(4) || !kernels_take_head_dim(d_pad) || launch.kv_stride < launch.shape.n_kv {
+    if !check_width(d_pad) || launch.kv_stride < launch.shape.n_kv {
         return Err(GpuError::LimitExceeded(format!(
             "flash attention needs d a multiple of 4 up to {KERNEL_MAX_HEAD_DIM} (got {d_pad}) and kv_stride >= n_kv"
         )));

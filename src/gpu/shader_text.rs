@@ -9,7 +9,8 @@
 //! made the forward kernel about 3x faster on lavapipe. GPUs get the unrolled text too: on an H100
 //! (wgpu's Vulkan backend, measured with `bench`) the tiled matmul ran 7x and the flash forward 6-11x
 //! slower with their loops kept, so their compiler did not do this for us (the forward kernel's
-//! owner keeps its loops in the browser, where its long unrolled text's compile time is unmeasured).
+//! owner keeps its loops in the browser, where its long unrolled text's compile time is unmeasured,
+//! but for a loaded model's narrow heads once their subgroup form is built).
 
 use crate::lm::weight_plan::WeightFormat;
 
