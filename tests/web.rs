@@ -165,23 +165,33 @@ async fn the_language_model_matches_the_cpu_forward_pass_on_browser_webgpu() {
     }
 }
 
-/// After `FlashAttention::warm_up` (what the page calls after the trained model's first pass), the
-/// model's passes take the forward kernel's subgroup form on SwiftShader, where they started with the
-/// loops: the same hidden states and logits as the CPU pass, within the same bounds.
+/// After `lm_forward::warm_up` (what the page calls after the trained model's first pass), the
+/// model's passes take the fast forms on SwiftShader (the forward kernel's subgroup form and the row
+/// softmax's), where they started with forms quick to compile: the same hidden states, probabilities
+/// and logits as the CPU pass, within the same bounds.
 #[wasm_bindgen_test]
-async fn the_language_model_s_pass_after_the_forward_kernel_s_warm_up_matches_the_cpu_pass() {
+async fn the_language_model_s_pass_after_the_kernels_warm_up_matches_the_cpu_pass() {
     let (ck, ctx, kernels, weights) = shipped_on_gpu().await;
     let mut rng = SplitMix64::new(89);
     let ids: Vec<u32> = (0..97).map(|_| (rng.next_u64() % u64::from(weights.geometry.vocab)) as u32).collect();
     let want = forward::forward(&ck, &ids).expect("CPU forward");
-    kernels.flash.warm_up(&ctx, weights.geometry.head_dim);
-    assert!(kernels.flash.is_warm(weights.geometry.head_dim), "SwiftShader has subgroups: the form is built");
-    let request = LmRequest { last_logits: None, probabilities: false, hidden_states: true, head_outputs: false };
+    let g = weights.geometry;
+    let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: 97, n_kv: 97, d: g.head_dim };
+    assert!(!kernels.rows.is_warm(&ctx, shape, RowOutput::Probabilities), "a quick form stands in at first");
+    lm_forward::warm_up(&ctx, &kernels, &weights, 97);
+    assert!(kernels.flash.is_warm(g.head_dim), "SwiftShader has subgroups: the form is built");
+    assert!(kernels.rows.is_warm(&ctx, shape, RowOutput::Probabilities), "the row softmax's fast form is built");
+    let request = LmRequest { last_logits: None, probabilities: true, hidden_states: true, head_outputs: false };
     let got = lm_forward::run(&ctx, &kernels, &weights, &ids, request).await.expect("GPU forward");
     for (l, (g, w)) in got.hidden.iter().zip(&want.hidden).enumerate() {
         let largest = w.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let err = max_abs_diff(g, w);
         assert!(err < 2e-4f32.max(1e-5 * largest), "hidden states after layer {l} differ by {err} (largest {largest})");
+    }
+    assert_eq!(got.probs.len(), ck.layers.len());
+    for (l, (g, w)) in got.probs.iter().zip(&want.probs).enumerate() {
+        let err = max_abs_diff(g, w);
+        assert!(err < 1e-5, "layer {l} probabilities differ by {err}");
     }
     let err = max_abs_diff(&got.logits, &want.logits);
     assert!(err < 1e-4, "logits differ by {err}");

@@ -117,9 +117,9 @@ pub async fn run_lm_forward(
     let mut rng = SplitMix64::new(0x1d5);
     let ids: Vec<u32> = (0..tokens).map(|_| (rng.next_u64() % u64::from(g.vocab)) as u32).collect();
     let request = LmRequest { last_logits: None, probabilities: true, ..Default::default() };
-    // The forward kernel's form a page's passes of this model take after their first (compiled in the
-    // warm-up, not timed), whatever ran before: this row and the decode rows after it time it.
-    kernels.flash.warm_up(ctx, g.head_dim);
+    // The kernels' forms a page's passes of this model take after their first (compiled in the
+    // warm-up, not timed), whatever ran before: this row and the decode rows after it time them.
+    lm_forward::warm_up(ctx, kernels, weights, tokens);
     let prepared = lm_forward::prepare(ctx, kernels, weights, &ids, request).await?;
     let (ms_median, ms_min) = time(ctx, &prepared.dispatches(), reps, now_ms).await?;
     let flops = g.flops(&weights.masks(), tokens, tokens, true);

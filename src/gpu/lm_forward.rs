@@ -410,6 +410,18 @@ pub async fn run_with_kv_scheme(
     prepared.read(ctx).await
 }
 
+/// Builds the fast forms of a pass's kernels where launches take a quick one until then (CPU
+/// adapters in the browser): the forward kernel's subgroup form for the model's heads
+/// ([`FlashAttention::warm_up`](crate::gpu::flash_attention::FlashAttention::warm_up)) and the row
+/// softmax's form for its probability rows over `tokens`. Call after reading a pass back: a browser
+/// compiles at the first dispatch, while the page draws, and the next pass takes them.
+pub fn warm_up(ctx: &GpuContext, kernels: &Kernels, weights: &LmWeights, tokens: u32) {
+    let g = weights.geometry;
+    kernels.flash.warm_up(ctx, g.head_dim);
+    let shape = AttentionShape { h_q: g.h_q, h_kv: g.h_kv, n_q: tokens, n_kv: tokens, d: g.head_dim };
+    kernels.rows.warm_up(ctx, shape, RowOutput::Probabilities);
+}
+
 /// Runs `ids`, the tokens after those already in `cache`, against it (the first call prefills it with
 /// the prompt, each later one adds a generated token), and returns the logits after the last of
 /// them; their K and V join the cache.

@@ -240,6 +240,13 @@ impl RowSoftmax {
         self.dispatch(ctx, &plan, pipeline, &params, &[buffers.q, buffers.k, buffers.out])
     }
 
+    /// Whether launches of this shape take the adapter's fast form: built, or not stood in for by a
+    /// quick one ([`RowSoftmax::warm_up`]).
+    pub fn is_warm(&self, ctx: &GpuContext, shape: AttentionShape, output: RowOutput) -> bool {
+        let plan = self.plan(self.form.get(), shape.d, shape.n_q * shape.group_size(), output);
+        self.pipeline(&ctx.device, &plan, false).is_some()
+    }
+
     /// Builds the fast form for this launch shape if a quick one stood in for it, so that later launches
     /// get it. Call after reading results back: a browser compiles while the page draws them (a launch
     /// submitted meanwhile waits for the compile).

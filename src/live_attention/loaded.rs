@@ -180,9 +180,10 @@ impl LoadedLm {
         let request = LmRequest { last_logits: Some(1), probabilities: true, ..Default::default() };
         let out = lm_forward::run(ctx, kernels, &weights, ids, request).await.map_err(|e| e.to_string())?;
         resumed();
-        // The next text's pass takes the forward kernel's fast form (CPU adapters in the browser
-        // start with the loops, quick to compile), built while this one's heads are drawn.
-        kernels.flash.warm_up(ctx, weights.geometry.head_dim);
+        // The next text's pass takes the fast forms of the forward kernel and the row softmax (CPU
+        // adapters in the browser start with forms quick to compile), built while this one's heads
+        // are drawn.
+        lm_forward::warm_up(ctx, kernels, &weights, ids.len() as u32);
         Ok((out.probs, out.logits, true))
     }
 

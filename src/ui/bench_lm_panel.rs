@@ -25,8 +25,8 @@ const FORWARD_TOKENS: u32 = 256;
 pub fn BenchLmPanel(engine: Rc<Engine>, fma_gflops: RwSignal<Option<f64>>) -> impl IntoView {
     let explain = format!(
         "The matrix multiply at each projection shape of Attention Lab tiny ({} rows), and its whole forward pass \
-        over {FORWARD_TOKENS} tokens with every head's probabilities (its attention in the forward kernel's form the page's \
-        passes of the model take after their first), each after a warm-up that compiles its pipelines. \
+        over {FORWARD_TOKENS} tokens with every head's probabilities (its attention and probability rows in the kernels' \
+        forms the page's passes of the model take after their first), each after a warm-up that compiles its pipelines. \
         Times are per launch: a shape under {} MFLOP is launched several times in each timed submission, as the forward pass \
         records all its launches in one. Then one decode step after the longest text the model reads, against the contiguous f32 \
         KV cache and against Generate's cache in pages of one pool read through page tables, the two alternating (the new \
