@@ -111,6 +111,8 @@ fn jamba_v0_1() {
 
 #[test]
 fn bamba_9b() {
+    // The hub's text (blame page at 43f2151, "886 Bytes"): json.dumps(indent=2) and a newline.
+    assert_eq!((read("bamba-9b.json").len(), read("bamba-9b.json").lines().count()), (886, 40));
     let imp = import("bamba-9b.json");
     let m = &imp.model;
     assert_eq!(layers_of(m, LayerKind::Global), vec![9, 18, 27]);
@@ -125,6 +127,37 @@ fn bamba_9b() {
     // + 65*4096 = 1,050,673,152 + 125,829,120 + 2,966,322,304 + 5,637,144,576 + 266,240
     // = 9,780,235,392.
     assert_eq!(figures(m), (12_288, 123_594_752, 9_780_235_392));
+}
+
+#[test]
+fn bamba_s_rotary_dimensions_are_read_and_a_count_other_than_half_is_warned_of() {
+    // The published file's attn_rotary_emb 64 of 128 is half, as transformers fixes it.
+    let imp = import("bamba-9b.json");
+    assert!(read_as(&imp, "attn_rotary_emb = 64 of each 128-wide head rotated (partial rotary factor 0.5)"));
+    assert!(imp.report.warnings.is_empty(), "{:?}", imp.report.warnings);
+    // 32 of 128: vLLM rotates a quarter, transformers still half; the file's count is taken, warned of.
+    let imp = import_edited("bamba-9b.json", serde_json::json!({"attn_rotary_emb": 32}), &[]);
+    assert!(
+        matches!(imp.model.positional, Positional::Rope { partial_rotary_factor, .. } if partial_rotary_factor == 0.25)
+    );
+    assert!(
+        imp.report.warnings.iter().any(|w| w.contains("transformers' Bamba rotates half (64)")),
+        "{:?}",
+        imp.report
+    );
+    // Absent: the class's half.
+    let imp = import_edited("bamba-9b.json", serde_json::json!({}), &["attn_rotary_emb"]);
+    assert!(
+        matches!(imp.model.positional, Positional::Rope { partial_rotary_factor, .. } if partial_rotary_factor == 0.5)
+    );
+    assert!(read_as(&imp, "fixed by its config class"));
+    // More than the head, odd, zero: refused with the field named.
+    for bad in [256, 33, 0] {
+        let mut v: serde_json::Value = serde_json::from_str(&read("bamba-9b.json")).unwrap();
+        v["attn_rotary_emb"] = bad.into();
+        let err = import_hf_value(&v).map(|_| ()).unwrap_err().to_string();
+        assert!(err.starts_with("attn_rotary_emb: "), "{bad}: {err}");
+    }
 }
 
 #[test]
@@ -197,6 +230,8 @@ fn falcon_h1_mamba_d_ssm_absent_is_the_class_default_1024_and_null_is_expand_tim
 
 #[test]
 fn zamba_7b() {
+    // The hub's text (blame page at 82116e2, "886 Bytes").
+    assert_eq!((read("zamba-7b-v1.json").len(), read("zamba-7b-v1.json").lines().count()), (886, 37));
     let imp = import("zamba-7b-v1.json");
     let m = &imp.model;
     let hybrid = vec![2, 7, 13, 19, 25, 31, 37, 43, 49, 55, 61, 67, 73];

@@ -113,10 +113,34 @@ pub(super) fn bamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
     set_ssm(&mut m, &mixer, conv_bytes)?;
     dense_swiglu(r, &mut m)?;
     let theta = rope_theta(r, family, &m);
-    m.positional = Positional::Rope { theta, partial_rotary_factor: 0.5, proportional: false, linear_factor: 1.0 };
-    r.read_as("Bamba's attention rotates half of each head (partial rotary factor 0.5, fixed by its config class)");
+    let partial_rotary_factor = bamba_rotary_share(r, m.attn.head_dim)?;
+    m.positional = Positional::Rope { theta, partial_rotary_factor, proportional: false, linear_factor: 1.0 };
     state_reading(r, mixer.kernel, conv_bytes);
     Ok(Built::exact(m))
+}
+
+/// The share of each Bamba head that RoPE rotates. transformers' config class fixes half and keeps
+/// `attn_rotary_emb` unread; vLLM rotates that many dimensions. The published 9B's 64 of 128 is the
+/// same half; where a file's differs, the file's count is taken, with a warning.
+fn bamba_rotary_share(r: &mut Reader<'_>, head_dim: u32) -> Result<f64, ImportError> {
+    let Some(dims) = r.count(&["attn_rotary_emb"])? else {
+        r.read_as("Bamba's attention rotates half of each head (partial rotary factor 0.5, fixed by its config class)");
+        return Ok(0.5);
+    };
+    if dims == 0 || dims > u64::from(head_dim) || dims % 2 == 1 {
+        let reason = format!("{dims} rotary dimensions for a {head_dim}-wide head (need an even count up to it)");
+        return Err(ImportError::Invalid { field: "attn_rotary_emb".into(), reason });
+    }
+    let share = dims as f64 / f64::from(head_dim);
+    r.read_as(format!("attn_rotary_emb = {dims} of each {head_dim}-wide head rotated (partial rotary factor {share})"));
+    if dims * 2 != u64::from(head_dim) {
+        r.warn(format!(
+            "attn_rotary_emb = {dims}: vLLM rotates that many dimensions of each head, as here, but transformers' \
+             Bamba rotates half ({}) whatever the file says",
+            head_dim / 2
+        ));
+    }
+    Ok(share)
 }
 
 /// Granite 4 hybrid: `layer_types` (Mamba-2 or attention, NoPE unless `position_embedding_type` is
