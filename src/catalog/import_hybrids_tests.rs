@@ -297,6 +297,8 @@ fn qwen3_next_80b() {
 
 #[test]
 fn rwkv_4_169m() {
+    // The hub's text (blame page at dc37d17, "521 Bytes").
+    assert_eq!(read("rwkv-4-169m-pile.json").len(), 521);
     let imp = import("rwkv-4-169m-pile.json");
     let m = &imp.model;
     assert_eq!(kinds(m), vec![(LINEAR, 12)]);
@@ -327,10 +329,13 @@ fn rwkv6_finch_1_6b() {
 
 #[test]
 fn rwkv6_finch_1_6b_in_the_rwkv_org_layout() {
-    // RWKV/v6-Finch-1B6-HF names head_size and attention_hidden_size, not num_heads or expand_k:
+    // The hub's text of RWKV/rwkv-6-world-1b6 (blame page, refs/pr/1, "610 Bytes"), most likely the
+    // earlier name of RWKV/v6-Finch-1B6-HF; the page's own layout, auto_map indented by six.
+    assert_eq!(read("rwkv-6-world-1b6.json").len(), 610);
+    // The RWKV org's layout names head_size and attention_hidden_size, not num_heads or expand_k:
     // 2048 / 64 = 32 heads of 64 x 64, not FLA's defaults (4 heads, K = 1024, V = 2048, a state 4x
     // as large).
-    let imp = import("rwkv6-finch-1b6-hf.json");
+    let imp = import("rwkv-6-world-1b6.json");
     let m = &imp.model;
     assert_eq!(kinds(m), vec![(LINEAR, 24)]);
     // intermediate_size null: int(2048 * 3.5 // 32 * 32) = 7168.
@@ -349,7 +354,7 @@ fn rwkv6_finch_1_6b_in_the_rwkv_org_layout() {
     assert!(!imp.report.assumed.iter().any(|s| s.contains("expand_k") || s.contains("num_heads")));
 
     // head_size alone marks the layout: attention_hidden_size is then hidden_size.
-    let imp = import_edited("rwkv6-finch-1b6-hf.json", serde_json::json!({}), &["attention_hidden_size"]);
+    let imp = import_edited("rwkv-6-world-1b6.json", serde_json::json!({}), &["attention_hidden_size"]);
     assert_eq!(figures(&imp.model), (0, 12_779_520, 1_599_868_928));
 
     // Finch 7B (hidden_size 4096, 32 layers): the remote code doubles both LoRAs to 64 and 128.
@@ -357,7 +362,7 @@ fn rwkv6_finch_1_6b_in_the_rwkv_org_layout() {
     // 8192 + 4096^2 + 8192 = 16,785,408: 104,382,464. State 32*(2*4096*2 + 64*64*64*4) =
     // 32*(16,384 + 1,048,576) = 34,078,720.
     let set = serde_json::json!({"hidden_size": 4096, "attention_hidden_size": 4096, "num_hidden_layers": 32});
-    let imp = import_edited("rwkv6-finch-1b6-hf.json", set, &["num_attention_heads"]);
+    let imp = import_edited("rwkv-6-world-1b6.json", set, &["num_attention_heads"]);
     assert_eq!(imp.model.ffn_size, 14_336);
     assert_eq!(mixer_params(&imp.model, LINEAR), 104_382_464);
     assert_eq!(state_bytes(&imp.model).unwrap(), 34_078_720);
@@ -365,6 +370,8 @@ fn rwkv6_finch_1_6b_in_the_rwkv_org_layout() {
 
 #[test]
 fn rwkv7_goose_1_5b() {
+    // The hub's text (blob page; the file list at 848422f gives config.json 966 bytes).
+    assert_eq!(read("rwkv7-1.5b-world.json").len(), 966);
     let imp = import("rwkv7-1.5b-world.json");
     let m = &imp.model;
     assert_eq!(kinds(m), vec![(LINEAR, 24)]);
@@ -373,10 +380,12 @@ fn rwkv7_goose_1_5b() {
     // plus the channel mix's mix vector 2048 = 18,905,088 (layer 0, without the value LoRA, holds
     // 264,192 fewer).
     assert_eq!(mixer_params(m, LINEAR), 18_905_088);
-    // State 12,779,520 as RWKV-6. Model: 268,435,456 + 24*(18,905,088 + 2*2048*8192 = 33,554,432)
-    // = 1,259,028,480 + 200,704 = 1,527,664,640; the checkpoint holds 1,527,404,544 (over by
-    // 264,192 - 4096 = 260,096).
-    assert_eq!(figures(m), (0, 12_779_520, 1_527_664_640));
+    // The checkpoint is float32 (torch_dtype), so the two token shifts a layer are 4 B a value, and
+    // the 32 heads' 64 x 64 states f32 as always: 24*(2*2048*4 + 32*64*64*4) = 24*(16,384 +
+    // 524,288) = 24*540,672 = 12,976,128. Model: 268,435,456 + 24*(18,905,088 + 2*2048*8192 =
+    // 33,554,432) = 1,259,028,480 + 200,704 = 1,527,664,640; the checkpoint holds 1,527,404,544
+    // (over by 264,192 - 4096 = 260,096).
+    assert_eq!(figures(m), (0, 12_976_128, 1_527_664_640));
     assert!(read_as(&imp, "layer 0 has no value LoRA and holds 264,192 fewer"));
     assert!(read_as(&imp, "over the checkpoint's 1,527,404,544 by 260,096"));
 }
@@ -523,7 +532,7 @@ fn every_hybrid_survives_a_link() {
         "qwen3-next-80b-a3b-instruct.json",
         "rwkv-4-169m-pile.json",
         "rwkv6-1.6b-finch.json",
-        "rwkv6-finch-1b6-hf.json",
+        "rwkv-6-world-1b6.json",
         "rwkv7-1.5b-world.json",
         "lfm2-1.2b.json",
         "recurrentgemma-2b.json",
