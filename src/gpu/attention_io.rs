@@ -30,6 +30,22 @@ pub struct AttentionParams {
 }
 
 impl AttentionParams {
+    /// One tile over no KV head: a workgroup that returns at once (a pipeline's warm-up launch).
+    pub const IDLE: AttentionParams = AttentionParams {
+        n_q: 0,
+        n_kv: 0,
+        h_kv: 0,
+        group: 1,
+        kv_stride: 0,
+        mask_kind: 0,
+        mask_size: 0,
+        scale: 0.0,
+        tiles_per_kv_head: 1,
+        q_offset: 0,
+        key_blocks: 0,
+        _pad: 0,
+    };
+
     /// The parameters of one launch whose workgroups each cover `1 / tiles_per_kv_head` of a KV head's rows.
     pub fn new(shape: AttentionShape, kv_stride: u32, mask: Mask, scale: f32, tiles_per_kv_head: u32) -> Self {
         let (mask_kind, mask_size) = mask.to_gpu();

@@ -173,13 +173,7 @@ impl FlashAttention {
             !self.is_unrolled() && d_pad <= WARM_UP_MAX_HEAD_DIM && check_width(d_pad) && !s.is_built(d_pad)
         };
         let Some(subgroup) = self.subgroup.as_ref().filter(wanted) else { return };
-        let pipeline = subgroup.pipeline(&ctx.device, d_pad);
-        // A workgroup with no KV head to work on, which returns at once.
-        let params = AttentionParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() };
-        let tiny = || ctx.storage_output("flash warm-up", 16);
-        let (Ok(a), Ok(b), Ok(c), Ok(d), Ok(e)) = (tiny(), tiny(), tiny(), tiny(), tiny()) else { return };
-        let Ok(warm_up) = subgroup.launcher().dispatch(ctx, pipeline, &params, &[&a, &b, &c, &d, &e]) else { return };
-        Dispatch::submit_all(ctx, &[&Dispatch { grid: (1, 1, 1), ..warm_up }]);
+        subgroup.launcher().compile_now(ctx, subgroup.pipeline(&ctx.device, d_pad), &AttentionParams::IDLE);
     }
 
     /// Whether the subgroup form for heads `d_pad` wide is built, so that

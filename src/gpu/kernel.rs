@@ -132,6 +132,19 @@ impl<K: Kernel> Launcher<K> {
         Ok(Dispatch { pipeline, bind_group, grid: launch::grid(workgroups, self.max_per_dim) })
     }
 
+    /// Has a browser compile `pipeline` now rather than at its first real launch (browsers compile
+    /// at a pipeline's first dispatch, not at its creation): one workgroup with `idle` params, which
+    /// give it nothing to do, over 16-byte buffers. Failures are dropped: without the warm-up the
+    /// pipeline compiles at its first launch instead.
+    pub fn compile_now(&self, ctx: &GpuContext, pipeline: wgpu::ComputePipeline, idle: &K::Params) {
+        let buffers = K::BINDINGS.iter().filter(|b| **b != Binding::Uniform).map(|_| ctx.storage_output("warm-up", 16));
+        let Ok(buffers) = buffers.collect::<Result<Vec<_>, _>>() else { return };
+        let Ok(dispatch) = self.dispatch_workgroups(ctx, pipeline, idle, &buffers.iter().collect::<Vec<_>>(), 1) else {
+            return;
+        };
+        Dispatch::submit_all(ctx, &[&dispatch]);
+    }
+
     /// The params' uniform (when the kernel has one) and `buffers`, bound in [`Kernel::BINDINGS`]' order.
     fn bind_group(
         &self,

@@ -256,12 +256,9 @@ impl RowSoftmax {
             return;
         }
         let Some(pipeline) = self.pipeline(&ctx.device, &plan, true) else { return };
-        // Browsers compile at the first dispatch, not at creation: dispatch one workgroup that has no
-        // KV head to work on (it returns at once).
-        let params = AttentionParams { tiles_per_kv_head: 1, h_kv: 0, group: 1, ..Default::default() };
-        let tiny = || ctx.storage_output("row_softmax warm-up", 16);
-        let (Ok(q), Ok(k), Ok(out)) = (tiny(), tiny(), tiny()) else { return };
-        let Ok(warm_up) = self.dispatch(ctx, &plan, pipeline, &params, &[&q, &k, &out]) else { return };
-        Dispatch::submit_all(ctx, &[&Dispatch { grid: (1, 1, 1), ..warm_up }]);
+        match (plan.form, &self.subgroup) {
+            (RowForm::CpuSubgroup, Some(sg)) => sg.launcher().compile_now(ctx, pipeline, &AttentionParams::IDLE),
+            _ => self.launcher.compile_now(ctx, pipeline, &AttentionParams::IDLE),
+        }
     }
 }
