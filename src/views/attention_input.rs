@@ -32,9 +32,11 @@ pub struct AttentionInput {
     /// wins over the kept one of its kind (read them with `window_tokens()` / `chunk_tokens()`).
     pub kept_window_tokens: u64,
     pub kept_chunk_tokens: u64,
-    /// Whether the link named `mask` / `window` itself (the benchmark then runs just those cases).
+    /// Whether the link named `mask` / `window` / `chunk` itself (the benchmark then runs just those
+    /// cases, sized as named).
     pub mask_given: bool,
     pub window_given: bool,
+    pub chunk_given: bool,
 }
 
 impl Default for AttentionInput {
@@ -48,6 +50,7 @@ impl Default for AttentionInput {
             kept_chunk_tokens: DEFAULT_MASK_SIZE_TOKENS,
             mask_given: false,
             window_given: false,
+            chunk_given: false,
         }
     }
 }
@@ -100,7 +103,10 @@ impl LinkParams for AttentionInput {
                 self.set_sizes(parse_mask_size(value)?, self.chunk_tokens());
                 self.window_given = true;
             }
-            "chunk" => self.set_sizes(self.window_tokens(), parse_mask_size(value)?),
+            "chunk" => {
+                self.set_sizes(self.window_tokens(), parse_mask_size(value)?);
+                self.chunk_given = true;
+            }
             "seed" => self.seed = value.parse().map_err(|_| format!("\"{value}\" is not a whole number"))?,
             "n" => self.seq_tokens = Some(parse_bounded(value, 1, MAX_SEQ_TOKENS)?),
             _ => return Err(format!("unknown parameter {key}")),
@@ -120,7 +126,7 @@ impl LinkParams for AttentionInput {
         if self.window_tokens() != default.window_tokens() || self.window_given {
             out.push(("window", self.window_tokens().to_string()));
         }
-        if self.chunk_tokens() != default.chunk_tokens() {
+        if self.chunk_tokens() != default.chunk_tokens() || self.chunk_given {
             out.push(("chunk", self.chunk_tokens().to_string()));
         }
         if self.seed != default.seed {
@@ -155,6 +161,7 @@ mod tests {
             kept_chunk_tokens: 7,
             mask_given: true,
             window_given: true,
+            chunk_given: true,
         };
         assert_eq!(round_trip(&input), input);
         assert!(AttentionInput::default().pairs().is_empty());

@@ -103,6 +103,14 @@ describe("Benchmark links at the extremes", () => {
       console.log(`${link}: longest task ${Math.round(longest)} ms, slowest probe ${slowest} ms`);
       assert.ok(longest <= MAX_TASK_MS, `a task held the page's thread for ${Math.round(longest)} ms`);
       assert.equal(await within(app.page.getByTestId("panic-panel").count()), 0);
+      // Each case the page ran or skipped has the link's mask size (a size the view ignored would
+      // run other cases than the link names).
+      const size = Number(new URLSearchParams(link).get(link.includes("chunked") ? "chunk" : "window"));
+      const rows = await within(app.page.$$eval('[data-testid="bench-row"]', (els) => els.map((e) => ({ ...e.dataset }))));
+      assert.ok(rows !== undefined, "the page stopped answering after the probes");
+      for (const row of rows.filter((r) => r.mask === "sliding" || r.mask === "chunked")) {
+        assert.equal(Number(row.window), size, `a ${row.mask} case of ${JSON.stringify(row)}`);
+      }
     });
   }
 });

@@ -183,7 +183,7 @@ fn BenchRow(result: BenchResult) -> impl IntoView {
     let cells = RowCells::of(&result);
     view! {
         <tr data-testid="bench-row" data-kernel=result.kernel data-n=result.n data-d=result.d data-mask=result.mask
-            data-fits=cells.fits_value data-ms=cells.ms_value data-gflops=cells.gflops_value>
+            data-window=result.window data-fits=cells.fits_value data-ms=cells.ms_value data-gflops=cells.gflops_value>
             <td>{result.kernel}</td>
             <td>{result.n}</td>
             <td>{cells.heads}</td>
@@ -234,10 +234,10 @@ fn BenchControls(state: RwSignal<AppState>) -> impl IntoView {
                     {move || option_views(state.with(|s| controls::mask_options(&s.input)))}
                 </select>
             </label>
-            <label>"window"
+            <label>{move || state.with(|s| controls::size_key(&s.input))}
                 <input type="number" min="1" data-testid="bench-window"
-                    prop:value=move || state.with(|s| controls::window_tokens(&s.input))
-                    on:change=move |ev| { let _ = set_param(state, "window", &event_target_value(&ev)); }/>
+                    prop:value=move || state.with(|s| controls::mask_size(&s.input))
+                    on:change=move |ev| { let _ = set_param(state, state.with_untracked(|s| controls::size_key(&s.input)), &event_target_value(&ev)); }/>
             </label>
         </form>
     }

@@ -2,7 +2,7 @@
 //! parameters. An option's value `all` lifts that filter.
 
 use super::BenchParams;
-pub use super::window_tokens;
+pub use super::{mask_size, sized_by_chunk, window_tokens};
 use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, BenchKernel, SEQUENCE_LENGTHS};
 use crate::model::Mask;
 use crate::views::attention_input::AttentionInput;
@@ -40,6 +40,12 @@ pub fn d_options(params: &BenchParams) -> Vec<SelectOption> {
     let mut dims = BENCH_DEFAULT_HEAD_DIMS.to_vec();
     dims.extend(params.head_dim.filter(|d| !dims.contains(d)));
     options("all", params.head_dim, dims, |d| d.to_string())
+}
+
+/// The link key the size control writes, and its label: `chunk` while the cases' mask is a named
+/// chunked one, else `window` (the sliding cases' window).
+pub fn size_key(input: &AttentionInput) -> &'static str {
+    if input.mask_given && matches!(input.mask, Mask::Chunked { .. }) { "chunk" } else { "window" }
 }
 
 pub fn mask_options(input: &AttentionInput) -> Vec<SelectOption> {
@@ -107,6 +113,18 @@ mod tests {
         assert_eq!(values(&n_options(&s.input)).last(), Some(&"300"));
         assert_eq!(selected(&n_options(&s.input)), ["300"]);
         assert_eq!(selected(&d_options(&s.bench)), ["256"]);
+    }
+
+    #[test]
+    fn the_size_control_writes_the_chunk_of_a_chunked_mask() {
+        let mut s = pick(&[("mask", "chunked")]);
+        assert_eq!((size_key(&s.input), mask_size(&s.input)), ("chunk", DEFAULT_WINDOW));
+        let key = size_key(&s.input);
+        assert!(matches!(s.set(key, "3"), Some(Ok(_))));
+        assert_eq!((mask_size(&s.input), s.bench.filter(&s.input).mask), (3, Some(Mask::Chunked { chunk_tokens: 3 })));
+        let s = pick(&[("mask", "sliding")]);
+        assert_eq!(size_key(&s.input), "window");
+        assert_eq!(size_key(&pick(&[]).input), "window");
     }
 
     #[test]

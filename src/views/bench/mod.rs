@@ -12,6 +12,7 @@ pub mod status;
 use super::attention_input::AttentionInput;
 use super::link::{Accepted, LinkParams};
 use crate::gpu::bench::{BenchFilter, BenchKernel, DEFAULT_WINDOW};
+use crate::model::Mask;
 
 /// Head widths a link may ask the benchmark for: those the GPU kernels are built for, up to the
 /// widest they take (`model::limits::KERNEL_MAX_HEAD_DIM`).
@@ -42,8 +43,7 @@ pub struct BenchParams {
 impl BenchParams {
     /// The cases a link asks for: each parameter it names narrows the list.
     pub fn filter(&self, input: &AttentionInput) -> BenchFilter {
-        // A named chunked mask takes the window too: the benchmark's cases have one size.
-        let size = window_tokens(input);
+        let size = mask_size(input);
         BenchFilter {
             n: input.seq_tokens,
             d: self.head_dim,
@@ -62,6 +62,18 @@ impl BenchParams {
 /// The window the cases use: the link's, else the benchmark's default.
 pub fn window_tokens(input: &AttentionInput) -> u64 {
     if input.window_given { input.window_tokens() } else { DEFAULT_WINDOW }
+}
+
+/// Whether the cases' windowed mask is sized by the link's `chunk` (a named chunked mask with a
+/// named chunk) rather than its `window`: the key the view's size control reads and writes.
+pub fn sized_by_chunk(input: &AttentionInput) -> bool {
+    input.mask_given && input.chunk_given && matches!(input.mask, Mask::Chunked { .. })
+}
+
+/// The size of the cases' windowed mask: a named chunked mask's chunk where the link names one,
+/// else the window ([`window_tokens`]; a chunked mask named without a chunk takes it too).
+pub fn mask_size(input: &AttentionInput) -> u64 {
+    if sized_by_chunk(input) { input.chunk_tokens() } else { window_tokens(input) }
 }
 
 impl LinkParams for BenchParams {
@@ -90,7 +102,6 @@ impl LinkParams for BenchParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Mask;
     use crate::views::link::round_trip;
 
     #[test]
@@ -108,6 +119,26 @@ mod tests {
             assert!(BenchParams::default().set("d", d).is_ok(), "{d}");
         }
         assert!(BenchParams::default().set("d", "2048").is_err());
+    }
+
+    #[test]
+    fn a_named_chunked_mask_takes_the_links_chunk_else_the_window() {
+        let mask_of = |link: &[(&str, &str)]| {
+            let mut input = AttentionInput::default();
+            for (k, v) in link {
+                input.set(k, v).unwrap();
+            }
+            (BenchParams::default().filter(&input).mask, sized_by_chunk(&input))
+        };
+        let chunked = |chunk_tokens| Some(Mask::Chunked { chunk_tokens });
+        assert_eq!(mask_of(&[("mask", "chunked"), ("chunk", "1")]), (chunked(1), true));
+        assert_eq!(mask_of(&[("chunk", "4096"), ("mask", "chunked")]), (chunked(4096), true));
+        // Without a chunk the window sizes it, the link's or the benchmark's default.
+        assert_eq!(mask_of(&[("mask", "chunked"), ("window", "64")]), (chunked(64), false));
+        assert_eq!(mask_of(&[("mask", "chunked")]), (chunked(DEFAULT_WINDOW), false));
+        // A chunk beside a sliding mask leaves the window in charge.
+        let sliding = Some(Mask::Sliding { window_tokens: 8 });
+        assert_eq!(mask_of(&[("mask", "sliding"), ("window", "8"), ("chunk", "2")]), (sliding, false));
     }
 
     #[test]
