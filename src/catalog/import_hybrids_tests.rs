@@ -135,22 +135,23 @@ fn bamba_s_rotary_dimensions_are_read_and_a_count_other_than_half_is_warned_of()
     let imp = import("bamba-9b.json");
     assert!(read_as(&imp, "attn_rotary_emb = 64 of each 128-wide head rotated (partial rotary factor 0.5)"));
     assert!(imp.report.warnings.is_empty(), "{:?}", imp.report.warnings);
-    // 32 of 128: vLLM rotates a quarter, transformers still half; the file's count is taken, warned of.
+    // 32 of 128: recent vLLM rotates a quarter, transformers still half; the file's count is taken,
+    // warned of.
     let imp = import_edited("bamba-9b.json", serde_json::json!({"attn_rotary_emb": 32}), &[]);
     assert!(
         matches!(imp.model.positional, Positional::Rope { partial_rotary_factor, .. } if partial_rotary_factor == 0.25)
     );
     assert!(
-        imp.report.warnings.iter().any(|w| w.contains("transformers' Bamba rotates half (64)")),
+        imp.report.warnings.iter().any(|w| w.contains("transformers' Bamba (and older vLLM) rotates half (64)")),
         "{:?}",
         imp.report
     );
-    // Absent: the class's half.
+    // Absent: the class's half, said to be an assumption (recent vLLM rotates the whole head).
     let imp = import_edited("bamba-9b.json", serde_json::json!({}), &["attn_rotary_emb"]);
     assert!(
         matches!(imp.model.positional, Positional::Rope { partial_rotary_factor, .. } if partial_rotary_factor == 0.5)
     );
-    assert!(read_as(&imp, "fixed by its config class"));
+    assert!(imp.report.assumed.iter().any(|s| s.contains("as transformers' Bamba fixes it (recent vLLM")), "{imp:?}");
     // More than the head, odd, zero: refused with the field named.
     for bad in [256, 33, 0] {
         let mut v: serde_json::Value = serde_json::from_str(&read("bamba-9b.json")).unwrap();
@@ -344,6 +345,13 @@ fn rwkv6_finch_1_6b_in_the_rwkv_org_layout() {
     // 64*(2048 + 2048) = 262,144 + r, k, v, g, output 5*2048^2 = 20,971,520 + ln_x 4096 =
     // 21,909,504, plus the channel mix's 2048^2 + 4096 = 4,198,400: 26,107,904 (as FLA's layout).
     assert_eq!(mixer_params(m, LINEAR), 26_107_904);
+    // The file names no dtype: the token shifts are taken as bfloat16, said in the report.
+    assert!(
+        imp.report
+            .assumed
+            .iter()
+            .any(|s| s == "torch_dtype: absent, so bfloat16 (2 bytes) for the convolution window or token shifts")
+    );
     // State 24*(2*2048*2 + 32*64*64*4) = 24*(8,192 + 524,288) = 24*532,480 = 12,779,520. Model:
     // 2*65536*2048 = 268,435,456 + 24*(26,107,904 + 2*2048*7168 = 29,360,128) = 1,331,232,768 +
     // 49*4096 = 200,704; sum 1,599,868,928, under the checkpoint by layer 0's pre_ln, 4096.

@@ -240,8 +240,7 @@ impl RowSoftmax {
         self.dispatch(ctx, &plan, pipeline, &params, &[buffers.q, buffers.k, buffers.out])
     }
 
-    /// Whether launches of this shape take the adapter's fast form: built, or not stood in for by a
-    /// quick one ([`RowSoftmax::warm_up`]).
+    /// Whether the adapter's fast form for launches of this shape is built ([`RowSoftmax::warm_up`]).
     pub fn is_warm(&self, ctx: &GpuContext, shape: AttentionShape, output: RowOutput) -> bool {
         let plan = self.plan(self.form.get(), shape.d, shape.n_q * shape.group_size(), output);
         self.pipeline(&ctx.device, &plan, false).is_some()
@@ -251,10 +250,10 @@ impl RowSoftmax {
     /// get it. Call after reading results back: a browser compiles while the page draws them (a launch
     /// submitted meanwhile waits for the compile).
     pub fn warm_up(&self, ctx: &GpuContext, shape: AttentionShape, output: RowOutput) {
-        let plan = self.plan(self.form.get(), shape.d, shape.n_q * shape.group_size(), output);
-        if self.pipeline(&ctx.device, &plan, false).is_some() {
+        if self.is_warm(ctx, shape, output) {
             return;
         }
+        let plan = self.plan(self.form.get(), shape.d, shape.n_q * shape.group_size(), output);
         let Some(pipeline) = self.pipeline(&ctx.device, &plan, true) else { return };
         match (plan.form, &self.subgroup) {
             (RowForm::CpuSubgroup, Some(sg)) => sg.launcher().compile_now(ctx, pipeline, &AttentionParams::IDLE),

@@ -97,8 +97,8 @@ pub(super) fn jamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
     Ok(Built::exact(m))
 }
 
-/// Bamba: attention (RoPE on half of each head) at `attn_layer_indices`, Mamba-2 elsewhere, a
-/// SwiGLU FFN in every layer.
+/// Bamba: attention (RoPE on part of each head, [`bamba_rotary_share`]) at `attn_layer_indices`,
+/// Mamba-2 elsewhere, a SwiGLU FFN in every layer.
 pub(super) fn bamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, ImportError> {
     let mut m = common::start_with_attention(r, family)?;
     let layers = u64::from(m.n_layers());
@@ -120,11 +120,16 @@ pub(super) fn bamba(r: &mut Reader<'_>, family: &Family) -> Result<Built, Import
 }
 
 /// The share of each Bamba head that RoPE rotates. transformers' config class fixes half and keeps
-/// `attn_rotary_emb` unread; vLLM rotates that many dimensions. The published 9B's 64 of 128 is the
-/// same half; where a file's differs, the file's count is taken, with a warning.
+/// `attn_rotary_emb` unread (as did older vLLM, through that half); recent vLLM rotates
+/// `attn_rotary_emb` dimensions, the whole head without it. The published 9B's 64 of 128 is the
+/// same half. Where they disagree the file's count is taken, and said; none of it changes a cache
+/// figure.
 fn bamba_rotary_share(r: &mut Reader<'_>, head_dim: u32) -> Result<f64, ImportError> {
     let Some(dims) = r.count(&["attn_rotary_emb"])? else {
-        r.read_as("Bamba's attention rotates half of each head (partial rotary factor 0.5, fixed by its config class)");
+        r.assume(
+            "attn_rotary_emb: absent, so half of each head rotated, as transformers' Bamba fixes it (recent vLLM \
+             rotates the whole head without it)",
+        );
         return Ok(0.5);
     };
     if dims == 0 || dims > u64::from(head_dim) || dims % 2 == 1 {
@@ -135,8 +140,8 @@ fn bamba_rotary_share(r: &mut Reader<'_>, head_dim: u32) -> Result<f64, ImportEr
     r.read_as(format!("attn_rotary_emb = {dims} of each {head_dim}-wide head rotated (partial rotary factor {share})"));
     if dims * 2 != u64::from(head_dim) {
         r.warn(format!(
-            "attn_rotary_emb = {dims}: vLLM rotates that many dimensions of each head, as here, but transformers' \
-             Bamba rotates half ({}) whatever the file says",
+            "attn_rotary_emb = {dims}: recent vLLM rotates that many dimensions of each head, as here, but \
+             transformers' Bamba (and older vLLM) rotates half ({}) whatever the file says",
             head_dim / 2
         ));
     }

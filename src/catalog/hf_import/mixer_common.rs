@@ -137,7 +137,7 @@ pub(super) fn dtype_bytes(r: &mut Reader<'_>) -> u32 {
             2
         }
         None => {
-            r.assume("torch_dtype: absent, so bfloat16 (2 bytes) for the convolution window");
+            r.assume("torch_dtype: absent, so bfloat16 (2 bytes) for the convolution window or token shifts");
             2
         }
     }

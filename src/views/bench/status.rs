@@ -15,7 +15,8 @@ pub fn adapter_text(adapter: &AdapterSummary, gpu_timestamps: bool) -> String {
         " This is a CPU-emulated GPU: timings are not representative of real hardware. The tiled kernel is \
          timed in its unrolled form, the fastest here; compiling it takes seconds per head width (not \
          timed), which is why the explorer uses its loop form (a loaded model's passes switch to the \
-         unrolled subgroup form for heads up to 32 wide once it is built, after their first pass)."
+         unrolled subgroup form for heads up to 32 wide, and their probability rows to the row softmax's \
+         fast form at any width, once built after their first pass)."
     } else {
         ""
     };
@@ -79,7 +80,7 @@ mod tests {
         assert!(software.starts_with(
             "Adapter: vulkan · Cpu (software fallback). Timing: wall clock around submit and readback. This is a CPU-emulated GPU"
         ));
-        assert!(software.ends_with("once it is built, after their first pass)."));
+        assert!(software.ends_with("and their probability rows to the row softmax's fast form at any width, once built after their first pass)."));
         assert_eq!(
             unavailable_text("forced"),
             "The benchmark times GPU kernels, and there is no WebGPU here (forced)."
