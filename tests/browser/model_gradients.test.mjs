@@ -155,10 +155,16 @@ describe("gradients on the model", () => {
     const f = await figures(app);
     assert.equal(await app.page.getByTestId("grad-model-error").count(), 0);
     // The same tensors, read from two files and joined: the same passes and the same f64 backward.
-    for (const key of ["lossBefore", "lossAfter", "backwardLoss", "gradNorm", "tokens", "layer", "tier"]) {
-      assert.equal(f.data[key], whole.data[key], key);
-    }
-    assert.deepEqual(f.heads, whole.heads);
+    for (const key of ["tokens", "layer", "tier"]) assert.equal(f.data[key], whole.data[key], key);
+    // Equal to f32's last bits, not bit for bit: after a loaded model's first pass the page builds the
+    // kernels' fast forms (lm_forward::warm_up), whose sums may round differently, and which passes
+    // take them depends on when each page's passes ran (CI saw the loss differ by 1.7e-8 of itself). A
+    // wrong or misplaced tensor moves these by far more than 1e-5 of their size.
+    const close = (a, b, what) =>
+      assert.ok(Math.abs(Number(a) - Number(b)) <= 1e-5 * Math.abs(Number(b)) + 1e-12, `${what}: ${a} vs ${b}`);
+    for (const key of ["lossBefore", "lossAfter", "backwardLoss", "gradNorm"]) close(f.data[key], whole.data[key], key);
+    assert.deepEqual(f.heads.map((h) => [h.head, h.norms.length]), whole.heads.map((h) => [h.head, h.norms.length]));
+    f.heads.forEach((h, i) => h.norms.forEach((v, j) => close(v, whole.heads[i].norms[j], `head ${h.head} norm ${j}`)));
     app.assertNoConsoleErrors();
     await app.close();
   });
