@@ -74,6 +74,9 @@ const LINKS: &[(&str, &str, usize)] = &[
     ),
     ("?mask=chunked&chunk=5&model=llama-4-scout&layer=3", "mask=chunked&chunk=5&model=llama-4-scout&layer=3", 0),
     ("?mask=full&window=4", "mask=full&window=4", 0),
+    // A chunk the link names is written back even at its default (the benchmark sizes a named
+    // chunked mask with it), as a window is.
+    ("?mask=chunked&chunk=4", "mask=chunked&chunk=4", 0),
     (
         "?src=le%20chat%20%26%20%3Ci%3E&text=the%20cat&tok=word&pool=mean&teach=off&tiles=on&focus=2&heads=0-3,8",
         "text=the%20cat&src=le%20chat%20%26%20%3Ci%3E&heads=0-3%2C8&pool=mean&focus=2&teach=off&tiles=on",

@@ -1,8 +1,9 @@
 //! What attention is computed over, shared by the heatmaps and the benchmark: the text (or `n`
 //! generated tokens), the seed of the synthetic weights, and the mask with its window or chunk.
 //!
-//! The benchmark reads `n`, `mask` and `window` as filters: a link that names them runs just those
-//! cases, so whether the link named `mask` or `window` is kept even when it names the default.
+//! The benchmark reads `n`, `mask`, `window` and `chunk` as filters: a link that names them runs just
+//! those cases (a named chunked mask sized by the link's chunk), so whether the link named `mask`,
+//! `window` or `chunk` is kept even when it names the default.
 
 use super::link::{Accepted, LinkParams, Notice, parse_bounded};
 use crate::model::Mask;

@@ -2,7 +2,7 @@
 //! parameters. An option's value `all` lifts that filter.
 
 use super::BenchParams;
-pub use super::{mask_size, sized_by_chunk, window_tokens};
+pub use super::{mask_size, window_tokens};
 use crate::gpu::bench::{BENCH_DEFAULT_HEAD_DIMS, BenchKernel, SEQUENCE_LENGTHS};
 use crate::model::Mask;
 use crate::views::attention_input::AttentionInput;

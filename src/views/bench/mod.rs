@@ -1,6 +1,7 @@
-//! The benchmark view's model. Here its link parameters: `d` and `kernel`, with `n`, `mask` and
-//! `window` read from the shared [`AttentionInput`]; a link that names any of them runs just the
-//! matching cases (`kernel=backward` the backward's, which no other list includes).
+//! The benchmark view's model. Here its link parameters: `d` and `kernel`, with `n`, `mask`,
+//! `window` and `chunk` (which sizes a named chunked mask) read from the shared [`AttentionInput`]; a
+//! link that names any of them runs just the matching cases (`kernel=backward` the backward's, which
+//! no other list includes).
 //! [`controls`] holds the case filter's choices, [`rows`] the result table's cells, [`status`] every
 //! other line the view shows.
 
@@ -65,7 +66,7 @@ pub fn window_tokens(input: &AttentionInput) -> u64 {
 }
 
 /// Whether the cases' windowed mask is sized by the link's `chunk` (a named chunked mask with a
-/// named chunk) rather than its `window`: the key the view's size control reads and writes.
+/// named chunk) rather than its `window`. The size control's key is `controls::size_key`.
 pub fn sized_by_chunk(input: &AttentionInput) -> bool {
     input.mask_given && input.chunk_given && matches!(input.mask, Mask::Chunked { .. })
 }
