@@ -1,5 +1,5 @@
 //! Native kernel benchmark: `cargo run --release --bin bench -- [--n N] [--d D] [--mask full|causal|sliding|chunked]
-//! [--window W] [--kernel tiled|coop|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
+//! [--window W] [--chunk C] [--kernel tiled|coop|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
 //! or `... -- --lm [--matmul-form tiled|direct|subgroup] [--matmul-block ROWSxCOLSxLANES] [--tokens T]` for the
 //! language model's rows: `matmul` at the shipped model's shapes (256 rows) and its whole forward pass
 //! (256 tokens by default, every layer's probabilities).
@@ -12,7 +12,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    if let Err(e) = native::run() {
+    if let Err(e) = native::run(std::env::args().skip(1)) {
         eprintln!("bench: {e}");
         std::process::exit(1);
     }
@@ -36,6 +36,17 @@ mod native {
     use attention_lab::lm::checkpoint::Checkpoint;
     use attention_lab::model::Mask;
     use attention_lab::views::bench::paged::paged_summary;
+
+    /// What `--help` prints (the flags as the module's doc gives them).
+    const USAGE: &str = "\
+usage: bench [--n N] [--d D] [--mask full|causal|sliding|chunked] [--window W] [--chunk C]
+             [--kernel tiled|coop|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]
+       bench --lm [--matmul-form tiled|direct|subgroup] [--matmul-block ROWSxCOLSxLANES] [--tokens T]
+       bench --paged
+Times the attention kernels on this machine's first adapter and prints a table (--json: one object a line).
+With no flag, every case: lengths x head layouts (8/8, 32/8) x widths x masks x kernels, then the decode rows.
+--window sizes the sliding cases (256 by default); --chunk the chunked mask (the window by default).
+--lm: the language model's rows; --paged: decode over 4,096 cached tokens, contiguous against paged.";
 
     fn now_ms() -> f64 {
         static START: OnceLock<Instant> = OnceLock::new();
@@ -66,7 +77,8 @@ mod native {
         tokens: Option<u32>,
     }
 
-    fn parse() -> Result<Args, String> {
+    /// The flags after the program's name.
+    fn parse(flags: impl IntoIterator<Item = String>) -> Result<Args, String> {
         let mut args = Args {
             filter: BenchFilter::default(),
             json: false,
@@ -76,7 +88,8 @@ mod native {
             lm: None,
             paged: false,
         };
-        let mut it = std::env::args().skip(1);
+        let mut chunk = None;
+        let mut it = flags.into_iter();
         while let Some(flag) = it.next() {
             if flag == "--json" {
                 args.json = true;
@@ -96,6 +109,7 @@ mod native {
                 "--n" => args.filter.n = Some(number()?),
                 "--d" => args.filter.d = Some(number()?),
                 "--window" => args.filter.window = Some(number()?.into()),
+                "--chunk" => chunk = Some(u64::from(number()?)),
                 "--reps" => args.reps.max = number()?.max(1),
                 "--mask" => args.filter.mask = Some(Mask::named(&value, 1, 1)?),
                 // The matrix-unit kernel is native only, so the page's parser (`BenchKernel::from_str`) does not take it.
@@ -137,9 +151,13 @@ mod native {
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
-        // The named mask takes the window (or the default) whichever flag came first.
-        let size = args.filter.window.unwrap_or(bench::DEFAULT_WINDOW);
-        args.filter.mask = args.filter.mask.map(|m| m.resized(size, size));
+        // The named mask takes its size whichever flag came first: a sliding one the window, a chunked
+        // one the chunk, else the window (as the page's bench view does), else the default.
+        if chunk.is_some() && !matches!(args.filter.mask, Some(Mask::Chunked { .. })) {
+            return Err("--chunk sizes the chunked mask: add --mask chunked".into());
+        }
+        let window = args.filter.window.unwrap_or(bench::DEFAULT_WINDOW);
+        args.filter.mask = args.filter.mask.map(|m| m.resized(window, chunk.unwrap_or(window)));
         Ok(args)
     }
 
@@ -261,8 +279,13 @@ mod native {
         Ok(())
     }
 
-    pub fn run() -> Result<(), String> {
-        let args = parse()?;
+    pub fn run(flags: impl IntoIterator<Item = String>) -> Result<(), String> {
+        let flags: Vec<String> = flags.into_iter().collect();
+        if flags.iter().any(|f| f == "--help" || f == "-h") {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        let args = parse(flags)?;
         pollster::block_on(async {
             let ctx = GpuContext::new().await.map_err(|e| e.to_string())?;
             let kernels = Kernels::new(&ctx);
@@ -313,5 +336,33 @@ mod native {
             ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| e.to_string())?;
             Ok(())
         })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn mask_of(flags: &str) -> Result<Option<Mask>, String> {
+            parse(flags.split_whitespace().map(String::from)).map(|a| a.filter.mask)
+        }
+
+        #[test]
+        fn a_chunked_mask_takes_the_chunk_else_the_window_else_the_default() {
+            let chunked = |c| Some(Mask::Chunked { chunk_tokens: c });
+            assert_eq!(mask_of("--mask chunked --chunk 64"), Ok(chunked(64)));
+            assert_eq!(mask_of("--chunk 64 --window 32 --mask chunked"), Ok(chunked(64)));
+            assert_eq!(mask_of("--mask chunked --window 32"), Ok(chunked(32)));
+            assert_eq!(mask_of("--mask chunked"), Ok(chunked(bench::DEFAULT_WINDOW)));
+        }
+
+        #[test]
+        fn a_sliding_mask_takes_the_window_and_a_chunk_without_a_chunked_mask_is_refused() {
+            assert_eq!(mask_of("--window 32 --mask sliding"), Ok(Some(Mask::Sliding { window_tokens: 32 })));
+            assert_eq!(mask_of("--mask causal --window 32"), Ok(Some(Mask::Causal)));
+            for flags in ["--mask sliding --chunk 64", "--chunk 64"] {
+                assert!(mask_of(flags).unwrap_err().contains("--mask chunked"), "{flags}");
+            }
+            assert!(mask_of("--mask chunked --chunk x").unwrap_err().starts_with("--chunk x"));
+        }
     }
 }
