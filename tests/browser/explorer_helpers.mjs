@@ -7,11 +7,13 @@ export async function explorerState(page) {
   return page.$eval('[data-testid="explorer"]', (e) => ({ job: Number(e.dataset.job), status: e.dataset.status, done: Number(e.dataset.headsDone), total: Number(e.dataset.headsTotal) }));
 }
 
-/** Waits until a computation newer than `afterJob` has finished. */
+/** Waits until a computation newer than `afterJob` has finished and, when it is ready, every head's
+ * figure is up (the page mounts the first figures a few heads a frame, after the job is done). */
 export async function waitReady(page, afterJob = 0, timeout = 120_000) {
   await page.waitForFunction((job) => {
     const e = document.querySelector('[data-testid="explorer"]');
-    return e && Number(e.dataset.job) > job && e.dataset.status !== "computing";
+    if (!e || Number(e.dataset.job) <= job || e.dataset.status === "computing") return false;
+    return e.dataset.status !== "ready" || !document.querySelector('[data-testid="head-placeholder"]');
   }, afterJob, { timeout });
   return explorerState(page);
 }
