@@ -136,7 +136,7 @@ fn the_coop_kernels_workgroup_memory_is_what_its_tiles_count() {
 /// to the widest the kernels take, with its loops and written out, and its variables counted.
 #[test]
 fn attending_kernels_keep_within_wgsl_function_memory_at_every_width() {
-    use attention_lab::gpu::flash_tiles::{FlashTiles, cpu_rows_per_invocation, queries_in_registers};
+    use attention_lab::gpu::flash_tiles::{FlashTiles, cpu_forward_rows_per_invocation, queries_in_registers};
     use attention_lab::gpu::shader_text::with_includes;
     const MAX_FUNCTION_BYTES: u32 = 8192;
     let read = |name: &str| with_includes(&fs::read_to_string(Path::new("shaders").join(name)).expect("shader"));
@@ -171,7 +171,7 @@ fn attending_kernels_keep_within_wgsl_function_memory_at_every_width() {
         }
         // SwiftShader's 4 lanes and lavapipe's 8.
         for lanes in [4, 8] {
-            let r = cpu_rows_per_invocation(d);
+            let r = cpu_forward_rows_per_invocation(d);
             let q_regs = u32::from(queries_in_registers(d, r));
             check(
                 "flash_attention_subgroup.wgsl",

@@ -1,8 +1,7 @@
-//! Native kernel benchmark: `cargo run --release --bin bench -- [--n N] [--d D] [--mask full|causal|sliding|chunked]
-//! [--window W] [--chunk C] [--kernel tiled|coop|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]`,
-//! or `... -- --lm [--matmul-form tiled|direct|subgroup] [--matmul-block ROWSxCOLSxLANES] [--tokens T]` for the
-//! language model's rows: `matmul` at the shipped model's shapes (256 rows) and its whole forward pass
-//! (256 tokens by default, every layer's probabilities).
+//! Native kernel benchmark: `cargo run --release --bin bench -- --help` prints its flags (`USAGE`
+//! below): the attention kernels' cases by default, `--lm` for the language model's rows (`matmul` at
+//! the shipped model's shapes, 256 rows, and its whole forward pass, 256 tokens by default, every
+//! layer's probabilities), `--paged` for decode over a paged cache.
 //!
 //! Each tiled row is followed by a `coop` row: the same case on the GPU's matrix units
 //! (`flash_attention_coop.wgsl`, f16 inputs), or why this adapter has none.
@@ -37,7 +36,7 @@ mod native {
     use attention_lab::model::Mask;
     use attention_lab::views::bench::paged::paged_summary;
 
-    /// What `--help` prints (the flags as the module's doc gives them).
+    /// What `--help` prints: every flag.
     const USAGE: &str = "\
 usage: bench [--n N] [--d D] [--mask full|causal|sliding|chunked] [--window W] [--chunk C]
              [--kernel tiled|coop|naive|rows|backward] [--heads HQ/HKV] [--tiles ROWSxKEYS[s]] [--reps R] [--json]

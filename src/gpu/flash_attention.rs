@@ -4,7 +4,7 @@ use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_attention_coop::{self, FlashAttentionCoop};
 use crate::gpu::flash_attention_subgroup::FlashSubgroup;
 use crate::gpu::flash_io::{FLASH_BINDINGS, FlashBuffers, FlashLaunch};
-use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE, queries_in_registers};
+use crate::gpu::flash_tiles::{FlashTiles, MAX_KEYS_PER_TILE, cpu_forward_rows_per_invocation, queries_in_registers};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::subgroup_form::{Named, SubgroupForm};
@@ -61,7 +61,7 @@ impl FlashAttention {
     pub fn new(ctx: &GpuContext) -> Self {
         let launcher = Launcher::new(ctx);
         launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
-        let subgroup = if ctx.adapter.is_cpu { SubgroupForm::new(ctx) } else { None };
+        let subgroup = if ctx.adapter.is_cpu { SubgroupForm::new(ctx, cpu_forward_rows_per_invocation) } else { None };
         Self {
             launcher,
             limits: ctx.limits.clone(),

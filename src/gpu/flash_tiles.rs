@@ -104,6 +104,16 @@ pub fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
     }
 }
 
+/// CPU adapters, the forward's subgroup form (`flash_attention_subgroup`): rows per invocation. As
+/// [`cpu_rows_per_invocation`], but six for heads 65-128 wide (2 x 6 x 128 x 4 = 6 KiB of query and
+/// output rows, [`ROWS_MAX_BYTES`]): at d = 128 six ran 10-35 % faster than four on lavapipe and on
+/// SwiftShader (2-core AMD EPYC, `bench` and the bench view). The paged decode keeps
+/// [`cpu_rows_per_invocation`]: a decode step has few rows per KV head (4 for Llama 3 8B), and six
+/// would leave two of them padding.
+pub fn cpu_forward_rows_per_invocation(d_pad: u32) -> u32 {
+    if d_pad > 64 && d_pad <= 128 { 6 } else { cpu_rows_per_invocation(d_pad) }
+}
+
 /// Bytes of an invocation's query and output rows (`q_rows`, `acc`) the forward kernels hold at
 /// most: WGSL allows 8 KiB of variables per function (browsers enforce it), and the step's scores,
 /// weights and bounds need some of the rest. Every head up to 256 wide fits (4 KiB at most).
@@ -123,10 +133,9 @@ fn cpu_keys(d_pad: u32) -> u32 {
 }
 
 /// The compile-time constants of a subgroup form (`flash_attention_subgroup`,
-/// `paged_attention_subgroup`) for `d_pad`-wide heads: one key per lane at every step, several rows
+/// `paged_attention_subgroup`) for `d_pad`-wide heads: one key per lane at every step, `rows` rows
 /// per invocation.
-pub fn subgroup_constants(d_pad: u32, subgroup_size: u32) -> [(&'static str, u32); 5] {
-    let rows = cpu_rows_per_invocation(d_pad);
+pub fn subgroup_constants(d_pad: u32, subgroup_size: u32, rows: u32) -> [(&'static str, u32); 5] {
     [
         ("D", d_pad),
         ("D4", d_pad / 4),
@@ -181,6 +190,12 @@ mod tests {
         // 2 x 576 x 4 = 4,608 bytes keep the query, 2 x 1,024 x 4 = 8 KiB would not (WGSL's limit for
         // all of a function's variables), so it is re-read.
         assert_eq!((cpu_rows_per_invocation(320), cpu_rows_per_invocation(384)), (2, 2));
+        // The forward's subgroup form: six rows for 65-128 (6 KiB, the most the budget allows),
+        // as the decode's elsewhere.
+        assert!(queries_in_registers(128, 6) && !queries_in_registers(132, 6));
+        for (d, forward, decode) in [(64, 8, 8), (68, 6, 4), (128, 6, 4), (132, 2, 2), (256, 2, 2), (512, 1, 1)] {
+            assert_eq!((cpu_forward_rows_per_invocation(d), cpu_rows_per_invocation(d)), (forward, decode), "{d}");
+        }
         assert!(queries_in_registers(320, 2));
         for d in [388, 512, 576, 768, 1024] {
             assert_eq!(cpu_rows_per_invocation(d), 1, "{d}");

@@ -5,7 +5,7 @@
 use crate::attention::AttentionShape;
 use crate::gpu::attention_io::AttentionParams;
 use crate::gpu::flash_io::FlashBuffers;
-use crate::gpu::flash_tiles::{FlashTiles, queries_in_registers};
+use crate::gpu::flash_tiles::{FlashTiles, cpu_rows_per_invocation, queries_in_registers};
 use crate::gpu::kernel::{CpuTwin, Kernel, Launcher};
 use crate::gpu::launch::{Binding, Dispatch};
 use crate::gpu::paged_attention_subgroup::{PAGED_BINDINGS, PagedSubgroup};
@@ -82,7 +82,7 @@ impl PagedAttention {
     pub fn new(ctx: &GpuContext) -> Self {
         let launcher = Launcher::new(ctx);
         launcher.pipelines().set_unrolled(UNROLL_BY_DEFAULT);
-        let subgroup = if ctx.adapter.is_cpu { SubgroupForm::new(ctx) } else { None };
+        let subgroup = if ctx.adapter.is_cpu { SubgroupForm::new(ctx, cpu_rows_per_invocation) } else { None };
         Self { launcher, limits: ctx.limits.clone(), is_cpu: ctx.adapter.is_cpu, subgroup }
     }
 
