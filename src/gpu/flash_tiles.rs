@@ -86,7 +86,8 @@ impl FlashTiles {
 /// sliding window).
 const CPU_ROWS_PER_WORKGROUP: u32 = 8;
 
-/// CPU adapters: rows per invocation (both forward kernels). Every K/V value an invocation holds
+/// CPU adapters: rows per invocation (the forward's loop form and both decode kernels; the forward's
+/// subgroup form takes [`cpu_forward_rows_per_invocation`]). Every K/V value an invocation holds
 /// serves R rows, so more rows amortise each read, but the step's code (unrolled R x keys x d/4 times)
 /// and its compile time grow with R, and so do the query and output rows an invocation holds, which
 /// must stay within WGSL's 8 KiB per function: two rows while both keep their queries in registers
@@ -106,8 +107,9 @@ pub fn cpu_rows_per_invocation(d_pad: u32) -> u32 {
 
 /// CPU adapters, the forward's subgroup form (`flash_attention_subgroup`): rows per invocation. As
 /// [`cpu_rows_per_invocation`], but six for heads 65-128 wide (2 x 6 x 128 x 4 = 6 KiB of query and
-/// output rows, [`ROWS_MAX_BYTES`]): at d = 128 six ran 10-35 % faster than four on lavapipe and on
-/// SwiftShader (2-core AMD EPYC, `bench` and the bench view). The paged decode keeps
+/// output rows, [`ROWS_MAX_BYTES`]): at d = 128 six ran faster than four on lavapipe (n = 1,024, 8/8
+/// full 12.1-12.2 against 10.8-11.4 GFLOP/s) and on SwiftShader (causal 2.2-2.8 against 1.5-1.75), on
+/// a 2-core AMD EPYC (README.md has every row). The paged decode keeps
 /// [`cpu_rows_per_invocation`]: a decode step has few rows per KV head (4 for Llama 3 8B), and six
 /// would leave two of them padding.
 pub fn cpu_forward_rows_per_invocation(d_pad: u32) -> u32 {
@@ -116,7 +118,8 @@ pub fn cpu_forward_rows_per_invocation(d_pad: u32) -> u32 {
 
 /// Bytes of an invocation's query and output rows (`q_rows`, `acc`) the forward kernels hold at
 /// most: WGSL allows 8 KiB of variables per function (browsers enforce it), and the step's scores,
-/// weights and bounds need some of the rest. Every head up to 256 wide fits (4 KiB at most).
+/// weights and bounds need some of the rest. Every head up to 256 wide fits (6 KiB at most: the
+/// forward's six rows 128 wide).
 pub const ROWS_MAX_BYTES: u32 = 6 * 1024;
 
 /// Whether the forward kernels keep `rows` query rows `d_pad` wide in registers next to their
@@ -182,16 +185,18 @@ mod tests {
     #[test]
     fn wide_heads_fit_wgsl_function_memory_and_the_web_tiles() {
         let web = wgpu::Limits::defaults();
-        // Up to 256 wide every adapter keeps its query rows (4 KiB of q_rows and acc at most).
+        // Up to 256 wide every adapter keeps its query rows (6 KiB of q_rows and acc at most).
         for d in [4, 64, 128, 256] {
-            assert!(queries_in_registers(d, cpu_rows_per_invocation(d)) && queries_in_registers(d, 1), "{d}");
+            for rows in [cpu_rows_per_invocation(d), cpu_forward_rows_per_invocation(d), 1] {
+                assert!(queries_in_registers(d, rows), "{d} {rows}");
+            }
         }
         // Wider: two rows up to 384 (2 x 2 x 384 x 4 = 6 KiB of queries and outputs), then one;
         // 2 x 576 x 4 = 4,608 bytes keep the query, 2 x 1,024 x 4 = 8 KiB would not (WGSL's limit for
         // all of a function's variables), so it is re-read.
         assert_eq!((cpu_rows_per_invocation(320), cpu_rows_per_invocation(384)), (2, 2));
-        // The forward's subgroup form: six rows for 65-128 (6 KiB, the most the budget allows),
-        // as the decode's elsewhere.
+        // The forward's subgroup form: six rows for 65-128 (6 KiB, the most the budget allows);
+        // at every other width the decode's rows.
         assert!(queries_in_registers(128, 6) && !queries_in_registers(132, 6));
         for (d, forward, decode) in [(64, 8, 8), (68, 6, 4), (128, 6, 4), (132, 2, 2), (256, 2, 2), (512, 1, 1)] {
             assert_eq!((cpu_forward_rows_per_invocation(d), cpu_rows_per_invocation(d)), (forward, decode), "{d}");
